@@ -1,0 +1,1 @@
+// Placeholder until the CUDA kernels land (issue 5).

@@ -1,0 +1,1 @@
+// PLACEHOLDER: models/build.cpp — being written.

@@ -1,0 +1,1 @@
+// PLACEHOLDER: models/config.cpp — being written.

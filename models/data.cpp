@@ -1,0 +1,1 @@
+// PLACEHOLDER: models/data.cpp — being written.

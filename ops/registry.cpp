@@ -1,0 +1,24 @@
+// make_builtin_registry(): the one explicit list of ops (no static self-registration).
+#include "ops/registry.h"
+
+namespace remat {
+
+OpRegistry make_builtin_registry() {
+  OpRegistry r;
+  register_conv2d_ops(r);
+  register_dense_ops(r);
+  register_activation_ops(r);
+  register_add_ops(r);
+  register_concat_ops(r);
+  register_flatten_ops(r);
+  register_batchnorm_ops(r);
+  register_pool_ops(r);
+  register_upsample_ops(r);
+  register_dropout_ops(r);
+  register_softmax_xent_ops(r);
+  register_sgd_ops(r);
+  register_adam_ops(r);
+  return r;
+}
+
+}  // namespace remat

@@ -1,0 +1,26 @@
+// The single list of built-in ops. Each ops/<name>.cpp defines one register_*_ops function
+// adding its forward op and the backward ops its gradient rule emits.
+#pragma once
+
+#include "runtime/op.h"
+
+namespace remat {
+
+void register_conv2d_ops(OpRegistry& r);       // conv2d (+ fused relu/relu6), its grads
+void register_dense_ops(OpRegistry& r);        // dense (+ fused bias/activation), its grads
+void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
+void register_add_ops(OpRegistry& r);          // add (n-ary)
+void register_concat_ops(OpRegistry& r);       // concat (channels), concat_slice
+void register_flatten_ops(OpRegistry& r);      // flatten and its grad (reshape copies)
+void register_batchnorm_ops(OpRegistry& r);    // batchnorm (train / inference), grads
+void register_pool_ops(OpRegistry& r);         // maxpool, avgpool, global_avgpool, grads
+void register_upsample_ops(OpRegistry& r);     // upsample (nearest, integer factor), grad
+void register_dropout_ops(OpRegistry& r);      // dropout (seeded, replayable), grad
+void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, grads
+void register_sgd_ops(OpRegistry& r);          // sgd (momentum, weight decay)
+void register_adam_ops(OpRegistry& r);         // adam
+
+// Every built-in op, registered once. A duplicate name throws.
+OpRegistry make_builtin_registry();
+
+}  // namespace remat

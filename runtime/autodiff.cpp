@@ -1,0 +1,1 @@
+// PLACEHOLDER: runtime/autodiff.cpp — being written.

@@ -1,0 +1,49 @@
+// The Backend interface: raw memory (the allocator's pool primitive), copies, and running or
+// timing one node's kernel. CPU implementation in cpu_backend.cpp; CUDA in cuda_backend.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/op.h"
+
+namespace remat {
+
+enum class DeviceKind { Cpu, Cuda };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;  // "cpu", "cuda:0 NVIDIA H100 80GB HBM3"
+
+  // Raw memory: one call per pool (or per tensor in simple executors). Never null; throws.
+  virtual void* raw_alloc(int64_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+
+  virtual void copy_from_host(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void fill_zero(void* dst, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Workspace bytes `op` needs to run `ctx` (ctx.workspace unset). CPU: op.cost's workspace;
+  // CUDA: the chosen algorithm's workspace.
+  virtual int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) = 0;
+  // Runs one kernel (asynchronously on a device backend).
+  virtual void run(const OpDef& op, ExecContext& ctx) = 0;
+  // Runs `warmup` + `repeats` times and returns each repeat's time in milliseconds.
+  virtual std::vector<double> time_run(const OpDef& op, ExecContext& ctx, int warmup,
+                                       int repeats) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_built();
+// nullptr with `why` set when no device is usable (or the build has no CUDA).
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
+
+}  // namespace remat

@@ -1,0 +1,1 @@
+// PLACEHOLDER: runtime/cpu_backend.cpp — being written.

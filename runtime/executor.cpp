@@ -1,0 +1,1 @@
+// PLACEHOLDER: runtime/executor.cpp — being written.

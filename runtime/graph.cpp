@@ -1,0 +1,1 @@
+// PLACEHOLDER: runtime/graph.cpp — being written.

@@ -1,0 +1,1 @@
+// PLACEHOLDER: runtime/graph_json.cpp — being written.

@@ -1,0 +1,109 @@
+// The op interface: an op is a plain struct of functions (shape inference, parameters, cost,
+// CPU reference, CUDA path, gradient rule). ops/ defines every op; make_builtin_registry()
+// (ops/registry.h) lists them all. runtime/ knows this interface but no particular op.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/attrs.h"
+#include "runtime/graph.h"
+#include "runtime/tensor.h"
+
+namespace remat {
+
+// A persistent value an op needs next to its data inputs (conv weight, bn running mean, ...).
+// Named "<layer>.<suffix>"; appended to the node's inputs after the data inputs, in order.
+struct ParamSpec {
+  std::string suffix;                 // "weight", "bias", "running_mean", ...
+  TensorDesc desc;
+  ValueKind kind = ValueKind::Param;  // Param (trainable) or Buffer
+  InitKind init = InitKind::Zeros;
+  int64_t fan_in = 0, fan_out = 0;
+};
+
+struct OpCost {
+  double flops = 0;             // floating point operations of one run
+  int64_t bytes_moved = 0;      // bytes read + written (memory traffic estimate)
+  int64_t workspace_bytes = 0;  // scratch the CPU path needs while running
+};
+
+// Everything one kernel call sees. Inputs follow node.inputs; output is node.output.
+struct ExecContext {
+  const Node* node = nullptr;
+  std::vector<TensorView> inputs;
+  TensorView output;
+  void* workspace = nullptr;    // at least the op's workspace bytes, from the backend's pool
+  int64_t workspace_bytes = 0;
+  int64_t step = 0;             // 0-based training step (Adam bias correction, dropout masks)
+  bool first_compute = true;    // false when the node is being recomputed within a step
+  void* device = nullptr;       // backend-specific state (CudaContext* on the CUDA backend)
+};
+
+using KernelFn = std::function<void(const ExecContext&)>;
+
+// Emits backward nodes for a gradient rule. Emitted nodes are Backward nodes named
+// "<forward name>.<suffix>", sharing the forward node's attrs unless given their own.
+class GradEmitter {
+ public:
+  virtual ~GradEmitter() = default;
+  virtual ValueId emit(const std::string& suffix, const std::string& op,
+                       std::vector<ValueId> inputs, const TensorDesc& out) = 0;
+  virtual ValueId emit(const std::string& suffix, const std::string& op,
+                       std::vector<ValueId> inputs, const TensorDesc& out, AttrMap attrs,
+                       OpAttrsPtr typed) = 0;
+  virtual const Graph& graph() const = 0;
+};
+
+// Returns one gradient per input of `fwd` (kNoValue where none flows: labels, buffers), given
+// the gradient `dy` of its output (kNoValue for the loss node, whose output gradient is 1).
+using GradientFn =
+    std::function<std::vector<ValueId>(GradEmitter& g, const Node& fwd, ValueId dy)>;
+
+struct OpDef {
+  std::string name;
+  std::string summary;              // one line, for --help and error lists
+  bool user_visible = true;         // false for ops only autodiff emits (conv2d_grad_input)
+  int min_inputs = 1;               // data inputs (parameters excluded)
+  int max_inputs = 1;               // -1: unbounded
+  NodeKind kind = NodeKind::Forward;  // Loss for loss ops, Update for optimizer ops
+
+  // Attributes -> typed struct; validates values. Must call reader.finish(name).
+  std::function<OpAttrsPtr(AttrReader&)> parse;
+  // Output descriptor from data inputs; throws UserError describing the mismatch.
+  std::function<TensorDesc(const OpAttrs&, const std::vector<TensorDesc>& data_inputs)> infer;
+  // Parameters and buffers this op owns (may be empty function).
+  std::function<std::vector<ParamSpec>(const OpAttrs&, const std::vector<TensorDesc>&)> params;
+  // Cost of one run, given all inputs (params included) and the output.
+  std::function<OpCost(const OpAttrs&, const std::vector<TensorDesc>& inputs,
+                       const TensorDesc& out)> cost;
+  KernelFn cpu;                     // CPU reference (always present)
+  KernelFn cuda;                    // CUDA path (empty when built without CUDA)
+  GradientFn gradient;              // empty: not differentiable
+  // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
+  std::function<std::vector<std::string>(const OpAttrs&)> optimizer_state;
+};
+
+class OpRegistry {
+ public:
+  // Throws if an op of that name is already registered.
+  void add(OpDef op);
+  bool has(const std::string& name) const { return ops_.count(name) > 0; }
+  // Throws UserError "unknown op 'x' (known: a, b, ...)" listing user-visible ops.
+  const OpDef& get(const std::string& name) const;
+  std::vector<std::string> names(bool user_visible_only) const;
+
+ private:
+  std::map<std::string, OpDef> ops_;
+};
+
+// Convenience for ops: typed attrs of a node.
+template <typename T>
+const T& attrs_of(const Node& n) {
+  return static_cast<const T&>(*n.typed);
+}
+
+}  // namespace remat

@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/baselines.cpp — being written.
+#include "solver/strategies.h"

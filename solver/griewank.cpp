@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/griewank.cpp — being written.
+#include "solver/strategies.h"

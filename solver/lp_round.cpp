@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/lp_round.cpp — being written.
+#include "solver/strategies.h"

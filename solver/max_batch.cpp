@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/max_batch.cpp — being written.
+#include "solver/strategies.h"

@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/milp.cpp — being written.
+#include "solver/strategies.h"

@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/problem.cpp — being written.
+#include "solver/strategies.h"

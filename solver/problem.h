@@ -1,0 +1,59 @@
+// The rematerialization problem: a DAG of single-output nodes in topological order, each with a
+// compute cost, output bytes and workspace bytes, plus the constant bytes resident all step.
+// Read from / written to "remat-problem/1" JSON; built from a training graph + cost table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+enum class ProblemNodeKind { Forward, Loss, Backward };
+
+const char* problem_node_kind_name(ProblemNodeKind kind);
+
+struct ProblemNode {
+  std::string name;
+  ProblemNodeKind kind = ProblemNodeKind::Forward;
+  double cost = 0;              // compute cost: FLOPs or milliseconds (Problem::cost_unit)
+  int64_t bytes = 0;            // output bytes held while the value is resident
+  int64_t workspace_bytes = 0;  // scratch bytes only while this node runs
+  std::vector<int> deps;        // indices of earlier nodes, strictly ascending, no duplicates
+};
+
+struct Problem {
+  std::string name;
+  std::string cost_unit = "flops";  // "flops" or "ms"
+  int64_t batch = 1;                // batch size the bytes (and costs) were measured at
+  int64_t constant_bytes = 0;       // params, grads, optimizer state, batch, labels
+  std::vector<ProblemNode> nodes;
+
+  int size() const { return static_cast<int>(nodes.size()); }
+};
+
+// users[i] = indices of nodes that depend on node i, ascending.
+std::vector<std::vector<int>> problem_users(const Problem& p);
+
+// Throws UserError naming `source` and the node for: forward references, cycles, self or
+// duplicate deps, negative sizes/costs, non-finite costs, empty problem.
+void problem_validate(const Problem& p, const std::string& source = "problem");
+
+// JSON ("remat-problem/1"). Load/parse validate; errors name the file and the node index/field.
+Problem problem_from_json_text(const std::string& text, const std::string& source);
+std::string problem_to_json_text(const Problem& p);
+Problem problem_load(const std::string& path);
+void problem_save(const Problem& p, const std::string& path);
+
+// Smallest budget any schedule can meet (bytes, constant included): max over nodes k of
+// constant + bytes_k + workspace_k + sum of bytes of k's deps. See Note [memory semantics].
+int64_t problem_min_budget(const Problem& p);
+
+// Bytes if every value were kept for the whole step (an upper bound on any sane schedule).
+int64_t problem_total_bytes(const Problem& p);
+
+// The same graph at another batch size: activation bytes, workspace and cost scale linearly
+// with batch (rounded up to whole bytes); constant_bytes does not.
+Problem problem_at_batch(const Problem& p, int64_t batch);
+
+}  // namespace remat

@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/schedule.cpp — being written.
+#include "solver/strategies.h"

@@ -1,0 +1,81 @@
+// A rematerialization schedule in Checkmate's form (R, S per stage) and the one simulator that
+// replays any schedule into ordered compute/free steps with exact memory accounting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "solver/problem.h"
+
+namespace remat {
+
+// Row-major T x n matrix of 0/1.
+class BoolMatrix {
+ public:
+  BoolMatrix() = default;
+  BoolMatrix(int rows, int cols) : rows_(rows), cols_(cols), v_(size_t(rows) * cols, 0) {}
+  int rows() const { return rows_; }
+  int cols() const { return cols_; }
+  bool operator()(int r, int c) const { return v_[size_t(r) * cols_ + c] != 0; }
+  void set(int r, int c, bool x) { v_[size_t(r) * cols_ + c] = x ? 1 : 0; }
+  bool operator==(const BoolMatrix& o) const {
+    return rows_ == o.rows_ && cols_ == o.cols_ && v_ == o.v_;
+  }
+
+ private:
+  int rows_ = 0, cols_ = 0;
+  std::vector<uint8_t> v_;
+};
+
+// Note [frontier-advancing stages]
+// A schedule has T = n stages. Stage t computes node t for the first time (R[t][t] = 1) and may
+// recompute earlier nodes (R[t][i], i < t) in ascending order before it. S[t][i] = 1 means the
+// value of node i is held in memory entering stage t (i < t; S[0] is all zero). A value may be
+// held entering t+1 only if it was held entering t or computed in t.
+struct Schedule {
+  std::string strategy;
+  BoolMatrix R;  // T x n: node i computed in stage t
+  BoolMatrix S;  // T x n: value i held entering stage t
+  // Solver report (filled by strategies that solve something).
+  double solve_seconds = 0;
+  double lower_bound = 0;  // proven lower bound on cost (0 if none); gap = (cost-lb)/cost
+  std::string status;      // "optimal", "feasible", "time-limit", "heuristic", ...
+};
+
+// Cheapest valid R for a given S: R[t][t] = 1, and every dependency a stage needs that is not
+// held in S[t] is recomputed in that stage (transitively). See Note [frontier-advancing stages].
+BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S);
+
+// Note [memory semantics]
+// Identical in the MILP, the simulator and the executor. While node k runs, everything resident
+// plus k's output and k's workspace are in memory (its inputs are resident by definition).
+// After k runs its workspace is released, then every value that nothing later in the schedule
+// still needs before it would be recomputed is freed (including k's own output if unused). The
+// budget is total bytes: constant_bytes + resident values (+ workspace while running).
+enum class StepKind { Compute, Free };
+
+struct SimStep {
+  StepKind kind = StepKind::Compute;
+  int node = -1;            // node computed, or node whose value is freed
+  int stage = -1;
+  bool recompute = false;   // Compute of a node already computed earlier in the step
+  int64_t bytes_during = 0; // Compute: bytes in use while it runs (incl. workspace)
+  int64_t bytes_after = 0;  // bytes in use after this step
+};
+
+struct SimResult {
+  bool valid = false;
+  std::string error;            // why not valid: names stage, node and missing dependency
+  std::vector<SimStep> steps;   // ordered compute/free steps
+  double total_cost = 0;        // sum of costs of all computes
+  int64_t peak_bytes = 0;       // max bytes_during/bytes_after, constant included
+  int peak_step = -1;           // index into steps where the peak occurs
+  int computes = 0, recomputes = 0;
+};
+
+// Replays `s` on `p`. Checks shape (T = n, R[t][t] = 1, no R/S above the frontier), that every
+// dependency of every compute is resident, and that S only holds available values.
+SimResult simulate(const Problem& p, const Schedule& s);
+
+}  // namespace remat

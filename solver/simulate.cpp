@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/simulate.cpp — being written.
+#include "solver/strategies.h"

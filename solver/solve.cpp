@@ -1,0 +1,2 @@
+// PLACEHOLDER: solver/solve.cpp — being written.
+#include "solver/strategies.h"

@@ -1,0 +1,72 @@
+// Every strategy that decides a schedule, behind one entry point. All return the same Schedule
+// type; every returned schedule has been replayed by simulate() and fits the budget.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "solver/problem.h"
+#include "solver/schedule.h"
+
+namespace remat {
+
+struct SolveOptions {
+  double time_limit_seconds = 60;  // MILP / LP rounding wall-clock limit
+  double relative_gap = 1e-4;      // MILP stops when (incumbent - bound) / incumbent <= this
+  int threads = 1;
+  int log_level = 0;               // 0 silent; 1 live progress line; 2+ Cbc's own log
+  uint64_t seed = 1;               // randomized rounding
+  int rounding_samples = 64;
+  // Called while the MILP runs: elapsed seconds, incumbent cost (or < 0 if none), bound.
+  void (*progress)(double elapsed, double incumbent, double bound, void* user) = nullptr;
+  void* progress_user = nullptr;
+};
+
+struct SolveResult {
+  std::string strategy;
+  bool feasible = false;
+  std::string message;      // why infeasible / fallbacks taken
+  Schedule schedule;        // valid only if feasible
+  SimResult sim;            // simulate(problem, schedule) when feasible
+  double solve_seconds = 0;
+  double gap = 0;           // relative gap (MILP); 0 for exact/heuristics
+};
+
+// Known strategy names, in display order:
+// "all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy", "chen-greedy-linear",
+// "griewank", "lp", "checkmate".
+const std::vector<std::string>& strategy_names();
+
+// Solves `p` with `strategy` at `budget` bytes (constant included). An unknown strategy is a
+// UserError listing the known ones. A budget below problem_min_budget() is a UserError stating
+// the minimum. Infeasible-at-this-budget is a result with feasible = false, not an exception.
+SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
+                  const SolveOptions& opt = {});
+
+// Individual strategies (solver/*.cpp). Each returns nullopt when it finds no schedule that
+// fits the budget.
+std::optional<Schedule> solve_all_keep(const Problem& p);
+std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool linearized);
+std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized);
+std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
+std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
+                                          double* lp_bound = nullptr);
+std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
+                                             const SolveOptions& opt,
+                                             const Schedule* warm_start = nullptr);
+
+// Max batch (solver/max_batch.cpp): the largest batch whose schedule fits `budget` under
+// `strategy`, with compute cost at most one extra forward pass over all-keep.
+struct MaxBatchResult {
+  std::string strategy;
+  int64_t batch = 0;         // 0 if even batch 1 does not fit
+  int64_t upper_bound = 0;   // proven bound on the max batch (MILP); = batch for exact searches
+  double solve_seconds = 0;
+  std::string status;
+};
+MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
+                         const SolveOptions& opt = {});
+
+}  // namespace remat

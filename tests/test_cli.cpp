@@ -1,0 +1,55 @@
+// Tests for the tools' shared command-line helpers: byte sizes and flag errors.
+#include <gtest/gtest.h>
+
+#include "runtime/check.h"
+#include "tools/cli.h"
+
+namespace remat {
+namespace {
+
+TEST(ParseBytes, UnitsAreDecimalOrBinary) {
+  EXPECT_EQ(parse_bytes("15GB"), 15000000000LL);
+  EXPECT_EQ(parse_bytes("15GiB"), 15LL << 30);
+  EXPECT_EQ(parse_bytes("1.5MB"), 1500000);
+  EXPECT_EQ(parse_bytes("512"), 512);
+  EXPECT_EQ(parse_bytes("2 kib"), 2048);
+  EXPECT_EQ(parse_bytes("16e9"), 16000000000LL);
+}
+
+TEST(ParseBytes, BadInputNamesTheFlag) {
+  try {
+    parse_bytes("15XB", "--budget");
+    FAIL() << "no throw";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--budget"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("XB"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_bytes("GB"), UserError);
+  EXPECT_THROW(parse_bytes("-5GB"), UserError);
+}
+
+TEST(FlagParser, ParsesAndRejects) {
+  FlagParser f("train", "trains");
+  f.add("steps", "N", "steps", "10").add("verbose", "", "chatty").alias("-n", "steps");
+  const char* argv[] = {"train", "--steps=5", "--verbose"};
+  ASSERT_TRUE(f.parse(3, const_cast<char**>(argv)));
+  EXPECT_EQ(f.get_int("steps", 1, 100), 5);
+  EXPECT_TRUE(f.has("verbose"));
+
+  FlagParser g("train", "trains");
+  g.add("steps", "N", "steps", "10");
+  const char* bad[] = {"train", "--stepz", "3"};
+  EXPECT_THROW(g.parse(3, const_cast<char**>(bad)), UserError);
+  const char* missing[] = {"train", "--steps"};
+  FlagParser h("train", "trains");
+  h.add("steps", "N", "steps", "10");
+  EXPECT_THROW(h.parse(2, const_cast<char**>(missing)), UserError);
+  const char* range[] = {"train", "--steps", "0"};
+  FlagParser k("train", "trains");
+  k.add("steps", "N", "steps", "10");
+  ASSERT_TRUE(k.parse(3, const_cast<char**>(range)));
+  EXPECT_THROW(k.get_int("steps", 1, 100), UserError);
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,2 @@
+// PLACEHOLDER: maxbatch tool — being written.
+int main() { return 0; }

@@ -1,0 +1,2 @@
+// PLACEHOLDER: plan tool — being written.
+int main() { return 0; }
