@@ -1,1 +1,258 @@
-// PLACEHOLDER: models/build.cpp — being written.
+// Forward-graph builder: runs each layer's op parse/infer/params and reports op errors at the
+// layer's YAML position. See build.h for the graph it produces.
+#include "models/build.h"
+
+#include <map>
+#include <set>
+
+#include "runtime/check.h"
+
+namespace remat {
+
+namespace {
+
+std::string layer_ctx(const std::string& where, const std::string& layer) {
+  return where + ": layer '" + layer + "': ";
+}
+
+// Op messages that already start with a position in the config are kept; others get the
+// layer's position in front.
+[[noreturn]] void rethrow_at(const UserError& e, const std::string& source,
+                             const std::string& prefix) {
+  std::string msg = e.what();
+  if (!source.empty() && msg.rfind(source + ":", 0) == 0) throw e;
+  throw UserError(prefix + msg);
+}
+
+const OpDef& get_op(const OpRegistry& ops, const std::string& name, const std::string& prefix) {
+  try {
+    return ops.get(name);
+  } catch (const UserError& e) {
+    throw UserError(prefix + e.what());
+  }
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+void check_forward_op(const OpDef& op, const std::string& prefix) {
+  if (op.kind == NodeKind::Loss)
+    REMAT_USER_ERROR(prefix << "op '" << op.name
+                            << "' is a loss; set it with the top-level `loss:` key instead");
+  if (op.kind == NodeKind::Update)
+    REMAT_USER_ERROR(prefix << "op '" << op.name
+                            << "' is an optimizer; set it with the top-level `optimizer:` key");
+  if (op.kind != NodeKind::Forward || !op.user_visible)
+    REMAT_USER_ERROR(prefix << "op '" << op.name
+                            << "' is internal (emitted by autodiff) and cannot be a layer");
+}
+
+// Every layer must feed the loss: walk back from the last layer.
+void check_all_used(const ModelConfig& cfg) {
+  std::set<std::string> live = {cfg.layers.back().name};
+  for (auto it = cfg.layers.rbegin(); it != cfg.layers.rend(); ++it) {
+    if (!live.count(it->name))
+      REMAT_USER_ERROR(layer_ctx(it->where, it->name)
+                       << "output is never used (every layer must lead to the last layer, '"
+                       << cfg.layers.back().name << "', which feeds the loss)");
+    for (const auto& in : it->inputs) live.insert(in);
+  }
+}
+
+void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const TensorDesc& out,
+                      int64_t n) {
+  const Shape& s = out.shape;
+  Shape want;
+  bool ok;
+  if (cfg.loss == "softmax_xent") {
+    want = {n, cfg.classes};
+    ok = s == want;
+  } else {
+    ok = s.size() == 4 && s[0] == n && s[1] == cfg.classes;
+    want = {n, cfg.classes, s.size() == 4 ? s[2] : -1, s.size() == 4 ? s[3] : -1};
+  }
+  if (ok && out.dtype == DType::F32) return;
+  std::string want_str = cfg.loss == "softmax_xent"
+                             ? shape_str(want)
+                             : "[" + std::to_string(n) + ", " + std::to_string(cfg.classes) +
+                                   ", H, W]";
+  REMAT_USER_ERROR(layer_ctx(last.where, last.name)
+                   << "output " << shape_str(s) << " does not fit loss '" << cfg.loss
+                   << "' with classes " << cfg.classes << " (" << cfg.where_classes
+                   << "): the last layer must output " << want_str);
+}
+
+void check_optimizer(const ModelConfig& cfg, const OpRegistry& ops) {
+  const OptimizerConfig& o = cfg.optimizer;
+  const std::string prefix = o.op_where + ": optimizer: ";
+  const OpDef& op = get_op(ops, o.op, prefix);
+  if (op.kind != NodeKind::Update)
+    REMAT_USER_ERROR(prefix << "op '" << o.op << "' is not an optimizer");
+  try {
+    AttrReader r(o.attrs);
+    op.parse(r);
+  } catch (const UserError& e) {
+    rethrow_at(e, cfg.source, prefix);
+  }
+}
+
+}  // namespace
+
+uint64_t node_seed(uint64_t model_seed, const std::string& node_name) {
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a 64
+  for (unsigned char c : node_name) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  return splitmix64(splitmix64(model_seed) ^ h);
+}
+
+Shape parse_input_size(const std::string& text, const std::string& what) {
+  Shape s;
+  std::string cur;
+  auto flush = [&] {
+    bool digits = !cur.empty() && cur.size() <= 9;
+    for (char c : cur) digits = digits && c >= '0' && c <= '9';
+    if (!digits || std::stoll(cur) <= 0)
+      REMAT_USER_ERROR(what << ": expected CxHxW with positive integers (e.g. 3x32x32), got '"
+                            << text << "'");
+    s.push_back(std::stoll(cur));
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == 'x' || c == 'X' || c == ',') flush();
+    else cur += c;
+  }
+  flush();
+  if (s.size() != 3)
+    REMAT_USER_ERROR(what << ": expected three sizes CxHxW (e.g. 3x32x32), got '" << text << "'");
+  return s;
+}
+
+TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_output) {
+  const Shape& s = last_output.shape;
+  REMAT_CHECK(!s.empty(), "labels_desc_for: empty output shape");
+  if (loss == "softmax_xent_pixel" && s.size() == 4) return {{s[0], s[2], s[3]}, DType::I32};
+  return {{s[0]}, DType::I32};
+}
+
+Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
+                          const BuildOptions& opt) {
+  REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
+  const int64_t n = opt.batch ? *opt.batch : cfg.batch;
+  if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
+  const Shape chw = opt.input ? *opt.input : cfg.input;
+  if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
+    REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
+  check_all_used(cfg);
+
+  Graph g;
+  g.name = cfg.name;
+  g.batch = n;
+  Value in;
+  in.name = kModelInputName;
+  in.kind = ValueKind::Input;
+  in.desc = {{n, chw[0], chw[1], chw[2]}, DType::F32};
+  g.input = g.add_value(in);
+  Value lab;
+  lab.name = "labels";
+  lab.kind = ValueKind::Label;
+  lab.desc = {{n}, DType::I32};  // final shape set once the last layer's output is known
+  g.label = g.add_value(lab);
+
+  std::map<std::string, ValueId> by_name = {{kModelInputName, g.input}};
+  for (const LayerConfig& l : cfg.layers) {
+    const std::string prefix = layer_ctx(l.where, l.name);
+    const OpDef& op = get_op(ops, l.op, layer_ctx(l.op_where, l.name));
+    check_forward_op(op, layer_ctx(l.op_where, l.name));
+    const int count = static_cast<int>(l.inputs.size());
+    if (count < op.min_inputs || (op.max_inputs >= 0 && count > op.max_inputs)) {
+      std::string range = op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
+                          : op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                                              : std::to_string(op.min_inputs) + " to " +
+                                                    std::to_string(op.max_inputs);
+      REMAT_USER_ERROR(layer_ctx(l.inputs_where, l.name)
+                       << "field 'inputs': op '" << op.name << "' takes " << range << " input"
+                       << (range == "1" ? "" : "s") << ", got " << count);
+    }
+    Node node;
+    node.name = l.name;
+    node.op = l.op;
+    node.kind = NodeKind::Forward;
+    node.attrs = l.attrs;
+    node.seed = node_seed(cfg.seed, l.name);
+    try {
+      AttrReader r(l.attrs);
+      node.typed = op.parse(r);
+    } catch (const UserError& e) {
+      rethrow_at(e, cfg.source, prefix);
+    }
+    REMAT_CHECK(node.typed, "op '" << op.name << "' parse returned no attributes");
+    std::vector<TensorDesc> data;
+    for (const auto& name : l.inputs) {
+      auto it = by_name.find(name);
+      REMAT_CHECK(it != by_name.end(), "layer '" << l.name << "' input '" << name << "' unbuilt");
+      node.inputs.push_back(it->second);
+      data.push_back(g.value(it->second).desc);
+    }
+    TensorDesc out;
+    try {
+      out = op.infer(*node.typed, data);
+      if (op.params) {
+        for (const ParamSpec& p : op.params(*node.typed, data)) {
+          Value v;
+          v.name = l.name + "." + p.suffix;
+          v.desc = p.desc;
+          v.kind = p.kind;
+          v.init = p.init;
+          v.fan_in = p.fan_in;
+          v.fan_out = p.fan_out;
+          node.inputs.push_back(g.add_value(std::move(v)));
+        }
+      }
+    } catch (const UserError& e) {
+      std::string inputs;
+      for (size_t k = 0; k < data.size(); ++k)
+        inputs += (k ? ", " : "") + l.inputs[k] + " " + shape_str(data[k].shape);
+      throw UserError(prefix + e.what() + " (inputs: " + inputs + ")");
+    }
+    by_name[l.name] = g.node(g.add_node(std::move(node), out)).output;
+  }
+
+  const LayerConfig& last = cfg.layers.back();
+  const TensorDesc last_out = g.value(by_name.at(last.name)).desc;
+  check_loss_shape(cfg, last, last_out, n);
+  g.values[static_cast<size_t>(g.label)].desc = labels_desc_for(cfg.loss, last_out);
+
+  const std::string loss_prefix = cfg.where_loss + ": loss: ";
+  const OpDef& loss_op = get_op(ops, cfg.loss, loss_prefix);
+  if (loss_op.kind != NodeKind::Loss)
+    REMAT_USER_ERROR(loss_prefix << "op '" << cfg.loss << "' is not a loss");
+  Node loss;
+  loss.name = "loss";
+  loss.op = cfg.loss;
+  loss.kind = NodeKind::Loss;
+  loss.attrs.origin = cfg.where_loss + ": loss";
+  loss.seed = node_seed(cfg.seed, "loss");
+  loss.inputs = {by_name.at(last.name), g.label};
+  TensorDesc loss_out;
+  try {
+    AttrReader r(loss.attrs);
+    loss.typed = loss_op.parse(r);
+    loss_out = loss_op.infer(*loss.typed, {last_out, g.value(g.label).desc});
+  } catch (const UserError& e) {
+    rethrow_at(e, cfg.source, loss_prefix);
+  }
+  NodeId loss_node = g.add_node(std::move(loss), loss_out);
+  g.loss = g.node(loss_node).output;
+
+  check_optimizer(cfg, ops);
+  g.validate();
+  return g;
+}
+
+}  // namespace remat

@@ -1,6 +1,83 @@
-// PLACEHOLDER: activation op(s) — being written.
+// relu and relu6 (user ops) and their gradients relu_grad / relu6_grad [dy, y], which read the
+// forward OUTPUT y (so the input need not be kept). CPU loops live in fused_activation.h,
+// shared with conv2d/dense's fused activation.
+#include "ops/fused_activation.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_activation_ops(OpRegistry&) {}
+namespace {
+
+TensorDesc infer_unary(const std::string& name, const std::vector<TensorDesc>& in) {
+  require_f32(name, in);
+  return in.at(0);
+}
+
+// relu_grad / relu6_grad: [dy, y] -> dx with y's shape.
+TensorDesc infer_act_grad(const std::string& name, const std::vector<TensorDesc>& in) {
+  require_f32(name, in);
+  if (!(in.at(0) == in.at(1)))
+    REMAT_USER_ERROR(name << " expects dy and y of one shape, got " << shape_str(in[0].shape)
+                          << " and " << shape_str(in[1].shape));
+  return in[0];
+}
+
+void relu_cpu(const ExecContext& c) {
+  relu_forward_cpu(c.inputs[0].f32(), c.output.f32(), c.output.numel());
+}
+void relu6_cpu(const ExecContext& c) {
+  relu6_forward_cpu(c.inputs[0].f32(), c.output.f32(), c.output.numel());
+}
+void relu_grad_kernel_cpu(const ExecContext& c) {
+  relu_grad_cpu(c.inputs[0].f32(), c.inputs[1].f32(), c.output.f32(), c.output.numel());
+}
+void relu6_grad_kernel_cpu(const ExecContext& c) {
+  relu6_grad_cpu(c.inputs[0].f32(), c.inputs[1].f32(), c.output.f32(), c.output.numel());
+}
+
+OpDef make_activation(const std::string& name, const std::string& grad_op, KernelFn cpu,
+                      const std::string& summary) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.parse = [name](AttrReader& r) { return parse_no_attrs(r, name); };
+  op.infer = [name](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return infer_unary(name, in);
+  };
+  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 1);
+  };
+  op.cpu = std::move(cpu);
+  op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
+    const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
+    return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};
+  };
+  return op;
+}
+
+OpDef make_activation_grad(const std::string& name, KernelFn cpu, const std::string& summary) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = false;
+  op.min_inputs = op.max_inputs = 2;
+  op.parse = [name](AttrReader& r) { return parse_no_attrs(r, name); };
+  op.infer = [name](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return infer_act_grad(name, in);
+  };
+  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 1);
+  };
+  op.cpu = std::move(cpu);
+  return op;
+}
+
+}  // namespace
+
+void register_activation_ops(OpRegistry& r) {
+  r.add(make_activation("relu", "relu_grad", relu_cpu, "y = max(0, x)"));
+  r.add(make_activation("relu6", "relu6_grad", relu6_cpu, "y = min(max(0, x), 6)"));
+  r.add(make_activation_grad("relu_grad", relu_grad_kernel_cpu, "dx = dy * (y > 0)"));
+  r.add(make_activation_grad("relu6_grad", relu6_grad_kernel_cpu, "dx = dy * (0 < y < 6)"));
+}
+
 }  // namespace remat

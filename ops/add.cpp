@@ -1,6 +1,53 @@
-// PLACEHOLDER: add op(s) — being written.
+// add: elementwise sum of 2+ inputs of one shape (residual connections). Its gradient is dy
+// for every input, so it emits no backward node.
+#include <algorithm>
+
+#include "ops/op_common.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_add_ops(OpRegistry&) {}
+namespace {
+
+TensorDesc add_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  if (in.size() < 2) REMAT_USER_ERROR("add expects at least 2 inputs, got " << in.size());
+  require_f32("add", in);
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!(in[i] == in[0]))
+      REMAT_USER_ERROR("add expects inputs of one shape, got " << shape_str(in[0].shape)
+                       << " (input 0) and " << shape_str(in[i].shape) << " (input " << i << ")");
+  return in[0];
+}
+
+// y = x0 + x1 + ... summed left to right (a fixed order: recomputation is bit-identical).
+void add_cpu(const ExecContext& ctx) {
+  const int64_t n = ctx.output.numel();
+  float* y = ctx.output.f32();
+  const float* x0 = ctx.inputs[0].f32();
+  std::copy(x0, x0 + n, y);
+  for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+    const float* x = ctx.inputs[k].f32();
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+}
+
+}  // namespace
+
+void register_add_ops(OpRegistry& r) {
+  OpDef op;
+  op.name = "add";
+  op.summary = "elementwise sum of 2+ inputs of one shape";
+  op.min_inputs = 2;
+  op.max_inputs = -1;
+  op.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "add"); };
+  op.infer = add_infer;
+  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, static_cast<double>(in.size() - 1));
+  };
+  op.cpu = add_cpu;
+  op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
+    return std::vector<ValueId>(fwd.inputs.size(), dy);
+  };
+  r.add(std::move(op));
+}
+
 }  // namespace remat

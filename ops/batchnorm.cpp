@@ -1,6 +1,294 @@
-// PLACEHOLDER: batchnorm op(s) — being written.
+// batchnorm: per-channel normalisation of [N, C, H, W] (or [N, F]) with a learned scale and
+// shift and running statistics, PyTorch conventions; its three backward ops. Backward recomputes
+// the batch statistics from x so the forward stays single-output.
+#include <cmath>
+#include <vector>
+
+#include "ops/op_common.h"
 #include "ops/registry.h"
+#include "runtime/check.h"
 
 namespace remat {
-void register_batchnorm_ops(OpRegistry&) {}
+namespace {
+
+struct BatchNormAttrs : OpAttrs {
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
+  double eps = 1e-5;
+  bool train = true;  // train: batch statistics; inference: running statistics
+};
+
+OpAttrsPtr bn_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<BatchNormAttrs>();
+  a->momentum = r.get_double("momentum", 0.1, 0.0, 1.0);
+  a->eps = r.get_double("eps", 1e-5, 0.0, 1.0);
+  if (a->eps <= 0) r.fail("eps", "must be greater than 0");
+  a->train = r.get_choice("mode", "train", {"train", "inference"}) == "train";
+  r.finish(op_name);
+  return a;
+}
+
+// Per-channel layout: element (n, c, i) of x lives at (n * C + c) * inner + i.
+struct BnDims {
+  int64_t n = 0, c = 0, inner = 0;
+  int64_t per_channel() const { return n * inner; }
+};
+
+BnDims bn_dims(const Shape& s) {
+  BnDims d;
+  d.n = s.at(0);
+  d.c = s.at(1);
+  d.inner = s.size() == 4 ? s[2] * s[3] : 1;
+  return d;
+}
+
+void bn_check_input(const TensorDesc& x, const char* op) {
+  if (x.dtype != DType::F32)
+    REMAT_USER_ERROR(op << " expects an f32 input, got " << dtype_name(x.dtype));
+  if (x.shape.size() != 4 && x.shape.size() != 2)
+    REMAT_USER_ERROR(op << " expects a [N, C, H, W] or [N, F] input, got " << shape_str(x.shape));
+}
+
+TensorDesc bn_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const BatchNormAttrs&>(at);
+  const TensorDesc& x = in.at(0);
+  bn_check_input(x, "batchnorm");
+  if (a.train && bn_dims(x.shape).per_channel() < 2)
+    REMAT_USER_ERROR("batchnorm in train mode needs more than 1 value per channel, got input "
+                     << shape_str(x.shape));
+  return x;
+}
+
+std::vector<ParamSpec> bn_params(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  TensorDesc c{{in.at(0).shape.at(1)}, DType::F32};
+  return {{"weight", c, ValueKind::Param, InitKind::Ones, 0, 0},
+          {"bias", c, ValueKind::Param, InitKind::Zeros, 0, 0},
+          {"running_mean", c, ValueKind::Buffer, InitKind::Zeros, 0, 0},
+          {"running_var", c, ValueKind::Buffer, InitKind::Ones, 0, 0}};
+}
+
+OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, double per_elem) {
+  OpCost c;
+  c.flops = per_elem * static_cast<double>(in.at(0).numel());
+  c.bytes_moved = io_bytes(in, out);
+  return c;
+}
+
+// Mean and biased variance of channel c, in double, in a fixed order (deterministic).
+void bn_channel_stats(const float* x, const BnDims& d, int64_t c, double* mean, double* var) {
+  double sum = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const float* p = x + (n * d.c + c) * d.inner;
+    for (int64_t i = 0; i < d.inner; ++i) sum += p[i];
+  }
+  const double m = sum / static_cast<double>(d.per_channel());
+  double sq = 0;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const float* p = x + (n * d.c + c) * d.inner;
+    for (int64_t i = 0; i < d.inner; ++i) sq += (p[i] - m) * (p[i] - m);
+  }
+  *mean = m;
+  *var = sq / static_cast<double>(d.per_channel());
+}
+
+// Mean and variance used to normalise channel c: batch statistics (train) or running ones.
+void bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d, int64_t c,
+                   const float* running_mean, const float* running_var, double* mean, double* var) {
+  if (a.train) {
+    bn_channel_stats(x, d, c, mean, var);
+  } else {
+    *mean = running_mean[c];
+    *var = running_var[c];
+  }
+}
+
+// inputs [x [N,C,..], weight [C], bias [C], running_mean [C], running_var [C]] -> y like x.
+// Updates the running buffers in place on first computation only (Note [in-place updates]).
+void bn_forward_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnDims d = bn_dims(ctx.inputs[0].shape());
+  const float* x = ctx.inputs[0].f32();
+  const float* gamma = ctx.inputs[1].f32();
+  const float* beta = ctx.inputs[2].f32();
+  float* running_mean = ctx.inputs[3].f32();
+  float* running_var = ctx.inputs[4].f32();
+  float* y = ctx.output.f32();
+  const double count = static_cast<double>(d.per_channel());
+  for (int64_t c = 0; c < d.c; ++c) {
+    double mean = 0, var = 0;
+    bn_norm_stats(a, x, d, c, running_mean, running_var, &mean, &var);
+    const double inv_std = 1.0 / std::sqrt(var + a.eps);
+    const float scale = static_cast<float>(gamma[c] * inv_std);
+    const float shift = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t base = (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) y[base + i] = x[base + i] * scale + shift;
+    }
+    if (a.train && ctx.first_compute) {
+      const double m = a.momentum;
+      const double unbiased = var * count / (count - 1.0);
+      running_mean[c] = static_cast<float>((1.0 - m) * running_mean[c] + m * mean);
+      running_var[c] = static_cast<float>((1.0 - m) * running_var[c] + m * unbiased);
+    }
+  }
+}
+
+// inputs [dy, x, weight (, running_mean, running_var in inference mode)] -> dx like x.
+void bn_grad_input_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnDims d = bn_dims(ctx.inputs[1].shape());
+  const float* dy = ctx.inputs[0].f32();
+  const float* x = ctx.inputs[1].f32();
+  const float* gamma = ctx.inputs[2].f32();
+  const float* rm = a.train ? nullptr : ctx.inputs[3].f32();
+  const float* rv = a.train ? nullptr : ctx.inputs[4].f32();
+  float* dx = ctx.output.f32();
+  const double count = static_cast<double>(d.per_channel());
+  for (int64_t c = 0; c < d.c; ++c) {
+    double mean = 0, var = 0;
+    bn_norm_stats(a, x, d, c, rm, rv, &mean, &var);
+    const double inv_std = 1.0 / std::sqrt(var + a.eps);
+    if (!a.train) {  // running statistics are constants: dx = dy * gamma / std
+      const float k = static_cast<float>(gamma[c] * inv_std);
+      for (int64_t n = 0; n < d.n; ++n) {
+        const int64_t base = (n * d.c + c) * d.inner;
+        for (int64_t i = 0; i < d.inner; ++i) dx[base + i] = dy[base + i] * k;
+      }
+      continue;
+    }
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t base = (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) {
+        sum_dy += dy[base + i];
+        sum_dy_xhat += dy[base + i] * (x[base + i] - mean) * inv_std;
+      }
+    }
+    // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
+    const double mean_dy = sum_dy / count, mean_dy_xhat = sum_dy_xhat / count;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t base = (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) {
+        const double xhat = (x[base + i] - mean) * inv_std;
+        dx[base + i] =
+            static_cast<float>(gamma[c] * inv_std * (dy[base + i] - mean_dy - xhat * mean_dy_xhat));
+      }
+    }
+  }
+}
+
+// inputs [dy, x (, running_mean, running_var in inference mode)] -> dweight [C] = sum dy * xhat.
+void bn_grad_weight_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnDims d = bn_dims(ctx.inputs[1].shape());
+  const float* dy = ctx.inputs[0].f32();
+  const float* x = ctx.inputs[1].f32();
+  const float* rm = a.train ? nullptr : ctx.inputs[2].f32();
+  const float* rv = a.train ? nullptr : ctx.inputs[3].f32();
+  float* dw = ctx.output.f32();
+  for (int64_t c = 0; c < d.c; ++c) {
+    double mean = 0, var = 0;
+    bn_norm_stats(a, x, d, c, rm, rv, &mean, &var);
+    const double inv_std = 1.0 / std::sqrt(var + a.eps);
+    double s = 0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t base = (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) s += dy[base + i] * (x[base + i] - mean) * inv_std;
+    }
+    dw[c] = static_cast<float>(s);
+  }
+}
+
+// inputs [dy] -> dbias [C] = sum of dy over N (and H, W).
+void bn_grad_bias_cpu(const ExecContext& ctx) {
+  const BnDims d = bn_dims(ctx.inputs[0].shape());
+  const float* dy = ctx.inputs[0].f32();
+  float* db = ctx.output.f32();
+  for (int64_t c = 0; c < d.c; ++c) {
+    double s = 0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t base = (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) s += dy[base + i];
+    }
+    db[c] = static_cast<float>(s);
+  }
+}
+
+std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const auto& a = attrs_of<BatchNormAttrs>(fwd);
+  REMAT_CHECK(fwd.inputs.size() == 5,
+              "batchnorm node '" << fwd.name << "' has " << fwd.inputs.size() << " inputs, not 5");
+  const ValueId x = fwd.inputs[0], w = fwd.inputs[1], b = fwd.inputs[2];
+  const ValueId rm = fwd.inputs[3], rv = fwd.inputs[4];
+  const Graph& gr = g.graph();
+  std::vector<ValueId> gi_in = {dy, x, w}, gw_in = {dy, x};
+  if (!a.train) {
+    gi_in.insert(gi_in.end(), {rm, rv});
+    gw_in.insert(gw_in.end(), {rm, rv});
+  }
+  const ValueId dx = g.emit("grad_input", "batchnorm_grad_input", gi_in, gr.value(x).desc);
+  const ValueId dw = g.emit("grad_weight", "batchnorm_grad_weight", gw_in, gr.value(w).desc);
+  const ValueId db = g.emit("grad_bias", "batchnorm_grad_bias", {dy}, gr.value(b).desc);
+  return {dx, dw, db, kNoValue, kNoValue};
+}
+
+// A backward op sharing batchnorm's attributes.
+OpDef bn_backward_op(const std::string& name, const std::string& summary, int min_in, int max_in) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = false;
+  op.kind = NodeKind::Backward;
+  op.min_inputs = min_in;
+  op.max_inputs = max_in;
+  op.parse = [name](AttrReader& r) { return bn_parse(r, name); };
+  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return bn_cost_scaled(in, out, 6.0);
+  };
+  return op;
+}
+
+TensorDesc channel_desc(const TensorDesc& x) { return TensorDesc{{x.shape.at(1)}, DType::F32}; }
+
+}  // namespace
+
+void register_batchnorm_ops(OpRegistry& r) {
+  OpDef bn;
+  bn.name = "batchnorm";
+  bn.summary = "batch normalisation per channel (momentum, eps, mode train|inference)";
+  bn.min_inputs = bn.max_inputs = 1;
+  bn.parse = [](AttrReader& rd) { return bn_parse(rd, "batchnorm"); };
+  bn.infer = bn_infer;
+  bn.params = bn_params;
+  bn.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return bn_cost_scaled(in, out, 7.0);
+  };
+  bn.cpu = bn_forward_cpu;
+  bn.gradient = bn_gradient;  // bn.cuda: CUDA issue
+  r.add(std::move(bn));
+
+  OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
+  gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    bn_check_input(in.at(1), "batchnorm_grad_input");
+    return in.at(1);
+  };
+  gi.cpu = bn_grad_input_cpu;
+  r.add(std::move(gi));
+
+  OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
+  gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    bn_check_input(in.at(1), "batchnorm_grad_weight");
+    return channel_desc(in.at(1));
+  };
+  gw.cpu = bn_grad_weight_cpu;
+  r.add(std::move(gw));
+
+  OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
+  gb.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    bn_check_input(in.at(0), "batchnorm_grad_bias");
+    return channel_desc(in.at(0));
+  };
+  gb.cpu = bn_grad_bias_cpu;
+  r.add(std::move(gb));
+}
+
 }  // namespace remat

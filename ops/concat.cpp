@@ -1,6 +1,141 @@
-// PLACEHOLDER: concat op(s) — being written.
+// concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]);
+// its gradient emits one concat_slice [dy] per input, with that input's {offset, channels}.
+#include <algorithm>
+#include <memory>
+
+#include "ops/op_common.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_concat_ops(OpRegistry&) {}
+namespace {
+
+struct ConcatSliceAttrs : OpAttrs {
+  int64_t offset = 0;    // first channel of the slice in dy
+  int64_t channels = 0;  // channels in the slice
+};
+
+OpAttrsPtr concat_slice_parse(AttrReader& r) {
+  auto a = std::make_shared<ConcatSliceAttrs>();
+  a->offset = r.require_int("offset", 0, int64_t{1} << 40);
+  a->channels = r.require_int("channels", 1, int64_t{1} << 40);
+  r.finish("concat_slice");
+  return a;
+}
+
+int64_t inner_size(const Shape& s) {  // elements per channel (H * W; 1 for [N, F])
+  int64_t n = 1;
+  for (size_t i = 2; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+TensorDesc concat_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  if (in.size() < 2) REMAT_USER_ERROR("concat expects at least 2 inputs, got " << in.size());
+  require_f32("concat", in);
+  const Shape& s0 = in[0].shape;
+  if (s0.size() != 4 && s0.size() != 2)
+    REMAT_USER_ERROR("concat expects 4-D [N, C, H, W] or 2-D [N, F] inputs, got "
+                     << shape_str(s0));
+  Shape out = s0;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = in[i].shape;
+    bool ok = s.size() == s0.size();
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = d == 1 || s[d] == s0[d];
+    if (!ok)
+      REMAT_USER_ERROR("concat inputs must match in every dimension but 1 (channels), got "
+                       << shape_str(s0) << " (input 0) and " << shape_str(s) << " (input " << i
+                       << ")");
+    out[1] += s[1];
+  }
+  return TensorDesc{out, DType::F32};
+}
+
+// y[n, off_i : off_i + C_i] = x_i[n] for each input i.
+void concat_cpu(const ExecContext& ctx) {
+  const int64_t n = ctx.output.dim(0), inner = inner_size(ctx.output.shape());
+  const int64_t out_image = ctx.output.dim(1) * inner;
+  float* y = ctx.output.f32();
+  int64_t off = 0;
+  for (const TensorView& x : ctx.inputs) {
+    const int64_t chunk = x.dim(1) * inner;
+    for (int64_t i = 0; i < n; ++i)
+      std::copy(x.f32() + i * chunk, x.f32() + (i + 1) * chunk, y + i * out_image + off);
+    off += chunk;
+  }
+}
+
+TensorDesc concat_slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const ConcatSliceAttrs&>(at);
+  Shape s = in.at(0).shape;
+  REMAT_CHECK(s.size() >= 2 && a.offset + a.channels <= s[1],
+              "concat_slice [" << a.offset << ", +" << a.channels << ") outside "
+                               << shape_str(s));
+  s[1] = a.channels;
+  return TensorDesc{s, DType::F32};
+}
+
+// dx[n] = dy[n, offset : offset + channels].
+void concat_slice_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  const int64_t n = dy.dim(0), inner = inner_size(dy.shape());
+  const int64_t in_image = dy.dim(1) * inner, chunk = a.channels * inner;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = dy.f32() + i * in_image + a.offset * inner;
+    std::copy(src, src + chunk, ctx.output.f32() + i * chunk);
+  }
+}
+
+std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const std::vector<ValueId> in = fwd.inputs;  // a copy: emit() grows the graph
+  const std::string origin = fwd.attrs.origin;
+  std::vector<TensorDesc> descs;
+  for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
+  std::vector<ValueId> out;
+  int64_t off = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto a = std::make_shared<ConcatSliceAttrs>();
+    a->offset = off;
+    a->channels = descs[i].shape[1];
+    AttrMap m;
+    m.origin = origin;
+    m.set("offset", a->offset);
+    m.set("channels", a->channels);
+    out.push_back(g.emit("grad_" + std::to_string(i), "concat_slice", {dy}, descs[i], m, a));
+    off += a->channels;
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_concat_ops(OpRegistry& r) {
+  OpDef op;
+  op.name = "concat";
+  op.summary = "joins 2+ inputs along channels (axis 1)";
+  op.min_inputs = 2;
+  op.max_inputs = -1;
+  op.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "concat"); };
+  op.infer = concat_infer;
+  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 0);
+  };
+  op.cpu = concat_cpu;
+  op.gradient = concat_gradient;
+  r.add(std::move(op));
+
+  OpDef s;
+  s.name = "concat_slice";
+  s.summary = "channels [offset, offset + channels) of dy (concat's gradient)";
+  s.user_visible = false;
+  s.parse = concat_slice_parse;
+  s.infer = concat_slice_infer;
+  s.cost = [](const OpAttrs&, const std::vector<TensorDesc>&, const TensorDesc& out) {
+    OpCost c;
+    c.bytes_moved = 2 * out.bytes();  // reads only the slice
+    return c;
+  };
+  s.cpu = concat_slice_cpu;
+  r.add(std::move(s));
+}
+
 }  // namespace remat

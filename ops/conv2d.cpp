@@ -1,6 +1,327 @@
-// PLACEHOLDER: conv2d op(s) — being written.
+// conv2d: 2-D convolution over NCHW input with KCRS weights (groups, depthwise, stride,
+// padding, dilation, optional bias and fused relu/relu6), and its backward ops
+// conv2d_grad_input [dy, weight], conv2d_grad_weight [dy, x], conv2d_grad_bias [dy].
+// CPU path: per image and group, im2col + GEMM (Caffe's scheme); the im2col buffer is the op's
+// workspace. A CUDA path (cuDNN) goes next to each *_cpu function.
+#include <memory>
+
+#include "ops/cpu_gemm.h"
+#include "ops/fused_activation.h"
+#include "ops/im2col.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_conv2d_ops(OpRegistry&) {}
+namespace {
+
+struct Conv2dAttrs : OpAttrs {
+  int64_t filters = 0;                          // K
+  int64_t kernel_h = 1, kernel_w = 1;           // R, S
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  bool bias = true;
+  Activation activation = Activation::None;
+  // 1x1, stride 1, no padding: the input already is the im2col matrix (no workspace).
+  bool pointwise() const {
+    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 &&
+           pad_w == 0;
+  }
+};
+
+// The backward ops share the forward node's attrs, so all four parse the same keys.
+OpAttrsPtr conv2d_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<Conv2dAttrs>();
+  a->filters = r.require_int("filters", 1, int64_t{1} << 24);
+  if (!r.has("kernel")) r.fail("kernel", "is required");
+  auto k = r.get_ints("kernel", 2, {1, 1}, 1, 1024);
+  auto s = r.get_ints("stride", 2, {1, 1}, 1, 1024);
+  auto p = r.get_ints("padding", 2, {0, 0}, 0, 1024);
+  auto d = r.get_ints("dilation", 2, {1, 1}, 1, 1024);
+  a->kernel_h = k[0], a->kernel_w = k[1];
+  a->stride_h = s[0], a->stride_w = s[1];
+  a->pad_h = p[0], a->pad_w = p[1];
+  a->dilation_h = d[0], a->dilation_w = d[1];
+  a->groups = r.get_int("groups", 1, 1, int64_t{1} << 24);
+  if (a->filters % a->groups != 0)
+    r.fail("groups", "filters " + std::to_string(a->filters) + " not divisible by groups " +
+                         std::to_string(a->groups));
+  a->bias = r.get_bool("bias", true);
+  a->activation = parse_activation(r);
+  r.finish(op_name);
+  return a;
+}
+
+// Sizes of one convolution: x [N, C, H, W], y [N, K, Ho, Wo], per-group geometry.
+struct ConvDims {
+  int64_t n, c, k, cg, kg;
+  ConvGeometry geo;  // one group of one image
+  int64_t in_image() const { return c * geo.height * geo.width; }
+  int64_t out_plane() const { return geo.out_h * geo.out_w; }
+  int64_t weight_group() const { return kg * geo.col_rows(); }
+};
+
+int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dil) {
+  int64_t span = dil * (kernel - 1) + 1;
+  if (in + 2 * pad < span) return 0;
+  return (in + 2 * pad - span) / stride + 1;
+}
+
+ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
+  ConvDims d;
+  d.n = x[0], d.c = x[1], d.k = a.filters;
+  d.cg = d.c / a.groups, d.kg = d.k / a.groups;
+  d.geo = ConvGeometry{d.cg,        x[2],         x[3],         a.kernel_h, a.kernel_w,
+                       a.pad_h,     a.pad_w,      a.stride_h,   a.stride_w, a.dilation_h,
+                       a.dilation_w, conv_out_size(x[2], a.kernel_h, a.stride_h, a.pad_h, a.dilation_h),
+                       conv_out_size(x[3], a.kernel_w, a.stride_w, a.pad_w, a.dilation_w)};
+  return d;
+}
+
+TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const Conv2dAttrs&>(at);
+  require_f32("conv2d", in);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 4)
+    REMAT_USER_ERROR("conv2d expects a 4-D input [N, C, H, W], got " << shape_str(x));
+  for (int64_t v : x)
+    if (v < 1) REMAT_USER_ERROR("conv2d input has an empty dimension: " << shape_str(x));
+  if (x[1] % a.groups != 0)
+    REMAT_USER_ERROR("conv2d input channels " << x[1] << " not divisible by groups " << a.groups);
+  ConvDims d = conv_dims(a, x);
+  if (d.geo.out_h < 1 || d.geo.out_w < 1)
+    REMAT_USER_ERROR("conv2d output would be empty: input " << shape_str(x) << " with kernel "
+                     << a.kernel_h << "x" << a.kernel_w << ", dilation " << a.dilation_h << "x"
+                     << a.dilation_w << ", padding " << a.pad_h << "x" << a.pad_w);
+  return TensorDesc{{d.n, d.k, d.geo.out_h, d.geo.out_w}, DType::F32};
+}
+
+std::vector<ParamSpec> conv2d_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const Conv2dAttrs&>(at);
+  int64_t c = in.at(0).shape.at(1), rs = a.kernel_h * a.kernel_w;
+  std::vector<ParamSpec> out;
+  ParamSpec w;
+  w.suffix = "weight";
+  w.desc = TensorDesc{{a.filters, c / a.groups, a.kernel_h, a.kernel_w}, DType::F32};
+  w.init = weight_init_for(a.activation);
+  w.fan_in = c / a.groups * rs;
+  w.fan_out = a.filters * rs;  // PyTorch's convention: size(0) * receptive field
+  out.push_back(w);
+  if (a.bias) {
+    ParamSpec b;
+    b.suffix = "bias";
+    b.desc = TensorDesc{{a.filters}, DType::F32};
+    b.init = InitKind::Zeros;
+    b.fan_in = w.fan_in;
+    b.fan_out = w.fan_out;
+    out.push_back(b);
+  }
+  return out;
+}
+
+// Forward, grad_input and grad_weight each do 2 * N * K * Ho * Wo * (C/g) * R * S flops and
+// (unless pointwise) need one group's im2col buffer.
+OpCost conv_cost(const Conv2dAttrs& a, const Shape& x, const Shape& y,
+                 const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  int64_t cg = x[1] / a.groups;
+  OpCost c;
+  c.flops = 2.0 * static_cast<double>(y[0] * y[1] * y[2] * y[3]) *
+            static_cast<double>(cg * a.kernel_h * a.kernel_w);
+  c.bytes_moved = io_bytes(in, out);
+  if (!a.pointwise())
+    c.workspace_bytes = cg * a.kernel_h * a.kernel_w * y[2] * y[3] * dtype_size(DType::F32);
+  return c;
+}
+
+OpCost conv2d_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  const auto& a = static_cast<const Conv2dAttrs&>(at);
+  OpCost c = conv_cost(a, in.at(0).shape, out.shape, in, out);
+  double extra = (a.bias ? 1.0 : 0.0) + (a.activation != Activation::None ? 1.0 : 0.0);
+  c.flops += extra * static_cast<double>(out.numel());
+  return c;
+}
+
+// y = act(conv(x, w) + b). inputs [x, w, (b)].
+void conv2d_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
+  ConvDims d = conv_dims(a, ctx.inputs[0].shape());
+  const float* x = ctx.inputs[0].f32();  // [N, C, H, W]
+  const float* w = ctx.inputs[1].f32();  // [K, C/g, R, S]
+  float* y = ctx.output.f32();           // [N, K, Ho, Wo]
+  float* col = static_cast<float*>(ctx.workspace);  // [C/g*R*S, Ho*Wo]
+  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
+  for (int64_t n = 0; n < d.n; ++n) {
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float* xg = x + n * d.in_image() + g * d.cg * d.geo.height * d.geo.width;
+      const float* cm = xg;
+      if (!a.pointwise()) {
+        im2col_cpu(xg, d.geo, col);
+        cm = col;
+      }
+      cpu_gemm(false, false, d.kg, plane, rows, 1.0f, w + g * d.weight_group(), rows, cm, plane,
+               0.0f, y + (n * d.k + g * d.kg) * plane, plane);
+    }
+  }
+  if (a.bias) {
+    const float* b = ctx.inputs[2].f32();  // [K]
+    for (int64_t n = 0; n < d.n; ++n)
+      for (int64_t k = 0; k < d.k; ++k) {
+        float* yk = y + (n * d.k + k) * plane;
+        for (int64_t i = 0; i < plane; ++i) yk[i] += b[k];
+      }
+  }
+  activation_forward_cpu(a.activation, y, ctx.output.numel());
+}
+
+// dx = conv_transpose(dz, w). inputs [dz, w]; output has x's shape.
+void conv2d_grad_input_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
+  ConvDims d = conv_dims(a, ctx.output.shape());
+  const float* dz = ctx.inputs[0].f32();  // [N, K, Ho, Wo]
+  const float* w = ctx.inputs[1].f32();   // [K, C/g, R, S]
+  float* dx = ctx.output.f32();           // [N, C, H, W]
+  float* col = static_cast<float*>(ctx.workspace);
+  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
+  const int64_t group_in = d.cg * d.geo.height * d.geo.width;
+  if (!a.pointwise()) std::fill(dx, dx + ctx.output.numel(), 0.0f);
+  for (int64_t n = 0; n < d.n; ++n) {
+    for (int64_t g = 0; g < a.groups; ++g) {
+      const float* dzg = dz + (n * d.k + g * d.kg) * plane;
+      float* dxg = dx + n * d.in_image() + g * group_in;
+      if (a.pointwise()) {  // col == dx: write it directly
+        cpu_gemm(true, false, rows, plane, d.kg, 1.0f, w + g * d.weight_group(), rows, dzg,
+                 plane, 0.0f, dxg, plane);
+        continue;
+      }
+      cpu_gemm(true, false, rows, plane, d.kg, 1.0f, w + g * d.weight_group(), rows, dzg, plane,
+               0.0f, col, plane);
+      col2im_add_cpu(col, d.geo, dxg);
+    }
+  }
+}
+
+// dw = sum_n dz_n * im2col(x_n)^T. inputs [dz, x]; output [K, C/g, R, S].
+void conv2d_grad_weight_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
+  ConvDims d = conv_dims(a, ctx.inputs[1].shape());
+  const float* dz = ctx.inputs[0].f32();  // [N, K, Ho, Wo]
+  const float* x = ctx.inputs[1].f32();   // [N, C, H, W]
+  float* dw = ctx.output.f32();           // [K, C/g, R, S]
+  float* col = static_cast<float*>(ctx.workspace);
+  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
+  const int64_t group_in = d.cg * d.geo.height * d.geo.width;
+  for (int64_t g = 0; g < a.groups; ++g) {
+    for (int64_t n = 0; n < d.n; ++n) {
+      const float* xg = x + n * d.in_image() + g * group_in;
+      const float* cm = xg;
+      if (!a.pointwise()) {
+        im2col_cpu(xg, d.geo, col);
+        cm = col;
+      }
+      cpu_gemm(false, true, d.kg, rows, plane, 1.0f, dz + (n * d.k + g * d.kg) * plane, plane, cm,
+               plane, n == 0 ? 0.0f : 1.0f, dw + g * d.weight_group(), rows);
+    }
+  }
+}
+
+// db[k] = sum over n, h, w of dz. inputs [dz]; output [K].
+void conv2d_grad_bias_cpu(const ExecContext& ctx) {
+  const float* dz = ctx.inputs[0].f32();
+  const int64_t n = ctx.inputs[0].dim(0), k = ctx.inputs[0].dim(1);
+  const int64_t plane = ctx.inputs[0].dim(2) * ctx.inputs[0].dim(3);
+  float* db = ctx.output.f32();
+  for (int64_t kk = 0; kk < k; ++kk) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < plane; ++p) s += dz[(i * k + kk) * plane + p];
+    db[kk] = static_cast<float>(s);
+  }
+}
+
+std::vector<ValueId> conv2d_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  // Copies first: emit() grows the graph, which may move `fwd` and the value table.
+  const OpAttrsPtr typed = fwd.typed;
+  const auto& a = static_cast<const Conv2dAttrs&>(*typed);
+  const std::vector<ValueId> in = fwd.inputs;
+  std::vector<TensorDesc> descs;
+  for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
+  ValueId dz = emit_activation_grad(g, fwd, dy, a.activation);
+  std::vector<ValueId> out(in.size(), kNoValue);
+  out[0] = g.emit("grad_input", "conv2d_grad_input", {dz, in[1]}, descs[0]);
+  out[1] = g.emit("grad_weight", "conv2d_grad_weight", {dz, in[0]}, descs[1]);
+  if (a.bias) out[2] = g.emit("grad_bias", "conv2d_grad_bias", {dz}, descs[2]);
+  return out;
+}
+
+// Backward shape inference. grad_input's x shape is the smallest that gives dy's size (with
+// stride > 1 several input sizes do); emitted nodes carry the exact shape.
+TensorDesc grad_input_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const Conv2dAttrs&>(at);
+  const Shape& dy = in.at(0).shape;
+  const Shape& w = in.at(1).shape;
+  REMAT_CHECK(dy.size() == 4 && w.size() == 4, "conv2d_grad_input expects 4-D dy and weight");
+  int64_t h = (dy[2] - 1) * a.stride_h - 2 * a.pad_h + a.dilation_h * (a.kernel_h - 1) + 1;
+  int64_t wd = (dy[3] - 1) * a.stride_w - 2 * a.pad_w + a.dilation_w * (a.kernel_w - 1) + 1;
+  return TensorDesc{{dy[0], w[1] * a.groups, h, wd}, DType::F32};
+}
+
+TensorDesc grad_weight_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const Conv2dAttrs&>(at);
+  const Shape& x = in.at(1).shape;
+  REMAT_CHECK(x.size() == 4, "conv2d_grad_weight expects a 4-D x");
+  return TensorDesc{{a.filters, x[1] / a.groups, a.kernel_h, a.kernel_w}, DType::F32};
+}
+
+OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = false;
+  op.parse = [name](AttrReader& r) { return conv2d_parse(r, name); };
+  return op;
+}
+
+}  // namespace
+
+void register_conv2d_ops(OpRegistry& r) {
+  OpDef f;
+  f.name = "conv2d";
+  f.summary = "2-D convolution (groups, stride, padding, dilation, bias, fused relu/relu6)";
+  f.parse = [](AttrReader& rd) { return conv2d_parse(rd, "conv2d"); };
+  f.infer = conv2d_infer;
+  f.params = conv2d_params;
+  f.cost = conv2d_cost;
+  f.cpu = conv2d_cpu;
+  f.gradient = conv2d_gradient;
+  r.add(std::move(f));
+
+  OpDef gi = conv2d_backward_op("conv2d_grad_input", "conv2d input gradient [dy, weight]");
+  gi.min_inputs = gi.max_inputs = 2;
+  gi.infer = grad_input_infer;
+  gi.cost = [](const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return conv_cost(static_cast<const Conv2dAttrs&>(at), out.shape, in.at(0).shape, in, out);
+  };
+  gi.cpu = conv2d_grad_input_cpu;
+  r.add(std::move(gi));
+
+  OpDef gw = conv2d_backward_op("conv2d_grad_weight", "conv2d weight gradient [dy, x]");
+  gw.min_inputs = gw.max_inputs = 2;
+  gw.infer = grad_weight_infer;
+  gw.cost = [](const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return conv_cost(static_cast<const Conv2dAttrs&>(at), in.at(1).shape, in.at(0).shape, in, out);
+  };
+  gw.cpu = conv2d_grad_weight_cpu;
+  r.add(std::move(gw));
+
+  OpDef gb = conv2d_backward_op("conv2d_grad_bias", "conv2d bias gradient [dy]");
+  gb.infer = [](const OpAttrs& at, const std::vector<TensorDesc>&) {
+    return TensorDesc{{static_cast<const Conv2dAttrs&>(at).filters}, DType::F32};
+  };
+  gb.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, static_cast<double>(in.at(0).numel()) / out.numel());
+  };
+  gb.cpu = conv2d_grad_bias_cpu;
+  r.add(std::move(gb));
+}
+
 }  // namespace remat

@@ -1,6 +1,198 @@
-// PLACEHOLDER: dense op(s) — being written.
+// dense: y = act(x * W^T + b) over a 2-D input [N, F] with PyTorch's weight layout [units, F],
+// and its backward ops dense_grad_input [dy, weight], dense_grad_weight [dy, x],
+// dense_grad_bias [dy]. CPU path through cpu_gemm; a CUDA path (cuBLAS) goes next to each.
+#include <memory>
+
+#include "ops/cpu_gemm.h"
+#include "ops/fused_activation.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_dense_ops(OpRegistry&) {}
+namespace {
+
+struct DenseAttrs : OpAttrs {
+  int64_t units = 0;
+  bool bias = true;
+  Activation activation = Activation::None;
+};
+
+// The backward ops share the forward node's attrs, so all four parse the same keys.
+OpAttrsPtr dense_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<DenseAttrs>();
+  a->units = r.require_int("units", 1, int64_t{1} << 24);
+  a->bias = r.get_bool("bias", true);
+  a->activation = parse_activation(r);
+  r.finish(op_name);
+  return a;
+}
+
+TensorDesc dense_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const DenseAttrs&>(at);
+  require_f32("dense", in);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 2)
+    REMAT_USER_ERROR("dense expects a 2-D input [N, F], got " << shape_str(x)
+                     << " (add a flatten layer before it)");
+  if (x[0] < 1 || x[1] < 1) REMAT_USER_ERROR("dense input has an empty dimension: " << shape_str(x));
+  return TensorDesc{{x[0], a.units}, DType::F32};
+}
+
+std::vector<ParamSpec> dense_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const DenseAttrs&>(at);
+  int64_t f = in.at(0).shape.at(1);
+  std::vector<ParamSpec> out;
+  ParamSpec w;
+  w.suffix = "weight";
+  w.desc = TensorDesc{{a.units, f}, DType::F32};
+  w.init = weight_init_for(a.activation);
+  w.fan_in = f;
+  w.fan_out = a.units;
+  out.push_back(w);
+  if (a.bias) {
+    ParamSpec b;
+    b.suffix = "bias";
+    b.desc = TensorDesc{{a.units}, DType::F32};
+    b.init = InitKind::Zeros;
+    b.fan_in = f;
+    b.fan_out = a.units;
+    out.push_back(b);
+  }
+  return out;
+}
+
+// 2 * N * F * units flops for the forward GEMM and each of the two gradient GEMMs.
+OpCost gemm_cost(int64_t n, int64_t f, int64_t units, const std::vector<TensorDesc>& in,
+                 const TensorDesc& out) {
+  OpCost c;
+  c.flops = 2.0 * static_cast<double>(n) * static_cast<double>(f) * static_cast<double>(units);
+  c.bytes_moved = io_bytes(in, out);
+  return c;
+}
+
+OpCost dense_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  const auto& a = static_cast<const DenseAttrs&>(at);
+  const Shape& x = in.at(0).shape;
+  OpCost c = gemm_cost(x[0], x[1], a.units, in, out);
+  double extra = (a.bias ? 1.0 : 0.0) + (a.activation != Activation::None ? 1.0 : 0.0);
+  c.flops += extra * static_cast<double>(out.numel());
+  return c;
+}
+
+// y[N, U] = act(x[N, F] * W[U, F]^T + b[U]). inputs [x, W, (b)].
+void dense_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<DenseAttrs>(*ctx.node);
+  const int64_t n = ctx.inputs[0].dim(0), f = ctx.inputs[0].dim(1), u = a.units;
+  float* y = ctx.output.f32();
+  cpu_gemm(false, true, n, u, f, 1.0f, ctx.inputs[0].f32(), f, ctx.inputs[1].f32(), f, 0.0f, y, u);
+  if (a.bias) {
+    const float* b = ctx.inputs[2].f32();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < u; ++j) y[i * u + j] += b[j];
+  }
+  activation_forward_cpu(a.activation, y, n * u);
+}
+
+// dx[N, F] = dz[N, U] * W[U, F]. inputs [dz, W].
+void dense_grad_input_cpu(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  cpu_gemm(false, false, n, f, u, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
+           ctx.output.f32(), f);
+}
+
+// dW[U, F] = dz[N, U]^T * x[N, F]. inputs [dz, x].
+void dense_grad_weight_cpu(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  cpu_gemm(true, false, u, f, n, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
+           ctx.output.f32(), f);
+}
+
+// db[U] = column sums of dz[N, U]. inputs [dz].
+void dense_grad_bias_cpu(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1);
+  const float* dz = ctx.inputs[0].f32();
+  float* db = ctx.output.f32();
+  for (int64_t j = 0; j < u; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += dz[i * u + j];
+    db[j] = static_cast<float>(s);
+  }
+}
+
+std::vector<ValueId> dense_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  // Copies first: emit() grows the graph, which may move `fwd` and the value table.
+  const OpAttrsPtr typed = fwd.typed;
+  const auto& a = static_cast<const DenseAttrs&>(*typed);
+  const std::vector<ValueId> in = fwd.inputs;
+  std::vector<TensorDesc> descs;
+  for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
+  ValueId dz = emit_activation_grad(g, fwd, dy, a.activation);
+  std::vector<ValueId> out(in.size(), kNoValue);
+  out[0] = g.emit("grad_input", "dense_grad_input", {dz, in[1]}, descs[0]);
+  out[1] = g.emit("grad_weight", "dense_grad_weight", {dz, in[0]}, descs[1]);
+  if (a.bias) out[2] = g.emit("grad_bias", "dense_grad_bias", {dz}, descs[2]);
+  return out;
+}
+
+void require_2d(const std::string& name, const std::vector<TensorDesc>& in) {
+  for (const auto& d : in) REMAT_CHECK(d.shape.size() == 2, name << " expects 2-D inputs");
+}
+
+OpDef dense_backward_op(const std::string& name, const std::string& summary) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = false;
+  op.parse = [name](AttrReader& r) { return dense_parse(r, name); };
+  return op;
+}
+
+}  // namespace
+
+void register_dense_ops(OpRegistry& r) {
+  OpDef f;
+  f.name = "dense";
+  f.summary = "fully connected layer on [N, F] (bias, fused relu/relu6)";
+  f.parse = [](AttrReader& rd) { return dense_parse(rd, "dense"); };
+  f.infer = dense_infer;
+  f.params = dense_params;
+  f.cost = dense_cost;
+  f.cpu = dense_cpu;
+  f.gradient = dense_gradient;
+  r.add(std::move(f));
+
+  OpDef gi = dense_backward_op("dense_grad_input", "dense input gradient [dy, weight]");
+  gi.min_inputs = gi.max_inputs = 2;
+  gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [N, U], [U, F] -> [N, F]
+    require_2d("dense_grad_input", in);
+    return TensorDesc{{in[0].shape[0], in[1].shape[1]}, DType::F32};
+  };
+  gi.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return gemm_cost(out.shape[0], out.shape[1], in.at(0).shape[1], in, out);
+  };
+  gi.cpu = dense_grad_input_cpu;
+  r.add(std::move(gi));
+
+  OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");
+  gw.min_inputs = gw.max_inputs = 2;
+  gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [N, U], [N, F] -> [U, F]
+    require_2d("dense_grad_weight", in);
+    return TensorDesc{{in[0].shape[1], in[1].shape[1]}, DType::F32};
+  };
+  gw.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return gemm_cost(in.at(0).shape[0], out.shape[1], out.shape[0], in, out);
+  };
+  gw.cpu = dense_grad_weight_cpu;
+  r.add(std::move(gw));
+
+  OpDef gb = dense_backward_op("dense_grad_bias", "dense bias gradient [dy]");
+  gb.infer = [](const OpAttrs& at, const std::vector<TensorDesc>&) {
+    return TensorDesc{{static_cast<const DenseAttrs&>(at).units}, DType::F32};
+  };
+  gb.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, static_cast<double>(in.at(0).numel()) / out.numel());
+  };
+  gb.cpu = dense_grad_bias_cpu;
+  r.add(std::move(gb));
+}
+
 }  // namespace remat

@@ -1,6 +1,83 @@
-// PLACEHOLDER: dropout op(s) — being written.
+// dropout: zeroes each element with probability `rate` and scales the rest by 1 / (1 - rate).
+// The mask is a pure function of (node seed, step, element index) (kernels/rng.h), so a
+// recomputation, the backward op dropout_grad and a future CUDA kernel all see the same mask.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/rng.h"
+#include "ops/op_common.h"
 #include "ops/registry.h"
+#include "runtime/check.h"
 
 namespace remat {
-void register_dropout_ops(OpRegistry&) {}
+namespace {
+
+struct DropoutAttrs : OpAttrs {
+  double rate = 0.5;  // probability of dropping an element, in [0, 1)
+};
+
+OpAttrsPtr dropout_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<DropoutAttrs>();
+  a->rate = r.get_double("rate", 0.5, 0.0, 1.0);
+  if (a->rate >= 1.0) r.fail("rate", "must be less than 1 (in [0, 1))");
+  r.finish(op_name);
+  return a;
+}
+
+TensorDesc dropout_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  if (in.at(0).dtype != DType::F32)
+    REMAT_USER_ERROR("dropout expects an f32 input, got " << dtype_name(in[0].dtype));
+  return in[0];
+}
+
+OpCost dropout_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  return elementwise_cost(in, out, 10.0);  // hash + compare + scale
+}
+
+// y[e] = u(seed, step, e) >= rate ? x[e] / (1 - rate) : 0. Forward and backward both apply it:
+// dropout_grad is the same map applied to dy.
+void dropout_apply(const float* x, float* y, int64_t n, float rate, uint64_t seed, uint64_t step) {
+  if (rate == 0.0f) {
+    if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const float scale = 1.0f / (1.0f - rate);
+  for (int64_t e = 0; e < n; ++e)
+    y[e] = rng_uniform(seed, step, static_cast<uint64_t>(e)) >= rate ? x[e] * scale : 0.0f;
+}
+
+// inputs [x] -> y like x (forward), or [dy] -> dx like dy (dropout_grad, same node seed).
+void dropout_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<DropoutAttrs>(*ctx.node);
+  dropout_apply(ctx.inputs[0].f32(), ctx.output.f32(), ctx.output.numel(),
+                static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step));
+}
+
+OpDef dropout_op(const std::string& name, const std::string& summary, bool visible) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = visible;
+  op.kind = visible ? NodeKind::Forward : NodeKind::Backward;
+  op.parse = [name](AttrReader& rd) { return dropout_parse(rd, name); };
+  op.infer = dropout_infer;
+  op.cost = dropout_cost;
+  op.cpu = dropout_cpu;  // .cuda: CUDA issue (same rng_uniform on the device)
+  return op;
+}
+
+}  // namespace
+
+void register_dropout_ops(OpRegistry& r) {
+  OpDef d =
+      dropout_op("dropout", "seeded dropout (rate in [0, 1)), replayable under recompute", true);
+  d.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    return {g.emit("grad", "dropout_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
+  };
+  r.add(std::move(d));
+  r.add(
+      dropout_op("dropout_grad", "dropout input gradient [dy]: the forward mask replayed", false));
+}
+
 }  // namespace remat

@@ -1,6 +1,87 @@
-// PLACEHOLDER: flatten op(s) — being written.
+// flatten: [N, d1, d2, ...] -> [N, d1 * d2 * ...], a copy (no aliasing: every value owns its
+// memory); its gradient flatten_grad [dy] copies back to x's shape, carried in its own attrs.
+#include <algorithm>
+#include <memory>
+
+#include "ops/op_common.h"
 #include "ops/registry.h"
 
 namespace remat {
-void register_flatten_ops(OpRegistry&) {}
+namespace {
+
+struct FlattenGradAttrs : OpAttrs {
+  Shape dims;  // x's shape without N
+};
+
+OpAttrsPtr flatten_grad_parse(AttrReader& r) {
+  auto a = std::make_shared<FlattenGradAttrs>();
+  int64_t rank = r.require_int("rank", 2, 8);
+  if (!r.has("dims")) r.fail("dims", "is required");
+  a->dims = r.get_ints("dims", static_cast<size_t>(rank - 1), {}, 1, int64_t{1} << 40);
+  r.finish("flatten_grad");
+  return a;
+}
+
+TensorDesc flatten_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  require_f32("flatten", in);
+  const Shape& s = in.at(0).shape;
+  if (s.size() < 2) REMAT_USER_ERROR("flatten expects an input of 2 or more dimensions [N, ...], got " << shape_str(s));
+  return TensorDesc{{s[0], shape_numel(s) / s[0]}, DType::F32};
+}
+
+TensorDesc flatten_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const FlattenGradAttrs&>(at);
+  const Shape& dy = in.at(0).shape;
+  Shape s{dy.at(0)};
+  s.insert(s.end(), a.dims.begin(), a.dims.end());
+  REMAT_CHECK(dy.size() == 2 && shape_numel(s) == dy[0] * dy[1],
+              "flatten_grad: dy " << shape_str(dy) << " does not flatten " << shape_str(s));
+  return TensorDesc{s, DType::F32};
+}
+
+// Both directions are the same contiguous copy.
+void copy_cpu(const ExecContext& ctx) {
+  const float* x = ctx.inputs[0].f32();
+  std::copy(x, x + ctx.output.numel(), ctx.output.f32());
+}
+
+std::vector<ValueId> flatten_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
+  auto a = std::make_shared<FlattenGradAttrs>();
+  a->dims.assign(x.shape.begin() + 1, x.shape.end());
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("rank", static_cast<int64_t>(x.shape.size()));
+  m.set("dims", a->dims);
+  return {g.emit("grad", "flatten_grad", {dy}, x, m, a)};
+}
+
+OpCost copy_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  return elementwise_cost(in, out, 0);
+}
+
+}  // namespace
+
+void register_flatten_ops(OpRegistry& r) {
+  OpDef f;
+  f.name = "flatten";
+  f.summary = "[N, ...] -> [N, prod(...)] (a copy)";
+  f.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "flatten"); };
+  f.infer = flatten_infer;
+  f.cost = copy_cost;
+  f.cpu = copy_cpu;
+  f.gradient = flatten_gradient;
+  r.add(std::move(f));
+
+  OpDef g;
+  g.name = "flatten_grad";
+  g.summary = "flatten's gradient: dy copied back to x's shape";
+  g.user_visible = false;
+  g.parse = flatten_grad_parse;
+  g.infer = flatten_grad_infer;
+  g.cost = copy_cost;
+  g.cpu = copy_cpu;
+  r.add(std::move(g));
+}
+
 }  // namespace remat

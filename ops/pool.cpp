@@ -1,6 +1,335 @@
-// PLACEHOLDER: pool op(s) — being written.
+// Pooling over [N, C, H, W]: maxpool, avgpool (padding counted in the divisor) and
+// global_avgpool ([N, C, H, W] -> [N, C]), with their backward ops.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ops/op_common.h"
 #include "ops/registry.h"
+#include "runtime/check.h"
 
 namespace remat {
-void register_pool_ops(OpRegistry&) {}
+namespace {
+
+// Window geometry. Backward ops that see only dy also carry the input size (in_h, in_w), read
+// from the attribute "input_size" their gradient rule adds (floor division loses it).
+struct PoolAttrs : OpAttrs {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int64_t in_h = 0, in_w = 0;
+};
+
+constexpr int64_t kMaxDim = int64_t(1) << 20;
+
+std::string hw_str(int64_t h, int64_t w) {
+  return h == w ? std::to_string(h) : std::to_string(h) + "x" + std::to_string(w);
+}
+
+void read_input_size(AttrReader& r, PoolAttrs* a) {
+  if (!r.has("input_size")) r.fail("input_size", "is required");
+  auto s = r.get_ints("input_size", 2, {}, 1, kMaxDim);
+  a->in_h = s[0];
+  a->in_w = s[1];
+}
+
+OpAttrsPtr window_parse(AttrReader& r, const std::string& op_name, bool with_input_size) {
+  auto a = std::make_shared<PoolAttrs>();
+  if (!r.has("kernel")) r.fail("kernel", "is required");
+  auto k = r.get_ints("kernel", 2, {}, 1, kMaxDim);
+  auto s = r.get_ints("stride", 2, k, 1, kMaxDim);
+  auto p = r.get_ints("padding", 2, {0, 0}, 0, kMaxDim);
+  for (int i = 0; i < 2; ++i)
+    if (p[i] > k[i] / 2)
+      r.fail("padding", "padding " + std::to_string(p[i]) + " must be at most half the kernel " +
+                            std::to_string(k[i]));
+  a->kh = k[0], a->kw = k[1], a->sh = s[0], a->sw = s[1], a->ph = p[0], a->pw = p[1];
+  if (with_input_size) read_input_size(r, a.get());
+  r.finish(op_name);
+  return a;
+}
+
+OpAttrsPtr global_parse(AttrReader& r, const std::string& op_name, bool with_input_size) {
+  auto a = std::make_shared<PoolAttrs>();
+  if (with_input_size) read_input_size(r, a.get());
+  r.finish(op_name);
+  return a;
+}
+
+void check_nchw(const TensorDesc& x, const std::string& op) {
+  if (x.dtype != DType::F32 || x.shape.size() != 4)
+    REMAT_USER_ERROR(op << " expects an f32 [N, C, H, W] input, got " << dtype_name(x.dtype) << " "
+                        << shape_str(x.shape));
+}
+
+TensorDesc window_out(const PoolAttrs& a, const TensorDesc& x, const std::string& op) {
+  check_nchw(x, op);
+  const int64_t h = x.shape[2] + 2 * a.ph, w = x.shape[3] + 2 * a.pw;
+  if (a.kh > h || a.kw > w)
+    REMAT_USER_ERROR(op << " kernel " << hw_str(a.kh, a.kw) << " larger than padded input " << h
+                        << "x" << w);
+  return TensorDesc{{x.shape[0], x.shape[1], (h - a.kh) / a.sh + 1, (w - a.kw) / a.sw + 1},
+                    DType::F32};
+}
+
+// Input descriptor of a dy-only backward op, checked against dy.
+TensorDesc grad_input_desc(const PoolAttrs& a, const TensorDesc& dy, const std::string& op,
+                           bool global) {
+  const TensorDesc x{{dy.shape.at(0), dy.shape.at(1), a.in_h, a.in_w}, DType::F32};
+  const TensorDesc expect =
+      global ? TensorDesc{{x.shape[0], x.shape[1]}, DType::F32} : window_out(a, x, op);
+  if (!(expect == dy))
+    REMAT_USER_ERROR(op << ": gradient " << shape_str(dy.shape) << " does not match input size "
+                        << a.in_h << "x" << a.in_w << " (expected " << shape_str(expect.shape)
+                        << ")");
+  return x;
+}
+
+OpCost simple_cost(const std::vector<TensorDesc>& in, const TensorDesc& out, double flops) {
+  OpCost c;
+  c.flops = flops;
+  c.bytes_moved = io_bytes(in, out);
+  return c;
+}
+
+// The window of output (oh, ow) clipped to the real input: rows [h0, h1), cols [w0, w1).
+struct Window {
+  int64_t h0, h1, w0, w1;
+};
+Window window_at(const PoolAttrs& a, int64_t oh, int64_t ow, int64_t H, int64_t W) {
+  const int64_t hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
+  return {std::max<int64_t>(hs, 0), std::min(hs + a.kh, H), std::max<int64_t>(ws, 0),
+          std::min(ws + a.kw, W)};
+}
+
+// Offset (within one H x W plane) of the first maximum of the window in row-major scan order.
+int64_t window_argmax(const float* plane, const Window& win, int64_t W) {
+  int64_t best = win.h0 * W + win.w0;
+  for (int64_t h = win.h0; h < win.h1; ++h)
+    for (int64_t w = win.w0; w < win.w1; ++w)
+      if (plane[h * W + w] > plane[best]) best = h * W + w;
+  return best;
+}
+
+// inputs [x [N,C,H,W]] -> y [N,C,Ho,Wo].
+void maxpool_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const TensorView& x = ctx.inputs[0];
+  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
+  float* y = ctx.output.f32();
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = x.f32() + p * H * W;
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow)
+        y[(p * Ho + oh) * Wo + ow] = xp[window_argmax(xp, window_at(a, oh, ow, H, W), W)];
+  }
+}
+
+// inputs [dy, x, y] -> dx like x; the first maximum of each window (scan order) gets dy.
+// y is unused here (cuDNN's pooling backward needs it).
+void maxpool_grad_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  const TensorView& x = ctx.inputs[1];
+  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
+  float* dx = ctx.output.f32();
+  std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = x.f32() + p * H * W;
+    const float* dyp = dy.f32() + p * Ho * Wo;
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow)
+        dx[p * H * W + window_argmax(xp, window_at(a, oh, ow, H, W), W)] += dyp[oh * Wo + ow];
+  }
+}
+
+// inputs [x] -> y; the divisor is always kh * kw (padding counts, count_include_pad).
+void avgpool_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const TensorView& x = ctx.inputs[0];
+  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
+  const float inv = 1.0f / static_cast<float>(a.kh * a.kw);
+  float* y = ctx.output.f32();
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = x.f32() + p * H * W;
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const Window win = window_at(a, oh, ow, H, W);
+        float s = 0;
+        for (int64_t h = win.h0; h < win.h1; ++h)
+          for (int64_t w = win.w0; w < win.w1; ++w) s += xp[h * W + w];
+        y[(p * Ho + oh) * Wo + ow] = s * inv;
+      }
+  }
+}
+
+// inputs [dy] -> dx [N,C,in_h,in_w]: each window spreads dy / (kh * kw).
+void avgpool_grad_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
+  const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3);
+  const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
+  const float inv = 1.0f / static_cast<float>(a.kh * a.kw);
+  float* dx = ctx.output.f32();
+  std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        const Window win = window_at(a, oh, ow, H, W);
+        const float g = dy.f32()[(p * Ho + oh) * Wo + ow] * inv;
+        for (int64_t h = win.h0; h < win.h1; ++h)
+          for (int64_t w = win.w0; w < win.w1; ++w) dx[p * H * W + h * W + w] += g;
+      }
+}
+
+// inputs [x [N,C,H,W]] -> y [N,C] (mean over H, W).
+void global_avgpool_cpu(const ExecContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  const int64_t planes = x.dim(0) * x.dim(1), hw = x.dim(2) * x.dim(3);
+  for (int64_t p = 0; p < planes; ++p) {
+    double s = 0;
+    for (int64_t i = 0; i < hw; ++i) s += x.f32()[p * hw + i];
+    ctx.output.f32()[p] = static_cast<float>(s / static_cast<double>(hw));
+  }
+}
+
+// inputs [dy [N,C]] -> dx [N,C,in_h,in_w] = dy / (H * W).
+void global_avgpool_grad_cpu(const ExecContext& ctx) {
+  const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
+  const int64_t hw = ctx.output.dim(2) * ctx.output.dim(3);
+  for (int64_t p = 0; p < planes; ++p) {
+    const float g = ctx.inputs[0].f32()[p] / static_cast<float>(hw);
+    for (int64_t i = 0; i < hw; ++i) ctx.output.f32()[p * hw + i] = g;
+  }
+}
+
+// The forward node's attrs plus "input_size": [H, W] of its input, for dy-only backward ops.
+AttrMap with_input_size(const Node& fwd, const TensorDesc& x) {
+  AttrMap m = fwd.attrs;
+  m.set("input_size", std::vector<int64_t>{x.shape.at(2), x.shape.at(3)});
+  return m;
+}
+
+OpAttrsPtr with_input_size_typed(const Node& fwd, const TensorDesc& x) {
+  auto a = std::make_shared<PoolAttrs>(attrs_of<PoolAttrs>(fwd));
+  a->in_h = x.shape.at(2);
+  a->in_w = x.shape.at(3);
+  return a;
+}
+
+OpDef pool_op(const std::string& name, const std::string& summary, bool visible, int n_in) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = visible;
+  op.kind = visible ? NodeKind::Forward : NodeKind::Backward;
+  op.min_inputs = op.max_inputs = n_in;
+  return op;
+}
+
+// kh * kw flops per element of the larger side (pooled output forward, dy backward).
+OpCost window_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  const auto& a = static_cast<const PoolAttrs&>(at);
+  const int64_t n = std::max(out.numel(), in.at(0).numel());
+  return simple_cost(in, out, static_cast<double>(n * a.kh * a.kw));
+}
+
+OpCost plain_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  return simple_cost(in, out, static_cast<double>(std::max(out.numel(), in.at(0).numel())));
+}
+
+void register_max_pool(OpRegistry& r) {
+  OpDef mp = pool_op("maxpool", "max pooling (kernel, stride = kernel, padding 0)", true, 1);
+  mp.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool", false); };
+  mp.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return window_out(static_cast<const PoolAttrs&>(a), in.at(0), "maxpool");
+  };
+  mp.cost = window_cost;
+  mp.cpu = maxpool_cpu;  // .cuda: CUDA issue
+  mp.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
+    return {g.emit("grad", "maxpool_grad", {dy, fwd.inputs.at(0), fwd.output}, x)};
+  };
+  r.add(std::move(mp));
+
+  OpDef mg = pool_op("maxpool_grad", "maxpool input gradient [dy, x, y]", false, 3);
+  mg.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool_grad", false); };
+  mg.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    check_nchw(in.at(1), "maxpool_grad");
+    return in.at(1);
+  };
+  mg.cost = window_cost;
+  mg.cpu = maxpool_grad_cpu;
+  r.add(std::move(mg));
+}
+
+void register_avg_pool(OpRegistry& r) {
+  OpDef ap =
+      pool_op("avgpool", "average pooling, padding counted (kernel, stride, padding)", true, 1);
+  ap.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool", false); };
+  ap.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return window_out(static_cast<const PoolAttrs&>(a), in.at(0), "avgpool");
+  };
+  ap.cost = window_cost;
+  ap.cpu = avgpool_cpu;
+  ap.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
+    return {g.emit("grad", "avgpool_grad", {dy}, x, with_input_size(fwd, x),
+                   with_input_size_typed(fwd, x))};
+  };
+  r.add(std::move(ap));
+
+  OpDef ag = pool_op("avgpool_grad", "avgpool input gradient [dy]", false, 1);
+  ag.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool_grad", true); };
+  ag.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return grad_input_desc(static_cast<const PoolAttrs&>(a), in.at(0), "avgpool_grad", false);
+  };
+  ag.cost = window_cost;
+  ag.cpu = avgpool_grad_cpu;
+  r.add(std::move(ag));
+}
+
+void register_global_pool(OpRegistry& r) {
+  OpDef gp = pool_op("global_avgpool", "mean over H, W: [N, C, H, W] -> [N, C]", true, 1);
+  gp.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool", false); };
+  gp.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    check_nchw(in.at(0), "global_avgpool");
+    return TensorDesc{{in[0].shape[0], in[0].shape[1]}, DType::F32};
+  };
+  gp.cost = plain_cost;
+  gp.cpu = global_avgpool_cpu;
+  gp.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
+    return {g.emit("grad", "global_avgpool_grad", {dy}, x, with_input_size(fwd, x),
+                   with_input_size_typed(fwd, x))};
+  };
+  r.add(std::move(gp));
+
+  OpDef gg = pool_op("global_avgpool_grad", "global_avgpool input gradient [dy]", false, 1);
+  gg.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool_grad", true); };
+  gg.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    const TensorDesc& dy = in.at(0);
+    if (dy.shape.size() != 2)
+      REMAT_USER_ERROR("global_avgpool_grad expects a [N, C] gradient, got "
+                       << shape_str(dy.shape));
+    return grad_input_desc(static_cast<const PoolAttrs&>(a), dy, "global_avgpool_grad", true);
+  };
+  gg.cost = plain_cost;
+  gg.cpu = global_avgpool_grad_cpu;
+  r.add(std::move(gg));
+}
+
+}  // namespace
+
+void register_pool_ops(OpRegistry& r) {
+  register_max_pool(r);
+  register_avg_pool(r);
+  register_global_pool(r);
+}
+
 }  // namespace remat

@@ -1,6 +1,170 @@
-// PLACEHOLDER: softmax_xent op(s) — being written.
+// Loss ops: softmax_xent (logits [N, K], labels [N]) and softmax_xent_pixel (logits [N, K, H, W],
+// labels [N, H, W]): mean softmax cross-entropy as a [1] tensor, and their backward ops, which
+// produce (softmax - onehot) / count. Labels (i32) are not differentiable.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "ops/registry.h"
+#include "runtime/check.h"
 
 namespace remat {
-void register_softmax_xent_ops(OpRegistry&) {}
+namespace {
+
+struct XentAttrs : OpAttrs {};
+
+OpAttrsPtr xent_parse(AttrReader& r, const std::string& op_name) {
+  r.finish(op_name);
+  return std::make_shared<XentAttrs>();
+}
+
+// Logits as `outer` rows of K classes with stride `inner` between classes: [N, K] has
+// outer = N, inner = 1; [N, K, H, W] has outer = N, inner = H * W (one softmax per pixel).
+struct XentDims {
+  int64_t outer = 0, k = 0, inner = 0, width = 1;
+  int64_t count() const { return outer * inner; }  // number of labelled samples
+};
+
+XentDims xent_dims(const Shape& logits) {
+  XentDims d;
+  d.outer = logits.at(0);
+  d.k = logits.at(1);
+  d.inner = logits.size() == 4 ? logits[2] * logits[3] : 1;
+  d.width = logits.size() == 4 ? logits[3] : 1;
+  return d;
+}
+
+// Checks [logits, labels] for op `op` (pixel: 4-D logits and [N, H, W] labels).
+void xent_check(const std::vector<TensorDesc>& in, const std::string& op, bool pixel) {
+  const TensorDesc& logits = in.at(0);
+  const TensorDesc& labels = in.at(1);
+  const size_t rank = pixel ? 4 : 2;
+  if (logits.dtype != DType::F32 || logits.shape.size() != rank)
+    REMAT_USER_ERROR(op << " expects f32 logits " << (pixel ? "[N, K, H, W]" : "[N, K]") << ", got "
+                        << dtype_name(logits.dtype) << " " << shape_str(logits.shape));
+  Shape want = {logits.shape[0]};
+  if (pixel) want.insert(want.end(), {logits.shape[2], logits.shape[3]});
+  if (labels.dtype != DType::I32 || labels.shape != want)
+    REMAT_USER_ERROR(op << " expects i32 labels " << shape_str(want) << " for logits "
+                        << shape_str(logits.shape) << ", got " << dtype_name(labels.dtype) << " "
+                        << shape_str(labels.shape));
+  if (logits.shape[1] < 1) REMAT_USER_ERROR(op << " needs at least one class");
+}
+
+OpCost xent_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  OpCost c;
+  c.flops = 4.0 * static_cast<double>(in.at(0).numel());  // max, exp, sum, (sub)
+  c.bytes_moved = in.at(0).bytes() + in.at(1).bytes() + out.bytes();
+  return c;
+}
+
+// Label of sample (o, i), checked against [0, K).
+int32_t xent_label(const int32_t* labels, const XentDims& d, int64_t o, int64_t i,
+                   const Node& node) {
+  const int32_t y = labels[o * d.inner + i];
+  if (y < 0 || y >= d.k) {
+    if (d.inner == 1)
+      REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
+                               << " is outside [0, " << d.k << ")");
+    REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
+                             << " at pixel (" << i / d.width << ", " << i % d.width
+                             << ") is outside [0, " << d.k << ")");
+  }
+  return y;
+}
+
+// log(sum_k exp(z_k)) for the K logits starting at z with stride `inner`, stable (max shifted).
+double log_sum_exp(const float* z, const XentDims& d, double* max_out) {
+  double m = z[0];
+  for (int64_t k = 1; k < d.k; ++k) m = std::max(m, static_cast<double>(z[k * d.inner]));
+  double s = 0;
+  for (int64_t k = 0; k < d.k; ++k) s += std::exp(z[k * d.inner] - m);
+  *max_out = m;
+  return m + std::log(s);
+}
+
+// inputs [logits, labels] -> [1] = mean over samples of logsumexp(z) - z[label].
+void xent_cpu(const ExecContext& ctx) {
+  const XentDims d = xent_dims(ctx.inputs[0].shape());
+  const float* z = ctx.inputs[0].f32();
+  const int32_t* labels = ctx.inputs[1].i32();
+  double total = 0;
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t i = 0; i < d.inner; ++i) {
+      const float* zi = z + o * d.k * d.inner + i;
+      const int32_t y = xent_label(labels, d, o, i, *ctx.node);
+      double m = 0;
+      total += log_sum_exp(zi, d, &m) - zi[y * d.inner];
+    }
+  ctx.output.f32()[0] = static_cast<float>(total / static_cast<double>(d.count()));
+}
+
+// inputs [logits, labels] -> dlogits like logits = (softmax - onehot(label)) / count.
+void xent_grad_cpu(const ExecContext& ctx) {
+  const XentDims d = xent_dims(ctx.inputs[0].shape());
+  const float* z = ctx.inputs[0].f32();
+  const int32_t* labels = ctx.inputs[1].i32();
+  float* dz = ctx.output.f32();
+  const double inv_count = 1.0 / static_cast<double>(d.count());
+  for (int64_t o = 0; o < d.outer; ++o)
+    for (int64_t i = 0; i < d.inner; ++i) {
+      const int64_t base = o * d.k * d.inner + i;
+      const int32_t y = xent_label(labels, d, o, i, *ctx.node);
+      double m = 0;
+      const double lse = log_sum_exp(z + base, d, &m);
+      for (int64_t k = 0; k < d.k; ++k) {
+        const double p = std::exp(z[base + k * d.inner] - lse);
+        dz[base + k * d.inner] = static_cast<float>((p - (k == y ? 1.0 : 0.0)) * inv_count);
+      }
+    }
+}
+
+void register_xent_pair(OpRegistry& r, const std::string& name, bool pixel,
+                        const std::string& summary) {
+  const std::string grad_name = name + "_grad";
+  OpDef loss;
+  loss.name = name;
+  loss.summary = summary;
+  loss.kind = NodeKind::Loss;
+  loss.min_inputs = loss.max_inputs = 2;
+  loss.parse = [name](AttrReader& rd) { return xent_parse(rd, name); };
+  loss.infer = [name, pixel](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    xent_check(in, name, pixel);
+    return TensorDesc{{1}, DType::F32};
+  };
+  loss.cost = xent_cost;
+  loss.cpu = xent_cpu;  // .cuda: CUDA issue
+  loss.gradient = [grad_name](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    REMAT_CHECK(dy == kNoValue, "loss node '" << fwd.name << "' got an output gradient");
+    const ValueId logits = fwd.inputs.at(0), labels = fwd.inputs.at(1);
+    return {g.emit("grad", grad_name, {logits, labels}, g.graph().value(logits).desc), kNoValue};
+  };
+  r.add(std::move(loss));
+
+  OpDef grad;
+  grad.name = grad_name;
+  grad.summary = name + " logits gradient [logits, labels]: (softmax - onehot) / count";
+  grad.user_visible = false;
+  grad.kind = NodeKind::Backward;
+  grad.min_inputs = grad.max_inputs = 2;
+  grad.parse = [grad_name](AttrReader& rd) { return xent_parse(rd, grad_name); };
+  grad.infer = [grad_name, pixel](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    xent_check(in, grad_name, pixel);
+    return in[0];
+  };
+  grad.cost = xent_cost;
+  grad.cpu = xent_grad_cpu;
+  r.add(std::move(grad));
+}
+
+}  // namespace
+
+void register_softmax_xent_ops(OpRegistry& r) {
+  register_xent_pair(r, "softmax_xent", false,
+                     "mean softmax cross-entropy loss: logits [N, K], labels [N] i32 -> [1]");
+  register_xent_pair(r, "softmax_xent_pixel", true,
+                     "per-pixel mean softmax cross-entropy: logits [N, K, H, W], labels [N, H, W]");
+}
+
 }  // namespace remat

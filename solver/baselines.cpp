@@ -1,2 +1,243 @@
-// PLACEHOLDER: solver/baselines.cpp — being written.
+// Baselines: keep everything, and Chen et al.'s sqrt(n) and greedy checkpointing, each with
+// articulation-point or linearised (every forward node) candidates. See Note [segment schedule].
+#include "solver/baselines.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
 #include "solver/strategies.h"
+
+namespace remat {
+
+std::vector<int> forward_nodes(const Problem& p) {
+  std::vector<int> out;
+  for (int i = 0; i < p.size(); ++i)
+    if (p.nodes[i].kind == ProblemNodeKind::Forward) out.push_back(i);
+  return out;
+}
+
+std::vector<int> forward_articulation_points(const Problem& p) {
+  const int n = p.size();
+  auto in_graph = [&](int i) { return p.nodes[i].kind != ProblemNodeKind::Backward; };
+  std::vector<std::vector<int>> adj(n);
+  for (int i = 0; i < n; ++i) {
+    if (!in_graph(i)) continue;
+    for (int d : p.nodes[i].deps)
+      if (in_graph(d)) {
+        adj[i].push_back(d);
+        adj[d].push_back(i);
+      }
+  }
+  // Iterative Tarjan (graphs may be thousands of nodes deep).
+  std::vector<int> disc(n, -1), low(n, 0), parent(n, -1), child_count(n, 0);
+  std::vector<uint8_t> is_ap(n, 0);
+  int timer = 0;
+  for (int root = 0; root < n; ++root) {
+    if (!in_graph(root) || disc[root] >= 0) continue;
+    std::vector<std::pair<int, size_t>> stack = {{root, 0}};
+    disc[root] = low[root] = timer++;
+    while (!stack.empty()) {
+      auto& [u, next] = stack.back();
+      if (next < adj[u].size()) {
+        int v = adj[u][next++];
+        if (disc[v] < 0) {
+          parent[v] = u;
+          ++child_count[u];
+          disc[v] = low[v] = timer++;
+          stack.push_back({v, 0});
+        } else if (v != parent[u]) {
+          low[u] = std::min(low[u], disc[v]);
+        }
+      } else {
+        int done = u;
+        stack.pop_back();
+        int par = parent[done];
+        if (par >= 0) {
+          low[par] = std::min(low[par], low[done]);
+          if (parent[par] >= 0 && low[done] >= disc[par]) is_ap[par] = 1;
+        }
+      }
+    }
+    if (child_count[root] > 1) is_ap[root] = 1;
+  }
+  std::vector<int> out;
+  for (int i : forward_nodes(p))
+    if (is_ap[i]) out.push_back(i);
+  return out;
+}
+
+Schedule all_keep_schedule(const Problem& p) {
+  const int n = p.size();
+  Schedule s;
+  s.strategy = "all-keep";
+  s.status = "heuristic";
+  s.R = BoolMatrix(n, n);
+  s.S = BoolMatrix(n, n);
+  for (int t = 0; t < n; ++t) {
+    s.R.set(t, t, true);
+    for (int i = 0; i < t; ++i) s.S.set(t, i, true);
+  }
+  return s;
+}
+
+Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
+                          const std::string& strategy) {
+  const int n = p.size();
+  const auto users = problem_users(p);
+  // last_user[i]: the last stage that uses value i (-1 if none).
+  std::vector<int> last_user(n, -1);
+  for (int i = 0; i < n; ++i)
+    if (!users[i].empty()) last_user[i] = users[i].back();
+  // First backward stage: the forward pass ends just before it.
+  int backward_start = n;
+  for (int i = 0; i < n; ++i)
+    if (p.nodes[i].kind == ProblemNodeKind::Backward) {
+      backward_start = i;
+      break;
+    }
+  // segment[i]: -1 for checkpoints and non-forward nodes (never dropped), else the number of
+  // checkpoints before i.
+  std::vector<int> segment(n, -1);
+  std::vector<uint8_t> is_checkpoint(n, 0);
+  for (int c : checkpoints) is_checkpoint[c] = 1;
+  std::vector<std::vector<int>> members;
+  int seg = 0;
+  bool open = false;
+  for (int i : forward_nodes(p)) {
+    if (is_checkpoint[i]) {
+      if (open) ++seg;
+      open = false;
+      continue;
+    }
+    if (!open) members.emplace_back();
+    open = true;
+    segment[i] = seg;
+    members[seg].push_back(i);
+  }
+  // Needed later in the forward pass (stages t+1 .. backward_start-1).
+  auto forward_needs_after = [&](int i, int t) {
+    auto it = std::upper_bound(users[i].begin(), users[i].end(), t);
+    return it != users[i].end() && *it < backward_start;
+  };
+
+  Schedule s;
+  s.strategy = strategy;
+  s.status = "heuristic";
+  s.R = BoolMatrix(n, n);
+  s.S = BoolMatrix(n, n);
+  std::vector<uint8_t> need(n), seg_done(members.size(), 0);
+  for (int t = 0; t < n; ++t) {
+    std::fill(need.begin(), need.end(), 0);
+    need[t] = 1;
+    bool grew = true;
+    while (grew) {  // closure over needs; in the backward pass, whole segments at once
+      grew = false;
+      for (int i = t; i >= 0; --i) {
+        if (!need[i]) continue;
+        for (int d : p.nodes[i].deps)
+          if (!s.S(t, d)) need[d] = 1;
+      }
+      if (t < backward_start) break;
+      for (int i = 0; i < t; ++i) {
+        if (!need[i] || segment[i] < 0 || seg_done[segment[i]]) continue;
+        seg_done[segment[i]] = 1;
+        for (int m : members[segment[i]])
+          if (m < t && last_user[m] >= t && !s.S(t, m) && !need[m]) {
+            need[m] = 1;
+            grew = true;
+          }
+      }
+    }
+    for (int i = 0; i <= t; ++i) s.R.set(t, i, need[i] != 0);
+    if (t + 1 >= n) break;
+    for (int i = 0; i <= t; ++i) {
+      bool available = s.R(t, i) || s.S(t, i);
+      if (!available || last_user[i] <= t) continue;
+      bool droppable = segment[i] >= 0 && t + 1 <= backward_start;
+      if (droppable && t + 1 < backward_start) droppable = !forward_needs_after(i, t);
+      if (!droppable || t + 1 > backward_start) s.S.set(t + 1, i, true);
+    }
+  }
+  return s;
+}
+
+namespace {
+
+std::vector<int> candidates(const Problem& p, bool linearized) {
+  return linearized ? forward_nodes(p) : forward_articulation_points(p);
+}
+
+// Returns the schedule if its simulated peak fits.
+std::optional<Schedule> if_fits(const Problem& p, Schedule s, int64_t budget, SimResult* sim) {
+  *sim = simulate(p, s);
+  if (!sim->valid || sim->peak_bytes > budget) return std::nullopt;
+  return s;
+}
+
+}  // namespace
+
+std::optional<Schedule> solve_all_keep(const Problem& p) { return all_keep_schedule(p); }
+
+std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool linearized) {
+  std::vector<int> cand = candidates(p, linearized);
+  const int m = static_cast<int>(cand.size());
+  const int k = static_cast<int>(std::floor(std::sqrt(static_cast<double>(m))));
+  std::vector<int> chosen;
+  for (int j = 1; j <= k; ++j) chosen.push_back(cand[(static_cast<int64_t>(j) * m) / (k + 1)]);
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  SimResult sim;
+  return if_fits(p, segment_schedule(p, chosen, linearized ? "chen-sqrtn-linear" : "chen-sqrtn"),
+                 budget, &sim);
+}
+
+std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized) {
+  std::vector<int> cand = candidates(p, linearized);
+  std::vector<uint8_t> is_cand(p.size(), 0);
+  for (int c : cand) is_cand[c] = 1;
+  const std::vector<int> fwd = forward_nodes(p);
+  int64_t total = 0, smallest = INT64_MAX;
+  for (int i : fwd) {
+    total += p.nodes[i].bytes;
+    if (p.nodes[i].bytes > 0) smallest = std::min(smallest, p.nodes[i].bytes);
+  }
+  if (smallest == INT64_MAX) smallest = 1;
+  // Thresholds: geometric and linear sweeps between the smallest node and the whole forward
+  // pass, total / k for k segments, and 0 (every candidate a checkpoint).
+  std::set<int64_t> thresholds = {0, total};
+  const int kSweep = 128;
+  for (int j = 0; j <= kSweep; ++j) {
+    double f = static_cast<double>(j) / kSweep;
+    thresholds.insert(static_cast<int64_t>(smallest * std::pow(double(total) / smallest, f)));
+    thresholds.insert(smallest + static_cast<int64_t>(f * double(total - smallest)));
+  }
+  for (size_t k = 1; k <= fwd.size() && k <= 512; ++k)
+    thresholds.insert(total / static_cast<int64_t>(k));
+  const std::string name = linearized ? "chen-greedy-linear" : "chen-greedy";
+  std::set<std::vector<int>> tried;
+  std::optional<Schedule> best;
+  SimResult best_sim;
+  for (int64_t b : thresholds) {
+    std::vector<int> chosen;
+    int64_t running = 0;
+    for (int i : fwd) {
+      running += p.nodes[i].bytes;
+      if (is_cand[i] && running > b) {
+        chosen.push_back(i);
+        running = 0;
+      }
+    }
+    if (!tried.insert(chosen).second) continue;
+    SimResult sim;
+    auto s = if_fits(p, segment_schedule(p, chosen, name), budget, &sim);
+    if (!s) continue;
+    if (!best || sim.total_cost < best_sim.total_cost ||
+        (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {
+      best = std::move(s);
+      best_sim = sim;
+    }
+  }
+  return best;
+}
+
+}  // namespace remat

@@ -78,4 +78,13 @@ struct SimResult {
 // dependency of every compute is resident, and that S only holds available values.
 SimResult simulate(const Problem& p, const Schedule& s);
 
+// JSON ("remat-schedule/1", solver/schedule_io.cpp): {"format", "strategy", "n", "R": [[nodes
+// computed in stage t, ascending], ...], "S": [[nodes held entering stage t], ...], "status",
+// "peak_bytes", "cost"}; peak/cost come from `sim` when given. Loading checks the shape and
+// indices (errors name the file, stage and field); validity against a problem is simulate()'s.
+std::string schedule_to_json_text(const Schedule& s, const SimResult* sim = nullptr);
+Schedule schedule_from_json_text(const std::string& text, const std::string& source);
+void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim = nullptr);
+Schedule schedule_load(const std::string& path);
+
 }  // namespace remat

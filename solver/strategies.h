@@ -45,6 +45,10 @@ const std::vector<std::string>& strategy_names();
 SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
                   const SolveOptions& opt = {});
 
+// The UserError solve() raises for a budget below problem_min_budget(p) (naming the node that
+// sets the minimum); does nothing otherwise. Tools call it before printing anything.
+void solve_check_budget(const Problem& p, int64_t budget);
+
 // Individual strategies (solver/*.cpp). Each returns nullopt when it finds no schedule that
 // fits the budget.
 std::optional<Schedule> solve_all_keep(const Problem& p);

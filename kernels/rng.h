@@ -1,0 +1,38 @@
+// Counter-based random numbers: a pure hash of (seed, step, index), so any element's value can
+// be regenerated anywhere, in any order, on the host or the device (dropout masks replay under
+// recomputation and match between the CPU reference and a CUDA kernel bit for bit).
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define REMAT_RNG_FN __host__ __device__ __forceinline__
+#else
+#define REMAT_RNG_FN inline
+#endif
+
+namespace remat {
+
+// SplitMix64's finaliser: a bijection on 64 bits with full avalanche.
+REMAT_RNG_FN uint64_t rng_mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// 64 random bits for element `index` of the stream (seed, step). Each key is mixed in
+// separately so that nearby seeds, steps and indices give unrelated values.
+REMAT_RNG_FN uint64_t rng_hash(uint64_t seed, uint64_t step, uint64_t index) {
+  uint64_t h = rng_mix64(seed);
+  h = rng_mix64(h ^ step);
+  return rng_mix64(h ^ index);
+}
+
+// Uniform float in [0, 1) with 24 random bits (every value exactly representable, so host and
+// device compute the same float).
+REMAT_RNG_FN float rng_uniform(uint64_t seed, uint64_t step, uint64_t index) {
+  return static_cast<float>(rng_hash(seed, step, index) >> 40) * (1.0f / 16777216.0f);
+}
+
+}  // namespace remat

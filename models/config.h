@@ -1,0 +1,109 @@
+// Model configuration: a YAML file read into a ModelConfig (layers flattened, repeat blocks
+// expanded, inputs resolved to full layer names), with every user error at file:line:col.
+//
+// YAML schema ---------------------------------------------------------------------------------
+//
+//   name: small_cnn               # required: model name (string)
+//   input: [3, 32, 32]            # required: per-sample C, H, W (each >= 1)
+//   classes: 10                   # required: classes (output channels for the per-pixel loss)
+//   batch: 32                     # required: N, samples per step (>= 1)
+//   loss: softmax_xent            # softmax_xent (default) | softmax_xent_pixel
+//   seed: 1                       # weight-init and dropout seed (default 0)
+//   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
+//                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
+//   data: {source: synthetic, seed: 7}   # default; or
+//         {source: cifar10, path: data/cifar-10-batches-bin, split: train}  # split: train|test
+//                                 # (path relative to the config file's directory)
+//   layers:                       # required, non-empty, in order
+//     - {name: conv1, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
+//     - {name: bn1, op: batchnorm}
+//     - {name: pool1, op: maxpool, kernel: 2}
+//     - name: stage               # a repeat block; its layers are named stage.0.a, stage.0.b,
+//       repeat: 2                 #   stage.1.a, ... (repeat >= 1, default 1; blocks may nest)
+//       layers:
+//         - {name: a, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
+//         - {name: b, op: conv2d, filters: 16, kernel: 3, padding: 1}
+//         - {name: sum, op: add, inputs: [input, b]}
+//     - {name: gap, op: global_avgpool, inputs: stage}   # a block's name = its last output
+//     - {name: fc, op: dense, units: 10}
+//
+// Layer keys: `name` (required; letters, digits, '_' and '-'; unique among its siblings; not
+// input/labels/loss), `op` (required; a user-visible forward op of the registry), `inputs` (a
+// name or a list of names; default: the previous layer, or for the first layer of a list, the
+// model input / the block iteration's input). Every other key is an attribute of the op,
+// checked by the op's parser: YAML integers -> int, decimals -> double, true/false -> bool,
+// other scalars -> string, lists of integers -> int list.
+// Block keys: `name`, `repeat`, `layers`, `inputs` (at most one name: the block's input).
+// Name resolution, innermost first: `input` (the model input at top level, the iteration's
+// input inside a block); a layer of the same iteration defined earlier; then the enclosing
+// scopes' layers defined earlier (a finished block's name means its last layer); finally a
+// full name ("stage.0.b") defined earlier. Iteration i+1's input is iteration i's last layer.
+// Forward references and cycles are errors. The builder appends the loss node
+// (inputs: last layer, labels); the last layer must output [N, classes] for softmax_xent and
+// [N, classes, H, W] for softmax_xent_pixel.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/attrs.h"
+#include "runtime/tensor.h"
+
+namespace remat {
+
+// "input": the model input value name that layer inputs may refer to.
+constexpr const char* kModelInputName = "input";
+
+struct LayerConfig {
+  std::string name;                      // full name: "conv1", "stage.0.a"
+  std::string op;
+  std::vector<std::string> inputs;       // full layer names, or kModelInputName
+  std::vector<std::string> input_where;  // "file:line:col" of each input (the layer's if default)
+  std::string where;                     // "file:line:col" of the layer's map
+  std::string op_where;                  // "file:line:col" of the `op` value
+  std::string inputs_where;              // of the `inputs` key, or the layer's position
+  AttrMap attrs;                         // the op's attributes; origin "<where>: layer '<name>'"
+};
+
+struct OptimizerConfig {
+  std::string op = "sgd";
+  std::string where;   // "file:line:col" of the `optimizer` section (or of the file)
+  std::string op_where;
+  AttrMap attrs;       // everything but `op`
+};
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | cifar10
+  uint64_t seed = 0;                 // synthetic: patterns and samples
+  std::string path;                  // cifar10: folder with the binary batches
+  std::string split = "train";       // cifar10: train (data_batch_1..5.bin) | test (test_batch.bin)
+  std::string where;                 // "file:line:col" of the `data` section (or of the file)
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string source;   // file path or the source name given to parse_model_config
+  std::string dir;      // directory of `source` ("" for text); data paths are relative to it
+  Shape input;          // per-sample [C, H, W]
+  int64_t classes = 0;
+  std::string loss = "softmax_xent";
+  int64_t batch = 0;
+  uint64_t seed = 0;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  std::vector<LayerConfig> layers;  // flattened, in definition order
+
+  // Positions of top-level fields, for errors found later (builder, data).
+  std::string where_input, where_classes, where_loss, where_batch;
+
+  const LayerConfig* find_layer(const std::string& full_name) const;  // nullptr if absent
+};
+
+// Reads and validates a YAML model file; errors are UserErrors naming path:line:col.
+ModelConfig load_model_config(const std::string& path);
+// Same from text; `source_name` is used in positions ("t.yaml:5:7").
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name);
+
+}  // namespace remat

@@ -1,0 +1,59 @@
+// Training data: a DataSource fills one batch of images and labels per step, deterministically
+// (the same step always gives the same batch). Sources: synthetic (learnable, seeded) and
+// CIFAR-10 binary batches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "runtime/tensor.h"
+
+namespace remat {
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  // Fills images (N*C*H*W floats, NCHW) and labels (N, or N*H*W for per-pixel losses, each in
+  // [0, classes)) for 0-based `step`. Host memory, owned by the caller.
+  virtual void next_batch(int64_t step, float* images, int32_t* labels) = 0;
+  // One line for logs: "synthetic (seed 7, 10 classes)", "cifar10 train: 50000 records ...".
+  virtual std::string describe() const = 0;
+};
+
+// `input` is the graph's input [N, C, H, W] (after overrides) and `labels` its labels [N] or
+// [N, H, W]; relative data paths are taken from `config_dir`. Throws UserError at the config's
+// `data:` position for settings the source cannot serve.
+std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
+                                             const TensorDesc& labels,
+                                             const std::string& config_dir);
+
+// Synthetic data. Classification (labels [N]): class k has a fixed pattern
+//   P_k[c, h, w] = a_kc + b_kc * sin(fx_k * w + fy_k * h + phi_kc)
+// (a ~ N(0, 0.5^2), b ~ U(0.5, 1), fx, fy ~ U(0.2, 1.5), phi ~ U(0, 2 pi), drawn from `seed`);
+// a sample of class k is P_k + N(0, 1) noise. Per-pixel (labels [N, H, W]): the label map is
+// class 0 with 1-3 rectangles of random classes painted over it; a pixel of class k has the
+// value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per class and channel). The label map may
+// be smaller than the input (a network that downsamples): input pixel (y, x) then takes the
+// class of label pixel (y * Hl / H, x * Wl / W).
+// Sample i of step s depends only on (seed, s, i).
+std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
+                                                  const TensorDesc& input,
+                                                  const TensorDesc& labels);
+
+// CIFAR-10 binary format: records of 1 label byte + 3072 bytes (R, G, B planes of 32x32,
+// row-major). Files are read whole at construction and checked (size a multiple of 3073,
+// labels <= 9). Pixels are normalised per channel: (byte / 255 - mean_c) / std_c with the
+// CIFAR-10 training-set mean (0.4914, 0.4822, 0.4465) and std (0.2470, 0.2435, 0.2616).
+// Batches take records in file order, wrapping around: step s, sample i is record
+// (s * N + i) mod total.
+std::unique_ptr<DataSource> make_cifar10_source(const std::vector<std::string>& files,
+                                                const TensorDesc& input);
+
+constexpr int64_t kCifarRecordBytes = 3073;
+constexpr float kCifarMean[3] = {0.4914f, 0.4822f, 0.4465f};
+constexpr float kCifarStd[3] = {0.2470f, 0.2435f, 0.2616f};
+
+}  // namespace remat

@@ -1,0 +1,135 @@
+// Synthetic, learnable training data: per-class patterns plus noise (see data.h for the model).
+// Every random number comes from a splitmix64 stream seeded by (seed, step, sample), so batches
+// are identical across runs and platforms.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "models/data.h"
+#include "runtime/check.h"
+
+namespace remat {
+
+namespace {
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() { return mix64(s_++); }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+  double normal() {  // Box-Muller
+    double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+constexpr double kTwoPi = 2.0 * M_PI;
+
+class SyntheticSource : public DataSource {
+ public:
+  SyntheticSource(uint64_t seed, int64_t classes, const TensorDesc& input,
+                  const TensorDesc& labels)
+      : seed_(seed), classes_(classes), n_(input.shape[0]), c_(input.shape[1]),
+        h_(input.shape[2]), w_(input.shape[3]), pixel_(labels.shape.size() == 3) {
+    REMAT_CHECK(classes_ >= 1, "synthetic data: classes = " << classes_);
+    if (pixel_) {
+      lh_ = labels.shape[1];
+      lw_ = labels.shape[2];
+      REMAT_CHECK(lh_ >= 1 && lw_ >= 1, "synthetic data: labels " << shape_str(labels.shape));
+    }
+    Rng r(mix64(seed ^ 0x5EEDC1A55ull));
+    a_.resize(static_cast<size_t>(classes_ * c_));
+    b_ = phi_ = a_;
+    fx_.resize(static_cast<size_t>(classes_));
+    fy_ = fx_;
+    for (int64_t k = 0; k < classes_; ++k) {
+      fx_[k] = 0.2 + 1.3 * r.uniform();
+      fy_[k] = 0.2 + 1.3 * r.uniform();
+      for (int64_t c = 0; c < c_; ++c) {
+        a_[k * c_ + c] = 0.5 * r.normal();
+        b_[k * c_ + c] = 0.5 + 0.5 * r.uniform();
+        phi_[k * c_ + c] = kTwoPi * r.uniform();
+      }
+    }
+  }
+
+  void next_batch(int64_t step, float* images, int32_t* labels) override {
+    const int64_t sample = c_ * h_ * w_, label_plane = lh_ * lw_;
+    for (int64_t i = 0; i < n_; ++i) {
+      Rng r(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(i)));
+      float* x = images + i * sample;
+      if (pixel_) fill_pixel(r, x, labels + i * label_plane);
+      else fill_class(r, x, labels + i);
+    }
+  }
+
+  std::string describe() const override {
+    std::ostringstream os;
+    os << "synthetic (seed " << seed_ << ", " << classes_ << " classes"
+       << (pixel_ ? ", per-pixel labels" : "") << ")";
+    return os.str();
+  }
+
+ private:
+  void fill_class(Rng& r, float* x, int32_t* label) const {
+    const int64_t k = r.below(classes_);
+    *label = static_cast<int32_t>(k);
+    for (int64_t c = 0; c < c_; ++c) {
+      const double a = a_[k * c_ + c], b = b_[k * c_ + c], phi = phi_[k * c_ + c];
+      for (int64_t y = 0; y < h_; ++y)
+        for (int64_t xx = 0; xx < w_; ++xx)
+          *x++ = static_cast<float>(a + b * std::sin(fx_[k] * xx + fy_[k] * y + phi) +
+                                    r.normal());
+    }
+  }
+
+  // The label map has the loss's resolution (lh_, lw_); input pixel (y, x) carries the class
+  // of label pixel (y * lh_ / h_, x * lw_ / w_), so a network that downsamples can still fit it.
+  void fill_pixel(Rng& r, float* x, int32_t* label) const {
+    for (int64_t p = 0; p < lh_ * lw_; ++p) label[p] = 0;
+    const int64_t rects = 1 + r.below(3);
+    for (int64_t q = 0; q < rects; ++q) {
+      const int32_t k = static_cast<int32_t>(r.below(classes_));
+      const int64_t y0 = r.below(lh_), x0 = r.below(lw_);
+      const int64_t rh = 1 + r.below(std::max<int64_t>(1, lh_ / 2));
+      const int64_t rw = 1 + r.below(std::max<int64_t>(1, lw_ / 2));
+      for (int64_t y = y0; y < std::min(lh_, y0 + rh); ++y)
+        for (int64_t xx = x0; xx < std::min(lw_, x0 + rw); ++xx) label[y * lw_ + xx] = k;
+    }
+    // a_ doubles as the per-class, per-channel pixel value v_kc = 2 a_kc.
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t y = 0; y < h_; ++y)
+        for (int64_t xx = 0; xx < w_; ++xx) {
+          const int32_t k = label[(y * lh_ / h_) * lw_ + xx * lw_ / w_];
+          *x++ = static_cast<float>(2.0 * a_[k * c_ + c] + 0.5 * r.normal());
+        }
+  }
+
+  uint64_t seed_;
+  int64_t classes_, n_, c_, h_, w_;
+  int64_t lh_ = 0, lw_ = 0;  // per-pixel label map size
+  bool pixel_;
+  std::vector<double> a_, b_, phi_, fx_, fy_;  // per class (and channel), see data.h
+};
+
+}  // namespace
+
+std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
+                                                  const TensorDesc& input,
+                                                  const TensorDesc& labels) {
+  REMAT_CHECK(input.shape.size() == 4, "synthetic data: input " << shape_str(input.shape));
+  return std::make_unique<SyntheticSource>(seed, classes, input, labels);
+}
+
+}  // namespace remat

@@ -1,0 +1,46 @@
+// Small helpers shared by the op files: attribute-less ops, input checks with user-facing
+// messages, and byte counts for OpCost.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/check.h"
+#include "runtime/op.h"
+
+namespace remat {
+
+// Typed attrs of an op that takes none (relu, add, flatten, relu_grad, ...).
+struct EmptyAttrs : OpAttrs {};
+
+inline OpAttrsPtr parse_no_attrs(AttrReader& r, const std::string& op_name) {
+  r.finish(op_name);
+  return std::make_shared<EmptyAttrs>();
+}
+
+// Throws "<op> expects F32 input <i>, got i32" for a non-float input.
+inline void require_f32(const std::string& op_name, const std::vector<TensorDesc>& in) {
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i].dtype != DType::F32)
+      REMAT_USER_ERROR(op_name << " expects f32 inputs, input " << i << " is "
+                               << dtype_name(in[i].dtype) << " " << shape_str(in[i].shape));
+}
+
+// Bytes read (all inputs) plus bytes written (the output).
+inline int64_t io_bytes(const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  int64_t b = out.bytes();
+  for (const auto& d : in) b += d.bytes();
+  return b;
+}
+
+// Cost of an elementwise op doing `flops_per_elem` flops per output element.
+inline OpCost elementwise_cost(const std::vector<TensorDesc>& in, const TensorDesc& out,
+                               double flops_per_elem) {
+  OpCost c;
+  c.flops = flops_per_elem * static_cast<double>(out.numel());
+  c.bytes_moved = io_bytes(in, out);
+  return c;
+}
+
+}  // namespace remat

@@ -1,0 +1,20 @@
+// Reverse-mode autodiff over the forward graph: derives backward nodes from each op's gradient
+// rule, sums the gradients of values with several consumers, routes parameter gradients into
+// persistent ParamGrad values, and appends one optimizer update node per trainable parameter.
+#pragma once
+
+#include <string>
+
+#include "runtime/graph.h"
+#include "runtime/op.h"
+
+namespace remat {
+
+// `forward` must end in a Loss node (forward.loss set). The result is one training graph:
+// forward nodes, the loss, backward nodes, then Update nodes (Note [in-place updates]).
+// Backward nodes that no parameter gradient needs (e.g. the gradient of the input batch) are
+// pruned. `optimizer_attrs` are parsed by the optimizer op (errors carry their positions).
+Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
+                          const std::string& optimizer_op, const AttrMap& optimizer_attrs);
+
+}  // namespace remat

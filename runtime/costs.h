@@ -1,0 +1,33 @@
+// The cost table: per node of a training graph, its compute cost (FLOPs or measured
+// milliseconds), output bytes and workspace bytes. Written by the profiler or the FLOPs model,
+// read by the solver. JSON format "remat-costs/1".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace remat {
+
+struct NodeCost {
+  std::string name;             // graph node name
+  double cost = 0;              // FLOPs or milliseconds (CostTable::unit)
+  int64_t bytes = 0;            // output bytes (0 when the output is persistent)
+  int64_t workspace_bytes = 0;  // scratch while running
+  double spread = 0;            // profiled: (max - min) / median of the repeats; 0 otherwise
+};
+
+struct CostTable {
+  std::string model;
+  std::string device;           // "flops-model" or the device name it was measured on
+  std::string unit = "flops";   // "flops" | "ms"
+  int64_t batch = 0;
+  std::vector<NodeCost> nodes;  // one per non-update node, in graph order
+};
+
+std::string costs_to_json_text(const CostTable& t);
+CostTable costs_from_json_text(const std::string& text, const std::string& source);
+void costs_save(const CostTable& t, const std::string& path);
+CostTable costs_load(const std::string& path);
+
+}  // namespace remat

@@ -1,0 +1,113 @@
+// FLOPs cost model, graph -> problem, and schedule -> execution plan lowering.
+#include "solver/from_graph.h"
+
+#include <algorithm>
+
+#include "runtime/check.h"
+
+namespace remat {
+
+CostTable flops_costs(const Graph& g, const OpRegistry& ops,
+                      const std::function<int64_t(NodeId)>& workspace) {
+  CostTable t;
+  t.model = g.name;
+  t.device = "flops-model";
+  t.unit = "flops";
+  t.batch = g.batch;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Update) continue;
+    std::vector<TensorDesc> in;
+    for (ValueId v : n.inputs) in.push_back(g.value(v).desc);
+    const Value& out = g.value(n.output);
+    OpCost c = ops.get(n.op).cost(*n.typed, in, out.desc);
+    NodeCost nc;
+    nc.name = n.name;
+    nc.cost = std::max(c.flops, static_cast<double>(out.desc.numel()));
+    nc.bytes = out.kind == ValueKind::Activation ? out.desc.bytes() : 0;
+    nc.workspace_bytes = workspace ? workspace(static_cast<NodeId>(i)) : c.workspace_bytes;
+    t.nodes.push_back(std::move(nc));
+  }
+  return t;
+}
+
+GraphProblem problem_from_graph(const Graph& g, const CostTable& costs) {
+  GraphProblem gp;
+  Problem& p = gp.problem;
+  p.name = g.name;
+  p.cost_unit = costs.unit;
+  p.batch = g.batch;
+  p.constant_bytes = g.persistent_bytes();
+  std::vector<int> index_of(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.kind == NodeKind::Update) continue;
+    const size_t k = gp.node_of.size();
+    if (k >= costs.nodes.size() || costs.nodes[k].name != n.name)
+      REMAT_USER_ERROR("cost table for '" << costs.model << "' does not match graph '" << g.name
+                                          << "' at node " << k << " ('" << n.name << "' vs '"
+                                          << (k < costs.nodes.size() ? costs.nodes[k].name : "<none>")
+                                          << "'): re-profile this model and batch");
+    if (costs.batch != g.batch)
+      REMAT_USER_ERROR("cost table for '" << costs.model << "' was measured at batch " << costs.batch
+                                          << ", the graph has batch " << g.batch);
+    const NodeCost& c = costs.nodes[k];
+    ProblemNode pn;
+    pn.name = n.name;
+    pn.kind = n.kind == NodeKind::Forward ? ProblemNodeKind::Forward
+              : n.kind == NodeKind::Loss  ? ProblemNodeKind::Loss
+                                          : ProblemNodeKind::Backward;
+    pn.cost = c.cost;
+    const Value& out = g.value(n.output);
+    pn.bytes = out.kind == ValueKind::Activation ? out.desc.bytes() : 0;
+    pn.workspace_bytes = c.workspace_bytes;
+    for (ValueId v : n.inputs) {
+      const Value& in = g.value(v);
+      if (in.kind != ValueKind::Activation) continue;
+      pn.deps.push_back(index_of[static_cast<size_t>(in.producer)]);
+    }
+    std::sort(pn.deps.begin(), pn.deps.end());
+    pn.deps.erase(std::unique(pn.deps.begin(), pn.deps.end()), pn.deps.end());
+    index_of[i] = static_cast<int>(k);
+    gp.node_of.push_back(static_cast<NodeId>(i));
+    p.nodes.push_back(std::move(pn));
+  }
+  if (gp.node_of.size() != costs.nodes.size())
+    REMAT_USER_ERROR("cost table for '" << costs.model << "' has " << costs.nodes.size()
+                                        << " nodes, graph '" << g.name << "' has "
+                                        << gp.node_of.size());
+  problem_validate(p, "graph '" + g.name + "'");
+  return gp;
+}
+
+ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Schedule& s,
+                             int64_t budget) {
+  SimResult sim = simulate(gp.problem, s);
+  REMAT_CHECK(sim.valid, "cannot lower an invalid " << s.strategy << " schedule: " << sim.error);
+  ExecutionPlan plan;
+  plan.graph_name = g.name;
+  plan.strategy = s.strategy;
+  plan.budget = budget;
+  plan.constant_bytes = gp.problem.constant_bytes;
+  plan.predicted_peak = sim.peak_bytes;
+  for (const SimStep& st : sim.steps) {
+    const NodeId node = gp.node_of[static_cast<size_t>(st.node)];
+    const ValueId out = g.node(node).output;
+    PlanStep ps;
+    ps.value = out;
+    ps.bytes_during = st.bytes_during;
+    ps.bytes_after = st.bytes_after;
+    if (st.kind == StepKind::Compute) {
+      ps.kind = PlanStepKind::Compute;
+      ps.node = node;
+      ps.recompute = st.recompute;
+    } else {
+      if (g.value(out).kind != ValueKind::Activation) continue;
+      ps.kind = PlanStepKind::Free;
+    }
+    plan.steps.push_back(ps);
+  }
+  return plan;
+}
+
+}  // namespace remat

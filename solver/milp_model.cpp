@@ -1,0 +1,298 @@
+// Builds the Checkmate MILP (or its max-batch variant) as column-major arrays.
+//
+// Note [tight Checkmate formulation]
+// Stages follow Note [frontier-advancing stages]; memory follows Note [memory semantics].
+// U[t,k] is the resident bytes just after node k's slot in stage t, before the frees that
+// follow k:
+//   U[t,0] = constant + sum_i M_i S[t,i] + M_0 R[t,0]
+//   U[t,k] = U[t,k-1] + M_k R[t,k] - sum_{i in deps(k-1) + {k-1}} M_i FREE[t,i,k-1]
+//   U[t,k] + W_k R[t,k] <= budget            (a row only where W_k > 0 and k < t; else a bound)
+// Differences from the paper that matter for Cbc:
+// - FREE only lowers memory, so it needs only upper bounds: FREE[t,i,k] <= R[t,k],
+//   FREE <= 1 - S[t+1,i], FREE <= 1 - R[t,j] for every user j of i with k < j <= t. At any
+//   integral (R, S) the largest allowed FREE is 0 or 1, so FREE is continuous, not binary,
+//   and no big-M rows are needed (the LP relaxation is tighter too).
+// - Only columns that can be nonzero exist: R lower-triangular with R[t,t] fixed to 1 by
+//   bounds, S strictly lower-triangular, and R[t,i] = S[t,i] = 0 (no column) once no node
+//   >= t depends on i transitively (a value nothing later can use is never worth holding).
+// - Bytes and costs are scaled to O(1) (bytes by the budget, costs by their mean).
+// paper_formulation = true gives the paper's model instead (binary FREE with the big-M
+// "hazard" rows, every R/S column) for comparison in tools/solver_bench.
+#include "solver/milp_model.h"
+
+#include <algorithm>
+
+#include "runtime/check.h"
+
+namespace remat {
+namespace {
+
+struct Builder {
+  MilpModel& m;
+  std::vector<std::vector<std::pair<int, double>>> cols;  // per column: (row, coefficient)
+
+  int add_col(double lb, double ub, double obj, bool integer) {
+    m.col_lb.push_back(lb);
+    m.col_ub.push_back(ub);
+    m.obj.push_back(obj);
+    m.is_int.push_back(integer ? 1 : 0);
+    cols.emplace_back();
+    return m.num_cols() - 1;
+  }
+  // Adds a row lb <= sum coef * x[col] <= ub; entries with col < 0 are dropped.
+  void add_row(double lb, double ub, const std::vector<std::pair<int, double>>& entries) {
+    int row = m.num_rows();
+    m.row_lb.push_back(lb);
+    m.row_ub.push_back(ub);
+    for (const auto& [col, coef] : entries)
+      if (col >= 0 && coef != 0) cols[col].push_back({row, coef});
+  }
+  void finish() {
+    m.starts.assign(1, 0);
+    for (const auto& c : cols) {
+      for (const auto& [row, coef] : c) {
+        m.index.push_back(row);
+        m.value.push_back(coef);
+      }
+      m.starts.push_back(static_cast<int>(m.index.size()));
+    }
+  }
+};
+
+// maxdesc[i] = the largest node index reachable from i (i itself included).
+std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<int>>& users) {
+  std::vector<int> md(p.size());
+  for (int i = p.size() - 1; i >= 0; --i) {
+    md[i] = i;
+    for (int j : users[i]) md[i] = std::max(md[i], md[j]);
+  }
+  return md;
+}
+
+// Users j of i with k < j <= t (the ones that keep i alive after k in stage t).
+std::vector<int> later_users(const std::vector<int>& users_i, int k, int t) {
+  std::vector<int> out;
+  for (int j : users_i)
+    if (j > k && j <= t) out.push_back(j);
+  return out;
+}
+
+}  // namespace
+
+MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
+  const int n = p.size();
+  const bool paper = opt.paper_formulation;
+  const bool min_peak = opt.objective == MilpObjective::MinPeak;
+  REMAT_CHECK(n > 0, "empty problem");
+  MilpModel m;
+  m.n = n;
+  m.r_col.assign(size_t(n) * n, -1);
+  m.s_col.assign(size_t(n) * n, -1);
+  m.u_col.assign(size_t(n) * n, -1);
+  const auto users = problem_users(p);
+  const auto md = max_descendant(p, users);
+
+  // Scales. MinPeak works in bytes per sample (constant excluded).
+  double per = min_peak ? 1.0 / double(std::max<int64_t>(1, p.batch)) : 1.0;
+  if (min_peak) {
+    double mx = 1;
+    for (const auto& nd : p.nodes) mx = std::max(mx, double(nd.bytes + nd.workspace_bytes));
+    m.byte_scale = mx * per;
+  } else {
+    REMAT_CHECK(opt.budget > 0, "budget " << opt.budget);
+    m.byte_scale = double(opt.budget);
+  }
+  double cost_sum = 0;
+  int cost_cnt = 0;
+  for (const auto& nd : p.nodes)
+    if (nd.cost > 0) cost_sum += nd.cost, ++cost_cnt;
+  m.cost_scale = cost_cnt ? cost_sum / cost_cnt : 1.0;
+  auto bytes = [&](int i) { return double(p.nodes[i].bytes) * per / m.byte_scale; };
+  auto ws = [&](int i) { return double(p.nodes[i].workspace_bytes) * per / m.byte_scale; };
+  const double cap = min_peak ? 0 : 1.0;  // memory bound in model units (MinCost)
+  const double constant = min_peak ? 0 : double(p.constant_bytes) / m.byte_scale;
+
+  Builder b{m, {}};
+  // Columns. R and S.
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i <= t; ++i) {
+      if (i == t) {
+        m.r_col[size_t(t) * n + i] =
+            b.add_col(1, 1, min_peak ? 0 : p.nodes[i].cost / m.cost_scale, true);
+        continue;
+      }
+      if (!paper && md[i] < t) continue;
+      m.r_col[size_t(t) * n + i] =
+          b.add_col(0, 1, min_peak ? 0 : p.nodes[i].cost / m.cost_scale, true);
+      m.s_col[size_t(t) * n + i] = b.add_col(0, 1, 0, true);
+    }
+  }
+  // FREE[t,i,k] for i in deps(k) + {k}, where R[t,k] can be 1 and no user j of i with
+  // k < j == t forces i to stay (R[t,t] = 1).
+  for (int t = 0; t < n; ++t) {
+    for (int k = 0; k <= t; ++k) {
+      if (m.r(t, k) < 0) continue;
+      std::vector<int> cand = p.nodes[k].deps;
+      cand.push_back(k);
+      for (int i : cand) {
+        bool pinned = false;
+        for (int j : users[i]) pinned |= (j > k && j == t);
+        if (pinned) continue;
+        int col = b.add_col(0, 1, 0, paper);
+        m.free_vars.push_back({t, i, k, col});
+      }
+    }
+  }
+  // U[t,k] and P.
+  for (int t = 0; t < n; ++t)
+    for (int k = 0; k <= t; ++k) {
+      double ub = min_peak ? 1e30 : (k == t ? cap - ws(k) : cap);
+      m.u_col[size_t(t) * n + k] = b.add_col(0, std::max(0.0, ub), 0, false);
+    }
+  if (min_peak) m.p_col = b.add_col(0, 1e30, 1, false);
+
+  // Dependencies: R[t,k] <= R[t,i] + S[t,i].
+  for (int t = 0; t < n; ++t)
+    for (int k = 0; k <= t; ++k) {
+      if (m.r(t, k) < 0) continue;
+      for (int i : p.nodes[k].deps)
+        b.add_row(-1e30, 0, {{m.r(t, k), 1}, {m.r(t, i), -1}, {m.s(t, i), -1}});
+    }
+  // Retention: S[t+1,i] <= R[t,i] + S[t,i].
+  for (int t = 0; t + 1 < n; ++t)
+    for (int i = 0; i <= t; ++i)
+      if (m.s(t + 1, i) >= 0)
+        b.add_row(-1e30, 0, {{m.s(t + 1, i), 1}, {m.r(t, i), -1}, {t > i ? m.s(t, i) : -1, -1}});
+  // FREE rows.
+  for (const auto& f : m.free_vars) {
+    int s_next = f.t + 1 < n ? m.s(f.t + 1, f.i) : -1;
+    auto lu = later_users(users[f.i], f.k, f.t);
+    if (paper) {
+      double big_m = 2.0 + double(lu.size());
+      std::vector<std::pair<int, double>> a{{m.r(f.t, f.k), 1}, {s_next, -1}, {f.col, -1}};
+      std::vector<std::pair<int, double>> c{{m.r(f.t, f.k), -1}, {s_next, 1}, {f.col, big_m}};
+      for (int j : lu) a.push_back({m.r(f.t, j), -1}), c.push_back({m.r(f.t, j), 1});
+      b.add_row(-1e30, 0, a);
+      b.add_row(-1e30, big_m - 1, c);
+      continue;
+    }
+    if (f.k < f.t) b.add_row(-1e30, 0, {{f.col, 1}, {m.r(f.t, f.k), -1}});
+    if (s_next >= 0) b.add_row(-1e30, 1, {{f.col, 1}, {s_next, 1}});
+    for (int j : lu)
+      if (m.r(f.t, j) >= 0) b.add_row(-1e30, 1, {{f.col, 1}, {m.r(f.t, j), 1}});
+  }
+  // U recurrence and memory rows.
+  std::vector<std::vector<int>> frees_after(size_t(n) * n);  // [t*n+k] -> indices into free_vars
+  for (size_t v = 0; v < m.free_vars.size(); ++v)
+    frees_after[size_t(m.free_vars[v].t) * n + m.free_vars[v].k].push_back(int(v));
+  for (int t = 0; t < n; ++t) {
+    std::vector<std::pair<int, double>> e{{m.u(t, 0), 1}, {m.r(t, 0), -bytes(0)}};
+    for (int i = 0; i < t; ++i) e.push_back({m.s(t, i), -bytes(i)});
+    b.add_row(constant, constant, e);
+    for (int k = 1; k <= t; ++k) {
+      std::vector<std::pair<int, double>> r{
+          {m.u(t, k), 1}, {m.u(t, k - 1), -1}, {m.r(t, k), -bytes(k)}};
+      for (int v : frees_after[size_t(t) * n + k - 1])
+        r.push_back({m.free_vars[v].col, bytes(m.free_vars[v].i)});
+      b.add_row(0, 0, r);
+    }
+    for (int k = 0; k <= t; ++k) {
+      if (m.r(t, k) < 0) continue;
+      if (min_peak) {
+        b.add_row(-1e30, 0, {{m.u(t, k), 1}, {m.r(t, k), ws(k)}, {m.p_col, -1}});
+      } else if (k < t && p.nodes[k].workspace_bytes > 0) {
+        b.add_row(-1e30, cap, {{m.u(t, k), 1}, {m.r(t, k), ws(k)}});
+      }
+    }
+  }
+  if (min_peak) {
+    std::vector<std::pair<int, double>> e;
+    for (int t = 0; t < n; ++t)
+      for (int i = 0; i <= t; ++i)
+        if (m.r(t, i) >= 0) e.push_back({m.r(t, i), p.nodes[i].cost / m.cost_scale});
+    b.add_row(-1e30, opt.cost_cap / m.cost_scale * (1 + 1e-9), e);
+  }
+  b.finish();
+  return m;
+}
+
+std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
+                                             const BoolMatrix& R, const BoolMatrix& S) {
+  const int n = m.n;
+  const auto users = problem_users(p);
+  std::vector<double> x(m.num_cols(), 0.0);
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i <= t; ++i) {
+      if (m.r(t, i) >= 0) x[m.r(t, i)] = R(t, i) ? 1 : 0;
+      if (i < t && m.s(t, i) >= 0) x[m.s(t, i)] = S(t, i) ? 1 : 0;
+    }
+  std::vector<double> freed(size_t(n) * n, 0.0);  // bytes freed after (t,k), model units
+  double per = m.p_col >= 0 ? 1.0 / double(std::max<int64_t>(1, p.batch)) : 1.0;
+  auto bytes = [&](int i) { return double(p.nodes[i].bytes) * per / m.byte_scale; };
+  for (const auto& f : m.free_vars) {
+    bool ok = R(f.t, f.k) && !(f.t + 1 < n && S(f.t + 1, f.i));
+    for (int j : users[f.i])
+      if (j > f.k && j <= f.t && R(f.t, j)) ok = false;
+    x[f.col] = ok ? 1 : 0;
+    if (ok) freed[size_t(f.t) * n + f.k] += bytes(f.i);
+  }
+  double constant = m.p_col >= 0 ? 0 : double(p.constant_bytes) / m.byte_scale;
+  double peak = 0;
+  for (int t = 0; t < n; ++t) {
+    double u = constant;
+    for (int i = 0; i < t; ++i) u += S(t, i) ? bytes(i) : 0;
+    for (int k = 0; k <= t; ++k) {
+      if (k > 0) u -= freed[size_t(t) * n + k - 1];
+      if (R(t, k)) u += bytes(k);
+      x[m.u(t, k)] = std::max(0.0, u);
+      if (R(t, k))
+        peak = std::max(peak, u + double(p.nodes[k].workspace_bytes) * per / m.byte_scale);
+    }
+  }
+  if (m.p_col >= 0) x[m.p_col] = peak;
+  return x;
+}
+
+BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) {
+  const int n = p.size();
+  for (int t = 0; t < n; ++t) S.set(0, t, false);
+  for (;;) {
+    BoolMatrix R = derive_cheapest_r(p, S);
+    int bad_stage = -1;
+    for (int t = 0; t + 1 < n && bad_stage < 0; ++t)
+      for (int i = 0; i <= t; ++i)
+        if (S(t + 1, i) && !R(t, i) && !(i < t && S(t, i))) bad_stage = t + 1;
+    if (bad_stage < 0) {
+      if (R_out) *R_out = R;
+      return S;
+    }
+    int t = bad_stage - 1;
+    for (int i = 0; i <= t; ++i)
+      if (S(t + 1, i) && !R(t, i) && !(i < t && S(t, i))) S.set(t + 1, i, false);
+  }
+}
+
+BoolMatrix schedule_trim_s(const Problem& p, const BoolMatrix& S_in) {
+  const int n = p.size();
+  BoolMatrix S = S_in;
+  BoolMatrix R = derive_cheapest_r(p, S);
+  const auto users = problem_users(p);
+  for (int t = n - 1; t >= 1; --t)
+    for (int i = 0; i < t; ++i) {
+      if (!S(t, i) || (t + 1 < n && S(t + 1, i))) continue;
+      bool used = false;
+      for (int j : users[i]) used |= (j <= t && R(t, j));
+      if (!used) S.set(t, i, false);
+    }
+  return S;
+}
+
+BoolMatrix milp_s_from_solution(const MilpModel& m, const double* x, double threshold) {
+  BoolMatrix S(m.n, m.n);
+  for (int t = 1; t < m.n; ++t)
+    for (int i = 0; i < t; ++i)
+      if (m.s(t, i) >= 0 && x[m.s(t, i)] >= threshold) S.set(t, i, true);
+  return S;
+}
+
+}  // namespace remat

@@ -1,0 +1,90 @@
+// The Checkmate MILP as plain arrays (no Cbc types): one builder shared by the MILP
+// (milp.cpp), the LP relaxation (lp_round.cpp) and the max-batch MILP (max_batch.cpp).
+// See Note [tight Checkmate formulation] in milp_model.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "solver/problem.h"
+#include "solver/schedule.h"
+#include "solver/strategies.h"
+
+namespace remat {
+
+enum class MilpObjective {
+  MinCost,  // minimise total compute cost under U <= budget
+  MinPeak,  // minimise P, the peak activation bytes per sample, under a compute-cost cap
+};
+
+struct MilpBuildOptions {
+  MilpObjective objective = MilpObjective::MinCost;
+  int64_t budget = 0;             // MinCost: total bytes, constant included
+  double cost_cap = 0;            // MinPeak: total cost must not exceed this (Problem units)
+  bool paper_formulation = false; // the paper's big-M FREE rows, binary FREE, no fixings
+};
+
+struct MilpFreeVar {
+  int t, i, k, col;  // value i may be freed after node k runs in stage t
+};
+
+// Column-major LP/MIP data plus the maps from (t, i) to columns (-1: no column, value 0).
+struct MilpModel {
+  int n = 0;
+  std::vector<int> r_col, s_col, u_col;  // n*n, indexed [t*n + i]
+  std::vector<MilpFreeVar> free_vars;
+  int p_col = -1;                        // MinPeak only
+  double byte_scale = 1;                 // model bytes = real bytes / byte_scale
+  double cost_scale = 1;                 // model objective = real cost / cost_scale (MinCost)
+
+  std::vector<double> col_lb, col_ub, obj;
+  std::vector<char> is_int;
+  std::vector<double> row_lb, row_ub;
+  std::vector<int> starts, index;  // column-major matrix
+  std::vector<double> value;
+
+  int num_cols() const { return static_cast<int>(col_lb.size()); }
+  int num_rows() const { return static_cast<int>(row_lb.size()); }
+  int r(int t, int i) const { return r_col[size_t(t) * n + i]; }
+  int s(int t, int i) const { return s_col[size_t(t) * n + i]; }
+  int u(int t, int k) const { return u_col[size_t(t) * n + k]; }
+};
+
+MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt);
+
+// A full column vector for the schedule (R, S): FREE at its largest allowed value, U by its
+// recurrence, P = the schedule's peak per sample. Used as a MIP start.
+std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
+                                             const BoolMatrix& R, const BoolMatrix& S);
+
+// S read from a column vector (x >= threshold); not yet retention-consistent (see
+// schedule_repair_s).
+BoolMatrix milp_s_from_solution(const MilpModel& m, const double* x, double threshold);
+
+// Drops held values that are never used again before being dropped (a schedule that holds a
+// value it never reads costs the MILP memory the simulator does not count), returning S.
+BoolMatrix schedule_trim_s(const Problem& p, const BoolMatrix& S);
+
+// S made retention-consistent: drops S[t+1][i] when i is neither held entering t nor computed
+// in t under derive_cheapest_r. Returns the matching cheapest R through `R_out`.
+BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out);
+
+// One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller). Values are in
+// model units (objective = real cost / cost_scale, or P in byte_scale units).
+struct MilpRun {
+  bool has_solution = false;  // Cbc returned an incumbent
+  std::vector<double> x;      // the incumbent's columns
+  double objective = 0;       // incumbent objective
+  double bound = 0;           // best proven bound
+  bool optimal = false;       // proven optimal (within the gap)
+  bool infeasible = false;    // proven infeasible
+  double seconds = 0;
+};
+// progress(elapsed seconds, incumbent or < 0, bound), model units, called about once a second
+// and on every new incumbent; returning true stops the search (the incumbent and bound stay).
+using MilpProgress = std::function<bool(double, double, double)>;
+MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
+                     const std::vector<double>* start, const MilpProgress& progress);
+
+}  // namespace remat

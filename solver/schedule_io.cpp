@@ -1,0 +1,101 @@
+// Schedule JSON ("remat-schedule/1"): written by `plan -o`, reloaded by the executor.
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/check.h"
+#include "solver/schedule.h"
+
+namespace remat {
+namespace {
+
+using Json = nlohmann::json;
+const char* kFormat = "remat-schedule/1";
+
+Json rows_to_json(const BoolMatrix& m) {
+  Json rows = Json::array();
+  for (int t = 0; t < m.rows(); ++t) {
+    Json row = Json::array();
+    for (int i = 0; i < m.cols(); ++i)
+      if (m(t, i)) row.push_back(i);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+BoolMatrix rows_from_json(const Json& j, int n, const std::string& source, const char* field) {
+  if (!j.is_array() || static_cast<int>(j.size()) != n)
+    REMAT_USER_ERROR(source << ": field '" << field << "': expected an array of " << n
+                            << " stages");
+  BoolMatrix m(n, n);
+  for (int t = 0; t < n; ++t) {
+    if (!j[t].is_array())
+      REMAT_USER_ERROR(source << ": field '" << field << "' stage " << t
+                              << ": expected an array of node indices");
+    for (const Json& v : j[t]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n)
+        REMAT_USER_ERROR(source << ": field '" << field << "' stage " << t
+                                << ": bad node index " << v.dump() << " (expected 0.." << n - 1
+                                << ")");
+      m.set(t, v.get<int>(), true);
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string schedule_to_json_text(const Schedule& s, const SimResult* sim) {
+  Json j;
+  j["format"] = kFormat;
+  j["strategy"] = s.strategy;
+  j["n"] = s.R.rows();
+  j["status"] = s.status;
+  if (sim) {
+    j["peak_bytes"] = sim->peak_bytes;
+    j["cost"] = sim->total_cost;
+  }
+  j["R"] = rows_to_json(s.R);
+  j["S"] = rows_to_json(s.S);
+  return j.dump() + "\n";
+}
+
+Schedule schedule_from_json_text(const std::string& text, const std::string& source) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    REMAT_USER_ERROR(source << ": invalid JSON: " << e.what());
+  }
+  if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
+    REMAT_USER_ERROR(source << ": field 'format': expected '" << kFormat << "'");
+  for (const char* f : {"n", "R", "S"})
+    if (!j.contains(f)) REMAT_USER_ERROR(source << ": missing field '" << f << "'");
+  if (!j["n"].is_number_integer() || j["n"].get<int64_t>() < 1)
+    REMAT_USER_ERROR(source << ": field 'n': expected a positive integer");
+  int n = j["n"].get<int>();
+  Schedule s;
+  if (j.contains("strategy") && j["strategy"].is_string()) s.strategy = j["strategy"];
+  if (j.contains("status") && j["status"].is_string()) s.status = j["status"];
+  s.R = rows_from_json(j["R"], n, source, "R");
+  s.S = rows_from_json(j["S"], n, source, "S");
+  return s;
+}
+
+void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim) {
+  std::ofstream out(path);
+  if (!out) REMAT_USER_ERROR(path << ": cannot write schedule file");
+  out << schedule_to_json_text(s, sim);
+  if (!out) REMAT_USER_ERROR(path << ": write failed");
+}
+
+Schedule schedule_load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) REMAT_USER_ERROR(path << ": cannot open schedule file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return schedule_from_json_text(ss.str(), path);
+}
+
+}  // namespace remat

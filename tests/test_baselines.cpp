@@ -1,0 +1,268 @@
+// Baselines (all-keep, Chen sqrt(n)/greedy in both variants, Griewank/revolve) and solve():
+// hand-counted peaks, validity at the requested budget, revolve's binomial optimum,
+// monotonicity in the budget, and the user errors of solve().
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "runtime/check.h"
+#include "solver/baselines.h"
+#include "solver/chain.h"
+#include "solver/griewank.h"
+#include "solver/strategies.h"
+
+namespace remat {
+namespace {
+
+// A small residual-style DAG: f0 -> f1 -> f2 -> f3 with a skip f1 -> f3, then f4, loss and
+// backward nodes mirroring the forward dependencies.
+Problem skip_problem() {
+  Problem p;
+  auto add = [&](const std::string& name, ProblemNodeKind kind, double cost, int64_t bytes,
+                 std::vector<int> deps) {
+    ProblemNode n;
+    n.name = name;
+    n.kind = kind;
+    n.cost = cost;
+    n.bytes = bytes;
+    n.deps = deps;
+    p.nodes.push_back(n);
+  };
+  using K = ProblemNodeKind;
+  add("f0", K::Forward, 1, 8, {});
+  add("f1", K::Forward, 2, 4, {0});
+  add("f2", K::Forward, 3, 6, {1});
+  add("f3", K::Forward, 1, 4, {1, 2});
+  add("f4", K::Forward, 2, 2, {3});
+  add("loss", K::Loss, 1, 1, {4});
+  add("b4", K::Backward, 4, 4, {3, 4, 5});
+  add("b3", K::Backward, 2, 4, {1, 2, 3, 6});
+  add("b2", K::Backward, 6, 4, {1, 2, 7});
+  add("b1", K::Backward, 4, 8, {0, 1, 7, 8});
+  add("b0", K::Backward, 2, 8, {0, 9});
+  return p;
+}
+
+Problem varied_chain(int n) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < n; ++k) {
+    cost.push_back(1 + (k * 7) % 5);
+    bytes.push_back(10 + (k * 13) % 17);
+  }
+  return make_chain_problem(cost, bytes, 100);
+}
+
+// Griewank's closed form for the fewest forward steps reversing l steps with c slots:
+// t*l - C(c+t, t-1), t the repetition number with C(c+t-1, t-1) < l <= C(c+t, t).
+int64_t binomial(int64_t a, int64_t b) {
+  if (b < 0 || b > a) return 0;
+  int64_t r = 1;
+  for (int64_t i = 1; i <= b; ++i) r = r * (a - b + i) / i;
+  return r;
+}
+int64_t revolve_closed_form(int64_t l, int64_t c) {
+  if (l <= 1) return 0;
+  int64_t t = 0;
+  while (binomial(c + t, t) < l) ++t;
+  return t * l - binomial(c + t, t - 1);
+}
+
+TEST(Baselines, AllKeepPeakByHand) {
+  // f0 10, f1 20, f2 30, loss 4 all resident, then b2 (20) runs: 84; constant 7 on top.
+  Problem p = make_chain_problem({1, 1, 1}, {10, 20, 30}, 7);
+  SimResult r = simulate(p, *solve_all_keep(p));
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.peak_bytes, 7 + 84);
+  EXPECT_EQ(r.recomputes, 0);
+  EXPECT_DOUBLE_EQ(r.total_cost, 3 + 1 + 6);
+}
+
+TEST(Baselines, ArticulationPoints) {
+  EXPECT_EQ(forward_articulation_points(make_uniform_chain(5)), (std::vector<int>{1, 2, 3, 4}));
+  // f2 sits inside the skip f1 -> f3, so it separates nothing.
+  EXPECT_EQ(forward_articulation_points(skip_problem()), (std::vector<int>{1, 3, 4}));
+}
+
+TEST(Baselines, EveryScheduleValidAndWithinBudget) {
+  for (const Problem& p : {make_uniform_chain(20), varied_chain(13), skip_problem()}) {
+    const int64_t lo = problem_min_budget(p);
+    const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+    for (int step = 0; step <= 8; ++step) {
+      const int64_t budget = lo + (hi - lo) * step / 8;
+      std::vector<std::optional<Schedule>> all = {
+          solve_chen_sqrtn(p, budget, false), solve_chen_sqrtn(p, budget, true),
+          solve_chen_greedy(p, budget, false), solve_chen_greedy(p, budget, true),
+          solve_griewank(p, budget)};
+      for (const auto& s : all) {
+        if (!s) continue;
+        SimResult r = simulate(p, *s);
+        EXPECT_TRUE(r.valid) << p.name << " " << s->strategy << ": " << r.error;
+        EXPECT_LE(r.peak_bytes, budget) << p.name << " " << s->strategy;
+      }
+    }
+    // With every forward node a checkpoint, greedy-linear keeps everything: feasible at the
+    // all-keep peak with all-keep's cost.
+    auto g = solve_chen_greedy(p, hi, true);
+    ASSERT_TRUE(g.has_value());
+    EXPECT_DOUBLE_EQ(simulate(p, *g).total_cost, simulate(p, *solve_all_keep(p)).total_cost);
+  }
+}
+
+TEST(Baselines, SqrtNUsesLessMemoryThanAllKeepAndRecomputesEachNodeOnce) {
+  Problem p = make_uniform_chain(16);
+  const int64_t keep_peak = simulate(p, *solve_all_keep(p)).peak_bytes;
+  for (bool linear : {false, true}) {
+    auto s = solve_chen_sqrtn(p, keep_peak, linear);
+    ASSERT_TRUE(s.has_value());
+    SimResult r = simulate(p, *s);
+    EXPECT_LT(r.peak_bytes, keep_peak);
+    // Each segment is recomputed once, not once per backward stage.
+    std::map<int, int> recomputed;
+    for (const SimStep& st : r.steps)
+      if (st.kind == StepKind::Compute && st.recompute) ++recomputed[st.node];
+    for (auto [node, count] : recomputed) EXPECT_EQ(count, 1) << "node " << node;
+    EXPECT_LE(r.recomputes, 16);
+    EXPECT_GT(r.recomputes, 0);
+  }
+}
+
+TEST(Baselines, SegmentScheduleByHand) {
+  // Uniform chain of 6 with checkpoint f2: forward holds f2 and the chain's predecessor only.
+  // Segments {f0, f1} and {f3, f4, f5}. Backward: b5 recomputes f3, f4, f5 (3), b2 needs
+  // f1, f2 (f2 held): recompute f0, f1 once (2). 5 recomputes in all.
+  Problem p = make_uniform_chain(6);
+  Schedule s = segment_schedule(p, {2}, "test");
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.recomputes, 5);
+  // Stage of b5 (index 7) recomputes f3, f4, f5; stage of b2 (index 10) recomputes f0, f1.
+  for (int i : {3, 4, 5}) EXPECT_TRUE(s.R(7, i));
+  for (int i : {0, 1}) EXPECT_TRUE(s.R(10, i));
+  // Entering the first backward stage only f2 (checkpoint) and the loss are held.
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(s.S(7, i), i == 2 || i == 6) << i;
+}
+
+TEST(Baselines, GreedyFitsTightBudget) {
+  // Uniform chain of 16, 1-byte layers; loss 4 bytes. Checkpoints every 4 layers give at most
+  // 4 checkpoints + a 3-node segment + loss 4 + 2 gradients + the running node: <= 14 bytes,
+  // against all-keep's 21.
+  Problem p = make_uniform_chain(16);
+  EXPECT_EQ(simulate(p, *solve_all_keep(p)).peak_bytes, 16 + 4 + 1);
+  for (bool linear : {false, true}) {
+    auto s = solve_chen_greedy(p, 14, linear);
+    ASSERT_TRUE(s.has_value()) << linear;
+    SimResult r = simulate(p, *s);
+    EXPECT_TRUE(r.valid);
+    EXPECT_LE(r.peak_bytes, 14);
+  }
+}
+
+TEST(Baselines, MoreBudgetNeverCostsMore) {
+  for (const Problem& p : {varied_chain(12), make_uniform_chain(15)}) {
+    const int64_t lo = problem_min_budget(p);
+    const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+    double prev_greedy = 1e300, prev_linear = 1e300, prev_griewank = 1e300;
+    for (int64_t b = lo; b <= hi; b += std::max<int64_t>(1, (hi - lo) / 40)) {
+      auto check = [&](std::optional<Schedule> s, double* prev, const char* what) {
+        if (!s) {
+          EXPECT_EQ(*prev, 1e300) << what << " infeasible at " << b << " after feasible";
+          return;
+        }
+        double c = simulate(p, *s).total_cost;
+        EXPECT_LE(c, *prev) << what << " at budget " << b;
+        *prev = c;
+      };
+      check(solve_chen_greedy(p, b, false), &prev_greedy, "greedy");
+      check(solve_chen_greedy(p, b, true), &prev_linear, "greedy-linear");
+      check(solve_griewank(p, b), &prev_griewank, "griewank");
+    }
+    EXPECT_LT(prev_greedy, 1e300);
+    EXPECT_LT(prev_griewank, 1e300);
+  }
+}
+
+TEST(Griewank, TableMatchesClosedForm) {
+  RevolveTable t = revolve_table(40, 8);
+  for (int c = 1; c <= 8; ++c)
+    for (int l = 1; l <= 40; ++l)
+      EXPECT_EQ(t.cost[c][l], revolve_closed_form(l, c)) << "l=" << l << " c=" << c;
+  EXPECT_EQ(t.cost[1][10], 45);  // one slot: 9 + 8 + ... + 1
+  EXPECT_EQ(t.cost[2][10], 10 * 3 - binomial(5, 2));  // t = 3: C(4,2) = 6 < 10 <= C(5,3) = 10
+}
+
+TEST(Griewank, ScheduleRecomputesBinomialOptimum) {
+  for (int l = 1; l <= 12; ++l) {
+    Problem p = make_uniform_chain(l);
+    for (int c = 1; c <= l; ++c) {
+      auto s = griewank_schedule(p, c);
+      ASSERT_TRUE(s.has_value());
+      SimResult r = simulate(p, *s);
+      ASSERT_TRUE(r.valid) << "l=" << l << " c=" << c << ": " << r.error;
+      // Advances beyond the first sweep plus one re-evaluation per reversed step but the last
+      // equals the forward-step count of revolve: T(l, c) - (l - 1) + (l - 1).
+      EXPECT_EQ(r.recomputes, revolve_closed_form(l, c)) << "l=" << l << " c=" << c;
+      // Holding f_i from b_{i+1}'s stage saves every re-evaluation but the first sweep's.
+      auto k = griewank_schedule(p, c, true);
+      SimResult rk = simulate(p, *k);
+      ASSERT_TRUE(rk.valid) << rk.error;
+      EXPECT_EQ(rk.recomputes, revolve_closed_form(l, c) - (l - 1)) << "l=" << l << " c=" << c;
+    }
+  }
+}
+
+TEST(Griewank, NotApplicableToNonChains) {
+  Problem p = skip_problem();
+  EXPECT_FALSE(problem_is_chain(p));
+  EXPECT_FALSE(griewank_schedule(p, 3).has_value());
+  SolveResult r = solve(p, "griewank", problem_total_bytes(p));
+  EXPECT_FALSE(r.feasible);
+  EXPECT_EQ(r.message, "griewank: not applicable, graph is not a chain");
+  EXPECT_TRUE(problem_is_chain(varied_chain(5)));
+}
+
+TEST(Solve, MinBudgetError) {
+  Problem p = make_chain_problem({1, 1, 1}, {10, 20, 30}, 5);
+  try {
+    solve(p, "all-keep", 78);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "budget 78 bytes is below the minimum 79 bytes any schedule needs (node 'b2': "
+              "constant 5 + working set 74)");
+  }
+  EXPECT_NO_THROW(solve(p, "all-keep", 79));
+}
+
+TEST(Solve, UnknownStrategyListsKnown) {
+  Problem p = make_uniform_chain(3);
+  try {
+    solve(p, "magic", 100);
+    FAIL();
+  } catch (const UserError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("unknown strategy 'magic'"), std::string::npos);
+    EXPECT_NE(m.find("chen-greedy-linear"), std::string::npos);
+    EXPECT_NE(m.find("checkmate"), std::string::npos);
+  }
+}
+
+TEST(Solve, BaselinesThroughDispatcher) {
+  Problem p = varied_chain(10);
+  const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+  for (const char* name : {"all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy",
+                           "chen-greedy-linear", "griewank"}) {
+    SolveResult r = solve(p, name, hi);
+    EXPECT_TRUE(r.feasible) << name << ": " << r.message;
+    EXPECT_TRUE(r.sim.valid);
+    EXPECT_LE(r.sim.peak_bytes, hi);
+    EXPECT_EQ(r.strategy, name);
+  }
+  // all-keep does not fit below its own peak: a result, not an exception.
+  SolveResult tight = solve(p, "all-keep", hi - 1);
+  EXPECT_FALSE(tight.feasible);
+  EXPECT_FALSE(tight.message.empty());
+}
+
+}  // namespace
+}  // namespace remat

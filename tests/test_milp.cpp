@@ -1,0 +1,261 @@
+// The Checkmate MILP and LP rounding against an exhaustive search on tiny graphs, against the
+// LP bound and the baselines, and Griewank's optimum on uniform chains.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "solver/chain.h"
+#include "solver/schedule.h"
+#include "solver/strategies.h"
+
+namespace remat {
+namespace {
+
+// Exhaustive search: every S in canonical form (a value held entering stage t is read in stage
+// t or held on into t+1; any other S has a canonical twin with the same R, cost and simulated
+// memory), stage by stage, with R = derive_cheapest_r. Prunes only on exact facts: the cost so
+// far, and the held bytes entering a stage (the simulator keeps every canonical held value).
+struct BruteForce {
+  const Problem& p;
+  int64_t budget;
+  std::vector<std::vector<int>> users = problem_users(p);
+  std::optional<double> best;
+  long leaves = 0;
+
+  void stage(int t, BoolMatrix& S, double cost_so_far) {
+    const int n = p.size();
+    BoolMatrix R = derive_cheapest_r(p, S);  // row t depends only on S row t
+    double c = cost_so_far;
+    for (int i = 0; i <= t; ++i)
+      if (R(t, i)) c += p.nodes[i].cost;
+    if (best && c >= *best - 1e-9) return;
+    // Held values not read in stage t must be held on (canonical form).
+    std::vector<int> must, may;
+    for (int i = 0; i < t; ++i) {
+      if (!S(t, i)) continue;
+      bool read = false;
+      for (int j : users[i]) read |= (j <= t && R(t, j));
+      if (!read) must.push_back(i);
+    }
+    if (t == n - 1) {
+      if (!must.empty()) return;
+      ++leaves;
+      Schedule s;
+      s.R = R;
+      s.S = S;
+      SimResult sim = simulate(p, s);
+      if (sim.valid && sim.peak_bytes <= budget && (!best || sim.total_cost < *best))
+        best = sim.total_cost;
+      return;
+    }
+    for (int i = 0; i <= t; ++i) {
+      bool avail = R(t, i) || (i < t && S(t, i));
+      if (avail && std::find(must.begin(), must.end(), i) == must.end()) may.push_back(i);
+    }
+    for (uint32_t mask = (1u << may.size()); mask-- > 0;) {
+      int64_t held = p.constant_bytes;
+      for (int i = 0; i < n; ++i) S.set(t + 1, i, false);
+      for (int i : must) S.set(t + 1, i, true), held += p.nodes[i].bytes;
+      for (size_t b = 0; b < may.size(); ++b)
+        if (mask >> b & 1) S.set(t + 1, may[b], true), held += p.nodes[may[b]].bytes;
+      if (held <= budget) stage(t + 1, S, c);
+    }
+    for (int i = 0; i < n; ++i) S.set(t + 1, i, false);
+  }
+
+  std::optional<double> run() {
+    BoolMatrix S(p.size(), p.size());
+    stage(0, S, 0);
+    return best;
+  }
+};
+
+SolveOptions fast_options() {
+  SolveOptions o;
+  o.time_limit_seconds = 20;
+  o.relative_gap = 0;
+  return o;
+}
+
+// A small DAG with a skip connection and a workspace: x0 -> x1 -> x2 (x2 also reads x0),
+// loss, and gradient nodes reading the forward values.
+Problem skip_dag() {
+  Problem p;
+  p.name = "skip";
+  p.constant_bytes = 3;
+  auto add = [&](const char* name, ProblemNodeKind kind, double cost, int64_t bytes, int64_t ws,
+                 std::vector<int> deps) {
+    ProblemNode nd;
+    nd.name = name;
+    nd.kind = kind;
+    nd.cost = cost;
+    nd.bytes = bytes;
+    nd.workspace_bytes = ws;
+    nd.deps = deps;
+    p.nodes.push_back(nd);
+  };
+  using K = ProblemNodeKind;
+  add("x0", K::Forward, 3, 8, 0, {});
+  add("x1", K::Forward, 5, 6, 3, {0});
+  add("x2", K::Forward, 2, 5, 0, {0, 1});
+  add("loss", K::Loss, 1, 1, 4, {2});
+  add("g2", K::Backward, 4, 2, 2, {1, 2, 3});
+  add("g1", K::Backward, 7, 2, 0, {0, 1, 4});
+  add("g0", K::Backward, 2, 1, 0, {0, 5});
+  return p;
+}
+
+Problem varied_chain(int layers) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < layers; ++k) {
+    cost.push_back(1 + (k * 7) % 5);
+    bytes.push_back(9 - (k * 5) % 7);
+  }
+  Problem p = make_chain_problem(cost, bytes, 5);
+  // Small gradients and some workspace, so that budgets between the minimum and all-keep
+  // force different amounts of recomputation.
+  for (int i = 0; i < p.size(); ++i) {
+    if (p.nodes[i].kind != ProblemNodeKind::Forward) p.nodes[i].bytes = 1;
+    p.nodes[i].workspace_bytes = (i * 3) % 4;
+  }
+  return p;
+}
+
+// The MILP optimum equals the exhaustive optimum at every budget from below the minimum to
+// all-keep, and is nullopt exactly where nothing fits.
+void check_against_brute_force(const Problem& p) {
+  const int64_t lo = problem_min_budget(p) - 2;
+  const int64_t hi = problem_total_bytes(p) + 1;
+  int feasible = 0, infeasible = 0;
+  for (int64_t budget = lo; budget <= hi; ++budget) {
+    BruteForce bf{p, budget};
+    auto want = bf.run();
+    auto got = solve_checkmate_milp(p, budget, fast_options());
+    if (!want) {
+      EXPECT_FALSE(got.has_value()) << "budget " << budget;
+      ++infeasible;
+      continue;
+    }
+    ++feasible;
+    ASSERT_TRUE(got.has_value()) << "budget " << budget << " brute force " << *want;
+    SimResult sim = simulate(p, *got);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_LE(sim.peak_bytes, budget);
+    EXPECT_NEAR(sim.total_cost, *want, 1e-6) << "budget " << budget;
+    EXPECT_LE(got->lower_bound, sim.total_cost + 1e-6);
+  }
+  EXPECT_GT(feasible, 2);
+  EXPECT_GT(infeasible, 0);
+}
+
+TEST(MilpBruteForce, TwoLayerChain) { check_against_brute_force(varied_chain(2)); }
+TEST(MilpBruteForce, ThreeLayerChain) { check_against_brute_force(varied_chain(3)); }
+TEST(MilpBruteForce, SkipConnectionDag) { check_against_brute_force(skip_dag()); }
+
+// LP bound <= MILP optimum <= every baseline that fits; every schedule fits when simulated.
+void check_bounds_and_baselines(const Problem& p, int budgets) {
+  const int64_t lo = problem_min_budget(p), hi = problem_total_bytes(p);
+  int compared = 0;
+  for (int b = 0; b < budgets; ++b) {
+    const int64_t budget = lo + (hi - lo) * b / (budgets - 1);
+    SolveOptions opt = fast_options();
+    double lp_bound = -1;
+    auto lp = solve_lp_rounding(p, budget, opt, &lp_bound);
+    auto milp = solve_checkmate_milp(p, budget, opt);
+    if (!milp) continue;
+    SimResult ms = simulate(p, *milp);
+    ASSERT_TRUE(ms.valid) << ms.error;
+    EXPECT_LE(ms.peak_bytes, budget);
+    EXPECT_EQ(milp->status, "optimal");
+    EXPECT_LE(lp_bound, ms.total_cost * (1 + 1e-7)) << "budget " << budget;
+    EXPECT_GT(lp_bound, 0);
+    if (lp) {
+      SimResult ls = simulate(p, *lp);
+      ASSERT_TRUE(ls.valid) << ls.error;
+      EXPECT_LE(ls.peak_bytes, budget);
+      EXPECT_GE(ls.total_cost, ms.total_cost * (1 - 1e-9));
+    }
+    for (const std::string& strategy : strategy_names()) {
+      if (strategy == "checkmate" || strategy == "lp") continue;
+      SolveResult r = solve(p, strategy, budget, opt);
+      if (!r.feasible) continue;
+      EXPECT_LE(r.sim.peak_bytes, budget) << strategy;
+      EXPECT_LE(ms.total_cost, r.sim.total_cost * (1 + 1e-9)) << strategy << " budget " << budget;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, budgets);
+}
+
+TEST(MilpBounds, ChainBelowBaselines) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < 8; ++k) cost.push_back(1 + (k * 3) % 4), bytes.push_back(10 + (k * 7) % 9);
+  check_bounds_and_baselines(make_chain_problem(cost, bytes, 20), 6);
+}
+
+TEST(MilpBounds, SkipDagBelowBaselines) { check_bounds_and_baselines(skip_dag(), 5); }
+
+// Revolve's count for a uniform chain is optimal among schedules that keep checkpoints only;
+// the MILP must match or beat it wherever Griewank fits.
+TEST(MilpChain, MatchesOrBeatsGriewankOnUniformChain) {
+  Problem p = make_uniform_chain(10);
+  int compared = 0;
+  for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
+    SolveResult g = solve(p, "griewank", budget, fast_options());
+    auto milp = solve_checkmate_milp(p, budget, fast_options());
+    if (!g.feasible) continue;
+    ASSERT_TRUE(milp.has_value()) << "budget " << budget;
+    SimResult ms = simulate(p, *milp);
+    ASSERT_TRUE(ms.valid) << ms.error;
+    EXPECT_LE(ms.peak_bytes, budget);
+    EXPECT_LE(ms.total_cost, g.sim.total_cost + 1e-9) << "budget " << budget;
+    ++compared;
+  }
+  EXPECT_GT(compared, 3);
+}
+
+// A warm start that fits is never lost: the result costs at most as much.
+TEST(MilpWarmStart, NeverWorseThanWarmStart) {
+  Problem p = varied_chain(3);
+  const int64_t budget = problem_min_budget(p) + 3;
+  auto warm = solve_chen_greedy(p, budget, false);
+  ASSERT_TRUE(warm.has_value());
+  SolveOptions opt = fast_options();
+  opt.time_limit_seconds = 0.05;
+  auto got = solve_checkmate_milp(p, budget, opt, &*warm);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_LE(simulate(p, *got).total_cost, simulate(p, *warm).total_cost + 1e-9);
+}
+
+TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < 8; ++k) cost.push_back(1 + (k * 3) % 4), bytes.push_back(4 * (3 + k % 4));
+  Problem p = make_chain_problem(cost, bytes, 1000);
+  p.batch = 4;
+  const int64_t budget = 2000;
+  SolveOptions opt = fast_options();
+  MaxBatchResult cm = max_batch(p, "checkmate", budget, opt);
+  ASSERT_GT(cm.batch, 0);
+  EXPECT_GE(cm.upper_bound, cm.batch);
+  for (const std::string& strategy : strategy_names()) {
+    if (strategy == "checkmate" || strategy == "lp") continue;
+    MaxBatchResult r = max_batch(p, strategy, budget, opt);
+    EXPECT_GE(cm.batch, r.batch) << strategy;
+  }
+  // The found batch fits; one more does not for a batch found optimal.
+  Problem pb = problem_at_batch(p, cm.batch);
+  SolveResult r = solve(pb, "checkmate", budget, opt);
+  ASSERT_TRUE(r.feasible) << r.message;
+  double all = 0, fwd = 0;
+  for (const auto& nd : pb.nodes) all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
+  EXPECT_EQ(cm.status, "optimal");
+  EXPECT_EQ(cm.upper_bound, cm.batch);
+}
+
+}  // namespace
+}  // namespace remat

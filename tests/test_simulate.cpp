@@ -1,0 +1,215 @@
+// Simulator on hand-built graphs: exact peak and cost counted by hand, invalid schedules named
+// by stage/node/dependency; derive_cheapest_r recomputes exactly the missing transitive deps.
+#include <gtest/gtest.h>
+
+#include "runtime/check.h"
+#include "solver/chain.h"
+#include "solver/schedule.h"
+
+namespace remat {
+namespace {
+
+ProblemNode node(const std::string& name, double cost, int64_t bytes, std::vector<int> deps,
+                 int64_t workspace = 0) {
+  ProblemNode n;
+  n.name = name;
+  n.cost = cost;
+  n.bytes = bytes;
+  n.deps = std::move(deps);
+  n.workspace_bytes = workspace;
+  return n;
+}
+
+// a (10 B, cost 1) -> b (20 B, cost 2, 7 B workspace) -> c (30 B, cost 3); constant 5.
+Problem tiny_chain() {
+  Problem p;
+  p.constant_bytes = 5;
+  p.nodes = {node("a", 1, 10, {}), node("b", 2, 20, {0}, 7), node("c", 3, 30, {1})};
+  return p;
+}
+
+Schedule empty_schedule(int n) {
+  Schedule s;
+  s.R = BoolMatrix(n, n);
+  s.S = BoolMatrix(n, n);
+  for (int t = 0; t < n; ++t) s.R.set(t, t, true);
+  return s;
+}
+
+TEST(Simulate, KeepChainExactMemory) {
+  Problem p = tiny_chain();
+  Schedule s = empty_schedule(3);
+  s.S.set(1, 0, true);
+  s.S.set(2, 1, true);
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  // a: 5 + 10 = 15. b: 15 + 20 + 7 ws = 42 while running, 35 after, free a -> 25.
+  // c: 25 + 30 = 55, free b -> 35, c unused -> 5.
+  EXPECT_EQ(r.peak_bytes, 55);
+  EXPECT_DOUBLE_EQ(r.total_cost, 6);
+  EXPECT_EQ(r.computes, 3);
+  EXPECT_EQ(r.recomputes, 0);
+  ASSERT_EQ(r.steps.size(), 6u);
+  EXPECT_EQ(r.steps[1].kind, StepKind::Compute);
+  EXPECT_EQ(r.steps[1].bytes_during, 42);
+  EXPECT_EQ(r.steps[1].bytes_after, 35);
+  EXPECT_EQ(r.steps[2].kind, StepKind::Free);
+  EXPECT_EQ(r.steps[2].node, 0);
+  EXPECT_EQ(r.steps[2].bytes_after, 25);
+  EXPECT_EQ(r.steps[3].node, 2);
+  EXPECT_EQ(r.peak_step, 3);
+  EXPECT_EQ(r.steps.back().bytes_after, 5);
+}
+
+TEST(Simulate, WorkspaceCanSetThePeak) {
+  Problem p = tiny_chain();
+  p.nodes[1].workspace_bytes = 100;  // b runs at 15 + 20 + 100 = 135
+  Schedule s = empty_schedule(3);
+  s.S.set(1, 0, true);
+  s.S.set(2, 1, true);
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid);
+  EXPECT_EQ(r.peak_bytes, 135);
+  EXPECT_EQ(r.peak_step, 1);
+}
+
+TEST(Simulate, RecomputeFreesOldInstanceEarly) {
+  Problem p = tiny_chain();
+  Schedule s = empty_schedule(3);
+  s.S.set(1, 0, true);
+  s.S.set(2, 0, true);  // keep a, drop b, recompute b in stage 2
+  s.R.set(2, 1, true);
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  // a 15; b 42/35, first b unused later -> 15; b again 42/35, free a -> 25; c 55.
+  EXPECT_EQ(r.peak_bytes, 55);
+  EXPECT_DOUBLE_EQ(r.total_cost, 1 + 2 + 2 + 3);
+  EXPECT_EQ(r.computes, 4);
+  EXPECT_EQ(r.recomputes, 1);
+  EXPECT_EQ(r.steps[2].kind, StepKind::Free);
+  EXPECT_EQ(r.steps[2].node, 1);
+  EXPECT_EQ(r.steps[2].bytes_after, 15);
+  EXPECT_TRUE(r.steps[3].recompute);
+  EXPECT_EQ(r.steps[3].stage, 2);
+}
+
+TEST(Simulate, DiamondLivenessAcrossStages) {
+  // x (8) -> y (4), x -> z (2), w (1) needs y and z. Keep everything the frontier needs.
+  Problem p;
+  p.nodes = {node("x", 1, 8, {}), node("y", 1, 4, {0}), node("z", 1, 2, {0}),
+             node("w", 1, 1, {1, 2})};
+  Schedule s = empty_schedule(4);
+  s.S.set(1, 0, true);
+  s.S.set(2, 0, true);
+  s.S.set(2, 1, true);
+  s.S.set(3, 1, true);
+  s.S.set(3, 2, true);
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  // x 8; y 12; z 14 then free x -> 6; w 7, free y, z, w -> 0.
+  EXPECT_EQ(r.peak_bytes, 14);
+  EXPECT_EQ(r.steps.back().bytes_after, 0);
+}
+
+TEST(Simulate, MissingDependencyNamesStageNodeAndDependency) {
+  Problem p = tiny_chain();
+  Schedule s = empty_schedule(3);
+  s.S.set(1, 0, true);  // stage 2 neither holds nor recomputes b
+  SimResult r = simulate(p, s);
+  EXPECT_FALSE(r.valid);
+  EXPECT_NE(r.error.find("stage 2"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("'c'"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("needs 'b'"), std::string::npos) << r.error;
+}
+
+TEST(Simulate, HoldingUnavailableValueRejected) {
+  // a; b <- a; c (no deps); d <- a. a is dropped after stage 1, then "held" entering stage 3.
+  Problem p;
+  p.nodes = {node("a", 1, 1, {}), node("b", 1, 1, {0}), node("c", 1, 1, {}),
+             node("d", 1, 1, {0})};
+  Schedule s = empty_schedule(4);
+  s.S.set(1, 0, true);
+  s.S.set(3, 0, true);
+  SimResult r = simulate(p, s);
+  EXPECT_FALSE(r.valid);
+  EXPECT_NE(r.error.find("stage 3: holds node 'a'"), std::string::npos) << r.error;
+  s.S.set(2, 0, true);  // held continuously: valid
+  EXPECT_TRUE(simulate(p, s).valid);
+}
+
+TEST(Simulate, ShapeErrors) {
+  Problem p = tiny_chain();
+  Schedule s = empty_schedule(3);
+  s.R.set(1, 1, false);
+  EXPECT_NE(simulate(p, s).error.find("stage 1: does not compute its frontier node 'b'"),
+            std::string::npos);
+  Schedule t = empty_schedule(3);
+  t.R.set(0, 2, true);
+  EXPECT_FALSE(simulate(p, t).valid);
+  Schedule u = empty_schedule(2);
+  EXPECT_FALSE(simulate(p, u).valid);
+}
+
+TEST(DeriveCheapestR, RecomputesExactlyMissingTransitiveDeps) {
+  // a; b <- a; c <- b; d <- c, a.
+  Problem p;
+  p.nodes = {node("a", 1, 1, {}), node("b", 1, 1, {0}), node("c", 1, 1, {1}),
+             node("d", 1, 1, {0, 2})};
+  auto row = [&](std::vector<int> held) {
+    BoolMatrix S(4, 4);
+    for (int i : held) S.set(3, i, true);
+    BoolMatrix R = derive_cheapest_r(p, S);
+    std::vector<int> out;
+    for (int i = 0; i < 4; ++i)
+      if (R(3, i)) out.push_back(i);
+    return out;
+  };
+  EXPECT_EQ(row({}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(row({0}), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(row({1}), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(row({2}), (std::vector<int>{0, 3}));
+  EXPECT_EQ(row({0, 2}), (std::vector<int>{3}));
+  EXPECT_EQ(row({0, 1, 2}), (std::vector<int>{3}));
+}
+
+TEST(DeriveCheapestR, MakesAnyRetentionValidSchedule) {
+  Problem p = make_uniform_chain(5);
+  Schedule s;
+  s.S = BoolMatrix(p.size(), p.size());
+  // Hold only the chain's immediate predecessor and the gradient chain.
+  for (int t = 1; t < p.size(); ++t) s.S.set(t, t - 1, true);
+  s.R = derive_cheapest_r(p, s.S);
+  SimResult r = simulate(p, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  // b4 holds loss, needs f3, f4 -> recompute f0..f4 (5); b3 needs f2, f3 -> 4; b2 -> 3;
+  // b1 -> 2; b0 needs f0 -> 1. Total recomputes 15.
+  EXPECT_EQ(r.recomputes, 15);
+}
+
+TEST(ScheduleIo, JsonRoundTripAndErrors) {
+  Problem p = tiny_chain();
+  Schedule s = empty_schedule(3);
+  s.strategy = "hand";
+  s.S.set(1, 0, true);
+  s.S.set(2, 0, true);
+  s.R.set(2, 1, true);
+  SimResult sim = simulate(p, s);
+  std::string text = schedule_to_json_text(s, &sim);
+  EXPECT_NE(text.find("\"R\":[[0],[1],[1,2]]"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"peak_bytes\":55"), std::string::npos) << text;
+  Schedule q = schedule_from_json_text(text, "s.json");
+  EXPECT_EQ(q.strategy, "hand");
+  EXPECT_TRUE(q.R == s.R);
+  EXPECT_TRUE(q.S == s.S);
+  try {
+    schedule_from_json_text(R"({"format": "remat-schedule/1", "n": 2, "R": [[0], [1, 5]],
+                               "S": [[], []]})", "s.json");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json: field 'R' stage 1: bad node index 5"),
+              std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace remat
