@@ -3,53 +3,73 @@ find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 
-# yaml-cpp 0.7 names its target plain `yaml-cpp`.
+# Note [portable build]
+# REMAT_PORTABLE=ON links yaml-cpp, COIN-OR (Cbc, Cgl, Clp, Osi, CoinUtils), OpenBLAS (which
+# carries LAPACK too), libgfortran/libquadmath (needed by OpenBLAS's Fortran parts), libbz2 and
+# libz from their static archives, so a binary needs only the C/C++ runtime (glibc, libstdc++,
+# libgcc_s) and the CUDA libraries (libcudnn.so.9 and its sub-libraries, libcublas/libcublasLt)
+# at run time; the CUDA runtime is always linked statically (cudart_static). Debian ships
+# libgfortran.a and libquadmath.a in the compiler's own folder, hence -print-file-name.
+# libstdc++ stays shared on purpose: a static one (GCC 12) calls arc4random, which needs glibc
+# 2.36 and so would not start on Ubuntu 22.04 (glibc 2.35), whose libstdc++ is new enough.
+# tools/build_portable.sh configures and builds this variant into build-portable/.
 if(REMAT_PORTABLE)
-  find_library(REMAT_YAML_STATIC NAMES libyaml-cpp.a REQUIRED)
-  add_library(remat_yaml INTERFACE)
+  function(remat_find_static var name)
+    find_library(${var} NAMES lib${name}.a HINTS ${ARGN})
+    if(NOT ${var})
+      execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=lib${name}.a
+                      OUTPUT_VARIABLE _p OUTPUT_STRIP_TRAILING_WHITESPACE)
+      if(IS_ABSOLUTE "${_p}" AND EXISTS "${_p}")
+        set(${var} "${_p}" CACHE FILEPATH "static lib${name}" FORCE)
+      endif()
+    endif()
+    if(NOT ${var})
+      message(FATAL_ERROR "REMAT_PORTABLE: the static library lib${name}.a was not found "
+                          "(install its -dev package, or configure without -DREMAT_PORTABLE=ON)")
+    endif()
+  endfunction()
+endif()
+
+# yaml-cpp 0.7 names its target plain `yaml-cpp`.
+add_library(remat_yaml INTERFACE)
+if(REMAT_PORTABLE)
+  remat_find_static(REMAT_YAML_STATIC yaml-cpp)
   target_link_libraries(remat_yaml INTERFACE ${REMAT_YAML_STATIC})
 else()
   find_package(yaml-cpp CONFIG REQUIRED)
-  add_library(remat_yaml INTERFACE)
   target_link_libraries(remat_yaml INTERFACE yaml-cpp)
 endif()
 
-# COIN-OR Cbc (and Clp, through it) via pkg-config.
-if(REMAT_PORTABLE)
-  pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
-  pkg_check_modules(CBC_STATIC_INFO REQUIRED cbc)
-  # Static archives of COIN-OR, plus what they need (LAPACK/BLAS, gfortran, bz2, z) as static libs.
-  set(_coin_static "")
-  foreach(_lib CbcSolver Cbc Cgl OsiClp ClpSolver Clp Osi CoinUtils)
-    find_library(_coin_${_lib} NAMES lib${_lib}.a REQUIRED)
-    list(APPEND _coin_static ${_coin_${_lib}})
-  endforeach()
-  foreach(_lib lapack blas gfortran quadmath bz2 z)
-    find_library(_sys_${_lib} NAMES lib${_lib}.a)
-    if(_sys_${_lib})
-      list(APPEND _coin_static ${_sys_${_lib}})
-    else()
-      list(APPEND _coin_static ${_lib})
-    endif()
-  endforeach()
-  add_library(remat_cbc INTERFACE)
-  target_include_directories(remat_cbc INTERFACE ${CBC_INCLUDE_DIRS})
-  target_link_libraries(remat_cbc INTERFACE -Wl,--start-group ${_coin_static} -Wl,--end-group Threads::Threads m)
-else()
-  pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
-  add_library(remat_cbc INTERFACE)
-  target_link_libraries(remat_cbc INTERFACE PkgConfig::CBC)
-endif()
-
-# CPU BLAS for the CPU backend's GEMM.
+# CPU BLAS for the CPU backend's GEMM (OpenBLAS; its static archive also holds LAPACK).
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 add_library(remat_blas INTERFACE)
 if(REMAT_PORTABLE)
-  find_library(REMAT_OPENBLAS_STATIC NAMES libopenblas.a REQUIRED)
+  remat_find_static(REMAT_OPENBLAS_STATIC openblas ${OPENBLAS_LIBRARY_DIRS})
+  remat_find_static(REMAT_GFORTRAN_STATIC gfortran)
+  remat_find_static(REMAT_QUADMATH_STATIC quadmath)
+  set(REMAT_BLAS_STATIC ${REMAT_OPENBLAS_STATIC} ${REMAT_GFORTRAN_STATIC} ${REMAT_QUADMATH_STATIC})
   target_include_directories(remat_blas INTERFACE ${OPENBLAS_INCLUDE_DIRS})
-  target_link_libraries(remat_blas INTERFACE ${REMAT_OPENBLAS_STATIC} gfortran Threads::Threads)
+  target_link_libraries(remat_blas INTERFACE ${REMAT_BLAS_STATIC} Threads::Threads m)
 else()
   target_link_libraries(remat_blas INTERFACE PkgConfig::OPENBLAS)
+endif()
+
+# COIN-OR Cbc (and Clp, through it) via pkg-config.
+pkg_check_modules(CBC REQUIRED IMPORTED_TARGET cbc)
+add_library(remat_cbc INTERFACE)
+if(REMAT_PORTABLE)
+  # pkg-config --static cbc: CbcSolver Cbc Cgl OsiClp ClpSolver Clp Osi CoinUtils bz2 z lapack
+  # blas m; LAPACK/BLAS come from the OpenBLAS archive. One group, so order does not matter.
+  set(_coin_static "")
+  foreach(_lib CbcSolver Cbc Cgl OsiClp ClpSolver Clp Osi CoinUtils bz2 z)
+    remat_find_static(REMAT_${_lib}_STATIC ${_lib})
+    list(APPEND _coin_static ${REMAT_${_lib}_STATIC})
+  endforeach()
+  target_include_directories(remat_cbc INTERFACE ${CBC_INCLUDE_DIRS})
+  target_link_libraries(remat_cbc INTERFACE -Wl,--start-group ${_coin_static} ${REMAT_BLAS_STATIC}
+                        -Wl,--end-group Threads::Threads rt m)
+else()
+  target_link_libraries(remat_cbc INTERFACE PkgConfig::CBC)
 endif()
 
 # CUDA: optional. Without nvcc the project builds CPU-only and says so once.
@@ -65,9 +85,13 @@ if(REMAT_WITH_CUDA)
     find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
     if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
       set(REMAT_HAVE_CUDA ON)
-      add_library(remat_cudnn INTERFACE)
-      target_include_directories(remat_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
-      target_link_libraries(remat_cudnn INTERFACE ${CUDNN_LIBRARY})
+      # Everything CUDA code needs, as one target: the static runtime (no driver stub),
+      # cuBLAS, cuDNN (shared: they come from the CUDA install or Python wheels), NVTX headers.
+      add_library(remat_cuda_deps INTERFACE)
+      target_compile_definitions(remat_cuda_deps INTERFACE REMAT_HAVE_CUDA)
+      target_include_directories(remat_cuda_deps INTERFACE ${CUDNN_INCLUDE_DIR})
+      target_link_libraries(remat_cuda_deps INTERFACE CUDA::cudart_static CUDA::cublas
+                            CUDA::cublasLt ${CUDNN_LIBRARY} CUDA::nvtx3)
     else()
       message(STATUS "remat: nvcc found but cuDNN not found; building CPU-only")
     endif()
@@ -77,5 +101,6 @@ if(REMAT_HAVE_CUDA)
   message(STATUS "remat: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   message(STATUS "remat: CUDA backend OFF (no nvcc/cuDNN found); building CPU-only")
+  add_library(remat_cuda_deps INTERFACE)
 endif()
 set(REMAT_HAVE_CUDA ${REMAT_HAVE_CUDA} CACHE INTERNAL "CUDA backend built")

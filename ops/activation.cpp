@@ -2,6 +2,7 @@
 // forward OUTPUT y (so the input need not be kept). CPU loops live in fused_activation.h,
 // shared with conv2d/dense's fused activation.
 #include "ops/fused_activation.h"
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 
 namespace remat {
@@ -34,8 +35,26 @@ void relu6_grad_kernel_cpu(const ExecContext& c) {
   relu6_grad_cpu(c.inputs[0].f32(), c.inputs[1].f32(), c.output.f32(), c.output.numel());
 }
 
+#ifdef REMAT_HAVE_CUDA
+void relu_cuda(const ExecContext& c) {
+  relu_forward(c.output.f32(), c.inputs[0].f32(), c.output.numel(), cuda_stream(c));
+}
+void relu6_cuda(const ExecContext& c) {
+  relu6_forward(c.output.f32(), c.inputs[0].f32(), c.output.numel(), cuda_stream(c));
+}
+// inputs [dy, y] -> dx.
+void relu_grad_cuda(const ExecContext& c) {
+  relu_backward(c.output.f32(), c.inputs[0].f32(), c.inputs[1].f32(), c.output.numel(),
+                cuda_stream(c));
+}
+void relu6_grad_cuda(const ExecContext& c) {
+  relu6_backward(c.output.f32(), c.inputs[0].f32(), c.inputs[1].f32(), c.output.numel(),
+                 cuda_stream(c));
+}
+#endif
+
 OpDef make_activation(const std::string& name, const std::string& grad_op, KernelFn cpu,
-                      const std::string& summary) {
+                      KernelFn cuda, const std::string& summary) {
   OpDef op;
   op.name = name;
   op.summary = summary;
@@ -47,6 +66,7 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
     return elementwise_cost(in, out, 1);
   };
   op.cpu = std::move(cpu);
+  op.cuda = std::move(cuda);
   op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
     return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};
@@ -54,7 +74,8 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
   return op;
 }
 
-OpDef make_activation_grad(const std::string& name, KernelFn cpu, const std::string& summary) {
+OpDef make_activation_grad(const std::string& name, KernelFn cpu, KernelFn cuda,
+                           const std::string& summary) {
   OpDef op;
   op.name = name;
   op.summary = summary;
@@ -68,16 +89,23 @@ OpDef make_activation_grad(const std::string& name, KernelFn cpu, const std::str
     return elementwise_cost(in, out, 1);
   };
   op.cpu = std::move(cpu);
+  op.cuda = std::move(cuda);
   return op;
 }
 
 }  // namespace
 
 void register_activation_ops(OpRegistry& r) {
-  r.add(make_activation("relu", "relu_grad", relu_cpu, "y = max(0, x)"));
-  r.add(make_activation("relu6", "relu6_grad", relu6_cpu, "y = min(max(0, x), 6)"));
-  r.add(make_activation_grad("relu_grad", relu_grad_kernel_cpu, "dx = dy * (y > 0)"));
-  r.add(make_activation_grad("relu6_grad", relu6_grad_kernel_cpu, "dx = dy * (0 < y < 6)"));
+#ifdef REMAT_HAVE_CUDA
+  const KernelFn cuda[4] = {relu_cuda, relu6_cuda, relu_grad_cuda, relu6_grad_cuda};
+#else
+  const KernelFn cuda[4] = {};
+#endif
+  r.add(make_activation("relu", "relu_grad", relu_cpu, cuda[0], "y = max(0, x)"));
+  r.add(make_activation("relu6", "relu6_grad", relu6_cpu, cuda[1], "y = min(max(0, x), 6)"));
+  r.add(make_activation_grad("relu_grad", relu_grad_kernel_cpu, cuda[2], "dx = dy * (y > 0)"));
+  r.add(make_activation_grad("relu6_grad", relu6_grad_kernel_cpu, cuda[3],
+                             "dx = dy * (0 < y < 6)"));
 }
 
 }  // namespace remat

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/op_common.h"
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 
 namespace remat {
@@ -30,6 +31,15 @@ void add_cpu(const ExecContext& ctx) {
   }
 }
 
+#ifdef REMAT_HAVE_CUDA
+void add_cuda(const ExecContext& ctx) {
+  std::vector<const float*> in;
+  for (const TensorView& x : ctx.inputs) in.push_back(x.f32());
+  add_forward(ctx.output.f32(), in.data(), static_cast<int>(in.size()), ctx.output.numel(),
+              cuda_stream(ctx));
+}
+#endif
+
 }  // namespace
 
 void register_add_ops(OpRegistry& r) {
@@ -44,6 +54,9 @@ void register_add_ops(OpRegistry& r) {
     return elementwise_cost(in, out, static_cast<double>(in.size() - 1));
   };
   op.cpu = add_cpu;
+#ifdef REMAT_HAVE_CUDA
+  op.cuda = add_cuda;
+#endif
   op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
     return std::vector<ValueId>(fwd.inputs.size(), dy);
   };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/batchnorm_cuda.h"
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
@@ -249,6 +250,27 @@ OpDef bn_backward_op(const std::string& name, const std::string& summary, int mi
 
 TensorDesc channel_desc(const TensorDesc& x) { return TensorDesc{{x.shape.at(1)}, DType::F32}; }
 
+#ifdef REMAT_HAVE_CUDA
+BnCudaParams bn_cuda_params(const Node& n) {
+  const auto& a = attrs_of<BatchNormAttrs>(n);
+  BnCudaParams p;
+  p.momentum = a.momentum;
+  p.eps = a.eps;
+  p.train = a.train;
+  return p;
+}
+
+// Attaches a batchnorm kernel (and its workspace query, when it has one): ops/batchnorm_cuda.cpp.
+void set_bn_cuda(OpDef& op, void (*run)(const BnCudaParams&, const ExecContext&),
+                 int64_t (*workspace)(const BnCudaParams&, const ExecContext&)) {
+  op.cuda = [run](const ExecContext& ctx) { run(bn_cuda_params(*ctx.node), ctx); };
+  if (workspace)
+    op.cuda_workspace = [workspace](const ExecContext& ctx) {
+      return workspace(bn_cuda_params(*ctx.node), ctx);
+    };
+}
+#endif
+
 }  // namespace
 
 void register_batchnorm_ops(OpRegistry& r) {
@@ -263,7 +285,10 @@ void register_batchnorm_ops(OpRegistry& r) {
     return bn_cost_scaled(in, out, 7.0);
   };
   bn.cpu = bn_forward_cpu;
-  bn.gradient = bn_gradient;  // bn.cuda: CUDA issue
+  bn.gradient = bn_gradient;
+#ifdef REMAT_HAVE_CUDA
+  set_bn_cuda(bn, batchnorm_forward_cuda, nullptr);
+#endif
   r.add(std::move(bn));
 
   OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
@@ -272,6 +297,9 @@ void register_batchnorm_ops(OpRegistry& r) {
     return in.at(1);
   };
   gi.cpu = bn_grad_input_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_bn_cuda(gi, batchnorm_grad_input_cuda, batchnorm_grad_input_cuda_workspace);
+#endif
   r.add(std::move(gi));
 
   OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
@@ -280,6 +308,9 @@ void register_batchnorm_ops(OpRegistry& r) {
     return channel_desc(in.at(1));
   };
   gw.cpu = bn_grad_weight_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_bn_cuda(gw, batchnorm_grad_weight_cuda, batchnorm_grad_weight_cuda_workspace);
+#endif
   r.add(std::move(gw));
 
   OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
@@ -288,6 +319,9 @@ void register_batchnorm_ops(OpRegistry& r) {
     return channel_desc(in.at(0));
   };
   gb.cpu = bn_grad_bias_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gb.cuda = batchnorm_grad_bias_cuda;
+#endif
   r.add(std::move(gb));
 }
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ops/op_common.h"
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 
 namespace remat {
@@ -85,6 +86,25 @@ void concat_slice_cpu(const ExecContext& ctx) {
   }
 }
 
+#ifdef REMAT_HAVE_CUDA
+void concat_cuda(const ExecContext& ctx) {
+  const int64_t n = ctx.output.dim(0), c_out = ctx.output.dim(1);
+  const int64_t inner = inner_size(ctx.output.shape());
+  int64_t off = 0;
+  for (const TensorView& x : ctx.inputs) {
+    concat_forward(ctx.output.f32(), x.f32(), n, x.dim(1), c_out, off, inner, cuda_stream(ctx));
+    off += x.dim(1);
+  }
+}
+
+void concat_slice_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  concat_slice_forward(ctx.output.f32(), dy.f32(), dy.dim(0), dy.dim(1), a.offset, a.channels,
+                       inner_size(dy.shape()), cuda_stream(ctx));
+}
+#endif
+
 std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const std::vector<ValueId> in = fwd.inputs;  // a copy: emit() grows the graph
   const std::string origin = fwd.attrs.origin;
@@ -120,6 +140,9 @@ void register_concat_ops(OpRegistry& r) {
     return elementwise_cost(in, out, 0);
   };
   op.cpu = concat_cpu;
+#ifdef REMAT_HAVE_CUDA
+  op.cuda = concat_cuda;
+#endif
   op.gradient = concat_gradient;
   r.add(std::move(op));
 
@@ -135,6 +158,9 @@ void register_concat_ops(OpRegistry& r) {
     return c;
   };
   s.cpu = concat_slice_cpu;
+#ifdef REMAT_HAVE_CUDA
+  s.cuda = concat_slice_cuda;
+#endif
   r.add(std::move(s));
 }
 

@@ -2,9 +2,10 @@
 // padding, dilation, optional bias and fused relu/relu6), and its backward ops
 // conv2d_grad_input [dy, weight], conv2d_grad_weight [dy, x], conv2d_grad_bias [dy].
 // CPU path: per image and group, im2col + GEMM (Caffe's scheme); the im2col buffer is the op's
-// workspace. A CUDA path (cuDNN) goes next to each *_cpu function.
+// workspace. CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops.
 #include <memory>
 
+#include "ops/conv2d_cuda.h"
 #include "ops/cpu_gemm.h"
 #include "ops/fused_activation.h"
 #include "ops/im2col.h"
@@ -281,6 +282,30 @@ OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
   return op;
 }
 
+#ifdef REMAT_HAVE_CUDA
+ConvCudaParams cuda_params(const Node& n) {
+  const auto& a = attrs_of<Conv2dAttrs>(n);
+  ConvCudaParams p;
+  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w;
+  p.stride_h = a.stride_h, p.stride_w = a.stride_w;
+  p.pad_h = a.pad_h, p.pad_w = a.pad_w;
+  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w;
+  p.groups = a.groups;
+  p.bias = a.bias;
+  p.activation = a.activation;
+  return p;
+}
+
+// Attaches a conv pass's CUDA kernel and its workspace query (which chooses the algorithm).
+void set_cuda(OpDef& op, void (*run)(const ConvCudaParams&, const ExecContext&),
+              int64_t (*workspace)(const ConvCudaParams&, const ExecContext&)) {
+  op.cuda = [run](const ExecContext& ctx) { run(cuda_params(*ctx.node), ctx); };
+  op.cuda_workspace = [workspace](const ExecContext& ctx) {
+    return workspace(cuda_params(*ctx.node), ctx);
+  };
+}
+#endif
+
 }  // namespace
 
 void register_conv2d_ops(OpRegistry& r) {
@@ -293,6 +318,9 @@ void register_conv2d_ops(OpRegistry& r) {
   f.cost = conv2d_cost;
   f.cpu = conv2d_cpu;
   f.gradient = conv2d_gradient;
+#ifdef REMAT_HAVE_CUDA
+  set_cuda(f, conv2d_forward_cuda, conv2d_forward_cuda_workspace);
+#endif
   r.add(std::move(f));
 
   OpDef gi = conv2d_backward_op("conv2d_grad_input", "conv2d input gradient [dy, weight]");
@@ -302,6 +330,9 @@ void register_conv2d_ops(OpRegistry& r) {
     return conv_cost(static_cast<const Conv2dAttrs&>(at), out.shape, in.at(0).shape, in, out);
   };
   gi.cpu = conv2d_grad_input_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_cuda(gi, conv2d_grad_input_cuda, conv2d_grad_input_cuda_workspace);
+#endif
   r.add(std::move(gi));
 
   OpDef gw = conv2d_backward_op("conv2d_grad_weight", "conv2d weight gradient [dy, x]");
@@ -311,6 +342,9 @@ void register_conv2d_ops(OpRegistry& r) {
     return conv_cost(static_cast<const Conv2dAttrs&>(at), in.at(1).shape, in.at(0).shape, in, out);
   };
   gw.cpu = conv2d_grad_weight_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_cuda(gw, conv2d_grad_weight_cuda, conv2d_grad_weight_cuda_workspace);
+#endif
   r.add(std::move(gw));
 
   OpDef gb = conv2d_backward_op("conv2d_grad_bias", "conv2d bias gradient [dy]");
@@ -321,6 +355,9 @@ void register_conv2d_ops(OpRegistry& r) {
     return elementwise_cost(in, out, static_cast<double>(in.at(0).numel()) / out.numel());
   };
   gb.cpu = conv2d_grad_bias_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gb.cuda = conv2d_grad_bias_cuda;
+#endif
   r.add(std::move(gb));
 }
 

@@ -1,11 +1,14 @@
 // dense: y = act(x * W^T + b) over a 2-D input [N, F] with PyTorch's weight layout [units, F],
 // and its backward ops dense_grad_input [dy, weight], dense_grad_weight [dy, x],
-// dense_grad_bias [dy]. CPU path through cpu_gemm; a CUDA path (cuBLAS) goes next to each.
+// dense_grad_bias [dy]. CPU path through cpu_gemm; CUDA path through cuBLAS + kernels/.
 #include <memory>
 
 #include "ops/cpu_gemm.h"
 #include "ops/fused_activation.h"
 #include "ops/registry.h"
+#ifdef REMAT_HAVE_CUDA
+#include "ops/cudnn_util.h"
+#endif
 
 namespace remat {
 namespace {
@@ -118,6 +121,57 @@ void dense_grad_bias_cpu(const ExecContext& ctx) {
   }
 }
 
+#ifdef REMAT_HAVE_CUDA
+// The CUDA path. cuBLAS is column-major: a row-major [r, c] matrix is the column-major [c, r]
+// matrix, so each row-major product C = A * B is issued as C^T = B^T * A^T.
+// FP32 compute (PEDANTIC: no TF32 or BF16x9 emulation whatever the handle's math mode) unless
+// the backend allows TF32. cuBLAS is bit-reproducible run to run on one GPU and stream (atomics
+// are off by default), which recomputation relies on.
+void gemm_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
+               int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+               int64_t ldc) {
+  const CudaContext& cc = cuda_context(ctx);
+  const float one = 1.0f, zero = 0.0f;
+  REMAT_CUBLAS_CHECK(cublasGemmEx(
+      cc.cublas, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      to_int(m, "gemm m"), to_int(n, "gemm n"), to_int(k, "gemm k"), &one, a, CUDA_R_32F,
+      to_int(lda, "lda"), b, CUDA_R_32F, to_int(ldb, "ldb"), &zero, c, CUDA_R_32F,
+      to_int(ldc, "ldc"), cc.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC,
+      CUBLAS_GEMM_DEFAULT));
+}
+
+// y[N, U] = act(x[N, F] W[U, F]^T + b): column-major y^T[U, N] = W^T^T[U, F] x^T[F, N].
+void dense_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<DenseAttrs>(*ctx.node);
+  const int64_t n = ctx.inputs[0].dim(0), f = ctx.inputs[0].dim(1), u = a.units;
+  float* y = ctx.output.f32();
+  gemm_cuda(ctx, true, false, u, n, f, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), f, y, u);
+  if (a.bias || a.activation != Activation::None)
+    bias_act_forward(y, a.bias ? ctx.inputs[2].f32() : nullptr, n, u, 1,
+                     kernel_activation(a.activation), cuda_context(ctx).stream);
+}
+
+// dx[N, F] = dz[N, U] W[U, F]: column-major dx^T[F, N] = W^T[F, U] dz^T[U, N].
+void dense_grad_input_cuda(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  gemm_cuda(ctx, false, false, f, n, u, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
+            ctx.output.f32(), f);
+}
+
+// dW[U, F] = dz[N, U]^T x[N, F]: column-major dW^T[F, U] = x^T[F, N] (dz^T[U, N])^T.
+void dense_grad_weight_cuda(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  gemm_cuda(ctx, false, true, f, u, n, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
+            ctx.output.f32(), f);
+}
+
+// db[U] = column sums of dz[N, U] (deterministic reduction).
+void dense_grad_bias_cuda(const ExecContext& ctx) {
+  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[0].dim(0),
+                   ctx.inputs[0].dim(1), 1, cuda_context(ctx).stream);
+}
+#endif
+
 std::vector<ValueId> dense_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   // Copies first: emit() grows the graph, which may move `fwd` and the value table.
   const OpAttrsPtr typed = fwd.typed;
@@ -157,6 +211,9 @@ void register_dense_ops(OpRegistry& r) {
   f.params = dense_params;
   f.cost = dense_cost;
   f.cpu = dense_cpu;
+#ifdef REMAT_HAVE_CUDA
+  f.cuda = dense_cuda;
+#endif
   f.gradient = dense_gradient;
   r.add(std::move(f));
 
@@ -170,6 +227,9 @@ void register_dense_ops(OpRegistry& r) {
     return gemm_cost(out.shape[0], out.shape[1], in.at(0).shape[1], in, out);
   };
   gi.cpu = dense_grad_input_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gi.cuda = dense_grad_input_cuda;
+#endif
   r.add(std::move(gi));
 
   OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");
@@ -182,6 +242,9 @@ void register_dense_ops(OpRegistry& r) {
     return gemm_cost(in.at(0).shape[0], out.shape[1], out.shape[0], in, out);
   };
   gw.cpu = dense_grad_weight_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gw.cuda = dense_grad_weight_cuda;
+#endif
   r.add(std::move(gw));
 
   OpDef gb = dense_backward_op("dense_grad_bias", "dense bias gradient [dy]");
@@ -192,6 +255,9 @@ void register_dense_ops(OpRegistry& r) {
     return elementwise_cost(in, out, static_cast<double>(in.at(0).numel()) / out.numel());
   };
   gb.cpu = dense_grad_bias_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gb.cuda = dense_grad_bias_cuda;
+#endif
   r.add(std::move(gb));
 }
 

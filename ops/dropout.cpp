@@ -1,12 +1,14 @@
 // dropout: zeroes each element with probability `rate` and scales the rest by 1 / (1 - rate).
 // The mask is a pure function of (node seed, step, element index) (kernels/rng.h), so a
-// recomputation, the backward op dropout_grad and a future CUDA kernel all see the same mask.
+// recomputation, the backward op dropout_grad and the CUDA kernel (kernels/dropout.cu) all see
+// the same mask.
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/rng.h"
 #include "ops/op_common.h"
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
 
@@ -54,6 +56,17 @@ void dropout_cpu(const ExecContext& ctx) {
                 static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step));
 }
 
+#ifdef REMAT_HAVE_CUDA
+// The same map as dropout_cpu (forward on x, backward on dy); rate is rounded to float the same
+// way so the kept/dropped test agrees with the CPU element for element.
+void dropout_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<DropoutAttrs>(*ctx.node);
+  dropout_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(),
+                  static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+                  cuda_stream(ctx));
+}
+#endif
+
 OpDef dropout_op(const std::string& name, const std::string& summary, bool visible) {
   OpDef op;
   op.name = name;
@@ -63,7 +76,10 @@ OpDef dropout_op(const std::string& name, const std::string& summary, bool visib
   op.parse = [name](AttrReader& rd) { return dropout_parse(rd, name); };
   op.infer = dropout_infer;
   op.cost = dropout_cost;
-  op.cpu = dropout_cpu;  // .cuda: CUDA issue (same rng_uniform on the device)
+  op.cpu = dropout_cpu;
+#ifdef REMAT_HAVE_CUDA
+  op.cuda = dropout_cuda;
+#endif
   return op;
 }
 

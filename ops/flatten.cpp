@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ops/op_common.h"
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 
 namespace remat {
@@ -45,6 +46,12 @@ void copy_cpu(const ExecContext& ctx) {
   std::copy(x, x + ctx.output.numel(), ctx.output.f32());
 }
 
+#ifdef REMAT_HAVE_CUDA
+void copy_cuda(const ExecContext& ctx) {
+  copy_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(), cuda_stream(ctx));
+}
+#endif
+
 std::vector<ValueId> flatten_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
   auto a = std::make_shared<FlattenGradAttrs>();
@@ -70,6 +77,9 @@ void register_flatten_ops(OpRegistry& r) {
   f.infer = flatten_infer;
   f.cost = copy_cost;
   f.cpu = copy_cpu;
+#ifdef REMAT_HAVE_CUDA
+  f.cuda = copy_cuda;
+#endif
   f.gradient = flatten_gradient;
   r.add(std::move(f));
 
@@ -81,6 +91,9 @@ void register_flatten_ops(OpRegistry& r) {
   g.infer = flatten_grad_infer;
   g.cost = copy_cost;
   g.cpu = copy_cpu;
+#ifdef REMAT_HAVE_CUDA
+  g.cuda = copy_cuda;
+#endif
   r.add(std::move(g));
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/op_common.h"
+#include "ops/pool_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
 
@@ -243,6 +244,20 @@ OpCost plain_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Tenso
   return simple_cost(in, out, static_cast<double>(std::max(out.numel(), in.at(0).numel())));
 }
 
+#ifdef REMAT_HAVE_CUDA
+// Attaches the cuDNN pooling path (ops/pool_cuda.cpp) for a window op.
+void set_pool_cuda(OpDef& op, bool max, bool backward) {
+  op.cuda = [max, backward](const ExecContext& ctx) {
+    const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+    PoolCudaParams p;
+    p.kh = a.kh, p.kw = a.kw, p.sh = a.sh, p.sw = a.sw, p.ph = a.ph, p.pw = a.pw;
+    p.max = max;
+    if (backward) pool_backward_cuda(p, ctx);
+    else pool_forward_cuda(p, ctx);
+  };
+}
+#endif
+
 void register_max_pool(OpRegistry& r) {
   OpDef mp = pool_op("maxpool", "max pooling (kernel, stride = kernel, padding 0)", true, 1);
   mp.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool", false); };
@@ -250,7 +265,10 @@ void register_max_pool(OpRegistry& r) {
     return window_out(static_cast<const PoolAttrs&>(a), in.at(0), "maxpool");
   };
   mp.cost = window_cost;
-  mp.cpu = maxpool_cpu;  // .cuda: CUDA issue
+  mp.cpu = maxpool_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_pool_cuda(mp, true, false);
+#endif
   mp.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
     return {g.emit("grad", "maxpool_grad", {dy, fwd.inputs.at(0), fwd.output}, x)};
@@ -265,6 +283,9 @@ void register_max_pool(OpRegistry& r) {
   };
   mg.cost = window_cost;
   mg.cpu = maxpool_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_pool_cuda(mg, true, true);
+#endif
   r.add(std::move(mg));
 }
 
@@ -277,6 +298,9 @@ void register_avg_pool(OpRegistry& r) {
   };
   ap.cost = window_cost;
   ap.cpu = avgpool_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_pool_cuda(ap, false, false);
+#endif
   ap.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
     return {g.emit("grad", "avgpool_grad", {dy}, x, with_input_size(fwd, x),
@@ -291,6 +315,9 @@ void register_avg_pool(OpRegistry& r) {
   };
   ag.cost = window_cost;
   ag.cpu = avgpool_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  set_pool_cuda(ag, false, true);
+#endif
   r.add(std::move(ag));
 }
 
@@ -303,6 +330,9 @@ void register_global_pool(OpRegistry& r) {
   };
   gp.cost = plain_cost;
   gp.cpu = global_avgpool_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gp.cuda = global_avgpool_forward_cuda;
+#endif
   gp.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
     return {g.emit("grad", "global_avgpool_grad", {dy}, x, with_input_size(fwd, x),
@@ -321,6 +351,9 @@ void register_global_pool(OpRegistry& r) {
   };
   gg.cost = plain_cost;
   gg.cpu = global_avgpool_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gg.cuda = global_avgpool_backward_cuda;
+#endif
   r.add(std::move(gg));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
 
@@ -75,6 +76,24 @@ void sgd_cpu(const ExecContext& ctx) {
              want == 3 ? ctx.inputs[2].f32() : nullptr, ctx.output.numel(), a);
 }
 
+#ifdef REMAT_HAVE_CUDA
+// inputs [param, grad (, momentum)] -> output = param, updated in place on the device.
+void sgd_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<SgdAttrs>(*ctx.node);
+  const size_t want = a.momentum > 0 ? 3 : 2;
+  REMAT_CHECK(ctx.inputs.size() == want, "sgd node '" << ctx.node->name << "' has "
+                                                      << ctx.inputs.size() << " inputs, not "
+                                                      << want);
+  REMAT_CHECK(ctx.output.data == ctx.inputs[0].data,
+              "sgd node '" << ctx.node->name << "': output must be the parameter (in place)");
+  // Qualified: the host sgd_update above would hide the kernel launcher.
+  remat::sgd_update(ctx.output.f32(), ctx.inputs[1].f32(),
+                    want == 3 ? ctx.inputs[2].f32() : nullptr, ctx.output.numel(),
+                    static_cast<float>(a.lr), static_cast<float>(a.momentum),
+                    static_cast<float>(a.weight_decay), a.nesterov, cuda_stream(ctx));
+}
+#endif
+
 }  // namespace
 
 void register_sgd_ops(OpRegistry& r) {
@@ -87,7 +106,10 @@ void register_sgd_ops(OpRegistry& r) {
   op.parse = sgd_parse;
   op.infer = sgd_infer;
   op.cost = sgd_cost;
-  op.cpu = sgd_cpu;  // .cuda: CUDA issue
+  op.cpu = sgd_cpu;
+#ifdef REMAT_HAVE_CUDA
+  op.cuda = sgd_cuda;
+#endif
   op.optimizer_state = [](const OpAttrs& at) -> std::vector<std::string> {
     if (static_cast<const SgdAttrs&>(at).momentum > 0) return {"momentum"};
     return {};

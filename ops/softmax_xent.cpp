@@ -1,11 +1,13 @@
 // Loss ops: softmax_xent (logits [N, K], labels [N]) and softmax_xent_pixel (logits [N, K, H, W],
 // labels [N, H, W]): mean softmax cross-entropy as a [1] tensor, and their backward ops, which
-// produce (softmax - onehot) / count. Labels (i32) are not differentiable.
+// produce (softmax - onehot) / count. Labels (i32) are not differentiable. The CUDA loss checks
+// labels on the device and synchronizes once to report a bad one (kernels/softmax_xent.cu).
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
 
@@ -59,18 +61,22 @@ OpCost xent_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Tensor
   return c;
 }
 
+// Throws the user error for label y of sample (o, i) outside [0, K) (CPU and CUDA paths).
+[[noreturn]] void xent_bad_label(const Node& node, const XentDims& d, int32_t y, int64_t o,
+                                 int64_t i) {
+  if (d.inner == 1)
+    REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
+                             << " is outside [0, " << d.k << ")");
+  REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
+                           << " at pixel (" << i / d.width << ", " << i % d.width
+                           << ") is outside [0, " << d.k << ")");
+}
+
 // Label of sample (o, i), checked against [0, K).
 int32_t xent_label(const int32_t* labels, const XentDims& d, int64_t o, int64_t i,
                    const Node& node) {
   const int32_t y = labels[o * d.inner + i];
-  if (y < 0 || y >= d.k) {
-    if (d.inner == 1)
-      REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
-                               << " is outside [0, " << d.k << ")");
-    REMAT_USER_ERROR(node.op << " node '" << node.name << "': label " << y << " of sample " << o
-                             << " at pixel (" << i / d.width << ", " << i % d.width
-                             << ") is outside [0, " << d.k << ")");
-  }
+  if (y < 0 || y >= d.k) xent_bad_label(node, d, y, o, i);
   return y;
 }
 
@@ -120,6 +126,40 @@ void xent_grad_cpu(const ExecContext& ctx) {
     }
 }
 
+#ifdef REMAT_HAVE_CUDA
+int64_t xent_cuda_workspace(const ExecContext& ctx) {
+  const XentDims d = xent_dims(ctx.inputs.at(0).shape());
+  return softmax_xent_workspace_bytes(d.outer, d.inner);
+}
+
+// inputs [logits, labels] -> [1]. Reads the kernel's label check back (one stream sync per
+// loss evaluation) so a bad label fails like on the CPU, naming the sample.
+void xent_cuda(const ExecContext& ctx) {
+  const XentDims d = xent_dims(ctx.inputs[0].shape());
+  REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= xent_cuda_workspace(ctx),
+              "node '" << ctx.node->name << "': softmax_xent needs " << xent_cuda_workspace(ctx)
+                       << " workspace bytes, got " << ctx.workspace_bytes);
+  const cudaStream_t stream = cuda_stream(ctx);
+  const int32_t* labels = ctx.inputs[1].i32();
+  softmax_xent_forward(ctx.output.f32(), ctx.workspace, ctx.inputs[0].f32(), labels, d.outer,
+                       d.k, d.inner, stream);
+  int32_t bad = 0;
+  const uint64_t s = softmax_xent_read_error(ctx.workspace, labels, &bad, stream);
+  if (s != ~uint64_t{0}) {
+    const int64_t flat = static_cast<int64_t>(s);
+    xent_bad_label(*ctx.node, d, bad, flat / d.inner, flat % d.inner);
+  }
+}
+
+// inputs [logits, labels] -> dlogits. No label check here: the loss, which runs first in every
+// step, has reported bad labels; the kernel writes NaN for such samples.
+void xent_grad_cuda(const ExecContext& ctx) {
+  const XentDims d = xent_dims(ctx.inputs[0].shape());
+  softmax_xent_backward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].i32(), d.outer, d.k,
+                        d.inner, cuda_stream(ctx));
+}
+#endif
+
 void register_xent_pair(OpRegistry& r, const std::string& name, bool pixel,
                         const std::string& summary) {
   const std::string grad_name = name + "_grad";
@@ -134,7 +174,11 @@ void register_xent_pair(OpRegistry& r, const std::string& name, bool pixel,
     return TensorDesc{{1}, DType::F32};
   };
   loss.cost = xent_cost;
-  loss.cpu = xent_cpu;  // .cuda: CUDA issue
+  loss.cpu = xent_cpu;
+#ifdef REMAT_HAVE_CUDA
+  loss.cuda = xent_cuda;
+  loss.cuda_workspace = xent_cuda_workspace;
+#endif
   loss.gradient = [grad_name](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     REMAT_CHECK(dy == kNoValue, "loss node '" << fwd.name << "' got an output gradient");
     const ValueId logits = fwd.inputs.at(0), labels = fwd.inputs.at(1);
@@ -155,6 +199,9 @@ void register_xent_pair(OpRegistry& r, const std::string& name, bool pixel,
   };
   grad.cost = xent_cost;
   grad.cpu = xent_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  grad.cuda = xent_grad_cuda;
+#endif
   r.add(std::move(grad));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
 
@@ -84,6 +85,21 @@ void upsample_grad_cpu(const ExecContext& ctx) {
       }
 }
 
+#ifdef REMAT_HAVE_CUDA
+void upsample_cuda(const ExecContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  upsample_nearest_forward(ctx.output.f32(), x.f32(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3),
+                           attrs_of<UpsampleAttrs>(*ctx.node).factor, cuda_stream(ctx));
+}
+
+void upsample_grad_cuda(const ExecContext& ctx) {
+  const TensorView& dx = ctx.output;
+  upsample_nearest_backward(dx.f32(), ctx.inputs[0].f32(), dx.dim(0) * dx.dim(1), dx.dim(2),
+                            dx.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
+                            cuda_stream(ctx));
+}
+#endif
+
 }  // namespace
 
 void register_upsample_ops(OpRegistry& r) {
@@ -93,7 +109,10 @@ void register_upsample_ops(OpRegistry& r) {
   up.parse = [](AttrReader& rd) { return upsample_parse(rd, "upsample"); };
   up.infer = upsample_infer;
   up.cost = upsample_cost;
-  up.cpu = upsample_cpu;  // .cuda: CUDA issue
+  up.cpu = upsample_cpu;
+#ifdef REMAT_HAVE_CUDA
+  up.cuda = upsample_cuda;
+#endif
   up.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     return {g.emit("grad", "upsample_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
   };
@@ -108,6 +127,9 @@ void register_upsample_ops(OpRegistry& r) {
   ug.infer = upsample_grad_infer;
   ug.cost = upsample_cost;
   ug.cpu = upsample_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  ug.cuda = upsample_grad_cuda;
+#endif
   r.add(std::move(ug));
 }
 

@@ -37,13 +37,34 @@ class Backend {
   // Runs `warmup` + `repeats` times and returns each repeat's time in milliseconds.
   virtual std::vector<double> time_run(const OpDef& op, ExecContext& ctx, int warmup,
                                        int repeats) = 0;
+
+  // Named ranges for timeline tools (NVTX on CUDA; no-ops on the CPU). `color` is 0xRRGGBB.
+  virtual void range_push(const std::string& name, uint32_t color) {
+    (void)name;
+    (void)color;
+  }
+  virtual void range_pop() {}
 };
+
+// Range colours: first computation, recomputation, optimizer update, whole phases.
+constexpr uint32_t kRangeCompute = 0x3C78D8;
+constexpr uint32_t kRangeRecompute = 0xE06666;
+constexpr uint32_t kRangeUpdate = 0x6AA84F;
+constexpr uint32_t kRangePhase = 0x999999;
 
 std::unique_ptr<Backend> make_cpu_backend();
 
 // True when this binary was built with the CUDA backend.
 bool cuda_backend_built();
+// Options of the CUDA backend: TF32 tensor-core math for cuBLAS (and, through CudaContext,
+// for the ops' cuDNN calls) is off unless asked for; workspace_limit caps the workspace an
+// algorithm choice may need (bytes).
+struct CudaOptions {
+  bool allow_tf32 = false;
+  int64_t workspace_limit = int64_t{1} << 30;
+};
 // nullptr with `why` set when no device is usable (or the build has no CUDA).
-std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why);
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why,
+                                           const CudaOptions& opt = {});
 
 }  // namespace remat

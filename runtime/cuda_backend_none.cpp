@@ -1,13 +1,34 @@
-// The CUDA backend entry points when the build has no CUDA: report why, never crash.
+// The CUDA entry points when the build has no CUDA: report why, never crash.
 #include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/cuda_backend.h"
 
 namespace remat {
 
+namespace {
+constexpr const char* kNoCuda =
+    "this build of remat has no CUDA backend (nvcc/cuDNN were not found at configure time)";
+}  // namespace
+
 bool cuda_backend_built() { return false; }
 
-std::unique_ptr<Backend> make_cuda_backend(int, std::string* why) {
-  if (why) *why = "this build of remat has no CUDA backend (nvcc/cuDNN were not found at configure time)";
+std::unique_ptr<Backend> make_cuda_backend(int, std::string* why, const CudaOptions&) {
+  if (why) *why = kNoCuda;
   return nullptr;
 }
+
+bool cuda_device_available(std::string* why) {
+  if (why) *why = kNoCuda;
+  return false;
+}
+
+CudaDeviceInfo cuda_device_info(int) { REMAT_FAIL(kNoCuda); }
+
+bool cuda_libraries_compatible(std::string* why) {
+  if (why) *why = kNoCuda;
+  return false;
+}
+
+std::string cuda_library_versions() { return kNoCuda; }
 
 }  // namespace remat

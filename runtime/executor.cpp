@@ -1,30 +1,105 @@
-// Executor: walks an ExecutionPlan with a backend. Activations live in backend memory only
-// between their Compute and Free steps; persistent values live for the executor's lifetime.
+// Executor: walks an ExecutionPlan with a backend. Activations live only between their Compute
+// and Free steps; persistent values live as long as the executor. See Note [executor memory].
 #include "runtime/executor.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/allocator.h"
 #include "runtime/check.h"
 #include "runtime/init.h"
+#include "runtime/trace.h"
 
 namespace remat {
 
-Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend)
-    : g_(g), ops_(ops), be_(backend), ptr_(g.values.size(), nullptr) {
+namespace {
+constexpr int64_t kArenaAlignment = kPoolAlignment;
+
+bool same_steps(const std::vector<PlanStep>& a, const std::vector<PlanStep>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || a[i].node != b[i].node || a[i].value != b[i].value ||
+        a[i].recompute != b[i].recompute)
+      return false;
+  return true;
+}
+
+double now_us(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+const char* memory_mode_name(MemoryMode m) {
+  switch (m) {
+    case MemoryMode::Direct: return "direct";
+    case MemoryMode::Pool: return "pool";
+    case MemoryMode::Arena: return "arena";
+  }
+  return "?";
+}
+
+MemoryMode memory_mode_from_name(const std::string& s) {
+  for (MemoryMode m : {MemoryMode::Direct, MemoryMode::Pool, MemoryMode::Arena})
+    if (s == memory_mode_name(m)) return m;
+  REMAT_USER_ERROR("unknown memory mode '" << s << "' (known: arena, pool, direct)");
+}
+
+Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, ExecutorOptions opt)
+    : g_(g), ops_(ops), be_(backend), opt_(opt), ptr_(g.values.size(), nullptr) {
+  constant_bytes_ = g_.persistent_bytes();
+  if (opt_.memory != MemoryMode::Direct) {
+    REMAT_CHECK(opt_.budget > 0, "memory mode " << memory_mode_name(opt_.memory)
+                                                << " needs a budget");
+    int64_t aligned = 0;
+    for (const auto& v : g_.values)
+      if (value_is_persistent(v.kind)) aligned += pool_round_up(v.desc.bytes());
+    if (aligned > opt_.budget)
+      REMAT_USER_ERROR("budget " << opt_.budget << " bytes is below the persistent values of '"
+                                 << g_.name << "' (" << aligned
+                                 << " bytes: parameters, gradients, optimizer state, batch)");
+  }
+  if (opt_.memory == MemoryMode::Pool) pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
+  if (opt_.memory == MemoryMode::Arena) region_ = be_.raw_alloc(opt_.budget);
+  int64_t offset = 0;
   for (size_t v = 0; v < g_.values.size(); ++v) {
     const Value& val = g_.values[v];
     if (!value_is_persistent(val.kind)) continue;
-    ptr_[v] = be_.raw_alloc(val.desc.bytes());
+    if (opt_.memory == MemoryMode::Arena) {
+      ptr_[v] = static_cast<char*>(region_) + offset;
+      offset += pool_round_up(val.desc.bytes());
+    } else {
+      ptr_[v] = acquire(val.desc.bytes(), "value '" + val.name + "'", -1);
+    }
     be_.fill_zero(ptr_[v], val.desc.bytes());
-    in_use_ += val.desc.bytes();
   }
-  peak_ = in_use_;
+  arena_base_ = offset;
+  in_use_ = peak_ = constant_bytes_;
 }
 
 Executor::~Executor() {
-  for (void* p : ptr_)
-    if (p) be_.raw_free(p);
+  if (region_) {
+    be_.raw_free(region_);
+    return;
+  }
+  for (size_t v = 0; v < ptr_.size(); ++v)
+    if (ptr_[v]) release(ptr_[v]);
+}
+
+void* Executor::acquire(int64_t bytes, const std::string& who, int arena_request) {
+  switch (opt_.memory) {
+    case MemoryMode::Direct: return be_.raw_alloc(bytes);
+    case MemoryMode::Pool: return pool_->allocate(bytes, who);
+    case MemoryMode::Arena:
+      REMAT_CHECK(arena_request >= 0, who << " has no arena offset");
+      return static_cast<char*>(region_) + arena_base_ +
+             arena_.offsets[static_cast<size_t>(arena_request)];
+  }
+  return nullptr;
+}
+
+void Executor::release(void* p) {
+  if (opt_.memory == MemoryMode::Direct) be_.raw_free(p);
+  else if (opt_.memory == MemoryMode::Pool) pool_->free(p);
 }
 
 void Executor::init_parameters(uint64_t seed) {
@@ -60,28 +135,46 @@ ExecContext Executor::make_context(NodeId n, bool require_resident) {
   ExecContext ctx;
   ctx.node = &node;
   for (ValueId v : node.inputs) {
-    REMAT_CHECK(!require_resident || ptr_[static_cast<size_t>(v)], "node '" << node.name << "' reads '"
-                                                       << g_.value(v).name
-                                                       << "', which is not resident");
+    REMAT_CHECK(!require_resident || ptr_[static_cast<size_t>(v)],
+                "node '" << node.name << "' reads '" << g_.value(v).name
+                         << "', which is not resident");
     ctx.inputs.push_back(TensorView{&g_.value(v).desc, ptr_[static_cast<size_t>(v)]});
   }
   ctx.output = TensorView{&g_.value(node.output).desc, ptr_[static_cast<size_t>(node.output)]};
   return ctx;
 }
 
-int64_t Executor::workspace_bytes(NodeId n) {
-  ExecContext ctx = make_context(n, /*require_resident=*/false);
-  return be_.workspace_bytes(ops_.get(g_.node(n).op), ctx);
+int64_t node_workspace_bytes(const Graph& g, const OpRegistry& ops, Backend& be, NodeId n) {
+  const Node& node = g.node(n);
+  ExecContext ctx;
+  ctx.node = &node;
+  for (ValueId v : node.inputs) ctx.inputs.push_back(TensorView{&g.value(v).desc, nullptr});
+  ctx.output = TensorView{&g.value(node.output).desc, nullptr};
+  return be.workspace_bytes(ops.get(node.op), ctx);
 }
 
-void Executor::run_node(NodeId n, bool recompute, int64_t step) {
+int64_t Executor::workspace_bytes(NodeId n) { return node_workspace_bytes(g_, ops_, be_, n); }
+
+int64_t Executor::prepare(const ExecutionPlan& plan) {
+  if (opt_.memory != MemoryMode::Arena) return 0;
+  if (!same_steps(plan.steps, arena_steps_)) {
+    arena_buffers_ = plan_buffers(g_, plan, [&](NodeId n) { return workspace_bytes(n); });
+    arena_ = plan_arena(arena_buffers_.requests, kArenaAlignment);
+    arena_steps_ = plan.steps;
+  }
+  return arena_base_ + arena_.arena_bytes;
+}
+
+void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   const Node& node = g_.node(n);
   const Value& out = g_.value(node.output);
   const bool activation = out.kind == ValueKind::Activation;
+  const bool arena = opt_.memory == MemoryMode::Arena && plan_step >= 0;
   void*& out_ptr = ptr_[static_cast<size_t>(node.output)];
   if (activation) {
     REMAT_CHECK(!out_ptr, "node '" << node.name << "' computed while its value is resident");
-    out_ptr = be_.raw_alloc(out.desc.bytes());
+    out_ptr = acquire(out.desc.bytes(), "node '" + node.name + "'",
+                      arena ? arena_buffers_.output_request[static_cast<size_t>(plan_step)] : -1);
     in_use_ += out.desc.bytes();
   }
   const OpDef& op = ops_.get(node.op);
@@ -89,31 +182,56 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step) {
   ctx.step = step;
   ctx.first_compute = !recompute;
   ctx.workspace_bytes = be_.workspace_bytes(op, ctx);
-  void* ws = ctx.workspace_bytes > 0 ? be_.raw_alloc(ctx.workspace_bytes) : nullptr;
+  void* ws = nullptr;
+  if (ctx.workspace_bytes > 0)
+    ws = acquire(ctx.workspace_bytes, "workspace of node '" + node.name + "'",
+                 arena ? arena_buffers_.workspace_request[static_cast<size_t>(plan_step)] : -1);
   ctx.workspace = ws;
   peak_ = std::max(peak_, in_use_ + ctx.workspace_bytes);
+  be_.range_push(recompute ? "recompute:" + node.name : node.name,
+                 node.kind == NodeKind::Update ? kRangeUpdate
+                 : recompute                   ? kRangeRecompute
+                                               : kRangeCompute);
   be_.run(op, ctx);
-  if (ws) be_.raw_free(ws);
+  be_.range_pop();
+  if (ws) release(ws);
 }
 
 StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
-                              const int32_t* labels, int64_t step) {
-  auto t0 = std::chrono::steady_clock::now();
+                              const int32_t* labels, int64_t step, TraceWriter* trace) {
+  if (prepare(plan) > opt_.budget && opt_.memory == MemoryMode::Arena)
+    REMAT_USER_ERROR("plan '" << plan.strategy << "' does not fit the budget in arena mode: "
+                              << "persistent " << arena_base_ << " + arena " << arena_.arena_bytes
+                              << " bytes (lower bound " << arena_.lower_bound << ") > budget "
+                              << opt_.budget << " bytes");
+  const auto t0 = std::chrono::steady_clock::now();
+  be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], images, g_.value(g_.input).desc.bytes());
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)], labels, g_.value(g_.label).desc.bytes());
+  if (pool_) pool_->reset_peak();
   peak_ = in_use_;
   bool loss_read = false;
-  for (const PlanStep& s : plan.steps) {
+  auto record = [&](const std::string& name, const char* cat, double start) {
+    be_.synchronize();
+    double end = now_us(t0);
+    trace->span(name, cat, start, end - start, 1);
+    trace->counter("memory", end, {{"in use MB", static_cast<double>(in_use_) / 1e6}});
+  };
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
     if (s.kind == PlanStepKind::Free) {
       void*& p = ptr_[static_cast<size_t>(s.value)];
       REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
-      be_.raw_free(p);
+      release(p);
       p = nullptr;
       in_use_ -= g_.value(s.value).desc.bytes();
+      if (trace) trace->instant("free " + g_.value(s.value).name, "free", now_us(t0), 1);
       continue;
     }
-    run_node(s.node, s.recompute, step);
+    const double start = trace ? now_us(t0) : 0;
+    run_node(s.node, s.recompute, step, static_cast<int>(i));
+    if (trace) record(g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
     ++(s.recompute ? r.recomputes : r.computes);
     if (g_.node(s.node).output == g_.loss && !loss_read) {
       be_.copy_to_host(&r.loss, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
@@ -121,14 +239,27 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
     }
   }
   REMAT_CHECK(loss_read, "plan for '" << plan.graph_name << "' never computes the loss");
-  for (size_t n = 0; n < g_.nodes.size(); ++n)
-    if (g_.nodes[n].kind == NodeKind::Update) run_node(static_cast<NodeId>(n), false, step);
+  for (size_t n = 0; n < g_.nodes.size(); ++n) {
+    if (g_.nodes[n].kind != NodeKind::Update) continue;
+    const double start = trace ? now_us(t0) : 0;
+    run_node(static_cast<NodeId>(n), false, step, -1);
+    if (trace) record(g_.nodes[n].name, "update", start);
+  }
   be_.synchronize();
+  be_.range_pop();
   for (size_t v = 0; v < g_.values.size(); ++v)
     REMAT_CHECK(value_is_persistent(g_.values[v].kind) || !ptr_[v],
                 "activation '" << g_.values[v].name << "' still resident after the step (plan "
                                << plan.strategy << " leaks it)");
   r.peak_bytes = peak_;
+  switch (opt_.memory) {
+    case MemoryMode::Direct: r.reserved_peak_bytes = peak_; break;
+    case MemoryMode::Pool:
+      r.reserved_peak_bytes = pool_->stats().peak_in_use;
+      r.fragmentation = pool_->stats().fragmentation_at_peak;
+      break;
+    case MemoryMode::Arena: r.reserved_peak_bytes = arena_base_ + arena_.arena_bytes; break;
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -1,30 +1,64 @@
 // The executor: holds every persistent value of a training graph in backend memory and runs
-// training steps by walking an ExecutionPlan (compute / free), then the optimizer updates.
+// training steps by walking an ExecutionPlan (compute / free, then the optimizer updates).
+// Memory comes from one of three sources (Note [executor memory]); the budget is a hard cap.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/graph.h"
 #include "runtime/plan.h"
 
 namespace remat {
 
+class PoolAllocator;
+class TraceWriter;
+
+// Note [executor memory]
+// Direct: one backend allocation per tensor, no cap (tests, keep-everything runs).
+// Pool:   one backend allocation of exactly the budget at construction; every persistent
+//         value, activation and workspace is a block of the caching allocator (best fit,
+//         split, coalesce). A request it cannot serve is an error naming the node and bytes.
+// Arena:  the same single allocation; persistent values at its start, and every activation
+//         and workspace of the plan at an offset assigned ahead of time (runtime/arena.h), so
+//         a step does no allocator work and cannot fragment. A plan whose arena does not fit
+//         the budget is rejected before the step runs.
+enum class MemoryMode { Direct, Pool, Arena };
+const char* memory_mode_name(MemoryMode m);
+MemoryMode memory_mode_from_name(const std::string& s);  // UserError on unknown names
+
+struct ExecutorOptions {
+  MemoryMode memory = MemoryMode::Direct;
+  int64_t budget = 0;  // Pool / Arena: bytes reserved, the hard cap
+};
+
 struct StepResult {
   float loss = 0;
   double seconds = 0;
-  int64_t peak_bytes = 0;  // measured: persistent + live activations + workspace, at the max
+  // Exact bytes in use at the step's maximum: persistent + live activations + workspace of the
+  // running node. Comparable with ExecutionPlan::predicted_peak (equal for a faithful run).
+  int64_t peak_bytes = 0;
+  // What the memory source used at the maximum: Pool: the allocator's peak (blocks rounded to
+  // its alignment); Arena: constant + arena size (aligned); Direct: = peak_bytes.
+  int64_t reserved_peak_bytes = 0;
+  double fragmentation = 0;  // Pool: external fragmentation at the peak; else 0
   int computes = 0;
   int recomputes = 0;
 };
 
+// Workspace bytes `be` needs to run node `n` of `g` (no memory needed: shapes only).
+int64_t node_workspace_bytes(const Graph& g, const OpRegistry& ops, Backend& be, NodeId n);
+
 class Executor {
  public:
   // Allocates every persistent value (zero-filled). The graph, registry and backend must
-  // outlive the executor.
-  Executor(const Graph& g, const OpRegistry& ops, Backend& backend);
+  // outlive the executor. Pool/Arena: throws UserError if the persistent values alone exceed
+  // the budget.
+  Executor(const Graph& g, const OpRegistry& ops, Backend& backend, ExecutorOptions opt = {});
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -32,27 +66,44 @@ class Executor {
   // Initial values of parameters, buffers and optimizer state (runtime/init.h).
   void init_parameters(uint64_t seed);
 
-  // One training step: uploads the batch, runs `plan`'s steps, then every Update node.
-  // `images` is [N, C, H, W] floats, `labels` the label tensor's ints.
-  StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
-                      int64_t step);
+  // Arena mode: assigns offsets for `plan` (done by run_step for a new plan) and returns the
+  // bytes the region needs (persistent values + arena, aligned); run_step throws UserError if
+  // that exceeds the budget. Other modes: returns 0.
+  int64_t prepare(const ExecutionPlan& plan);
 
-  // Host copies of persistent values (float tensors).
+  // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the
+  // plan's steps, then every Update node. With `trace`, records spans per node (synchronising
+  // after each), frees and a memory counter.
+  StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
+                      int64_t step, TraceWriter* trace = nullptr);
+
+  // Host copies of persistent float values.
   std::vector<float> read(ValueId v) const;
   void write(ValueId v, const std::vector<float>& host);
 
   const Graph& graph() const { return g_; }
+  MemoryMode memory_mode() const { return opt_.memory; }
   int64_t workspace_bytes(NodeId n);  // what the backend needs to run node n
 
  private:
   ExecContext make_context(NodeId n, bool require_resident);
-  void run_node(NodeId n, bool recompute, int64_t step);
+  void* acquire(int64_t bytes, const std::string& who, int arena_request);
+  void release(void* p);
+  void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
 
   const Graph& g_;
   const OpRegistry& ops_;
   Backend& be_;
+  ExecutorOptions opt_;
   std::vector<void*> ptr_;  // per value: its memory, or null while not resident
-  int64_t in_use_ = 0;
+  std::unique_ptr<PoolAllocator> pool_;
+  void* region_ = nullptr;          // Arena: the single allocation
+  int64_t arena_base_ = 0;          // Arena: offset of the activation arena in region_
+  std::vector<PlanStep> arena_steps_;  // the plan the arena was prepared for
+  PlanBuffers arena_buffers_;
+  ArenaPlan arena_;
+  int64_t constant_bytes_ = 0;
+  int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
 };
 

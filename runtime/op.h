@@ -82,6 +82,9 @@ struct OpDef {
                        const TensorDesc& out)> cost;
   KernelFn cpu;                     // CPU reference (always present)
   KernelFn cuda;                    // CUDA path (empty when built without CUDA)
+  // CUDA workspace bytes for ctx's shapes (ctx.device set, data pointers may be null); may
+  // choose and cache an algorithm. Empty: the CUDA path needs no workspace.
+  std::function<int64_t(const ExecContext&)> cuda_workspace;
   GradientFn gradient;              // empty: not differentiable
   // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
   std::function<std::vector<std::string>(const OpAttrs&)> optimizer_state;

@@ -28,6 +28,7 @@ struct ProgressState {
   Clock::time_point start;
   double last_report = -1;
   double last_incumbent = -1;
+  double deadline = 1e30;  // seconds: Cbc's own "sec" is not checked during root cut passes
 };
 
 class ProgressHandler : public CbcEventHandler {
@@ -35,8 +36,10 @@ class ProgressHandler : public CbcEventHandler {
   explicit ProgressHandler(ProgressState* state) : state_(state) {}
   CbcEventHandler* clone() const override { return new ProgressHandler(*this); }
   CbcAction event(CbcEvent which) override {
-    if (!state_->progress || !*state_->progress || !model_) return noAction;
+    if (!model_) return noAction;
     double now = std::chrono::duration<double>(Clock::now() - state_->start).count();
+    if (now > state_->deadline) return stop;
+    if (!state_->progress || !*state_->progress) return noAction;
     bool has = model_->bestSolution() != nullptr;
     double inc = has ? model_->getObjValue() : -1;
     bool new_inc = has && inc != state_->last_incumbent;
@@ -71,7 +74,7 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   data.noPrinting_ = opt.log_level < 2;
   CbcMain0(model, data);
   model.setLogLevel(opt.log_level >= 2 ? 1 : 0);
-  ProgressState state{&progress, t0, -1, -1};
+  ProgressState state{&progress, t0, -1, -1, std::max(0.01, opt.time_limit_seconds)};
   ProgressHandler handler(&state);
   model.passInEventHandler(&handler);
 

@@ -234,7 +234,7 @@ TEST(MilpWarmStart, NeverWorseThanWarmStart) {
 TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   std::vector<double> cost;
   std::vector<int64_t> bytes;
-  for (int k = 0; k < 8; ++k) cost.push_back(1 + (k * 3) % 4), bytes.push_back(4 * (3 + k % 4));
+  for (int k = 0; k < 6; ++k) cost.push_back(1 + (k * 3) % 4), bytes.push_back(4 * (3 + k % 4));
   Problem p = make_chain_problem(cost, bytes, 1000);
   p.batch = 4;
   const int64_t budget = 2000;

@@ -1,5 +1,8 @@
-// maxbatch: the largest batch whose schedule fits a memory budget, per strategy.
+// maxbatch (the paper's Figure 5): the largest batch whose schedule fits a memory budget, per
+// strategy, as a table (or JSON lines) and optionally an SVG bar chart.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -7,16 +10,33 @@
 #include "solver/strategies.h"
 #include "tools/cli.h"
 #include "tools/problem_flags.h"
+#include "tools/svg.h"
 
 namespace remat {
 namespace {
 
+std::string maxbatch_svg(const Problem& p, int64_t budget,
+                         const std::vector<MaxBatchResult>& results) {
+  SvgBarChart c;
+  c.title = p.name + ": max batch within " + format_bytes(budget);
+  c.y_label = "max batch size";
+  for (const MaxBatchResult& r : results) {
+    c.labels.push_back(r.strategy);
+    c.values.push_back(static_cast<double>(r.batch));
+    std::string note = std::to_string(r.batch);
+    if (r.upper_bound > r.batch) note += " (<= " + std::to_string(r.upper_bound) + ")";
+    c.notes.push_back(note);
+  }
+  return svg_bar_chart(c);
+}
+
 int run(int argc, char** argv) {
   FlagParser flags("maxbatch", "Find the largest batch that trains within a memory budget.");
   add_problem_flags(flags);
-  flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 15GB)");
+  flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)");
   add_solve_flags(flags);
-  flags.add("json", "", "one JSON object per strategy instead of a table");
+  flags.add("json", "", "one JSON object per strategy instead of a table")
+      .add("svg", "FILE", "write a bar chart of the max batch per strategy");
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) REMAT_USER_ERROR("maxbatch: --budget is required");
   const Problem p = problem_from_flags(flags);
@@ -24,11 +44,21 @@ int run(int argc, char** argv) {
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;
-  if (!json)
+  ProgressLine line;
+  progress_line_attach(opt, &line);
+  if (!json) {
+    std::printf("problem %s: %d nodes, measured at batch %lld, constant %s, budget %s\n",
+                p.name.c_str(), p.size(), static_cast<long long>(p.batch),
+                format_bytes(p.constant_bytes).c_str(), format_bytes(budget).c_str());
     std::printf("%-20s %10s %12s %9s  %s\n", "strategy", "batch", "upper bound", "time(s)",
                 "status");
+  }
+  std::vector<MaxBatchResult> results;
   for (const std::string& name : strategies_from_flags(flags)) {
+    progress_line_next(&line, name);
     MaxBatchResult r = max_batch(p, name, budget, opt);
+    progress_line_next(&line, "");
+    if (r.status.empty()) r.status = r.batch == 0 ? "does not fit at batch 1" : "ok";
     if (json) {
       nlohmann::json j = {{"strategy", name},       {"batch", r.batch},
                           {"upper_bound", r.upper_bound}, {"solve_seconds", r.solve_seconds},
@@ -40,6 +70,11 @@ int run(int argc, char** argv) {
                   r.solve_seconds, r.status.c_str());
     }
     std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  if (flags.has("svg")) {
+    svg_save(maxbatch_svg(p, budget, results), flags.get("svg"));
+    if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
   }
   return 0;
 }

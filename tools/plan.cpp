@@ -1,7 +1,10 @@
-// plan: solves a rematerialization problem at a budget with one or all strategies, prints a
-// comparison table (or JSON lines), and optionally writes the chosen schedule.
+// plan: solves a rematerialization problem (a problem file or a model config) at a budget with
+// one or more strategies, prints a comparison table (or JSON lines), and optionally writes the
+// chosen schedule, the problem, and SVG figures of each feasible schedule.
+#include <algorithm>
 #include <cstdio>
-#include <iostream>
+#include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -10,32 +13,70 @@
 #include "solver/strategies.h"
 #include "tools/cli.h"
 #include "tools/problem_flags.h"
+#include "tools/svg.h"
 
 namespace remat {
 namespace {
 
-struct ProgressLine {
-  std::string strategy;
-  bool printed = false;
-};
-
-// The live "\r" line while the MILP runs (SolveOptions::progress).
-void print_progress(double elapsed, double incumbent, double bound, void* user) {
-  auto* line = static_cast<ProgressLine*>(user);
-  char inc[32] = "-", gap[32] = "-";
-  if (incumbent >= 0 && incumbent < 1e40) {  // solvers report "none" as < 0 or as +huge
-    std::snprintf(inc, sizeof inc, "%.6g", incumbent);
-    if (incumbent > 0) std::snprintf(gap, sizeof gap, "%.2f%%", 100 * (incumbent - bound) / incumbent);
-  }
-  std::fprintf(stderr, "\r  %s: %7.1fs  incumbent %s  bound %.6g  gap %s      ",
-               line->strategy.c_str(), elapsed, inc, bound, gap);
-  std::fflush(stderr);
-  line->printed = true;
-}
-
 std::string status_of(const SolveResult& r) {
   if (!r.feasible) return r.message.empty() ? "infeasible" : r.message;
   return r.schedule.status.empty() ? "ok" : r.schedule.status;
+}
+
+// The paper's schedule figure: R (computed cells; first computation vs recomputation) and S
+// (values held entering each stage), stage rows x node columns.
+std::string schedule_svg(const Schedule& s, const std::string& title) {
+  const int T = s.R.rows(), n = s.R.cols();
+  SvgHeatmap r{"R: computed in stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
+  SvgHeatmap k{"S: held entering stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < n; ++i) {
+      if (s.R(t, i)) r.cells[size_t(t) * n + i] = seen[size_t(i)] ? 2 : 1, seen[size_t(i)] = true;
+      if (s.S(t, i)) k.cells[size_t(t) * n + i] = 3;
+    }
+  return svg_heatmaps(title, {r, k},
+                      {{"computed (first time)", "#1f77b4"},
+                       {"recomputed", "#ff7f0e"},
+                       {"kept in memory", "#2ca02c"}});
+}
+
+// Bytes in use over the simulator's steps, with the budget and the constant bytes.
+std::string memory_svg(const Problem& p, const SimResult& sim, int64_t budget,
+                       const std::string& title) {
+  const auto unit = svg_byte_unit(static_cast<double>(std::max(budget, sim.peak_bytes)));
+  SvgSeries mem;
+  mem.name = "bytes in use";
+  mem.markers = false;
+  mem.step = true;
+  for (size_t i = 0; i < sim.steps.size(); ++i) {
+    const SimStep& st = sim.steps[i];
+    if (st.kind == StepKind::Compute) {
+      mem.x.push_back(static_cast<double>(i));
+      mem.y.push_back(static_cast<double>(st.bytes_during) / unit.second);
+    }
+    mem.x.push_back(static_cast<double>(i) + 0.5);
+    mem.y.push_back(static_cast<double>(st.bytes_after) / unit.second);
+  }
+  SvgLineChart c;
+  c.title = title;
+  c.x_label = "step (compute / free, in schedule order)";
+  c.y_label = "memory (" + unit.first + ")";
+  c.series.push_back(std::move(mem));
+  c.hlines.push_back({static_cast<double>(budget) / unit.second, "budget", "#d62728"});
+  c.hlines.push_back({static_cast<double>(sim.peak_bytes) / unit.second, "peak", "#9467bd"});
+  c.hlines.push_back(
+      {static_cast<double>(p.constant_bytes) / unit.second, "constant", "#7f7f7f"});
+  return svg_line_chart(c);
+}
+
+void write_svgs(const std::string& dir, const Problem& p, const SolveResult& r, int64_t budget) {
+  const std::string base = dir + "/" + r.strategy;
+  const std::string head = p.name + " / " + r.strategy + " at " + format_bytes(budget);
+  svg_save(schedule_svg(r.schedule, head + ": schedule"), base + "-schedule.svg");
+  svg_save(memory_svg(p, r.sim, budget,
+                      head + ": memory (peak " + format_bytes(r.sim.peak_bytes) + ")"),
+           base + "-memory.svg");
 }
 
 int run(int argc, char** argv) {
@@ -45,21 +86,30 @@ int run(int argc, char** argv) {
   add_solve_flags(flags);
   flags.add("output", "FILE", "write the chosen schedule (remat-schedule/1 JSON)")
       .alias("-o", "output")
-      .add("json", "", "one JSON object per strategy instead of a table");
+      .add("json", "", "one JSON object per strategy instead of a table")
+      .add("write-problem", "FILE", "write the problem (remat-problem/1 JSON); --budget optional")
+      .add("svg", "DIR", "write <strategy>-schedule.svg and <strategy>-memory.svg per feasible "
+                         "strategy into DIR");
   if (!flags.parse(argc, argv)) return 0;
-  if (!flags.has("budget")) REMAT_USER_ERROR("plan: --budget is required");
   const Problem p = problem_from_flags(flags);
+  if (flags.has("write-problem")) {
+    problem_save(p, flags.get("write-problem"));
+    if (!flags.has("json"))
+      std::printf("wrote %s (%d nodes, batch %lld)\n", flags.get("write-problem").c_str(),
+                  p.size(), static_cast<long long>(p.batch));
+    if (!flags.has("budget")) return 0;
+  }
+  if (!flags.has("budget")) REMAT_USER_ERROR("plan: --budget is required");
   const int64_t budget = flags.get_bytes("budget");
   const std::vector<std::string> strategies = strategies_from_flags(flags);
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
-  if (opt.log_level >= 1) {
-    opt.progress = print_progress;
-    opt.progress_user = &line;
-  }
+  progress_line_attach(opt, &line);
   solve_check_budget(p, budget);
+  const std::string svg_dir = flags.has("svg") ? flags.get("svg") : "";
+  if (!svg_dir.empty()) svg_make_dir(svg_dir);
   const double keep_cost = simulate(p, all_keep_schedule(p)).total_cost;
 
   if (!json) {
@@ -71,10 +121,9 @@ int run(int argc, char** argv) {
   }
   std::optional<SolveResult> chosen;
   for (const std::string& name : strategies) {
-    line.strategy = name;
-    line.printed = false;
+    progress_line_next(&line, name);
     SolveResult r = solve(p, name, budget, opt);
-    if (line.printed) std::fprintf(stderr, "\n");
+    progress_line_next(&line, "");
     const double cost = r.feasible ? r.sim.total_cost : 0;
     const double overhead = r.feasible && keep_cost > 0 ? cost / keep_cost : 0;
     if (json) {
@@ -93,6 +142,7 @@ int run(int argc, char** argv) {
                   r.solve_seconds, "-", status_of(r).c_str());
     }
     std::fflush(stdout);
+    if (!svg_dir.empty() && r.feasible) write_svgs(svg_dir, p, r, budget);
     bool better = r.feasible && (!chosen || r.sim.total_cost < chosen->sim.total_cost);
     if (better || (strategies.size() == 1 && !chosen)) chosen = std::move(r);
   }

@@ -1,21 +1,76 @@
-// Problem-source and solver flags shared by plan and maxbatch.
+// Problem-source and solver flags shared by plan, maxbatch and sweep: --problem or --config
+// (config -> forward graph -> training graph -> cost table -> Problem), and the solver knobs.
 #include "tools/problem_flags.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "runtime/autodiff.h"
 #include "runtime/check.h"
+#include "runtime/costs.h"
+#include "solver/from_graph.h"
 
 namespace remat {
 
 void add_problem_flags(FlagParser& flags) {
-  flags.add("problem", "FILE", "rematerialization problem (remat-problem/1 JSON)");
+  flags.add("problem", "FILE", "rematerialization problem (remat-problem/1 JSON)")
+      .add("config", "FILE", "model config (YAML); builds the training graph's problem")
+      .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
+      .add("input", "CxHxW", "per-sample input size override (with --config)")
+      .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
+           "flops");
+}
+
+Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
+                            std::optional<Shape> input, const std::string& cost_model) {
+  const ModelConfig cfg = load_model_config(config_path);
+  std::optional<CostTable> table;
+  if (cost_model != "flops") {
+    table = costs_load(cost_model);
+    // A table measured at some batch only matches a graph of that batch: default to it.
+    if (!batch && table->batch > 0) batch = table->batch;
+  }
+  const OpRegistry ops = make_builtin_registry();
+  BuildOptions bo;
+  bo.batch = batch;
+  bo.input = input;
+  const Graph fwd = build_forward_graph(cfg, ops, bo);
+  const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+  const CostTable costs = table ? *table : flops_costs(g, ops);
+  Problem p = problem_from_graph(g, costs).problem;
+  if (p.name.empty()) p.name = cfg.name;
+  return p;
 }
 
 Problem problem_from_flags(const FlagParser& flags) {
-  if (flags.has("problem")) return problem_load(flags.get("problem"));
-  REMAT_USER_ERROR("no problem given: use --problem FILE");
+  const bool has_problem = flags.has("problem"), has_config = flags.has("config");
+  if (has_problem && has_config)
+    REMAT_USER_ERROR("--problem and --config are exclusive: give exactly one of them");
+  if (!has_problem && !has_config)
+    REMAT_USER_ERROR("no problem given: use --config FILE (a model YAML) or --problem FILE "
+                     "(a remat-problem/1 JSON)");
+  std::optional<int64_t> batch;
+  if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
+  if (has_problem) {
+    for (const char* f : {"input", "cost-model"})
+      if (flags.has(f))
+        REMAT_USER_ERROR("--" << f << " needs --config; a --problem file already has its sizes "
+                              "and costs");
+    Problem p = problem_load(flags.get("problem"));
+    return batch ? problem_at_batch(p, *batch) : p;
+  }
+  std::optional<Shape> input;
+  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"));
 }
 
 void add_solve_flags(FlagParser& flags) {
-  flags.add("strategy", "S", "strategy name or 'all'", "all")
+  flags.add("strategies", "S", "'all' or a comma-separated list of strategy names", "all")
+      .alias("--strategy", "strategies")
       .add("time-limit", "SEC", "MILP / LP wall-clock limit in seconds", "60")
       .add("threads", "N", "solver threads", "1")
       .add("gap", "G", "MILP relative gap to stop at", "0.0001")
@@ -31,12 +86,57 @@ SolveOptions solve_options_from_flags(const FlagParser& flags) {
   return opt;
 }
 
+std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what) {
+  const std::vector<std::string>& known = strategy_names();
+  if (text == "all") return known;
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string name = text.substr(start, comma - start);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+      REMAT_USER_ERROR(what << ": unknown strategy '" << name << "' (known: all, " << list
+                            << ")");
+    }
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::vector<std::string> strategies_from_flags(const FlagParser& flags) {
-  std::vector<std::string> choices = strategy_names();
-  choices.push_back("all");
-  std::string s = flags.get_choice("strategy", choices);
-  if (s == "all") return strategy_names();
-  return {s};
+  return parse_strategy_list(flags.get("strategies"), "--strategies");
+}
+
+namespace {
+void print_progress(double elapsed, double incumbent, double bound, void* user) {
+  auto* line = static_cast<ProgressLine*>(user);
+  char inc[32] = "-", gap[32] = "-";
+  if (incumbent >= 0 && incumbent < 1e40) {  // solvers report "none" as < 0 or as +huge
+    std::snprintf(inc, sizeof inc, "%.6g", incumbent);
+    if (incumbent > 0)
+      std::snprintf(gap, sizeof gap, "%.2f%%", 100 * (incumbent - bound) / incumbent);
+  }
+  std::fprintf(stderr, "\r  %s: %7.1fs  incumbent %s  bound %.6g  gap %s      ",
+               line->label.c_str(), elapsed, inc, bound, gap);
+  std::fflush(stderr);
+  line->printed = true;
+}
+}  // namespace
+
+void progress_line_attach(SolveOptions& opt, ProgressLine* line) {
+  if (opt.log_level < 1) return;
+  opt.progress = print_progress;
+  opt.progress_user = line;
+}
+
+void progress_line_next(ProgressLine* line, const std::string& label) {
+  if (line->printed) std::fprintf(stderr, "\n");
+  line->printed = false;
+  line->label = label;
 }
 
 }  // namespace remat

@@ -1,24 +1,56 @@
-// Where plan/maxbatch get their Problem: the flags that name it, and the one function that
-// loads it (today --problem FILE; a model config path slots in beside it).
+// Where plan/maxbatch/sweep get their Problem and solver settings: the flags that name a problem
+// (a saved problem file, or a model config built into a training graph and costed), and the
+// functions that read them back.
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
 #include "solver/problem.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
 
 namespace remat {
 
-// Declares --problem (and any other problem source flags) on `flags`.
+// Declares the problem-source flags on `flags`:
+//   --problem FILE        a remat-problem/1 JSON file
+//   --config FILE         a model YAML: forward graph -> training graph -> costs -> problem
+//   --batch N             the batch the problem is built at (config: overrides its batch;
+//                         problem: rescaled linearly with problem_at_batch)
+//   --input CxHxW         per-sample input size override (config only)
+//   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
 void add_problem_flags(FlagParser& flags);
 
-// Builds the Problem from whichever source flag was given; a UserError if none.
+// Builds the Problem from exactly one of --config / --problem; UserError naming the flags
+// otherwise, or when a config-only flag is given with --problem.
 Problem problem_from_flags(const FlagParser& flags);
 
-// Declares --time-limit, --threads, --gap, --log-level; reads them back into SolveOptions.
+// The Problem a model config defines (what --config does): the training graph uses the config's
+// optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
+// graph is built at the table's batch so the two match.
+Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
+                            std::optional<Shape> input, const std::string& cost_model);
+
+// Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
 void add_solve_flags(FlagParser& flags);
 SolveOptions solve_options_from_flags(const FlagParser& flags);
 
-// Strategy names selected by --strategy (one name, or "all").
+// Strategy names selected by --strategies: "all", or a comma-separated list of known names
+// (kept in the order given; a name not known is a UserError listing the known ones).
 std::vector<std::string> strategies_from_flags(const FlagParser& flags);
+std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what);
+
+// The live "\r" line on stderr while a MILP runs: "<label>: 12.3s incumbent ... gap ...".
+struct ProgressLine {
+  std::string label;
+  bool printed = false;
+};
+// Points opt.progress at `line` when opt.log_level >= 1 (the line must outlive the solves).
+void progress_line_attach(SolveOptions& opt, ProgressLine* line);
+// Ends a printed line with a newline and starts the next under `label`.
+void progress_line_next(ProgressLine* line, const std::string& label);
 
 }  // namespace remat

@@ -1,18 +1,36 @@
-// `train`: trains a model from a YAML config. main() only parses flags and dispatches.
+// `train`: trains a model from a YAML config, optionally under a memory budget with a
+// rematerialization schedule. main() only parses flags and dispatches.
+#include <climits>
+
 #include "models/build.h"
 #include "runtime/check.h"
+#include "solver/strategies.h"
 #include "tools/cli.h"
 #include "tools/training.h"
 
 int main(int argc, char** argv) {
   return remat::run_main([&] {
+    std::vector<std::string> strategies = remat::strategy_names();
+    std::string known;
+    for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
     remat::FlagParser f("train", "Trains a model described in YAML (see README).");
     f.add("config", "FILE", "model YAML (required)")
         .add("device", "cpu|cuda", "where to train", "cpu")
-        .add("steps", "N", "training steps", "50")
+        .add("steps", "N", "training steps (total, when resuming)", "50")
         .add("batch", "N", "override the config's batch size")
         .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
         .add("seed", "S", "override the config's seed (weights, dropout)")
+        .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB")
+        .add("strategy", "S", known, "checkmate")
+        .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
+        .add("plan", "FILE", "run a schedule saved by `plan -o` instead of solving")
+        .add("time-limit", "SEC", "solver time limit", "60")
+        .add("threads", "N", "solver threads", "1")
+        .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
+        .add("trace", "FILE", "write a Chrome trace of the last step")
+        .add("save", "FILE", "write a checkpoint (safetensors) after the last step")
+        .add("resume", "FILE", "continue from a checkpoint")
+        .add("tf32", "", "allow TF32 tensor-core math on the GPU")
         .add("log-every", "K", "print every K-th step", "1");
     if (!f.parse(argc, argv)) return 0;
     if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
@@ -23,6 +41,21 @@ int main(int argc, char** argv) {
     if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
     if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
     if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
+    if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
+    opt.plan.strategy = f.get_choice("strategy", strategies);
+    opt.plan.cost_model = f.get("cost-model");
+    if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
+    if (f.has("plan") && !f.has("budget"))
+      throw remat::UserError("train: --plan needs --budget (the cap the plan runs under)");
+    if (f.has("strategy") && !f.has("budget"))
+      throw remat::UserError("train: --strategy needs --budget");
+    opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
+    opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
+    opt.memory = f.get_choice("memory", {"arena", "pool"});
+    opt.trace_file = f.get("trace");
+    opt.save_file = f.get("save");
+    opt.resume_file = f.get("resume");
+    opt.allow_tf32 = f.has("tf32");
     opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
     remat::run_training(opt);
     return 0;

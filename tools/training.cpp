@@ -1,6 +1,7 @@
-// run_training(): config -> forward graph -> training graph -> executor, one line per step.
+// run_training(): config -> training graph -> step plan -> executor; one line per step.
 #include "tools/training.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -12,19 +13,62 @@
 #include "runtime/autodiff.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
+#include "runtime/checkpoint.h"
 #include "runtime/executor.h"
+#include "runtime/trace.h"
 #include "tools/cli.h"
 
 namespace remat {
 
 namespace {
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend();
+std::unique_ptr<Backend> make_backend(const TrainOptions& opt) {
+  if (opt.device == "cpu") return make_cpu_backend();
   std::string why;
-  auto be = make_cuda_backend(0, &why);
+  CudaOptions co;
+  co.allow_tf32 = opt.allow_tf32;
+  auto be = make_cuda_backend(0, &why, co);
   if (!be) REMAT_USER_ERROR("--device cuda: " << why);
   return be;
+}
+
+// Plans the step and, in arena mode, shrinks the solver's budget until the plan's arena
+// (aligned buffers, interval packing) fits the real budget too.
+StepPlan plan_that_fits(const Graph& g, const OpRegistry& ops, Backend& be, Executor& ex,
+                        const TrainOptions& opt) {
+  int64_t solver_budget = opt.plan.budget.value_or(0);
+  for (int attempt = 0;; ++attempt) {
+    StepPlan sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
+    const int64_t need = ex.prepare(sp.plan);
+    if (!opt.plan.budget || ex.memory_mode() != MemoryMode::Arena || need <= *opt.plan.budget)
+      return sp;
+    if (attempt == 3 || !opt.plan.schedule_file.empty())
+      REMAT_USER_ERROR("the " << sp.plan.strategy << " plan needs " << format_bytes(need)
+                              << " in arena mode (alignment and packing), above the budget "
+                              << format_bytes(*opt.plan.budget) << "; try --memory pool or a larger budget");
+    solver_budget -= need - *opt.plan.budget;
+    std::printf("plan: arena needs %s > budget; re-solving at %s\n", format_bytes(need).c_str(),
+                format_bytes(solver_budget).c_str());
+  }
+}
+
+void print_plan(const StepPlan& sp, const Graph& g, const TrainOptions& opt, Executor& ex) {
+  const ExecutionPlan& p = sp.plan;
+  int recomputes = 0;
+  for (const auto& s : p.steps) recomputes += s.kind == PlanStepKind::Compute && s.recompute;
+  std::printf("plan %s: predicted peak %s", p.strategy.c_str(), format_bytes(p.predicted_peak).c_str());
+  if (opt.plan.budget) {
+    std::printf(" of budget %s (constant %s), %d recomputes, overhead %.3fx (%s), solve %.2f s",
+                format_bytes(*opt.plan.budget).c_str(), format_bytes(p.constant_bytes).c_str(),
+                recomputes, sp.all_keep_cost > 0 ? sp.cost / sp.all_keep_cost : 1.0,
+                sp.cost_unit.c_str(), sp.solve_seconds);
+    if (sp.gap > 0) std::printf(", gap %.2f%%", 100 * sp.gap);
+    std::printf(", %s; memory %s", sp.status.c_str(), memory_mode_name(ex.memory_mode()));
+    if (ex.memory_mode() == MemoryMode::Arena)
+      std::printf(" (region %s)", format_bytes(ex.prepare(p)).c_str());
+  }
+  std::printf("\n");
+  (void)g;
 }
 
 }  // namespace
@@ -39,17 +83,20 @@ TrainSummary run_training(const TrainOptions& opt) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
-  std::unique_ptr<Backend> backend = make_backend(opt.device);
-  Executor ex(g, ops, *backend);
+  std::unique_ptr<Backend> backend = make_backend(opt);
+  ExecutorOptions eo;
+  if (opt.plan.budget) {
+    eo.memory = memory_mode_from_name(opt.memory);
+    eo.budget = *opt.plan.budget;
+  }
+  Executor ex(g, ops, *backend, eo);
   ex.init_parameters(cfg.seed);
-  ExecutionPlan plan = plan_keep_all(g, [&](NodeId n) { return ex.workspace_bytes(n); });
+  int64_t first_step = 0;
+  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
 
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
   std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir);
-  std::vector<float> images(static_cast<size_t>(in_desc.numel()));
-  std::vector<int32_t> labels(static_cast<size_t>(label_desc.numel()));
-
   int params = 0;
   int64_t param_numel = 0;
   for (const auto& v : g.values)
@@ -60,32 +107,63 @@ TrainSummary run_training(const TrainOptions& opt) {
   std::printf("training graph: %zu nodes, persistent %s; device %s; data %s\n", g.nodes.size(),
               format_bytes(g.persistent_bytes()).c_str(), backend->name().c_str(),
               data->describe().c_str());
-  std::printf("plan %s: predicted peak %s\n", plan.strategy.c_str(),
-              format_bytes(plan.predicted_peak).c_str());
+  if (first_step > 0)
+    std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
+                static_cast<long long>(first_step));
 
+  StepPlan sp = plan_that_fits(g, ops, *backend, ex, opt);
+  print_plan(sp, g, opt, ex);
+
+  std::vector<float> images(static_cast<size_t>(in_desc.numel()));
+  std::vector<int32_t> labels(static_cast<size_t>(label_desc.numel()));
   TrainSummary sum;
+  sum.predicted_peak = sp.plan.predicted_peak;
   double timed_seconds = 0;
   int64_t timed_samples = 0;
-  for (int64_t step = 0; step < opt.steps; ++step) {
+  for (int64_t step = first_step; step < opt.steps; ++step) {
     data->next_batch(step, images.data(), labels.data());
-    StepResult r = ex.run_step(plan, images.data(), labels.data(), step);
-    if (step == 0) sum.first_loss = r.loss;
+    const bool last = step + 1 == opt.steps;
+    TraceWriter trace;
+    StepResult r = ex.run_step(sp.plan, images.data(), labels.data(), step,
+                               last && !opt.trace_file.empty() ? &trace : nullptr);
+    if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.losses.push_back(r.loss);
     sum.peak_bytes = std::max(sum.peak_bytes, r.peak_bytes);
-    if (step > 0) timed_seconds += r.seconds, timed_samples += g.batch;
-    const bool print = step == 0 || step + 1 == opt.steps || (step + 1) % opt.log_every == 0;
-    if (print)
+    sum.reserved_peak_bytes = std::max(sum.reserved_peak_bytes, r.reserved_peak_bytes);
+    sum.recomputes_per_step = r.recomputes;
+    if (step > first_step) timed_seconds += r.seconds, timed_samples += g.batch;
+    if (step == first_step || last || (step + 1) % opt.log_every == 0)
       std::printf("step %5lld  loss %.4f  %9.1f samples/s  peak %s\n",
                   static_cast<long long>(step + 1), r.loss,
                   static_cast<double>(g.batch) / r.seconds, format_bytes(r.peak_bytes).c_str());
     std::fflush(stdout);
+    if (last && !opt.trace_file.empty()) {
+      trace.process_name("remat " + g.name + " step " + std::to_string(step + 1));
+      trace.thread_name(1, backend->name());
+      trace.save(opt.trace_file);
+      std::printf("trace of step %lld written to %s\n", static_cast<long long>(step + 1),
+                  opt.trace_file.c_str());
+    }
   }
-  sum.samples_per_second = timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
-  std::printf("done: %lld steps, loss %.4f -> %.4f, %.1f samples/s, measured peak %s (predicted %s)\n",
-              static_cast<long long>(opt.steps), sum.first_loss, sum.last_loss,
-              sum.samples_per_second, format_bytes(sum.peak_bytes).c_str(),
-              format_bytes(plan.predicted_peak).c_str());
+  sum.samples_per_second =
+      timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
+  std::printf("done: %zu steps, loss %.4f -> %.4f, %.1f samples/s\n", sum.losses.size(),
+              sum.first_loss, sum.last_loss, sum.samples_per_second);
+  std::printf("memory: predicted peak %s, measured peak %s (%s), %s in use at the pool's peak",
+              format_bytes(sp.plan.predicted_peak).c_str(), format_bytes(sum.peak_bytes).c_str(),
+              sum.peak_bytes == sp.plan.predicted_peak ? "exact match" : "MISMATCH",
+              format_bytes(sum.reserved_peak_bytes).c_str());
+  if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
+  std::printf("\n");
+  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
+    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
+                1000.0 * static_cast<double>(g.batch) / sum.samples_per_second);
+  if (!opt.save_file.empty()) {
+    checkpoint_save(ex, opt.save_file, opt.steps);
+    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(opt.steps),
+                opt.save_file.c_str());
+  }
   return sum;
 }
 

@@ -1,5 +1,7 @@
 // The `train` command's work, separate from flag parsing: load a model config, build the
-// training graph, pick a backend, and run N steps printing one line per step and a summary.
+// training graph, decide the step plan (keep everything, or a schedule for a budget), and run
+// N steps inside the memory cap, printing one line per step and a closing comparison of
+// predicted and measured memory and time.
 #pragma once
 
 #include <cstdint>
@@ -8,27 +10,37 @@
 #include <vector>
 
 #include "runtime/tensor.h"
+#include "tools/step_plan.h"
 
 namespace remat {
 
 struct TrainOptions {
   std::string config;              // model YAML
   std::string device = "cpu";      // cpu | cuda
-  int64_t steps = 50;
+  int64_t steps = 50;              // total steps (a resumed run continues up to this count)
   std::optional<int64_t> batch;    // overrides the config's batch
   std::optional<Shape> input;      // overrides the config's per-sample input size
   uint64_t seed = 0;               // 0: use the config's seed
   int log_every = 1;               // print every k-th step (the first and last always)
+  StepPlanOptions plan;            // budget, strategy, cost model, schedule file
+  std::string memory = "arena";    // arena | pool (with a budget)
+  std::string trace_file;          // Chrome trace of the last step
+  std::string save_file;           // checkpoint after the last step
+  std::string resume_file;         // checkpoint to continue from
+  bool allow_tf32 = false;         // CUDA: TF32 tensor-core math
 };
 
 struct TrainSummary {
   float first_loss = 0, last_loss = 0;
-  std::vector<float> losses;       // every step's loss, in order
+  std::vector<float> losses;       // every step's loss, in order (this run's steps)
   double samples_per_second = 0;   // over all steps after the first
-  int64_t peak_bytes = 0;          // largest measured per-step peak
+  int64_t peak_bytes = 0;          // largest measured exact per-step peak
+  int64_t reserved_peak_bytes = 0; // largest peak of the memory source (pool / arena)
+  int64_t predicted_peak = 0;
+  int recomputes_per_step = 0;
 };
 
-// Trains and prints progress to stdout. Throws UserError for bad configs or devices.
+// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets.
 TrainSummary run_training(const TrainOptions& opt);
 
 }  // namespace remat

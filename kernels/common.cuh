@@ -1,0 +1,56 @@
+// Shared device helpers for kernels/*.cu: launch geometry for grid-stride loops, float4
+// alignment tests and deterministic warp / block reductions in double. Launch checks use
+// REMAT_CUDA_LAUNCH_CHECK from runtime/cuda_context.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/cuda_context.h"  // REMAT_CUDA_CHECK, REMAT_CUDA_LAUNCH_CHECK
+
+namespace remat {
+
+constexpr int kBlockSize = 256;   // threads per block of the elementwise kernels
+constexpr int kMaxGridBlocks = 65535 * 4;  // grid-stride loops cover the rest
+
+// Blocks for `work` items at `per_block` items per block, capped (grid-stride loops).
+inline unsigned grid_for(int64_t work, int64_t per_block = kBlockSize) {
+  int64_t blocks = (work + per_block - 1) / per_block;
+  if (blocks < 1) blocks = 1;
+  if (blocks > kMaxGridBlocks) blocks = kMaxGridBlocks;
+  return static_cast<unsigned>(blocks);
+}
+
+// True when every pointer is 16-byte aligned (float4 loads and stores are legal).
+inline bool aligned16(const void* a, const void* b = nullptr, const void* c = nullptr) {
+  auto ok = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return ok(a) && ok(b) && ok(c);
+}
+
+// Sum over the 32 lanes of a warp, the same tree every time (deterministic); every lane gets it.
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024) in a fixed order:
+// each warp reduces, then warp 0 reduces the warp sums. Every thread must call it; thread 0
+// gets the result. `scratch` holds 32 doubles in shared memory.
+__device__ __forceinline__ double block_sum(double v, double* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = threadIdx.x < warps ? scratch[threadIdx.x] : 0.0;
+  if (warp == 0) v = warp_sum(v);
+  return v;
+}
+
+}  // namespace remat

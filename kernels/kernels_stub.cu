@@ -1,1 +1,0 @@
-// Placeholder until the CUDA kernels land (issue 5).

@@ -1,0 +1,34 @@
+// batchnorm's CUDA path (cuDNN, spatial mode; [N, F] runs as [N, F, 1, 1]), called from
+// ops/batchnorm.cpp's OpDef::cuda / cuda_workspace. See Note [batchnorm on cuDNN] in
+// batchnorm_cuda.cpp. CUDA builds only.
+#pragma once
+
+#ifdef REMAT_HAVE_CUDA
+
+#include <cstdint>
+
+#include "runtime/op.h"
+
+namespace remat {
+
+struct BnCudaParams {
+  double momentum = 0.1;  // PyTorch convention = cuDNN's exponentialAverageFactor
+  double eps = 1e-5;
+  bool train = true;
+};
+
+// inputs [x, weight, bias, running_mean, running_var] -> y; running stats updated on the
+// first computation only (train mode).
+void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx);
+// train: [dy, x, weight]; inference: [dy, x, weight, running_mean, running_var] -> dx.
+void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx);
+int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
+// train: [dy, x]; inference: [dy, x, running_mean, running_var] -> dweight [C].
+void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx);
+int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
+// [dy] -> dbias [C] (deterministic reduction, kernels/).
+void batchnorm_grad_bias_cuda(const ExecContext& ctx);
+
+}  // namespace remat
+
+#endif  // REMAT_HAVE_CUDA

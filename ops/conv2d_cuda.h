@@ -1,0 +1,40 @@
+// conv2d's CUDA path (cuDNN), called from ops/conv2d.cpp's OpDef::cuda / cuda_workspace:
+// forward (+ bias and fused relu/relu6 epilogue), backward data, backward filter, bias grad.
+// See Note [conv algorithm choice] in conv2d_cuda.cpp. CUDA builds only.
+#pragma once
+
+#ifdef REMAT_HAVE_CUDA
+
+#include <cstdint>
+
+#include "ops/fused_activation.h"
+#include "runtime/op.h"
+
+namespace remat {
+
+// conv2d's attributes as the CUDA path needs them (the typed attrs stay private to conv2d.cpp).
+struct ConvCudaParams {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  bool bias = true;
+  Activation activation = Activation::None;
+};
+
+// y = act(conv(x, w) + b). inputs [x, w, (b)].
+void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx);
+int64_t conv2d_forward_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);
+// dx from [dz, w].
+void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx);
+int64_t conv2d_grad_input_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);
+// dw from [dz, x].
+void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx);
+int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);
+// db[k] = sum of dz over N, H, W (deterministic reduction, kernels/). inputs [dz].
+void conv2d_grad_bias_cuda(const ExecContext& ctx);
+
+}  // namespace remat
+
+#endif  // REMAT_HAVE_CUDA

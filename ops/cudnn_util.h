@@ -1,0 +1,106 @@
+// Small helpers for the ops' CUDA paths (CUDA builds only): owned cuDNN descriptors, NCHW float
+// tensor descriptors from shapes, the CudaContext of an ExecContext, int range checks.
+// Descriptors are shared_ptr so they can live in CudaCache entries (copyable values).
+#pragma once
+
+#ifdef REMAT_HAVE_CUDA
+
+#include <climits>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "kernels/kernels.h"
+#include "ops/fused_activation.h"
+#include "runtime/check.h"
+#include "runtime/cuda_context.h"
+#include "runtime/op.h"
+
+namespace remat {
+
+using CudnnTensorDesc = std::shared_ptr<std::remove_pointer_t<cudnnTensorDescriptor_t>>;
+using CudnnFilterDesc = std::shared_ptr<std::remove_pointer_t<cudnnFilterDescriptor_t>>;
+using CudnnConvDesc = std::shared_ptr<std::remove_pointer_t<cudnnConvolutionDescriptor_t>>;
+using CudnnPoolDesc = std::shared_ptr<std::remove_pointer_t<cudnnPoolingDescriptor_t>>;
+
+// The CUDA backend's state for this call; throws when the op runs without one.
+inline CudaContext& cuda_context(const ExecContext& ctx) {
+  REMAT_CHECK(ctx.device != nullptr,
+              "CUDA kernel called without a CudaContext (node "
+                  << (ctx.node ? ctx.node->name : std::string("?")) << ")");
+  return *static_cast<CudaContext*>(ctx.device);
+}
+
+inline CudaCache& cuda_cache(const ExecContext& ctx) {
+  CudaContext& cc = cuda_context(ctx);
+  REMAT_CHECK(cc.cache != nullptr, "CudaContext has no CudaCache (node "
+                                       << (ctx.node ? ctx.node->name : std::string("?")) << ")");
+  return *cc.cache;
+}
+
+// cuDNN and cuBLAS take int sizes.
+inline int to_int(int64_t v, const char* what) {
+  REMAT_CHECK(v >= 0 && v <= INT_MAX, what << " = " << v << " does not fit an int (cuDNN/cuBLAS)");
+  return static_cast<int>(v);
+}
+
+// A packed NCHW float tensor descriptor.
+inline CudnnTensorDesc cudnn_tensor_4d(int64_t n, int64_t c, int64_t h, int64_t w) {
+  cudnnTensorDescriptor_t d = nullptr;
+  REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+  CudnnTensorDesc owned(d, [](cudnnTensorDescriptor_t p) { cudnnDestroyTensorDescriptor(p); });
+  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                               to_int(n, "N"), to_int(c, "C"), to_int(h, "H"),
+                                               to_int(w, "W")));
+  return owned;
+}
+
+// [N, C, H, W] as is; [N, F] as [N, F, 1, 1] (same memory layout).
+inline CudnnTensorDesc cudnn_tensor_of(const Shape& s) {
+  REMAT_CHECK(s.size() == 4 || s.size() == 2, "cuDNN tensor needs a 2-D or 4-D shape, got "
+                                                  << shape_str(s));
+  return s.size() == 4 ? cudnn_tensor_4d(s[0], s[1], s[2], s[3]) : cudnn_tensor_4d(s[0], s[1], 1, 1);
+}
+
+inline CudnnFilterDesc cudnn_filter_4d(const Shape& kcrs) {
+  REMAT_CHECK(kcrs.size() == 4, "cuDNN filter needs a 4-D shape, got " << shape_str(kcrs));
+  cudnnFilterDescriptor_t d = nullptr;
+  REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
+  CudnnFilterDesc owned(d, [](cudnnFilterDescriptor_t p) { cudnnDestroyFilterDescriptor(p); });
+  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                               to_int(kcrs[0], "K"), to_int(kcrs[1], "C/g"),
+                                               to_int(kcrs[2], "R"), to_int(kcrs[3], "S")));
+  return owned;
+}
+
+inline CudnnConvDesc cudnn_conv_desc() {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  REMAT_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+  return CudnnConvDesc(d, [](cudnnConvolutionDescriptor_t p) {
+    cudnnDestroyConvolutionDescriptor(p);
+  });
+}
+
+inline CudnnPoolDesc cudnn_pool_desc() {
+  cudnnPoolingDescriptor_t d = nullptr;
+  REMAT_CUDNN_CHECK(cudnnCreatePoolingDescriptor(&d));
+  return CudnnPoolDesc(d, [](cudnnPoolingDescriptor_t p) { cudnnDestroyPoolingDescriptor(p); });
+}
+
+// The kernels/ epilogue's name for a fused activation.
+inline KernelActivation kernel_activation(Activation a) {
+  if (a == Activation::Relu) return KernelActivation::Relu;
+  if (a == Activation::Relu6) return KernelActivation::Relu6;
+  return KernelActivation::None;
+}
+
+// "2x3x4x5" for cache keys.
+inline std::string shape_key(const Shape& s) {
+  std::string k;
+  for (size_t i = 0; i < s.size(); ++i) k += (i ? "x" : "") + std::to_string(s[i]);
+  return k;
+}
+
+}  // namespace remat
+
+#endif  // REMAT_HAVE_CUDA

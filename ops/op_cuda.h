@@ -1,0 +1,26 @@
+// What an op's CUDA path needs from ExecContext: the backend's CudaContext and its stream.
+// Included by ops/*.cpp only under REMAT_HAVE_CUDA, next to kernels/kernels.h.
+#pragma once
+
+#ifdef REMAT_HAVE_CUDA
+
+#include "kernels/kernels.h"
+#include "runtime/check.h"
+#include "runtime/cuda_context.h"
+#include "runtime/op.h"
+
+namespace remat {
+
+// The CUDA backend sets ExecContext::device to its CudaContext before calling op.cuda.
+inline CudaContext& cuda_context(const ExecContext& ctx) {
+  REMAT_CHECK(ctx.device != nullptr,
+              "node '" << (ctx.node ? ctx.node->name : std::string("?"))
+                       << "': CUDA path called without a CudaContext (ExecContext::device)");
+  return *static_cast<CudaContext*>(ctx.device);
+}
+
+inline cudaStream_t cuda_stream(const ExecContext& ctx) { return cuda_context(ctx).stream; }
+
+}  // namespace remat
+
+#endif  // REMAT_HAVE_CUDA

@@ -1,0 +1,79 @@
+// Pooling on the GPU. maxpool: CUDNN_POOLING_MAX_DETERMINISTIC (plain CUDNN_POOLING_MAX's
+// backward is not reproducible); padding never wins a max, as on the CPU. avgpool:
+// CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, the CPU's divisor kh * kw. global_avgpool: the
+// kernels/ launchers (sums in double, like the CPU).
+#include "ops/pool_cuda.h"
+
+#include <sstream>
+
+#include "kernels/kernels.h"
+#include "ops/cudnn_util.h"
+
+namespace remat {
+namespace {
+
+struct PoolDescs {
+  CudnnPoolDesc pool;
+  CudnnTensorDesc x, y;  // x [N, C, H, W], y [N, C, Ho, Wo]
+};
+
+const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, const Shape& x,
+                            const Shape& y) {
+  std::ostringstream key;
+  key << (p.max ? "maxpool:" : "avgpool:") << shape_key(x) << ":" << shape_key(y) << ":k" << p.kh
+      << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.ph << "," << p.pw;
+  return cuda_cache(ctx).get_or_create<PoolDescs>(key.str(), [&] {
+    PoolDescs d;
+    d.pool = cudnn_pool_desc();
+    REMAT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+        d.pool.get(),
+        p.max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+        CUDNN_PROPAGATE_NAN, to_int(p.kh, "kernel_h"), to_int(p.kw, "kernel_w"),
+        to_int(p.ph, "pad_h"), to_int(p.pw, "pad_w"), to_int(p.sh, "stride_h"),
+        to_int(p.sw, "stride_w")));
+    d.x = cudnn_tensor_of(x);
+    d.y = cudnn_tensor_of(y);
+    int n = 0, c = 0, h = 0, w = 0;
+    REMAT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(d.pool.get(), d.x.get(), &n, &c, &h, &w));
+    REMAT_CHECK(y[0] == n && y[1] == c && y[2] == h && y[3] == w,
+                "cuDNN pooling output [" << n << ", " << c << ", " << h << ", " << w
+                                         << "] differs from the graph's " << shape_str(y));
+    return d;
+  });
+}
+
+}  // namespace
+
+void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
+  const PoolDescs& d = pool_descs(p, ctx, ctx.inputs[0].shape(), ctx.output.shape());
+  const float one = 1.0f, zero = 0.0f;
+  REMAT_CUDNN_CHECK(cudnnPoolingForward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.x.get(),
+                                        ctx.inputs[0].data, &zero, d.y.get(), ctx.output.data));
+}
+
+void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
+  const TensorView& dy = ctx.inputs[0];
+  const PoolDescs& d = pool_descs(p, ctx, ctx.output.shape(), dy.shape());
+  // Average pooling's gradient does not depend on x or y, but cuDNN's API takes them: y is
+  // given dy's memory and x dx's (same shapes; values unused in average mode).
+  const void* x = p.max ? ctx.inputs.at(1).data : ctx.output.data;
+  const void* y = p.max ? ctx.inputs.at(2).data : dy.data;
+  const float one = 1.0f, zero = 0.0f;
+  REMAT_CUDNN_CHECK(cudnnPoolingBackward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.y.get(), y,
+                                         d.y.get(), dy.data, d.x.get(), x, &zero, d.x.get(),
+                                         ctx.output.data));
+}
+
+void global_avgpool_forward_cuda(const ExecContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  global_avgpool_forward(ctx.output.f32(), x.f32(), x.dim(0) * x.dim(1), x.dim(2) * x.dim(3),
+                         cuda_context(ctx).stream);
+}
+
+void global_avgpool_backward_cuda(const ExecContext& ctx) {
+  const TensorView& dx = ctx.output;
+  global_avgpool_backward(dx.f32(), ctx.inputs[0].f32(), dx.dim(0) * dx.dim(1),
+                          dx.dim(2) * dx.dim(3), cuda_context(ctx).stream);
+}
+
+}  // namespace remat

@@ -1,0 +1,30 @@
+// Pooling's CUDA path, called from ops/pool.cpp's OpDef::cuda: maxpool / avgpool and their
+// grads through cuDNN pooling, global_avgpool and its grad through kernels/ launchers.
+// CUDA builds only.
+#pragma once
+
+#ifdef REMAT_HAVE_CUDA
+
+#include <cstdint>
+
+#include "runtime/op.h"
+
+namespace remat {
+
+// Window geometry (pool.cpp's PoolAttrs without the input size).
+struct PoolCudaParams {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool max = true;  // max pooling (deterministic mode); else average counting the padding
+};
+
+// [x] -> y.
+void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx);
+// maxpool_grad [dy, x, y] -> dx; avgpool_grad [dy] -> dx.
+void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx);
+// [x [N, C, H, W]] -> y [N, C]; [dy [N, C]] -> dx [N, C, H, W].
+void global_avgpool_forward_cuda(const ExecContext& ctx);
+void global_avgpool_backward_cuda(const ExecContext& ctx);
+
+}  // namespace remat
+
+#endif  // REMAT_HAVE_CUDA

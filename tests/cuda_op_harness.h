@@ -1,0 +1,101 @@
+// CUDA-vs-CPU op harness (ggml's test-backend-ops idea): runs the one-op graph of an OpHarness
+// (forward node + the backward nodes its gradient rule emits) on the CPU backend (the oracle)
+// and on the CUDA backend from the same initial values, and compares every value afterwards
+// with the per-op tolerance table below (the ONE place CUDA tolerances live).
+//
+// What a run does (run_graph): one backend buffer per graph value (raw_alloc); forward inputs
+// and params get the OpHarness's host values (set them through host() first), "dy" gets the
+// harness's dy (random unless set_dy), every other value and every workspace is filled with
+// NaN, so an element a kernel leaves unwritten (or workspace read before written) shows up.
+// Nodes run in graph order (node 0, then the backward nodes) `steps` times with
+// ExecContext::step = step + s; the workspace comes from backend.workspace_bytes. Then every
+// value is downloaded. Update ops (sgd, adam) and batchnorm write inputs in place; comparing
+// every value covers parameters, optimizer state and running statistics.
+//
+// Usage (a GPU test; skips cleanly without a device):
+//   TEST_F(CudaOpTest, Relu) {   // CudaOpTest::SetUp GTEST_SKIPs when no device is usable
+//     CudaOpHarness h(registry(), OpCase{"relu", {}, {f32({2, 3, 4, 4})}});
+//     EXPECT_TRUE(h.compare_with_cpu(cuda()));
+//     EXPECT_TRUE(h.check_rerun_identical(cuda()));
+//   }
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+#include "runtime/backend.h"
+#include "tests/op_harness.h"
+
+namespace remat {
+
+// An element passes when |gpu - cpu| <= abs + rel * |cpu| (both NaN also passes; one NaN
+// fails). abs = rel = 0 demands equal floats (-0 == +0).
+struct CudaTolerance {
+  double abs;
+  double rel;
+};
+
+// THE table of CUDA-vs-CPU tolerances (cuda_op_harness.cpp), keyed by node op name. Throws
+// for an op without an entry, so a new op must be given one.
+//   exact:     data movement and elementwise kernels that follow the CPU's rounding
+//              (Note [kernel vs CPU rounding] in kernels/kernels.h);
+//   reduction: sums in a different (tree) order than the CPU: 1e-6 abs, 1e-5 rel;
+//   gemm:      cuDNN / cuBLAS convolutions and GEMMs with TF32 off: 1e-5 abs, 1e-4 rel.
+CudaTolerance cuda_tolerance(const std::string& op);
+
+// Values of every graph value after a run: F32 values in f, I32 values in i (index = ValueId).
+struct GraphRun {
+  std::vector<std::vector<float>> f;
+  std::vector<std::vector<int32_t>> i;
+};
+
+class CudaOpHarness {
+ public:
+  // Builds the OpHarness; when the op has a gradient rule, emits its backward nodes (an
+  // untimed CPU run of OpHarness::gradients). Throws what OpHarness throws.
+  CudaOpHarness(const OpRegistry& ops, OpCase c);
+
+  OpHarness& host() { return host_; }          // set inputs / params here before running
+  const Graph& graph() const { return host_.graph(); }
+  void set_dy(std::vector<float> dy);          // gradient of the output; random by default
+
+  int64_t step = 0;           // ExecContext::step of the first run (run s uses step + s)
+  bool first_compute = true;  // ExecContext::first_compute
+
+  // Runs every node on `b` `steps` times (see the header comment) and downloads every value.
+  // Throws what the kernels throw (e.g. a bad label from softmax_xent).
+  GraphRun run_graph(Backend& b, int steps = 1);
+  // CPU backend vs `cuda`: every value, with cuda_tolerance(op of the value's writer).
+  ::testing::AssertionResult compare_with_cpu(Backend& cuda, int steps = 1);
+  // Two full runs on `b` give bit-identical values (recomputation must be bit-identical).
+  ::testing::AssertionResult check_rerun_identical(Backend& b, int steps = 1);
+
+ private:
+  OpHarness host_;
+  std::vector<float> dy_;
+};
+
+// Compares two runs of the same graph value by value: bitwise, or with cuda_tolerance of each
+// value's writer (the forward node's op for values no node produces). For tests that drive
+// run_graph themselves.
+::testing::AssertionResult compare_runs(const Graph& g, const GraphRun& want,
+                                        const GraphRun& got, bool bitwise);
+
+// Fixture for CUDA op tests: SetUp skips the test (with the backend's reason) when no CUDA
+// device is usable, so the suite passes on a machine without a GPU.
+class CudaOpTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  Backend& cuda() { return *cuda_; }
+  const OpRegistry& registry() const { return registry_; }
+
+ private:
+  std::unique_ptr<Backend> cuda_;
+  OpRegistry registry_ = make_builtin_registry();
+};
+
+}  // namespace remat

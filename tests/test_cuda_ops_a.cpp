@@ -1,0 +1,303 @@
+// CUDA vs CPU for conv2d, dense, batchnorm and pooling (forward and every backward node, via
+// tests/cuda_op_harness.h): every case of the CPU suites for these ops, rerun bit-identity,
+// batchnorm's running statistics (updated on first computation only) and conv workspace
+// reporting. Every test skips without a usable CUDA device.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "tests/cuda_op_harness.h"
+
+namespace remat {
+namespace {
+
+using Floats = std::vector<float>;
+using Ints = std::vector<int64_t>;
+
+using CudaConv2d = CudaOpTest;
+using CudaDense = CudaOpTest;
+using CudaBatchNorm = CudaOpTest;
+using CudaPool = CudaOpTest;
+
+// Matches the CPU within the tolerance table, and a second full run is bit-identical.
+void expect_cuda_matches(Backend& cuda, CudaOpHarness& h, int steps = 1) {
+  EXPECT_TRUE(h.compare_with_cpu(cuda, steps));
+  EXPECT_TRUE(h.check_rerun_identical(cuda, steps));
+}
+
+// n distinct values in [-0.5, 0.5), scrambled (no ties in any pooling window).
+Floats distinct_values(int n) {
+  Floats v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>((i * 37) % n) / n - 0.5f;
+  return v;
+}
+
+bool bit_equal(const Floats& a, const Floats& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// ---- conv2d ----------------------------------------------------------------------------------
+
+struct ConvCase {
+  const char* name;
+  AttrMap attrs;
+  Shape x;
+  float x_scale;
+};
+
+TEST_F(CudaConv2d, GradientCasesMatchCpu) {  // tests/test_ops_a.cpp Conv2d.GradientsMatch...
+  const std::vector<ConvCase> cases = {
+      {"basic", attr_map({{"filters", 4}, {"kernel", 3}, {"padding", 1}}), {2, 3, 5, 5}, 1},
+      {"stride_asym", attr_map({{"filters", 3}, {"kernel", Ints{3, 2}}, {"stride", Ints{2, 1}}, {"padding", Ints{1, 0}}}),
+       {2, 2, 6, 5}, 1},
+      {"stride2_pad2", attr_map({{"filters", 2}, {"kernel", 3}, {"stride", 2}, {"padding", 2}}), {1, 2, 5, 5}, 1},
+      {"dilation", attr_map({{"filters", 2}, {"kernel", 3}, {"dilation", 2}, {"padding", 1}}), {2, 2, 6, 6}, 1},
+      {"groups", attr_map({{"filters", 6}, {"kernel", 3}, {"groups", 2}}), {2, 4, 5, 4}, 1},
+      {"depthwise", attr_map({{"filters", 3}, {"kernel", 3}, {"groups", 3}, {"padding", 1}}), {2, 3, 4, 4}, 1},
+      {"depthwise_x2", attr_map({{"filters", 6}, {"kernel", 2}, {"groups", 3}, {"stride", 2}}), {1, 3, 5, 5}, 1},
+      {"pointwise_groups", attr_map({{"filters", 4}, {"kernel", 1}, {"groups", 2}}), {2, 4, 3, 3}, 1},
+      {"no_bias", attr_map({{"filters", 3}, {"kernel", 2}, {"bias", false}}), {2, 2, 4, 4}, 1},
+      {"relu", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu")}}),
+       {2, 2, 4, 4}, 1},
+      {"relu6", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu6")}}),
+       {2, 2, 4, 4}, 4},
+      // Determinism.RerunIsBitIdentical's convolutions.
+      {"rerun_stride2_relu", attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}, {"stride", 2}, {"activation", std::string("relu")}}),
+       {4, 6, 17, 17}, 1},
+      {"rerun_depthwise", attr_map({{"filters", 6}, {"kernel", 3}, {"groups", 6}}), {2, 6, 9, 9}, 1},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    CudaOpHarness h(registry(), {"conv2d", c.attrs, {f32(c.x)}, {}, 11});
+    for (float& v : h.host().input(0)) v *= c.x_scale;
+    expect_cuda_matches(cuda(), h);
+  }
+}
+
+// tests/test_ops_a.cpp's hand-computed forward cases (x = 1..9 or 1..8), forward and backward.
+TEST_F(CudaConv2d, HandComputedCasesMatchCpu) {
+  struct Hand {
+    const char* name;
+    AttrMap attrs;
+    Shape x;
+    Floats xv, w, b;
+  };
+  const Floats x9 = {1, 2, 3, 4, 5, 6, 7, 8, 9}, x8 = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<Hand> cases = {
+      {"bias", attr_map({{"filters", 1}, {"kernel", 2}}), {1, 1, 3, 3}, x9, {1, 2, 3, 4}, {0.5f}},
+      {"stride_pad", attr_map({{"filters", 1}, {"kernel", 2}, {"stride", 2}, {"padding", 1}, {"bias", false}}),
+       {1, 1, 3, 3}, x9, {1, 2, 3, 4}, {}},
+      {"dilation", attr_map({{"filters", 1}, {"kernel", 2}, {"dilation", 2}, {"bias", false}}), {1, 1, 3, 3}, x9,
+       {1, 2, 3, 4}, {}},
+      {"groups_pointwise", attr_map({{"filters", 2}, {"kernel", 1}, {"groups", 2}}), {1, 2, 2, 2}, x8, {2, -1},
+       {1, 0}},
+      {"pointwise_mix", attr_map({{"filters", 1}, {"kernel", 1}, {"bias", false}}), {1, 2, 2, 2}, x8, {1, 10}, {}},
+      {"depthwise", attr_map({{"filters", 2}, {"kernel", 2}, {"groups", 2}, {"bias", false}}), {1, 2, 2, 2}, x8,
+       {1, 2, 3, 4, 1, 0, 0, 1}, {}},
+      {"fused_relu", attr_map({{"filters", 1}, {"kernel", 2}, {"activation", std::string("relu")}}), {1, 1, 3, 3},
+       x9, {1, 2, 3, 4}, {-50}},
+      {"fused_relu6", attr_map({{"filters", 1}, {"kernel", 2}, {"activation", std::string("relu6")}}),
+       {1, 1, 3, 3}, x9, {1, 2, 3, 4}, {-50}},
+      {"multi_image", attr_map({{"filters", 2}, {"kernel", 2}}), {2, 2, 2, 2},
+       {1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 0, 0, 0},
+       {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0}, {0, 100}},
+  };
+  for (const Hand& c : cases) {
+    SCOPED_TRACE(c.name);
+    CudaOpHarness h(registry(), {"conv2d", c.attrs, {f32(c.x)}, {c.xv}});
+    h.host().set_param(0, c.w);
+    if (!c.b.empty()) h.host().set_param(1, c.b);
+    expect_cuda_matches(cuda(), h);
+  }
+}
+
+// The measured algorithm choice reports its workspace, within the limit; a limit of 0 still
+// gives a (zero-workspace) forward algorithm.
+TEST_F(CudaConv2d, WorkspaceReportedWithinLimit) {
+  const int64_t limit = int64_t{64} << 20;
+  std::string why;
+  CudaOptions opt;
+  opt.workspace_limit = limit;
+  std::unique_ptr<Backend> b = make_cuda_backend(0, &why, opt);
+  ASSERT_TRUE(b) << why;
+  CudaOpHarness h(registry(), {"conv2d", attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1}}),
+                               {f32({8, 64, 32, 32})}});
+  const Graph& g = h.graph();
+  int64_t total = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op == "conv2d_grad_bias") continue;
+    ExecContext ctx;  // shapes only: data pointers stay null
+    ctx.node = &n;
+    for (ValueId v : n.inputs) ctx.inputs.push_back(TensorView{&g.value(v).desc, nullptr});
+    ctx.output = TensorView{&g.value(n.output).desc, nullptr};
+    const int64_t ws = b->workspace_bytes(registry().get(n.op), ctx);
+    EXPECT_GE(ws, 0) << n.op;
+    EXPECT_LE(ws, limit) << n.op;
+    EXPECT_EQ(ws, b->workspace_bytes(registry().get(n.op), ctx)) << n.op << ": cached choice";
+    total += ws;
+  }
+  // The fastest deterministic algorithms of a 3x3 conv over 64 channels use scratch in at
+  // least one of the three passes.
+  EXPECT_GT(total, 0);
+  expect_cuda_matches(*b, h);
+
+  opt.workspace_limit = 0;
+  std::unique_ptr<Backend> none = make_cuda_backend(0, &why, opt);
+  ASSERT_TRUE(none) << why;
+  const Node& fwd = g.nodes.at(0);
+  ExecContext ctx;
+  ctx.node = &fwd;
+  for (ValueId v : fwd.inputs) ctx.inputs.push_back(TensorView{&g.value(v).desc, nullptr});
+  ctx.output = TensorView{&g.value(fwd.output).desc, nullptr};
+  EXPECT_EQ(none->workspace_bytes(registry().get("conv2d"), ctx), 0);
+}
+
+// ---- dense -----------------------------------------------------------------------------------
+
+TEST_F(CudaDense, HandComputedCasesMatchCpu) {  // x = [[1, 2, 3], [4, 5, 6]]
+  const std::vector<AttrMap> cases = {
+      attr_map({{"units", 2}}),
+      attr_map({{"units", 2}, {"bias", false}}),
+      attr_map({{"units", 2}, {"activation", std::string("relu")}}),
+      attr_map({{"units", 2}, {"activation", std::string("relu6")}}),
+  };
+  for (const AttrMap& a : cases) {
+    CudaOpHarness h(registry(), {"dense", a, {f32({2, 3})}, {{1, 2, 3, 4, 5, 6}}});
+    h.host().set_param(0, {1, 0, -1, 0.5f, 0.5f, 0.5f});
+    if (h.host().num_inputs() == 3) h.host().set_param(1, {1, -1});
+    expect_cuda_matches(cuda(), h);
+  }
+}
+
+TEST_F(CudaDense, GradientCasesMatchCpu) {
+  const std::vector<std::pair<const char*, AttrMap>> cases = {
+      {"bias", attr_map({{"units", 5}})},
+      {"no_bias", attr_map({{"units", 4}, {"bias", false}})},
+      {"relu", attr_map({{"units", 5}, {"activation", std::string("relu")}})},
+      {"relu6", attr_map({{"units", 5}, {"activation", std::string("relu6")}, {"bias", false}})},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.first);
+    CudaOpHarness h(registry(), {"dense", c.second, {f32({3, 6})}, {}, 21});
+    if (std::string(c.first) == "relu6")
+      for (float& v : h.host().input(0)) v *= 8;
+    expect_cuda_matches(cuda(), h);
+  }
+  CudaOpHarness big(registry(), {"dense", attr_map({{"units", 33}}), {f32({16, 70})}});
+  expect_cuda_matches(cuda(), big);
+}
+
+// ---- batchnorm -------------------------------------------------------------------------------
+
+TEST_F(CudaBatchNorm, ForwardCasesMatchCpu) {
+  CudaOpHarness four(registry(), {"batchnorm", {}, {f32({4, 1})}, {{1, 2, 3, 4}}});
+  four.host().set_param(0, {2.0f});
+  four.host().set_param(1, {0.5f});
+  expect_cuda_matches(cuda(), four);
+  expect_cuda_matches(cuda(), four, 2);  // two steps: running statistics updated twice
+
+  CudaOpHarness nchw(registry(), {"batchnorm", attr_map({{"momentum", 0.5}}), {f32({2, 2, 1, 2})},
+                                  {{1, 3, 10, 20, 5, 7, 30, 40}}});
+  nchw.host().set_param(0, {1, 1});
+  nchw.host().set_param(1, {0, 0});
+  expect_cuda_matches(cuda(), nchw);
+
+  CudaOpHarness inf(registry(), {"batchnorm", attr_map({{"mode", std::string("inference")}}),
+                                 {f32({3, 1})}, {{1, 2, 7}}});
+  inf.host().set_param(0, {3.0f});
+  inf.host().set_param(1, {-1.0f});
+  inf.host().set_param(2, {1.0f});
+  inf.host().set_param(3, {4.0f});
+  expect_cuda_matches(cuda(), inf);
+}
+
+TEST_F(CudaBatchNorm, GradientCasesMatchCpu) {
+  CudaOpHarness nchw(registry(), {"batchnorm", {}, {f32({2, 3, 2, 2})}});
+  expect_cuda_matches(cuda(), nchw);
+  CudaOpHarness features(registry(), {"batchnorm", {}, {f32({5, 3})}, {}, 3});
+  expect_cuda_matches(cuda(), features);
+  CudaOpHarness inf(registry(), {"batchnorm", attr_map({{"mode", std::string("inference")}}),
+                                 {f32({2, 2, 2, 2})}});
+  inf.host().set_param(2, {0.3f, -0.2f});
+  inf.host().set_param(3, {0.5f, 2.0f});
+  expect_cuda_matches(cuda(), inf);
+  CudaOpHarness larger(registry(), {"batchnorm", {}, {f32({8, 16, 7, 7})}, {}, 4});
+  expect_cuda_matches(cuda(), larger);
+}
+
+// A recomputation (first_compute false) leaves the running statistics alone and gives the
+// same y, bit for bit, as the first computation.
+TEST_F(CudaBatchNorm, RecomputeDoesNotUpdateRunningStats) {
+  CudaOpHarness h(registry(), {"batchnorm", {}, {f32({4, 3, 3, 3})}, {}, 7});
+  const Graph& g = h.graph();
+  const Node& fwd = g.nodes.at(0);
+  const size_t y = static_cast<size_t>(fwd.output);
+  const size_t rm = static_cast<size_t>(fwd.inputs.at(3)), rv = static_cast<size_t>(fwd.inputs.at(4));
+  GraphRun first = h.run_graph(cuda());
+  h.first_compute = false;
+  GraphRun again = h.run_graph(cuda());
+  EXPECT_TRUE(bit_equal(first.f[y], again.f[y]));
+  EXPECT_EQ(again.f[rm], Floats(3, 0.0f));  // initial running_mean
+  EXPECT_EQ(again.f[rv], Floats(3, 1.0f));  // initial running_var
+  EXPECT_NE(first.f[rm], Floats(3, 0.0f));  // the first computation did update them
+  EXPECT_NE(first.f[rv], Floats(3, 1.0f));
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+
+const Floats kGrid = {1, 5, 2, 0, 3, 4, 8, 6, 9, 7, 1, 2, 0, 3, 11, 4};
+
+TEST_F(CudaPool, MaxPoolCasesMatchCpu) {
+  const AttrMap k2 = attr_map({{"kernel", int64_t(2)}});
+  const AttrMap k3s2p1 = attr_map({{"kernel", int64_t(3)}, {"stride", int64_t(2)}, {"padding", int64_t(1)}});
+  CudaOpHarness grid(registry(), {"maxpool", k2, {f32({1, 1, 4, 4})}, {kGrid}});
+  expect_cuda_matches(cuda(), grid);
+  Floats neg(kGrid);
+  for (float& v : neg) v = -v - 1;
+  CudaOpHarness padded(registry(), {"maxpool", k3s2p1, {f32({1, 1, 4, 4})}, {neg}});
+  expect_cuda_matches(cuda(), padded);  // padding never wins
+  CudaOpHarness overlap(registry(),
+                        {"maxpool", attr_map({{"kernel", int64_t(3)}, {"stride", int64_t(1)}, {"padding", int64_t(1)}}),
+                         {f32({2, 2, 4, 5})}, {distinct_values(80)}});
+  expect_cuda_matches(cuda(), overlap);
+  CudaOpHarness plain(registry(), {"maxpool", k2, {f32({1, 3, 4, 4})}, {distinct_values(48)}});
+  expect_cuda_matches(cuda(), plain);
+}
+
+// The CPU gives a tied window's gradient to its first maximum in scan order; cuDNN's
+// deterministic max pooling must do the same for the two paths to agree.
+TEST_F(CudaPool, MaxPoolTiesMatchCpu) {
+  CudaOpHarness t(registry(), {"maxpool", attr_map({{"kernel", int64_t(2)}}), {f32({1, 1, 2, 4})},
+                               {{2, 3, 7, 7, 2, 3, 7, 7}}});
+  t.set_dy({10, 20});
+  expect_cuda_matches(cuda(), t);
+}
+
+TEST_F(CudaPool, AvgPoolCasesMatchCpu) {
+  const AttrMap k3s2p1 = attr_map({{"kernel", int64_t(3)}, {"stride", int64_t(2)}, {"padding", int64_t(1)}});
+  CudaOpHarness grid(registry(), {"avgpool", attr_map({{"kernel", int64_t(2)}}), {f32({1, 1, 4, 4})}, {kGrid}});
+  expect_cuda_matches(cuda(), grid);
+  CudaOpHarness padded(registry(), {"avgpool", k3s2p1, {f32({1, 1, 4, 4})}, {kGrid}});
+  expect_cuda_matches(cuda(), padded);  // divisor 9 at the edges too
+  CudaOpHarness edge(registry(), {"avgpool", attr_map({{"kernel", int64_t(2)}}), {f32({1, 1, 5, 5})}});
+  edge.set_dy({4, 8, 12, 16});
+  expect_cuda_matches(cuda(), edge);  // uncovered last row / column get 0
+  CudaOpHarness rnd(registry(), {"avgpool", k3s2p1, {f32({2, 2, 5, 4})}});
+  expect_cuda_matches(cuda(), rnd);
+}
+
+TEST_F(CudaPool, GlobalAvgPoolCasesMatchCpu) {
+  CudaOpHarness h(registry(), {"global_avgpool", {}, {f32({1, 2, 2, 2})}, {{1, 2, 3, 4, -1, 5, 0, 0}}});
+  h.set_dy({4, -8});
+  expect_cuda_matches(cuda(), h);
+  CudaOpHarness r(registry(), {"global_avgpool", {}, {f32({2, 3, 3, 2})}});
+  expect_cuda_matches(cuda(), r);
+  CudaOpHarness big(registry(), {"global_avgpool", {}, {f32({4, 8, 14, 14})}});
+  expect_cuda_matches(cuda(), big);
+}
+
+}  // namespace
+}  // namespace remat

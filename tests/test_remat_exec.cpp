@@ -1,0 +1,189 @@
+// Rematerializing execution: for each config, several budgets between the minimum and
+// keep-everything, and every strategy, the weights and gradients after a few steps are
+// bit-identical to the keep-everything run, and the measured peak equals the simulator's
+// prediction and stays within the budget. Batch norm and dropout do not drift under recompute;
+// an out-of-pool request names the node.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "models/data.h"
+#include "ops/registry.h"
+#include "runtime/allocator.h"
+#include "runtime/autodiff.h"
+#include "runtime/executor.h"
+#include "solver/from_graph.h"
+#include "solver/strategies.h"
+
+namespace remat {
+namespace {
+
+struct Model {
+  OpRegistry ops = make_builtin_registry();
+  ModelConfig cfg;
+  Graph g;
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  Model(const ModelConfig& c, BuildOptions bo) : cfg(c) {
+    g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
+                            cfg.optimizer.attrs);
+  }
+};
+
+// Runs `steps` steps of `plan` and returns every persistent value (params, grads, state).
+std::vector<std::vector<float>> train_state(Model& m, const ExecutionPlan& plan, ExecutorOptions eo,
+                                            int steps, std::vector<StepResult>* results = nullptr) {
+  Executor ex(m.g, m.ops, *m.be, eo);
+  ex.init_parameters(m.cfg.seed);
+  auto data = make_data_source(m.cfg, m.g.value(m.g.input).desc, m.g.value(m.g.label).desc, "");
+  std::vector<float> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()));
+  std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()));
+  for (int s = 0; s < steps; ++s) {
+    data->next_batch(s, x.data(), y.data());
+    StepResult r = ex.run_step(plan, x.data(), y.data(), s);
+    if (results) results->push_back(r);
+  }
+  std::vector<std::vector<float>> state;
+  for (size_t v = 0; v < m.g.values.size(); ++v) {
+    ValueKind k = m.g.values[v].kind;
+    if (k == ValueKind::Param || k == ValueKind::ParamGrad || k == ValueKind::Buffer ||
+        k == ValueKind::OptState)
+      state.push_back(ex.read(static_cast<ValueId>(v)));
+  }
+  return state;
+}
+
+bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() ||
+        std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0) {
+      ADD_FAILURE() << "persistent value #" << i << " differs";
+      return false;
+    }
+  return true;
+}
+
+void check_every_strategy(Model& m, int points) {
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
+  ExecutionPlan keep = plan_keep_all(m.g, ws);
+  auto reference = train_state(m, keep, {}, 2);
+  const int64_t lo = problem_min_budget(gp.problem);
+  const int64_t hi = keep.predicted_peak;
+  ASSERT_LT(lo, hi);
+  int ran = 0, recomputing = 0;
+  // The feasible range of a DAG starts well above problem_min_budget (long-lived gradients),
+  // so the budgets step down from keep-everything in 4% steps of the range.
+  for (int k = 0; k < points; ++k) {
+    const int64_t budget = hi - (hi - lo) * 4 * (k + 1) / 100;
+    for (const std::string& strategy : strategy_names()) {
+      SolveOptions so;
+      so.time_limit_seconds = 10;
+      SolveResult r = solve(gp.problem, strategy, budget, so);
+      if (!r.feasible) continue;
+      ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, budget);
+      EXPECT_LE(plan.predicted_peak, budget) << strategy;
+      // Room for the arena's alignment and packing: the region is checked against its size.
+      ExecutorOptions eo{MemoryMode::Arena, budget + budget / 4};
+      std::vector<StepResult> results;
+      auto state = train_state(m, plan, eo, 2, &results);
+      EXPECT_TRUE(bit_identical(state, reference))
+          << m.cfg.name << " " << strategy << " at " << budget << " bytes";
+      for (const auto& sr : results) {
+        EXPECT_EQ(sr.peak_bytes, plan.predicted_peak) << strategy;
+        EXPECT_LE(sr.reserved_peak_bytes, eo.budget) << strategy;
+        recomputing += sr.recomputes > 0;
+      }
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, points * 2) << "too few feasible strategies to mean anything";
+  EXPECT_GT(recomputing, 0) << "no plan recomputed anything";
+}
+
+BuildOptions small(int64_t batch) {
+  BuildOptions bo;
+  bo.batch = batch;
+  return bo;
+}
+
+TEST(RematExec, SmallCnnEveryStrategyBitIdentical) {
+  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  check_every_strategy(m, 3);
+}
+
+TEST(RematExec, SmallDagEveryStrategyBitIdentical) {
+  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml"), small(4));
+  check_every_strategy(m, 3);
+}
+
+// Batch norm (running statistics) and dropout (masks) inside a chain that a tight budget forces
+// to recompute: state identical to keep-everything, including the running statistics.
+TEST(RematExec, BatchNormAndDropoutDoNotDriftUnderRecompute) {
+  const char* yaml = R"(
+name: bn_dropout
+input: [3, 8, 8]
+classes: 4
+batch: 4
+seed: 3
+optimizer: {op: sgd, lr: 0.05, momentum: 0.9}
+layers:
+  - {name: c1, op: conv2d, filters: 8, kernel: 3, padding: 1}
+  - {name: bn1, op: batchnorm}
+  - {name: r1, op: relu}
+  - {name: d1, op: dropout, rate: 0.3}
+  - {name: c2, op: conv2d, filters: 8, kernel: 3, padding: 1}
+  - {name: bn2, op: batchnorm}
+  - {name: r2, op: relu}
+  - {name: d2, op: dropout, rate: 0.3}
+  - {name: gap, op: global_avgpool}
+  - {name: fc, op: dense, units: 4}
+)";
+  Model m(parse_model_config(yaml, "bn_dropout.yaml"), {});
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
+  ExecutionPlan keep = plan_keep_all(m.g, ws);
+  auto reference = train_state(m, keep, {}, 3);
+  // Chen's sqrt(n) recomputes whole segments, batch norm and dropout included.
+  SolveResult r = solve(gp.problem, "chen-sqrtn", keep.predicted_peak, {});
+  ASSERT_TRUE(r.feasible) << r.message;
+  ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, keep.predicted_peak);
+  int recomputed_bn_or_dropout = 0;
+  for (const auto& s : plan.steps)
+    if (s.kind == PlanStepKind::Compute && s.recompute) {
+      const std::string& op = m.g.node(s.node).op;
+      recomputed_bn_or_dropout += op == "batchnorm" || op == "dropout";
+    }
+  ASSERT_GT(recomputed_bn_or_dropout, 0) << "the tight plan recomputes no batchnorm/dropout";
+  auto state = train_state(m, plan, {MemoryMode::Pool, plan.predicted_peak * 2}, 3);
+  EXPECT_TRUE(bit_identical(state, reference));
+}
+
+TEST(RematExec, PoolOutOfMemoryNamesNodeAndBytes) {
+  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  ExecutionPlan keep = plan_keep_all(m.g, ws);
+  const int64_t budget = keep.predicted_peak * 8 / 10;  // below what keep-everything needs
+  try {
+    train_state(m, keep, {MemoryMode::Pool, budget}, 1);
+    FAIL() << "ran a keep-everything step in 80% of its peak";
+  } catch (const OutOfPoolError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node '"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("largest free block"), std::string::npos) << msg;
+  }
+}
+
+TEST(RematExec, ArenaRejectsAPlanAboveTheBudget) {
+  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  ExecutionPlan keep = plan_keep_all(m.g, ws);
+  EXPECT_THROW(train_state(m, keep, {MemoryMode::Arena, keep.predicted_peak * 8 / 10}, 1),
+               UserError);
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,254 @@
+// The model zoo (configs/*.yaml): every network loads, builds its forward and training graphs at
+// full size (shapes only), has the reference parameter count and structure, and trains one CPU
+// step at a small input size with a finite loss. linear16.yaml is make_chain's output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "models/data.h"
+#include "ops/registry.h"
+#include "runtime/autodiff.h"
+#include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+#include "tools/chain_yaml.h"
+
+namespace remat {
+namespace {
+
+std::string config_path(const std::string& name) {
+  return std::string(REMAT_SOURCE_DIR) + "/configs/" + name + ".yaml";
+}
+
+// Reference counts, written from each architecture's definition (never from this code's output).
+int64_t conv_params(int64_t c_in, int64_t c_out, int64_t k, bool bias = true) {
+  return c_in * c_out * k * k + (bias ? c_out : 0);
+}
+int64_t dense_params(int64_t in, int64_t out) { return in * out + out; }
+
+// VGG16 encoder convs (blocks 1..`blocks`), 3x3 with bias.
+int64_t vgg16_encoder_params(int blocks) {
+  const int64_t convs[5][4] = {{3, 64, 64, 0}, {64, 128, 128, 0}, {128, 256, 256, 256},
+                               {256, 512, 512, 512}, {512, 512, 512, 512}};
+  int64_t total = 0;
+  for (int b = 0; b < blocks; ++b)
+    for (int i = 0; i + 1 < 4 && convs[b][i + 1] != 0; ++i)
+      total += conv_params(convs[b][i], convs[b][i + 1], 3);
+  return total;
+}
+
+// Keras's vgg_unet / vgg_segnet decoders (keras_segmentation), `k` classes; BN channels counted
+// separately (2 trainable + 2 running values each).
+constexpr int64_t kSegClasses = 19;
+int64_t unet_conv_params() {
+  return vgg16_encoder_params(4) + conv_params(512, 512, 3) + conv_params(512 + 256, 256, 3) +
+         conv_params(256 + 128, 128, 3) + conv_params(128 + 64, 64, 3) +
+         conv_params(64, kSegClasses, 3);
+}
+int64_t segnet_conv_params() {
+  return vgg16_encoder_params(4) + conv_params(512, 512, 3) + conv_params(512, 256, 3) +
+         conv_params(256, 128, 3) + conv_params(128, 64, 3) + conv_params(64, kSegClasses, 3);
+}
+constexpr int64_t kSegDecoderBnChannels = 512 + 256 + 128 + 64;
+// FCN-8s with nearest upsample + 3x3 conv (no bias) in place of each transposed conv.
+int64_t fcn8_params() {
+  const int64_t k = kSegClasses;
+  return vgg16_encoder_params(5) + conv_params(512, 4096, 7) + conv_params(4096, 4096, 1) +
+         conv_params(4096, k, 1) + conv_params(512, k, 1) + conv_params(256, k, 1) +
+         3 * conv_params(k, k, 3, false);
+}
+
+struct ZooCase {
+  std::string name;
+  int64_t trainable;   // sum of Param numel
+  int64_t buffers;     // sum of Buffer numel (batch-norm running statistics)
+  Shape full_output;   // last layer's output at full size and the config's batch
+  std::map<std::string, int> forward_ops;  // forward node counts by op
+  Shape small_input;   // per-sample [C, H, W] for the CPU step
+  int64_t small_batch;
+};
+
+std::vector<ZooCase> zoo_cases() {
+  std::vector<ZooCase> z;
+  // Keras: VGG16 138,357,544; VGG19 143,667,240 (no batch-norm).
+  z.push_back({"vgg16", 138357544, 0, {64, 1000},
+               {{"conv2d", 13}, {"maxpool", 5}, {"dense", 3}, {"flatten", 1}}, {3, 32, 32}, 2});
+  z.push_back({"vgg19", 143667240, 0, {64, 1000},
+               {{"conv2d", 16}, {"maxpool", 5}, {"dense", 3}, {"flatten", 1}}, {3, 32, 32}, 2});
+  // Keras MobileNet: 4,253,864 total = 4,231,976 trainable + 21,888 non-trainable (the moving
+  // mean/variance). Our Params are the trainable ones; running statistics are Buffers.
+  z.push_back({"mobilenet", 4231976, 21888, {64, 1000},
+               {{"conv2d", 27}, {"batchnorm", 27}, {"relu6", 27}, {"global_avgpool", 1},
+                {"dropout", 1}, {"dense", 1}},
+               {3, 32, 32}, 2});
+  // Keras ResNet50: 25,636,712 total = 25,583,592 trainable + 53,120 non-trainable.
+  z.push_back({"resnet50", 25583592, 53120, {64, 1000},
+               {{"conv2d", 53}, {"batchnorm", 53}, {"add", 16}, {"relu", 49}, {"maxpool", 1},
+                {"global_avgpool", 1}, {"dense", 1}},
+               {3, 32, 32}, 2});
+  z.push_back({"unet", unet_conv_params() + 2 * kSegDecoderBnChannels, 2 * kSegDecoderBnChannels,
+               {8, kSegClasses, 208, 304},
+               {{"conv2d", 15}, {"maxpool", 4}, {"batchnorm", 4}, {"upsample", 3}, {"concat", 3}},
+               {3, 32, 32}, 2});
+  z.push_back({"segnet", segnet_conv_params() + 2 * kSegDecoderBnChannels,
+               2 * kSegDecoderBnChannels, {8, kSegClasses, 208, 304},
+               {{"conv2d", 15}, {"maxpool", 4}, {"batchnorm", 4}, {"relu", 4}, {"upsample", 3}},
+               {3, 32, 32}, 2});
+  z.push_back({"fcn8", fcn8_params(), 0, {8, kSegClasses, 416, 608},
+               {{"conv2d", 21}, {"maxpool", 5}, {"upsample", 3}, {"add", 2}, {"dropout", 2}},
+               {3, 32, 32}, 1});
+  // Checkmate's linear_model(16): 16 convs 64x3x3 without bias, dense 64 -> 1000.
+  z.push_back({"linear16", conv_params(3, 64, 3, false) + 15 * conv_params(64, 64, 3, false) +
+                               dense_params(64, 1000),
+               0, {32, 1000}, {{"conv2d", 16}, {"global_avgpool", 1}, {"dense", 1}}, {3, 36, 36},
+               2});
+  return z;
+}
+
+int64_t numel_of_kind(const Graph& g, ValueKind kind) {
+  int64_t n = 0;
+  for (const auto& v : g.values)
+    if (v.kind == kind) n += v.desc.numel();
+  return n;
+}
+
+int count_nodes(const Graph& g, NodeKind kind, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes)
+    if (node.kind == kind && (op.empty() || node.op == op)) ++n;
+  return n;
+}
+
+class Zoo : public ::testing::TestWithParam<ZooCase> {};
+
+TEST_P(Zoo, FullSizeGraphsHaveReferenceParamsAndStructure) {
+  const ZooCase& z = GetParam();
+  const OpRegistry ops = make_builtin_registry();
+  ModelConfig cfg = load_model_config(config_path(z.name));
+  EXPECT_EQ(cfg.name, z.name);
+  Graph fwd = build_forward_graph(cfg, ops);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+
+  EXPECT_EQ(numel_of_kind(g, ValueKind::Param), z.trainable);
+  EXPECT_EQ(numel_of_kind(g, ValueKind::Buffer), z.buffers);
+
+  // The last layer feeds the loss: [N, classes] or [N, classes, H, W] at full size.
+  const Node& loss = g.node(g.find_node("loss"));
+  EXPECT_EQ(g.value(loss.inputs.at(0)).desc.shape, z.full_output);
+  EXPECT_EQ(g.value(g.input).desc.shape,
+            (Shape{cfg.batch, cfg.input[0], cfg.input[1], cfg.input[2]}));
+
+  for (const auto& [op, count] : z.forward_ops)
+    EXPECT_EQ(count_nodes(g, NodeKind::Forward, op), count) << "forward '" << op << "' nodes";
+  EXPECT_EQ(count_nodes(g, NodeKind::Forward, ""), static_cast<int>(cfg.layers.size()));
+
+  // Autodiff: every conv has a weight gradient; every conv but the first (which reads only the
+  // input batch, whose gradient is pruned) passes a gradient to its input; one update per Param.
+  const int convs = z.forward_ops.at("conv2d");
+  EXPECT_EQ(count_nodes(g, NodeKind::Backward, "conv2d_grad_weight"), convs);
+  EXPECT_EQ(count_nodes(g, NodeKind::Backward, "conv2d_grad_input"), convs - 1);
+  int params = 0;
+  for (const auto& v : g.values) params += v.kind == ValueKind::Param;
+  EXPECT_EQ(count_nodes(g, NodeKind::Update, ""), params);
+  EXPECT_EQ(count_nodes(g, NodeKind::Loss, ""), 1);
+}
+
+TEST_P(Zoo, OneCpuTrainingStepAtSmallInputHasFiniteLoss) {
+  const ZooCase& z = GetParam();
+  const OpRegistry ops = make_builtin_registry();
+  ModelConfig cfg = load_model_config(config_path(z.name));
+  BuildOptions bo;
+  bo.batch = z.small_batch;
+  bo.input = z.small_input;
+  Graph g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
+                                cfg.optimizer.attrs);
+  // The builder re-infers every shape: the parameters of the layers before flatten do not change.
+  if (z.name != "vgg16" && z.name != "vgg19") {
+    EXPECT_EQ(numel_of_kind(g, ValueKind::Param), z.trainable);
+  }
+
+  auto backend = make_cpu_backend();
+  Executor ex(g, ops, *backend);
+  ex.init_parameters(cfg.seed);
+  ExecutionPlan plan = plan_keep_all(g, [&](NodeId n) { return ex.workspace_bytes(n); });
+  const TensorDesc& in = g.value(g.input).desc;
+  const TensorDesc& lab = g.value(g.label).desc;
+  auto data = make_data_source(cfg, in, lab, cfg.dir);
+  std::vector<float> images(static_cast<size_t>(in.numel()));
+  std::vector<int32_t> labels(static_cast<size_t>(lab.numel()));
+  data->next_batch(0, images.data(), labels.data());
+  StepResult r = ex.run_step(plan, images.data(), labels.data(), 0);
+  ASSERT_TRUE(std::isfinite(r.loss)) << z.name << ": loss " << r.loss;
+  EXPECT_GT(r.loss, 0.0f);
+  // Random init: the loss is of the order of ln(classes), not blown up.
+  EXPECT_LT(r.loss, 10.0f * std::log(static_cast<float>(cfg.classes)));
+  EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, Zoo, ::testing::ValuesIn(zoo_cases()),
+                         [](const ::testing::TestParamInfo<ZooCase>& i) { return i.param.name; });
+
+TEST(Zoo, Vgg16DenseHeadFollowsTheInputSize) {
+  // At 32x32 the flatten has 512 features instead of 25088: fc1 shrinks, nothing else changes.
+  const OpRegistry ops = make_builtin_registry();
+  ModelConfig cfg = load_model_config(config_path("vgg16"));
+  BuildOptions bo;
+  bo.batch = 2;
+  bo.input = Shape{3, 32, 32};
+  Graph g = build_forward_graph(cfg, ops, bo);
+  EXPECT_EQ(numel_of_kind(g, ValueKind::Param), 138357544 - (25088 - 512) * 4096);
+  EXPECT_EQ(g.value(g.find_value("flatten")).desc.shape, (Shape{2, 512}));
+}
+
+TEST(Zoo, Linear16IsMakeChainOutput) {
+  ChainOptions opt;
+  opt.layers = 16;
+  opt.command = "make_chain --layers 16 -o configs/linear16.yaml";
+  std::ifstream f(config_path("linear16"));
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_EQ(text.str(), chain_yaml(opt));
+}
+
+TEST(Zoo, MakeChainVariantsBuild) {
+  const OpRegistry ops = make_builtin_registry();
+  ChainOptions opt;
+  opt.layers = 4;
+  opt.width = 8;
+  opt.height = opt.width_px = 16;
+  opt.same_padding = true;
+  opt.relu = true;
+  opt.classes = 10;
+  Graph g = build_forward_graph(parse_model_config(chain_yaml(opt), "chain4.yaml"), ops);
+  EXPECT_EQ(count_nodes(g, NodeKind::Forward, "conv2d"), 4);
+  EXPECT_EQ(g.value(g.find_value("conv3")).desc.shape, (Shape{32, 8, 16, 16}));
+  EXPECT_EQ(numel_of_kind(g, ValueKind::Param),
+            conv_params(3, 8, 3, false) + 3 * conv_params(8, 8, 3, false) + dense_params(8, 10));
+}
+
+TEST(Zoo, MakeChainRejectsChainsThatShrinkToNothing) {
+  ChainOptions opt;
+  opt.layers = 20;
+  opt.height = opt.width_px = 40;  // 20 'valid' convs need more than 40 pixels
+  try {
+    chain_yaml(opt);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("--size"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(chain_parse_size("224", &opt), UserError);
+  chain_parse_size("64x48", &opt);
+  EXPECT_EQ(opt.height, 64);
+  EXPECT_EQ(opt.width_px, 48);
+}
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,131 @@
+// `profile`: measures every node of a model's training graph on a device and writes the cost
+// table ("remat-costs/1") that `plan` and `train` solve with. Measurements are cached per
+// (model, input, batch, device); --no-cache re-measures.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "runtime/autodiff.h"
+#include "runtime/backend.h"
+#include "runtime/check.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/profiler.h"
+#include "tools/cli.h"
+
+namespace remat {
+namespace {
+
+std::unique_ptr<Backend> make_backend(const std::string& device) {
+  if (device == "cpu") return make_cpu_backend();
+  std::string why;
+  auto be = make_cuda_backend(0, &why);
+  if (!be) REMAT_USER_ERROR("profile: --device cuda: " << why);
+  return be;
+}
+
+std::string input_key(const Graph& g) {
+  const Shape& s = g.value(g.input).desc.shape;  // [N, C, H, W]
+  std::string k;
+  for (size_t i = 1; i < s.size(); ++i) k += (i > 1 ? "x" : "") + std::to_string(s[i]);
+  return k;
+}
+
+void print_table(const Graph& g, const CostTable& t) {
+  std::printf("%-36s %-9s %11s %8s %12s %12s\n", "node", "kind", "median ms", "spread", "output",
+              "workspace");
+  double fwd = 0, bwd = 0;
+  size_t i = 0;
+  for (const Node& n : g.nodes) {
+    if (n.kind == NodeKind::Update) continue;
+    const NodeCost& c = t.nodes.at(i++);
+    (n.kind == NodeKind::Backward ? bwd : fwd) += c.cost;
+    std::printf("%-36s %-9s %11.4f %7.1f%% %12s %12s\n", c.name.c_str(), node_kind_name(n.kind),
+                c.cost, 100.0 * c.spread, format_bytes(c.bytes).c_str(),
+                format_bytes(c.workspace_bytes).c_str());
+  }
+  std::printf("total: forward (with loss) %.3f ms, backward %.3f ms, step without updates %.3f ms\n",
+              fwd, bwd, fwd + bwd);
+}
+
+int profile_main(int argc, char** argv) {
+  FlagParser f("profile", "Measures each node of a model's training graph (cost table JSON).");
+  f.add("config", "FILE", "model YAML (required)")
+      .add("device", "cpu|cuda", "where to measure", "cpu")
+      .add("batch", "N", "override the config's batch size")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("repeats", "R", "timed runs per node (the median is kept)", "10")
+      .add("warmup", "W", "untimed runs per node first", "2")
+      .add("output", "FILE", "also write the cost table here")
+      .alias("-o", "output")
+      .add("no-cache", "", "measure again even if a cached table exists");
+  if (!f.parse(argc, argv)) return 0;
+  if (!f.has("config")) throw UserError("profile: --config FILE is required\n" + f.usage());
+  const std::string device = f.get_choice("device", {"cpu", "cuda"});
+  ProfileOptions po;
+  po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
+  po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));
+
+  ModelConfig cfg = load_model_config(f.get("config"));
+  const OpRegistry ops = make_builtin_registry();
+  BuildOptions bo;
+  if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
+  if (f.has("input")) bo.input = parse_input_size(f.get("input"), "profile: --input");
+  Graph fwd = build_forward_graph(cfg, ops, bo);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+
+  std::unique_ptr<Backend> be = make_backend(device);
+  std::printf("model %s, input %s, batch %lld: %zu nodes; device %s\n", g.name.c_str(),
+              input_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
+              be->name().c_str());
+  if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
+
+  const std::string cache = profile_cache_path(g.name + "-" + input_key(g), g.batch, be->name());
+  CostTable t;
+  bool cached = false;
+  if (!f.has("no-cache") && std::filesystem::exists(cache)) {
+    std::string why;
+    try {
+      t = costs_load(cache);
+      cached = t.unit == "ms" && costs_match_graph(t, g, &why);
+      if (!cached && why.empty()) why = "its unit is not ms";
+    } catch (const UserError& e) {
+      why = e.what();
+    }
+    if (cached) std::printf("using cached measurements from %s (--no-cache to re-measure)\n", cache.c_str());
+    else std::printf("ignoring cached %s: %s\n", cache.c_str(), why.c_str());
+  }
+  if (!cached) {
+    if (isatty(fileno(stderr))) po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+      std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
+      if (i + 1 == n) std::fprintf(stderr, "\n");
+    };
+    t = profile_graph(g, ops, *be, po);
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(cache).parent_path(), ec);
+    try {
+      costs_save(t, cache);
+      std::printf("cached in %s\n", cache.c_str());
+    } catch (const UserError& e) {
+      std::printf("warning: not cached: %s\n", e.what());
+    }
+  }
+  print_table(g, t);
+  if (f.has("output")) {
+    costs_save(t, f.get("output"));
+    std::printf("wrote %s\n", f.get("output").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  return remat::run_main([&] { return remat::profile_main(argc, argv); });
+}

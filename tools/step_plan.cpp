@@ -1,0 +1,81 @@
+// make_step_plan(): costs -> problem -> schedule -> execution plan for `train --budget`.
+#include "tools/step_plan.h"
+
+#include <cstdio>
+
+#include "runtime/check.h"
+#include "runtime/executor.h"
+#include "solver/from_graph.h"
+#include "solver/strategies.h"
+#include "tools/cli.h"
+
+namespace remat {
+
+namespace {
+
+CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const std::string& model) {
+  auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
+  if (model == "flops") return flops_costs(g, ops, workspace);
+  if (model == "profile")
+    REMAT_USER_ERROR("--cost-model profile: run `profile --config ... -o costs.json` and pass the file");
+  return costs_load(model);
+}
+
+void print_progress(double elapsed, double incumbent, double bound, void*) {
+  if (incumbent >= 1e40 || incumbent < 0)
+    std::fprintf(stderr, "\r  solving: %6.1f s, no incumbent yet, bound %.4g   ", elapsed, bound);
+  else
+    std::fprintf(stderr, "\r  solving: %6.1f s, incumbent %.4g, bound %.4g, gap %.2f%%   ", elapsed,
+                 incumbent, bound, incumbent > 0 ? 100.0 * (incumbent - bound) / incumbent : 0.0);
+}
+
+}  // namespace
+
+StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
+                        const StepPlanOptions& opt, int64_t solver_budget) {
+  StepPlan sp;
+  auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
+  if (!opt.budget && opt.schedule_file.empty()) {
+    sp.plan = plan_keep_all(g, workspace);
+    sp.status = "no budget";
+    return sp;
+  }
+  GraphProblem gp = problem_from_graph(g, cost_table(g, ops, be, opt.cost_model));
+  sp.cost_unit = gp.problem.cost_unit;
+  for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
+  Schedule schedule;
+  if (!opt.schedule_file.empty()) {
+    schedule = schedule_load(opt.schedule_file);
+    if (schedule.R.cols() != gp.problem.size())
+      REMAT_USER_ERROR(opt.schedule_file << ": schedule for " << schedule.R.cols()
+                                         << " nodes, the training graph of '" << g.name << "' has "
+                                         << gp.problem.size() << ": it was made for another model or batch");
+    sp.status = "loaded";
+  } else {
+    SolveOptions so;
+    so.time_limit_seconds = opt.time_limit;
+    so.threads = opt.threads;
+    so.log_level = opt.log_level;
+    if (opt.log_level >= 1) so.progress = print_progress;
+    SolveResult r = solve(gp.problem, opt.strategy, solver_budget, so);
+    if (opt.log_level >= 1) std::fprintf(stderr, "\r%80s\r", "");
+    if (!r.feasible)
+      REMAT_USER_ERROR("strategy '" << opt.strategy << "' finds no schedule within "
+                                    << format_bytes(solver_budget) << " for '" << g.name << "'"
+                                    << (r.message.empty() ? "" : ": " + r.message)
+                                    << " (any schedule needs at least "
+                                    << format_bytes(problem_min_budget(gp.problem))
+                                    << "; try --strategy checkmate or a larger budget)");
+    schedule = r.schedule;
+    sp.solve_seconds = r.solve_seconds;
+    sp.gap = r.gap;
+    sp.status = r.schedule.status;
+  }
+  SimResult sim = simulate(gp.problem, schedule);
+  if (!sim.valid) REMAT_USER_ERROR("schedule '" << schedule.strategy << "' is invalid: " << sim.error);
+  sp.cost = sim.total_cost;
+  sp.plan = lower_schedule(g, gp, schedule, opt.budget.value_or(0));
+  return sp;
+}
+
+}  // namespace remat

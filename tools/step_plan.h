@@ -1,0 +1,39 @@
+// Deciding what one training step runs: the keep-everything plan, or a schedule solved for a
+// budget (or loaded from a file) and lowered onto the training graph.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/graph.h"
+#include "runtime/plan.h"
+
+namespace remat {
+
+struct StepPlanOptions {
+  std::optional<int64_t> budget;      // none: keep everything, no cap
+  std::string strategy = "checkmate";
+  std::string cost_model = "flops";   // flops | profile | a cost-table file
+  std::string schedule_file;          // a schedule saved by `plan -o` (skips solving)
+  double time_limit = 60;             // solver seconds
+  int threads = 1;
+  int log_level = 1;
+};
+
+struct StepPlan {
+  ExecutionPlan plan;
+  std::string cost_unit = "flops";
+  double cost = 0;             // total cost of the plan's computes
+  double all_keep_cost = 0;    // cost of computing every node once
+  double solve_seconds = 0;
+  double gap = 0;
+  std::string status;
+};
+
+// `solver_budget` may be below opt.budget to leave room for alignment (see run_training).
+StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
+                        const StepPlanOptions& opt, int64_t solver_budget);
+
+}  // namespace remat
