@@ -44,6 +44,10 @@ class Backend {
     (void)color;
   }
   virtual void range_pop() {}
+
+  // Planning is over: release memory only setup needed (the CUDA backend's algorithm-search
+  // scratch), so that training uses nothing outside the budget's pool.
+  virtual void end_setup() {}
 };
 
 // Range colours: first computation, recomputation, optimizer update, whole phases.

@@ -187,6 +187,11 @@ class CudaBackend : public Backend {
     REMAT_FAIL(e);
   }
 
+  void end_setup() override {
+    scratch_tried_ = true;  // later shapes (none expected) fall back to cuDNN's own Find
+    if (ctx_.search_scratch) release_search_scratch();
+  }
+
   void ensure_search_scratch() {
     if (scratch_tried_ || opt_.workspace_limit <= 0) return;
     scratch_tried_ = true;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -181,6 +182,41 @@ std::string profile_cache_path(const std::string& model, int64_t batch,
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return dir + "/" + sanitize_file_name(model + "-b" + std::to_string(batch) + "-" + device_name) +
          ".json";
+}
+
+std::string profile_cache_key(const Graph& g) {
+  const Shape& s = g.value(g.input).desc.shape;  // [N, C, H, W]
+  std::string k = g.name + "-";
+  for (size_t i = 1; i < s.size(); ++i) k += (i > 1 ? "x" : "") + std::to_string(s[i]);
+  return k;
+}
+
+CostTable profile_graph_cached(const Graph& g, const OpRegistry& ops, Backend& be,
+                               const ProfileOptions& opt, bool refresh, std::string* note) {
+  const std::string cache = profile_cache_path(profile_cache_key(g), g.batch, be.name());
+  std::string why;
+  if (!refresh && std::filesystem::exists(cache)) {
+    try {
+      CostTable t = costs_load(cache);
+      if (t.unit == "ms" && costs_match_graph(t, g, &why)) {
+        if (note) *note = "using cached measurements from " + cache;
+        return t;
+      }
+      if (why.empty()) why = "its unit is not ms";
+    } catch (const UserError& e) {
+      why = e.what();
+    }
+  }
+  CostTable t = profile_graph(g, ops, be, opt);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(cache).parent_path(), ec);
+  try {
+    costs_save(t, cache);
+    if (note) *note = (why.empty() ? "" : "ignored stale cache (" + why + "); ") + "cached in " + cache;
+  } catch (const UserError& e) {
+    if (note) *note = std::string("not cached: ") + e.what();
+  }
+  return t;
 }
 
 }  // namespace remat

@@ -43,4 +43,13 @@ bool costs_match_graph(const CostTable& t, const Graph& g, std::string* why);
 std::string profile_cache_path(const std::string& model, int64_t batch,
                                const std::string& device_name);
 
+// The cache key of a graph: "<model>-<C>x<H>x<W>" (the per-sample input size).
+std::string profile_cache_key(const Graph& g);
+
+// profile_graph() through the cache: a cached table (unit ms) that still matches the graph is
+// reused unless `refresh`; otherwise the graph is measured and the table cached (a cache that
+// cannot be written is reported in `note`, not an error). `note` says what happened.
+CostTable profile_graph_cached(const Graph& g, const OpRegistry& ops, Backend& be,
+                               const ProfileOptions& opt, bool refresh, std::string* note);
+
 }  // namespace remat

@@ -1,18 +1,86 @@
 // The LP relaxation of the Checkmate MILP (Clp) with two-phase rounding: round S (swept
 // thresholds and seeded randomized rounding), derive the cheapest valid R, simulate, keep the
-// cheapest schedule that fits. The LP objective is a proven lower bound on any schedule's cost.
+// cheapest schedule that fits; roundings (and the all-keep schedule) that exceed the budget are
+// repaired by dropping held values at the peak stage. The LP objective is a proven lower bound.
 #include <chrono>
 #include <random>
+
+#include "solver/baselines.h"
 
 #include "ClpSimplex.hpp"
 #include "solver/milp_model.h"
 #include "solver/strategies.h"
 
 namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Largest bytes in use during stage t of a simulation.
+int64_t stage_peak(const SimResult& sim, int t) {
+  int64_t peak = 0;
+  for (const SimStep& st : sim.steps)
+    if (st.stage == t) peak = std::max({peak, st.bytes_during, st.bytes_after});
+  return peak;
+}
+
+}  // namespace
+
+// Note [budget repair]
+// A rounding whose peak exceeds the budget is repaired greedily: at the stage holding the peak,
+// take the one move that lowers that stage's peak at the least extra cost per byte saved, where a
+// move either drops a held value (the cheapest R then recomputes it where needed) or holds a
+// value the stage recomputes from where it was last available (recomputing a long segment
+// inside one stage can cost more memory than holding its result); repeat until the schedule
+// fits, no move helps, or the deadline passes.
+std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& S0,
+                                            int64_t budget, double deadline_seconds) {
+  const auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  Schedule s;
+  s.S = schedule_repair_s(p, schedule_trim_s(p, S0), &s.R);
+  SimResult sim = simulate(p, s);
+  for (int iter = 0; iter < 4 * p.size() * p.size(); ++iter) {
+    if (!sim.valid) return std::nullopt;
+    if (sim.peak_bytes <= budget) return s;
+    if (elapsed() > deadline_seconds) return std::nullopt;
+    const int t = sim.steps[sim.peak_step].stage;
+    const int64_t peak_t = stage_peak(sim, t);
+    double best_score = 0;
+    std::optional<Schedule> best;
+    std::optional<SimResult> best_sim;
+    auto consider = [&](BoolMatrix S) {
+      Schedule c;
+      c.S = schedule_repair_s(p, schedule_trim_s(p, S), &c.R);
+      SimResult cs = simulate(p, c);
+      if (!cs.valid) return;
+      const int64_t saved = peak_t - stage_peak(cs, t);
+      if (saved <= 0) return;
+      const double score = (cs.total_cost - sim.total_cost) / double(saved);
+      if (!best || score < best_score) best_score = score, best = std::move(c), best_sim = cs;
+    };
+    for (int i = 0; i < t; ++i) {
+      if (s.S(t, i)) {  // drop a held value (recomputed in t if t needs it)
+        BoolMatrix S = s.S;
+        S.set(t, i, false);
+        consider(std::move(S));
+      } else if (s.R(t, i)) {  // hold a value t recomputes, from where it was last available
+        int from = t - 1;
+        while (from > i && !s.R(from, i) && !s.S(from, i)) --from;
+        BoolMatrix S = s.S;
+        for (int u = from + 1; u <= t; ++u) S.set(u, i, true);
+        consider(std::move(S));
+      }
+    }
+    if (!best) return std::nullopt;
+    s = std::move(*best);
+    sim = std::move(*best_sim);
+  }
+  return std::nullopt;
+}
 
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
                                           double* lp_bound) {
-  using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   if (lp_bound) *lp_bound = 0;
@@ -54,7 +122,22 @@ std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, cons
         if (m.s(t, i) >= 0 && uni(rng) < x[m.s(t, i)]) S.set(t, i, true);
     consider(S);
   }
+  // Repair seeds that exceed the budget (Note [budget repair]): the LP rounded at 1/2 and
+  // near 1 (holds only what the LP holds firmly), and the all-keep schedule.
+  const double limit = opt.time_limit_seconds;
+  std::vector<BoolMatrix> seeds{milp_s_from_solution(m, x, 0.5),
+                                milp_s_from_solution(m, x, 0.95)};
+  seeds.push_back(all_keep_schedule(p).S);
+  for (const BoolMatrix& seed : seeds) {
+    const double left = limit - elapsed();
+    if (left <= 0) break;
+    auto s = schedule_fit_budget(p, seed, budget, left / 2);
+    if (!s) continue;
+    SimResult sim = simulate(p, *s);
+    if (!best || sim.total_cost < best_cost) best = std::move(s), best_cost = sim.total_cost;
+  }
   if (!best) return std::nullopt;
+  best->strategy = "lp";
   best->lower_bound = std::min(bound, best_cost);
   best->solve_seconds = elapsed();
   best->status = "heuristic";

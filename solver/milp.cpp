@@ -93,7 +93,11 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   std::snprintf(ratio, sizeof ratio, "%g", std::max(0.0, opt.relative_gap));
   std::snprintf(threads, sizeof threads, "%d", std::max(1, opt.threads));
   std::snprintf(log, sizeof log, "%d", opt.log_level >= 2 ? opt.log_level - 1 : 0);
-  std::vector<const char*> argv{"remat", "-log", log, "-sec", sec, "-ratio", ratio};
+  // timeMode elapsed: Cbc's "sec" counts CPU seconds by default, which on a loaded machine
+  // overran wall-clock limits by 50-100%.
+  std::vector<const char*> argv{"remat", "-log",   log,   "-timeMode", "elapsed",
+                                "-sec",  sec,      "-ratio", ratio};
+  if (start) argv.insert(argv.end(), {"-rins", "on", "-proximity", "on"});
   if (opt.threads > 1) argv.insert(argv.end(), {"-threads", threads});
   argv.insert(argv.end(), {"-solve", "-quit"});
   CbcMain1(int(argv.size()), argv.data(), model, nullptr, data);

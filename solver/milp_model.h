@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "solver/problem.h"
@@ -69,6 +70,11 @@ BoolMatrix schedule_trim_s(const Problem& p, const BoolMatrix& S);
 // S made retention-consistent: drops S[t+1][i] when i is neither held entering t nor computed
 // in t under derive_cheapest_r. Returns the matching cheapest R through `R_out`.
 BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out);
+
+// The cheapest-looking schedule that fits `budget` reached from S0 by dropping held values at
+// the peak stage (Note [budget repair], lp_round.cpp); nullopt if none within the deadline.
+std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& S0,
+                                            int64_t budget, double deadline_seconds);
 
 // One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller). Values are in
 // model units (objective = real cost / cost_scale, or P in byte_scale units).

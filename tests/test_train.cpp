@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tools/training.h"
 
@@ -21,6 +23,36 @@ TEST(TrainEndToEnd, SmallCnnLossFalls) {
   for (int i = 0; i < 5; ++i) first += s.losses[i] / 5.0, last += s.losses[35 + i] / 5.0;
   EXPECT_LT(last, 0.6 * first) << "mean loss of the first 5 steps " << first << ", last 5 " << last;
   EXPECT_GT(s.peak_bytes, 0);
+}
+
+// A budgeted run with a recomputing plan writes a Chrome trace of its last step: one span per
+// executed node (compute and recompute categories), free instants and a memory counter.
+TEST(TrainEndToEnd, BudgetedRunWritesChromeTrace) {
+  TrainOptions opt;
+  opt.config = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
+  opt.batch = 8;
+  opt.steps = 2;
+  opt.plan.budget = 4000000;
+  opt.plan.strategy = "chen-sqrtn";
+  opt.trace_file = ::testing::TempDir() + "trace.json";
+  TrainSummary s = run_training(opt);
+  EXPECT_LE(s.reserved_peak_bytes, *opt.plan.budget);
+  EXPECT_EQ(s.peak_bytes, s.predicted_peak);
+  ASSERT_GT(s.recomputes_per_step, 0);
+  std::ifstream f(opt.trace_file);
+  nlohmann::json t = nlohmann::json::parse(f);
+  int compute = 0, recompute = 0, frees = 0, counters = 0;
+  for (const auto& e : t.at("traceEvents")) {
+    const std::string ph = e.at("ph"), cat = e.value("cat", "");
+    compute += ph == "X" && cat == "compute";
+    recompute += ph == "X" && cat == "recompute";
+    frees += ph == "i" && cat == "free";
+    counters += ph == "C";
+  }
+  EXPECT_EQ(recompute, s.recomputes_per_step);
+  EXPECT_GT(compute, 20);
+  EXPECT_GT(frees, 10);
+  EXPECT_GT(counters, 20);
 }
 
 }  // namespace

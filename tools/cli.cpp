@@ -198,6 +198,7 @@ std::string FlagParser::get_choice(const std::string& name,
 }
 
 int report_exception() {
+  std::fflush(stdout);  // progress printed so far comes before the error line
   try {
     throw;
   } catch (const UsageError& e) {

@@ -29,13 +29,6 @@ std::unique_ptr<Backend> make_backend(const std::string& device) {
   return be;
 }
 
-std::string input_key(const Graph& g) {
-  const Shape& s = g.value(g.input).desc.shape;  // [N, C, H, W]
-  std::string k;
-  for (size_t i = 1; i < s.size(); ++i) k += (i > 1 ? "x" : "") + std::to_string(s[i]);
-  return k;
-}
-
 void print_table(const Graph& g, const CostTable& t) {
   std::printf("%-36s %-9s %11s %8s %12s %12s\n", "node", "kind", "median ms", "spread", "output",
               "workspace");
@@ -81,40 +74,17 @@ int profile_main(int argc, char** argv) {
 
   std::unique_ptr<Backend> be = make_backend(device);
   std::printf("model %s, input %s, batch %lld: %zu nodes; device %s\n", g.name.c_str(),
-              input_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
+              profile_cache_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
               be->name().c_str());
   if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
 
-  const std::string cache = profile_cache_path(g.name + "-" + input_key(g), g.batch, be->name());
-  CostTable t;
-  bool cached = false;
-  if (!f.has("no-cache") && std::filesystem::exists(cache)) {
-    std::string why;
-    try {
-      t = costs_load(cache);
-      cached = t.unit == "ms" && costs_match_graph(t, g, &why);
-      if (!cached && why.empty()) why = "its unit is not ms";
-    } catch (const UserError& e) {
-      why = e.what();
-    }
-    if (cached) std::printf("using cached measurements from %s (--no-cache to re-measure)\n", cache.c_str());
-    else std::printf("ignoring cached %s: %s\n", cache.c_str(), why.c_str());
-  }
-  if (!cached) {
-    if (isatty(fileno(stderr))) po.on_node = [](size_t i, size_t n, const NodeCost& c) {
-      std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
-      if (i + 1 == n) std::fprintf(stderr, "\n");
-    };
-    t = profile_graph(g, ops, *be, po);
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(cache).parent_path(), ec);
-    try {
-      costs_save(t, cache);
-      std::printf("cached in %s\n", cache.c_str());
-    } catch (const UserError& e) {
-      std::printf("warning: not cached: %s\n", e.what());
-    }
-  }
+  if (isatty(fileno(stderr))) po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+    std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
+    if (i + 1 == n) std::fprintf(stderr, "\n");
+  };
+  std::string note;
+  CostTable t = profile_graph_cached(g, ops, *be, po, f.has("no-cache"), &note);
+  std::printf("%s\n", note.c_str());
   print_table(g, t);
   if (f.has("output")) {
     costs_save(t, f.get("output"));

@@ -5,6 +5,7 @@
 
 #include "runtime/check.h"
 #include "runtime/executor.h"
+#include "runtime/profiler.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
@@ -16,9 +17,16 @@ namespace {
 CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const std::string& model) {
   auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
   if (model == "flops") return flops_costs(g, ops, workspace);
-  if (model == "profile")
-    REMAT_USER_ERROR("--cost-model profile: run `profile --config ... -o costs.json` and pass the file");
-  return costs_load(model);
+  if (model == "profile") {  // measured on this backend, cached like `profile` does
+    std::string note;
+    CostTable t = profile_graph_cached(g, ops, be, {}, /*refresh=*/false, &note);
+    std::printf("profile: %s\n", note.c_str());
+    return t;
+  }
+  CostTable t = costs_load(model);
+  std::string why;
+  if (!costs_match_graph(t, g, &why)) REMAT_USER_ERROR(model << ": " << why);
+  return t;
 }
 
 void print_progress(double elapsed, double incumbent, double bound, void*) {

@@ -32,23 +32,32 @@ std::unique_ptr<Backend> make_backend(const TrainOptions& opt) {
   return be;
 }
 
-// Plans the step and, in arena mode, shrinks the solver's budget until the plan's arena
-// (aligned buffers, interval packing) fits the real budget too.
-StepPlan plan_that_fits(const Graph& g, const OpRegistry& ops, Backend& be, Executor& ex,
-                        const TrainOptions& opt) {
+// Plans the step, ends the backend's setup (releasing algorithm-search memory), then creates
+// the executor — whose pool is the budget — and, in arena mode, shrinks the solver's budget
+// until the plan's arena (aligned buffers, interval packing) fits the real budget too.
+std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& ops, Backend& be,
+                                             const TrainOptions& opt, StepPlan* sp) {
   int64_t solver_budget = opt.plan.budget.value_or(0);
+  *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
+  be.end_setup();
+  ExecutorOptions eo;
+  if (opt.plan.budget) {
+    eo.memory = memory_mode_from_name(opt.memory);
+    eo.budget = *opt.plan.budget;
+  }
+  auto ex = std::make_unique<Executor>(g, ops, be, eo);
   for (int attempt = 0;; ++attempt) {
-    StepPlan sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
-    const int64_t need = ex.prepare(sp.plan);
-    if (!opt.plan.budget || ex.memory_mode() != MemoryMode::Arena || need <= *opt.plan.budget)
-      return sp;
+    const int64_t need = ex->prepare(sp->plan);
+    if (!opt.plan.budget || ex->memory_mode() != MemoryMode::Arena || need <= *opt.plan.budget)
+      return ex;
     if (attempt == 3 || !opt.plan.schedule_file.empty())
-      REMAT_USER_ERROR("the " << sp.plan.strategy << " plan needs " << format_bytes(need)
+      REMAT_USER_ERROR("the " << sp->plan.strategy << " plan needs " << format_bytes(need)
                               << " in arena mode (alignment and packing), above the budget "
                               << format_bytes(*opt.plan.budget) << "; try --memory pool or a larger budget");
     solver_budget -= need - *opt.plan.budget;
     std::printf("plan: arena needs %s > budget; re-solving at %s\n", format_bytes(need).c_str(),
                 format_bytes(solver_budget).c_str());
+    *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
   }
 }
 
@@ -84,16 +93,6 @@ TrainSummary run_training(const TrainOptions& opt) {
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
   std::unique_ptr<Backend> backend = make_backend(opt);
-  ExecutorOptions eo;
-  if (opt.plan.budget) {
-    eo.memory = memory_mode_from_name(opt.memory);
-    eo.budget = *opt.plan.budget;
-  }
-  Executor ex(g, ops, *backend, eo);
-  ex.init_parameters(cfg.seed);
-  int64_t first_step = 0;
-  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
-
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
   std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir);
@@ -107,11 +106,18 @@ TrainSummary run_training(const TrainOptions& opt) {
   std::printf("training graph: %zu nodes, persistent %s; device %s; data %s\n", g.nodes.size(),
               format_bytes(g.persistent_bytes()).c_str(), backend->name().c_str(),
               data->describe().c_str());
+  std::fflush(stdout);
+  StepPlan sp;
+  std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, &sp);
+  Executor& ex = *exec;
+  ex.init_parameters(cfg.seed);
+  int64_t first_step = 0;
+  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
+
   if (first_step > 0)
     std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
                 static_cast<long long>(first_step));
 
-  StepPlan sp = plan_that_fits(g, ops, *backend, ex, opt);
   print_plan(sp, g, opt, ex);
 
   std::vector<float> images(static_cast<size_t>(in_desc.numel()));
