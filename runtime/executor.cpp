@@ -8,6 +8,7 @@
 #include "runtime/allocator.h"
 #include "runtime/check.h"
 #include "runtime/init.h"
+#include "runtime/pool_replay.h"
 #include "runtime/trace.h"
 
 namespace remat {
@@ -156,6 +157,10 @@ int64_t node_workspace_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
 int64_t Executor::workspace_bytes(NodeId n) { return node_workspace_bytes(g_, ops_, be_, n); }
 
 int64_t Executor::prepare(const ExecutionPlan& plan) {
+  if (opt_.memory == MemoryMode::Pool) {
+    PoolReplay r = replay_pool(g_, plan, [&](NodeId n) { return workspace_bytes(n); }, opt_.budget);
+    return r.fits ? r.peak_in_use : opt_.budget + r.shortfall;
+  }
   if (opt_.memory != MemoryMode::Arena) return 0;
   if (!same_steps(plan.steps, arena_steps_)) {
     arena_buffers_ = plan_buffers(g_, plan, [&](NodeId n) { return workspace_bytes(n); });

@@ -66,9 +66,11 @@ class Executor {
   // Initial values of parameters, buffers and optimizer state (runtime/init.h).
   void init_parameters(uint64_t seed);
 
-  // Arena mode: assigns offsets for `plan` (done by run_step for a new plan) and returns the
-  // bytes the region needs (persistent values + arena, aligned); run_step throws UserError if
-  // that exceeds the budget. Other modes: returns 0.
+  // The bytes `plan` needs from the budget's allocation, known before it runs. Arena: assigns
+  // the offsets (run_step does it for a new plan) and returns persistent + arena (aligned);
+  // run_step throws UserError if that exceeds the budget. Pool: replays the plan's requests
+  // through the allocator (runtime/pool_replay.h) and returns its peak, or budget + the
+  // shortfall of the first request fragmentation or size leaves unserved. Direct: 0.
   int64_t prepare(const ExecutionPlan& plan);
 
   // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the

@@ -16,19 +16,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Largest bytes in use during stage t of a simulation.
-int64_t stage_peak(const SimResult& sim, int t) {
-  int64_t peak = 0;
+// Sum over stages of the bytes by which the stage's peak exceeds the budget.
+double budget_excess(const SimResult& sim, int n, int64_t budget) {
+  std::vector<int64_t> peak(n, 0);
   for (const SimStep& st : sim.steps)
-    if (st.stage == t) peak = std::max({peak, st.bytes_during, st.bytes_after});
-  return peak;
+    if (st.stage >= 0 && st.stage < n)
+      peak[st.stage] = std::max({peak[st.stage], st.bytes_during, st.bytes_after});
+  double excess = 0;
+  for (int64_t b : peak) excess += double(std::max<int64_t>(0, b - budget));
+  return excess;
 }
 
 }  // namespace
 
 // Note [budget repair]
 // A rounding whose peak exceeds the budget is repaired greedily: at the stage holding the peak,
-// take the one move that lowers that stage's peak at the least extra cost per byte saved, where a
+// take the one move that lowers the total excess over the budget (summed over stages, so every
+// move makes progress and the loop ends) at the least extra cost per byte, where a
 // move either drops a held value (the cheapest R then recomputes it where needed) or holds a
 // value the stage recomputes from where it was last available (recomputing a long segment
 // inside one stage can cost more memory than holding its result); repeat until the schedule
@@ -40,12 +44,12 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
   Schedule s;
   s.S = schedule_repair_s(p, schedule_trim_s(p, S0), &s.R);
   SimResult sim = simulate(p, s);
-  for (int iter = 0; iter < 4 * p.size() * p.size(); ++iter) {
+  for (;;) {
     if (!sim.valid) return std::nullopt;
     if (sim.peak_bytes <= budget) return s;
     if (elapsed() > deadline_seconds) return std::nullopt;
     const int t = sim.steps[sim.peak_step].stage;
-    const int64_t peak_t = stage_peak(sim, t);
+    const double excess = budget_excess(sim, p.size(), budget);
     double best_score = 0;
     std::optional<Schedule> best;
     std::optional<SimResult> best_sim;
@@ -54,9 +58,9 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
       c.S = schedule_repair_s(p, schedule_trim_s(p, S), &c.R);
       SimResult cs = simulate(p, c);
       if (!cs.valid) return;
-      const int64_t saved = peak_t - stage_peak(cs, t);
+      const double saved = excess - budget_excess(cs, p.size(), budget);
       if (saved <= 0) return;
-      const double score = (cs.total_cost - sim.total_cost) / double(saved);
+      const double score = (cs.total_cost - sim.total_cost) / saved;
       if (!best || score < best_score) best_score = score, best = std::move(c), best_sim = cs;
     };
     for (int i = 0; i < t; ++i) {
@@ -76,7 +80,23 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
     s = std::move(*best);
     sim = std::move(*best_sim);
   }
-  return std::nullopt;
+}
+
+LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
+                       std::vector<double>* x, double* objective) {
+  ClpSimplex lp;
+  lp.setLogLevel(log_level >= 2 ? 1 : 0);
+  lp.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(), m.value.data(),
+                 m.col_lb.data(), m.col_ub.data(), m.obj.data(), m.row_lb.data(),
+                 m.row_ub.data());
+  lp.setMaximumSeconds(std::max(0.01, seconds));
+  lp.dual();
+  if (lp.isProvenPrimalInfeasible()) return LpStatus::Infeasible;
+  if (lp.status() != 0) return LpStatus::Unknown;
+  const double* sol = lp.primalColumnSolution();
+  if (x) x->assign(sol, sol + m.num_cols());
+  if (objective) *objective = lp.objectiveValue();
+  return LpStatus::Optimal;
 }
 
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
@@ -89,17 +109,13 @@ std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, cons
   bo.budget = budget;
   MilpModel m = milp_build(p, bo);
 
-  ClpSimplex lp;
-  lp.setLogLevel(opt.log_level >= 2 ? 1 : 0);
-  lp.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(), m.value.data(),
-                 m.col_lb.data(), m.col_ub.data(), m.obj.data(), m.row_lb.data(),
-                 m.row_ub.data());
-  lp.setMaximumSeconds(std::max(0.01, opt.time_limit_seconds));
-  lp.dual();
-  if (lp.status() != 0) return std::nullopt;  // infeasible LP: no schedule fits at all
-  const double bound = lp.objectiveValue() * m.cost_scale;
+  std::vector<double> xv;
+  double obj = 0;
+  if (milp_solve_lp(m, opt.time_limit_seconds, opt.log_level, &xv, &obj) != LpStatus::Optimal)
+    return std::nullopt;  // infeasible LP: no schedule fits at all
+  const double bound = obj * m.cost_scale;
   if (lp_bound) *lp_bound = bound;
-  const double* x = lp.primalColumnSolution();
+  const double* x = xv.data();
 
   std::optional<Schedule> best;
   double best_cost = 0;

@@ -1,7 +1,7 @@
 // Max batch: the largest batch whose schedule fits a budget with compute cost at most one extra
 // forward pass over all-keep. Baselines: binary search over batch with solve(). "checkmate":
-// the MinPeak MILP (milp_model.h) minimises peak activation bytes per sample under the cost
-// cap; batch = (budget - constant) / P, verified with simulate; the bound on P bounds batch.
+// bisection on the batch with exact probes, Note [max-batch bisection].
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -12,7 +12,6 @@
 
 namespace remat {
 namespace {
-
 using Clock = std::chrono::steady_clock;
 
 // All-keep cost plus one forward pass, at the problem's own batch.
@@ -73,13 +72,85 @@ MaxBatchResult search_strategy(const Problem& p, const std::string& strategy, in
   return res;
 }
 
-// The largest batch at which `s` fits, starting from the guess `b0`.
-int64_t largest_fitting_batch(const Problem& p, const Schedule& s, int64_t b0, int64_t budget) {
-  int64_t b = std::max<int64_t>(0, b0);
-  while (b > 0 && !schedule_fits(p, s, b, budget)) --b;
-  while (schedule_fits(p, s, b + 1, budget)) ++b;
-  return b;
-}
+// Note [max-batch bisection]
+// Whether a batch b admits a schedule is monotone in b: bytes scale up with b (rounded up) and
+// cost and the cost cap both scale linearly, so a schedule that fits at b + 1 fits at b. A probe
+// at b answers Feasible (a schedule verified by simulate at problem_at_batch(p, b)), Infeasible
+// (a proof: the budget is below problem_min_budget, or the LP relaxation of the cost-capped
+// MILP is infeasible, or Cbc proves the MILP infeasible) or Unknown (its time ran out). Cheap
+// answers come first: schedules already found at other batches (a schedule's structure is
+// batch-independent) and the baselines; the LP relaxation and its rounding (with budget repair)
+// next; the MILP, stopped at its first incumbent, last. The bisection keeps lo feasible and hi
+// proven infeasible, so upper_bound = hi - 1 is proven; an Unknown probe narrows only the search
+// for lo.
+enum class Probe { Feasible, Infeasible, Unknown };
+
+struct Prober {
+  const Problem& p;
+  int64_t budget;
+  SolveOptions opt;
+  std::vector<Schedule> known;  // schedules that fit at some batch
+
+  bool known_fit(int64_t b) {
+    for (const Schedule& s : known)
+      if (schedule_fits(p, s, b, budget)) return true;
+    return false;
+  }
+
+  Probe probe(int64_t b, double seconds, bool use_milp) {
+    const auto t0 = Clock::now();
+    auto left = [&] {
+      return seconds - std::chrono::duration<double>(Clock::now() - t0).count();
+    };
+    Problem pb = problem_at_batch(p, b);
+    if (problem_min_budget(pb) > budget) return Probe::Infeasible;
+    if (known_fit(b)) return Probe::Feasible;
+    // Repair the known schedules at this batch (Note [budget repair]).
+    for (size_t k = 0, n = known.size(); k < n && left() > 0; ++k) {
+      auto s = schedule_fit_budget(pb, known[k].S, budget, std::max(0.0, left() / 8));
+      if (s && schedule_fits(p, *s, b, budget)) {
+        known.push_back(*s);
+        return Probe::Feasible;
+      }
+    }
+    MilpBuildOptions bo;
+    bo.budget = budget;
+    bo.cost_cap = cost_cap(pb);
+    MilpModel m = milp_build(pb, bo);
+    std::vector<double> x;
+    LpStatus lp = milp_solve_lp(m, std::max(0.05, left()), opt.log_level, &x, nullptr);
+    if (lp == LpStatus::Infeasible) return Probe::Infeasible;
+    if (lp == LpStatus::Optimal) {
+      for (double th : {0.5, 0.95}) {
+        auto s = schedule_fit_budget(pb, milp_s_from_solution(m, x.data(), th), budget,
+                                     std::max(0.0, left() / 4));
+        if (s && schedule_fits(p, *s, b, budget)) {
+          known.push_back(*s);
+          return Probe::Feasible;
+        }
+      }
+    }
+    if (!use_milp || left() <= 0) return Probe::Unknown;
+    SolveOptions mopt = opt;
+    mopt.time_limit_seconds = std::max(0.05, left());
+    MilpProgress stop_at_incumbent = [&](double el, double inc, double bound) {
+      if (opt.progress) opt.progress(el, inc < 0 ? -1 : inc * m.cost_scale,
+                                     bound * m.cost_scale, opt.progress_user);
+      return inc >= 0;
+    };
+    MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
+    if (run.infeasible) return Probe::Infeasible;
+    if (run.has_solution) {
+      Schedule s;
+      s.S = schedule_repair_s(pb, milp_s_from_solution(m, run.x.data(), 0.5), &s.R);
+      if (schedule_fits(p, s, b, budget)) {
+        known.push_back(s);
+        return Probe::Feasible;
+      }
+    }
+    return Probe::Unknown;
+  }
+};
 
 const char* const kBaselines[] = {"all-keep",           "chen-sqrtn", "chen-sqrtn-linear",
                                   "chen-greedy",        "chen-greedy-linear", "griewank"};
@@ -97,66 +168,51 @@ MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t 
   }
   MaxBatchResult res;
   res.strategy = strategy;
-  const double room = double(budget - p.constant_bytes);  // bytes for activations
-  if (room <= 0) {
-    res.status = "infeasible";
+  if (budget <= p.constant_bytes || problem_min_budget(problem_at_batch(p, 1)) > budget) {
+    res.status = "optimal";  // not even batch 1 fits: batch 0 is exact
+    res.solve_seconds = elapsed();
     return res;
   }
-  // Warm starts: each baseline's best schedule (a schedule's structure is batch-independent).
-  std::vector<Schedule> starts;
+  Prober prober{p, budget, opt, {}};
+  // lo: the best baseline (verified by simulate); its schedules seed every probe.
+  int64_t lo = 0;
   for (const char* b : kBaselines) {
     std::optional<Schedule> s;
     MaxBatchResult r = search_strategy(p, b, budget, opt, &s);
-    if (s) starts.push_back(*s);
-    res.batch = std::max(res.batch, r.batch);
+    if (s) prober.known.push_back(*s);
+    lo = std::max(lo, r.batch);
   }
-  if (auto all = solve_all_keep(p)) starts.push_back(*all);
-
-  MilpBuildOptions bo;
-  bo.objective = MilpObjective::MinPeak;
-  bo.cost_cap = cost_cap(p);
-  MilpModel m = milp_build(p, bo);
-  const double per_model_unit = m.byte_scale;  // bytes per sample for P = 1
-  std::vector<double> start;
-  double start_p = 0;
-  for (const Schedule& s0 : starts) {
-    Schedule s;
-    s.S = schedule_repair_s(p, schedule_trim_s(p, s0.S), &s.R);
-    SimResult sim = simulate(p, s);
-    if (!sim.valid || sim.total_cost > bo.cost_cap * (1 + 1e-9)) continue;
-    auto x = milp_point_from_schedule(m, p, s.R, s.S);
-    if (start.empty() || x[m.p_col] < start_p) start = x, start_p = x[m.p_col];
+  if (auto all = solve_all_keep(p)) prober.known.push_back(*all);
+  lo = std::max<int64_t>(lo, 1);
+  // hi: the first batch whose working set alone exceeds the budget (proven infeasible).
+  int64_t hi = lo + 1;
+  while (problem_min_budget(problem_at_batch(p, hi)) <= budget) hi *= 2;
+  {
+    int64_t a = lo, z = hi;  // min budget fits at a, not at z
+    while (z - a > 1) {
+      int64_t mid = a + (z - a) / 2;
+      (problem_min_budget(problem_at_batch(p, mid)) <= budget ? a : z) = mid;
+    }
+    hi = z;
   }
-  auto to_batch = [&](double pm) {
-    return pm > 0 ? room / (pm * per_model_unit) : std::numeric_limits<double>::infinity();
-  };
-  // Stops as soon as the incumbent's batch equals the bound's: a gap on P below one batch
-  // step proves nothing more about the batch.
-  MilpProgress progress = [&](double el, double inc, double bound) {
-    if (opt.progress)
-      opt.progress(el, inc < 0 ? -1 : to_batch(inc), to_batch(bound), opt.progress_user);
-    if (inc <= 0 || bound <= 0) return false;
-    return std::floor(to_batch(inc) * (1 - 1e-9)) >= std::floor(to_batch(bound) + 1e-9);
-  };
-  SolveOptions mopt = opt;
-  mopt.time_limit_seconds = std::max(1.0, opt.time_limit_seconds - elapsed());
-  MilpRun run = milp_run_cbc(m, mopt, start.empty() ? nullptr : &start, progress);
-  if (run.has_solution) {
-    Schedule s;
-    s.S = schedule_repair_s(p, milp_s_from_solution(m, run.x.data(), 0.5), &s.R);
-    int64_t guess = int64_t(std::floor(to_batch(run.objective)));
-    res.batch = std::max(res.batch, largest_fitting_batch(p, s, guess, budget));
+  // Narrow with LP/heuristic probes first (no MILP), then with MILP probes.
+  for (bool use_milp : {false, true}) {
+    int64_t soft_hi = hi;
+    while (soft_hi - lo > 1) {
+      const double left = opt.time_limit_seconds - elapsed();
+      if (left <= 0) break;
+      const int steps = int(std::ceil(std::log2(double(soft_hi - lo)))) + 1;
+      const int64_t mid = lo + (soft_hi - lo) / 2;
+      Probe r = prober.probe(mid, use_milp ? left / steps : left, use_milp);
+      if (r == Probe::Feasible) lo = mid;
+      else if (r == Probe::Infeasible) hi = soft_hi = mid;
+      else soft_hi = mid;
+    }
   }
-  if (!run.infeasible && run.bound > 0) {
-    double ub = std::floor(to_batch(run.bound) + 1e-9);
-    res.upper_bound = std::max<int64_t>(res.batch, int64_t(std::min(ub, 9e18)));
-  } else {
-    res.upper_bound = run.infeasible ? res.batch : std::numeric_limits<int64_t>::max();
-  }
-  res.status = res.upper_bound == res.batch ? "optimal"
-               : run.has_solution && run.seconds >= mopt.time_limit_seconds * 0.99 ? "time-limit"
-               : run.has_solution ? "feasible"
-                                  : "no-incumbent";
+  res.batch = lo;
+  res.upper_bound = hi - 1;
+  res.status = lo == hi - 1 ? "optimal" : elapsed() >= opt.time_limit_seconds ? "time-limit"
+                                                                               : "feasible";
   res.solve_seconds = elapsed();
   return res;
 }

@@ -28,7 +28,7 @@ struct ProgressState {
   Clock::time_point start;
   double last_report = -1;
   double last_incumbent = -1;
-  double deadline = 1e30;  // seconds: Cbc's own "sec" is not checked during root cut passes
+  double deadline = 1e30;  // wall-clock seconds (Cbc's own "sec" is CPU time)
 };
 
 class ProgressHandler : public CbcEventHandler {
@@ -93,11 +93,10 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   std::snprintf(ratio, sizeof ratio, "%g", std::max(0.0, opt.relative_gap));
   std::snprintf(threads, sizeof threads, "%d", std::max(1, opt.threads));
   std::snprintf(log, sizeof log, "%d", opt.log_level >= 2 ? opt.log_level - 1 : 0);
-  // timeMode elapsed: Cbc's "sec" counts CPU seconds by default, which on a loaded machine
-  // overran wall-clock limits by 50-100%.
-  std::vector<const char*> argv{"remat", "-log",   log,   "-timeMode", "elapsed",
-                                "-sec",  sec,      "-ratio", ratio};
-  if (start) argv.insert(argv.end(), {"-rins", "on", "-proximity", "on"});
+  // Cbc's "sec" counts CPU seconds; the wall-clock limit is the event handler's deadline.
+  // ("-timeMode elapsed" made a second CbcMain1 call in one process crash in
+  // CglPreProcess::postProcess, Cbc 2.10.8.)
+  std::vector<const char*> argv{"remat", "-log", log, "-sec", sec, "-ratio", ratio};
   if (opt.threads > 1) argv.insert(argv.end(), {"-threads", threads});
   argv.insert(argv.end(), {"-solve", "-quit"});
   CbcMain1(int(argv.size()), argv.data(), model, nullptr, data);

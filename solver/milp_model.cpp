@@ -207,7 +207,7 @@ MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
       }
     }
   }
-  if (min_peak) {
+  if (min_peak || opt.cost_cap > 0) {  // MinCost: an optional cap (max batch's probes)
     std::vector<std::pair<int, double>> e;
     for (int t = 0; t < n; ++t)
       for (int i = 0; i <= t; ++i)

@@ -22,7 +22,8 @@ enum class MilpObjective {
 struct MilpBuildOptions {
   MilpObjective objective = MilpObjective::MinCost;
   int64_t budget = 0;             // MinCost: total bytes, constant included
-  double cost_cap = 0;            // MinPeak: total cost must not exceed this (Problem units)
+  double cost_cap = 0;            // total cost must not exceed this (Problem units); MinCost:
+                                  // only when > 0
   bool paper_formulation = false; // the paper's big-M FREE rows, binary FREE, no fixings
 };
 
@@ -75,6 +76,12 @@ BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out);
 // the peak stage (Note [budget repair], lp_round.cpp); nullopt if none within the deadline.
 std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& S0,
                                             int64_t budget, double deadline_seconds);
+
+// The LP relaxation of `m` with Clp (lp_round.cpp). Infeasible is a proof that the MILP (and so
+// the problem it models) has no solution; Unknown: time limit or numerical trouble.
+enum class LpStatus { Optimal, Infeasible, Unknown };
+LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
+                       std::vector<double>* x, double* objective);
 
 // One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller). Values are in
 // model units (objective = real cost / cost_scale, or P in byte_scale units).

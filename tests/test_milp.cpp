@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -255,6 +256,126 @@ TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   for (const auto& nd : pb.nodes) all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
   EXPECT_EQ(cm.status, "optimal");
   EXPECT_EQ(cm.upper_bound, cm.batch);
+}
+
+// small_dag (configs/small_dag.yaml, batch 4, FLOPs costs) as written by
+// `plan --config configs/small_dag.yaml --batch 4 --write-problem`: a residual DAG with a side
+// branch and a concat, where a 10 s checkmate once returned 17% over LP rounding.
+Problem small_dag_problem() {
+  return problem_load(std::string(REMAT_TEST_DATA_DIR) + "/small_dag_b4.json");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Checkmate (warm-started from every baseline and LP rounding) never returns a schedule worse
+// than any of them, even when its time limit stops the MILP early.
+TEST(MilpWarmStart, CheckmateNeverWorseThanLpOrBaselinesOnSmallDag) {
+  Problem p = small_dag_problem();
+  SolveOptions opt;
+  opt.time_limit_seconds = 1.5;
+  int compared = 0;
+  for (int64_t budget : {900000, 870000, 840000, 760000, 700000}) {
+    SolveResult cm = solve(p, "checkmate", budget, opt);
+    ASSERT_TRUE(cm.feasible) << "budget " << budget << ": " << cm.message;
+    EXPECT_LE(cm.sim.peak_bytes, budget);
+    EXPECT_LE(cm.schedule.lower_bound, cm.sim.total_cost * (1 + 1e-9));
+    for (const std::string& strategy : strategy_names()) {
+      if (strategy == "checkmate") continue;
+      SolveResult r = solve(p, strategy, budget, opt);
+      if (!r.feasible) continue;
+      EXPECT_LE(cm.sim.total_cost, r.sim.total_cost * (1 + 1e-9))
+          << strategy << " at budget " << budget;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 5);  // LP rounding at least fits everywhere above
+}
+
+// LP rounding's budget repair finds a schedule where plain rounding found none.
+TEST(LpRounding, RepairFindsScheduleBelowEveryBaseline) {
+  Problem p = small_dag_problem();
+  const int64_t budget = 700000;
+  SolveOptions opt;
+  opt.time_limit_seconds = 5;
+  for (const std::string& strategy : strategy_names()) {
+    if (strategy == "lp" || strategy == "checkmate") continue;
+    EXPECT_FALSE(solve(p, strategy, budget, opt).feasible) << strategy;
+  }
+  SolveResult lp = solve(p, "lp", budget, opt);
+  ASSERT_TRUE(lp.feasible) << lp.message;
+  EXPECT_LE(lp.sim.peak_bytes, budget);
+}
+
+// More memory never costs more, wherever both budgets are proven optimal.
+TEST(MilpMonotone, CostNonIncreasingInBudgetWhenOptimal) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < 7; ++k) cost.push_back(1 + (k * 5) % 4), bytes.push_back(6 + (k * 3) % 5);
+  Problem p = make_chain_problem(cost, bytes, 10);
+  SolveOptions opt = fast_options();
+  std::optional<double> prev;
+  int pairs = 0;
+  for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); budget += 3) {
+    SolveResult r = solve(p, "checkmate", budget, opt);
+    ASSERT_TRUE(r.feasible) << "budget " << budget << ": " << r.message;
+    if (r.schedule.status != "optimal") {
+      prev.reset();
+      continue;
+    }
+    if (prev) {
+      EXPECT_LE(r.sim.total_cost, *prev * (1 + 1e-9)) << "budget " << budget;
+      ++pairs;
+    }
+    prev = r.sim.total_cost;
+  }
+  EXPECT_GE(pairs, 5);
+}
+
+// The time limit covers the baselines, LP rounding and the MILP: a 2 s limit on a problem Cbc
+// cannot prove in 2 s returns within 3 s.
+TEST(MilpTimeLimit, TwoSecondLimitReturnsWithinThree) {
+  Problem p = make_uniform_chain(20);
+  SolveOptions opt;
+  opt.time_limit_seconds = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  SolveResult r = solve(p, "checkmate", problem_min_budget(p) + 2, opt);
+  const double took = seconds_since(t0);
+  ASSERT_TRUE(r.feasible) << r.message;
+  EXPECT_NE(r.schedule.status, "optimal") << "pick a harder problem: this one was proven";
+  EXPECT_LE(took, 3.0);
+}
+
+// Max batch against exhaustive search: batch b admits a schedule within the cost cap (all-keep
+// plus one forward pass) and, when the result says optimal, b + 1 admits none.
+TEST(MilpMaxBatch, BatchFitsAndNextBatchInfeasibleByBruteForce) {
+  Problem p = make_chain_problem({1, 3, 2}, {12, 16, 20}, 100);
+  p.batch = 4;
+  const int64_t budget = 400;
+  MaxBatchResult cm = max_batch(p, "checkmate", budget, fast_options());
+  ASSERT_GT(cm.batch, 0);
+  ASSERT_EQ(cm.status, "optimal");
+  EXPECT_EQ(cm.upper_bound, cm.batch);
+  auto cap = [](const Problem& pb) {
+    double all = 0, fwd = 0;
+    for (const auto& nd : pb.nodes)
+      all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
+    return all + fwd;
+  };
+  Problem at = problem_at_batch(p, cm.batch);
+  BruteForce fits{at, budget};
+  auto best = fits.run();
+  ASSERT_TRUE(best.has_value()) << "batch " << cm.batch;
+  EXPECT_LE(*best, cap(at) * (1 + 1e-9));
+  Problem next = problem_at_batch(p, cm.batch + 1);
+  BruteForce more{next, budget};
+  auto best_next = more.run();
+  EXPECT_TRUE(!best_next || *best_next > cap(next) * (1 + 1e-9)) << "batch " << cm.batch + 1;
+  for (const std::string& strategy : strategy_names()) {
+    if (strategy == "checkmate" || strategy == "lp") continue;
+    EXPECT_GE(cm.batch, max_batch(p, strategy, budget, fast_options()).batch) << strategy;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "runtime/allocator.h"
 #include "runtime/autodiff.h"
 #include "runtime/executor.h"
+#include "runtime/pool_replay.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 
@@ -175,6 +176,36 @@ TEST(RematExec, PoolOutOfMemoryNamesNodeAndBytes) {
     EXPECT_NE(msg.find("bytes"), std::string::npos) << msg;
     EXPECT_NE(msg.find("largest free block"), std::string::npos) << msg;
   }
+}
+
+// The allocator replay predicts the pool exactly: for pool sizes stepping down from 130% of the
+// keep-everything peak, the executor succeeds exactly when the replay fits, with the replay's
+// peak, and runs out of memory exactly when it does not.
+TEST(RematExec, PoolReplayPredictsThePool) {
+  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml"), small(4));
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  ExecutionPlan keep = plan_keep_all(m.g, ws);
+  int fits = 0, fails = 0;
+  for (int pct = 130; pct >= 90; pct -= 2) {
+    const int64_t pool = keep.predicted_peak * pct / 100;
+    PoolReplay r = replay_pool(m.g, keep, ws, pool);
+    std::vector<StepResult> results;
+    bool ran = true;
+    try {
+      train_state(m, keep, {MemoryMode::Pool, pool}, 2, &results);
+    } catch (const OutOfPoolError&) {
+      ran = false;
+    } catch (const UserError&) {
+      ran = false;  // persistent values alone do not fit
+    }
+    EXPECT_EQ(ran, r.fits) << "pool of " << pool << " bytes";
+    if (ran && r.fits)
+      for (const auto& sr : results) EXPECT_EQ(sr.reserved_peak_bytes, r.peak_in_use) << pool;
+    if (!r.fits) EXPECT_GT(r.shortfall, 0);
+    (r.fits ? fits : fails) += 1;
+  }
+  EXPECT_GT(fits, 0);
+  EXPECT_GT(fails, 0);
 }
 
 TEST(RematExec, ArenaRejectsAPlanAboveTheBudget) {

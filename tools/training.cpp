@@ -33,8 +33,9 @@ std::unique_ptr<Backend> make_backend(const TrainOptions& opt) {
 }
 
 // Plans the step, ends the backend's setup (releasing algorithm-search memory), then creates
-// the executor — whose pool is the budget — and, in arena mode, shrinks the solver's budget
-// until the plan's arena (aligned buffers, interval packing) fits the real budget too.
+// the executor — whose single allocation is the budget — and shrinks the solver's budget until
+// the plan also fits the real allocation: the arena's aligned, packed layout, or the pool's
+// replayed requests with their fragmentation.
 std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& ops, Backend& be,
                                              const TrainOptions& opt, StepPlan* sp) {
   int64_t solver_budget = opt.plan.budget.value_or(0);
@@ -48,14 +49,15 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   auto ex = std::make_unique<Executor>(g, ops, be, eo);
   for (int attempt = 0;; ++attempt) {
     const int64_t need = ex->prepare(sp->plan);
-    if (!opt.plan.budget || ex->memory_mode() != MemoryMode::Arena || need <= *opt.plan.budget)
-      return ex;
-    if (attempt == 3 || !opt.plan.schedule_file.empty())
+    if (!opt.plan.budget || need <= *opt.plan.budget) return ex;
+    if (attempt == 6 || !opt.plan.schedule_file.empty())
       REMAT_USER_ERROR("the " << sp->plan.strategy << " plan needs " << format_bytes(need)
-                              << " in arena mode (alignment and packing), above the budget "
-                              << format_bytes(*opt.plan.budget) << "; try --memory pool or a larger budget");
-    solver_budget -= need - *opt.plan.budget;
-    std::printf("plan: arena needs %s > budget; re-solving at %s\n", format_bytes(need).c_str(),
+                              << " in " << memory_mode_name(ex->memory_mode())
+                              << " mode (alignment, packing, fragmentation), above the budget "
+                              << format_bytes(*opt.plan.budget) << "; try a larger budget");
+    solver_budget -= std::max(need - *opt.plan.budget, *opt.plan.budget / 100);
+    std::printf("plan: %s memory needs %s > budget; re-solving at %s\n",
+                memory_mode_name(ex->memory_mode()), format_bytes(need).c_str(),
                 format_bytes(solver_budget).c_str());
     *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
   }
@@ -138,6 +140,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     sum.peak_bytes = std::max(sum.peak_bytes, r.peak_bytes);
     sum.reserved_peak_bytes = std::max(sum.reserved_peak_bytes, r.reserved_peak_bytes);
     sum.recomputes_per_step = r.recomputes;
+    sum.fragmentation = std::max(sum.fragmentation, r.fragmentation);
     if (step > first_step) timed_seconds += r.seconds, timed_samples += g.batch;
     if (step == first_step || last || (step + 1) % opt.log_every == 0)
       std::printf("step %5lld  loss %.4f  %9.1f samples/s  peak %s\n",
@@ -156,10 +159,15 @@ TrainSummary run_training(const TrainOptions& opt) {
       timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
   std::printf("done: %zu steps, loss %.4f -> %.4f, %.1f samples/s\n", sum.losses.size(),
               sum.first_loss, sum.last_loss, sum.samples_per_second);
-  std::printf("memory: predicted peak %s, measured peak %s (%s), %s in use at the pool's peak",
+  std::printf("memory: predicted peak %s, measured peak %s (%s), %s %s", 
               format_bytes(sp.plan.predicted_peak).c_str(), format_bytes(sum.peak_bytes).c_str(),
               sum.peak_bytes == sp.plan.predicted_peak ? "exact match" : "MISMATCH",
-              format_bytes(sum.reserved_peak_bytes).c_str());
+              format_bytes(sum.reserved_peak_bytes).c_str(),
+              ex.memory_mode() == MemoryMode::Arena  ? "arena region (persistent + packed activations)"
+              : ex.memory_mode() == MemoryMode::Pool ? "pool blocks at the peak"
+                                                     : "allocated at the peak");
+  if (ex.memory_mode() == MemoryMode::Pool)
+    std::printf(", fragmentation at the peak %.1f%%", 100 * sum.fragmentation);
   if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
   std::printf("\n");
   if (sp.cost_unit == "ms" && sum.samples_per_second > 0)

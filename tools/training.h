@@ -37,6 +37,7 @@ struct TrainSummary {
   int64_t peak_bytes = 0;          // largest measured exact per-step peak
   int64_t reserved_peak_bytes = 0; // largest peak of the memory source (pool / arena)
   int64_t predicted_peak = 0;
+  double fragmentation = 0;        // pool mode: largest external fragmentation at a step's peak
   int recomputes_per_step = 0;
 };
 
