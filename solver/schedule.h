@@ -41,6 +41,10 @@ struct Schedule {
   double solve_seconds = 0;
   double lower_bound = 0;  // proven lower bound on cost (0 if none); gap = (cost-lb)/cost
   std::string status;      // "optimal", "feasible", "time-limit", "heuristic", ...
+  // What a loaded schedule file says it was made for (empty when it does not say).
+  std::string problem_name;
+  int64_t problem_batch = 0;
+  std::vector<std::string> node_names;
 };
 
 // Cheapest valid R for a given S: R[t][t] = 1, and every dependency a stage needs that is not
@@ -82,9 +86,17 @@ SimResult simulate(const Problem& p, const Schedule& s);
 // computed in stage t, ascending], ...], "S": [[nodes held entering stage t], ...], "status",
 // "peak_bytes", "cost"}; peak/cost come from `sim` when given. Loading checks the shape and
 // indices (errors name the file, stage and field); validity against a problem is simulate()'s.
-std::string schedule_to_json_text(const Schedule& s, const SimResult* sim = nullptr);
+// With `p`, the file also records the problem it solves ("problem": name, batch, node names),
+// so a schedule can be checked against a graph before it runs (schedule_check_problem).
+std::string schedule_to_json_text(const Schedule& s, const SimResult* sim = nullptr,
+                                  const Problem* p = nullptr);
 Schedule schedule_from_json_text(const std::string& text, const std::string& source);
-void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim = nullptr);
+void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim = nullptr,
+                   const Problem* p = nullptr);
 Schedule schedule_load(const std::string& path);
+
+// UserError naming `source` when the schedule was made for another problem: a different node
+// count, or (when the file recorded them) another model name, batch or node names.
+void schedule_check_problem(const Schedule& s, const Problem& p, const std::string& source);
 
 }  // namespace remat

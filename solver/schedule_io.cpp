@@ -46,7 +46,7 @@ BoolMatrix rows_from_json(const Json& j, int n, const std::string& source, const
 
 }  // namespace
 
-std::string schedule_to_json_text(const Schedule& s, const SimResult* sim) {
+std::string schedule_to_json_text(const Schedule& s, const SimResult* sim, const Problem* p) {
   Json j;
   j["format"] = kFormat;
   j["strategy"] = s.strategy;
@@ -55,6 +55,11 @@ std::string schedule_to_json_text(const Schedule& s, const SimResult* sim) {
   if (sim) {
     j["peak_bytes"] = sim->peak_bytes;
     j["cost"] = sim->total_cost;
+  }
+  if (p) {
+    std::vector<std::string> names;
+    for (const auto& node : p->nodes) names.push_back(node.name);
+    j["problem"] = {{"name", p->name}, {"batch", p->batch}, {"nodes", names}};
   }
   j["R"] = rows_to_json(s.R);
   j["S"] = rows_to_json(s.S);
@@ -78,15 +83,30 @@ Schedule schedule_from_json_text(const std::string& text, const std::string& sou
   Schedule s;
   if (j.contains("strategy") && j["strategy"].is_string()) s.strategy = j["strategy"];
   if (j.contains("status") && j["status"].is_string()) s.status = j["status"];
+  if (j.contains("problem")) {
+    const auto& jp = j["problem"];
+    if (!jp.is_object() || !jp.contains("name") || !jp.contains("batch") || !jp.contains("nodes") ||
+        !jp["name"].is_string() || !jp["batch"].is_number_integer() || !jp["nodes"].is_array() ||
+        jp["nodes"].size() != static_cast<size_t>(n))
+      REMAT_USER_ERROR(source << ": field 'problem': expected {name, batch, nodes: " << n
+                              << " names}");
+    s.problem_name = jp["name"].get<std::string>();
+    s.problem_batch = jp["batch"].get<int64_t>();
+    for (const auto& name : jp["nodes"]) {
+      if (!name.is_string()) REMAT_USER_ERROR(source << ": field 'problem.nodes': expected names");
+      s.node_names.push_back(name.get<std::string>());
+    }
+  }
   s.R = rows_from_json(j["R"], n, source, "R");
   s.S = rows_from_json(j["S"], n, source, "S");
   return s;
 }
 
-void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim) {
+void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim,
+                   const Problem* p) {
   std::ofstream out(path);
   if (!out) REMAT_USER_ERROR(path << ": cannot write schedule file");
-  out << schedule_to_json_text(s, sim);
+  out << schedule_to_json_text(s, sim, p);
   if (!out) REMAT_USER_ERROR(path << ": write failed");
 }
 
@@ -96,6 +116,23 @@ Schedule schedule_load(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return schedule_from_json_text(ss.str(), path);
+}
+
+void schedule_check_problem(const Schedule& s, const Problem& p, const std::string& source) {
+  const std::string hint = ": it was made for another model, input size or batch";
+  if (s.R.cols() != p.size())
+    REMAT_USER_ERROR(source << ": schedule for " << s.R.cols() << " nodes, problem '" << p.name
+                            << "' has " << p.size() << hint);
+  if (!s.problem_name.empty() && s.problem_name != p.name)
+    REMAT_USER_ERROR(source << ": schedule for model '" << s.problem_name << "', not '" << p.name
+                            << "'");
+  if (s.problem_batch != 0 && s.problem_batch != p.batch)
+    REMAT_USER_ERROR(source << ": schedule for batch " << s.problem_batch << ", the graph has batch "
+                            << p.batch);
+  for (size_t i = 0; i < s.node_names.size(); ++i)
+    if (s.node_names[i] != p.nodes[i].name)
+      REMAT_USER_ERROR(source << ": node " << i << " is '" << s.node_names[i] << "' in the schedule, '"
+                              << p.nodes[i].name << "' in the graph" << hint);
 }
 
 }  // namespace remat

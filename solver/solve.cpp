@@ -75,6 +75,7 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   const double cost = schedule_cost(p, *s);
   s->lower_bound = std::min(cost, std::max(s->lower_bound, lp_bound));
   if (cost > 0 && (cost - s->lower_bound) / cost <= opt.relative_gap) s->status = "optimal";
+  else if (elapsed() >= 0.95 * opt.time_limit_seconds) s->status = "time-limit";
   s->solve_seconds = elapsed();
   return s;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/check.h"
@@ -61,6 +62,30 @@ TEST(Resume, WrongModelOrMissingTensorIsAClearError) {
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("conv1.weight"), std::string::npos) << e.what();
+  }
+}
+
+// `plan -o` writes a schedule that names its problem; `train --plan` runs it and rejects it for
+// another batch.
+TEST(PlanFile, TrainRunsASavedScheduleAndRejectsAnotherGraph) {
+  const std::string schedule = tmp("small_cnn_b4.json");
+  const std::string cmd = std::string(PLAN_EXE) + " --config " + REMAT_SOURCE_DIR +
+                          "/configs/small_cnn.yaml --batch 4 --budget 3MB --strategies chen-greedy -o " +
+                          schedule + " > /dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  TrainOptions o = options(2, "", "");
+  o.plan.budget = 3000000;
+  o.plan.schedule_file = schedule;
+  TrainSummary s = run_training(o);
+  EXPECT_EQ(s.peak_bytes, s.predicted_peak);
+  EXPECT_LE(s.reserved_peak_bytes, 3000000);
+  o.batch = 8;
+  try {
+    run_training(o);
+    FAIL() << "ran a batch-4 schedule on a batch-8 graph";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(schedule), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
   }
 }
 

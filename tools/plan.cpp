@@ -151,7 +151,7 @@ int run(int argc, char** argv) {
       REMAT_USER_ERROR("plan: no feasible schedule at budget " << budget
                                                               << " bytes; nothing written to "
                                                               << flags.get("output"));
-    schedule_save(chosen->schedule, flags.get("output"), &chosen->sim);
+    schedule_save(chosen->schedule, flags.get("output"), &chosen->sim, &p);
     if (!json)
       std::printf("wrote %s (%s)\n", flags.get("output").c_str(), chosen->strategy.c_str());
   }

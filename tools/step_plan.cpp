@@ -54,10 +54,7 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   Schedule schedule;
   if (!opt.schedule_file.empty()) {
     schedule = schedule_load(opt.schedule_file);
-    if (schedule.R.cols() != gp.problem.size())
-      REMAT_USER_ERROR(opt.schedule_file << ": schedule for " << schedule.R.cols()
-                                         << " nodes, the training graph of '" << g.name << "' has "
-                                         << gp.problem.size() << ": it was made for another model or batch");
+    schedule_check_problem(schedule, gp.problem, opt.schedule_file);
     sp.status = "loaded";
   } else {
     SolveOptions so;
