@@ -38,6 +38,8 @@ GraphProblem problem_from_graph(const Graph& g, const CostTable& costs) {
   p.cost_unit = costs.unit;
   p.batch = g.batch;
   p.constant_bytes = g.persistent_bytes();
+  for (ValueId v : {g.input, g.label})
+    if (v != kNoValue) p.batch_constant_bytes += g.value(v).desc.bytes();
   std::vector<int> index_of(g.nodes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];

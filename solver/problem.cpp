@@ -114,6 +114,9 @@ void problem_validate(const Problem& p, const std::string& source) {
   if (p.nodes.empty()) REMAT_USER_ERROR(source << ": problem has no nodes");
   if (p.constant_bytes < 0)
     REMAT_USER_ERROR(source << ": field 'constant_bytes': must be >= 0, got " << p.constant_bytes);
+  if (p.batch_constant_bytes < 0 || p.batch_constant_bytes > p.constant_bytes)
+    REMAT_USER_ERROR(source << ": field 'batch_constant_bytes': must be in [0, constant_bytes = "
+                            << p.constant_bytes << "], got " << p.batch_constant_bytes);
   if (p.batch < 1) REMAT_USER_ERROR(source << ": field 'batch': must be >= 1, got " << p.batch);
   if (p.cost_unit != "flops" && p.cost_unit != "ms")
     REMAT_USER_ERROR(source << ": field 'cost_unit': must be 'flops' or 'ms', got '" << p.cost_unit
@@ -154,7 +157,8 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   }
   if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");
   reject_unknown_fields(j, source,
-                        {"format", "name", "batch", "constant_bytes", "cost_unit", "nodes"});
+                        {"format", "name", "batch", "constant_bytes", "batch_constant_bytes",
+                         "cost_unit", "nodes"});
   std::string format = json_string(require_field(j, source, "format"), source, "format");
   if (format != kFormat)
     REMAT_USER_ERROR(source << ": field 'format': unknown format '" << format << "' (expected '"
@@ -164,6 +168,8 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (j.contains("batch")) p.batch = json_int64(j["batch"], source, "batch");
   if (j.contains("constant_bytes"))
     p.constant_bytes = json_int64(j["constant_bytes"], source, "constant_bytes");
+  if (j.contains("batch_constant_bytes"))
+    p.batch_constant_bytes = json_int64(j["batch_constant_bytes"], source, "batch_constant_bytes");
   if (j.contains("cost_unit")) p.cost_unit = json_string(j["cost_unit"], source, "cost_unit");
   const Json& nodes = require_field(j, source, "nodes");
   if (!nodes.is_array())
@@ -180,6 +186,7 @@ std::string problem_to_json_text(const Problem& p) {
   j["name"] = p.name;
   j["batch"] = p.batch;
   j["constant_bytes"] = p.constant_bytes;
+  if (p.batch_constant_bytes != 0) j["batch_constant_bytes"] = p.batch_constant_bytes;
   j["cost_unit"] = p.cost_unit;
   Json nodes = Json::array();
   for (const ProblemNode& n : p.nodes) {
@@ -240,6 +247,8 @@ Problem problem_at_batch(const Problem& p, int64_t batch) {
     return static_cast<int64_t>((num + p.batch - 1) / p.batch);
   };
   double factor = static_cast<double>(batch) / static_cast<double>(p.batch);
+  q.batch_constant_bytes = scale(p.batch_constant_bytes);
+  q.constant_bytes = p.constant_bytes - p.batch_constant_bytes + q.batch_constant_bytes;
   for (ProblemNode& n : q.nodes) {
     n.bytes = scale(n.bytes);
     n.workspace_bytes = scale(n.workspace_bytes);

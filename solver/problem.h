@@ -27,6 +27,8 @@ struct Problem {
   std::string cost_unit = "flops";  // "flops" or "ms"
   int64_t batch = 1;                // batch size the bytes (and costs) were measured at
   int64_t constant_bytes = 0;       // params, grads, optimizer state, batch, labels
+  int64_t batch_constant_bytes = 0; // the part of constant_bytes that scales with the batch
+                                    // (the input batch and labels); <= constant_bytes
   std::vector<ProblemNode> nodes;
 
   int size() const { return static_cast<int>(nodes.size()); }
@@ -52,8 +54,9 @@ int64_t problem_min_budget(const Problem& p);
 // Bytes if every value were kept for the whole step (an upper bound on any sane schedule).
 int64_t problem_total_bytes(const Problem& p);
 
-// The same graph at another batch size: activation bytes, workspace and cost scale linearly
-// with batch (rounded up to whole bytes); constant_bytes does not.
+// The same graph at another batch size: activation bytes, workspace, cost and the batch part of
+// the constant (input and labels) scale linearly with batch (rounded up to whole bytes); the
+// rest of the constant (parameters, gradients, optimizer state) does not.
 Problem problem_at_batch(const Problem& p, int64_t batch);
 
 }  // namespace remat

@@ -151,6 +151,20 @@ TEST(Problem, AtBatchScalesActivationsNotConstant) {
   EXPECT_DOUBLE_EQ(q.nodes[1].cost, 6.0);
 }
 
+// The input batch and labels are constant during a step but grow with the batch.
+TEST(Problem, AtBatchScalesTheBatchPartOfTheConstant) {
+  Problem p = make_chain_problem({2, 4}, {3, 5}, 1000);
+  p.batch = 2;
+  p.batch_constant_bytes = 200;  // 800 bytes of parameters and state, 200 of input and labels
+  Problem q = problem_at_batch(p, 5);
+  EXPECT_EQ(q.batch_constant_bytes, 500);
+  EXPECT_EQ(q.constant_bytes, 1300);
+  Problem r = problem_from_json_text(problem_to_json_text(q), "q.json");
+  EXPECT_EQ(r.batch_constant_bytes, 500);
+  p.batch_constant_bytes = 1001;
+  EXPECT_THROW(problem_validate(p, "p.json"), UserError);
+}
+
 TEST(Problem, ChainLayout) {
   Problem p = make_chain_problem({1, 2, 3}, {10, 20, 30});
   ASSERT_EQ(p.size(), 7);
