@@ -79,12 +79,30 @@ TEST(PlanFile, TrainRunsASavedScheduleAndRejectsAnotherGraph) {
   TrainSummary s = run_training(o);
   EXPECT_EQ(s.peak_bytes, s.predicted_peak);
   EXPECT_LE(s.reserved_peak_bytes, 3000000);
+  // The lowered execution plan saved by one run is run as is by the next, with the same peak.
+  o.save_plan_file = tmp("small_cnn_b4_plan.json");
+  run_training(o);
+  TrainOptions again = options(2, "", "");
+  again.plan.budget = 3000000;
+  again.plan.schedule_file = o.save_plan_file;
+  TrainSummary t = run_training(again);
+  EXPECT_EQ(t.predicted_peak, s.predicted_peak);
+  EXPECT_EQ(t.peak_bytes, s.peak_bytes);
+  EXPECT_EQ(t.losses, s.losses);
+  o.save_plan_file.clear();
   o.batch = 8;
   try {
     run_training(o);
     FAIL() << "ran a batch-4 schedule on a batch-8 graph";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(schedule), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
+  }
+  again.batch = 8;
+  try {
+    run_training(again);
+    FAIL() << "ran a batch-4 execution plan on a batch-8 graph";
+  } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("batch"), std::string::npos) << e.what();
   }
 }

@@ -556,5 +556,21 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
 }
 
+// --verify trains two steps at each found batch: the measured peak equals the plan's and the
+// memory held stays within the budget.
+TEST_F(ToolsTest, MaxBatchVerifyTrainsAtTheFoundBatch) {
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget 6MB"
+                                  " --strategies all-keep,chen-greedy --verify");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int ok = 0;
+  for (const std::string& l : lines_of(r.out))
+    if ((l.rfind("all-keep ", 0) == 0 || l.rfind("chen-greedy ", 0) == 0) &&
+        l.find("verified") == std::string::npos && l.find("predicted") != std::string::npos) {
+      EXPECT_NE(l.find(": ok"), std::string::npos) << l;
+      ++ok;
+    }
+  EXPECT_EQ(ok, 2) << r.out;
+}
+
 }  // namespace
 }  // namespace remat

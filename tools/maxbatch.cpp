@@ -11,6 +11,8 @@
 #include "tools/cli.h"
 #include "tools/problem_flags.h"
 #include "tools/svg.h"
+#include "tools/training.h"
+#include "models/build.h"
 
 namespace remat {
 namespace {
@@ -30,13 +32,60 @@ std::string maxbatch_svg(const Problem& p, int64_t budget,
   return svg_bar_chart(c);
 }
 
+// --verify: trains two steps of the real graph at each strategy's batch, under the budget, and
+// reports the measured peak next to the plan's.
+void verify(const FlagParser& flags, int64_t budget, const std::vector<MaxBatchResult>& results) {
+  if (!flags.has("config")) REMAT_USER_ERROR("maxbatch: --verify needs --config (a model to train)");
+  const std::string device = flags.get_choice("device", {"cpu", "cuda"});
+  struct Row {
+    std::string strategy;
+    int64_t batch;
+    std::string outcome;
+  };
+  std::vector<Row> rows;
+  for (const MaxBatchResult& r : results) {
+    if (r.batch < 1) continue;
+    std::printf("\n--verify %s at batch %lld on %s:\n", r.strategy.c_str(),
+                static_cast<long long>(r.batch), device.c_str());
+    TrainOptions t;
+    t.config = flags.get("config");
+    t.device = device;
+    t.steps = 2;
+    t.batch = r.batch;
+    if (flags.has("input")) t.input = parse_input_size(flags.get("input"), "maxbatch: --input");
+    t.plan.budget = budget;
+    t.plan.strategy = r.strategy;
+    t.plan.cost_model = flags.get("cost-model");
+    t.plan.time_limit = flags.get_double("time-limit", 0.1, 1e6);
+    t.plan.log_level = 0;
+    t.log_every = 100;
+    char buf[160];
+    try {
+      TrainSummary s = run_training(t);
+      std::snprintf(buf, sizeof buf, "predicted %s, measured %s, held %s: %s",
+                    format_bytes(s.predicted_peak).c_str(), format_bytes(s.peak_bytes).c_str(),
+                    format_bytes(s.reserved_peak_bytes).c_str(),
+                    s.reserved_peak_bytes <= budget && s.peak_bytes == s.predicted_peak ? "ok" : "MISMATCH");
+    } catch (const UserError& e) {
+      std::snprintf(buf, sizeof buf, "failed: %.120s", e.what());
+    }
+    rows.push_back({r.strategy, r.batch, buf});
+  }
+  std::printf("\n%-20s %8s  %s\n", "strategy", "batch", "verified (2 steps)");
+  for (const Row& r : rows)
+    std::printf("%-20s %8lld  %s\n", r.strategy.c_str(), static_cast<long long>(r.batch),
+                r.outcome.c_str());
+}
+
 int run(int argc, char** argv) {
   FlagParser flags("maxbatch", "Find the largest batch that trains within a memory budget.");
   add_problem_flags(flags);
   flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)");
   add_solve_flags(flags);
   flags.add("json", "", "one JSON object per strategy instead of a table")
-      .add("svg", "FILE", "write a bar chart of the max batch per strategy");
+      .add("svg", "FILE", "write a bar chart of the max batch per strategy")
+      .add("verify", "", "--config only: train two steps at each found batch under the budget")
+      .add("device", "cpu|cuda", "where --verify trains", "cpu");
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) REMAT_USER_ERROR("maxbatch: --budget is required");
   const Problem p = problem_from_flags(flags);
@@ -76,6 +125,7 @@ int run(int argc, char** argv) {
     svg_save(maxbatch_svg(p, budget, results), flags.get("svg"));
     if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
   }
+  if (flags.has("verify")) verify(flags, budget, results);
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "runtime/check.h"
 #include "runtime/executor.h"
+#include "runtime/plan_io.h"
 #include "runtime/profiler.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
@@ -46,6 +47,12 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   if (!opt.budget && opt.schedule_file.empty()) {
     sp.plan = plan_keep_all(g, workspace);
     sp.status = "no budget";
+    return sp;
+  }
+  if (!opt.schedule_file.empty() && json_file_format(opt.schedule_file) == "remat-plan/1") {
+    sp.plan = plan_load(opt.schedule_file, g);  // an execution plan: runs as saved
+    sp.plan.budget = opt.budget.value_or(0);
+    sp.status = "loaded";
     return sp;
   }
   GraphProblem gp = problem_from_graph(g, cost_table(g, ops, be, opt.cost_model));

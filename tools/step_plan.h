@@ -16,7 +16,8 @@ struct StepPlanOptions {
   std::optional<int64_t> budget;      // none: keep everything, no cap
   std::string strategy = "checkmate";
   std::string cost_model = "flops";   // flops | profile | a cost-table file
-  std::string schedule_file;          // a schedule saved by `plan -o` (skips solving)
+  std::string schedule_file;          // a schedule (`plan -o`) or execution plan (`train
+                                      // --save-plan`) made earlier: skips solving
   double time_limit = 60;             // solver seconds
   int threads = 1;
   int log_level = 1;

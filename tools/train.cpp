@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
         .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB")
         .add("strategy", "S", known, "checkmate")
         .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
-        .add("plan", "FILE", "run a schedule saved by `plan -o` instead of solving")
+        .add("plan", "FILE", "run a schedule (`plan -o`) or plan (--save-plan) instead of solving")
+        .add("save-plan", "FILE", "write the execution plan that runs (JSON)")
         .add("time-limit", "SEC", "solver time limit", "60")
         .add("threads", "N", "solver threads", "1")
         .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
     opt.memory = f.get_choice("memory", {"arena", "pool"});
     opt.trace_file = f.get("trace");
+    opt.save_plan_file = f.get("save-plan");
     opt.save_file = f.get("save");
     opt.resume_file = f.get("resume");
     opt.allow_tf32 = f.has("tf32");

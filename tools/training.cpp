@@ -15,6 +15,7 @@
 #include "runtime/check.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
+#include "runtime/plan_io.h"
 #include "runtime/trace.h"
 #include "tools/cli.h"
 
@@ -121,6 +122,10 @@ TrainSummary run_training(const TrainOptions& opt) {
                 static_cast<long long>(first_step));
 
   print_plan(sp, g, opt, ex);
+  if (!opt.save_plan_file.empty()) {
+    plan_save(sp.plan, g, opt.save_plan_file);
+    std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
+  }
 
   std::vector<float> images(static_cast<size_t>(in_desc.numel()));
   std::vector<int32_t> labels(static_cast<size_t>(label_desc.numel()));

@@ -25,6 +25,7 @@ struct TrainOptions {
   StepPlanOptions plan;            // budget, strategy, cost model, schedule file
   std::string memory = "arena";    // arena | pool (with a budget)
   std::string trace_file;          // Chrome trace of the last step
+  std::string save_plan_file;      // the execution plan that ran (remat-plan/1 JSON)
   std::string save_file;           // checkpoint after the last step
   std::string resume_file;         // checkpoint to continue from
   bool allow_tf32 = false;         // CUDA: TF32 tensor-core math
