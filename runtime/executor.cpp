@@ -204,7 +204,8 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
 
 StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
-  if (prepare(plan) > opt_.budget && opt_.memory == MemoryMode::Arena)
+  // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
+  if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
     REMAT_USER_ERROR("plan '" << plan.strategy << "' does not fit the budget in arena mode: "
                               << "persistent " << arena_base_ << " + arena " << arena_.arena_bytes
                               << " bytes (lower bound " << arena_.lower_bound << ") > budget "

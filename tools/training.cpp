@@ -64,23 +64,23 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   }
 }
 
-void print_plan(const StepPlan& sp, const Graph& g, const TrainOptions& opt, Executor& ex) {
+void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
   const ExecutionPlan& p = sp.plan;
   int recomputes = 0;
   for (const auto& s : p.steps) recomputes += s.kind == PlanStepKind::Compute && s.recompute;
   std::printf("plan %s: predicted peak %s", p.strategy.c_str(), format_bytes(p.predicted_peak).c_str());
   if (opt.plan.budget) {
-    std::printf(" of budget %s (constant %s), %d recomputes, overhead %.3fx (%s), solve %.2f s",
-                format_bytes(*opt.plan.budget).c_str(), format_bytes(p.constant_bytes).c_str(),
-                recomputes, sp.all_keep_cost > 0 ? sp.cost / sp.all_keep_cost : 1.0,
-                sp.cost_unit.c_str(), sp.solve_seconds);
+    std::printf(" of budget %s (constant %s), %d recomputes", format_bytes(*opt.plan.budget).c_str(),
+                format_bytes(p.constant_bytes).c_str(), recomputes);
+    if (sp.all_keep_cost > 0)  // unknown for a loaded execution plan
+      std::printf(", overhead %.3fx (%s), solve %.2f s", sp.cost / sp.all_keep_cost,
+                  sp.cost_unit.c_str(), sp.solve_seconds);
     if (sp.gap > 0) std::printf(", gap %.2f%%", 100 * sp.gap);
     std::printf(", %s; memory %s", sp.status.c_str(), memory_mode_name(ex.memory_mode()));
     if (ex.memory_mode() == MemoryMode::Arena)
       std::printf(" (region %s)", format_bytes(ex.prepare(p)).c_str());
   }
   std::printf("\n");
-  (void)g;
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
                 static_cast<long long>(first_step));
 
-  print_plan(sp, g, opt, ex);
+  print_plan(sp, opt, ex);
   if (!opt.save_plan_file.empty()) {
     plan_save(sp.plan, g, opt.save_plan_file);
     std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
