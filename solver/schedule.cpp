@@ -17,6 +17,11 @@ BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S) {
   for (int t = 0; t < n; ++t) {
     std::fill(need.begin(), need.end(), 0);
     need[t] = 1;
+    // A value held entering the next stage but not this one must be computed in this one
+    // (retention: S[t+1][i] <= R[t][i] + S[t][i]); the MILP may recompute a value only to
+    // checkpoint it for later stages.
+    for (int i = 0; i < t && t + 1 < n; ++i)
+      if (S(t + 1, i) && !S(t, i)) need[i] = 1;
     for (int i = t; i >= 0; --i) {
       if (!need[i]) continue;
       R.set(t, i, true);

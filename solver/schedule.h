@@ -47,8 +47,9 @@ struct Schedule {
   std::vector<std::string> node_names;
 };
 
-// Cheapest valid R for a given S: R[t][t] = 1, and every dependency a stage needs that is not
-// held in S[t] is recomputed in that stage (transitively). See Note [frontier-advancing stages].
+// Cheapest valid R for a given S: R[t][t] = 1; a value held entering stage t+1 but not stage t
+// is computed in stage t; and every dependency a stage's computations need that is not held in
+// S[t] is recomputed in that stage (transitively). See Note [frontier-advancing stages].
 BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S);
 
 // Note [memory semantics]

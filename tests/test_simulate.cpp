@@ -172,6 +172,27 @@ TEST(DeriveCheapestR, RecomputesExactlyMissingTransitiveDeps) {
   EXPECT_EQ(row({0, 1, 2}), (std::vector<int>{3}));
 }
 
+// A value held entering stage t+1 but not stage t is computed in stage t even when stage t does
+// not read it (the MILP recomputes values only to checkpoint them), with its missing deps.
+TEST(DeriveCheapestR, ComputesValuesHeldForLaterStages) {
+  // a; b <- a; c <- b; d <- c, a.
+  Problem p;
+  p.nodes = {node("a", 1, 1, {}), node("b", 1, 1, {0}), node("c", 1, 1, {1}),
+             node("d", 1, 1, {0, 2})};
+  BoolMatrix S(4, 4);
+  S.set(3, 1, true);  // b held entering stage 3: stage 2 must produce it
+  S.set(3, 0, true);  // a too
+  BoolMatrix R = derive_cheapest_r(p, S);
+  for (int i : {0, 1, 2}) EXPECT_TRUE(R(2, i)) << i;  // a, b (for c and for S), c
+  EXPECT_TRUE(R(3, 2)) << "c is not held entering stage 3";
+  EXPECT_FALSE(R(3, 1));
+  EXPECT_FALSE(R(3, 0));
+  Schedule sch;
+  sch.S = S;
+  sch.R = R;
+  EXPECT_TRUE(simulate(p, sch).valid) << simulate(p, sch).error;
+}
+
 TEST(DeriveCheapestR, MakesAnyRetentionValidSchedule) {
   Problem p = make_uniform_chain(5);
   Schedule s;
