@@ -259,7 +259,7 @@ BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) 
   const int n = p.size();
   for (int t = 0; t < n; ++t) S.set(0, t, false);
   for (;;) {
-    BoolMatrix R = derive_cheapest_r(p, S);
+    BoolMatrix R = derive_cheapest_r(p, S, /*compute_held=*/false);
     int bad_stage = -1;
     for (int t = 0; t + 1 < n && bad_stage < 0; ++t)
       for (int i = 0; i <= t; ++i)
@@ -277,7 +277,7 @@ BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) 
 BoolMatrix schedule_trim_s(const Problem& p, const BoolMatrix& S_in) {
   const int n = p.size();
   BoolMatrix S = S_in;
-  BoolMatrix R = derive_cheapest_r(p, S);
+  BoolMatrix R = derive_cheapest_r(p, S, /*compute_held=*/false);
   const auto users = problem_users(p);
   for (int t = n - 1; t >= 1; --t)
     for (int i = 0; i < t; ++i) {

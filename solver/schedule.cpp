@@ -8,7 +8,7 @@ namespace remat {
 // For each stage t (Note [frontier-advancing stages]): node t is computed; walking down from t,
 // a node is recomputed iff it is not held in S[t] and some node computed later in the stage
 // needs it. Every recompute is therefore forced, so no valid R for this S computes less.
-BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S) {
+BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S, bool compute_held) {
   const int n = p.size();
   REMAT_CHECK(S.rows() == n && S.cols() == n,
               "S is " << S.rows() << "x" << S.cols() << ", expected " << n << "x" << n);
@@ -17,10 +17,8 @@ BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S) {
   for (int t = 0; t < n; ++t) {
     std::fill(need.begin(), need.end(), 0);
     need[t] = 1;
-    // A value held entering the next stage but not this one must be computed in this one
-    // (retention: S[t+1][i] <= R[t][i] + S[t][i]); the MILP may recompute a value only to
-    // checkpoint it for later stages.
-    for (int i = 0; i < t && t + 1 < n; ++i)
+    // Retention: S[t+1][i] <= R[t][i] + S[t][i].
+    for (int i = 0; compute_held && i < t && t + 1 < n; ++i)
       if (S(t + 1, i) && !S(t, i)) need[i] = 1;
     for (int i = t; i >= 0; --i) {
       if (!need[i]) continue;

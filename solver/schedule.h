@@ -47,10 +47,13 @@ struct Schedule {
   std::vector<std::string> node_names;
 };
 
-// Cheapest valid R for a given S: R[t][t] = 1; a value held entering stage t+1 but not stage t
-// is computed in stage t; and every dependency a stage's computations need that is not held in
-// S[t] is recomputed in that stage (transitively). See Note [frontier-advancing stages].
-BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S);
+// Cheapest valid R for a given S: R[t][t] = 1; with `compute_held`, a value held entering stage
+// t+1 but not stage t is computed in stage t (retention; the MILP recomputes values only to
+// checkpoint them for later stages); and every dependency a stage's computations need that is
+// not held in S[t] is recomputed in that stage (transitively). Without `compute_held`, held
+// values nothing in the stage needs are left to the caller (rounding drops them instead).
+// See Note [frontier-advancing stages].
+BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S, bool compute_held = true);
 
 // Note [memory semantics]
 // Identical in the MILP, the simulator and the executor. While node k runs, everything resident
