@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 build=${REMAT_BUILD_DIR:-build}
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && [ -f configs/vgg19.yaml ] \
-   && grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON\|remat_cudnn' "$build/CMakeCache.txt" 2>/dev/null; then
+   && grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   exec "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB --steps 20 "$@"
 fi
 echo "run_main: no GPU found; training configs/small_cnn.yaml on the CPU under a 9 MB budget"
