@@ -69,6 +69,21 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
     if (m.is_int[j]) solver.setInteger(j);
   solver.messageHandler()->setLogLevel(opt.log_level >= 2 ? 1 : 0);
 
+  // The root LP runs inside Clp, where neither Cbc's limit nor our event handler is checked;
+  // on large graphs (MobileNet: ~250 nodes) it alone can take many minutes. Solve it first
+  // under the wall-clock limit; if it does not finish, there is no incumbent to be had.
+  const double limit = std::max(0.01, opt.time_limit_seconds);
+  solver.getModelPtr()->setMaximumWallSeconds(limit);
+  solver.initialSolve();
+  solver.getModelPtr()->setMaximumWallSeconds(-1.0);
+  if (!solver.isProvenOptimal()) {
+    MilpRun run;
+    run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    run.infeasible = solver.isProvenPrimalInfeasible();
+    run.root_lp_unfinished = !run.infeasible;
+    return run;
+  }
+
   CbcModel model(solver);
   CbcSolverUsefulData data;
   data.noPrinting_ = opt.log_level < 2;

@@ -92,6 +92,7 @@ struct MilpRun {
   double bound = 0;           // best proven bound
   bool optimal = false;       // proven optimal (within the gap)
   bool infeasible = false;    // proven infeasible
+  bool root_lp_unfinished = false;  // the root LP did not finish within the time limit
   double seconds = 0;
 };
 // progress(elapsed seconds, incumbent or < 0, bound), model units, called about once a second
