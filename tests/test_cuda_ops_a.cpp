@@ -10,6 +10,7 @@
 
 #include "runtime/backend.h"
 #include "tests/cuda_op_harness.h"
+#include "tests/op_cases.h"
 
 namespace remat {
 namespace {
@@ -41,34 +42,15 @@ bool bit_equal(const Floats& a, const Floats& b) {
 
 // ---- conv2d ----------------------------------------------------------------------------------
 
-struct ConvCase {
-  const char* name;
-  AttrMap attrs;
-  Shape x;
-  float x_scale;
-};
 
 TEST_F(CudaConv2d, GradientCasesMatchCpu) {  // tests/test_ops_a.cpp Conv2d.GradientsMatch...
-  const std::vector<ConvCase> cases = {
-      {"basic", attr_map({{"filters", 4}, {"kernel", 3}, {"padding", 1}}), {2, 3, 5, 5}, 1},
-      {"stride_asym", attr_map({{"filters", 3}, {"kernel", Ints{3, 2}}, {"stride", Ints{2, 1}}, {"padding", Ints{1, 0}}}),
-       {2, 2, 6, 5}, 1},
-      {"stride2_pad2", attr_map({{"filters", 2}, {"kernel", 3}, {"stride", 2}, {"padding", 2}}), {1, 2, 5, 5}, 1},
-      {"dilation", attr_map({{"filters", 2}, {"kernel", 3}, {"dilation", 2}, {"padding", 1}}), {2, 2, 6, 6}, 1},
-      {"groups", attr_map({{"filters", 6}, {"kernel", 3}, {"groups", 2}}), {2, 4, 5, 4}, 1},
-      {"depthwise", attr_map({{"filters", 3}, {"kernel", 3}, {"groups", 3}, {"padding", 1}}), {2, 3, 4, 4}, 1},
-      {"depthwise_x2", attr_map({{"filters", 6}, {"kernel", 2}, {"groups", 3}, {"stride", 2}}), {1, 3, 5, 5}, 1},
-      {"pointwise_groups", attr_map({{"filters", 4}, {"kernel", 1}, {"groups", 2}}), {2, 4, 3, 3}, 1},
-      {"no_bias", attr_map({{"filters", 3}, {"kernel", 2}, {"bias", false}}), {2, 2, 4, 4}, 1},
-      {"relu", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu")}}),
-       {2, 2, 4, 4}, 1},
-      {"relu6", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu6")}}),
-       {2, 2, 4, 4}, 4},
+  std::vector<ConvCase> cases = conv2d_cases();
+  cases.insert(cases.end(), {
       // Determinism.RerunIsBitIdentical's convolutions.
       {"rerun_stride2_relu", attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}, {"stride", 2}, {"activation", std::string("relu")}}),
        {4, 6, 17, 17}, 1},
       {"rerun_depthwise", attr_map({{"filters", 6}, {"kernel", 3}, {"groups", 6}}), {2, 6, 9, 9}, 1},
-  };
+  });
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.name);
     CudaOpHarness h(registry(), {"conv2d", c.attrs, {f32(c.x)}, {}, 11});

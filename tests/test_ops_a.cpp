@@ -9,6 +9,7 @@
 
 #include "ops/registry.h"
 #include "runtime/check.h"
+#include "tests/op_cases.h"
 #include "tests/op_harness.h"
 
 namespace remat {
@@ -245,30 +246,8 @@ TEST(Conv2d, ShapeAndAttrErrors) {
              "field 'stride'");
 }
 
-struct ConvGradCase {
-  const char* name;
-  AttrMap attrs;
-  Shape x;
-  float x_scale;  // inputs uniform in [-x_scale, x_scale)
-};
-
 TEST(Conv2d, GradientsMatchFiniteDifferences) {
-  std::vector<ConvGradCase> cases = {
-      {"basic", attr_map({{"filters", 4}, {"kernel", 3}, {"padding", 1}}), {2, 3, 5, 5}, 1},
-      {"stride_asym", attr_map({{"filters", 3}, {"kernel", Ints{3, 2}}, {"stride", Ints{2, 1}}, {"padding", Ints{1, 0}}}),
-       {2, 2, 6, 5}, 1},
-      {"stride2_pad2", attr_map({{"filters", 2}, {"kernel", 3}, {"stride", 2}, {"padding", 2}}), {1, 2, 5, 5}, 1},
-      {"dilation", attr_map({{"filters", 2}, {"kernel", 3}, {"dilation", 2}, {"padding", 1}}), {2, 2, 6, 6}, 1},
-      {"groups", attr_map({{"filters", 6}, {"kernel", 3}, {"groups", 2}}), {2, 4, 5, 4}, 1},
-      {"depthwise", attr_map({{"filters", 3}, {"kernel", 3}, {"groups", 3}, {"padding", 1}}), {2, 3, 4, 4}, 1},
-      {"depthwise_x2", attr_map({{"filters", 6}, {"kernel", 2}, {"groups", 3}, {"stride", 2}}), {1, 3, 5, 5}, 1},
-      {"pointwise_groups", attr_map({{"filters", 4}, {"kernel", 1}, {"groups", 2}}), {2, 4, 3, 3}, 1},
-      {"no_bias", attr_map({{"filters", 3}, {"kernel", 2}, {"bias", false}}), {2, 2, 4, 4}, 1},
-      {"relu", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu")}}),
-       {2, 2, 4, 4}, 1},
-      {"relu6", attr_map({{"filters", 3}, {"kernel", 3}, {"padding", 1}, {"activation", std::string("relu6")}}),
-       {2, 2, 4, 4}, 4},
-  };
+  const std::vector<ConvCase> cases = conv2d_cases();
   for (const auto& gc : cases) {
     SCOPED_TRACE(gc.name);
     OpHarness h(registry(), {"conv2d", gc.attrs, {f32(gc.x)}, {}, 11});
