@@ -73,9 +73,9 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   // on large graphs (MobileNet: ~250 nodes) it alone can take many minutes. Solve it first
   // under the wall-clock limit; if it does not finish, there is no incumbent to be had.
   const double limit = std::max(0.01, opt.time_limit_seconds);
-  solver.getModelPtr()->setMaximumWallSeconds(limit);
+  solver.getModelPtr()->setMaximumSeconds(limit);  // CPU seconds: the wall limit is not checked here
   solver.initialSolve();
-  solver.getModelPtr()->setMaximumWallSeconds(-1.0);
+  solver.getModelPtr()->setMaximumSeconds(-1.0);
   if (!solver.isProvenOptimal()) {
     MilpRun run;
     run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
