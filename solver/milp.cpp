@@ -71,9 +71,10 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
 
   // The root LP runs inside Clp, where neither Cbc's limit nor our event handler is checked;
   // on large graphs (MobileNet: ~250 nodes) it alone can take many minutes. Solve it first
-  // under the wall-clock limit; if it does not finish, there is no incumbent to be had.
+  // under the time limit (Clp's CPU seconds: its wall-clock limit is not checked in
+  // initialSolve; one thread, so the two agree); if it does not finish, there is no incumbent.
   const double limit = std::max(0.01, opt.time_limit_seconds);
-  solver.getModelPtr()->setMaximumSeconds(limit);  // CPU seconds: the wall limit is not checked here
+  solver.getModelPtr()->setMaximumSeconds(limit);
   solver.initialSolve();
   solver.getModelPtr()->setMaximumSeconds(-1.0);
   if (!solver.isProvenOptimal()) {
