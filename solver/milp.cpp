@@ -4,6 +4,15 @@
 // Cbc's C API (2.10) has no incumbent/bound callback (only a message callback without a user
 // pointer that fires only for printed messages), so this file drives CbcMain1 through the C++
 // API, which runs the same default strategy as Cbc_solve and takes a CbcEventHandler.
+//
+// Note [hard solver deadline]
+// Cbc checks its time limit between nodes, and our event handler only runs on its events; its
+// preprocessing, probing and root cut passes check neither (MobileNet, ~250 nodes: a 60 s
+// limit ran past 6 minutes). So Cbc runs in a child process (solver/child_run.h) that streams
+// progress, every incumbent and the final result back; the parent kills it at the limit plus
+// a grace of 0.5 s + 5 %, keeping the last incumbent and bound it received. A crash in Cbc only
+// loses the search, not the caller.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -13,6 +22,7 @@
 #include "CbcSolver.hpp"
 #include "OsiClpSolverInterface.hpp"
 #include "runtime/check.h"
+#include "solver/child_run.h"
 #include "solver/milp_model.h"
 #include "solver/strategies.h"
 
@@ -21,10 +31,18 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Reports incumbent and bound about once a second (and on every new incumbent). Cbc clones the
-// handler into its branch-and-bound model, so the state lives behind a pointer.
+// Records from the Cbc process (Note [hard solver deadline]).
+constexpr int kProgressTag = 1;   // {elapsed seconds, incumbent or -1, bound}
+constexpr int kIncumbentTag = 2;  // {objective, x...}: a new incumbent in the model's columns
+constexpr int kResultTag = 3;     // {has_solution, objective, bound, optimal, infeasible,
+                                  //  root_lp_unfinished, x...}
+
+// Reports incumbent and bound about once a second and on every new incumbent, and stops Cbc at
+// the wall-clock deadline or when the parent asks. Cbc clones the handler into its
+// branch-and-bound model, so the state lives behind a pointer.
 struct ProgressState {
-  const MilpProgress* progress = nullptr;
+  ChildChannel* channel = nullptr;
+  int num_cols = 0;
   Clock::time_point start;
   double last_report = -1;
   double last_incumbent = -1;
@@ -38,16 +56,22 @@ class ProgressHandler : public CbcEventHandler {
   CbcAction event(CbcEvent which) override {
     if (!model_) return noAction;
     double now = std::chrono::duration<double>(Clock::now() - state_->start).count();
-    if (now > state_->deadline) return stop;
-    if (!state_->progress || !*state_->progress) return noAction;
-    bool has = model_->bestSolution() != nullptr;
-    double inc = has ? model_->getObjValue() : -1;
-    bool new_inc = has && inc != state_->last_incumbent;
+    if (now > state_->deadline || state_->channel->stop_requested()) return stop;
+    const double* best = model_->bestSolution();
+    double inc = best ? model_->getObjValue() : -1;
+    bool new_inc = best && inc != state_->last_incumbent;
+    // After preprocessing removed columns, the incumbent is in another space: only the final
+    // result (postprocessed by Cbc) carries it then.
+    if (new_inc && model_->getNumCols() == state_->num_cols) {
+      std::vector<double> rec{inc};
+      rec.insert(rec.end(), best, best + state_->num_cols);
+      state_->channel->send(kIncumbentTag, rec);
+    }
     if (now - state_->last_report >= 1.0 || new_inc ||
         which == solution || which == heuristicSolution) {
       state_->last_report = now;
       state_->last_incumbent = inc;
-      if ((*state_->progress)(now, inc, model_->getBestPossibleObjValue())) return stop;
+      state_->channel->send(kProgressTag, {now, inc, model_->getBestPossibleObjValue()});
     }
     return noAction;
   }
@@ -56,11 +80,18 @@ class ProgressHandler : public CbcEventHandler {
   ProgressState* state_;
 };
 
-}  // namespace
-
-MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
-                     const std::vector<double>* start, const MilpProgress& progress) {
+// One Cbc run in this process; progress, incumbents and the result go to `channel`.
+void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector<double>* start,
+                  ChildChannel& channel) {
   const auto t0 = Clock::now();
+  const double limit = std::max(0.01, opt.time_limit_seconds);
+  auto send_result = [&](const MilpRun& r) {
+    std::vector<double> rec{double(r.has_solution), r.objective,       r.bound,
+                            double(r.optimal),      double(r.infeasible),
+                            double(r.root_lp_unfinished)};
+    rec.insert(rec.end(), r.x.begin(), r.x.end());
+    channel.send(kResultTag, rec);
+  };
   OsiClpSolverInterface solver;
   solver.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(),
                      m.value.data(), m.col_lb.data(), m.col_ub.data(), m.obj.data(),
@@ -69,28 +100,28 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
     if (m.is_int[j]) solver.setInteger(j);
   solver.messageHandler()->setLogLevel(opt.log_level >= 2 ? 1 : 0);
 
-  // The root LP runs inside Clp, where neither Cbc's limit nor our event handler is checked;
-  // on large graphs (MobileNet: ~250 nodes) it alone can take many minutes. Solve it first
-  // under the time limit (Clp's CPU seconds: its wall-clock limit is not checked in
-  // initialSolve; one thread, so the two agree); if it does not finish, there is no incumbent.
-  const double limit = std::max(0.01, opt.time_limit_seconds);
+  // The root LP runs inside Clp, where neither Cbc's limit nor our event handler is checked.
+  // Solve it first under the limit (Clp's CPU seconds: its wall-clock limit is not checked in
+  // initialSolve; one thread, so the two agree). If it does not finish, there is no incumbent.
   solver.getModelPtr()->setMaximumSeconds(limit);
   solver.initialSolve();
   solver.getModelPtr()->setMaximumSeconds(-1.0);
   if (!solver.isProvenOptimal()) {
     MilpRun run;
-    run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     run.infeasible = solver.isProvenPrimalInfeasible();
     run.root_lp_unfinished = !run.infeasible;
-    return run;
+    send_result(run);
+    return;
   }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  channel.send(kProgressTag, {elapsed, -1, solver.getObjValue()});
 
   CbcModel model(solver);
   CbcSolverUsefulData data;
   data.noPrinting_ = opt.log_level < 2;
   CbcMain0(model, data);
   model.setLogLevel(opt.log_level >= 2 ? 1 : 0);
-  ProgressState state{&progress, t0, -1, -1, std::max(0.01, opt.time_limit_seconds)};
+  ProgressState state{&channel, m.num_cols(), t0, -1, -1, limit};
   ProgressHandler handler(&state);
   model.passInEventHandler(&handler);
 
@@ -105,7 +136,7 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   }
 
   char sec[32], ratio[32], threads[16], log[16];
-  std::snprintf(sec, sizeof sec, "%g", std::max(0.01, opt.time_limit_seconds));
+  std::snprintf(sec, sizeof sec, "%g", limit);
   std::snprintf(ratio, sizeof ratio, "%g", std::max(0.0, opt.relative_gap));
   std::snprintf(threads, sizeof threads, "%d", std::max(1, opt.threads));
   std::snprintf(log, sizeof log, "%d", opt.log_level >= 2 ? opt.log_level - 1 : 0);
@@ -118,7 +149,6 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
   CbcMain1(int(argv.size()), argv.data(), model, nullptr, data);
 
   MilpRun run;
-  run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   run.infeasible = model.isProvenInfeasible();
   if (!run.infeasible) run.bound = model.getBestPossibleObjValue();
   const double* best = model.bestSolution();
@@ -129,6 +159,50 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
     run.optimal = model.isProvenOptimal() && !model.isSecondsLimitReached();
     if (run.optimal && run.bound > run.objective) run.bound = run.objective;
   }
+  send_result(run);
+}
+
+}  // namespace
+
+MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
+                     const std::vector<double>* start, const MilpProgress& progress) {
+  const auto t0 = Clock::now();
+  const double limit = std::max(0.01, opt.time_limit_seconds);
+  MilpRun run, last;  // the final result; what the progress records said before it
+  bool finished = false, got_bound = false;
+  const size_t cols = size_t(m.num_cols());
+  auto on_record = [&](int tag, const std::vector<double>& d) {
+    if (tag == kProgressTag && d.size() == 3) {
+      if (d[2] > -1e30 && d[2] < 1e30) last.bound = d[2], got_bound = true;
+      return progress && progress(d[0], d[1], d[2]);
+    }
+    if (tag == kIncumbentTag && d.size() == 1 + cols) {
+      last.has_solution = true;
+      last.objective = d[0];
+      last.x.assign(d.begin() + 1, d.end());
+    }
+    if (tag == kResultTag && d.size() >= 6) {
+      run.has_solution = d[0] != 0 && d.size() == 6 + cols;
+      run.objective = d[1];
+      run.bound = d[2];
+      run.optimal = d[3] != 0;
+      run.infeasible = d[4] != 0;
+      run.root_lp_unfinished = d[5] != 0;
+      if (run.has_solution) run.x.assign(d.begin() + 6, d.end());
+      finished = true;
+    }
+    return false;
+  };
+  std::string why;
+  ChildEnd end = child_run([&](ChildChannel& ch) { run_cbc_here(m, opt, start, ch); },
+                           limit * 1.05 + 0.5, on_record, &why);
+  if (!finished) {
+    run = last;
+    run.killed = end == ChildEnd::Killed;
+    run.failure = end == ChildEnd::Crashed ? why : "";
+    run.root_lp_unfinished = !got_bound;
+  }
+  run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return run;
 }
 
@@ -185,8 +259,23 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
     consider(std::move(s));
     consider(std::move(repaired));
   }
+  const bool from_milp = best.has_value();
   if (warm) consider(*warm);
   if (!best) return std::nullopt;
+  if (!run.has_solution) {
+    std::string why = !run.failure.empty()     ? "Cbc failed (" + run.failure + ")"
+                      : run.root_lp_unfinished ? "its root LP did not finish"
+                      : run.killed             ? "Cbc overran the limit in preprocessing or root cuts"
+                                               : "Cbc found none";
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", run.seconds);
+    best->note = std::string("no MILP incumbent in ") + secs + " s (" + why +
+                 "): the warm start, best of LP rounding and the baselines (" +
+                 (warm_start->strategy.empty() ? "?" : warm_start->strategy) + ")";
+  } else if (!from_milp) {
+    best->note = "the MILP incumbent did not fit after deriving R: the warm start (" +
+                 warm_start->strategy + ")";
+  }
   best->strategy = "checkmate";
   best->solve_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   best->lower_bound = run.infeasible ? 0 : std::max(0.0, std::min(best_cost, run.bound * m.cost_scale));

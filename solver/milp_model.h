@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "solver/problem.h"
@@ -83,8 +84,9 @@ enum class LpStatus { Optimal, Infeasible, Unknown };
 LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
                        std::vector<double>* x, double* objective);
 
-// One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller). Values are in
-// model units (objective = real cost / cost_scale, or P in byte_scale units).
+// One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller), in a child
+// process with a hard deadline (Note [hard solver deadline]). Values are in model units
+// (objective = real cost / cost_scale, or P in byte_scale units).
 struct MilpRun {
   bool has_solution = false;  // Cbc returned an incumbent
   std::vector<double> x;      // the incumbent's columns
@@ -93,6 +95,8 @@ struct MilpRun {
   bool optimal = false;       // proven optimal (within the gap)
   bool infeasible = false;    // proven infeasible
   bool root_lp_unfinished = false;  // the root LP did not finish within the time limit
+  bool killed = false;        // Cbc ignored the limit and was stopped from outside
+  std::string failure;        // the Cbc process crashed: how (empty otherwise)
   double seconds = 0;
 };
 // progress(elapsed seconds, incumbent or < 0, bound), model units, called about once a second

@@ -41,6 +41,7 @@ struct Schedule {
   double solve_seconds = 0;
   double lower_bound = 0;  // proven lower bound on cost (0 if none); gap = (cost-lb)/cost
   std::string status;      // "optimal", "feasible", "time-limit", "heuristic", ...
+  std::string note;        // how the strategy got here when it fell back (empty otherwise)
   // What a loaded schedule file says it was made for (empty when it does not say).
   std::string problem_name;
   int64_t problem_batch = 0;

@@ -146,6 +146,7 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
        << budget;
     r.message = os.str();
   }
+  if (r.feasible && !r.schedule.note.empty()) r.message = strategy + ": " + r.schedule.note;
   if (r.feasible && r.schedule.lower_bound > 0 && r.sim.total_cost > 0)
     r.gap = std::max(0.0, (r.sim.total_cost - r.schedule.lower_bound) / r.sim.total_cost);
   return r;

@@ -19,6 +19,7 @@ namespace {
 // memory), stage by stage, with R = derive_cheapest_r. Prunes only on exact facts: the cost so
 // far, and the held bytes entering a stage (the simulator keeps every canonical held value).
 struct BruteForce {
+  BruteForce(const Problem& problem, int64_t bytes) : p(problem), budget(bytes) {}
   const Problem& p;
   int64_t budget;
   std::vector<std::vector<int>> users = problem_users(p);

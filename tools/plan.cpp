@@ -126,17 +126,24 @@ int run(int argc, char** argv) {
     progress_line_next(&line, "");
     const double cost = r.feasible ? r.sim.total_cost : 0;
     const double overhead = r.feasible && keep_cost > 0 ? cost / keep_cost : 0;
+    // A gap needs a proven lower bound: exact strategies and the MILP/LP have one.
+    const bool has_bound = r.feasible && (r.schedule.lower_bound > 0 || r.schedule.status == "optimal");
     if (json) {
       nlohmann::json j = {{"strategy", name},          {"feasible", r.feasible},
                           {"cost", cost},              {"overhead", overhead},
                           {"peak_bytes", r.feasible ? r.sim.peak_bytes : 0},
                           {"solve_seconds", r.solve_seconds},
-                          {"gap", r.gap},              {"status", status_of(r)}};
+                          {"gap", nullptr},            {"status", status_of(r)}};
+      if (has_bound) j["gap"] = r.gap;
+      if (r.feasible && !r.message.empty()) j["note"] = r.message;
       std::printf("%s\n", j.dump().c_str());
     } else if (r.feasible) {
-      std::printf("%-20s %-8s %14.6g %8.3fx %12s %9.3f %7.2f%%  %s\n", name.c_str(), "yes", cost,
-                  overhead, format_bytes(r.sim.peak_bytes).c_str(), r.solve_seconds,
-                  100 * r.gap, status_of(r).c_str());
+      char gap[32] = "-";
+      if (has_bound) std::snprintf(gap, sizeof gap, "%.2f%%", 100 * r.gap);
+      std::printf("%-20s %-8s %14.6g %8.3fx %12s %9.3f %8s  %s\n", name.c_str(), "yes", cost,
+                  overhead, format_bytes(r.sim.peak_bytes).c_str(), r.solve_seconds, gap,
+                  status_of(r).c_str());
+      if (!r.message.empty()) std::printf("  note: %s\n", r.message.c_str());
     } else {
       std::printf("%-20s %-8s %14s %9s %12s %9.3f %8s  %s\n", name.c_str(), "no", "-", "-", "-",
                   r.solve_seconds, "-", status_of(r).c_str());
