@@ -141,10 +141,9 @@ struct Prober {
     MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
     if (run.infeasible) return Probe::Infeasible;
     if (run.has_solution) {
-      Schedule s;
-      s.S = schedule_repair_s(pb, milp_s_from_solution(m, run.x.data(), 0.5), &s.R);
-      if (schedule_fits(p, s, b, budget)) {
-        known.push_back(s);
+      for (Schedule& c : milp_schedules_from_solution(pb, m, run.x.data())) {
+        if (!schedule_fits(p, c, b, budget)) continue;
+        known.push_back(std::move(c));
         return Probe::Feasible;
       }
     }

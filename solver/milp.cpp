@@ -247,18 +247,8 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
     if (!sim.valid || sim.peak_bytes > budget) return;
     if (!best || sim.total_cost < best_cost) best = std::move(s), best_cost = sim.total_cost;
   };
-  if (run.has_solution) {
-    // The incumbent's S with the cheapest R valid for it (which computes values the MILP
-    // recomputes only to checkpoint them), and, as a fallback, S with such values dropped.
-    Schedule s;
-    s.strategy = "checkmate";
-    s.S = milp_s_from_solution(m, run.x.data(), 0.5);
-    s.R = derive_cheapest_r(p, s.S);
-    Schedule repaired = s;
-    repaired.S = schedule_repair_s(p, s.S, &repaired.R);
-    consider(std::move(s));
-    consider(std::move(repaired));
-  }
+  if (run.has_solution)
+    for (Schedule& c : milp_schedules_from_solution(p, m, run.x.data())) consider(std::move(c));
   const bool from_milp = best.has_value();
   if (warm) consider(*warm);
   if (!best) return std::nullopt;

@@ -297,4 +297,14 @@ BoolMatrix milp_s_from_solution(const MilpModel& m, const double* x, double thre
   return S;
 }
 
+std::vector<Schedule> milp_schedules_from_solution(const Problem& p, const MilpModel& m,
+                                                   const double* x) {
+  Schedule s;
+  s.S = milp_s_from_solution(m, x, 0.5);
+  s.R = derive_cheapest_r(p, s.S);
+  Schedule repaired;
+  repaired.S = schedule_repair_s(p, s.S, &repaired.R);
+  return {std::move(s), std::move(repaired)};
+}
+
 }  // namespace remat
