@@ -14,7 +14,9 @@
 // loses the search, not the caller.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <string>
 
 #include "CbcEventHandler.hpp"
@@ -79,6 +81,20 @@ class ProgressHandler : public CbcEventHandler {
  private:
   ProgressState* state_;
 };
+
+// When every objective coefficient is an integer in Problem units on integer columns, objective
+// values move in steps of their gcd g, so Cbc may prune any node whose bound is within g of the
+// incumbent. Returns g in model units (slightly less, against rounding), or 0.
+double objective_increment(const MilpModel& m) {
+  long long g = 0;
+  for (int j = 0; j < m.num_cols() && g >= 0; ++j) {
+    if (m.obj[j] == 0) continue;
+    double c = std::abs(m.obj[j] * m.cost_scale), r = std::round(c);
+    bool integral = m.is_int[j] && r >= 1 && r <= 1e12 && std::abs(c - r) <= 1e-9 * c;
+    g = integral ? std::gcd(g, static_cast<long long>(r)) : -1;
+  }
+  return g > 0 ? double(g) / m.cost_scale * (1 - 1e-6) : 0;
+}
 
 // One Cbc run in this process; progress, incumbents and the result go to `channel`.
 void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector<double>* start,
@@ -145,6 +161,11 @@ void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector
   // CglPreProcess::postProcess, Cbc 2.10.8.)
   std::vector<const char*> argv{"remat", "-log", log, "-sec", sec, "-ratio", ratio};
   if (opt.threads > 1) argv.insert(argv.end(), {"-threads", threads});
+  char increment[32];
+  if (double inc = objective_increment(m); inc > 0) {
+    std::snprintf(increment, sizeof increment, "%.12g", inc);
+    argv.insert(argv.end(), {"-increment", increment});
+  }
   argv.insert(argv.end(), {"-solve", "-quit"});
   CbcMain1(int(argv.size()), argv.data(), model, nullptr, data);
 
