@@ -120,12 +120,11 @@ std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, cons
   std::optional<Schedule> best;
   double best_cost = 0;
   auto consider = [&](const BoolMatrix& S_rounded) {
-    Schedule s;
-    s.strategy = "lp";
-    s.S = schedule_repair_s(p, S_rounded, &s.R);
-    SimResult sim = simulate(p, s);
-    if (!sim.valid || sim.peak_bytes > budget) return;
-    if (!best || sim.total_cost < best_cost) best = std::move(s), best_cost = sim.total_cost;
+    for (Schedule& s : schedule_candidates_for_s(p, S_rounded)) {
+      SimResult sim = simulate(p, s);
+      if (!sim.valid || sim.peak_bytes > budget) continue;
+      if (!best || sim.total_cost < best_cost) best = std::move(s), best_cost = sim.total_cost;
+    }
   };
   for (int k = 1; k <= 99 && elapsed() < opt.time_limit_seconds; ++k)
     consider(milp_s_from_solution(m, x, k / 100.0));

@@ -141,7 +141,8 @@ struct Prober {
     MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
     if (run.infeasible) return Probe::Infeasible;
     if (run.has_solution) {
-      for (Schedule& c : milp_schedules_from_solution(pb, m, run.x.data())) {
+      BoolMatrix S = milp_s_from_solution(m, run.x.data(), 0.5);
+      for (Schedule& c : schedule_candidates_for_s(pb, S)) {
         if (!schedule_fits(p, c, b, budget)) continue;
         known.push_back(std::move(c));
         return Probe::Feasible;

@@ -268,8 +268,10 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
     if (!sim.valid || sim.peak_bytes > budget) return;
     if (!best || sim.total_cost < best_cost) best = std::move(s), best_cost = sim.total_cost;
   };
-  if (run.has_solution)
-    for (Schedule& c : milp_schedules_from_solution(p, m, run.x.data())) consider(std::move(c));
+  if (run.has_solution) {
+    BoolMatrix S = milp_s_from_solution(m, run.x.data(), 0.5);
+    for (Schedule& c : schedule_candidates_for_s(p, S)) consider(std::move(c));
+  }
   const bool from_milp = best.has_value();
   if (warm) consider(*warm);
   if (!best) return std::nullopt;

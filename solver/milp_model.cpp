@@ -319,10 +319,9 @@ BoolMatrix milp_s_from_solution(const MilpModel& m, const double* x, double thre
   return S;
 }
 
-std::vector<Schedule> milp_schedules_from_solution(const Problem& p, const MilpModel& m,
-                                                   const double* x) {
+std::vector<Schedule> schedule_candidates_for_s(const Problem& p, const BoolMatrix& S) {
   Schedule s;
-  s.S = milp_s_from_solution(m, x, 0.5);
+  s.S = S;
   s.R = derive_cheapest_r(p, s.S);
   Schedule repaired;
   repaired.S = schedule_repair_s(p, s.S, &repaired.R);

@@ -65,12 +65,11 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
 // schedule_repair_s).
 BoolMatrix milp_s_from_solution(const MilpModel& m, const double* x, double threshold);
 
-// The schedules read from a MILP solution: S (x >= 0.5) with the cheapest R for it, which
-// computes values only to hold them as the MILP does (Note [frontier-advancing stages]); then
-// S made retention-consistent by dropping such values (schedule_repair_s). Callers simulate
-// both and keep the better one that fits: neither is always cheaper.
-std::vector<Schedule> milp_schedules_from_solution(const Problem& p, const MilpModel& m,
-                                                   const double* x);
+// The two schedules for a given S (a MILP solution's or a rounding's): S with the cheapest R
+// for it, which computes values only to hold them as the MILP does (Note [frontier-advancing
+// stages]); and S made retention-consistent by dropping such values (schedule_repair_s).
+// Callers simulate both and keep the better one that fits: neither is always cheaper.
+std::vector<Schedule> schedule_candidates_for_s(const Problem& p, const BoolMatrix& S);
 
 // Drops held values that are never used again before being dropped (a schedule that holds a
 // value it never reads costs the MILP memory the simulator does not count), returning S.

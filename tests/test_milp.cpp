@@ -381,7 +381,7 @@ TEST(MilpSolution, KeepsValuesComputedOnlyToBeHeld) {
   MilpModel m = milp_build(p, bo);
   std::vector<double> x = milp_point_from_schedule(m, p, R, S);
   double best = 1e30;
-  for (const Schedule& s : milp_schedules_from_solution(p, m, x.data())) {
+  for (const Schedule& s : schedule_candidates_for_s(p, milp_s_from_solution(m, x.data(), 0.5))) {
     SimResult sim = simulate(p, s);
     if (sim.valid) best = std::min(best, sim.total_cost);
   }
