@@ -3,11 +3,13 @@
 // cheapest schedule that fits; roundings (and the all-keep schedule) that exceed the budget are
 // repaired by dropping held values at the peak stage. The LP objective is a proven lower bound.
 #include <chrono>
+#include <memory>
 #include <random>
 
 #include "solver/baselines.h"
 
-#include "ClpSimplex.hpp"
+#include "CoinWarmStartBasis.hpp"
+#include "OsiClpSolverInterface.hpp"
 #include "solver/milp_model.h"
 #include "solver/strategies.h"
 
@@ -83,27 +85,38 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
 }
 
 LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
-                       std::vector<double>* x, double* objective) {
-  ClpSimplex lp;
-  lp.setLogLevel(log_level >= 2 ? 1 : 0);
+                       std::vector<double>* x, double* objective, LpBasis* basis) {
+  OsiClpSolverInterface lp;
+  lp.messageHandler()->setLogLevel(log_level >= 2 ? 1 : 0);
   lp.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(), m.value.data(),
                  m.col_lb.data(), m.col_ub.data(), m.obj.data(), m.row_lb.data(),
                  m.row_ub.data());
-  lp.setMaximumSeconds(std::max(0.01, seconds));
-  lp.dual();
+  // Clp's CPU seconds: its wall-clock limit is not checked in initialSolve (one thread).
+  lp.getModelPtr()->setMaximumSeconds(std::max(0.01, seconds));
+  lp.initialSolve();
   if (lp.isProvenPrimalInfeasible()) return LpStatus::Infeasible;
-  if (lp.status() != 0) return LpStatus::Unknown;
-  const double* sol = lp.primalColumnSolution();
+  if (!lp.isProvenOptimal()) return LpStatus::Unknown;
+  const double* sol = lp.getColSolution();
   if (x) x->assign(sol, sol + m.num_cols());
-  if (objective) *objective = lp.objectiveValue();
+  if (objective) *objective = lp.getObjValue();
+  if (basis) {
+    std::unique_ptr<CoinWarmStart> ws(lp.getWarmStart());
+    const auto* b = dynamic_cast<const CoinWarmStartBasis*>(ws.get());
+    basis->clear();
+    if (b) {
+      for (int j = 0; j < m.num_cols(); ++j) basis->push_back(b->getStructStatus(j));
+      for (int i = 0; i < m.num_rows(); ++i) basis->push_back(b->getArtifStatus(i));
+    }
+  }
   return LpStatus::Optimal;
 }
 
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
-                                          double* lp_bound) {
+                                          double* lp_bound, LpBasis* basis) {
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   if (lp_bound) *lp_bound = 0;
+  if (basis) basis->clear();
   if (budget < problem_min_budget(p)) return std::nullopt;
   MilpBuildOptions bo;
   bo.budget = budget;
@@ -111,7 +124,8 @@ std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, cons
 
   std::vector<double> xv;
   double obj = 0;
-  if (milp_solve_lp(m, opt.time_limit_seconds, opt.log_level, &xv, &obj) != LpStatus::Optimal)
+  if (milp_solve_lp(m, opt.time_limit_seconds, opt.log_level, &xv, &obj, basis) !=
+      LpStatus::Optimal)
     return std::nullopt;  // infeasible LP: no schedule fits at all
   const double bound = obj * m.cost_scale;
   if (lp_bound) *lp_bound = bound;

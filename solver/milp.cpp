@@ -22,6 +22,7 @@
 #include "CbcEventHandler.hpp"
 #include "CbcModel.hpp"
 #include "CbcSolver.hpp"
+#include "CoinWarmStartBasis.hpp"
 #include "OsiClpSolverInterface.hpp"
 #include "runtime/check.h"
 #include "solver/child_run.h"
@@ -98,7 +99,7 @@ double objective_increment(const MilpModel& m) {
 
 // One Cbc run in this process; progress, incumbents and the result go to `channel`.
 void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector<double>* start,
-                  ChildChannel& channel) {
+                  const LpBasis* root_basis, ChildChannel& channel) {
   const auto t0 = Clock::now();
   const double limit = std::max(0.01, opt.time_limit_seconds);
   auto send_result = [&](const MilpRun& r) {
@@ -120,7 +121,18 @@ void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector
   // Solve it first under the limit (Clp's CPU seconds: its wall-clock limit is not checked in
   // initialSolve; one thread, so the two agree). If it does not finish, there is no incumbent.
   solver.getModelPtr()->setMaximumSeconds(limit);
-  solver.initialSolve();
+  if (root_basis && root_basis->size() == size_t(m.num_cols() + m.num_rows())) {
+    CoinWarmStartBasis basis;
+    basis.setSize(m.num_cols(), m.num_rows());
+    for (int j = 0; j < m.num_cols(); ++j)
+      basis.setStructStatus(j, CoinWarmStartBasis::Status((*root_basis)[j] & 3));
+    for (int i = 0; i < m.num_rows(); ++i)
+      basis.setArtifStatus(i, CoinWarmStartBasis::Status((*root_basis)[m.num_cols() + i] & 3));
+    solver.setWarmStart(&basis);
+    solver.resolve();  // from an optimal basis: no iterations
+  } else {
+    solver.initialSolve();
+  }
   solver.getModelPtr()->setMaximumSeconds(-1.0);
   if (!solver.isProvenOptimal()) {
     MilpRun run;
@@ -186,7 +198,8 @@ void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector
 }  // namespace
 
 MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
-                     const std::vector<double>* start, const MilpProgress& progress) {
+                     const std::vector<double>* start, const MilpProgress& progress,
+                     const LpBasis* root_basis) {
   const auto t0 = Clock::now();
   const double limit = std::max(0.01, opt.time_limit_seconds);
   MilpRun run, last;  // the final result; what the progress records said before it
@@ -215,7 +228,7 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
     return false;
   };
   std::string why;
-  ChildEnd end = child_run([&](ChildChannel& ch) { run_cbc_here(m, opt, start, ch); },
+  ChildEnd end = child_run([&](ChildChannel& ch) { run_cbc_here(m, opt, start, root_basis, ch); },
                            limit * 1.05 + 0.5, on_record, &why);
   if (!finished) {
     run = last;
@@ -229,7 +242,8 @@ MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
 
 std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                                              const SolveOptions& opt,
-                                             const Schedule* warm_start) {
+                                             const Schedule* warm_start,
+                                             const LpBasis* root_basis) {
   const auto t0 = Clock::now();
   if (budget < problem_min_budget(p)) return std::nullopt;
   MilpBuildOptions bo;
@@ -259,7 +273,7 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
       return false;
     };
   }
-  MilpRun run = milp_run_cbc(m, opt, start.empty() ? nullptr : &start, progress);
+  MilpRun run = milp_run_cbc(m, opt, start.empty() ? nullptr : &start, progress, root_basis);
 
   std::optional<Schedule> best;
   double best_cost = 0;

@@ -88,7 +88,7 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
 // the problem it models) has no solution; Unknown: time limit or numerical trouble.
 enum class LpStatus { Optimal, Infeasible, Unknown };
 LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
-                       std::vector<double>* x, double* objective);
+                       std::vector<double>* x, double* objective, LpBasis* basis = nullptr);
 
 // One Cbc branch-and-cut run on `m` (defined in milp.cpp, the only Cbc caller), in a child
 // process with a hard deadline (Note [hard solver deadline]). Values are in model units
@@ -108,7 +108,9 @@ struct MilpRun {
 // progress(elapsed seconds, incumbent or < 0, bound), model units, called about once a second
 // and on every new incumbent; returning true stops the search (the incumbent and bound stay).
 using MilpProgress = std::function<bool(double, double, double)>;
+// `root_basis` (optional): an optimal basis of m's LP relaxation (milp_solve_lp).
 MilpRun milp_run_cbc(const MilpModel& m, const SolveOptions& opt,
-                     const std::vector<double>* start, const MilpProgress& progress);
+                     const std::vector<double>* start, const MilpProgress& progress,
+                     const LpBasis* root_basis = nullptr);
 
 }  // namespace remat

@@ -56,7 +56,8 @@ double schedule_cost(const Problem& p, const Schedule& s) { return simulate(p, s
 // The MILP starts from the cheapest schedule that fits among every baseline and the LP rounding
 // (the LP solve is cheap next to branch and bound). That schedule is Cbc's MIP start (RINS and
 // proximity search improve on it) and the fallback: the result never costs more. The LP
-// rounding gets at most a quarter of the time limit; the MILP gets what is left of it.
+// rounding gets at most half of the time limit and hands its optimal LP basis to the MILP, whose
+// root LP (the same LP) then costs nothing; the MILP gets what is left of the limit.
 std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -64,13 +65,15 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   };
   std::optional<Schedule> warm = best_baseline(p, budget);
   SolveOptions lp_opt = opt;
-  lp_opt.time_limit_seconds = std::max(0.01, 0.25 * opt.time_limit_seconds);
+  lp_opt.time_limit_seconds = std::max(0.01, 0.5 * opt.time_limit_seconds);
   double lp_bound = 0;
-  std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound);
+  LpBasis basis;
+  std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis);
   if (lp && (!warm || schedule_cost(p, *lp) < schedule_cost(p, *warm))) warm = std::move(lp);
   SolveOptions milp_opt = opt;
   milp_opt.time_limit_seconds = std::max(0.01, opt.time_limit_seconds - elapsed());
-  std::optional<Schedule> s = solve_checkmate_milp(p, budget, milp_opt, warm ? &*warm : nullptr);
+  std::optional<Schedule> s =
+      solve_checkmate_milp(p, budget, milp_opt, warm ? &*warm : nullptr, &basis);
   if (!s) return s;
   const double cost = schedule_cost(p, *s);
   s->lower_bound = std::min(cost, std::max(s->lower_bound, lp_bound));

@@ -55,11 +55,16 @@ std::optional<Schedule> solve_all_keep(const Problem& p);
 std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool linearized);
 std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized);
 std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
+// An optimal LP basis: a status (0 free, 1 basic, 2 at upper, 3 at lower bound) per column, then
+// per row, of the LP relaxation of the Checkmate MILP at one budget. LP rounding hands it to the
+// MILP, whose root LP then takes no iterations (it can take a minute on ~250-node graphs).
+using LpBasis = std::vector<unsigned char>;
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
-                                          double* lp_bound = nullptr);
+                                          double* lp_bound = nullptr, LpBasis* basis = nullptr);
 std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                                              const SolveOptions& opt,
-                                             const Schedule* warm_start = nullptr);
+                                             const Schedule* warm_start = nullptr,
+                                             const LpBasis* root_basis = nullptr);
 
 // Max batch (solver/max_batch.cpp): the largest batch whose schedule fits `budget` under
 // `strategy`, with compute cost at most one extra forward pass over all-keep.

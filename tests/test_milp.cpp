@@ -349,6 +349,29 @@ TEST(MilpTimeLimit, TwoSecondLimitReturnsWithinThree) {
   EXPECT_LE(took, 3.0);
 }
 
+// LP rounding's optimal basis, handed to the MILP's root LP, changes nothing but the time: the
+// same optimum at every budget of the skip DAG, and a basis of the wrong size is ignored.
+TEST(MilpRootBasis, SameOptimumWithTheLpBasis) {
+  Problem p = skip_dag();
+  const int64_t lo = problem_min_budget(p);
+  for (int64_t budget = lo; budget <= lo + 12; budget += 3) {
+    LpBasis basis;
+    double bound = 0;
+    auto lp = solve_lp_rounding(p, budget, fast_options(), &bound, &basis);
+    auto cold = solve_checkmate_milp(p, budget, fast_options());
+    ASSERT_TRUE(cold.has_value()) << budget;
+    if (!lp) continue;
+    EXPECT_FALSE(basis.empty()) << budget;
+    auto warm = solve_checkmate_milp(p, budget, fast_options(), nullptr, &basis);
+    LpBasis wrong(basis.size() / 2, 1);
+    auto odd = solve_checkmate_milp(p, budget, fast_options(), nullptr, &wrong);
+    ASSERT_TRUE(warm.has_value() && odd.has_value()) << budget;
+    EXPECT_EQ(simulate(p, *warm).total_cost, simulate(p, *cold).total_cost) << budget;
+    EXPECT_EQ(simulate(p, *odd).total_cost, simulate(p, *cold).total_cost) << budget;
+    EXPECT_EQ(warm->status, "optimal");
+  }
+}
+
 // A MILP solution that computes a value in a stage only to hold it for the next one reads back
 // as that schedule, not as one that drops the value and recomputes it later (the max-batch
 // probes lost VGG19's best schedules that way: 348 instead of 364 at 16e9 bytes).
