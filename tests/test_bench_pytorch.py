@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""tools/bench_pytorch.py on the CPU: the small CNN at 16x16, remat against PyTorch.
+Checks the JSON it writes (every row measured, remat's budgeted run inside its budget, the
+max-batch row present), that a budget below the minimum is reported as 'does not fit' and not
+as a failure, and that bad flags are usage errors (exit 2).
+Usage: test_bench_pytorch.py TOOLS_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.join(os.path.dirname(HERE), "tools", "bench_pytorch.py")
+CONFIG = os.path.join(os.path.dirname(HERE), "configs", "small_cnn.yaml")
+
+
+def run(bin_dir, *extra):
+    return subprocess.run([sys.executable, BENCH, "--device", "cpu", "--config", CONFIG,
+                           "--bin", bin_dir, "--batch", "8", "--input", "3x16x16", "--steps", "2",
+                           "--warmup", "1", *extra], capture_output=True, text=True)
+
+
+def main():
+    bin_dir = sys.argv[1]
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        r = run(bin_dir, "--fractions", "0.3,0.95", "--cap", "8MB", "--json", out)
+        check(r.returncode == 0, f"bench exit {r.returncode}: {r.stderr[-2000:]}")
+        check("small_cnn" in r.stdout and "pytorch eager" in r.stdout, "no table: " + r.stdout)
+        if os.path.exists(out):
+            res = json.load(open(out))["results"][0]
+            rows = {(row["memory"].split(" ")[0], row["system"].split("(")[0]): row for row in res["rows"]}
+            keep = rows.get(("keep", "remat"), {})
+            check(keep.get("samples_per_second", 0) > 0, f"remat keep row: {keep}")
+            check(rows.get(("keep", "pytorch eager"), {}).get("samples_per_second", 0) > 0,
+                  "pytorch keep row missing")
+            tight = rows.get(("30%", "remat checkmate"), {})
+            check("below the minimum" in tight.get("error", ""), f"30% should not fit: {tight}")
+            loose = rows.get(("95%", "remat checkmate"), {})
+            check(0 < loose.get("measured_peak_bytes", 0) <= loose.get("budget_bytes", -1),
+                  f"95% row over its budget: {loose}")
+            check(loose.get("measured_peak_bytes") == loose.get("predicted_peak_bytes"),
+                  f"95% row: measured peak differs from the plan: {loose}")
+            mb = res.get("max_batch", {})
+            check(isinstance(mb.get("remat checkmate"), int) and mb["remat checkmate"] >=
+                  mb.get("remat all-keep", 0) > 0, f"max batch row: {mb}")
+        else:
+            failures.append("no JSON written")
+        bad = run(bin_dir, "--fractions", "1.5")
+        check(bad.returncode == 2, f"--fractions 1.5 exit {bad.returncode}, want 2")
+    for f in failures:
+        print("FAIL: " + f)
+    print("ok" if not failures else f"{len(failures)} checks failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
