@@ -96,10 +96,20 @@ void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* l
 uint64_t softmax_xent_read_error(const void* workspace, const int32_t* labels,
                                  int32_t* bad_label, cudaStream_t stream);
 
-// ---- reductions (reduce.cu) --------------------------------------------------------------------
+// ---- per-channel reductions (channel_reduce.cu), Note [channel reductions] ----------------------
 // dbias (c) = sum over n and plane of dout (n, c, plane); conv2d: plane = H * W, dense: 1.
+// workspace: bias_grad_workspace_bytes(n, c, plane) bytes (0, and null allowed, for plane 1).
+int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int64_t plane,
-                      cudaStream_t stream);
+                      void* workspace, cudaStream_t stream);
+// dgamma (c) = sum over n and plane of dy * (x - mean) / sqrt(var + eps), mean and biased var
+// the batch statistics of x (n, c, plane) per channel: batch-norm's scale gradient in train
+// mode, in one read of x and dy. workspace: batchnorm_grad_gamma_workspace_bytes bytes.
+int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane);
+void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
+                          int64_t plane, double eps, void* workspace, cudaStream_t stream);
+
+// ---- reductions (reduce.cu) --------------------------------------------------------------------
 // out (planes) = mean over hw of inp (planes, hw), accumulated in double.
 void global_avgpool_forward(float* out, const float* inp, int64_t planes, int64_t hw,
                             cudaStream_t stream);

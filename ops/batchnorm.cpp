@@ -287,7 +287,7 @@ void register_batchnorm_ops(OpRegistry& r) {
   bn.cpu = bn_forward_cpu;
   bn.gradient = bn_gradient;
 #ifdef REMAT_HAVE_CUDA
-  set_bn_cuda(bn, batchnorm_forward_cuda, nullptr);
+  set_bn_cuda(bn, batchnorm_forward_cuda, batchnorm_forward_cuda_workspace);
 #endif
   r.add(std::move(bn));
 
@@ -321,6 +321,7 @@ void register_batchnorm_ops(OpRegistry& r) {
   gb.cpu = bn_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
   gb.cuda = batchnorm_grad_bias_cuda;
+  gb.cuda_workspace = batchnorm_grad_bias_cuda_workspace;
 #endif
   r.add(std::move(gb));
 }

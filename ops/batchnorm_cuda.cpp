@@ -15,14 +15,17 @@ namespace {
 // - Semantics: cuDNN normalises with the biased batch variance and updates
 //   running = factor * batch + (1 - factor) * running with the UNBIASED variance, which is
 //   PyTorch's convention with factor = momentum (PyTorch's own cuDNN path passes momentum).
-// - Recomputation (ctx.first_compute false) must not update the running statistics: we pass
-//   null for both running pointers (cuDNN allows both null together) and factor 0, so cuDNN
-//   only computes y. y does not depend on the running statistics in train mode.
+// - Recomputation (ctx.first_compute false) must not update the running statistics, and must
+//   give y bit for bit as the first computation did: it runs the very same call, with the
+//   running statistics copied to workspace scratch that absorbs the update (null pointers
+//   would let cuDNN pick another kernel).
 // - [N, F] inputs run as [N, F, 1, 1] in spatial mode: statistics over N, as on the CPU.
-// - The backward nodes are separate (dx, dweight, dbias). cuDNN's backward computes dx,
-//   dscale and dbias together from x, dy and scale (savedMean / savedInvVariance null: it
-//   recomputes the batch statistics), so grad_input sends dscale/dbias to workspace scratch and
-//   grad_weight sends dx to workspace scratch (x's bytes) with a scale of ones.
+// - The backward nodes are separate (dx, dweight, dbias). grad_input runs cuDNN's backward,
+//   which computes dx, dscale and dbias together from x, dy and scale (savedMean /
+//   savedInvVariance null: it recomputes the batch statistics), and sends dscale/dbias to
+//   workspace scratch. grad_weight does not run it a second time: in train mode dscale is
+//   sum dy * (x - mean) * invstd, one pass of kernels/ batchnorm_grad_gamma over x and dy;
+//   grad_bias is the bias reduction of dy.
 // - Inference mode (running statistics are constants): dx = dy * gamma / sqrt(var + eps) is
 //   cudnnBatchNormalizationForwardInference applied to dy with mean 0 and bias 0; dweight =
 //   sum dy * (x - mean) * invstd is cuDNN's backward given savedMean = running_mean and
@@ -88,11 +91,25 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
         beta, rm, rv, p.eps));
     return;
   }
-  const bool update = ctx.first_compute;  // Note [batchnorm on cuDNN]
+  if (!ctx.first_compute) {  // Note [batchnorm on cuDNN]: scratch absorbs the update
+    const int64_t c = channels(ctx, 0);
+    Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_forward_cuda_workspace(p, ctx)))};
+    float* rm_scratch = ws.take(c);
+    float* rv_scratch = ws.take(c);
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(rm_scratch, rm, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(rv_scratch, rv, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
+    rm = rm_scratch;
+    rv = rv_scratch;
+  }
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
-      beta, update ? p.momentum : 0.0, update ? rm : nullptr, update ? rv : nullptr, p.eps,
-      nullptr, nullptr));
+      beta, p.momentum, rm, rv, p.eps, nullptr, nullptr));
+}
+
+int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
+  // The same on first computation and recomputation, so a plan's workspace does not depend on
+  // which one a step runs.
+  return p.train ? 2 * round_up(channels(ctx, 0) * 4) : 0;
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
@@ -124,46 +141,62 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
       ctx.output.data, d.bn.get(), gamma, dscale, dbias, p.eps, nullptr, nullptr));
 }
 
+// [N, C, H, W] as (n, c, plane); [N, F] as (n, f, 1).
+struct NcPlane {
+  int64_t n, c, plane;
+};
+NcPlane nc_plane(const Shape& s) { return {s[0], s[1], s.size() == 4 ? s[2] * s[3] : 1}; }
+
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const int64_t c = channels(ctx, 1);
-  return round_up(ctx.inputs.at(1).numel() * 4) + (p.train ? 2 : 4) * round_up(c * 4);
+  if (p.train) {
+    const NcPlane s = nc_plane(ctx.inputs.at(1).shape());
+    return batchnorm_grad_gamma_workspace_bytes(s.n, s.c, s.plane);
+  }
+  return round_up(ctx.inputs.at(1).numel() * 4) + 4 * round_up(c * 4);
 }
 
 void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
+  const float* dy = ctx.inputs[0].f32();
+  const float* x = ctx.inputs[1].f32();
+  if (p.train) {  // Note [batchnorm on cuDNN]: one pass over x and dy
+    const NcPlane s = nc_plane(ctx.inputs[1].shape());
+    batchnorm_grad_gamma(ctx.output.f32(), x, dy, s.n, s.c, s.plane, p.eps,
+                         carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)),
+                         cc.stream);
+    return;
+  }
+  // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd.
   const BnDescs& d = bn_descs(ctx, ctx.inputs[1].shape());
   const int64_t c = channels(ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
-  const void* dy = ctx.inputs[0].data;
-  const void* x = ctx.inputs[1].data;
   float* dx = ws.take(ctx.inputs[1].numel());  // scratch, like x
   float* ones = ws.take(c);                    // the scale: it only affects dx
   fill(ones, 1.0f, c, cc.stream);
   float* dbias = ws.take(c);                   // scratch
-  const void* saved_mean = nullptr;
-  const void* saved_inv_std = nullptr;
-  if (!p.train) {  // Note [batchnorm on cuDNN]: inference dweight via saved statistics
-    float* zeros = ws.take(c);
-    float* inv_std = ws.take(c);
-    fill(zeros, 0.0f, c, cc.stream);
-    CudnnTensorDesc vec = cudnn_tensor_4d(1, c, 1, 1);
-    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, vec.get(), ones, vec.get(), inv_std, d.bn.get(), ones,
-        zeros, zeros, ctx.inputs[3].data, p.eps));
-    saved_mean = ctx.inputs[2].data;
-    saved_inv_std = inv_std;
-  }
+  float* zeros = ws.take(c);
+  float* inv_std = ws.take(c);
+  fill(zeros, 0.0f, c, cc.stream);
+  CudnnTensorDesc vec = cudnn_tensor_4d(1, c, 1, 1);
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+      cc.cudnn, kMode, &one, &zero, vec.get(), ones, vec.get(), inv_std, d.bn.get(), ones, zeros,
+      zeros, ctx.inputs[3].data, p.eps));
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(), dx,
-      d.bn.get(), ones, ctx.output.data, dbias, p.eps, saved_mean, saved_inv_std));
+      d.bn.get(), ones, ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
 }
 
 void batchnorm_grad_bias_cuda(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs.at(0).shape();  // dy [N, C, H, W] or [N, F]
-  const int64_t inner = s.size() == 4 ? s[2] * s[3] : 1;
-  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), s[0], s[1], inner,
+  const NcPlane s = nc_plane(ctx.inputs.at(0).shape());  // dy [N, C, H, W] or [N, F]
+  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), s.n, s.c, s.plane, ctx.workspace,
                    cuda_context(ctx).stream);
+}
+
+int64_t batchnorm_grad_bias_cuda_workspace(const ExecContext& ctx) {
+  const NcPlane s = nc_plane(ctx.inputs.at(0).shape());
+  return bias_grad_workspace_bytes(s.n, s.c, s.plane);
 }
 
 }  // namespace remat

@@ -20,6 +20,7 @@ struct BnCudaParams {
 // inputs [x, weight, bias, running_mean, running_var] -> y; running stats updated on the
 // first computation only (train mode).
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx);
+int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
 // train: [dy, x, weight]; inference: [dy, x, weight, running_mean, running_var] -> dx.
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx);
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
@@ -28,6 +29,7 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx);
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
 // [dy] -> dbias [C] (deterministic reduction, kernels/).
 void batchnorm_grad_bias_cuda(const ExecContext& ctx);
+int64_t batchnorm_grad_bias_cuda_workspace(const ExecContext& ctx);
 
 }  // namespace remat
 

@@ -357,6 +357,7 @@ void register_conv2d_ops(OpRegistry& r) {
   gb.cpu = conv2d_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
   gb.cuda = conv2d_grad_bias_cuda;
+  gb.cuda_workspace = conv2d_grad_bias_cuda_workspace;
 #endif
   r.add(std::move(gb));
 }

@@ -15,11 +15,18 @@ namespace {
 
 // Note [conv algorithm choice]
 // The first time a (pass, shapes, attributes, TF32 flag, workspace limit) is seen, cuDNN's Find
-// measures every algorithm. We keep the fastest one that (1) succeeded, (2) is
+// measures every algorithm. The candidates are those that (1) succeeded, (2) are
 // CUDNN_DETERMINISTIC, because a recomputed node must be bit-identical to its first computation,
-// (3) needs at most CudaContext::workspace_limit bytes, and (4) uses the math we allow: without
-// allow_tf32 the descriptor is CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would permit TF32 on Ampere
-// and newer) and only FMA results are accepted; with allow_tf32 it is CUDNN_DEFAULT_MATH and any
+// (3) need at most CudaContext::workspace_limit bytes, and (4) use the math we allow. Of the
+// candidates within 5 % of the fastest we keep the one with the smallest workspace: workspace is
+// memory the schedule must find room for, so a few percent of speed is worth a lot less of it.
+// When no candidate exists at the whole batch (a deterministic weight-gradient algorithm may
+// want more workspace than the limit), or a tensor has 2^31 elements or more (the legacy API's
+// int sizes), the batch is split: each cuDNN call sees `chunk` samples, the batch a multiple of
+// it; forward and data-gradient chunks write disjoint slices, weight-gradient chunks accumulate
+// (beta = 1) in chunk order, so the result is still deterministic. For (4): without
+// conv_tf32 the descriptor is CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH would permit TF32 on Ampere
+// and newer) and only FMA results are accepted; with conv_tf32 it is CUDNN_DEFAULT_MATH and any
 // result but TENSOR_OP_MATH_ALLOW_CONVERSION (an FP16 down-conversion) is accepted. The choice
 // and its workspace (max of Find's figure and cudnnGet*WorkspaceSize) are cached; cuda_workspace
 // reports that workspace and cuda() reuses the choice. Find runs the Ex variant over
@@ -61,13 +68,30 @@ ConvTensors conv_tensors(ConvPass pass, const ExecContext& ctx) {
 }
 
 struct ConvPlan {
-  CudnnTensorDesc x, y;
+  CudnnTensorDesc x, y;  // of one chunk of `chunk` samples
   CudnnFilterDesc w;
   CudnnConvDesc conv;
   bool chosen = false;
   int algo = 0;
   int64_t workspace = 0;
+  int64_t chunk = 0;     // samples per cuDNN call (Note [conv algorithm choice])
+  int64_t x_per_sample = 0, y_per_sample = 0;  // floats
 };
+
+// Samples per call to try, largest first: divisors of the batch whose x and y chunks stay
+// below 2^31 elements; at most a few, since each costs a Find at setup.
+std::vector<int64_t> chunk_candidates(const ConvTensors& t) {
+  const int64_t n = t.x->shape[0];
+  const int64_t per = std::max(t.x->numel() / std::max<int64_t>(n, 1),
+                               t.y->numel() / std::max<int64_t>(n, 1));
+  std::vector<int64_t> out;
+  for (int64_t parts = 1; parts <= n && out.size() < 6; ++parts) {
+    if (n % parts) continue;
+    const int64_t c = n / parts;
+    if (c * per < (int64_t{1} << 31)) out.push_back(c);
+  }
+  return out;
+}
 
 // One Find result, whichever pass it came from.
 struct ConvCandidate {
@@ -94,14 +118,24 @@ std::string plan_key(ConvPass pass, const ConvCudaParams& p, const ConvTensors& 
   k << pass_name(pass) << ":" << shape_key(t.x->shape) << ":" << shape_key(t.w->shape) << ":"
     << shape_key(t.y->shape) << ":s" << p.stride_h << "," << p.stride_w << "p" << p.pad_h << ","
     << p.pad_w << "d" << p.dilation_h << "," << p.dilation_w << "g" << p.groups
-    << (cc.allow_tf32 ? ":tf32" : ":fp32") << ":lim" << cc.workspace_limit;
+    << (cc.conv_tf32 ? ":tf32" : ":fp32") << ":lim" << cc.workspace_limit;
   return k.str();
 }
 
-ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaContext& cc) {
+Shape with_batch(Shape s, int64_t n) {
+  s.at(0) = n;
+  return s;
+}
+
+// Descriptors for calls of `chunk` samples.
+ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaContext& cc,
+                   int64_t chunk) {
   ConvPlan plan;
-  plan.x = cudnn_tensor_of(t.x->shape);
-  plan.y = cudnn_tensor_of(t.y->shape);
+  plan.chunk = chunk;
+  plan.x_per_sample = t.x->numel() / t.x->shape[0];
+  plan.y_per_sample = t.y->numel() / t.y->shape[0];
+  plan.x = cudnn_tensor_of(with_batch(t.x->shape, chunk));
+  plan.y = cudnn_tensor_of(with_batch(t.y->shape, chunk));
   plan.w = cudnn_filter_4d(t.w->shape);
   plan.conv = cudnn_conv_desc();
   REMAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
@@ -111,11 +145,11 @@ ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaCont
       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv.get(), to_int(p.groups, "groups")));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      plan.conv.get(), cc.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      plan.conv.get(), cc.conv_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   REMAT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv.get(), plan.x.get(),
                                                           plan.w.get(), &n, &c, &h, &w));
-  const Shape& y = t.y->shape;
+  const Shape y = with_batch(t.y->shape, chunk);
   REMAT_CHECK(y.size() == 4 && y[0] == n && y[1] == c && y[2] == h && y[3] == w,
               "cuDNN conv output [" << n << ", " << c << ", " << h << ", " << w
                                     << "] differs from the graph's " << shape_str(y));
@@ -198,41 +232,63 @@ bool math_allowed(cudnnMathType_t m, bool allow_tf32) {
   return allow_tf32 ? m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : m == CUDNN_FMA_MATH;
 }
 
-// Note [conv algorithm choice].
-void choose_algorithm(ConvPass pass, ConvPlan& plan, const ConvTensors& t, const CudaContext& cc,
-                      const ExecContext& ctx) {
-  const std::vector<ConvCandidate> cands = find_candidates(pass, plan, t, cc);
-  std::ostringstream seen;
-  for (const ConvCandidate& c : cands) {
+// Note [conv algorithm choice]: the chosen algorithm at plan.chunk samples, or false.
+bool choose_at_chunk(ConvPass pass, ConvPlan& plan, const ConvTensors& t, const CudaContext& cc,
+                     std::ostringstream& seen) {
+  std::vector<ConvCandidate> ok;
+  seen << " [" << plan.chunk << " samples:";
+  for (const ConvCandidate& c : find_candidates(pass, plan, t, cc)) {
     seen << " algo" << c.algo << "(status " << c.status << ", " << c.memory << " B, "
          << (c.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet") << ", math " << c.math
          << ")";
-    if (c.status != CUDNN_STATUS_SUCCESS || c.determinism != CUDNN_DETERMINISTIC ||
-        !math_allowed(c.math, cc.allow_tf32) ||
-        static_cast<int64_t>(c.memory) > cc.workspace_limit)
-      continue;
+    if (c.status == CUDNN_STATUS_SUCCESS && c.determinism == CUDNN_DETERMINISTIC &&
+        math_allowed(c.math, cc.conv_tf32) && static_cast<int64_t>(c.memory) <= cc.workspace_limit)
+      ok.push_back(c);
+  }
+  seen << "]";
+  if (ok.empty()) return false;
+  float fastest = ok.front().time_ms;
+  for (const ConvCandidate& c : ok) fastest = std::min(fastest, c.time_ms);
+  const ConvCandidate* best = nullptr;
+  int64_t best_bytes = 0;
+  for (const ConvCandidate& c : ok) {
+    if (c.time_ms > 1.05f * fastest) continue;
     REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), c.math));
     const int64_t bytes =
         static_cast<int64_t>(std::max(c.memory, algo_workspace(pass, plan, c.algo, cc)));
     if (bytes > cc.workspace_limit) continue;
-    plan.algo = c.algo;
-    plan.workspace = bytes;
-    plan.chosen = true;
-    return;
+    if (!best || bytes < best_bytes || (bytes == best_bytes && c.time_ms < best->time_ms))
+      best = &c, best_bytes = bytes;
+  }
+  if (!best) return false;
+  REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), best->math));
+  plan.algo = best->algo;
+  plan.workspace = best_bytes;
+  plan.chosen = true;
+  return true;
+}
+
+// The cached plan of this pass and shapes, its algorithm (and chunk) chosen.
+ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx) {
+  CudaContext& cc = cuda_context(ctx);
+  const ConvTensors t = conv_tensors(pass, ctx);
+  ConvPlan& plan = cuda_cache(ctx).get_or_create<ConvPlan>(plan_key(pass, p, t, cc), [&] {
+    ConvPlan fresh;  // descriptors come with the chunk size, below
+    return fresh;
+  });
+  if (plan.chosen) return plan;
+  const std::vector<int64_t> chunks = chunk_candidates(t);
+  REMAT_CHECK(!chunks.empty(), "node '" << (ctx.node ? ctx.node->name : std::string("?"))
+                                        << "': one sample of " << shape_str(t.x->shape)
+                                        << " already has 2^31 elements or more (cuDNN's limit)");
+  std::ostringstream seen;
+  for (int64_t chunk : chunks) {
+    plan = make_plan(p, t, cc, chunk);
+    if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
   }
   REMAT_FAIL("node '" << (ctx.node ? ctx.node->name : std::string("?")) << "': no deterministic "
                       << pass_name(pass) << " algorithm fits the workspace limit of "
                       << cc.workspace_limit << " bytes; cuDNN offered:" << seen.str());
-}
-
-// The cached plan of this pass and shapes, its algorithm chosen.
-ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx) {
-  CudaContext& cc = cuda_context(ctx);
-  const ConvTensors t = conv_tensors(pass, ctx);
-  ConvPlan& plan = cuda_cache(ctx).get_or_create<ConvPlan>(
-      plan_key(pass, p, t, cc), [&] { return make_plan(p, t, cc); });
-  if (!plan.chosen) choose_algorithm(pass, plan, t, cc, ctx);
-  return plan;
 }
 
 void* workspace_for(const ConvPlan& plan, const ExecContext& ctx) {
@@ -243,17 +299,30 @@ void* workspace_for(const ConvPlan& plan, const ExecContext& ctx) {
   return ctx.workspace;
 }
 
+// Float offset of chunk k of a tensor with `per_sample` floats per sample.
+inline int64_t chunk_offset(const ConvPlan& plan, int64_t k, int64_t per_sample) {
+  return k * plan.chunk * per_sample;
+}
+
+// Calls of plan.chunk samples for the batch of inputs[0] (x or dy).
+int64_t chunks_of(const ConvPlan& plan, const ExecContext& ctx) {
+  return ctx.inputs.at(0).shape()[0] / plan.chunk;
+}
+
 }  // namespace
 
 void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::Forward, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  float* y = ctx.output.f32();  // [N, K, Ho, Wo]
-  REMAT_CUDNN_CHECK(cudnnConvolutionForward(
-      cc.cudnn, &one, plan.x.get(), ctx.inputs[0].data, plan.w.get(), ctx.inputs[1].data,
-      plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace_for(plan, ctx),
-      static_cast<size_t>(plan.workspace), &zero, plan.y.get(), y));
+  const float* x = ctx.inputs[0].f32();  // [N, C, H, W]
+  float* y = ctx.output.f32();           // [N, K, Ho, Wo]
+  for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k)
+    REMAT_CUDNN_CHECK(cudnnConvolutionForward(
+        cc.cudnn, &one, plan.x.get(), x + chunk_offset(plan, k, plan.x_per_sample), plan.w.get(),
+        ctx.inputs[1].data, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+        workspace_for(plan, ctx), static_cast<size_t>(plan.workspace), &zero, plan.y.get(),
+        y + chunk_offset(plan, k, plan.y_per_sample)));
   if (p.bias || p.activation != Activation::None) {
     const Shape& s = ctx.output.shape();
     bias_act_forward(y, p.bias ? ctx.inputs.at(2).f32() : nullptr, s[0], s[1], s[2] * s[3],
@@ -265,30 +334,45 @@ int64_t conv2d_forward_cuda_workspace(const ConvCudaParams& p, const ExecContext
   return ready_plan(ConvPass::Forward, p, ctx).workspace;
 }
 
+// dx [N, C, H, W] from dy [N, K, Ho, Wo] (inputs[0]) and w (inputs[1]); plan.x is dx's chunk.
 void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::BackwardData, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  REMAT_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      cc.cudnn, &one, plan.w.get(), ctx.inputs[1].data, plan.y.get(), ctx.inputs[0].data,
-      plan.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-      workspace_for(plan, ctx), static_cast<size_t>(plan.workspace), &zero, plan.x.get(),
-      ctx.output.data));
+  const float* dy = ctx.inputs[0].f32();
+  float* dx = ctx.output.f32();
+  for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k)
+    REMAT_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        cc.cudnn, &one, plan.w.get(), ctx.inputs[1].data, plan.y.get(),
+        dy + chunk_offset(plan, k, plan.y_per_sample), plan.conv.get(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace_for(plan, ctx),
+        static_cast<size_t>(plan.workspace), &zero, plan.x.get(),
+        dx + chunk_offset(plan, k, plan.x_per_sample)));
 }
 
 int64_t conv2d_grad_input_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx) {
   return ready_plan(ConvPass::BackwardData, p, ctx).workspace;
 }
 
+// dw [K, C/g, R, S] from dy (inputs[0]) and x (inputs[1]); chunks accumulate in order.
 void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::BackwardFilter, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  REMAT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      cc.cudnn, &one, plan.x.get(), ctx.inputs[1].data, plan.y.get(), ctx.inputs[0].data,
-      plan.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo),
-      workspace_for(plan, ctx), static_cast<size_t>(plan.workspace), &zero, plan.w.get(),
-      ctx.output.data));
+  const float* dy = ctx.inputs[0].f32();
+  const float* x = ctx.inputs[1].f32();
+  const int64_t n = ctx.inputs[1].shape()[0] / plan.chunk;
+  if (n == 0) {
+    fill(ctx.output.f32(), 0.0f, ctx.output.numel(), cc.stream);
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k)
+    REMAT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        cc.cudnn, &one, plan.x.get(), x + chunk_offset(plan, k, plan.x_per_sample), plan.y.get(),
+        dy + chunk_offset(plan, k, plan.y_per_sample), plan.conv.get(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace_for(plan, ctx),
+        static_cast<size_t>(plan.workspace), k == 0 ? &zero : &one, plan.w.get(),
+        ctx.output.data));
 }
 
 int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx) {
@@ -298,7 +382,12 @@ int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecCon
 void conv2d_grad_bias_cuda(const ExecContext& ctx) {
   const Shape& s = ctx.inputs.at(0).shape();  // dz [N, K, Ho, Wo]
   bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), s[0], s[1], s[2] * s[3],
-                   cuda_context(ctx).stream);
+                   ctx.workspace, cuda_context(ctx).stream);
+}
+
+int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs.at(0).shape();
+  return bias_grad_workspace_bytes(s[0], s[1], s[2] * s[3]);
 }
 
 }  // namespace remat

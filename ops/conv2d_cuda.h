@@ -34,6 +34,7 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx);
 int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);
 // db[k] = sum of dz over N, H, W (deterministic reduction, kernels/). inputs [dz].
 void conv2d_grad_bias_cuda(const ExecContext& ctx);
+int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx);
 
 }  // namespace remat
 

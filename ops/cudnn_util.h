@@ -1,5 +1,5 @@
 // Small helpers for the ops' CUDA paths (CUDA builds only): owned cuDNN descriptors, NCHW float
-// tensor descriptors from shapes, the CudaContext of an ExecContext, int range checks.
+// tensor descriptors from shapes, the backend's per-shape cache, int range checks.
 // Descriptors are shared_ptr so they can live in CudaCache entries (copyable values).
 #pragma once
 
@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "ops/fused_activation.h"
+#include "ops/op_cuda.h"  // cuda_context
 #include "runtime/check.h"
 #include "runtime/cuda_context.h"
 #include "runtime/op.h"
@@ -22,14 +23,6 @@ using CudnnTensorDesc = std::shared_ptr<std::remove_pointer_t<cudnnTensorDescrip
 using CudnnFilterDesc = std::shared_ptr<std::remove_pointer_t<cudnnFilterDescriptor_t>>;
 using CudnnConvDesc = std::shared_ptr<std::remove_pointer_t<cudnnConvolutionDescriptor_t>>;
 using CudnnPoolDesc = std::shared_ptr<std::remove_pointer_t<cudnnPoolingDescriptor_t>>;
-
-// The CUDA backend's state for this call; throws when the op runs without one.
-inline CudaContext& cuda_context(const ExecContext& ctx) {
-  REMAT_CHECK(ctx.device != nullptr,
-              "CUDA kernel called without a CudaContext (node "
-                  << (ctx.node ? ctx.node->name : std::string("?")) << ")");
-  return *static_cast<CudaContext*>(ctx.device);
-}
 
 inline CudaCache& cuda_cache(const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);

@@ -136,7 +136,7 @@ void gemm_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, in
       cc.cublas, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       to_int(m, "gemm m"), to_int(n, "gemm n"), to_int(k, "gemm k"), &one, a, CUDA_R_32F,
       to_int(lda, "lda"), b, CUDA_R_32F, to_int(ldb, "ldb"), &zero, c, CUDA_R_32F,
-      to_int(ldc, "ldc"), cc.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC,
+      to_int(ldc, "ldc"), cc.matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC,
       CUBLAS_GEMM_DEFAULT));
 }
 
@@ -168,7 +168,7 @@ void dense_grad_weight_cuda(const ExecContext& ctx) {
 // db[U] = column sums of dz[N, U] (deterministic reduction).
 void dense_grad_bias_cuda(const ExecContext& ctx) {
   bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[0].dim(0),
-                   ctx.inputs[0].dim(1), 1, cuda_context(ctx).stream);
+                   ctx.inputs[0].dim(1), 1, nullptr, cuda_context(ctx).stream);
 }
 #endif
 

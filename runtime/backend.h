@@ -23,8 +23,18 @@ class Backend {
   virtual void* raw_alloc(int64_t bytes) = 0;
   virtual void raw_free(void* p) = 0;
 
+  // Host memory the device copies from and to without staging (pinned on CUDA, plain on the
+  // CPU); never null, throws. From it, copy_from_host may return before the copy is done: the
+  // caller leaves `src` alone until the next synchronize().
+  virtual void* host_alloc(int64_t bytes) = 0;
+  virtual void host_free(void* p) = 0;
+
   virtual void copy_from_host(void* dst, const void* src, int64_t bytes) = 0;
-  virtual void copy_to_host(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, int64_t bytes) = 0;  // synchronous
+  // Into host_alloc memory: the bytes are there after the next synchronize().
+  virtual void copy_to_host_async(void* dst, const void* src, int64_t bytes) {
+    copy_to_host(dst, src, bytes);
+  }
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() = 0;
@@ -60,14 +70,26 @@ std::unique_ptr<Backend> make_cpu_backend();
 
 // True when this binary was built with the CUDA backend.
 bool cuda_backend_built();
-// Options of the CUDA backend: TF32 tensor-core math for cuBLAS (and, through CudaContext,
-// for the ops' cuDNN calls) is off unless asked for; workspace_limit caps the workspace an
-// algorithm choice may need (bytes).
+// Options of the CUDA backend. TF32 tensor-core math is chosen separately for cuDNN
+// convolutions and for cuBLAS GEMMs (PyTorch's defaults are conv_tf32 on, matmul_tf32 off;
+// both are off here, the exact setting tests compare with the CPU); workspace_limit caps the
+// workspace an algorithm choice may need (bytes).
 struct CudaOptions {
-  bool allow_tf32 = false;
+  bool conv_tf32 = false;
+  bool matmul_tf32 = false;
   int64_t workspace_limit = int64_t{1} << 30;
 };
-// nullptr with `why` set when no device is usable (or the build has no CUDA).
+// The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
+// convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both).
+inline CudaOptions cuda_precision_options(const std::string& precision) {
+  CudaOptions o;
+  o.conv_tf32 = precision != "fp32";
+  o.matmul_tf32 = precision == "tf32-all";
+  return o;
+}
+// nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's
+// name() is the device label, with " tf32" or " tf32-all" appended when TF32 is on (so that
+// profiles measured in different precisions are cached apart).
 std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why,
                                            const CudaOptions& opt = {});
 

@@ -30,6 +30,8 @@ class CpuBackend : public Backend {
     return p;
   }
   void raw_free(void* p) override { std::free(p); }
+  void* host_alloc(int64_t bytes) override { return raw_alloc(bytes); }
+  void host_free(void* p) override { std::free(p); }
 
   void copy_from_host(void* dst, const void* src, int64_t bytes) override {
     std::memcpy(dst, src, static_cast<size_t>(bytes));

@@ -38,6 +38,8 @@ class CudaBackend : public Backend {
   void init() {
     info_ = cuda_device_info(device_);
     name_ = cuda_device_label(info_);
+    if (opt_.conv_tf32 || opt_.matmul_tf32)
+      name_ += opt_.conv_tf32 && opt_.matmul_tf32 ? " tf32-all" : opt_.conv_tf32 ? " tf32" : " tf32-gemm";
     REMAT_CUDA_CHECK(cudaSetDevice(device_));
     REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     REMAT_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
@@ -46,10 +48,11 @@ class CudaBackend : public Backend {
     REMAT_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
     // Default math keeps FP32 GEMMs in FP32; TF32 tensor cores only when asked for.
     REMAT_CUBLAS_CHECK(cublasSetMathMode(
-        ctx_.cublas, opt_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        ctx_.cublas, opt_.matmul_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     REMAT_CUDA_CHECK(cudaEventCreate(&start_));
     REMAT_CUDA_CHECK(cudaEventCreate(&stop_));
-    ctx_.allow_tf32 = opt_.allow_tf32;
+    ctx_.conv_tf32 = opt_.conv_tf32;
+    ctx_.matmul_tf32 = opt_.matmul_tf32;
     ctx_.workspace_limit = opt_.workspace_limit;
     ctx_.cache = &cache_;
   }
@@ -98,10 +101,30 @@ class CudaBackend : public Backend {
       deferred_error_ = std::string("cudaFree failed: ") + cudaGetErrorString(e);
   }
 
+  void* host_alloc(int64_t bytes) override {
+    REMAT_CHECK(bytes >= 0, "negative host allocation " << bytes);
+    void* p = nullptr;
+    cudaError_t e = cudaMallocHost(&p, std::max<size_t>(static_cast<size_t>(bytes), 64));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      REMAT_FAIL("pinned host allocation of " << bytes << " bytes failed: " << cudaGetErrorString(e));
+    }
+    return p;
+  }
+  void host_free(void* p) override {
+    if (p) (void)cudaFreeHost(p);
+  }
+
+  void copy_to_host_async(void* dst, const void* src, int64_t bytes) override {
+    if (bytes <= 0) return;
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                     cudaMemcpyDeviceToHost, ctx_.stream));
+  }
+
   void copy_from_host(void* dst, const void* src, int64_t bytes) override {
     if (bytes <= 0) return;
     // From pageable memory the call returns once `src` has been staged, so the caller may
-    // reuse it at once.
+    // reuse it at once; from host_alloc memory it is asynchronous.
     REMAT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
                                      cudaMemcpyHostToDevice, ctx_.stream));
   }

@@ -50,7 +50,8 @@ struct CudaContext {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
-  bool allow_tf32 = false;           // TF32 tensor-core math (off in tests)
+  bool conv_tf32 = false;            // TF32 tensor-core math in cuDNN convolutions
+  bool matmul_tf32 = false;          // TF32 tensor-core math in cuBLAS GEMMs
   int64_t workspace_limit = 0;       // most workspace bytes an algorithm choice may need
   CudaCache* cache = nullptr;        // per-shape algorithm and descriptor cache
   // Scratch device memory for algorithm search only (never during a step), at least

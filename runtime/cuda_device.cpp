@@ -86,10 +86,14 @@ CudaDeviceInfo cuda_device_info(int device) {
 bool cuda_libraries_compatible(std::string* why) {
   const size_t cudnn = cudnnGetVersion();
   std::ostringstream os;
-  if (cudnn_major_of(cudnn) != CUDNN_MAJOR || cudnn < static_cast<size_t>(CUDNN_VERSION)) {
+  // Note [cuDNN minor versions]: every cuDNN call remat makes (the legacy convolution,
+  // batch-norm, pooling and tensor-descriptor API) exists unchanged in every cuDNN 9 release,
+  // so any 9.x loads: PyTorch's wheels, for one, often carry an older 9.x than the toolkit
+  // this binary was built with. cuDNN 8 and 10 differ in ABI and are refused.
+  if (cudnn_major_of(cudnn) != CUDNN_MAJOR) {
     os << "cuDNN " << cudnn_version_str(cudnn) << " was found at run time, but this binary was "
        << "built with cuDNN " << cudnn_version_str(CUDNN_VERSION) << " and needs cuDNN "
-       << CUDNN_MAJOR << ".x, at least " << cudnn_version_str(CUDNN_VERSION);
+       << CUDNN_MAJOR << ".x";
     if (why) *why = os.str();
     return false;
   }

@@ -59,6 +59,16 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
                                  << g_.name << "' (" << aligned
                                  << " bytes: parameters, gradients, optimizer state, batch)");
   }
+  loss_host_ = static_cast<float*>(be_.host_alloc(sizeof(float)));
+  try {
+    allocate_persistent();
+  } catch (...) {
+    release_all();  // the destructor does not run for a constructor that throws
+    throw;
+  }
+}
+
+void Executor::allocate_persistent() {
   if (opt_.memory == MemoryMode::Pool) pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
   if (opt_.memory == MemoryMode::Arena) region_ = be_.raw_alloc(opt_.budget);
   int64_t offset = 0;
@@ -77,13 +87,20 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
   in_use_ = peak_ = constant_bytes_;
 }
 
-Executor::~Executor() {
+Executor::~Executor() { release_all(); }
+
+void Executor::release_all() {
+  be_.host_free(loss_host_);
+  loss_host_ = nullptr;
   if (region_) {
     be_.raw_free(region_);
-    return;
+    region_ = nullptr;
+  } else {
+    for (size_t v = 0; v < ptr_.size(); ++v)
+      if (ptr_[v]) release(ptr_[v]);
   }
-  for (size_t v = 0; v < ptr_.size(); ++v)
-    if (ptr_[v]) release(ptr_[v]);
+  std::fill(ptr_.begin(), ptr_.end(), nullptr);
+  pool_.reset();
 }
 
 void* Executor::acquire(int64_t bytes, const std::string& who, int arena_request) {
@@ -155,6 +172,16 @@ int64_t node_workspace_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
 }
 
 int64_t Executor::workspace_bytes(NodeId n) { return node_workspace_bytes(g_, ops_, be_, n); }
+
+int64_t Executor::arena_region_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
+                                     const ExecutionPlan& plan) {
+  int64_t base = 0;
+  for (const auto& v : g.values)
+    if (value_is_persistent(v.kind)) base += pool_round_up(v.desc.bytes());
+  const PlanBuffers buffers =
+      plan_buffers(g, plan, [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); });
+  return base + plan_arena(buffers.requests, kArenaAlignment).arena_bytes;
+}
 
 int64_t Executor::prepare(const ExecutionPlan& plan) {
   if (opt_.memory == MemoryMode::Pool) {
@@ -240,7 +267,8 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
     if (trace) record(g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
     ++(s.recompute ? r.recomputes : r.computes);
     if (g_.node(s.node).output == g_.loss && !loss_read) {
-      be_.copy_to_host(&r.loss, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
+      // Read after the step's final synchronize: no host wait in the middle of the step.
+      be_.copy_to_host_async(loss_host_, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
       loss_read = true;
     }
   }
@@ -253,6 +281,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
   }
   be_.synchronize();
   be_.range_pop();
+  r.loss = *loss_host_;
   for (size_t v = 0; v < g_.values.size(); ++v)
     REMAT_CHECK(value_is_persistent(g_.values[v].kind) || !ptr_[v],
                 "activation '" << g_.values[v].name << "' still resident after the step (plan "

@@ -72,6 +72,10 @@ class Executor {
   // through the allocator (runtime/pool_replay.h) and returns its peak, or budget + the
   // shortfall of the first request fragmentation or size leaves unserved. Direct: 0.
   int64_t prepare(const ExecutionPlan& plan);
+  // The region an arena-mode executor needs for `plan`, before one exists: persistent values
+  // (each aligned) plus the packed activation arena. What prepare() returns in arena mode.
+  static int64_t arena_region_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
+                                    const ExecutionPlan& plan);
 
   // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the
   // plan's steps, then every Update node. With `trace`, records spans per node (synchronising
@@ -89,6 +93,8 @@ class Executor {
 
  private:
   ExecContext make_context(NodeId n, bool require_resident);
+  void allocate_persistent();  // the budget's region or pool, and every persistent value
+  void release_all();          // everything allocate_persistent and the constructor took
   void* acquire(int64_t bytes, const std::string& who, int arena_request);
   void release(void* p);
   void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
@@ -100,6 +106,7 @@ class Executor {
   std::vector<void*> ptr_;  // per value: its memory, or null while not resident
   std::unique_ptr<PoolAllocator> pool_;
   void* region_ = nullptr;          // Arena: the single allocation
+  float* loss_host_ = nullptr;      // host_alloc'd: the loss, copied without a mid-step sync
   int64_t arena_base_ = 0;          // Arena: offset of the activation arena in region_
   std::vector<PlanStep> arena_steps_;  // the plan the arena was prepared for
   PlanBuffers arena_buffers_;

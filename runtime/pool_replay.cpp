@@ -17,6 +17,8 @@ class AddressOnlyBackend : public Backend {
   std::string name() const override { return "address-only"; }
   void* raw_alloc(int64_t) override { return reinterpret_cast<void*>(uintptr_t{1} << 40); }
   void raw_free(void*) override {}
+  void* host_alloc(int64_t) override { fail(); }
+  void host_free(void*) override {}
   void copy_from_host(void*, const void*, int64_t) override { fail(); }
   void copy_to_host(void*, const void*, int64_t) override { fail(); }
   void copy(void*, const void*, int64_t) override { fail(); }

@@ -2,9 +2,6 @@
 // The format stores data little-endian; remat runs on little-endian hosts only (checked).
 #include "runtime/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -13,6 +10,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace remat {
@@ -34,26 +32,6 @@ bool host_is_little_endian() {
 }
 
 const char* st_dtype_name(DType t) { return t == DType::F32 ? "F32" : "I32"; }
-
-std::string errno_text() { return std::strerror(errno); }
-
-// write(2) all of `bytes`, retrying short writes.
-void write_all(int fd, const char* data, size_t bytes, const std::string& path) {
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, data, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) REMAT_USER_ERROR(path << ": cannot write: " << errno_text());
-    data += n;
-    bytes -= static_cast<size_t>(n);
-  }
-}
-
-std::string parent_dir(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 }  // namespace
 
@@ -126,42 +104,18 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) REMAT_USER_ERROR(tmp << ": cannot create: " << errno_text());
-  try {
-    write_all(fd, reinterpret_cast<const char*>(len), 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& t : tensors)
-      write_all(fd, reinterpret_cast<const char*>(t.data.data()), t.data.size(), tmp);
-    if (::fsync(fd) != 0) REMAT_USER_ERROR(tmp << ": fsync failed: " << errno_text());
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    REMAT_USER_ERROR(tmp << ": close failed: " << errno_text());
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    REMAT_USER_ERROR(path << ": cannot replace with " << tmp << ": " << why);
-  }
-  // Make the rename itself durable.
-  const std::string dir = parent_dir(path);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) REMAT_USER_ERROR(dir << ": cannot open directory to fsync: " << errno_text());
-  int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) REMAT_USER_ERROR(dir << ": directory fsync failed: " << errno_text());
+  std::vector<std::string_view> parts;
+  parts.emplace_back(reinterpret_cast<const char*>(len), 8);
+  parts.emplace_back(text);
+  for (const auto& t : tensors)
+    parts.emplace_back(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  write_file_atomic(path, parts);
 }
 
 SafeTensorFile safetensors_load(const std::string& path) {
   REMAT_CHECK(host_is_little_endian(), "safetensors needs a little-endian host");
   std::ifstream in(path, std::ios::binary);
-  if (!in) REMAT_USER_ERROR(path << ": cannot open: " << errno_text());
+  if (!in) REMAT_USER_ERROR(path << ": cannot open: " << std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const uint64_t file_size = bytes.size();
   if (file_size < 8)

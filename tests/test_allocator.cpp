@@ -25,6 +25,8 @@ class CountingBackend : public Backend {
     ++frees;
     inner_->raw_free(p);
   }
+  void* host_alloc(int64_t b) override { return inner_->host_alloc(b); }
+  void host_free(void* p) override { inner_->host_free(p); }
   void copy_from_host(void* d, const void* s, int64_t b) override { inner_->copy_from_host(d, s, b); }
   void copy_to_host(void* d, const void* s, int64_t b) override { inner_->copy_to_host(d, s, b); }
   void copy(void* d, const void* s, int64_t b) override { inner_->copy(d, s, b); }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "ops/registry.h"
 #include "tests/model_test_util.h"
@@ -227,7 +228,7 @@ TEST(BuildErrors, Optimizer) {
 // --- The real registry and the shipped configs ------------------------------------------
 
 std::string config_path(const std::string& name) {
-  return std::string(REMAT_SOURCE_DIR) + "/configs/" + name;
+  return test_source_dir() + "/configs/" + name;
 }
 
 int64_t count_numel(const Graph& g, ValueKind kind) {
@@ -240,7 +241,7 @@ int64_t count_numel(const Graph& g, ValueKind kind) {
 TEST(BuildConfigs, SmallCnnMatchesHandCount) {
   OpRegistry ops = make_builtin_registry();
   ModelConfig cfg = load_model_config(config_path("small_cnn.yaml"));
-  EXPECT_EQ(cfg.dir, std::string(REMAT_SOURCE_DIR) + "/configs");
+  EXPECT_EQ(cfg.dir, test_source_dir() + "/configs");
   Graph g = build_forward_graph(cfg, ops);
   EXPECT_EQ(g.batch, 32);
   EXPECT_EQ(g.nodes.size(), 12u);  // 11 layers + loss

@@ -177,7 +177,8 @@ TEST_F(CudaDevice, WorkspaceComesFromTheOpWithContext) {
 TEST_F(CudaDevice, Tf32OnlyWhenAsked) {
   std::string why;
   CudaOptions opt;
-  opt.allow_tf32 = true;
+  opt.matmul_tf32 = true;
+  opt.conv_tf32 = true;
   opt.workspace_limit = 1 << 20;
   auto tf32 = make_cuda_backend(0, &why, opt);
   ASSERT_TRUE(tf32) << why;
@@ -190,7 +191,7 @@ TEST_F(CudaDevice, Tf32OnlyWhenAsked) {
     op.cuda = [&, mode, flag](const ExecContext& ctx) {
       auto* cu = static_cast<CudaContext*>(ctx.device);
       REMAT_CUBLAS_CHECK(cublasGetMathMode(cu->cublas, mode));
-      *flag = cu->allow_tf32;
+      *flag = cu->matmul_tf32 && cu->conv_tf32;
       limit = cu->workspace_limit;
     };
     ExecContext ctx;

@@ -96,6 +96,29 @@ TEST(CudaHarness, CpuBackendRunMatchesOpHarness) {
   EXPECT_TRUE(h.check_rerun_identical(*cpu));
 }
 
+// Note [GEMM tolerance]: a conv weight gradient summing K = 8 x 16 x 16 products may differ by
+// (2 sqrt(K) + 64) 2^-24 times the sum of the products' magnitudes, and not by ten times that.
+TEST(CudaHarness, GemmToleranceFollowsTheReduction) {
+  const OpRegistry reg = make_builtin_registry();
+  CudaOpHarness h(reg, {"conv2d", attr_map({{"filters", 4}, {"kernel", 3}, {"padding", 1}}),
+                        {f32({8, 3, 16, 16})}});
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  const GraphRun a = h.run_graph(*cpu);
+  const GraphRun& mag = h.magnitude_run(*cpu);
+  size_t gw = 0;
+  for (const Node& n : h.graph().nodes)
+    if (n.op == "conv2d_grad_weight") gw = static_cast<size_t>(n.output);
+  ASSERT_GT(gw, 0u);
+  const double bound =
+      1e-6 + (2 * std::sqrt(8.0 * 16 * 16) + 64) * std::ldexp(1.0, -24) * mag.f[gw][0];
+  ASSERT_GT(mag.f[gw][0], std::fabs(a.f[gw][0]));  // magnitudes do not cancel
+  GraphRun b = a;
+  b.f[gw][0] = static_cast<float>(a.f[gw][0] + 0.5 * bound);
+  EXPECT_TRUE(compare_runs(h.graph(), a, b, false, &mag));
+  b.f[gw][0] = static_cast<float>(a.f[gw][0] + 10 * bound);
+  EXPECT_FALSE(compare_runs(h.graph(), a, b, false, &mag));
+}
+
 // compare_runs can fail: one flipped element, one NaN, or a bit-level difference.
 TEST(CudaHarness, ComparisonDetectsDifferences) {
   const OpRegistry reg = make_builtin_registry();
@@ -323,19 +346,21 @@ Floats nan_vec(int64_t n) { return Floats(static_cast<size_t>(n), std::nanf(""))
 
 TEST_F(CudaOpsB, BiasGradReduceMatchesCpuOps) {
   // conv2d_grad_bias [dy (N, K, H, W)] and dense_grad_bias [dy (N, U)] on the CPU.
-  for (Shape s : {Shape{3, 5, 7, 9}, Shape{2, 64, 4, 4}, Shape{37, 130}}) {
+  for (Shape s : {Shape{3, 5, 7, 9}, Shape{2, 64, 4, 4}, Shape{4, 3, 100, 100}, Shape{37, 130}}) {
     const bool conv = s.size() == 4;
-    OpHarness h(registry(), {conv ? "conv2d_grad_bias" : "dense_grad_bias", {}, {f32(s)}});
-    const Floats want = h.forward();
     const int64_t n = s[0], c = s[1], plane = conv ? s[2] * s[3] : 1;
+    OpHarness h(registry(), {conv ? "conv2d_grad_bias" : "dense_grad_bias",
+                             conv ? attr_map({{"filters", c}, {"kernel", 1}}) : attr_map({{"units", c}}), {f32(s)}});
+    const Floats want = h.forward();
     DeviceVec dy(cuda(), h.input(0)), db(cuda(), nan_vec(c));
-    bias_grad_reduce(db.get(), dy.get(), n, c, plane, nullptr);
+    DeviceVec ws(cuda(), nan_vec(std::max<int64_t>(1, bias_grad_workspace_bytes(n, c, plane) / 4)));
+    bias_grad_reduce(db.get(), dy.get(), n, c, plane, ws.get(), nullptr);
     const Floats got = db.read();
     EXPECT_TRUE(near_all(want, got, 1e-6, 1e-5)) << shape_str(s);
     if (!conv) {
       EXPECT_EQ(want, got);  // columns summed in the CPU's order: bit-identical
     }
-    bias_grad_reduce(db.get(), dy.get(), n, c, plane, nullptr);
+    bias_grad_reduce(db.get(), dy.get(), n, c, plane, ws.get(), nullptr);
     const Floats again = db.read();
     EXPECT_EQ(0, std::memcmp(got.data(), again.data(), got.size() * 4)) << shape_str(s);
   }

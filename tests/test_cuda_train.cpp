@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "tests/source_dir.h"
 #include "runtime/check.h"
 #include "runtime/cuda_backend.h"
 #include "tools/training.h"
@@ -14,7 +15,7 @@ namespace {
 
 TrainOptions small_cnn(const std::string& device) {
   TrainOptions o;
-  o.config = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
+  o.config = test_source_dir() + "/configs/small_cnn.yaml";
   o.device = device;
   o.batch = 16;
   o.steps = 12;

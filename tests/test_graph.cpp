@@ -2,6 +2,7 @@
 // validation of malformed graphs.
 #include <gtest/gtest.h>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
@@ -12,7 +13,7 @@ namespace remat {
 namespace {
 
 Graph small_dag_training_graph(const OpRegistry& ops) {
-  ModelConfig cfg = load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml");
+  ModelConfig cfg = load_model_config(test_source_dir() + "/configs/small_dag.yaml");
   return make_training_graph(build_forward_graph(cfg, ops), ops, cfg.optimizer.op,
                              cfg.optimizer.attrs);
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "tests/source_dir.h"
 #include "solver/chain.h"
 #include "solver/milp_model.h"
 #include "solver/schedule.h"
@@ -264,7 +265,7 @@ TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
 // `plan --config configs/small_dag.yaml --batch 4 --write-problem`: a residual DAG with a side
 // branch and a concat, where a 10 s checkmate once returned 17% over LP rounding.
 Problem small_dag_problem() {
-  return problem_load(std::string(REMAT_TEST_DATA_DIR) + "/small_dag_b4.json");
+  return problem_load(test_source_dir() + "/tests/data/small_dag_b4.json");
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
@@ -20,7 +21,7 @@ namespace remat {
 namespace {
 
 Graph small_cnn_training_graph(const OpRegistry& ops, int64_t batch) {
-  ModelConfig cfg = load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml");
+  ModelConfig cfg = load_model_config(test_source_dir() + "/configs/small_cnn.yaml");
   BuildOptions bo;
   bo.batch = batch;
   return make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
@@ -113,12 +114,12 @@ BuildOptions small(int64_t batch) {
 }
 
 TEST(RematExec, SmallCnnEveryStrategyBitIdentical) {
-  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  Model m(load_model_config(test_source_dir() + "/configs/small_cnn.yaml"), small(4));
   check_every_strategy(m, 3);
 }
 
 TEST(RematExec, SmallDagEveryStrategyBitIdentical) {
-  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml"), small(4));
+  Model m(load_model_config(test_source_dir() + "/configs/small_dag.yaml"), small(4));
   check_every_strategy(m, 3);
 }
 
@@ -130,7 +131,7 @@ TEST(RematExec, ZooConfigsBitIdenticalUnderBaselines) {
     SCOPED_TRACE(name);
     BuildOptions bo = small(2);
     bo.input = std::string(name) == "linear16" ? Shape{3, 36, 36} : Shape{3, 32, 32};
-    Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/" + name + ".yaml"), bo);
+    Model m(load_model_config(test_source_dir() + "/configs/" + name + ".yaml"), bo);
     check_every_strategy(m, 1, {"chen-sqrtn", "chen-greedy", "chen-greedy-linear"});
   }
 }
@@ -178,7 +179,7 @@ layers:
 }
 
 TEST(RematExec, PoolOutOfMemoryNamesNodeAndBytes) {
-  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  Model m(load_model_config(test_source_dir() + "/configs/small_cnn.yaml"), small(4));
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   ExecutionPlan keep = plan_keep_all(m.g, ws);
   const int64_t budget = keep.predicted_peak * 8 / 10;  // below what keep-everything needs
@@ -197,7 +198,7 @@ TEST(RematExec, PoolOutOfMemoryNamesNodeAndBytes) {
 // keep-everything peak, the executor succeeds exactly when the replay fits, with the replay's
 // peak, and runs out of memory exactly when it does not.
 TEST(RematExec, PoolReplayPredictsThePool) {
-  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml"), small(4));
+  Model m(load_model_config(test_source_dir() + "/configs/small_dag.yaml"), small(4));
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   ExecutionPlan keep = plan_keep_all(m.g, ws);
   int fits = 0, fails = 0;
@@ -227,7 +228,7 @@ TEST(RematExec, PoolReplayPredictsThePool) {
 }
 
 TEST(RematExec, ArenaRejectsAPlanAboveTheBudget) {
-  Model m(load_model_config(std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml"), small(4));
+  Model m(load_model_config(test_source_dir() + "/configs/small_cnn.yaml"), small(4));
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   ExecutionPlan keep = plan_keep_all(m.g, ws);
   EXPECT_THROW(train_state(m, keep, {MemoryMode::Arena, keep.predicted_peak * 8 / 10}, 1),

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tests/source_dir.h"
 #include "runtime/check.h"
 #include "runtime/safetensors.h"
 #include "tools/training.h"
@@ -17,7 +18,7 @@ std::string tmp(const std::string& name) { return ::testing::TempDir() + name; }
 
 TrainOptions options(int steps, const std::string& save, const std::string& resume) {
   TrainOptions o;
-  o.config = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
+  o.config = test_source_dir() + "/configs/small_cnn.yaml";
   o.batch = 4;
   o.steps = steps;
   o.save_file = save;
@@ -69,7 +70,7 @@ TEST(Resume, WrongModelOrMissingTensorIsAClearError) {
 // another batch.
 TEST(PlanFile, TrainRunsASavedScheduleAndRejectsAnotherGraph) {
   const std::string schedule = tmp("small_cnn_b4.json");
-  const std::string cmd = std::string(PLAN_EXE) + " --config " + REMAT_SOURCE_DIR +
+  const std::string cmd = std::string(PLAN_EXE) + " --config " + test_source_dir() +
                           "/configs/small_cnn.yaml --batch 4 --budget 3MB --strategies chen-greedy -o " +
                           schedule + " > /dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
@@ -33,8 +34,8 @@
 namespace remat {
 namespace {
 
-const std::string kSmallCnn = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
-const std::string kSmallDag = std::string(REMAT_SOURCE_DIR) + "/configs/small_dag.yaml";
+const std::string kSmallCnn = test_source_dir() + "/configs/small_cnn.yaml";
+const std::string kSmallDag = test_source_dir() + "/configs/small_dag.yaml";
 
 // ---- a minimal XML well-formedness checker --------------------------------------------------
 // Accepts: an optional <?xml ...?> declaration, comments, one root element, nested elements

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/source_dir.h"
 #include "tools/training.h"
 
 namespace remat {
@@ -13,7 +14,7 @@ namespace {
 
 TEST(TrainEndToEnd, SmallCnnLossFalls) {
   TrainOptions opt;
-  opt.config = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
+  opt.config = test_source_dir() + "/configs/small_cnn.yaml";
   opt.steps = 40;
   opt.log_every = 10;
   TrainSummary s = run_training(opt);
@@ -29,7 +30,7 @@ TEST(TrainEndToEnd, SmallCnnLossFalls) {
 // executed node (compute and recompute categories), free instants and a memory counter.
 TEST(TrainEndToEnd, BudgetedRunWritesChromeTrace) {
   TrainOptions opt;
-  opt.config = std::string(REMAT_SOURCE_DIR) + "/configs/small_cnn.yaml";
+  opt.config = test_source_dir() + "/configs/small_cnn.yaml";
   opt.batch = 8;
   opt.steps = 2;
   opt.plan.budget = 4000000;

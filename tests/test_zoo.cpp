@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
@@ -25,7 +26,7 @@ namespace remat {
 namespace {
 
 std::string config_path(const std::string& name) {
-  return std::string(REMAT_SOURCE_DIR) + "/configs/" + name + ".yaml";
+  return test_source_dir() + "/configs/" + name + ".yaml";
 }
 
 // Reference counts, written from each architecture's definition (never from this code's output).

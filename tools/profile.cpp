@@ -1,6 +1,7 @@
 // `profile`: measures every node of a model's training graph on a device and writes the cost
 // table ("remat-costs/1") that `plan` and `train` solve with. Measurements are cached per
 // (model, input, batch, device); --no-cache re-measures.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -21,10 +22,10 @@
 namespace remat {
 namespace {
 
-std::unique_ptr<Backend> make_backend(const std::string& device) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision) {
   if (device == "cpu") return make_cpu_backend();
   std::string why;
-  auto be = make_cuda_backend(0, &why);
+  auto be = make_cuda_backend(0, &why, cuda_precision_options(precision));
   if (!be) REMAT_USER_ERROR("profile: --device cuda: " << why);
   return be;
 }
@@ -52,6 +53,7 @@ int profile_main(int argc, char** argv) {
       .add("device", "cpu|cuda", "where to measure", "cpu")
       .add("batch", "N", "override the config's batch size")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("precision", "fp32|tf32|tf32-all", "GPU math, as train's --precision", "tf32")
       .add("repeats", "R", "timed runs per node (the median is kept)", "10")
       .add("warmup", "W", "untimed runs per node first", "2")
       .add("output", "FILE", "also write the cost table here")
@@ -72,16 +74,26 @@ int profile_main(int argc, char** argv) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
-  std::unique_ptr<Backend> be = make_backend(device);
+  std::unique_ptr<Backend> be =
+      make_backend(device, f.get_choice("precision", {"fp32", "tf32", "tf32-all"}));
   std::printf("model %s, input %s, batch %lld: %zu nodes; device %s\n", g.name.c_str(),
               profile_cache_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
               be->name().c_str());
   if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
 
-  if (isatty(fileno(stderr))) po.on_node = [](size_t i, size_t n, const NodeCost& c) {
-    std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
-    if (i + 1 == n) std::fprintf(stderr, "\n");
-  };
+  if (isatty(fileno(stderr))) {
+    po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+      std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
+      if (i + 1 == n) std::fprintf(stderr, "\n");
+    };
+  } else {  // a log: a plain line every 10 % of the nodes
+    po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+      if ((i + 1) % std::max<size_t>(1, n / 10) == 0 || i + 1 == n) {
+        std::printf("profiled %zu/%zu nodes (last %s)\n", i + 1, n, c.name.c_str());
+        std::fflush(stdout);
+      }
+    };
+  }
   std::string note;
   CostTable t = profile_graph_cached(g, ops, *be, po, f.has("no-cache"), &note);
   std::printf("%s\n", note.c_str());

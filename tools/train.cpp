@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
         .add("trace", "FILE", "write a Chrome trace of the last step")
         .add("save", "FILE", "write a checkpoint (safetensors) after the last step")
         .add("resume", "FILE", "continue from a checkpoint")
-        .add("tf32", "", "allow TF32 tensor-core math on the GPU")
+        .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
+        .add("precision", "fp32|tf32|tf32-all",
+             "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
+             "tf32")
         .add("log-every", "K", "print every K-th step", "1");
     if (!f.parse(argc, argv)) return 0;
     if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
@@ -57,7 +60,8 @@ int main(int argc, char** argv) {
     opt.save_plan_file = f.get("save-plan");
     opt.save_file = f.get("save");
     opt.resume_file = f.get("resume");
-    opt.allow_tf32 = f.has("tf32");
+    opt.summary_file = f.get("summary");
+    opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
     opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
     remat::run_training(opt);
     return 0;

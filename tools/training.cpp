@@ -3,14 +3,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
 #include "runtime/autodiff.h"
+#include "runtime/atomic_file.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/checkpoint.h"
@@ -23,11 +27,58 @@ namespace remat {
 
 namespace {
 
-std::unique_ptr<Backend> make_backend(const TrainOptions& opt) {
+// Host memory from Backend::host_alloc, freed with it.
+struct HostBuffer {
+  HostBuffer(Backend& be, int64_t bytes) : be(be), data(be.host_alloc(bytes)) {}
+  ~HostBuffer() { be.host_free(data); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  Backend& be;
+  void* data;
+};
+
+// The run in numbers, for scripts (tools/bench_pytorch.py): remat-train-summary/1.
+void write_summary(const std::string& path, const Graph& g, const TrainOptions& opt,
+                   const StepPlan& sp, const TrainSummary& sum) {
+  nlohmann::ordered_json j;
+  j["format"] = "remat-train-summary/1";
+  j["model"] = g.name;
+  j["batch"] = g.batch;
+  j["device"] = opt.device;
+  j["precision"] = opt.device == "cpu" ? "fp32" : opt.precision;
+  j["steps"] = sum.losses.size();
+  j["strategy"] = sp.plan.strategy;
+  j["budget_bytes"] = opt.plan.budget ? nlohmann::ordered_json(*opt.plan.budget) : nullptr;
+  j["persistent_bytes"] = g.persistent_bytes();
+  j["predicted_peak_bytes"] = sum.predicted_peak;
+  j["measured_peak_bytes"] = sum.peak_bytes;
+  j["reserved_peak_bytes"] = sum.reserved_peak_bytes;
+  j["recomputes_per_step"] = sum.recomputes_per_step;
+  j["samples_per_second"] = sum.samples_per_second;
+  j["ms_per_step"] = sum.samples_per_second > 0
+                         ? 1000.0 * static_cast<double>(g.batch) / sum.samples_per_second
+                         : 0.0;
+  j["first_loss"] = sum.first_loss;
+  j["last_loss"] = sum.last_loss;
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+// The most workspace one convolution may use: an eighth of what the budget leaves after the
+// persistent values (so that a tight budget is not made infeasible by one hungry algorithm;
+// Note [conv algorithm choice] then takes smaller batch chunks or slower algorithms), and
+// 4 GiB when there is no budget.
+int64_t workspace_limit_for(const Graph& g, const TrainOptions& opt) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  if (!opt.plan.budget) return 4096 * kMiB;
+  const int64_t room = *opt.plan.budget - g.persistent_bytes();
+  return std::clamp<int64_t>(room / 8, 0, 4096 * kMiB);
+}
+
+std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt) {
   if (opt.device == "cpu") return make_cpu_backend();
   std::string why;
-  CudaOptions co;
-  co.allow_tf32 = opt.allow_tf32;
+  CudaOptions co = cuda_precision_options(opt.precision);
+  co.workspace_limit = workspace_limit_for(g, opt);
   auto be = make_cuda_backend(0, &why, co);
   if (!be) REMAT_USER_ERROR("--device cuda: " << why);
   return be;
@@ -46,6 +97,9 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   if (opt.plan.budget) {
     eo.memory = memory_mode_from_name(opt.memory);
     eo.budget = *opt.plan.budget;
+  } else {  // keep everything, in one reservation of exactly what the plan needs
+    eo.memory = MemoryMode::Arena;
+    eo.budget = Executor::arena_region_bytes(g, ops, be, sp->plan);
   }
   auto ex = std::make_unique<Executor>(g, ops, be, eo);
   for (int attempt = 0;; ++attempt) {
@@ -95,7 +149,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
-  std::unique_ptr<Backend> backend = make_backend(opt);
+  std::unique_ptr<Backend> backend = make_backend(g, opt);
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
   std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir);
@@ -106,9 +160,14 @@ TrainSummary run_training(const TrainOptions& opt) {
   std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), batch %lld, input %s\n",
               cfg.name.c_str(), cfg.layers.size(), params, static_cast<long long>(param_numel),
               static_cast<long long>(g.batch), shape_str(in_desc.shape).c_str());
-  std::printf("training graph: %zu nodes, persistent %s; device %s; data %s\n", g.nodes.size(),
+  const std::string precision =
+      opt.device == "cpu"           ? ""
+      : opt.precision == "fp32"     ? ", precision fp32 (no TF32)"
+      : opt.precision == "tf32-all" ? ", precision tf32-all (convolutions and GEMMs in TF32)"
+                                    : ", precision tf32 (convolutions in TF32, GEMMs in FP32)";
+  std::printf("training graph: %zu nodes, persistent %s; device %s%s; data %s\n", g.nodes.size(),
               format_bytes(g.persistent_bytes()).c_str(), backend->name().c_str(),
-              data->describe().c_str());
+              precision.c_str(), data->describe().c_str());
   std::fflush(stdout);
   StepPlan sp;
   std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, &sp);
@@ -127,17 +186,20 @@ TrainSummary run_training(const TrainOptions& opt) {
     std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
   }
 
-  std::vector<float> images(static_cast<size_t>(in_desc.numel()));
-  std::vector<int32_t> labels(static_cast<size_t>(label_desc.numel()));
+  // The batch in host memory the device reads without staging (pinned on the GPU): the
+  // upload is asynchronous, and the step's final synchronize ends it before the next batch.
+  HostBuffer images_buf(*backend, in_desc.bytes()), labels_buf(*backend, label_desc.bytes());
+  auto* images = static_cast<float*>(images_buf.data);
+  auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
   sum.predicted_peak = sp.plan.predicted_peak;
   double timed_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = first_step; step < opt.steps; ++step) {
-    data->next_batch(step, images.data(), labels.data());
+    data->next_batch(step, images, labels);
     const bool last = step + 1 == opt.steps;
     TraceWriter trace;
-    StepResult r = ex.run_step(sp.plan, images.data(), labels.data(), step,
+    StepResult r = ex.run_step(sp.plan, images, labels, step,
                                last && !opt.trace_file.empty() ? &trace : nullptr);
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
@@ -178,6 +240,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
     std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
                 1000.0 * static_cast<double>(g.batch) / sum.samples_per_second);
+  if (!opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
   if (!opt.save_file.empty()) {
     checkpoint_save(ex, opt.save_file, opt.steps);
     std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(opt.steps),

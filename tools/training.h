@@ -28,7 +28,8 @@ struct TrainOptions {
   std::string save_plan_file;      // the execution plan that ran (remat-plan/1 JSON)
   std::string save_file;           // checkpoint after the last step
   std::string resume_file;         // checkpoint to continue from
-  bool allow_tf32 = false;         // CUDA: TF32 tensor-core math
+  std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
+  std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
 };
 
 struct TrainSummary {
