@@ -3,6 +3,7 @@
 #include "solver/baselines.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -191,7 +192,12 @@ std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool 
                  budget, &sim);
 }
 
-std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized) {
+std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized,
+                                          double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto late = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds;
+  };
   std::vector<int> cand = candidates(p, linearized);
   std::vector<uint8_t> is_cand(p.size(), 0);
   for (int c : cand) is_cand[c] = 1;
@@ -218,6 +224,7 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
   std::optional<Schedule> best;
   SimResult best_sim;
   for (int64_t b : thresholds) {
+    if (late()) break;
     std::vector<int> chosen;
     int64_t running = 0;
     for (int i : fwd) {

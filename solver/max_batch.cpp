@@ -1,6 +1,6 @@
 // Max batch: the largest batch whose schedule fits a budget with compute cost at most one extra
-// forward pass over all-keep. Baselines: binary search over batch with solve(). "checkmate":
-// bisection on the batch with exact probes, Note [max-batch bisection].
+// forward pass over all-keep. Baselines: doubling and bisection over batch with solve().
+// "checkmate": bisection on the batch with exact probes, Note [max-batch bisection].
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "runtime/check.h"
 #include "solver/milp_model.h"
+#include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
 namespace remat {
@@ -24,131 +25,150 @@ double cost_cap(const Problem& p) {
   return all + fwd;
 }
 
-// Whether `s` fits `budget` at `batch` within the cost cap (costs scale linearly with batch).
-bool schedule_fits(const Problem& p, const Schedule& s, int64_t batch, int64_t budget) {
-  if (batch <= 0) return true;
-  Problem pb = problem_at_batch(p, batch);
-  SimResult sim = simulate(pb, s);
-  double cap = cost_cap(pb);
-  return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cap * (1 + 1e-9);
+// Note [max-batch problems]
+// The problem at batch b comes from one place (the caller's ProblemAtBatch, or scaling), cached
+// per batch, and every answer about b is checked on that problem: a schedule fits at b when it
+// simulates within the budget and the cost cap on it. A model config rebuilds the graph at b,
+// so per-image workspace (the CPU's im2col buffer) stays per image instead of being scaled with
+// the batch as problem_at_batch must assume.
+struct Batches {
+  const Problem& p;
+  ProblemAtBatch make;
+  std::map<int64_t, Problem> cache;
+  const Problem& at(int64_t b) {
+    auto it = cache.find(b);
+    if (it == cache.end())
+      it = cache.emplace(b, make ? make(b) : problem_at_batch(p, b)).first;
+    return it->second;
+  }
+  bool fits(const Schedule& s, int64_t b, int64_t budget) {
+    if (b <= 0) return true;
+    const Problem& pb = at(b);
+    if (s.R.rows() != pb.size()) return false;
+    SimResult sim = simulate(pb, s);
+    return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cost_cap(pb) * (1 + 1e-9);
+  }
+};
+
+struct Deadline {
+  Clock::time_point t0 = Clock::now();
+  double seconds;
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+  double left() const { return seconds - elapsed(); }
+};
+
+void report(const SolveOptions& opt, const Deadline& d, int64_t lo, int64_t hi) {
+  if (opt.batch_progress) opt.batch_progress(d.elapsed(), lo, hi, opt.progress_user);
 }
 
-// A baseline strategy's schedule at `batch` if it fits within the cap.
-std::optional<Schedule> baseline_at(const Problem& p, const std::string& strategy,
-                                    int64_t batch, int64_t budget, const SolveOptions& opt) {
-  Problem pb = problem_at_batch(p, batch);
-  if (problem_min_budget(pb) > budget) return std::nullopt;
+// A strategy's schedule at `batch` if it fits within the cap, solved in the time left.
+std::optional<Schedule> strategy_at(Batches& batches, const std::string& strategy, int64_t batch,
+                                    int64_t budget, SolveOptions opt, const Deadline& d) {
+  const Problem& pb = batches.at(batch);
+  if (problem_min_budget(pb) > budget || d.left() <= 0) return std::nullopt;
+  opt.time_limit_seconds = std::max(0.05, d.left());
+  opt.progress = nullptr;
   SolveResult r = solve(pb, strategy, budget, opt);
   if (!r.feasible || r.sim.total_cost > cost_cap(pb) * (1 + 1e-9)) return std::nullopt;
   return r.schedule;
 }
 
-// Binary search for the largest batch at which the strategy fits (batch 0 if even 1 does not).
-MaxBatchResult search_strategy(const Problem& p, const std::string& strategy, int64_t budget,
-                               const SolveOptions& opt, std::optional<Schedule>* best_sched) {
+// Doubling, then bisection, for the largest batch at which the strategy fits, within the
+// deadline (batch 0 if even 1 does not fit).
+MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, int64_t budget,
+                               const SolveOptions& opt, const Deadline& d,
+                               std::optional<Schedule>* best_sched) {
   MaxBatchResult res;
   res.strategy = strategy;
   auto fits = [&](int64_t b) {
-    auto s = baseline_at(p, strategy, b, budget, opt);
+    auto s = strategy_at(batches, strategy, b, budget, opt, d);
     if (s && best_sched && b > res.batch) *best_sched = s;
     return s.has_value();
   };
-  if (!fits(1)) return res;
-  int64_t lo = 1, hi = 2;  // fits(lo); hi unknown
-  while (fits(hi)) {
-    lo = hi;
-    res.batch = lo;
-    hi *= 2;
+  if (!fits(1)) {
+    res.status = d.left() <= 0 ? "time-limit" : "exact-search";
+    return res;
   }
-  res.batch = lo;
-  while (hi - lo > 1) {
+  int64_t lo = 1, hi = 2;  // fits(lo); hi unknown
+  while (d.left() > 0 && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+    report(opt, d, lo, 0);
+  }
+  while (hi - lo > 1 && d.left() > 0) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (fits(mid)) lo = mid, res.batch = lo;
-    else hi = mid;
+    (fits(mid) ? lo : hi) = mid;
+    report(opt, d, lo, hi);
   }
   res.batch = lo;
   res.upper_bound = lo;
-  res.status = "exact-search";
+  res.status = d.left() <= 0 && hi - lo > 1 ? "time-limit" : "exact-search";
   return res;
 }
 
 // Note [max-batch bisection]
-// Whether a batch b admits a schedule is monotone in b: bytes scale up with b (rounded up) and
-// cost and the cost cap both scale linearly, so a schedule that fits at b + 1 fits at b. A probe
-// at b answers Feasible (a schedule verified by simulate at problem_at_batch(p, b)), Infeasible
-// (a proof: the budget is below problem_min_budget, or the LP relaxation of the cost-capped
-// MILP is infeasible, or Cbc proves the MILP infeasible) or Unknown (its time ran out). Cheap
-// answers come first: schedules already found at other batches (a schedule's structure is
-// batch-independent) and the baselines; the LP relaxation and its rounding (with budget repair)
-// next; the MILP, stopped at its first incumbent, last. The bisection keeps lo feasible and hi
-// proven infeasible, so upper_bound = hi - 1 is proven; an Unknown probe narrows only the search
-// for lo.
+// Whether a batch b admits a schedule is monotone in b: bytes scale up with b and cost and the
+// cost cap both scale linearly, so a schedule that fits at b + 1 fits at b. A probe at b
+// answers Feasible (a schedule verified by simulate on the problem at b), Infeasible (a proof:
+// the budget is below problem_min_budget, or the stage relaxation with the cost cap has no
+// solution, Note [stage relaxation]) or Unknown (its time ran out). Cheap answers come first:
+// schedules already found at other batches (a schedule's structure is batch-independent), then
+// their repair; the stage relaxation's LP with its rounding next; Cbc on the relaxation (or on
+// the Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection
+// keeps lo feasible and hi proven infeasible, so upper_bound = hi - 1 is proven; an Unknown
+// probe narrows only the search for lo.
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
-  const Problem& p;
+  Batches& batches;
   int64_t budget;
   SolveOptions opt;
   std::vector<Schedule> known;  // schedules that fit at some batch
 
   bool known_fit(int64_t b) {
     for (const Schedule& s : known)
-      if (schedule_fits(p, s, b, budget)) return true;
+      if (batches.fits(s, b, budget)) return true;
     return false;
   }
 
   Probe probe(int64_t b, double seconds, bool use_milp) {
-    const auto t0 = Clock::now();
-    auto left = [&] {
-      return seconds - std::chrono::duration<double>(Clock::now() - t0).count();
-    };
-    Problem pb = problem_at_batch(p, b);
+    const Deadline d{Clock::now(), seconds};
+    const Problem& pb = batches.at(b);
     if (problem_min_budget(pb) > budget) return Probe::Infeasible;
     if (known_fit(b)) return Probe::Feasible;
-    // Repair the known schedules at this batch (Note [budget repair]).
-    for (size_t k = 0, n = known.size(); k < n && left() > 0; ++k) {
-      auto s = schedule_fit_budget(pb, known[k].S, budget, std::max(0.0, left() / 8));
-      if (s && schedule_fits(p, *s, b, budget)) {
-        known.push_back(*s);
-        return Probe::Feasible;
-      }
-    }
-    MilpBuildOptions bo;
-    bo.budget = budget;
-    bo.cost_cap = cost_cap(pb);
-    MilpModel m = milp_build(pb, bo);
-    std::vector<double> x;
-    LpStatus lp = milp_solve_lp(m, std::max(0.05, left()), opt.log_level, &x, nullptr);
-    if (lp == LpStatus::Infeasible) return Probe::Infeasible;
-    if (lp == LpStatus::Optimal) {
-      for (double th : {0.5, 0.95}) {
-        auto s = schedule_fit_budget(pb, milp_s_from_solution(m, x.data(), th), budget,
-                                     std::max(0.0, left() / 4));
-        if (s && schedule_fits(p, *s, b, budget)) {
-          known.push_back(*s);
-          return Probe::Feasible;
-        }
-      }
-    }
-    if (!use_milp || left() <= 0) return Probe::Unknown;
-    SolveOptions mopt = opt;
-    mopt.time_limit_seconds = std::max(0.05, left());
-    MilpProgress stop_at_incumbent = [&](double el, double inc, double bound) {
-      if (opt.progress) opt.progress(el, inc < 0 ? -1 : inc * m.cost_scale,
-                                     bound * m.cost_scale, opt.progress_user);
-      return inc >= 0;
+    auto accept = [&](const std::optional<Schedule>& s) {
+      if (!s || !batches.fits(*s, b, budget)) return false;
+      known.push_back(*s);
+      return true;
     };
-    MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
-    if (run.infeasible) return Probe::Infeasible;
-    if (run.has_solution) {
-      BoolMatrix S = milp_s_from_solution(m, run.x.data(), 0.5);
-      for (Schedule& c : schedule_candidates_for_s(pb, S)) {
-        if (!schedule_fits(p, c, b, budget)) continue;
-        known.push_back(std::move(c));
+    // Repair the known schedules at this batch (Note [budget repair]).
+    for (size_t k = 0, n = known.size(); k < n && d.left() > 0; ++k)
+      if (accept(schedule_fit_budget(pb, known[k].S, budget, std::max(0.0, d.left() / 8))))
         return Probe::Feasible;
-      }
+    const double cap = cost_cap(pb);
+    RelaxationSearch lp = relaxation_lp_search(pb, budget, opt, std::max(0.05, d.left() / 2), 0, cap);
+    if (lp.infeasible) return Probe::Infeasible;
+    if (accept(lp.best)) return Probe::Feasible;
+    if (!use_milp || d.left() <= 0) return Probe::Unknown;
+    SolveOptions mopt = opt;
+    mopt.time_limit_seconds = std::max(0.05, d.left());
+    if (full_milp_is_small(pb)) {
+      MilpBuildOptions bo;
+      bo.budget = budget;
+      bo.cost_cap = cap;
+      MilpModel m = milp_build(pb, bo);
+      MilpProgress stop_at_incumbent = [](double, double inc, double) { return inc >= 0; };
+      MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
+      if (run.infeasible) return Probe::Infeasible;
+      if (run.has_solution)
+        for (Schedule& c : schedule_candidates_for_s(pb, milp_s_from_solution(m, run.x.data(), 0.5)))
+          if (accept(c)) return Probe::Feasible;
+      return Probe::Unknown;
     }
-    return Probe::Unknown;
+    RelaxationSearch mip = relaxation_milp_search(pb, budget, mopt, mopt.time_limit_seconds,
+                                                  nullptr, 0, cap);
+    if (mip.infeasible) return Probe::Infeasible;
+    return accept(mip.best) ? Probe::Feasible : Probe::Unknown;
   }
 };
 
@@ -158,62 +178,66 @@ const char* const kBaselines[] = {"all-keep",           "chen-sqrtn", "chen-sqrt
 }  // namespace
 
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
-                         const SolveOptions& opt) {
-  const auto t0 = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+                         const SolveOptions& opt, const ProblemAtBatch& at_batch) {
+  const Deadline d{Clock::now(), opt.time_limit_seconds};
+  Batches batches{p, at_batch, {}};
   if (strategy != "checkmate") {
-    MaxBatchResult r = search_strategy(p, strategy, budget, opt, nullptr);
-    r.solve_seconds = elapsed();
+    MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, nullptr);
+    r.solve_seconds = d.elapsed();
     return r;
   }
   MaxBatchResult res;
   res.strategy = strategy;
-  if (budget <= p.constant_bytes || problem_min_budget(problem_at_batch(p, 1)) > budget) {
+  if (budget <= p.constant_bytes || problem_min_budget(batches.at(1)) > budget) {
     res.status = "optimal";  // not even batch 1 fits: batch 0 is exact
-    res.solve_seconds = elapsed();
+    res.solve_seconds = d.elapsed();
     return res;
   }
-  Prober prober{p, budget, opt, {}};
-  // lo: the best baseline (verified by simulate); its schedules seed every probe.
+  Prober prober{batches, budget, opt, {}};
+  // lo: the best baseline (verified by simulate); its schedules seed every probe. The
+  // baselines are fast; they get at most a tenth of the limit.
   int64_t lo = 0;
+  const Deadline base{Clock::now(), opt.time_limit_seconds / 10};
+  SolveOptions quiet = opt;
+  quiet.batch_progress = nullptr;
   for (const char* b : kBaselines) {
     std::optional<Schedule> s;
-    MaxBatchResult r = search_strategy(p, b, budget, opt, &s);
+    MaxBatchResult r = search_strategy(batches, b, budget, quiet, base, &s);
     if (s) prober.known.push_back(*s);
     lo = std::max(lo, r.batch);
   }
-  if (auto all = solve_all_keep(p)) prober.known.push_back(*all);
   lo = std::max<int64_t>(lo, 1);
   // hi: the first batch whose working set alone exceeds the budget (proven infeasible).
   int64_t hi = lo + 1;
-  while (problem_min_budget(problem_at_batch(p, hi)) <= budget) hi *= 2;
+  while (problem_min_budget(batches.at(hi)) <= budget) hi *= 2;
   {
     int64_t a = lo, z = hi;  // min budget fits at a, not at z
     while (z - a > 1) {
       int64_t mid = a + (z - a) / 2;
-      (problem_min_budget(problem_at_batch(p, mid)) <= budget ? a : z) = mid;
+      (problem_min_budget(batches.at(mid)) <= budget ? a : z) = mid;
     }
     hi = z;
   }
+  report(opt, d, lo, hi);
   // Narrow with LP/heuristic probes first (no MILP), then with MILP probes.
   for (bool use_milp : {false, true}) {
     int64_t soft_hi = hi;
     while (soft_hi - lo > 1) {
-      const double left = opt.time_limit_seconds - elapsed();
+      const double left = d.left();
       if (left <= 0) break;
       const int steps = int(std::ceil(std::log2(double(soft_hi - lo)))) + 1;
       const int64_t mid = lo + (soft_hi - lo) / 2;
-      Probe r = prober.probe(mid, use_milp ? left / steps : left, use_milp);
+      Probe r = prober.probe(mid, use_milp ? left / steps : left / 2, use_milp);
       if (r == Probe::Feasible) lo = mid;
       else if (r == Probe::Infeasible) hi = soft_hi = mid;
       else soft_hi = mid;
+      report(opt, d, lo, hi);
     }
   }
   res.batch = lo;
   res.upper_bound = hi - 1;
-  res.status = lo == hi - 1 ? "optimal" : elapsed() >= opt.time_limit_seconds ? "time-limit"
-                                                                               : "feasible";
-  res.solve_seconds = elapsed();
+  res.status = lo == hi - 1 ? "optimal" : d.left() <= 0 ? "time-limit" : "feasible";
+  res.solve_seconds = d.elapsed();
   return res;
 }
 

@@ -304,6 +304,7 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                  warm_start->strategy + ")";
   }
   best->strategy = "checkmate";
+  best->models = "Checkmate MILP " + std::to_string(m.num_rows()) + " x " + std::to_string(m.num_cols());
   best->solve_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   best->lower_bound = run.infeasible ? 0 : std::max(0.0, std::min(best_cost, run.bound * m.cost_scale));
   double gap = best_cost > 0 ? (best_cost - best->lower_bound) / best_cost : 0;

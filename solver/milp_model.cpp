@@ -31,51 +31,10 @@
 #include <algorithm>
 
 #include "runtime/check.h"
+#include "solver/lp_builder.h"
 
 namespace remat {
 namespace {
-
-struct Builder {
-  MilpModel& m;
-  std::vector<std::vector<std::pair<int, double>>> cols;  // per column: (row, coefficient)
-
-  int add_col(double lb, double ub, double obj, bool integer) {
-    m.col_lb.push_back(lb);
-    m.col_ub.push_back(ub);
-    m.obj.push_back(obj);
-    m.is_int.push_back(integer ? 1 : 0);
-    cols.emplace_back();
-    return m.num_cols() - 1;
-  }
-  // Adds a row lb <= sum coef * x[col] <= ub; entries with col < 0 are dropped.
-  void add_row(double lb, double ub, const std::vector<std::pair<int, double>>& entries) {
-    int row = m.num_rows();
-    m.row_lb.push_back(lb);
-    m.row_ub.push_back(ub);
-    for (const auto& [col, coef] : entries)
-      if (col >= 0 && coef != 0) cols[col].push_back({row, coef});
-  }
-  void finish() {
-    m.starts.assign(1, 0);
-    for (const auto& c : cols) {
-      for (const auto& [row, coef] : c) {
-        m.index.push_back(row);
-        m.value.push_back(coef);
-      }
-      m.starts.push_back(static_cast<int>(m.index.size()));
-    }
-  }
-};
-
-// maxdesc[i] = the largest node index reachable from i (i itself included).
-std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<int>>& users) {
-  std::vector<int> md(p.size());
-  for (int i = p.size() - 1; i >= 0; --i) {
-    md[i] = i;
-    for (int j : users[i]) md[i] = std::max(md[i], md[j]);
-  }
-  return md;
-}
 
 // Users j of i with k < j <= t (the ones that keep i alive after k in stage t).
 std::vector<int> later_users(const std::vector<int>& users_i, int k, int t) {
@@ -86,6 +45,15 @@ std::vector<int> later_users(const std::vector<int>& users_i, int k, int t) {
 }
 
 }  // namespace
+
+std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<int>>& users) {
+  std::vector<int> md(p.size());
+  for (int i = p.size() - 1; i >= 0; --i) {
+    md[i] = i;
+    for (int j : users[i]) md[i] = std::max(md[i], md[j]);
+  }
+  return md;
+}
 
 MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
   const int n = p.size();
@@ -120,7 +88,7 @@ MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
   const double cap = min_peak ? 0 : 1.0;  // memory bound in model units (MinCost)
   const double constant = min_peak ? 0 : double(p.constant_bytes) / m.byte_scale;
 
-  Builder b{m, {}};
+  LpBuilder b{m, {}};
   // Columns. R and S.
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i <= t; ++i) {

@@ -56,6 +56,15 @@ struct MilpModel {
 
 MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt);
 
+// Whether the full Checkmate MILP is small enough to solve directly (its LP in seconds): at
+// most kSmallMilpPairs (stage, value) pairs that get R and S columns.
+constexpr int64_t kSmallMilpPairs = 6000;
+bool full_milp_is_small(const Problem& p);
+
+// md[i] = the largest node index that depends on i transitively (i itself included): past
+// stage md[i], nothing can use i, so no model holds or computes it there.
+std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<int>>& users);
+
 // A full column vector for the schedule (R, S): FREE at its largest allowed value, U by its
 // recurrence, P = the schedule's peak per sample. Used as a MIP start.
 std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,

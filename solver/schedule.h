@@ -40,6 +40,8 @@ struct Schedule {
   // Solver report (filled by strategies that solve something).
   double solve_seconds = 0;
   double lower_bound = 0;  // proven lower bound on cost (0 if none); gap = (cost-lb)/cost
+  std::string bound_source;  // the relaxation that proves lower_bound, e.g. "Checkmate LP"
+  std::string models;        // the models solved, with their sizes ("rows x cols")
   std::string status;      // "optimal", "feasible", "time-limit", "heuristic", ...
   std::string note;        // how the strategy got here when it fell back (empty otherwise)
   // What a loaded schedule file says it was made for (empty when it does not say).

@@ -6,6 +6,7 @@
 
 #include "runtime/check.h"
 #include "solver/griewank.h"
+#include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
 namespace remat {
@@ -28,8 +29,9 @@ int min_budget_node(const Problem& p, int64_t* working_set) {
   return best;
 }
 
-// The cheapest baseline schedule that fits, to warm-start the MILP.
-std::optional<Schedule> best_baseline(const Problem& p, int64_t budget) {
+// The cheapest baseline schedule that fits, to warm-start the MILP; the greedy searches stop
+// after `seconds` each.
+std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double seconds) {
   std::optional<Schedule> best;
   double best_cost = 0;
   auto consider = [&](std::optional<Schedule> s) {
@@ -44,42 +46,114 @@ std::optional<Schedule> best_baseline(const Problem& p, int64_t budget) {
   consider(solve_all_keep(p));
   consider(solve_chen_sqrtn(p, budget, false));
   consider(solve_chen_sqrtn(p, budget, true));
-  consider(solve_chen_greedy(p, budget, false));
-  consider(solve_chen_greedy(p, budget, true));
+  consider(solve_chen_greedy(p, budget, false, seconds));
+  consider(solve_chen_greedy(p, budget, true, seconds));
   consider(solve_griewank(p, budget));
   return best;
 }
 
-double schedule_cost(const Problem& p, const Schedule& s) { return simulate(p, s).total_cost; }
+// Keeps the cheapest of the schedules offered that fit the budget.
+struct Incumbent {
+  const Problem& p;
+  int64_t budget;
+  std::optional<Schedule> s;
+  double cost = 0;
+  void offer(std::optional<Schedule> c) {
+    if (!c) return;
+    SimResult sim = simulate(p, *c);
+    if (!sim.valid || sim.peak_bytes > budget || (s && sim.total_cost >= cost)) return;
+    cost = sim.total_cost;
+    s = std::move(c);
+  }
+};
 
+// Note [checkmate at scale]
+// `checkmate` runs, in order, each step only while the wall-clock limit lasts:
+// 1. every baseline (milliseconds to a second; the greedy searches get a tenth of the limit
+//    each);
+// 2. exactly what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
+//    never worse than lp or a baseline at the same limit when they finish within it;
+// 3. Cbc on the stage relaxation's MILP (Note [stage relaxation]), started from the best
+//    schedule so far: its incumbent becomes a schedule, its bound a lower bound;
+// 4. where the Checkmate MILP itself is small (full_milp_is_small), that MILP, started from
+//    the best schedule and from the LP basis of step 2 (Note [checkmate warm start]);
+// 5. local search that lowers the cost of the best schedule (schedule_improve).
+// The lower bound is the largest proven one: every node runs at least once (the all-keep
+// cost), the LPs of step 2, the relaxation MILP's bound, the Checkmate MILP's bound.
+//
 // Note [checkmate warm start]
-// The MILP starts from the cheapest schedule that fits among every baseline and the LP rounding
-// (the LP solve is cheap next to branch and bound). That schedule is Cbc's MIP start (RINS and
-// proximity search improve on it) and the fallback: the result never costs more. The LP
-// rounding gets at most half of the time limit and hands its optimal LP basis to the MILP, whose
-// root LP (the same LP) then costs nothing; the MILP gets what is left of the limit.
-std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt) {
+// The Checkmate MILP starts from the cheapest schedule found before it (RINS and proximity
+// search improve on it; it is also the fallback: the result never costs more), and from the
+// optimal basis of its own LP relaxation when step 2 solved it, so its root LP costs nothing.
+std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
+                                        std::string* why) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto left = [&] {
+    return opt.time_limit_seconds -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  std::optional<Schedule> warm = best_baseline(p, budget);
-  SolveOptions lp_opt = opt;
-  lp_opt.time_limit_seconds = std::max(0.01, 0.5 * opt.time_limit_seconds);
-  double lp_bound = 0;
+  Incumbent best{p, budget, std::nullopt, 0};
+  best.offer(best_baseline(p, budget, opt.time_limit_seconds / 10));
+  double bound = 0;
+  std::string source = "every node runs once";
+  for (const auto& nd : p.nodes) bound += nd.cost;
+  auto raise = [&](double b, const std::string& why) {
+    if (b > bound) bound = b, source = why;
+  };
+  std::string models;
+  auto solved = [&](const std::string& m) {
+    if (!m.empty()) models += (models.empty() ? "" : "; ") + m;
+  };
   LpBasis basis;
-  std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis);
-  if (lp && (!warm || schedule_cost(p, *lp) < schedule_cost(p, *warm))) warm = std::move(lp);
-  SolveOptions milp_opt = opt;
-  milp_opt.time_limit_seconds = std::max(0.01, opt.time_limit_seconds - elapsed());
-  std::optional<Schedule> s =
-      solve_checkmate_milp(p, budget, milp_opt, warm ? &*warm : nullptr, &basis);
-  if (!s) return s;
-  const double cost = schedule_cost(p, *s);
-  s->lower_bound = std::min(cost, std::max(s->lower_bound, lp_bound));
-  if (cost > 0 && (cost - s->lower_bound) / cost <= opt.relative_gap) s->status = "optimal";
-  else if (elapsed() >= 0.95 * opt.time_limit_seconds) s->status = "time-limit";
-  s->solve_seconds = elapsed();
+  double lp_bound = 0;
+  std::string lp_why;
+  SolveOptions lp_opt = opt;
+  lp_opt.time_limit_seconds = std::max(0.05, left());
+  std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis, &lp_why);
+  if (lp) raise(lp_bound, lp->bound_source), solved(lp->models);
+  if (!best.s && lp_why.find("(a proof)") != std::string::npos) {
+    *why = lp_why;
+    return std::nullopt;
+  }
+  best.offer(std::move(lp));
+  const bool small = full_milp_is_small(p);
+  if (left() > 0.5) {
+    RelaxationSearch rm = relaxation_milp_search(p, budget, opt, small ? 0.4 * left() : 0.8 * left(),
+                                                 best.s ? &*best.s : nullptr);
+    raise(rm.bound, rm.bound_source);
+    solved(rm.model);
+    best.offer(std::move(rm.best));
+    if (!best.s && rm.infeasible) {
+      *why = rm.failure;
+      return std::nullopt;
+    }
+    if (!best.s) lp_why += "; " + rm.failure;
+  }
+  if (small && left() > 0.5 && (!best.s || (best.cost - bound) / best.cost > opt.relative_gap)) {
+    SolveOptions mo = opt;
+    mo.time_limit_seconds = 0.8 * left();
+    std::optional<Schedule> m =
+        solve_checkmate_milp(p, budget, mo, best.s ? &*best.s : nullptr, &basis);
+    if (m) solved(m->models);
+    if (m && m->lower_bound > 0) raise(m->lower_bound, "Checkmate MILP bound");
+    if (m && m->status == "optimal") raise(simulate(p, *m).total_cost, "Checkmate MILP optimum");
+    best.offer(std::move(m));
+  }
+  if (!best.s) {
+    *why = "no schedule found within the time limit (" + lp_why + ")";
+    return std::nullopt;
+  }
+  if (left() > 0 && (best.cost - bound) / best.cost > opt.relative_gap)
+    best.offer(schedule_improve(p, *best.s, budget, left()));
+  Schedule s = std::move(*best.s);
+  const double cost = best.cost;
+  s.strategy = "checkmate";
+  s.lower_bound = std::min(cost, bound);
+  s.bound_source = source;
+  s.models = models;
+  const double gap = cost > 0 ? (cost - s.lower_bound) / cost : 0;
+  s.status = gap <= opt.relative_gap ? "optimal" : left() <= 0 ? "time-limit" : "feasible";
+  s.solve_seconds = opt.time_limit_seconds - left();
   return s;
 }
 
@@ -119,17 +193,21 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   if (strategy == "all-keep") s = solve_all_keep(p);
   else if (strategy == "chen-sqrtn") s = solve_chen_sqrtn(p, budget, false);
   else if (strategy == "chen-sqrtn-linear") s = solve_chen_sqrtn(p, budget, true);
-  else if (strategy == "chen-greedy") s = solve_chen_greedy(p, budget, false);
-  else if (strategy == "chen-greedy-linear") s = solve_chen_greedy(p, budget, true);
+  else if (strategy == "chen-greedy") s = solve_chen_greedy(p, budget, false, opt.time_limit_seconds);
+  else if (strategy == "chen-greedy-linear") s = solve_chen_greedy(p, budget, true, opt.time_limit_seconds);
   else if (strategy == "griewank") {
     if (!problem_is_chain(p)) r.message = "griewank: not applicable, graph is not a chain";
     else s = solve_griewank(p, budget);
   } else if (strategy == "lp") {
     double bound = 0;
-    s = solve_lp_rounding(p, budget, opt, &bound);
+    std::string why;
+    s = solve_lp_rounding(p, budget, opt, &bound, nullptr, &why);
     if (s && s->lower_bound <= 0) s->lower_bound = bound;
+    if (!s) r.message = "lp: " + why;
   } else if (strategy == "checkmate") {
-    s = solve_checkmate(p, budget, opt);
+    std::string why;
+    s = solve_checkmate(p, budget, opt, &why);
+    if (!s) r.message = "checkmate: " + why;
   }
   r.solve_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +24,9 @@ struct SolveOptions {
   // Called while the MILP runs: elapsed seconds, incumbent cost (or < 0 if none), bound.
   void (*progress)(double elapsed, double incumbent, double bound, void* user) = nullptr;
   void* progress_user = nullptr;
+  // Called while max batch bisects: elapsed seconds, the largest batch known to fit, the
+  // smallest batch proven not to (or the bracket's open end).
+  void (*batch_progress)(double elapsed, int64_t lo, int64_t hi, void* user) = nullptr;
 };
 
 struct SolveResult {
@@ -53,14 +58,19 @@ void solve_check_budget(const Problem& p, int64_t budget);
 // fits the budget.
 std::optional<Schedule> solve_all_keep(const Problem& p);
 std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool linearized);
-std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized);
+// Tries up to ~800 checkpoint thresholds; stops early (with the best so far) after `seconds`.
+std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized,
+                                          double seconds = 1e30);
 std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
 // An optimal LP basis: a status (0 free, 1 basic, 2 at upper, 3 at lower bound) per column, then
 // per row, of the LP relaxation of the Checkmate MILP at one budget. LP rounding hands it to the
 // MILP, whose root LP then takes no iterations (it can take a minute on ~250-node graphs).
 using LpBasis = std::vector<unsigned char>;
+// Without a schedule, `why` (when given) says what happened: a proof that none fits, an LP
+// that did not finish, or roundings that could not be repaired in time.
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
-                                          double* lp_bound = nullptr, LpBasis* basis = nullptr);
+                                          double* lp_bound = nullptr, LpBasis* basis = nullptr,
+                                          std::string* why = nullptr);
 std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                                              const SolveOptions& opt,
                                              const Schedule* warm_start = nullptr,
@@ -75,7 +85,13 @@ struct MaxBatchResult {
   double solve_seconds = 0;
   std::string status;
 };
+// The problem at another batch. Default: problem_at_batch(p, b), which scales bytes, costs
+// and workspace linearly; a model config instead rebuilds its graph at each batch, so that the
+// batch reported is the one `plan --config --batch` plans with (Note [max-batch problems]).
+using ProblemAtBatch = std::function<Problem(int64_t batch)>;
+// Every strategy shares one wall-clock limit (opt.time_limit_seconds); opt.batch_progress, when
+// set, hears the bracket [lo, hi] as it narrows.
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
-                         const SolveOptions& opt = {});
+                         const SolveOptions& opt = {}, const ProblemAtBatch& at_batch = nullptr);
 
 }  // namespace remat

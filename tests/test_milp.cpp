@@ -7,125 +7,21 @@
 #include <cmath>
 #include <optional>
 
-#include "tests/source_dir.h"
 #include "solver/chain.h"
 #include "solver/milp_model.h"
 #include "solver/schedule.h"
 #include "solver/strategies.h"
+#include "tests/solver_test_util.h"
+#include "tests/source_dir.h"
 
 namespace remat {
 namespace {
-
-// Exhaustive search: every S in canonical form (a value held entering stage t is read in stage
-// t or held on into t+1; any other S has a canonical twin with the same R, cost and simulated
-// memory), stage by stage, with R = derive_cheapest_r. Prunes only on exact facts: the cost so
-// far, and the held bytes entering a stage (the simulator keeps every canonical held value).
-struct BruteForce {
-  BruteForce(const Problem& problem, int64_t bytes) : p(problem), budget(bytes) {}
-  const Problem& p;
-  int64_t budget;
-  std::vector<std::vector<int>> users = problem_users(p);
-  std::optional<double> best;
-  long leaves = 0;
-
-  void stage(int t, BoolMatrix& S, double cost_so_far) {
-    const int n = p.size();
-    BoolMatrix R = derive_cheapest_r(p, S);  // row t depends only on S row t
-    double c = cost_so_far;
-    for (int i = 0; i <= t; ++i)
-      if (R(t, i)) c += p.nodes[i].cost;
-    if (best && c >= *best - 1e-9) return;
-    // Held values not read in stage t must be held on (canonical form).
-    std::vector<int> must, may;
-    for (int i = 0; i < t; ++i) {
-      if (!S(t, i)) continue;
-      bool read = false;
-      for (int j : users[i]) read |= (j <= t && R(t, j));
-      if (!read) must.push_back(i);
-    }
-    if (t == n - 1) {
-      if (!must.empty()) return;
-      ++leaves;
-      Schedule s;
-      s.R = R;
-      s.S = S;
-      SimResult sim = simulate(p, s);
-      if (sim.valid && sim.peak_bytes <= budget && (!best || sim.total_cost < *best))
-        best = sim.total_cost;
-      return;
-    }
-    for (int i = 0; i <= t; ++i) {
-      bool avail = R(t, i) || (i < t && S(t, i));
-      if (avail && std::find(must.begin(), must.end(), i) == must.end()) may.push_back(i);
-    }
-    for (uint32_t mask = (1u << may.size()); mask-- > 0;) {
-      int64_t held = p.constant_bytes;
-      for (int i = 0; i < n; ++i) S.set(t + 1, i, false);
-      for (int i : must) S.set(t + 1, i, true), held += p.nodes[i].bytes;
-      for (size_t b = 0; b < may.size(); ++b)
-        if (mask >> b & 1) S.set(t + 1, may[b], true), held += p.nodes[may[b]].bytes;
-      if (held <= budget) stage(t + 1, S, c);
-    }
-    for (int i = 0; i < n; ++i) S.set(t + 1, i, false);
-  }
-
-  std::optional<double> run() {
-    BoolMatrix S(p.size(), p.size());
-    stage(0, S, 0);
-    return best;
-  }
-};
 
 SolveOptions fast_options() {
   SolveOptions o;
   o.time_limit_seconds = 20;
   o.relative_gap = 0;
   return o;
-}
-
-// A small DAG with a skip connection and a workspace: x0 -> x1 -> x2 (x2 also reads x0),
-// loss, and gradient nodes reading the forward values.
-Problem skip_dag() {
-  Problem p;
-  p.name = "skip";
-  p.constant_bytes = 3;
-  auto add = [&](const char* name, ProblemNodeKind kind, double cost, int64_t bytes, int64_t ws,
-                 std::vector<int> deps) {
-    ProblemNode nd;
-    nd.name = name;
-    nd.kind = kind;
-    nd.cost = cost;
-    nd.bytes = bytes;
-    nd.workspace_bytes = ws;
-    nd.deps = deps;
-    p.nodes.push_back(nd);
-  };
-  using K = ProblemNodeKind;
-  add("x0", K::Forward, 3, 8, 0, {});
-  add("x1", K::Forward, 5, 6, 3, {0});
-  add("x2", K::Forward, 2, 5, 0, {0, 1});
-  add("loss", K::Loss, 1, 1, 4, {2});
-  add("g2", K::Backward, 4, 2, 2, {1, 2, 3});
-  add("g1", K::Backward, 7, 2, 0, {0, 1, 4});
-  add("g0", K::Backward, 2, 1, 0, {0, 5});
-  return p;
-}
-
-Problem varied_chain(int layers) {
-  std::vector<double> cost;
-  std::vector<int64_t> bytes;
-  for (int k = 0; k < layers; ++k) {
-    cost.push_back(1 + (k * 7) % 5);
-    bytes.push_back(9 - (k * 5) % 7);
-  }
-  Problem p = make_chain_problem(cost, bytes, 5);
-  // Small gradients and some workspace, so that budgets between the minimum and all-keep
-  // force different amounts of recomputation.
-  for (int i = 0; i < p.size(); ++i) {
-    if (p.nodes[i].kind != ProblemNodeKind::Forward) p.nodes[i].bytes = 1;
-    p.nodes[i].workspace_bytes = (i * 3) % 4;
-  }
-  return p;
 }
 
 // The MILP optimum equals the exhaustive optimum at every budget from below the minimum to

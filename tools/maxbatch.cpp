@@ -102,10 +102,11 @@ int run(int argc, char** argv) {
     std::printf("%-20s %10s %12s %9s  %s\n", "strategy", "batch", "upper bound", "time(s)",
                 "status");
   }
+  const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
   std::vector<MaxBatchResult> results;
   for (const std::string& name : strategies_from_flags(flags)) {
     progress_line_next(&line, name);
-    MaxBatchResult r = max_batch(p, name, budget, opt);
+    MaxBatchResult r = max_batch(p, name, budget, opt, at_batch);
     progress_line_next(&line, "");
     if (r.status.empty()) r.status = r.batch == 0 ? "does not fit at batch 1" : "ok";
     if (json) {

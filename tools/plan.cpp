@@ -134,7 +134,12 @@ int run(int argc, char** argv) {
                           {"peak_bytes", r.feasible ? r.sim.peak_bytes : 0},
                           {"solve_seconds", r.solve_seconds},
                           {"gap", nullptr},            {"status", status_of(r)}};
-      if (has_bound) j["gap"] = r.gap;
+      if (has_bound) {
+        j["gap"] = r.gap;
+        j["lower_bound"] = r.schedule.lower_bound;
+        j["bound_source"] = r.schedule.bound_source;
+      }
+      if (!r.schedule.models.empty()) j["models"] = r.schedule.models;
       if (r.feasible && !r.message.empty()) j["note"] = r.message;
       std::printf("%s\n", j.dump().c_str());
     } else if (r.feasible) {
@@ -144,6 +149,9 @@ int run(int argc, char** argv) {
                   overhead, format_bytes(r.sim.peak_bytes).c_str(), r.solve_seconds, gap,
                   status_of(r).c_str());
       if (!r.message.empty()) std::printf("  note: %s\n", r.message.c_str());
+      if (has_bound && !r.schedule.bound_source.empty())
+        std::printf("  bound: %.6g from %s\n", r.schedule.lower_bound,
+                    r.schedule.bound_source.c_str());
     } else {
       std::printf("%-20s %-8s %14s %9s %12s %9.3f %8s  %s\n", name.c_str(), "no", "-", "-", "-",
                   r.solve_seconds, "-", status_of(r).c_str());

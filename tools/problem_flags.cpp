@@ -68,6 +68,16 @@ Problem problem_from_flags(const FlagParser& flags) {
   return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"));
 }
 
+ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
+  if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
+  std::optional<Shape> input;
+  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  const std::string config = flags.get("config");
+  return [config, input](int64_t batch) {
+    return problem_from_config(config, batch, input, "flops");
+  };
+}
+
 void add_solve_flags(FlagParser& flags) {
   flags.add("strategies", "S", "'all' or a comma-separated list of strategy names", "all")
       .alias("--strategy", "strategies")
@@ -125,11 +135,22 @@ void print_progress(double elapsed, double incumbent, double bound, void* user) 
   std::fflush(stderr);
   line->printed = true;
 }
+
+void print_batch_progress(double elapsed, int64_t lo, int64_t hi, void* user) {
+  auto* line = static_cast<ProgressLine*>(user);
+  char upper[32] = "?";
+  if (hi > 0) std::snprintf(upper, sizeof upper, "%lld", static_cast<long long>(hi));
+  std::fprintf(stderr, "\r  %s: %7.1fs  batch >= %lld, < %s      ", line->label.c_str(), elapsed,
+               static_cast<long long>(lo), upper);
+  std::fflush(stderr);
+  line->printed = true;
+}
 }  // namespace
 
 void progress_line_attach(SolveOptions& opt, ProgressLine* line) {
   if (opt.log_level < 1) return;
   opt.progress = print_progress;
+  opt.batch_progress = print_batch_progress;
   opt.progress_user = line;
 }
 

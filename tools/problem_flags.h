@@ -28,6 +28,11 @@ void add_problem_flags(FlagParser& flags);
 // otherwise, or when a config-only flag is given with --problem.
 Problem problem_from_flags(const FlagParser& flags);
 
+// The problem at batch b for max batch (Note [max-batch problems]): --config with the FLOPs
+// model rebuilds the training graph at b; a --problem file or a measured cost table can only be
+// scaled (problem_at_batch). Null means "scale".
+ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
+
 // The Problem a model config defines (what --config does): the training graph uses the config's
 // optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
 // graph is built at the table's batch so the two match.
@@ -48,7 +53,8 @@ struct ProgressLine {
   std::string label;
   bool printed = false;
 };
-// Points opt.progress at `line` when opt.log_level >= 1 (the line must outlive the solves).
+// Points opt.progress (and opt.batch_progress: "<label>: 12.3s batch >= lo, < hi") at `line`
+// when opt.log_level >= 1 (the line must outlive the solves).
 void progress_line_attach(SolveOptions& opt, ProgressLine* line);
 // Ends a printed line with a newline and starts the next under `label`.
 void progress_line_next(ProgressLine* line, const std::string& label);

@@ -1,0 +1,202 @@
+// The stage relaxation (solver/stage_relaxation.h) and what is built on it: every schedule maps
+// into the relaxation at no more than its cost, so its bounds never exceed an exhaustively found
+// optimum and its infeasibility is real; held sets become valid schedules; checkmate at scale is
+// never worse than lp or a baseline, keeps its wall-clock limit under load, and agrees with the
+// full MILP where that MILP proves optimality.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "OsiClpSolverInterface.hpp"
+#include "solver/baselines.h"
+#include "solver/griewank.h"
+#include "solver/milp_model.h"
+#include "solver/relaxation_search.h"
+#include "solver/stage_relaxation.h"
+#include "solver/strategies.h"
+#include "tests/solver_test_util.h"
+
+namespace remat {
+namespace {
+
+SolveOptions options(double seconds) {
+  SolveOptions o;
+  o.time_limit_seconds = seconds;
+  o.relative_gap = 0;
+  return o;
+}
+
+// The relaxation's LP with its integer columns fixed to `point`: feasible, and its optimum
+// (in Problem cost units), or nullopt when infeasible.
+std::optional<double> fixed_point_objective(const MilpModel& m, const std::vector<double>& point) {
+  std::vector<double> lb = m.col_lb, ub = m.col_ub;
+  for (int j = 0; j < m.num_cols(); ++j)
+    if (m.is_int[size_t(j)]) lb[size_t(j)] = ub[size_t(j)] = point[size_t(j)];
+  OsiClpSolverInterface lp;
+  lp.messageHandler()->setLogLevel(0);
+  lp.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(), m.value.data(),
+                 lb.data(), ub.data(), m.obj.data(), m.row_lb.data(), m.row_ub.data());
+  lp.initialSolve();
+  if (!lp.isProvenOptimal()) return std::nullopt;
+  return lp.getObjValue() * m.cost_scale;
+}
+
+// Every schedule that fits (all strategies, all budgets) is a point of the relaxation at every
+// width, with objective at most its cost: the validity argument of Note [stage relaxation].
+void check_schedules_map_into_relaxation(const Problem& p) {
+  int checked = 0;
+  for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
+    for (const std::string& strategy : strategy_names()) {
+      if (strategy == "griewank" && !problem_is_chain(p)) continue;
+      SolveResult r = solve(p, strategy, budget, options(5));
+      if (!r.feasible) continue;
+      for (int width : {1, 2, 3}) {
+        const auto ends = uniform_stage_ends(p.size(), width);
+        for (bool recompute_memory : {false, true}) {
+          MilpModel m = relaxation_build(p, budget, ends, recompute_memory);
+          auto obj = fixed_point_objective(m, relaxation_point(m, p, ends, r.schedule));
+          ASSERT_TRUE(obj.has_value()) << strategy << " at budget " << budget << ", width "
+                                       << width << ": the schedule is not a relaxation point";
+          EXPECT_LE(*obj, r.sim.total_cost * (1 + 1e-9)) << strategy << " at " << budget;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 20);
+}
+
+TEST(StageRelaxation, SchedulesMapIntoItOnAChain) {
+  check_schedules_map_into_relaxation(varied_chain(3));
+}
+TEST(StageRelaxation, SchedulesMapIntoItOnASkipDag) {
+  check_schedules_map_into_relaxation(skip_dag());
+}
+
+// Its LP and MILP optima never exceed the exhaustive optimum, and where it is infeasible no
+// schedule exists.
+void check_bounds_against_brute_force(const Problem& p) {
+  int feasible = 0, proofs = 0;
+  for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
+    BruteForce bf{p, budget};
+    const auto want = bf.run();
+    for (int width : {1, 2}) {
+      RelaxationSearch lp = relaxation_lp_search(p, budget, options(10), 10, width);
+      RelaxationSearch mip = relaxation_milp_search(p, budget, options(10), 10, nullptr, width);
+      if (!want) {
+        EXPECT_FALSE(lp.best.has_value()) << budget;
+        EXPECT_FALSE(mip.best.has_value()) << budget;
+        proofs += mip.infeasible;
+        continue;
+      }
+      ++feasible;
+      EXPECT_FALSE(lp.infeasible || mip.infeasible) << "budget " << budget << " has a schedule";
+      EXPECT_LE(lp.bound, *want + 1e-6) << "budget " << budget << ", width " << width;
+      EXPECT_LE(mip.bound, *want + 1e-6) << "budget " << budget << ", width " << width;
+      for (const auto* r : {&lp, &mip}) {
+        if (!r->best) continue;
+        SimResult sim = simulate(p, *r->best);
+        ASSERT_TRUE(sim.valid) << sim.error;
+        EXPECT_LE(sim.peak_bytes, budget);
+        EXPECT_GE(sim.total_cost, *want - 1e-6);
+      }
+    }
+  }
+  EXPECT_GT(feasible, 4);
+  (void)proofs;
+}
+
+TEST(StageRelaxation, BoundsNeverAboveTheExhaustiveOptimumChain) {
+  check_bounds_against_brute_force(varied_chain(3));
+}
+TEST(StageRelaxation, BoundsNeverAboveTheExhaustiveOptimumSkipDag) {
+  check_bounds_against_brute_force(skip_dag());
+}
+
+// Any held sets give a valid schedule (the simulator accepts it), whatever the budget.
+TEST(StageRelaxation, HeldSetsAlwaysGiveValidSchedules) {
+  const Problem p = varied_chain(5);
+  std::mt19937 rng(7);
+  for (int width : {1, 2, 3, 4}) {
+    const auto ends = uniform_stage_ends(p.size(), width);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<std::vector<uint8_t>> held(ends.size(), std::vector<uint8_t>(size_t(p.size())));
+      for (size_t t = 1; t < ends.size(); ++t)
+        for (int i = 0; i <= ends[t - 1]; ++i) held[t][size_t(i)] = rng() % 2;
+      SimResult sim = simulate(p, schedule_from_held_sets(p, ends, held));
+      EXPECT_TRUE(sim.valid) << sim.error;
+    }
+  }
+}
+
+TEST(StageRelaxation, UniformStageEnds) {
+  EXPECT_EQ(uniform_stage_ends(7, 1), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(uniform_stage_ends(7, 3), (std::vector<int>{2, 5, 6}));
+  EXPECT_EQ(uniform_stage_ends(6, 3), (std::vector<int>{2, 5}));
+  EXPECT_EQ(uniform_stage_ends(4, 9), (std::vector<int>{3}));
+}
+
+// At scale: checkmate fits, is never worse than lp or any baseline, and its bound holds.
+TEST(CheckmateAtScale, NeverWorseThanLpOrBaselinesAndBoundHolds) {
+  const Problem p = residual_problem(30);  // ~420 nodes
+  ASSERT_GT(p.size(), 400);
+  ASSERT_FALSE(full_milp_is_small(p));
+  const int64_t budget = budget_at(p, 0.5);
+  SolveResult cm = solve(p, "checkmate", budget, options(20));
+  ASSERT_TRUE(cm.feasible) << cm.message;
+  for (const std::string& s : strategy_names()) {
+    if (s == "checkmate" || s == "griewank") continue;
+    SolveResult r = solve(p, s, budget, options(20));
+    if (!r.feasible) continue;
+    EXPECT_LE(cm.sim.total_cost, r.sim.total_cost * (1 + 1e-12)) << s;
+  }
+  double keep = 0;
+  for (const auto& nd : p.nodes) keep += nd.cost;
+  EXPECT_GE(cm.schedule.lower_bound, keep);  // every node runs once
+  EXPECT_LE(cm.schedule.lower_bound, cm.sim.total_cost * (1 + 1e-12));
+  EXPECT_FALSE(cm.schedule.bound_source.empty());
+}
+
+// The wall-clock limit holds while other threads keep every core busy.
+TEST(CheckmateAtScale, TimeLimitHoldsUnderLoad) {
+  const Problem p = residual_problem(60);
+  const int64_t budget = budget_at(p, 0.4);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (unsigned k = 0; k < std::max(2u, std::thread::hardware_concurrency()); ++k)
+    load.emplace_back([&] {
+      volatile double x = 1;
+      while (!stop.load(std::memory_order_relaxed)) x = std::sqrt(x + 1);
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const char* s : {"lp", "checkmate"}) {
+    const auto t1 = std::chrono::steady_clock::now();
+    SolveResult r = solve(p, s, budget, options(3));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    EXPECT_LT(took, 3 * 1.05 + 1.5) << s;
+  }
+  stop = true;
+  for (auto& t : load) t.join();
+  (void)t0;
+}
+
+// Where the full Checkmate MILP proves optimality (small graphs), checkmate finds that optimum.
+TEST(CheckmateAtScale, EqualsTheFullMilpWhereItProvesOptimality) {
+  for (const Problem& p : {skip_dag(), varied_chain(4), residual_problem(2)}) {
+    for (double f : {0.3, 0.6, 0.9}) {
+      const int64_t budget = std::max(problem_min_budget(p), budget_at(p, f));
+      auto full = solve_checkmate_milp(p, budget, options(20));
+      if (!full || full->status != "optimal") continue;
+      SolveResult cm = solve(p, "checkmate", budget, options(20));
+      ASSERT_TRUE(cm.feasible) << p.name << " at " << budget;
+      EXPECT_NEAR(cm.sim.total_cost, simulate(p, *full).total_cost, 1e-6) << p.name << " " << f;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace remat
