@@ -14,8 +14,9 @@ constexpr int64_t kPlane = 32 * 32;
 
 class Cifar10Source : public DataSource {
  public:
-  Cifar10Source(const std::vector<std::string>& files, const TensorDesc& input)
-      : n_(input.shape.at(0)) {
+  Cifar10Source(const std::vector<std::string>& files, const TensorDesc& input,
+                const DataShard& shard)
+      : n_(input.shape.at(0)), shard_(shard) {
     REMAT_CHECK(input.shape == Shape({n_, 3, 32, 32}),
                 "cifar10: input must be [N, 3, 32, 32], got " << shape_str(input.shape));
     for (const auto& f : files) load(f);
@@ -24,8 +25,9 @@ class Cifar10Source : public DataSource {
 
   void next_batch(int64_t step, float* images, int32_t* labels) override {
     const int64_t total = records();
+    const int64_t global = shard_.global_batch > 0 ? shard_.global_batch : n_;
     for (int64_t i = 0; i < n_; ++i) {
-      const int64_t rec = (step * n_ + i) % total;
+      const int64_t rec = (step * global + shard_.first + i) % total;
       const uint8_t* p = bytes_.data() + rec * kCifarRecordBytes;
       labels[i] = p[0];
       float* x = images + i * 3 * kPlane;
@@ -40,7 +42,8 @@ class Cifar10Source : public DataSource {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "cifar10: " << records() << " records from " << files_;
+    os << "cifar10: " << records() << " records from " << files_
+       << data_shard_describe(shard_, n_);
     return os.str();
   }
 
@@ -69,6 +72,7 @@ class Cifar10Source : public DataSource {
   }
 
   int64_t n_;
+  DataShard shard_;
   std::vector<uint8_t> bytes_;  // all records, back to back
   std::string files_;
 };
@@ -76,8 +80,8 @@ class Cifar10Source : public DataSource {
 }  // namespace
 
 std::unique_ptr<DataSource> make_cifar10_source(const std::vector<std::string>& files,
-                                                const TensorDesc& input) {
-  return std::make_unique<Cifar10Source>(files, input);
+                                                const TensorDesc& input, const DataShard& shard) {
+  return std::make_unique<Cifar10Source>(files, input, shard);
 }
 
 }  // namespace remat

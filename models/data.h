@@ -23,12 +23,21 @@ class DataSource {
   virtual std::string describe() const = 0;
 };
 
+// Data parallel: which part of the global batch this rank's batch is. Sample i of a rank's
+// batch at step s is sample first + i of the global batch of step s, so N ranks together see
+// exactly the batches one process at N x batch sees, each rank a disjoint slice of them.
+struct DataShard {
+  int64_t first = 0;         // index of this rank's first sample in the global batch
+  int64_t global_batch = 0;  // samples per step over all ranks; 0: this rank's batch (one process)
+};
+
 // `input` is the graph's input [N, C, H, W] (after overrides) and `labels` its labels [N] or
 // [N, H, W]; relative data paths are taken from `config_dir`. Throws UserError at the config's
 // `data:` position for settings the source cannot serve.
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,
-                                             const std::string& config_dir);
+                                             const std::string& config_dir,
+                                             const DataShard& shard = {});
 
 // Synthetic data. Classification (labels [N]): class k has a fixed pattern
 //   P_k[c, h, w] = a_kc + b_kc * sin(fx_k * w + fy_k * h + phi_kc)
@@ -38,19 +47,24 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
 // value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per class and channel). The label map may
 // be smaller than the input (a network that downsamples): input pixel (y, x) then takes the
 // class of label pixel (y * Hl / H, x * Wl / W).
-// Sample i of step s depends only on (seed, s, i).
+// Sample i of step s depends only on (seed, s, shard.first + i).
 std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
                                                   const TensorDesc& input,
-                                                  const TensorDesc& labels);
+                                                  const TensorDesc& labels,
+                                                  const DataShard& shard = {});
 
 // CIFAR-10 binary format: records of 1 label byte + 3072 bytes (R, G, B planes of 32x32,
 // row-major). Files are read whole at construction and checked (size a multiple of 3073,
 // labels <= 9). Pixels are normalised per channel: (byte / 255 - mean_c) / std_c with the
 // CIFAR-10 training-set mean (0.4914, 0.4822, 0.4465) and std (0.2470, 0.2435, 0.2616).
 // Batches take records in file order, wrapping around: step s, sample i is record
-// (s * N + i) mod total.
+// (s * G + shard.first + i) mod total, G the global batch (N for one process).
 std::unique_ptr<DataSource> make_cifar10_source(const std::vector<std::string>& files,
-                                                const TensorDesc& input);
+                                                const TensorDesc& input,
+                                                const DataShard& shard = {});
+
+// ", samples 8-15 of each global batch of 16" for a shard of a larger batch, else "".
+std::string data_shard_describe(const DataShard& shard, int64_t batch);
 
 constexpr int64_t kCifarRecordBytes = 3073;
 constexpr float kCifarMean[3] = {0.4914f, 0.4822f, 0.4465f};

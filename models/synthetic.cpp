@@ -39,8 +39,8 @@ constexpr double kTwoPi = 2.0 * M_PI;
 class SyntheticSource : public DataSource {
  public:
   SyntheticSource(uint64_t seed, int64_t classes, const TensorDesc& input,
-                  const TensorDesc& labels)
-      : seed_(seed), classes_(classes), n_(input.shape[0]), c_(input.shape[1]),
+                  const TensorDesc& labels, const DataShard& shard)
+      : seed_(seed), classes_(classes), shard_(shard), n_(input.shape[0]), c_(input.shape[1]),
         h_(input.shape[2]), w_(input.shape[3]), pixel_(labels.shape.size() == 3) {
     REMAT_CHECK(classes_ >= 1, "synthetic data: classes = " << classes_);
     if (pixel_) {
@@ -67,7 +67,8 @@ class SyntheticSource : public DataSource {
   void next_batch(int64_t step, float* images, int32_t* labels) override {
     const int64_t sample = c_ * h_ * w_, label_plane = lh_ * lw_;
     for (int64_t i = 0; i < n_; ++i) {
-      Rng r(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(i)));
+      const uint64_t global = static_cast<uint64_t>(shard_.first + i);  // in the global batch
+      Rng r(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ global));
       float* x = images + i * sample;
       if (pixel_) fill_pixel(r, x, labels + i * label_plane);
       else fill_class(r, x, labels + i);
@@ -77,7 +78,7 @@ class SyntheticSource : public DataSource {
   std::string describe() const override {
     std::ostringstream os;
     os << "synthetic (seed " << seed_ << ", " << classes_ << " classes"
-       << (pixel_ ? ", per-pixel labels" : "") << ")";
+       << (pixel_ ? ", per-pixel labels" : "") << data_shard_describe(shard_, n_) << ")";
     return os.str();
   }
 
@@ -117,7 +118,9 @@ class SyntheticSource : public DataSource {
   }
 
   uint64_t seed_;
-  int64_t classes_, n_, c_, h_, w_;
+  int64_t classes_;
+  DataShard shard_;
+  int64_t n_, c_, h_, w_;
   int64_t lh_ = 0, lw_ = 0;  // per-pixel label map size
   bool pixel_;
   std::vector<double> a_, b_, phi_, fx_, fy_;  // per class (and channel), see data.h
@@ -127,9 +130,10 @@ class SyntheticSource : public DataSource {
 
 std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
                                                   const TensorDesc& input,
-                                                  const TensorDesc& labels) {
+                                                  const TensorDesc& labels,
+                                                  const DataShard& shard) {
   REMAT_CHECK(input.shape.size() == 4, "synthetic data: input " << shape_str(input.shape));
-  return std::make_unique<SyntheticSource>(seed, classes, input, labels);
+  return std::make_unique<SyntheticSource>(seed, classes, input, labels, shard);
 }
 
 }  // namespace remat

@@ -281,6 +281,51 @@ TEST_F(Cifar, ShapeAndClassesMustMatch) {
   EXPECT_THAT(e, HasSubstr("classes 5"));
 }
 
+// Data parallel: the shards of N ranks are the slices of one process's global batch.
+template <typename Make>
+void expect_shards_slice_the_global_batch(Make make, const TensorDesc& global_in,
+                                          const TensorDesc& global_lab, int ranks) {
+  const int64_t n = global_in.shape[0] / ranks;
+  const int64_t per = global_in.numel() / global_in.shape[0];
+  TensorDesc in = global_in, lab = global_lab;
+  in.shape[0] = n;
+  lab.shape[0] = n;
+  auto whole = make(global_in, DataShard{});
+  for (int64_t step : {0, 3}) {
+    const Batch g = next(*whole, global_in, global_lab, step);
+    for (int r = 0; r < ranks; ++r) {
+      auto part = make(in, DataShard{r * n, n * ranks});
+      const Batch b = next(*part, in, lab, step);
+      EXPECT_EQ(b.x, std::vector<float>(g.x.begin() + r * n * per, g.x.begin() + (r + 1) * n * per))
+          << "rank " << r << " step " << step;
+      EXPECT_EQ(b.y, std::vector<int32_t>(g.y.begin() + r * n, g.y.begin() + (r + 1) * n));
+      if (step == 0) {
+        EXPECT_THAT(part->describe(), HasSubstr("samples " + std::to_string(r * n) + "-"));
+      }
+    }
+  }
+}
+
+TEST(DataShard, SyntheticShardsSliceTheGlobalBatch) {
+  expect_shards_slice_the_global_batch(
+      [](const TensorDesc& in, const DataShard& s) {
+        TensorDesc lab{{in.shape[0]}, DType::I32};
+        return make_synthetic_source(7, 10, in, lab, s);
+      },
+      kIn, kLab, 4);
+}
+
+TEST_F(Cifar, ShardsSliceTheGlobalBatch) {
+  write_train({3, 2, 1, 1, 2});  // 9 records: batches wrap around at different places
+  const TensorDesc in{{6, 3, 32, 32}, DType::F32}, lab{{6}, DType::I32};
+  expect_shards_slice_the_global_batch(
+      [&](const TensorDesc& i, const DataShard& s) {
+        return make_data_source(config(), i, TensorDesc{{i.shape[0]}, DType::I32}, dir_.string(),
+                                s);
+      },
+      in, lab, 3);
+}
+
 TEST(DataSource, SyntheticFromConfig) {
   ModelConfig cfg = parse_model_config(
       "name: s\ninput: [3, 8, 8]\nclasses: 10\nbatch: 64\ndata: {source: synthetic, seed: 7}\n"
