@@ -104,3 +104,47 @@ else()
   add_library(remat_cuda_deps INTERFACE)
 endif()
 set(REMAT_HAVE_CUDA ${REMAT_HAVE_CUDA} CACHE INTERNAL "CUDA backend built")
+
+# MPI: optional. Data-parallel training across processes and hosts (`mpirun -np N train ...`);
+# without it train runs as one process. Only MPI's C API is used.
+set(REMAT_HAVE_MPI OFF)
+add_library(remat_mpi_deps INTERFACE)
+# The portable build leaves it out: OpenMPI is not installed on the GPU machines it is carried
+# to (and they have one GPU each).
+if(REMAT_WITH_MPI AND NOT REMAT_PORTABLE)
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND)
+    set(REMAT_HAVE_MPI ON)
+    target_link_libraries(remat_mpi_deps INTERFACE MPI::MPI_C)
+    target_compile_definitions(remat_mpi_deps INTERFACE OMPI_SKIP_MPICXX MPICH_SKIP_MPICXX)
+    message(STATUS "remat: MPI ON (MPI ${MPI_C_VERSION}, ${MPI_C_LIB_NAMES})")
+  endif()
+endif()
+if(NOT REMAT_HAVE_MPI)
+  message(STATUS "remat: MPI OFF (not found); train runs as one process")
+endif()
+set(REMAT_HAVE_MPI ${REMAT_HAVE_MPI} CACHE INTERNAL "MPI communicator built")
+if(REMAT_HAVE_MPI)
+  find_program(REMAT_MPIEXEC NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
+endif()
+
+# NCCL: optional, with CUDA. The header and library ship with the CUDA toolkit here and with
+# PyTorch's wheels (site-packages/nvidia/nccl) on GPU machines; NCCL_HOME may point to one.
+set(REMAT_HAVE_NCCL OFF)
+add_library(remat_nccl_deps INTERFACE)
+if(REMAT_HAVE_CUDA AND REMAT_WITH_NCCL)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(REMAT_HAVE_NCCL ON)
+    target_include_directories(remat_nccl_deps INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(remat_nccl_deps INTERFACE ${NCCL_LIBRARY})
+    message(STATUS "remat: NCCL ON (${NCCL_LIBRARY})")
+  endif()
+endif()
+if(NOT REMAT_HAVE_NCCL)
+  message(STATUS "remat: NCCL OFF (needs CUDA and nccl.h/libnccl); data parallel on CUDA unavailable")
+endif()
+set(REMAT_HAVE_NCCL ${REMAT_HAVE_NCCL} CACHE INTERNAL "NCCL communicator built")

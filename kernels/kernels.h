@@ -66,12 +66,13 @@ void upsample_nearest_backward(float* dinp, const float* dout, int64_t planes, i
                                int64_t W, int64_t factor, cudaStream_t stream);
 
 // ---- dropout (dropout.cu), mask from kernels/rng.h ---------------------------------------------
-// out[e] = rng_uniform(seed, step, e) >= rate ? inp[e] * (1 / (1 - rate)) : 0, rate in [0, 1).
-// The backward is the same map applied to dout (same seed and step). out may equal inp.
+// out[e] = rng_uniform(seed, step, first + e) >= rate ? inp[e] * (1 / (1 - rate)) : 0, rate in
+// [0, 1); `first` is the global index of element 0 (data parallel: this rank's part of the
+// global batch). The backward is the same map applied to dout. out may equal inp.
 void dropout_forward(float* out, const float* inp, int64_t n, float rate, uint64_t seed,
-                     uint64_t step, cudaStream_t stream);
+                     uint64_t step, uint64_t first, cudaStream_t stream);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float rate, uint64_t seed,
-                      uint64_t step, cudaStream_t stream);
+                      uint64_t step, uint64_t first, cudaStream_t stream);
 
 // ---- softmax cross-entropy (softmax_xent.cu) ---------------------------------------------------
 // Logits (outer, k, inner): [N, K] has outer = N, inner = 1; [N, K, H, W] has outer = N,

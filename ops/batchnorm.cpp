@@ -8,6 +8,7 @@
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
+#include "runtime/communicator.h"
 
 namespace remat {
 namespace {
@@ -74,32 +75,67 @@ OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, 
   return c;
 }
 
-// Mean and biased variance of channel c, in double, in a fixed order (deterministic).
-void bn_channel_stats(const float* x, const BnDims& d, int64_t c, double* mean, double* var) {
-  double sum = 0;
-  for (int64_t n = 0; n < d.n; ++n) {
-    const float* p = x + (n * d.c + c) * d.inner;
-    for (int64_t i = 0; i < d.inner; ++i) sum += p[i];
-  }
-  const double m = sum / static_cast<double>(d.per_channel());
-  double sq = 0;
-  for (int64_t n = 0; n < d.n; ++n) {
-    const float* p = x + (n * d.c + c) * d.inner;
-    for (int64_t i = 0; i < d.inner; ++i) sq += (p[i] - m) * (p[i] - m);
-  }
-  *mean = m;
-  *var = sq / static_cast<double>(d.per_channel());
+// Note [synchronised batch statistics]
+// In a data-parallel step (ctx.comm set) the batch statistics are those of the global batch,
+// as with PyTorch's SyncBatchNorm: each rank sums its values per channel, the sums are
+// all-reduced, and the mean, the variance (a second pass over squared deviations from the
+// global mean, as in one process) and the backward's reductions (sum dy, sum dy * xhat) come
+// from the global sums and count. So N ranks train exactly as one process at N x batch, up to
+// the order of the additions, and every rank's running statistics stay identical. The
+// collectives run on every computation, recomputations included: every rank runs the same
+// plan (Note [collective order] in runtime/communicator.h).
+
+// Sums over every rank when the step is data parallel (per channel, in place).
+void bn_all_reduce(Communicator* comm, std::vector<double>& sums) {
+  if (!comm) return;
+  REMAT_CHECK(comm->memory() == DeviceKind::Cpu,
+              "batchnorm's CPU path needs a host-memory communicator, got " << comm->name());
+  comm->all_reduce_now(sums.data(), static_cast<int64_t>(sums.size()), CommType::F64, CommOp::Sum);
 }
 
-// Mean and variance used to normalise channel c: batch statistics (train) or running ones.
-void bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d, int64_t c,
-                   const float* running_mean, const float* running_var, double* mean, double* var) {
-  if (a.train) {
-    bn_channel_stats(x, d, c, mean, var);
-  } else {
-    *mean = running_mean[c];
-    *var = running_var[c];
+// Values per channel over the whole (global) batch.
+double bn_count(const BnDims& d, const Communicator* comm) {
+  return static_cast<double>(d.per_channel()) * (comm ? comm->size() : 1);
+}
+
+// Mean and variance per channel used to normalise: batch statistics (train; biased variance,
+// in double, in a fixed order: deterministic) or the running ones (inference).
+struct BnStats {
+  std::vector<double> mean, var;
+};
+
+BnStats bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d,
+                      const float* running_mean, const float* running_var, Communicator* comm) {
+  BnStats st;
+  st.mean.assign(static_cast<size_t>(d.c), 0.0);
+  st.var.assign(static_cast<size_t>(d.c), 0.0);
+  if (!a.train) {
+    for (int64_t c = 0; c < d.c; ++c) st.mean[c] = running_mean[c], st.var[c] = running_var[c];
+    return st;
   }
+  const double count = bn_count(d, comm);
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const float* p = x + (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) sum += p[i];
+    }
+    st.mean[c] = sum;
+  }
+  bn_all_reduce(comm, st.mean);
+  for (double& m : st.mean) m /= count;
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double m = st.mean[c];
+    double sq = 0;
+    for (int64_t n = 0; n < d.n; ++n) {
+      const float* p = x + (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) sq += (p[i] - m) * (p[i] - m);
+    }
+    st.var[c] = sq;
+  }
+  bn_all_reduce(comm, st.var);
+  for (double& v : st.var) v /= count;
+  return st;
 }
 
 // inputs [x [N,C,..], weight [C], bias [C], running_mean [C], running_var [C]] -> y like x.
@@ -113,10 +149,10 @@ void bn_forward_cpu(const ExecContext& ctx) {
   float* running_mean = ctx.inputs[3].f32();
   float* running_var = ctx.inputs[4].f32();
   float* y = ctx.output.f32();
-  const double count = static_cast<double>(d.per_channel());
+  const double count = bn_count(d, ctx.comm);
+  const BnStats st = bn_norm_stats(a, x, d, running_mean, running_var, ctx.comm);
   for (int64_t c = 0; c < d.c; ++c) {
-    double mean = 0, var = 0;
-    bn_norm_stats(a, x, d, c, running_mean, running_var, &mean, &var);
+    const double mean = st.mean[c], var = st.var[c];
     const double inv_std = 1.0 / std::sqrt(var + a.eps);
     const float scale = static_cast<float>(gamma[c] * inv_std);
     const float shift = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
@@ -143,41 +179,52 @@ void bn_grad_input_cpu(const ExecContext& ctx) {
   const float* rm = a.train ? nullptr : ctx.inputs[3].f32();
   const float* rv = a.train ? nullptr : ctx.inputs[4].f32();
   float* dx = ctx.output.f32();
-  const double count = static_cast<double>(d.per_channel());
-  for (int64_t c = 0; c < d.c; ++c) {
-    double mean = 0, var = 0;
-    bn_norm_stats(a, x, d, c, rm, rv, &mean, &var);
-    const double inv_std = 1.0 / std::sqrt(var + a.eps);
-    if (!a.train) {  // running statistics are constants: dx = dy * gamma / std
-      const float k = static_cast<float>(gamma[c] * inv_std);
+  const BnStats st = bn_norm_stats(a, x, d, rm, rv, ctx.comm);
+  std::vector<double> inv_std(static_cast<size_t>(d.c));
+  for (int64_t c = 0; c < d.c; ++c) inv_std[c] = 1.0 / std::sqrt(st.var[c] + a.eps);
+  if (!a.train) {  // running statistics are constants: dx = dy * gamma / std
+    for (int64_t c = 0; c < d.c; ++c) {
+      const float k = static_cast<float>(gamma[c] * inv_std[c]);
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t base = (n * d.c + c) * d.inner;
         for (int64_t i = 0; i < d.inner; ++i) dx[base + i] = dy[base + i] * k;
       }
-      continue;
     }
+    return;
+  }
+  // sums[c] = sum dy, sums[C + c] = sum dy * xhat (over the global batch when synchronised)
+  std::vector<double> sums(static_cast<size_t>(2 * d.c), 0.0);
+  for (int64_t c = 0; c < d.c; ++c) {
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
       for (int64_t i = 0; i < d.inner; ++i) {
         sum_dy += dy[base + i];
-        sum_dy_xhat += dy[base + i] * (x[base + i] - mean) * inv_std;
+        sum_dy_xhat += dy[base + i] * (x[base + i] - st.mean[c]) * inv_std[c];
       }
     }
+    sums[c] = sum_dy;
+    sums[d.c + c] = sum_dy_xhat;
+  }
+  bn_all_reduce(ctx.comm, sums);
+  const double count = bn_count(d, ctx.comm);
+  for (int64_t c = 0; c < d.c; ++c) {
     // dx = gamma * inv_std * (dy - mean(dy) - xhat * mean(dy * xhat))
-    const double mean_dy = sum_dy / count, mean_dy_xhat = sum_dy_xhat / count;
+    const double mean = st.mean[c], is = inv_std[c];
+    const double mean_dy = sums[c] / count, mean_dy_xhat = sums[d.c + c] / count;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
       for (int64_t i = 0; i < d.inner; ++i) {
-        const double xhat = (x[base + i] - mean) * inv_std;
+        const double xhat = (x[base + i] - mean) * is;
         dx[base + i] =
-            static_cast<float>(gamma[c] * inv_std * (dy[base + i] - mean_dy - xhat * mean_dy_xhat));
+            static_cast<float>(gamma[c] * is * (dy[base + i] - mean_dy - xhat * mean_dy_xhat));
       }
     }
   }
 }
 
-// inputs [dy, x (, running_mean, running_var in inference mode)] -> dweight [C] = sum dy * xhat.
+// inputs [dy, x (, running_mean, running_var in inference mode)] -> dweight [C] = sum dy * xhat
+// over this rank's samples (the gradient average over ranks completes the global sum).
 void bn_grad_weight_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnDims d = bn_dims(ctx.inputs[1].shape());
@@ -186,10 +233,10 @@ void bn_grad_weight_cpu(const ExecContext& ctx) {
   const float* rm = a.train ? nullptr : ctx.inputs[2].f32();
   const float* rv = a.train ? nullptr : ctx.inputs[3].f32();
   float* dw = ctx.output.f32();
+  const BnStats st = bn_norm_stats(a, x, d, rm, rv, ctx.comm);
   for (int64_t c = 0; c < d.c; ++c) {
-    double mean = 0, var = 0;
-    bn_norm_stats(a, x, d, c, rm, rv, &mean, &var);
-    const double inv_std = 1.0 / std::sqrt(var + a.eps);
+    const double mean = st.mean[c];
+    const double inv_std = 1.0 / std::sqrt(st.var[c] + a.eps);
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
@@ -261,9 +308,20 @@ BnCudaParams bn_cuda_params(const Node& n) {
 }
 
 // Attaches a batchnorm kernel (and its workspace query, when it has one): ops/batchnorm_cuda.cpp.
+// cuDNN computes the batch statistics inside its calls, so the CUDA path cannot synchronise
+// them across ranks (Note [synchronised batch statistics]): it refuses rather than train each
+// rank on its own statistics.
 void set_bn_cuda(OpDef& op, void (*run)(const BnCudaParams&, const ExecContext&),
                  int64_t (*workspace)(const BnCudaParams&, const ExecContext&)) {
-  op.cuda = [run](const ExecContext& ctx) { run(bn_cuda_params(*ctx.node), ctx); };
+  op.cuda = [run](const ExecContext& ctx) {
+    const BnCudaParams p = bn_cuda_params(*ctx.node);
+    if (ctx.comm && p.train)
+      REMAT_USER_ERROR("layer '" << ctx.node->name << "': batchnorm in train mode on CUDA cannot "
+                                 << "synchronise its batch statistics across ranks yet (the CPU "
+                                 << "path does); train data parallel on the CPU, or set "
+                                 << "mode: inference");
+    run(p, ctx);
+  };
   if (workspace)
     op.cuda_workspace = [workspace](const ExecContext& ctx) {
       return workspace(bn_cuda_params(*ctx.node), ctx);

@@ -9,6 +9,8 @@
 
 namespace remat {
 
+void cpu_gemm_set_threads(int threads) { openblas_set_num_threads(std::max(threads, 1)); }
+
 void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc) {

@@ -13,4 +13,8 @@ void cpu_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc);
 
+// Threads OpenBLAS uses for the GEMMs of this process (several CPU ranks on one host share
+// its cores: each takes its part instead of all of them).
+void cpu_gemm_set_threads(int threads);
+
 }  // namespace remat

@@ -37,23 +37,32 @@ OpCost dropout_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Ten
   return elementwise_cost(in, out, 10.0);  // hash + compare + scale
 }
 
-// y[e] = u(seed, step, e) >= rate ? x[e] / (1 - rate) : 0. Forward and backward both apply it:
-// dropout_grad is the same map applied to dy.
-void dropout_apply(const float* x, float* y, int64_t n, float rate, uint64_t seed, uint64_t step) {
+// y[e] = u(seed, step, first + e) >= rate ? x[e] / (1 - rate) : 0. Forward and backward both
+// apply it: dropout_grad is the same map applied to dy. `first` is the global index of element 0
+// (data parallel: the masks of a rank's samples are those of the global batch).
+void dropout_apply(const float* x, float* y, int64_t n, float rate, uint64_t seed, uint64_t step,
+                   uint64_t first) {
   if (rate == 0.0f) {
     if (y != x) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
     return;
   }
   const float scale = 1.0f / (1.0f - rate);
   for (int64_t e = 0; e < n; ++e)
-    y[e] = rng_uniform(seed, step, static_cast<uint64_t>(e)) >= rate ? x[e] * scale : 0.0f;
+    y[e] = rng_uniform(seed, step, first + static_cast<uint64_t>(e)) >= rate ? x[e] * scale : 0.0f;
+}
+
+// Global index of the first element: ctx.batch_offset samples of this tensor's size before it.
+uint64_t first_element(const ExecContext& ctx) {
+  const int64_t n = ctx.output.dim(0);
+  return static_cast<uint64_t>(ctx.batch_offset * (n > 0 ? ctx.output.numel() / n : 0));
 }
 
 // inputs [x] -> y like x (forward), or [dy] -> dx like dy (dropout_grad, same node seed).
 void dropout_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<DropoutAttrs>(*ctx.node);
   dropout_apply(ctx.inputs[0].f32(), ctx.output.f32(), ctx.output.numel(),
-                static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step));
+                static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+                first_element(ctx));
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -63,7 +72,7 @@ void dropout_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<DropoutAttrs>(*ctx.node);
   dropout_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(),
                   static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
-                  cuda_stream(ctx));
+                  first_element(ctx), cuda_stream(ctx));
 }
 #endif
 

@@ -55,6 +55,10 @@ class Backend {
   }
   virtual void range_pop() {}
 
+  // Backend state a device communicator orders its work with (the CudaContext, whose stream
+  // runs the kernels, on CUDA; null on the CPU). The backend keeps ownership.
+  virtual void* device_context() { return nullptr; }
+
   // Planning is over: release memory only setup needed (the CUDA backend's algorithm-search
   // scratch), so that training uses nothing outside the budget's pool.
   virtual void end_setup() {}

@@ -6,20 +6,17 @@
 
 namespace remat {
 
-namespace {
-// Values a checkpoint holds: parameters, buffers (running statistics), optimizer state.
-bool is_state(ValueKind k) {
+bool checkpoint_holds(ValueKind k) {
   return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::OptState;
 }
-}  // namespace
 
-void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done) {
-  const Graph& g = ex.graph();
+void checkpoint_save(const Graph& g, const std::function<std::vector<float>(ValueId)>& read,
+                     const std::string& path, int64_t steps_done) {
   std::vector<SafeTensor> tensors;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
-    if (!is_state(val.kind)) continue;
-    tensors.push_back(safetensor_f32(val.name, val.desc.shape, ex.read(static_cast<ValueId>(v))));
+    if (!checkpoint_holds(val.kind)) continue;
+    tensors.push_back(safetensor_f32(val.name, val.desc.shape, read(static_cast<ValueId>(v))));
   }
   safetensors_save(path, tensors,
                    {{"format", "remat-checkpoint/1"},
@@ -27,8 +24,11 @@ void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_
                     {"step", std::to_string(steps_done)}});
 }
 
-int64_t checkpoint_load(Executor& ex, const std::string& path) {
-  const Graph& g = ex.graph();
+void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done) {
+  checkpoint_save(ex.graph(), [&](ValueId v) { return ex.read(v); }, path, steps_done);
+}
+
+CheckpointData checkpoint_read(const Graph& g, const std::string& path) {
   SafeTensorFile f = safetensors_load(path);
   auto meta = [&](const std::string& k) {
     auto it = f.metadata.find(k);
@@ -41,24 +41,32 @@ int64_t checkpoint_load(Executor& ex, const std::string& path) {
   if (meta("model") != g.name)
     REMAT_USER_ERROR(path << ": checkpoint of model '" << meta("model") << "', training '"
                           << g.name << "'");
-  int64_t step = 0;
+  CheckpointData d;
   try {
-    step = std::stoll(meta("step"));
+    d.step = std::stoll(meta("step"));
   } catch (const std::exception&) {
     REMAT_USER_ERROR(path << ": metadata 'step' is not a number: '" << meta("step") << "'");
   }
+  d.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
-    if (!is_state(val.kind)) continue;
+    if (!checkpoint_holds(val.kind)) continue;
     const SafeTensor* t = f.find(val.name);
     if (!t) REMAT_USER_ERROR(path << ": tensor '" << val.name << "' missing");
     if (t->shape != val.desc.shape || t->dtype != DType::F32)
       REMAT_USER_ERROR(path << ": tensor '" << val.name << "' is " << dtype_name(t->dtype) << " "
                             << shape_str(t->shape) << ", the model needs f32 "
                             << shape_str(val.desc.shape));
-    ex.write(static_cast<ValueId>(v), t->f32());
+    d.values[v] = t->f32();
   }
-  return step;
+  return d;
+}
+
+int64_t checkpoint_load(Executor& ex, const std::string& path) {
+  CheckpointData d = checkpoint_read(ex.graph(), path);
+  for (size_t v = 0; v < d.values.size(); ++v)
+    if (checkpoint_holds(ex.graph().values[v].kind)) ex.write(static_cast<ValueId>(v), d.values[v]);
+  return d.step;
 }
 
 }  // namespace remat

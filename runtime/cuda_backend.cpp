@@ -195,6 +195,8 @@ class CudaBackend : public Backend {
   }
   void range_pop() override { nvtxRangePop(); }
 
+  void* device_context() override { return &ctx_; }
+
  private:
   void check_runnable(const OpDef& op, const ExecContext& ctx) {
     report_deferred_error();

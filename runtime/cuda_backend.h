@@ -23,6 +23,9 @@ struct CudaDeviceInfo {
 // cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime version ...".
 bool cuda_device_available(std::string* why);
 
+// Number of usable CUDA devices (0 when none is usable or the build has no CUDA).
+int cuda_device_count();
+
 // Name, capability and memory of device `device`. Throws remat::Error when it is unusable.
 // Leaves the calling thread's current device unchanged.
 CudaDeviceInfo cuda_device_info(int device);

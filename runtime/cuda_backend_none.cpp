@@ -24,6 +24,8 @@ bool cuda_device_available(std::string* why) {
 
 CudaDeviceInfo cuda_device_info(int) { REMAT_FAIL(kNoCuda); }
 
+int cuda_device_count() { return 0; }
+
 bool cuda_libraries_compatible(std::string* why) {
   if (why) *why = kNoCuda;
   return false;

@@ -56,6 +56,12 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
+int cuda_device_count() {
+  if (!cuda_device_available(nullptr)) return 0;
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 CudaDeviceInfo cuda_device_info(int device) {
   std::string why;
   if (!cuda_device_available(&why)) REMAT_FAIL(why);

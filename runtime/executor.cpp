@@ -7,6 +7,8 @@
 
 #include "runtime/allocator.h"
 #include "runtime/check.h"
+#include "runtime/communicator.h"
+#include "runtime/grad_sync.h"
 #include "runtime/init.h"
 #include "runtime/pool_replay.h"
 #include "runtime/trace.h"
@@ -46,22 +48,29 @@ MemoryMode memory_mode_from_name(const std::string& s) {
 }
 
 Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, ExecutorOptions opt)
-    : g_(g), ops_(ops), be_(backend), opt_(opt), ptr_(g.values.size(), nullptr) {
-  constant_bytes_ = g_.persistent_bytes();
+    : g_(g), ops_(ops), be_(backend), opt_(opt), layout_(persistent_layout(g, opt.parallel)),
+      ptr_(g.values.size(), nullptr) {
+  constant_bytes_ = layout_.constant_bytes;
+  if (opt_.parallel.active()) {
+    REMAT_CHECK(opt_.grad_comm, "data parallel executor without a gradient communicator");
+    for (Communicator* c : {opt_.grad_comm, opt_.op_comm})
+      REMAT_CHECK(!c || c->memory() == be_.kind(),
+                  "communicator '" << c->name() << "' works on another memory than backend "
+                                   << be_.name());
+  }
   if (opt_.memory != MemoryMode::Direct) {
     REMAT_CHECK(opt_.budget > 0, "memory mode " << memory_mode_name(opt_.memory)
                                                 << " needs a budget");
-    int64_t aligned = 0;
-    for (const auto& v : g_.values)
-      if (value_is_persistent(v.kind)) aligned += pool_round_up(v.desc.bytes());
-    if (aligned > opt_.budget)
+    if (layout_.region_bytes > opt_.budget)
       REMAT_USER_ERROR("budget " << opt_.budget << " bytes is below the persistent values of '"
-                                 << g_.name << "' (" << aligned
+                                 << g_.name << "' (" << layout_.region_bytes
                                  << " bytes: parameters, gradients, optimizer state, batch)");
   }
   loss_host_ = static_cast<float*>(be_.host_alloc(sizeof(float)));
   try {
     allocate_persistent();
+    if (opt_.parallel.active())
+      sync_ = std::make_unique<GradSync>(g_, layout_, *opt_.grad_comm, persistent_);
   } catch (...) {
     release_all();  // the destructor does not run for a constructor that throws
     throw;
@@ -69,36 +78,40 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
 }
 
 void Executor::allocate_persistent() {
-  if (opt_.memory == MemoryMode::Pool) pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
-  if (opt_.memory == MemoryMode::Arena) region_ = be_.raw_alloc(opt_.budget);
-  int64_t offset = 0;
-  for (size_t v = 0; v < g_.values.size(); ++v) {
-    const Value& val = g_.values[v];
-    if (!value_is_persistent(val.kind)) continue;
-    if (opt_.memory == MemoryMode::Arena) {
-      ptr_[v] = static_cast<char*>(region_) + offset;
-      offset += pool_round_up(val.desc.bytes());
-    } else {
-      ptr_[v] = acquire(val.desc.bytes(), "value '" + val.name + "'", -1);
-    }
-    be_.fill_zero(ptr_[v], val.desc.bytes());
+  const int64_t bytes = std::max<int64_t>(layout_.region_bytes, 1);
+  switch (opt_.memory) {
+    case MemoryMode::Direct: persistent_ = static_cast<char*>(be_.raw_alloc(bytes)); break;
+    case MemoryMode::Pool:
+      pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
+      persistent_ = static_cast<char*>(pool_->allocate(bytes, "persistent values"));
+      break;
+    case MemoryMode::Arena:
+      region_ = be_.raw_alloc(opt_.budget);
+      persistent_ = static_cast<char*>(region_);
+      break;
   }
-  arena_base_ = offset;
+  for (size_t v = 0; v < g_.values.size(); ++v)
+    if (layout_.offset[v] >= 0) ptr_[v] = persistent_ + layout_.offset[v];
+  be_.fill_zero(persistent_, layout_.region_bytes);  // padding included (Note [gradient buckets])
+  arena_base_ = layout_.region_bytes;
   in_use_ = peak_ = constant_bytes_;
 }
 
 Executor::~Executor() { release_all(); }
 
 void Executor::release_all() {
+  sync_.reset();
   be_.host_free(loss_host_);
   loss_host_ = nullptr;
   if (region_) {
     be_.raw_free(region_);
     region_ = nullptr;
   } else {
-    for (size_t v = 0; v < ptr_.size(); ++v)
-      if (ptr_[v]) release(ptr_[v]);
+    for (size_t v = 0; v < ptr_.size(); ++v)  // activations left by a step that failed
+      if (ptr_[v] && !value_is_persistent(g_.values[v].kind)) release(ptr_[v]);
+    if (persistent_) release(persistent_);
   }
+  persistent_ = nullptr;
   std::fill(ptr_.begin(), ptr_.end(), nullptr);
   pool_.reset();
 }
@@ -126,9 +139,22 @@ void Executor::init_parameters(uint64_t seed) {
     if (!value_is_persistent(val.kind) || val.kind == ValueKind::Input ||
         val.kind == ValueKind::Label)
       continue;
+    if (!ptr_[v]) continue;  // sharded optimizer state: below
     std::vector<float> host = init_values(val, seed);
     be_.copy_from_host(ptr_[v], host.data(), val.desc.bytes());
   }
+  // Sharded optimizer state (Note [gradient buckets]): this rank's part of each value.
+  for (const UpdateSlice& sl : layout_.slices) {
+    const Node& u = g_.node(sl.update);
+    for (size_t k = 0; k < sl.state_offsets.size(); ++k) {
+      const ValueId sv = u.inputs[k + 2];
+      if (ptr_[static_cast<size_t>(sv)]) continue;  // held whole: initialised above
+      const std::vector<float> host = init_values(g_.value(sv), seed);
+      be_.copy_from_host(persistent_ + sl.state_offsets[k], host.data() + sl.first,
+                         sl.desc.bytes());
+    }
+  }
+  be_.synchronize();  // the host copies are freed on return
 }
 
 std::vector<float> Executor::read(ValueId v) const {
@@ -137,6 +163,21 @@ std::vector<float> Executor::read(ValueId v) const {
   std::vector<float> host(static_cast<size_t>(val.desc.numel()));
   be_.copy_to_host(host.data(), ptr_[static_cast<size_t>(v)], val.desc.bytes());
   return host;
+}
+
+void Executor::read_region(int64_t offset, int64_t bytes, void* host) const {
+  REMAT_CHECK(offset >= 0 && bytes >= 0 && offset + bytes <= layout_.region_bytes,
+              "bytes [" << offset << ", " << offset + bytes << ") outside the persistent region of "
+                        << layout_.region_bytes);
+  be_.copy_to_host(host, persistent_ + offset, bytes);
+}
+
+void Executor::write_region(int64_t offset, int64_t bytes, const void* host) {
+  REMAT_CHECK(offset >= 0 && bytes >= 0 && offset + bytes <= layout_.region_bytes,
+              "bytes [" << offset << ", " << offset + bytes << ") outside the persistent region of "
+                        << layout_.region_bytes);
+  be_.copy_from_host(persistent_ + offset, host, bytes);
+  be_.synchronize();  // `host` may be pageable memory the caller frees next
 }
 
 void Executor::write(ValueId v, const std::vector<float>& host) {
@@ -159,6 +200,8 @@ ExecContext Executor::make_context(NodeId n, bool require_resident) {
     ctx.inputs.push_back(TensorView{&g_.value(v).desc, ptr_[static_cast<size_t>(v)]});
   }
   ctx.output = TensorView{&g_.value(node.output).desc, ptr_[static_cast<size_t>(node.output)]};
+  ctx.comm = opt_.op_comm;
+  ctx.batch_offset = opt_.parallel.rank * g_.batch;
   return ctx;
 }
 
@@ -174,10 +217,8 @@ int64_t node_workspace_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
 int64_t Executor::workspace_bytes(NodeId n) { return node_workspace_bytes(g_, ops_, be_, n); }
 
 int64_t Executor::arena_region_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
-                                     const ExecutionPlan& plan) {
-  int64_t base = 0;
-  for (const auto& v : g.values)
-    if (value_is_persistent(v.kind)) base += pool_round_up(v.desc.bytes());
+                                     const ExecutionPlan& plan, const ParallelConfig& parallel) {
+  const int64_t base = persistent_layout(g, parallel).region_bytes;
   const PlanBuffers buffers =
       plan_buffers(g, plan, [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); });
   return base + plan_arena(buffers.requests, kArenaAlignment).arena_bytes;
@@ -185,7 +226,8 @@ int64_t Executor::arena_region_bytes(const Graph& g, const OpRegistry& ops, Back
 
 int64_t Executor::prepare(const ExecutionPlan& plan) {
   if (opt_.memory == MemoryMode::Pool) {
-    PoolReplay r = replay_pool(g_, plan, [&](NodeId n) { return workspace_bytes(n); }, opt_.budget);
+    PoolReplay r = replay_pool(g_, plan, [&](NodeId n) { return workspace_bytes(n); }, opt_.budget,
+                               layout_.region_bytes);
     return r.fits ? r.peak_in_use : opt_.budget + r.shortfall;
   }
   if (opt_.memory != MemoryMode::Arena) return 0;
@@ -229,6 +271,21 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   if (ws) release(ws);
 }
 
+void Executor::run_update_slice(const UpdateSlice& sl, int64_t step) {
+  const Node& node = g_.node(sl.update);
+  const OpDef& op = ops_.get(node.op);
+  ExecContext ctx;
+  ctx.node = &node;
+  ctx.step = step;
+  ctx.inputs.push_back(TensorView{&sl.desc, persistent_ + sl.param_offset});
+  ctx.inputs.push_back(TensorView{&sl.desc, persistent_ + sl.grad_offset});
+  for (int64_t off : sl.state_offsets) ctx.inputs.push_back(TensorView{&sl.desc, persistent_ + off});
+  ctx.output = ctx.inputs[0];
+  REMAT_CHECK(be_.workspace_bytes(op, ctx) == 0,
+              "optimizer '" << node.op << "' needs workspace; sharded updates have none");
+  be_.run(op, ctx);
+}
+
 StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
@@ -244,6 +301,11 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)], labels, g_.value(g_.label).desc.bytes());
   if (pool_) pool_->reset_peak();
   peak_ = in_use_;
+  if (sync_ && !same_steps(plan.steps, sync_steps_)) {
+    sync_->prepare(plan);
+    sync_steps_ = plan.steps;
+  }
+  if (sync_) sync_->begin_step();
   bool loss_read = false;
   auto record = [&](const std::string& name, const char* cat, double start) {
     be_.synchronize();
@@ -264,6 +326,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
     }
     const double start = trace ? now_us(t0) : 0;
     run_node(s.node, s.recompute, step, static_cast<int>(i));
+    if (sync_) sync_->after_plan_step(static_cast<int>(i));
     if (trace) record(g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
     ++(s.recompute ? r.recomputes : r.computes);
     if (g_.node(s.node).output == g_.loss && !loss_read) {
@@ -273,13 +336,30 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
     }
   }
   REMAT_CHECK(loss_read, "plan for '" << plan.graph_name << "' never computes the loss");
-  for (size_t n = 0; n < g_.nodes.size(); ++n) {
-    if (g_.nodes[n].kind != NodeKind::Update) continue;
+  if (sync_) {
     const double start = trace ? now_us(t0) : 0;
-    run_node(static_cast<NodeId>(n), false, step, -1);
-    if (trace) record(g_.nodes[n].name, "update", start);
+    sync_->finish_gradients();
+    if (trace) record("gradient collectives (wait)", "communication", start);
+  }
+  if (opt_.parallel.shard_optimizer && sync_) {  // this rank's shards (Note [gradient buckets])
+    const double start = trace ? now_us(t0) : 0;
+    be_.range_push("optimizer shard", kRangeUpdate);
+    for (const UpdateSlice& sl : layout_.slices) run_update_slice(sl, step);
+    be_.range_pop();
+    if (trace) record("optimizer (this rank's shards)", "update", start);
+    const double gather = trace ? now_us(t0) : 0;
+    sync_->gather_parameters();
+    if (trace) record("parameter all-gather", "communication", gather);
+  } else {
+    for (size_t n = 0; n < g_.nodes.size(); ++n) {
+      if (g_.nodes[n].kind != NodeKind::Update) continue;
+      const double start = trace ? now_us(t0) : 0;
+      run_node(static_cast<NodeId>(n), false, step, -1);
+      if (trace) record(g_.nodes[n].name, "update", start);
+    }
   }
   be_.synchronize();
+  if (sync_) r.comm_wait_seconds = sync_->wait_seconds();
   be_.range_pop();
   r.loss = *loss_host_;
   for (size_t v = 0; v < g_.values.size(); ++v)

@@ -11,19 +11,23 @@
 #include "runtime/arena.h"
 #include "runtime/backend.h"
 #include "runtime/graph.h"
+#include "runtime/param_layout.h"
 #include "runtime/plan.h"
 
 namespace remat {
 
+class Communicator;
+class GradSync;
 class PoolAllocator;
 class TraceWriter;
 
 // Note [executor memory]
-// Direct: one backend allocation per tensor, no cap (tests, keep-everything runs).
-// Pool:   one backend allocation of exactly the budget at construction; every persistent
-//         value, activation and workspace is a block of the caching allocator (best fit,
+// The persistent values always live in one region laid out by runtime/param_layout.h.
+// Direct: one backend allocation for that region and one per activation, no cap (tests).
+// Pool:   one backend allocation of exactly the budget at construction; the persistent region
+//         and every activation and workspace are blocks of the caching allocator (best fit,
 //         split, coalesce). A request it cannot serve is an error naming the node and bytes.
-// Arena:  the same single allocation; persistent values at its start, and every activation
+// Arena:  the same single allocation; the persistent region at its start, and every activation
 //         and workspace of the plan at an offset assigned ahead of time (runtime/arena.h), so
 //         a step does no allocator work and cannot fragment. A plan whose arena does not fit
 //         the budget is rejected before the step runs.
@@ -34,6 +38,13 @@ MemoryMode memory_mode_from_name(const std::string& s);  // UserError on unknown
 struct ExecutorOptions {
   MemoryMode memory = MemoryMode::Direct;
   int64_t budget = 0;  // Pool / Arena: bytes reserved, the hard cap
+  // Data parallel (world > 1): this rank's place and the layout choices (Note [gradient
+  // buckets]); `grad_comm` averages the gradient buckets, `op_comm` serves collectives inside
+  // ops (batch-norm statistics over the global batch). Both communicate in the backend's
+  // memory, are separate communicators (Note [collective order]) and outlive the executor.
+  ParallelConfig parallel;
+  Communicator* grad_comm = nullptr;
+  Communicator* op_comm = nullptr;
 };
 
 struct StepResult {
@@ -48,6 +59,9 @@ struct StepResult {
   double fragmentation = 0;  // Pool: external fragmentation at the peak; else 0
   int computes = 0;
   int recomputes = 0;
+  // Data parallel: host seconds spent waiting for gradient collectives (not hidden behind the
+  // backward pass).
+  double comm_wait_seconds = 0;
 };
 
 // Workspace bytes `be` needs to run node `n` of `g` (no memory needed: shapes only).
@@ -57,7 +71,7 @@ class Executor {
  public:
   // Allocates every persistent value (zero-filled). The graph, registry and backend must
   // outlive the executor. Pool/Arena: throws UserError if the persistent values alone exceed
-  // the budget.
+  // the budget. Data parallel: every rank constructs its executor with the same graph.
   Executor(const Graph& g, const OpRegistry& ops, Backend& backend, ExecutorOptions opt = {});
   ~Executor();
   Executor(const Executor&) = delete;
@@ -75,17 +89,24 @@ class Executor {
   // The region an arena-mode executor needs for `plan`, before one exists: persistent values
   // (each aligned) plus the packed activation arena. What prepare() returns in arena mode.
   static int64_t arena_region_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
-                                    const ExecutionPlan& plan);
+                                    const ExecutionPlan& plan, const ParallelConfig& parallel = {});
 
   // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the
   // plan's steps, then every Update node. With `trace`, records spans per node (synchronising
-  // after each), frees and a memory counter.
+  // after each), frees and a memory counter. Data parallel: the gradient buckets are averaged
+  // over the ranks while the plan runs (runtime/grad_sync.h), this rank's updates run (its
+  // shards only, when sharded) and the updated shards are gathered; the loss is this rank's.
   StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
-  // Host copies of persistent float values.
+  // Host copies of persistent float values held whole on this rank.
   std::vector<float> read(ValueId v) const;
   void write(ValueId v, const std::vector<float>& host);
+  // Host copies of bytes of the persistent region (offsets from layout()): data-parallel
+  // checkpoints and weight checks reach sharded optimizer state through them.
+  void read_region(int64_t offset, int64_t bytes, void* host) const;
+  void write_region(int64_t offset, int64_t bytes, const void* host);
+  const PersistentLayout& layout() const { return layout_; }
 
   const Graph& graph() const { return g_; }
   MemoryMode memory_mode() const { return opt_.memory; }
@@ -98,13 +119,18 @@ class Executor {
   void* acquire(int64_t bytes, const std::string& who, int arena_request);
   void release(void* p);
   void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
+  void run_update_slice(const UpdateSlice& s, int64_t step);
 
   const Graph& g_;
   const OpRegistry& ops_;
   Backend& be_;
   ExecutorOptions opt_;
+  PersistentLayout layout_;
   std::vector<void*> ptr_;  // per value: its memory, or null while not resident
   std::unique_ptr<PoolAllocator> pool_;
+  std::unique_ptr<GradSync> sync_;  // data parallel only
+  std::vector<PlanStep> sync_steps_;  // the plan sync_ was prepared for
+  char* persistent_ = nullptr;      // the persistent region (layout_)
   void* region_ = nullptr;          // Arena: the single allocation
   float* loss_host_ = nullptr;      // host_alloc'd: the loss, copied without a mid-step sync
   int64_t arena_base_ = 0;          // Arena: offset of the activation arena in region_

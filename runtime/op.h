@@ -15,6 +15,8 @@
 
 namespace remat {
 
+class Communicator;
+
 // A persistent value an op needs next to its data inputs (conv weight, bn running mean, ...).
 // Named "<layer>.<suffix>"; appended to the node's inputs after the data inputs, in order.
 struct ParamSpec {
@@ -41,6 +43,11 @@ struct ExecContext {
   int64_t step = 0;             // 0-based training step (Adam bias correction, dropout masks)
   bool first_compute = true;    // false when the node is being recomputed within a step
   void* device = nullptr;       // backend-specific state (CudaContext* on the CUDA backend)
+  // Data parallel: collectives inside an op (batch-norm statistics over the global batch), in
+  // the backend's memory; null for one process. The global index of this rank's first
+  // sample (dropout masks are those of the global batch).
+  Communicator* comm = nullptr;
+  int64_t batch_offset = 0;
 };
 
 using KernelFn = std::function<void(const ExecContext&)>;

@@ -5,11 +5,12 @@
 
 namespace remat {
 
-ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>& workspace) {
+ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>& workspace,
+                            int64_t constant_bytes) {
   ExecutionPlan plan;
   plan.graph_name = g.name;
   plan.strategy = "all-keep";
-  plan.constant_bytes = g.persistent_bytes();
+  plan.constant_bytes = constant_bytes >= 0 ? constant_bytes : g.persistent_bytes();
   std::vector<NodeId> last_use(g.values.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (ValueId v : g.nodes[i].inputs) last_use[static_cast<size_t>(v)] = static_cast<NodeId>(i);

@@ -33,7 +33,10 @@ struct ExecutionPlan {
 };
 
 // Every non-update node once, in order; each activation freed right after its last use (Note
-// [memory semantics] in solver/schedule.h). `workspace(node)` gives each node's workspace bytes.
-ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>& workspace);
+// [memory semantics] in solver/schedule.h). `workspace(node)` gives each node's workspace bytes;
+// `constant_bytes` the bytes resident all step (-1: the graph's persistent bytes; data parallel:
+// the rank's layout, runtime/param_layout.h).
+ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>& workspace,
+                            int64_t constant_bytes = -1);
 
 }  // namespace remat

@@ -45,7 +45,9 @@ std::string plan_to_json_text(const ExecutionPlan& plan, const Graph& g) {
   return j.dump(1) + "\n";
 }
 
-ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const std::string& source) {
+ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const std::string& source,
+                                  int64_t constant_bytes) {
+  if (constant_bytes < 0) constant_bytes = g.persistent_bytes();
   json j;
   try {
     j = json::parse(text);
@@ -67,9 +69,10 @@ ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const
     p.budget = j.at("budget").get<int64_t>();
     p.constant_bytes = j.at("constant_bytes").get<int64_t>();
     p.predicted_peak = j.at("predicted_peak").get<int64_t>();
-    if (p.constant_bytes != g.persistent_bytes())
-      REMAT_USER_ERROR(source << ": plan's constant " << p.constant_bytes << " bytes, the graph's "
-                              << g.persistent_bytes() << ": made for another graph");
+    if (p.constant_bytes != constant_bytes)
+      REMAT_USER_ERROR(source << ": plan's constant " << p.constant_bytes << " bytes, this run's "
+                              << constant_bytes
+                              << ": made for another graph, world size or optimizer sharding");
     const json& steps = j.at("steps");
     for (size_t i = 0; i < steps.size(); ++i) {
       where = source + ": steps[" + std::to_string(i) + "]";
@@ -107,8 +110,8 @@ void plan_save(const ExecutionPlan& plan, const Graph& g, const std::string& pat
   if (!f) REMAT_USER_ERROR(path << ": write failed");
 }
 
-ExecutionPlan plan_load(const std::string& path, const Graph& g) {
-  return plan_from_json_text(read_file(path), g, path);
+ExecutionPlan plan_load(const std::string& path, const Graph& g, int64_t constant_bytes) {
+  return plan_from_json_text(read_file(path), g, path, constant_bytes);
 }
 
 std::string json_file_format(const std::string& path) {

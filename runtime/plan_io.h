@@ -10,10 +10,13 @@
 namespace remat {
 
 std::string plan_to_json_text(const ExecutionPlan& plan, const Graph& g);
-// UserError naming `source` and the step for a plan made for another graph or malformed.
-ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const std::string& source);
+// UserError naming `source` and the step for a plan made for another graph or malformed, or
+// whose constant is not `constant_bytes` (-1: the graph's persistent bytes; data parallel: the
+// rank's layout, so a plan made for another world size or sharding is rejected).
+ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const std::string& source,
+                                  int64_t constant_bytes = -1);
 void plan_save(const ExecutionPlan& plan, const Graph& g, const std::string& path);
-ExecutionPlan plan_load(const std::string& path, const Graph& g);
+ExecutionPlan plan_load(const std::string& path, const Graph& g, int64_t constant_bytes = -1);
 
 // The "format" field of a JSON file ("" if it has none or is not JSON): lets `train --plan`
 // accept both execution plans and schedules.

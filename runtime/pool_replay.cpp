@@ -6,6 +6,7 @@
 
 #include "runtime/allocator.h"
 #include "runtime/check.h"
+#include "runtime/param_layout.h"
 
 namespace remat {
 
@@ -34,15 +35,15 @@ class AddressOnlyBackend : public Backend {
 }  // namespace
 
 PoolReplay replay_pool(const Graph& g, const ExecutionPlan& plan,
-                       const std::function<int64_t(NodeId)>& workspace, int64_t pool_bytes) {
+                       const std::function<int64_t(NodeId)>& workspace, int64_t pool_bytes,
+                       int64_t persistent_bytes) {
+  if (persistent_bytes < 0) persistent_bytes = persistent_layout(g, {}).region_bytes;
   AddressOnlyBackend be;
   PoolAllocator pool(be, pool_bytes);
   std::vector<void*> ptr(g.values.size(), nullptr);
   PoolReplay r;
   try {
-    for (size_t v = 0; v < g.values.size(); ++v)
-      if (value_is_persistent(g.values[v].kind))
-        ptr[v] = pool.allocate(g.values[v].desc.bytes(), g.values[v].name);
+    pool.allocate(persistent_bytes, "persistent values");
     auto run = [&](NodeId n) {
       const int64_t ws = workspace(n);
       if (ws > 0) pool.free(pool.allocate(ws, "workspace"));

@@ -17,9 +17,11 @@ struct PoolReplay {
   int64_t shortfall = 0;    // when it does not: bytes the failing request lacked in one block
 };
 
-// Persistent values first (in value order, as the executor allocates them), then every plan
-// step's output and workspace, then each update's workspace.
+// The persistent values first, as the executor allocates them (one block of
+// `persistent_bytes`, their region in runtime/param_layout.h; -1: the one-process layout),
+// then every plan step's output and workspace, then each update's workspace.
 PoolReplay replay_pool(const Graph& g, const ExecutionPlan& plan,
-                       const std::function<int64_t(NodeId)>& workspace, int64_t pool_bytes);
+                       const std::function<int64_t(NodeId)>& workspace, int64_t pool_bytes,
+                       int64_t persistent_bytes = -1);
 
 }  // namespace remat

@@ -31,13 +31,13 @@ CostTable flops_costs(const Graph& g, const OpRegistry& ops,
   return t;
 }
 
-GraphProblem problem_from_graph(const Graph& g, const CostTable& costs) {
+GraphProblem problem_from_graph(const Graph& g, const CostTable& costs, int64_t constant_bytes) {
   GraphProblem gp;
   Problem& p = gp.problem;
   p.name = g.name;
   p.cost_unit = costs.unit;
   p.batch = g.batch;
-  p.constant_bytes = g.persistent_bytes();
+  p.constant_bytes = constant_bytes >= 0 ? constant_bytes : g.persistent_bytes();
   for (ValueId v : {g.input, g.label})
     if (v != kNoValue) p.batch_constant_bytes += g.value(v).desc.bytes();
   std::vector<int> index_of(g.nodes.size(), -1);

@@ -22,14 +22,15 @@ CostTable flops_costs(const Graph& g, const OpRegistry& ops,
                       const std::function<int64_t(NodeId)>& workspace = nullptr);
 
 // The problem a graph defines: one problem node per non-update graph node, in order; deps are
-// the producers of its activation inputs; constant = the graph's persistent bytes.
+// the producers of its activation inputs; constant = `constant_bytes`, or the graph's
+// persistent bytes when -1 (data parallel: the rank's layout, runtime/param_layout.h).
 // `node_of[i]` is the graph node of problem node i. Throws UserError if the table does not
 // match the graph (names, count, batch).
 struct GraphProblem {
   Problem problem;
   std::vector<NodeId> node_of;
 };
-GraphProblem problem_from_graph(const Graph& g, const CostTable& costs);
+GraphProblem problem_from_graph(const Graph& g, const CostTable& costs, int64_t constant_bytes = -1);
 
 // Replays `s` with the simulator and turns its steps into plan steps on the graph. Throws if
 // the schedule is invalid. Frees of persistent outputs (bytes 0 in the problem) are dropped.

@@ -197,15 +197,16 @@ std::string FlagParser::get_choice(const std::string& name,
   throw UsageError(program_ + ": --" + name + " '" + v + "' is not one of: " + list);
 }
 
-int report_exception() {
+int report_exception(const std::string& who) {
   std::fflush(stdout);  // progress printed so far comes before the error line
+  const std::string prefix = "error: " + (who.empty() ? "" : who + ": ");
   try {
     throw;
   } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << prefix << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << prefix << e.what() << "\n";
     return 1;
   }
 }

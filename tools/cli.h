@@ -58,7 +58,9 @@ class FlagParser {
 template <typename F>
 int run_main(F&& body);
 
-int report_exception();  // used by run_main: prints the current exception, returns exit code
+// Used by run_main: prints the current exception on stderr ("error: <who>: message" when `who`
+// is not empty, e.g. a data-parallel rank), returns the exit code.
+int report_exception(const std::string& who = "");
 
 template <typename F>
 int run_main(F&& body) {

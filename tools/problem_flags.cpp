@@ -22,11 +22,27 @@ void add_problem_flags(FlagParser& flags) {
       .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
       .add("input", "CxHxW", "per-sample input size override (with --config)")
       .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
-           "flops");
+           "flops")
+      .add("world", "N", "plan one rank of N data-parallel ranks (with --config)", "1")
+      .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank");
 }
 
+namespace {
+// --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same).
+ParallelConfig parallel_from_flags(const FlagParser& flags) {
+  ParallelConfig pc;
+  pc.world = static_cast<int>(flags.get_int("world", 1, 1 << 20));
+  pc.shard_optimizer = flags.has("shard-optimizer");
+  if (pc.shard_optimizer && pc.world < 2)
+    REMAT_USER_ERROR("--shard-optimizer needs --world N with N >= 2 (the ranks that share the "
+                     "optimizer state)");
+  return pc;
+}
+}  // namespace
+
 Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
-                            std::optional<Shape> input, const std::string& cost_model) {
+                            std::optional<Shape> input, const std::string& cost_model,
+                            const ParallelConfig& parallel) {
   const ModelConfig cfg = load_model_config(config_path);
   std::optional<CostTable> table;
   if (cost_model != "flops") {
@@ -41,7 +57,7 @@ Problem problem_from_config(const std::string& config_path, std::optional<int64_
   const Graph fwd = build_forward_graph(cfg, ops, bo);
   const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
   const CostTable costs = table ? *table : flops_costs(g, ops);
-  Problem p = problem_from_graph(g, costs).problem;
+  Problem p = problem_from_graph(g, costs, persistent_layout(g, parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
   return p;
 }
@@ -56,7 +72,7 @@ Problem problem_from_flags(const FlagParser& flags) {
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
-    for (const char* f : {"input", "cost-model"})
+    for (const char* f : {"input", "cost-model", "world", "shard-optimizer"})
       if (flags.has(f))
         REMAT_USER_ERROR("--" << f << " needs --config; a --problem file already has its sizes "
                               "and costs");
@@ -65,7 +81,8 @@ Problem problem_from_flags(const FlagParser& flags) {
   }
   std::optional<Shape> input;
   if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
-  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"));
+  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"),
+                             parallel_from_flags(flags));
 }
 
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
@@ -73,8 +90,9 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   std::optional<Shape> input;
   if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
   const std::string config = flags.get("config");
-  return [config, input](int64_t batch) {
-    return problem_from_config(config, batch, input, "flops");
+  const ParallelConfig parallel = parallel_from_flags(flags);
+  return [config, input, parallel](int64_t batch) {
+    return problem_from_config(config, batch, input, "flops", parallel);
   };
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/param_layout.h"
 #include "runtime/tensor.h"
 #include "solver/problem.h"
 #include "solver/strategies.h"
@@ -22,6 +23,9 @@ namespace remat {
 //                         problem: rescaled linearly with problem_at_batch)
 //   --input CxHxW         per-sample input size override (config only)
 //   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
+//   --world N             plan one rank of N data-parallel ranks: its constant holds the
+//                         gradient buckets (config only; runtime/param_layout.h)
+//   --shard-optimizer     ... with 1/N of the optimizer state per rank (ZeRO-1)
 void add_problem_flags(FlagParser& flags);
 
 // Builds the Problem from exactly one of --config / --problem; UserError naming the flags
@@ -36,8 +40,10 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 // The Problem a model config defines (what --config does): the training graph uses the config's
 // optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
 // graph is built at the table's batch so the two match.
+// `parallel` sets the constant for one rank of a data-parallel job (default: one process).
 Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
-                            std::optional<Shape> input, const std::string& cost_model);
+                            std::optional<Shape> input, const std::string& cost_model,
+                            const ParallelConfig& parallel = {});
 
 // Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
 void add_solve_flags(FlagParser& flags);

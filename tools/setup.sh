@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make pkg-config libyaml-cpp-dev libgtest-dev coinor-libcbc-dev
-          libopenblas-dev nlohmann-json3-dev zlib1g-dev libbz2-dev ${REMAT_EXTRA_PACKAGES:-})
+          libopenblas-dev nlohmann-json3-dev zlib1g-dev libbz2-dev openmpi-bin libopenmpi-dev
+          ${REMAT_EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -45,17 +45,18 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   StepPlan sp;
   auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
   if (!opt.budget && opt.schedule_file.empty()) {
-    sp.plan = plan_keep_all(g, workspace);
+    sp.plan = plan_keep_all(g, workspace, opt.constant_bytes);
     sp.status = "no budget";
     return sp;
   }
   if (!opt.schedule_file.empty() && json_file_format(opt.schedule_file) == "remat-plan/1") {
-    sp.plan = plan_load(opt.schedule_file, g);  // an execution plan: runs as saved
+    sp.plan = plan_load(opt.schedule_file, g, opt.constant_bytes);  // runs as saved
     sp.plan.budget = opt.budget.value_or(0);
     sp.status = "loaded";
     return sp;
   }
-  GraphProblem gp = problem_from_graph(g, cost_table(g, ops, be, opt.cost_model));
+  GraphProblem gp =
+      problem_from_graph(g, cost_table(g, ops, be, opt.cost_model), opt.constant_bytes);
   sp.cost_unit = gp.problem.cost_unit;
   for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
   Schedule schedule;

@@ -21,6 +21,9 @@ struct StepPlanOptions {
   double time_limit = 60;             // solver seconds
   int threads = 1;
   int log_level = 1;
+  // The bytes resident all step that the plan is made around: -1 the graph's persistent bytes;
+  // data parallel: the rank's layout (runtime/param_layout.h), sharding included.
+  int64_t constant_bytes = -1;
 };
 
 struct StepPlan {

@@ -1,69 +1,115 @@
 // `train`: trains a model from a YAML config, optionally under a memory budget with a
-// rematerialization schedule. main() only parses flags and dispatches.
+// rematerialization schedule; under mpirun, as one rank of a data-parallel job. main() only
+// parses flags and dispatches.
 #include <climits>
+#include <cstdio>
+#include <memory>
+#include <thread>
 
 #include "models/build.h"
+#include "ops/cpu_gemm.h"
 #include "runtime/check.h"
+#include "runtime/mpi_session.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
 #include "tools/training.h"
 
+namespace {
+
+// Note [errors in a data-parallel job]
+// Any rank's error ends the whole job: the failing rank prints its message, prefixed with its
+// rank and host, and calls MPI_Abort with its exit code, which makes mpirun stop every other
+// rank (even one blocked in a collective waiting for it) and exit with that code. A rank that
+// dies without a word (a signal) is noticed by mpirun, which also stops the rest.
+int train_main(int argc, char** argv, remat::MpiSession& session) {
+  std::vector<std::string> strategies = remat::strategy_names();
+  std::string known;
+  for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
+  remat::FlagParser f("train", "Trains a model described in YAML (see README).");
+  f.add("config", "FILE", "model YAML (required)")
+      .add("device", "cpu|cuda", "where to train", "cpu")
+      .add("steps", "N", "training steps (total, when resuming)", "50")
+      .add("batch", "N", "override the config's batch size (per rank under mpirun)")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("seed", "S", "override the config's seed (weights, dropout)")
+      .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB (per rank)")
+      .add("strategy", "S", known, "checkmate")
+      .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
+      .add("plan", "FILE", "run a schedule (`plan -o`) or plan (--save-plan) instead of solving")
+      .add("save-plan", "FILE", "write the execution plan that runs (JSON)")
+      .add("time-limit", "SEC", "solver time limit", "60")
+      .add("threads", "N", "solver threads", "1")
+      .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
+      .add("trace", "FILE", "write a Chrome trace of the last step")
+      .add("save", "FILE", "write a checkpoint (safetensors) after the last step")
+      .add("resume", "FILE", "continue from a checkpoint")
+      .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
+      .add("precision", "fp32|tf32|tf32-all",
+           "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
+           "tf32")
+      .add("log-every", "K", "print every K-th step", "1")
+      .add("shard-optimizer", "", "mpirun: each rank keeps 1/N of the optimizer state (ZeRO-1)")
+      .add("bucket-size", "BYTES", "mpirun: gradient bucket size", "25MB")
+      .add("check-every", "K", "mpirun: check that all ranks hold the same weights every K steps "
+                               "(and at the start and end; 0: start and end only)", "100");
+  if (!f.parse(argc, argv)) return 0;
+  if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
+  remat::TrainOptions opt;
+  opt.config = f.get("config");
+  opt.device = f.get_choice("device", {"cpu", "cuda"});
+  opt.steps = f.get_int("steps", 1, 100000000);
+  if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
+  if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
+  if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
+  if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
+  opt.plan.strategy = f.get_choice("strategy", strategies);
+  opt.plan.cost_model = f.get("cost-model");
+  if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
+  if (f.has("plan") && !f.has("budget"))
+    throw remat::UserError("train: --plan needs --budget (the cap the plan runs under)");
+  if (f.has("strategy") && !f.has("budget"))
+    throw remat::UserError("train: --strategy needs --budget");
+  opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
+  opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
+  opt.memory = f.get_choice("memory", {"arena", "pool"});
+  opt.trace_file = f.get("trace");
+  opt.save_plan_file = f.get("save-plan");
+  opt.save_file = f.get("save");
+  opt.resume_file = f.get("resume");
+  opt.summary_file = f.get("summary");
+  opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
+  opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
+  opt.shard_optimizer = f.has("shard-optimizer");
+  opt.bucket_bytes = f.get_bytes("bucket-size");
+  if (opt.bucket_bytes < 1)
+    throw remat::UserError("train: --bucket-size '" + f.get("bucket-size") + "' must be positive");
+  opt.check_every = f.get_int("check-every", 0, INT64_MAX);
+  if (session.size() > 1) {
+    // Rank 0 alone prints progress; the others keep stderr for their errors.
+    if (session.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      throw remat::Error("cannot silence stdout of rank " + std::to_string(session.rank()));
+    // CPU ranks on one host share its cores.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (opt.device == "cpu") remat::cpu_gemm_set_threads(cores / session.local_size());
+  }
+  remat::run_training(opt, &session);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  return remat::run_main([&] {
-    std::vector<std::string> strategies = remat::strategy_names();
-    std::string known;
-    for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
-    remat::FlagParser f("train", "Trains a model described in YAML (see README).");
-    f.add("config", "FILE", "model YAML (required)")
-        .add("device", "cpu|cuda", "where to train", "cpu")
-        .add("steps", "N", "training steps (total, when resuming)", "50")
-        .add("batch", "N", "override the config's batch size")
-        .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
-        .add("seed", "S", "override the config's seed (weights, dropout)")
-        .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB")
-        .add("strategy", "S", known, "checkmate")
-        .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
-        .add("plan", "FILE", "run a schedule (`plan -o`) or plan (--save-plan) instead of solving")
-        .add("save-plan", "FILE", "write the execution plan that runs (JSON)")
-        .add("time-limit", "SEC", "solver time limit", "60")
-        .add("threads", "N", "solver threads", "1")
-        .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
-        .add("trace", "FILE", "write a Chrome trace of the last step")
-        .add("save", "FILE", "write a checkpoint (safetensors) after the last step")
-        .add("resume", "FILE", "continue from a checkpoint")
-        .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
-        .add("precision", "fp32|tf32|tf32-all",
-             "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
-             "tf32")
-        .add("log-every", "K", "print every K-th step", "1");
-    if (!f.parse(argc, argv)) return 0;
-    if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
-    remat::TrainOptions opt;
-    opt.config = f.get("config");
-    opt.device = f.get_choice("device", {"cpu", "cuda"});
-    opt.steps = f.get_int("steps", 1, 100000000);
-    if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
-    if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
-    if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
-    if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
-    opt.plan.strategy = f.get_choice("strategy", strategies);
-    opt.plan.cost_model = f.get("cost-model");
-    if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
-    if (f.has("plan") && !f.has("budget"))
-      throw remat::UserError("train: --plan needs --budget (the cap the plan runs under)");
-    if (f.has("strategy") && !f.has("budget"))
-      throw remat::UserError("train: --strategy needs --budget");
-    opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
-    opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
-    opt.memory = f.get_choice("memory", {"arena", "pool"});
-    opt.trace_file = f.get("trace");
-    opt.save_plan_file = f.get("save-plan");
-    opt.save_file = f.get("save");
-    opt.resume_file = f.get("resume");
-    opt.summary_file = f.get("summary");
-    opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
-    opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
-    remat::run_training(opt);
-    return 0;
-  });
+  std::unique_ptr<remat::MpiSession> session;
+  int code = 0;
+  try {
+    session = std::make_unique<remat::MpiSession>();
+    code = train_main(argc, argv, *session);
+  } catch (...) {
+    code = remat::report_exception(session ? session->label() : "");
+  }
+  if (code != 0 && session && session->size() > 1) {
+    std::fflush(stderr);
+    session->abort_job(code);  // Note [errors in a data-parallel job]
+  }
+  return code;
 }

@@ -19,9 +19,12 @@
 #include "runtime/check.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
+#include "runtime/mpi_session.h"
 #include "runtime/plan_io.h"
+#include "runtime/replica_state.h"
 #include "runtime/trace.h"
 #include "tools/cli.h"
+#include "tools/data_parallel.h"
 
 namespace remat {
 
@@ -45,19 +48,23 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
   j["model"] = g.name;
   j["batch"] = g.batch;
   j["device"] = opt.device;
+  j["world"] = sum.world;
+  j["global_batch"] = g.batch * sum.world;
   j["precision"] = opt.device == "cpu" ? "fp32" : opt.precision;
   j["steps"] = sum.losses.size();
   j["strategy"] = sp.plan.strategy;
   j["budget_bytes"] = opt.plan.budget ? nlohmann::ordered_json(*opt.plan.budget) : nullptr;
-  j["persistent_bytes"] = g.persistent_bytes();
+  j["persistent_bytes"] = sum.constant_bytes;
   j["predicted_peak_bytes"] = sum.predicted_peak;
   j["measured_peak_bytes"] = sum.peak_bytes;
   j["reserved_peak_bytes"] = sum.reserved_peak_bytes;
   j["recomputes_per_step"] = sum.recomputes_per_step;
   j["samples_per_second"] = sum.samples_per_second;
   j["ms_per_step"] = sum.samples_per_second > 0
-                         ? 1000.0 * static_cast<double>(g.batch) / sum.samples_per_second
+                         ? 1000.0 * static_cast<double>(g.batch * sum.world) /
+                               sum.samples_per_second
                          : 0.0;
+  j["comm_wait_ms_per_step"] = sum.comm_wait_ms;
   j["first_loss"] = sum.first_loss;
   j["last_loss"] = sum.last_loss;
   write_file_atomic(path, j.dump(2) + "\n");
@@ -74,12 +81,12 @@ int64_t workspace_limit_for(const Graph& g, const TrainOptions& opt) {
   return std::clamp<int64_t>(room / 8, 0, 4096 * kMiB);
 }
 
-std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt) {
+std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt, int device) {
   if (opt.device == "cpu") return make_cpu_backend();
   std::string why;
   CudaOptions co = cuda_precision_options(opt.precision);
   co.workspace_limit = workspace_limit_for(g, opt);
-  auto be = make_cuda_backend(0, &why, co);
+  auto be = make_cuda_backend(device, &why, co);
   if (!be) REMAT_USER_ERROR("--device cuda: " << why);
   return be;
 }
@@ -87,23 +94,31 @@ std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt) {
 // Plans the step, ends the backend's setup (releasing algorithm-search memory), then creates
 // the executor — whose single allocation is the budget — and shrinks the solver's budget until
 // the plan also fits the real allocation: the arena's aligned, packed layout, or the pool's
-// replayed requests with their fragmentation.
+// replayed requests with their fragmentation. Data parallel: rank 0 plans, every rank runs its
+// plan, and a plan fits when it fits on every rank (each measures its own workspaces).
 std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& ops, Backend& be,
-                                             const TrainOptions& opt, StepPlan* sp) {
+                                             const TrainOptions& opt, ExecutorOptions eo,
+                                             ParallelJob* job, StepPlan* sp) {
+  StepPlanOptions po = opt.plan;
+  if (job) po.constant_bytes = persistent_layout(g, eo.parallel).constant_bytes;
   int64_t solver_budget = opt.plan.budget.value_or(0);
-  *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
+  auto decide = [&] {
+    if (!job || job->rank == 0) *sp = make_step_plan(g, ops, be, po, solver_budget);
+    if (job) sp->plan = share_plan(*job, sp->plan, g, po.constant_bytes);
+  };
+  auto on_all_ranks = [&](int64_t bytes) { return job ? max_over_ranks(*job, bytes) : bytes; };
+  decide();
   be.end_setup();
-  ExecutorOptions eo;
   if (opt.plan.budget) {
     eo.memory = memory_mode_from_name(opt.memory);
     eo.budget = *opt.plan.budget;
   } else {  // keep everything, in one reservation of exactly what the plan needs
     eo.memory = MemoryMode::Arena;
-    eo.budget = Executor::arena_region_bytes(g, ops, be, sp->plan);
+    eo.budget = on_all_ranks(Executor::arena_region_bytes(g, ops, be, sp->plan, eo.parallel));
   }
   auto ex = std::make_unique<Executor>(g, ops, be, eo);
   for (int attempt = 0;; ++attempt) {
-    const int64_t need = ex->prepare(sp->plan);
+    const int64_t need = on_all_ranks(ex->prepare(sp->plan));
     if (!opt.plan.budget || need <= *opt.plan.budget) return ex;
     if (attempt == 6 || !opt.plan.schedule_file.empty())
       REMAT_USER_ERROR("the " << sp->plan.strategy << " plan needs " << format_bytes(need)
@@ -114,7 +129,7 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
     std::printf("plan: %s memory needs %s > budget; re-solving at %s\n",
                 memory_mode_name(ex->memory_mode()), format_bytes(need).c_str(),
                 format_bytes(solver_budget).c_str());
-    *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
+    decide();
   }
 }
 
@@ -137,9 +152,28 @@ void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
   std::printf("\n");
 }
 
+// One line on how the ranks share the work and the memory (Note [gradient buckets]).
+void print_parallel(const ParallelJob& job, const Graph& g, const PersistentLayout& L,
+                    const Communicator& grads) {
+  int64_t largest = 0;
+  for (const auto& b : L.buckets) largest = std::max(largest, b.bytes);
+  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %zu buckets "
+              "(largest %s, in place, padding %s) averaged with %s while the backward runs; "
+              "optimizer state %s per rank%s\n",
+              job.world, static_cast<long long>(g.batch),
+              static_cast<long long>(g.batch * job.world), L.buckets.size(),
+              format_bytes(largest).c_str(), format_bytes(L.padding_bytes).c_str(),
+              grads.name().c_str(), format_bytes(L.state_kinds * L.state_block_bytes).c_str(),
+              L.parallel.shard_optimizer
+                  ? (" (sharded: 1/" + std::to_string(job.world) + " of " +
+                     format_bytes(L.state_kinds * L.flat_bytes) + ")").c_str()
+                  : "");
+}
+
 }  // namespace
 
-TrainSummary run_training(const TrainOptions& opt) {
+TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
+  const bool parallel = session && session->size() > 1;
   ModelConfig cfg = load_model_config(opt.config);
   if (opt.seed != 0) cfg.seed = opt.seed;
   const OpRegistry ops = make_builtin_registry();
@@ -149,10 +183,22 @@ TrainSummary run_training(const TrainOptions& opt) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
-  std::unique_ptr<Backend> backend = make_backend(g, opt);
+  std::unique_ptr<Backend> backend =
+      make_backend(g, opt, parallel ? parallel_cuda_device(*session) : 0);
+  std::unique_ptr<ParallelJob> job = parallel ? make_parallel_job(*session, *backend) : nullptr;
+  ExecutorOptions eo;
+  DataShard shard;
+  if (job) {
+    check_same_graph(*job, g, opt.config);
+    eo.parallel = ParallelConfig{job->world, job->rank, opt.shard_optimizer, opt.bucket_bytes};
+    eo.grad_comm = job->grads.get();
+    eo.op_comm = job->ops.get();
+    shard = DataShard{job->rank * g.batch, job->world * g.batch};
+  }
+  const PersistentLayout layout = persistent_layout(g, eo.parallel);
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
-  std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir);
+  std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir, shard);
   int params = 0;
   int64_t param_numel = 0;
   for (const auto& v : g.values)
@@ -166,22 +212,27 @@ TrainSummary run_training(const TrainOptions& opt) {
       : opt.precision == "tf32-all" ? ", precision tf32-all (convolutions and GEMMs in TF32)"
                                     : ", precision tf32 (convolutions in TF32, GEMMs in FP32)";
   std::printf("training graph: %zu nodes, persistent %s; device %s%s; data %s\n", g.nodes.size(),
-              format_bytes(g.persistent_bytes()).c_str(), backend->name().c_str(),
+              format_bytes(layout.constant_bytes).c_str(), backend->name().c_str(),
               precision.c_str(), data->describe().c_str());
+  if (job) print_parallel(*job, g, layout, *job->grads);
   std::fflush(stdout);
   StepPlan sp;
-  std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, &sp);
+  std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, eo, job.get(), &sp);
   Executor& ex = *exec;
   ex.init_parameters(cfg.seed);
   int64_t first_step = 0;
-  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
+  if (!opt.resume_file.empty())
+    first_step = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)
+                     : checkpoint_load(ex, opt.resume_file);
+  if (job) check_replicas_identical(ex, *job->host, "before the first step");
 
   if (first_step > 0)
     std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
                 static_cast<long long>(first_step));
 
+  const bool writer = !job || job->rank == 0;  // rank 0 alone writes files
   print_plan(sp, opt, ex);
-  if (!opt.save_plan_file.empty()) {
+  if (writer && !opt.save_plan_file.empty()) {
     plan_save(sp.plan, g, opt.save_plan_file);
     std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
   }
@@ -192,15 +243,23 @@ TrainSummary run_training(const TrainOptions& opt) {
   auto* images = static_cast<float*>(images_buf.data);
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
+  sum.world = job ? job->world : 1;
+  sum.constant_bytes = layout.constant_bytes;
   sum.predicted_peak = sp.plan.predicted_peak;
-  double timed_seconds = 0;
+  const int64_t global_batch = g.batch * sum.world;
+  double timed_seconds = 0, comm_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = first_step; step < opt.steps; ++step) {
     data->next_batch(step, images, labels);
     const bool last = step + 1 == opt.steps;
+    const bool tracing = writer && last && !opt.trace_file.empty();
     TraceWriter trace;
-    StepResult r = ex.run_step(sp.plan, images, labels, step,
-                               last && !opt.trace_file.empty() ? &trace : nullptr);
+    StepResult r = ex.run_step(sp.plan, images, labels, step, tracing ? &trace : nullptr);
+    if (job) {
+      r.loss = static_cast<float>(mean_over_ranks(*job, r.loss));
+      if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
+        check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
+    }
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.losses.push_back(r.loss);
@@ -208,13 +267,16 @@ TrainSummary run_training(const TrainOptions& opt) {
     sum.reserved_peak_bytes = std::max(sum.reserved_peak_bytes, r.reserved_peak_bytes);
     sum.recomputes_per_step = r.recomputes;
     sum.fragmentation = std::max(sum.fragmentation, r.fragmentation);
-    if (step > first_step) timed_seconds += r.seconds, timed_samples += g.batch;
+    if (step > first_step) {
+      timed_seconds += r.seconds, timed_samples += global_batch;
+      comm_seconds += r.comm_wait_seconds;
+    }
     if (step == first_step || last || (step + 1) % opt.log_every == 0)
       std::printf("step %5lld  loss %.4f  %9.1f samples/s  peak %s\n",
                   static_cast<long long>(step + 1), r.loss,
-                  static_cast<double>(g.batch) / r.seconds, format_bytes(r.peak_bytes).c_str());
+                  static_cast<double>(global_batch) / r.seconds, format_bytes(r.peak_bytes).c_str());
     std::fflush(stdout);
-    if (last && !opt.trace_file.empty()) {
+    if (tracing) {
       trace.process_name("remat " + g.name + " step " + std::to_string(step + 1));
       trace.thread_name(1, backend->name());
       trace.save(opt.trace_file);
@@ -222,8 +284,16 @@ TrainSummary run_training(const TrainOptions& opt) {
                   opt.trace_file.c_str());
     }
   }
+  const int64_t timed_steps = timed_samples / std::max<int64_t>(global_batch, 1);
   sum.samples_per_second =
       timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
+  if (job) {
+    check_replicas_identical(ex, *job->host, "at the end");
+    sum.weights_checksum = replica_checksum(ex);
+    sum.peak_bytes = max_over_ranks(*job, sum.peak_bytes);
+    sum.reserved_peak_bytes = max_over_ranks(*job, sum.reserved_peak_bytes);
+    sum.comm_wait_ms = timed_steps > 0 ? 1000.0 * mean_over_ranks(*job, comm_seconds) / timed_steps : 0;
+  }
   std::printf("done: %zu steps, loss %.4f -> %.4f, %.1f samples/s\n", sum.losses.size(),
               sum.first_loss, sum.last_loss, sum.samples_per_second);
   std::printf("memory: predicted peak %s, measured peak %s (%s), %s %s", 
@@ -236,13 +306,19 @@ TrainSummary run_training(const TrainOptions& opt) {
   if (ex.memory_mode() == MemoryMode::Pool)
     std::printf(", fragmentation at the peak %.1f%%", 100 * sum.fragmentation);
   if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
+  if (job) std::printf(" (largest of %d ranks)", job->world);
   std::printf("\n");
   if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
     std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
-                1000.0 * static_cast<double>(g.batch) / sum.samples_per_second);
-  if (!opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
+                1000.0 * static_cast<double>(global_batch) / sum.samples_per_second);
+  if (job)
+    std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
+                "gradient collectives %.2f ms per step\n",
+                job->world, static_cast<unsigned long long>(sum.weights_checksum), sum.comm_wait_ms);
+  if (writer && !opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
   if (!opt.save_file.empty()) {
-    checkpoint_save(ex, opt.save_file, opt.steps);
+    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, opt.steps);
+    else checkpoint_save(ex, opt.save_file, opt.steps);
     std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(opt.steps),
                 opt.save_file.c_str());
   }

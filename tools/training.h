@@ -1,7 +1,8 @@
 // The `train` command's work, separate from flag parsing: load a model config, build the
 // training graph, decide the step plan (keep everything, or a schedule for a budget), and run
 // N steps inside the memory cap, printing one line per step and a closing comparison of
-// predicted and measured memory and time.
+// predicted and measured memory and time. As one rank of an MPI job (data parallel), rank 0
+// decides the plan and alone prints and writes files (tools/data_parallel.h).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,10 @@ struct TrainOptions {
   std::string resume_file;         // checkpoint to continue from
   std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
   std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
+  // Data parallel (an MPI job of several ranks; ignored for one process).
+  bool shard_optimizer = false;       // each rank keeps 1/world of the optimizer state (ZeRO-1)
+  int64_t bucket_bytes = 25'000'000;  // gradient bucket size (Note [gradient buckets])
+  int64_t check_every = 100;          // steps between checks that the ranks' weights agree
 };
 
 struct TrainSummary {
@@ -41,9 +46,17 @@ struct TrainSummary {
   int64_t predicted_peak = 0;
   double fragmentation = 0;        // pool mode: largest external fragmentation at a step's peak
   int recomputes_per_step = 0;
+  int world = 1;                   // ranks that trained together
+  int64_t constant_bytes = 0;      // the plan's constant (this rank's persistent layout)
+  double comm_wait_ms = 0;         // data parallel: mean ms per step waiting for collectives
+  uint64_t weights_checksum = 0;   // data parallel: the ranks' common checksum at the end
 };
 
+class MpiSession;
+
 // Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets.
-TrainSummary run_training(const TrainOptions& opt);
+// With `session` of several ranks, trains data parallel: every rank calls it with the same
+// options; losses are means over the ranks, peaks the largest.
+TrainSummary run_training(const TrainOptions& opt, MpiSession* session = nullptr);
 
 }  // namespace remat

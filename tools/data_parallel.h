@@ -1,0 +1,47 @@
+// `train` as one rank of a data-parallel job started by mpirun: the job's communicators, the
+// checks that every rank trains the same graph, the plan rank 0 decides for all, and the
+// per-rank numbers rank 0 reports for the job.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+#include "runtime/communicator.h"
+#include "runtime/graph.h"
+#include "runtime/mpi_session.h"
+#include "runtime/plan.h"
+
+namespace remat {
+
+struct ParallelJob {
+  int rank = 0;
+  int world = 1;
+  std::string label;                    // "rank 1 of 4 (node-b)"
+  std::unique_ptr<Communicator> host;   // MPI, host memory: plans, checks, checkpoints, losses
+  std::unique_ptr<Communicator> grads;  // the gradient buckets, in the backend's memory
+  std::unique_ptr<Communicator> ops;    // collectives inside ops (batch-norm statistics)
+};
+
+// The CUDA device a rank uses: its index on its host, modulo the host's devices.
+int parallel_cuda_device(const MpiSession& s);
+
+// The communicators of a job of session.size() > 1 ranks for `be`: MPI on the CPU; NCCL on
+// CUDA, its unique id sent over MPI. UserError when this build cannot communicate in `be`'s
+// memory.
+std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be);
+
+// UserError naming every rank whose training graph (model, batch, layers, optimizer) differs
+// from rank 0's; `config` is what this rank was given (--config).
+void check_same_graph(ParallelJob& job, const Graph& g, const std::string& config);
+
+// Rank 0's plan on every rank (sent as remat-plan/1 text), checked against this rank's graph
+// and constant (runtime/param_layout.h); `plan` is read on rank 0 only.
+ExecutionPlan share_plan(ParallelJob& job, const ExecutionPlan& plan, const Graph& g,
+                         int64_t constant_bytes);
+
+// The largest of every rank's value, and the mean.
+int64_t max_over_ranks(ParallelJob& job, int64_t value);
+double mean_over_ranks(ParallelJob& job, double value);
+
+}  // namespace remat
