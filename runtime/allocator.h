@@ -18,12 +18,10 @@ namespace remat {
 // Every block's offset inside the pool is a multiple of this (bytes); requests are rounded up
 // to it. A pointer's absolute alignment is the smaller of this and the backend's base
 // alignment (cudaMalloc: 256; CPU raw_alloc: 64).
-constexpr int64_t kPoolAlignment = 256;
+constexpr int64_t kPoolAlignment = kAllocAlignment;  // Note [allocation size]
 
 // Rounds `bytes` up to a multiple of kPoolAlignment.
-inline int64_t pool_round_up(int64_t bytes) {
-  return (bytes + kPoolAlignment - 1) / kPoolAlignment * kPoolAlignment;
-}
+inline int64_t pool_round_up(int64_t bytes) { return alloc_bytes(bytes); }
 
 // "12.85 MB" (decimal units, as tools/cli.h's format_bytes).
 std::string pool_format_bytes(int64_t bytes);

@@ -1,6 +1,6 @@
 // Static arena planning: when every buffer's lifetime is known ahead (an ExecutionPlan's
 // steps), assign byte offsets once so a training step does no allocator work and cannot
-// fragment. Greedy interval packing by size, as TFLite's and ggml's memory planners do.
+// fragment. Greedy interval packings, as TFLite's and ggml's memory planners do.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +34,9 @@ struct ArenaPlan {
 // arena_bytes. 0 for no requests.
 int64_t arena_lower_bound(const std::vector<ArenaRequest>& requests, int64_t alignment);
 
-// Offsets for `requests`: sizes rounded up to `alignment` (> 0); buffers in decreasing size
-// (ties: earlier first step, then input order), each at the lowest offset where it overlaps
-// no already-placed buffer whose lifetime overlaps its own. Zero-byte buffers get offset 0.
+// Offsets for `requests`: sizes rounded up to `alignment` (> 0); the smallest of a few greedy
+// packings (Note [arena packing] in arena.cpp), each buffer placed where it overlaps no
+// already-placed buffer whose lifetime overlaps its own. Zero-byte buffers get offset 0.
 // Throws Error (naming the buffer) on bytes < 0, first < 0 or first > last.
 ArenaPlan plan_arena(const std::vector<ArenaRequest>& requests, int64_t alignment);
 

@@ -249,7 +249,7 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
     REMAT_CHECK(!out_ptr, "node '" << node.name << "' computed while its value is resident");
     out_ptr = acquire(out.desc.bytes(), "node '" + node.name + "'",
                       arena ? arena_buffers_.output_request[static_cast<size_t>(plan_step)] : -1);
-    in_use_ += out.desc.bytes();
+    in_use_ += out.desc.alloc_bytes();  // Note [allocation size]
   }
   const OpDef& op = ops_.get(node.op);
   ExecContext ctx = make_context(n, /*require_resident=*/true);
@@ -261,7 +261,7 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
     ws = acquire(ctx.workspace_bytes, "workspace of node '" + node.name + "'",
                  arena ? arena_buffers_.workspace_request[static_cast<size_t>(plan_step)] : -1);
   ctx.workspace = ws;
-  peak_ = std::max(peak_, in_use_ + ctx.workspace_bytes);
+  peak_ = std::max(peak_, in_use_ + alloc_bytes(ctx.workspace_bytes));
   be_.range_push(recompute ? "recompute:" + node.name : node.name,
                  node.kind == NodeKind::Update ? kRangeUpdate
                  : recompute                   ? kRangeRecompute
@@ -320,7 +320,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
       REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
       release(p);
       p = nullptr;
-      in_use_ -= g_.value(s.value).desc.bytes();
+      in_use_ -= g_.value(s.value).desc.alloc_bytes();
       if (trace) trace->instant("free " + g_.value(s.value).name, "free", now_us(t0), 1);
       continue;
     }

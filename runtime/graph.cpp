@@ -93,7 +93,7 @@ std::vector<std::vector<NodeId>> Graph::users() const {
 int64_t Graph::persistent_bytes() const {
   int64_t total = 0;
   for (const auto& v : values)
-    if (value_is_persistent(v.kind)) total += v.desc.bytes();
+    if (value_is_persistent(v.kind)) total += v.desc.alloc_bytes();  // Note [allocation size]
   return total;
 }
 

@@ -24,8 +24,8 @@ ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>
     PlanStep c;
     c.node = static_cast<NodeId>(i);
     c.value = n.output;
-    c.bytes_during = in_use + (activation ? out.desc.bytes() : 0) + workspace(c.node);
-    if (activation) in_use += out.desc.bytes();
+    c.bytes_during = in_use + (activation ? out.desc.alloc_bytes() : 0) + alloc_bytes(workspace(c.node));
+    if (activation) in_use += out.desc.alloc_bytes();
     c.bytes_after = in_use;
     plan.predicted_peak = std::max(plan.predicted_peak, c.bytes_during);
     plan.steps.push_back(c);
@@ -38,7 +38,7 @@ ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>
     std::sort(dead.begin(), dead.end());
     dead.erase(std::unique(dead.begin(), dead.end()), dead.end());
     for (ValueId v : dead) {
-      in_use -= g.value(v).desc.bytes();
+      in_use -= g.value(v).desc.alloc_bytes();
       PlanStep f;
       f.kind = PlanStepKind::Free;
       f.value = v;

@@ -25,11 +25,23 @@ inline int64_t shape_numel(const Shape& s) {
 }
 std::string shape_str(const Shape& s);  // "[32, 3, 32, 32]"
 
+// Note [allocation size]
+// Every buffer the runtime places (arena offsets, pool blocks, persistent values) starts on a
+// kAllocAlignment boundary, so a value occupies alloc_bytes(bytes) of the budget. The memory
+// plan (solver problems built from a graph), the executor's accounting and the arena all count
+// that size, so the predicted peak is the arena's lower bound and the measured peak equals the
+// prediction to the byte.
+constexpr int64_t kAllocAlignment = 256;
+inline int64_t alloc_bytes(int64_t bytes) {
+  return (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
+}
+
 struct TensorDesc {
   Shape shape;
   DType dtype = DType::F32;
   int64_t numel() const { return shape_numel(shape); }
   int64_t bytes() const { return numel() * dtype_size(dtype); }
+  int64_t alloc_bytes() const { return remat::alloc_bytes(bytes()); }  // Note [allocation size]
   bool operator==(const TensorDesc& o) const { return shape == o.shape && dtype == o.dtype; }
 };
 

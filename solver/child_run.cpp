@@ -152,6 +152,10 @@ ChildEnd child_run(const std::function<void(ChildChannel&)>& work, double deadli
   }
   if (pid == 0) {
     ::close(fds[0]);
+    // The solver's own log goes to stderr: stdout is the tools' results (one JSON object per
+    // line with --json), and a killed child's half-written line must not land in it.
+    std::fflush(stdout);
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
     child_main(fds[1], stop, work);
   }
   ::close(fds[1]);

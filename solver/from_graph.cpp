@@ -39,7 +39,7 @@ GraphProblem problem_from_graph(const Graph& g, const CostTable& costs, int64_t 
   p.batch = g.batch;
   p.constant_bytes = constant_bytes >= 0 ? constant_bytes : g.persistent_bytes();
   for (ValueId v : {g.input, g.label})
-    if (v != kNoValue) p.batch_constant_bytes += g.value(v).desc.bytes();
+    if (v != kNoValue) p.batch_constant_bytes += g.value(v).desc.alloc_bytes();
   std::vector<int> index_of(g.nodes.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -61,8 +61,9 @@ GraphProblem problem_from_graph(const Graph& g, const CostTable& costs, int64_t 
                                           : ProblemNodeKind::Backward;
     pn.cost = c.cost;
     const Value& out = g.value(n.output);
-    pn.bytes = out.kind == ValueKind::Activation ? out.desc.bytes() : 0;
-    pn.workspace_bytes = c.workspace_bytes;
+    // Allocation sizes (Note [allocation size]): what the arena and the pool will hold.
+    pn.bytes = out.kind == ValueKind::Activation ? out.desc.alloc_bytes() : 0;
+    pn.workspace_bytes = alloc_bytes(c.workspace_bytes);
     for (ValueId v : n.inputs) {
       const Value& in = g.value(v);
       if (in.kind != ValueKind::Activation) continue;

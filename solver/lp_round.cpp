@@ -231,6 +231,8 @@ LpStatus milp_solve_lp(const MilpModel& m, double seconds, int log_level,
                        std::vector<double>* x, double* objective, LpBasis* basis) {
   OsiClpSolverInterface lp;
   lp.messageHandler()->setLogLevel(log_level >= 2 ? 1 : 0);
+  lp.messageHandler()->setFilePointer(stderr);  // stdout carries the tools' results
+  lp.getModelPtr()->messageHandler()->setFilePointer(stderr);
   lp.loadProblem(m.num_cols(), m.num_rows(), m.starts.data(), m.index.data(), m.value.data(),
                  m.col_lb.data(), m.col_ub.data(), m.obj.data(), m.row_lb.data(),
                  m.row_ub.data());

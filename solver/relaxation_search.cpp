@@ -6,6 +6,7 @@
 #include <chrono>
 #include <random>
 
+#include "solver/baselines.h"
 #include "solver/stage_relaxation.h"
 
 namespace remat {
@@ -137,6 +138,14 @@ RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const So
     model_budget -= least_peak - budget;  // Note [relaxation margin]
     if (model_budget < problem_min_budget(p)) break;
   }
+  // The all-keep schedule repaired to the budget: it drops what is cheapest to recompute per
+  // byte first, which the LP's fractional holds can hide (a value held 95 % of the way).
+  if (left() > 0 && (!best.s || best.cost > 1.001 * out.bound)) {
+    auto fit = schedule_fit_budget(p, all_keep_schedule(p).S, budget, left() / 2);
+    if (fit) best.offer(std::move(*fit));
+  }
+  // Cheaper still where memory allows: hold what the best schedule recomputes.
+  if (best.s && left() > 0) best.offer(schedule_improve(p, *best.s, budget, left() / 2));
   if (best.s) {
     best.s->lower_bound = std::min(out.bound, best.cost);
     out.best = std::move(best.s);

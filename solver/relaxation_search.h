@@ -31,7 +31,8 @@ int relaxation_width(const Problem& p, int64_t max_cols);
 // The LP of the stage relaxation at `width` (0: relaxation_width(p, 40000)), rounded at
 // several thresholds and at random, every rounding turned into a schedule and repaired to the
 // budget where it exceeds it (Note [budget repair]); LP rounds at tighter budgets follow when
-// nothing fits (Note [relaxation margin]). Deterministic for a given seed, apart from where the
+// nothing fits (Note [relaxation margin]); then the all-keep schedule repaired to the budget,
+// and local search on the best (schedule_improve). Deterministic for a given seed, apart from where the
 // wall-clock `seconds` cut it short.
 // With cost_cap > 0, only schedules costing at most the cap count (max batch's probes).
 RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const SolveOptions& opt,

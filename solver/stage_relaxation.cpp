@@ -173,12 +173,13 @@ MilpModel relaxation_build(const Problem& p, int64_t budget, const std::vector<i
 namespace remat {
 
 // Note [stage relaxation rounding]
-// From the values held entering each super-stage to a full schedule: inside super-stage tau
-// (stages a..b), a value is held entering stage t > a if it was available (held entering tau,
-// or a frontier node of tau computed before t) and something still needs it: a frontier node
-// of tau at or after t, or the next super-stage, which holds it entering. The cheapest R for
-// that S (derive_cheapest_r) recomputes whatever else is needed, and computes values the next
-// super-stage holds but tau did not have. The simulator then says what it costs and peaks at.
+// From the values held entering each super-stage to a full schedule. The relaxation computes a
+// value at most once per super-stage, so the schedule, built stage by stage, holds what a stage
+// computed (or had) for the rest of the super-stage while a later node of it reads the value
+// directly, and into the next super-stage where that holds it. Each stage recomputes what its
+// nodes need and does not have (as derive_cheapest_r does); the last stage of a super-stage
+// also computes values the next one holds but it did not have. The simulator then says what
+// the schedule costs and where it peaks.
 Schedule schedule_from_held_sets(const Problem& p, const std::vector<int>& stage_ends,
                                  const std::vector<std::vector<uint8_t>>& held) {
   const int n = p.size();
@@ -186,17 +187,32 @@ Schedule schedule_from_held_sets(const Problem& p, const std::vector<int>& stage
   const auto users = problem_users(p);
   Schedule s;
   s.S = BoolMatrix(n, n);
-  for (int tau = 0, a = 0; tau < T; a = stage_ends[tau] + 1, ++tau) {
-    const int b = stage_ends[tau];
+  s.R = BoolMatrix(n, n);
+  std::vector<uint8_t> need(static_cast<size_t>(n));
+  for (int tau = 0, a = 0; tau < T; a = stage_ends[size_t(tau)] + 1, ++tau) {
+    const int b = stage_ends[size_t(tau)];
     const std::vector<uint8_t>* next = tau + 1 < T ? &held[size_t(tau) + 1] : nullptr;
+    for (int i = 0; i < a; ++i)
+      if (held[size_t(tau)][size_t(i)]) s.S.set(a, i, true);
     for (int t = a; t <= b; ++t) {
-      for (int i = 0; i < t; ++i) {
-        const bool available = (i < a && held[size_t(tau)][size_t(i)]) || i >= a;
-        if (!available) continue;
-        bool needed = next && (*next)[size_t(i)];
-        for (int j : users[i]) needed |= (j >= t && j <= b);
-        if (t == a) needed = i < a && held[size_t(tau)][size_t(i)];
-        if (needed) s.S.set(t, i, true);
+      std::fill(need.begin(), need.end(), 0);
+      need[size_t(t)] = 1;
+      if (t == b && next)  // the next super-stage holds it: have it by the end of b
+        for (int i = 0; i < b; ++i)
+          if ((*next)[size_t(i)] && !s.S(t, i)) need[size_t(i)] = 1;
+      for (int i = t; i >= 0; --i) {
+        if (!need[size_t(i)]) continue;
+        s.R.set(t, i, true);
+        for (int d : p.nodes[size_t(i)].deps)
+          if (!s.S(t, d)) need[size_t(d)] = 1;
+      }
+      if (t + 1 >= n) break;
+      for (int i = 0; i <= t; ++i) {
+        if (!s.S(t, i) && !s.R(t, i)) continue;
+        bool keep = next && (*next)[size_t(i)];
+        if (t < b)
+          for (int j : users[size_t(i)]) keep |= (j > t && j <= b);
+        if (keep) s.S.set(t + 1, i, true);
       }
     }
   }

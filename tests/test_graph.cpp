@@ -49,7 +49,7 @@ TEST(Graph, PersistentBytesCountParamsGradsStateAndBatch) {
   Graph g = small_dag_training_graph(ops);
   int64_t expect = 0;
   for (const auto& v : g.values)
-    if (v.kind != ValueKind::Activation) expect += v.desc.numel() * 4;
+    if (v.kind != ValueKind::Activation) expect += alloc_bytes(v.desc.numel() * 4);  // 256-B units
   EXPECT_EQ(g.persistent_bytes(), expect);
   EXPECT_GT(expect, 0);
 }

@@ -547,14 +547,56 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   }
   ASSERT_EQ(batch.size(), 5u) << r.out;
   EXPECT_GE(batch["all-keep"], 33);
-  // all-keep's max batch: the largest batch whose all-keep peak fits.
+  // all-keep's max batch: the largest batch whose all-keep peak fits, on the graph built at
+  // that batch (Note [max-batch problems]).
   const int64_t b = batch["all-keep"];
-  EXPECT_LE(all_keep_peak(problem_at_batch(p, b)), budget);
-  EXPECT_GT(all_keep_peak(problem_at_batch(p, b + 1)), budget);
+  EXPECT_LE(all_keep_peak(problem_from_config(kSmallCnn, b, std::nullopt, "flops")), budget);
+  EXPECT_GT(all_keep_peak(problem_from_config(kSmallCnn, b + 1, std::nullopt, "flops")), budget);
   for (const auto& [name, n] : batch) EXPECT_GE(batch["checkmate"], n) << name;
   const std::string svg = read_file(path("mb.svg"));
   EXPECT_EQ(xml_check(svg), "");
   EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
+}
+
+// The answer is self-consistent: `plan --config --batch B` finds a schedule at the batch B
+// maxbatch reports, and at B + 1 the exact searches (the baselines) find none.
+TEST_F(ToolsTest, MaxBatchAgreesWithPlanAtThatBatch) {
+  const Problem p = small_cnn_problem();
+  const int64_t budget = 2 * all_keep_peak(p);
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
+                                      " --strategies chen-greedy,checkmate --time-limit 10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, int64_t> batch;
+  for (const std::string& l : lines_of(r.out)) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    batch[j.at("strategy")] = j.at("batch").get<int64_t>();
+  }
+  ASSERT_EQ(batch.size(), 2u) << r.out;
+  auto plan_at = [&](const std::string& strategy, int64_t b) {
+    RunResult pr = run(PLAN_EXE, "--config '" + kSmallCnn + "' --batch " + std::to_string(b) +
+                                     " --budget " + std::to_string(budget) + " --strategies " +
+                                     strategy + " --time-limit 10 --json");
+    if (pr.code != 0) return false;  // the budget is below the minimum at b: no schedule
+    return nlohmann::json::parse(lines_of(pr.out).at(0)).at("feasible").get<bool>();
+  };
+  for (const auto& [strategy, b] : batch) {
+    ASSERT_GT(b, 0) << strategy;
+    EXPECT_TRUE(plan_at(strategy, b)) << strategy << " at its max batch " << b;
+  }
+  EXPECT_FALSE(plan_at("chen-greedy", batch["chen-greedy"] + 1));
+}
+
+// Solver logs (--log-level 2: Clp and Cbc) go to stderr; stdout stays one JSON object a line.
+TEST_F(ToolsTest, SolverLogsStayOffStdout) {
+  const Problem p = small_cnn_problem();
+  const int64_t budget = problem_min_budget(p) + (all_keep_peak(p) - problem_min_budget(p)) / 3;
+  RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
+                                  " --strategies lp,checkmate --time-limit 5 --json --log-level 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<std::string> ls = lines_of(r.out);
+  ASSERT_EQ(ls.size(), 2u) << r.out;
+  for (const std::string& l : ls) EXPECT_NO_THROW((void)nlohmann::json::parse(l)) << l;
+  EXPECT_FALSE(r.err.empty());  // the logs went somewhere: stderr
 }
 
 // --verify trains two steps at each found batch: the measured peak equals the plan's and the

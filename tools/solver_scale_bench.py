@@ -10,8 +10,8 @@ of checkmate's cost to the best baseline's (and to lp's).
 
 Rows (default): mobilenet b512, resnet50 b64, unet b32, fcn8 b8, segnet b8 at 50/60/80 %
 (60 s); a 12-layer GPT-2-shaped graph at 50 % (300 s; generated here unless --gpt2-config
-names a config); linear8/16 and the VGG16 chain; linear16 at 6, 5 and 4 units above its
-constant (60 s). --quick runs one row per model at 60 % with 20 s.
+names a config); linear8/16 at 50 %, VGG16 b64 at 70 and 85 % (50 % is below its minimum);
+linear16 at 6, 5 and 4 units (one layer's activation) above its constant (60 s). --quick runs one row per model at 60 % with 20 s.
 Usage: tools/solver_scale_bench.py [--bin build/tools] [--quick] [--rows NAME,...] [--json FILE]
 """
 import argparse
@@ -160,7 +160,8 @@ def main():
         rows.append(("gpt2-shape 12L 50%", "gpt2", ("frac", 0.5), 300))
         for n in (8, 16):
             rows.append((f"linear{n} 50%", ("chain", n), ("frac", 0.5), 60))
-        rows.append(("vgg16 b64 50%", ("vgg16", 64), ("frac", 0.5), 60))
+        for f in (0.7, 0.85):
+            rows.append((f"vgg16 b64 {int(f * 100)}%", ("vgg16", 64), ("frac", f), 60))
         for units in (6, 5, 4):
             rows.append((f"linear16 +{units} units", ("chain", 16), ("units", units), 60))
     if a.rows:

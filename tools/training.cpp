@@ -2,6 +2,7 @@
 #include "tools/training.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -117,19 +118,32 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
     eo.budget = on_all_ranks(Executor::arena_region_bytes(g, ops, be, sp->plan, eo.parallel));
   }
   auto ex = std::make_unique<Executor>(g, ops, be, eo);
+  int64_t best_need = INT64_MAX;  // the smallest memory any plan tried needs
   for (int attempt = 0;; ++attempt) {
     const int64_t need = on_all_ranks(ex->prepare(sp->plan));
     if (!opt.plan.budget || need <= *opt.plan.budget) return ex;
+    best_need = std::min(best_need, need);
+    // Note [allocation size] makes the arena's lower bound the predicted peak, and the packings
+    // nearly always reach it (arena_bench), so this loop is rare in arena mode; the pool's
+    // fragmentation is what it is mostly for. Messages quote the budget the user gave.
+    auto too_small = [&](const std::string& why) {
+      return UserError("--budget " + format_bytes(*opt.plan.budget) + " is too small for '" +
+                       g.name + "' with " + sp->plan.strategy + " in " +
+                       memory_mode_name(ex->memory_mode()) + " memory: " + why +
+                       "; the best plan found needs " + format_bytes(best_need) + " (try --budget " +
+                       format_bytes(best_need) + (opt.memory == "pool" ? " or --memory arena)" : ")"));
+    };
     if (attempt == 6 || !opt.plan.schedule_file.empty())
-      REMAT_USER_ERROR("the " << sp->plan.strategy << " plan needs " << format_bytes(need)
-                              << " in " << memory_mode_name(ex->memory_mode())
-                              << " mode (alignment, packing, fragmentation), above the budget "
-                              << format_bytes(*opt.plan.budget) << "; try a larger budget");
+      throw too_small("its plans need more than the budget once aligned, packed or fragmented");
     solver_budget -= std::max(need - *opt.plan.budget, *opt.plan.budget / 100);
-    std::printf("plan: %s memory needs %s > budget; re-solving at %s\n",
+    std::printf("plan: %s memory needs %s > budget %s; re-solving with %s for the plan\n",
                 memory_mode_name(ex->memory_mode()), format_bytes(need).c_str(),
-                format_bytes(solver_budget).c_str());
-    decide();
+                format_bytes(*opt.plan.budget).c_str(), format_bytes(solver_budget).c_str());
+    try {
+      decide();  // data parallel: rank 0's plan, on every rank
+    } catch (const UserError&) {  // its message quotes the reduced budget, not the user's
+      throw too_small("leaving room for that, no schedule fits");
+    }
   }
 }
 
