@@ -36,6 +36,9 @@ const char* memory_mode_name(MemoryMode m);
 MemoryMode memory_mode_from_name(const std::string& s);  // UserError on unknown names
 
 struct ExecutorOptions {
+  ExecutorOptions() = default;
+  ExecutorOptions(MemoryMode m, int64_t b) : memory(m), budget(b) {}
+
   MemoryMode memory = MemoryMode::Direct;
   int64_t budget = 0;  // Pool / Arena: bytes reserved, the hard cap
   // Data parallel (world > 1): this rank's place and the layout choices (Note [gradient

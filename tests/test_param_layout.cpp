@@ -25,13 +25,6 @@ Graph training_graph(const std::string& config) {
                              cfg.optimizer.attrs);
 }
 
-int64_t bytes_of_kind(const Graph& g, ValueKind k) {
-  int64_t b = 0;
-  for (const auto& v : g.values)
-    if (v.kind == k) b += pool_round_up(v.desc.bytes());
-  return b;
-}
-
 TEST(ParamLayout, OneProcessKeepsValueOrder) {
   const Graph g = training_graph("small_cnn");
   const PersistentLayout L = persistent_layout(g, {});
@@ -108,7 +101,9 @@ TEST(ParamLayout, BucketsFollowTheBackward) {
         for (const auto& v : g.values) params += v.kind == ValueKind::Param;
         EXPECT_EQ(static_cast<int>(L.buckets.size()), params) << "one parameter per bucket";
       }
-      if (bucket == 25000000) EXPECT_EQ(L.buckets.size(), 1u);
+      if (bucket == 25000000) {
+        EXPECT_EQ(L.buckets.size(), 1u);
+      }
     }
   }
 }
@@ -136,8 +131,11 @@ TEST(ParamLayout, ShardedStateIsOneWorldthAndSlicesCoverEveryElementOnce) {
       EXPECT_EQ(full.constant_bytes - L.constant_bytes,
                 L.state_kinds * (L.flat_bytes - L.state_block_bytes))
           << "the constant shrinks by (world - 1) / world of the optimizer state";
-      for (const auto& v : g.values)
-        if (v.kind == ValueKind::OptState) EXPECT_EQ(L.offset[g.find_value(v.name)], -1);
+      for (const auto& v : g.values) {
+        if (v.kind == ValueKind::OptState) {
+          EXPECT_EQ(L.offset[g.find_value(v.name)], -1);
+        }
+      }
       std::set<int64_t> state_starts;
       for (const UpdateSlice& s : L.slices) {
         const ValueId p = g.node(s.update).inputs[0];
