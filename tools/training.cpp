@@ -174,7 +174,18 @@ TrainSummary run_training(const TrainOptions& opt) {
   Executor& ex = *exec;
   ex.init_parameters(cfg.seed);
   int64_t first_step = 0;
-  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
+  if (!opt.resume_file.empty()) {
+    const CheckpointInfo ck = checkpoint_load(ex, opt.resume_file);
+    first_step = ck.step;
+    if (first_step > opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << ", beyond --steps " << opt.steps
+                                       << " (the total number of steps, resumed ones included)");
+    if (ck.unverified > 0)
+      std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
+                  "loaded without verifying them\n",
+                  opt.resume_file.c_str(), ck.unverified);
+  }
 
   if (first_step > 0)
     std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
