@@ -204,6 +204,9 @@ int report_exception() {
   } catch (const UsageError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
+  } catch (const NonFiniteError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

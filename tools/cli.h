@@ -54,7 +54,7 @@ class FlagParser {
 };
 
 // Runs `body` and turns any exception into one clear line on stderr and exit code 1 (2 for
-// usage errors). Every tool's main() is `return run_main([&] { ... });`.
+// usage errors, 3 when training stopped at a non-finite loss or gradient). Every tool's main() is `return run_main([&] { ... });`.
 template <typename F>
 int run_main(F&& body);
 
