@@ -163,8 +163,11 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
 }
 
 SafeTensorFile safetensors_load(const std::string& path) {
+  return safetensors_parse(read_file(path, "safetensors file", kMaxCount), path);
+}
+
+SafeTensorFile safetensors_parse(std::string_view file, const std::string& path) {
   REMAT_CHECK(host_is_little_endian(), "safetensors needs a little-endian host");
-  const std::string file = read_file(path, "safetensors file", kMaxCount);
   const auto* bytes = reinterpret_cast<const uint8_t*>(file.data());
   const uint64_t file_size = file.size();
   if (file_size < 8)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -55,5 +56,7 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
 // `unverified`). Every failure is a UserError that names the file and, where there is one, the
 // tensor.
 SafeTensorFile safetensors_load(const std::string& path);
+// The same from the bytes of a file; `path` names it in errors.
+SafeTensorFile safetensors_parse(std::string_view bytes, const std::string& path);
 
 }  // namespace remat
