@@ -15,6 +15,7 @@
 #include "ops/registry.h"
 #include "runtime/autodiff.h"
 #include "runtime/checkpoint.h"
+#include "runtime/cuda_backend.h"
 #include "runtime/executor.h"
 #include "runtime/safetensors.h"
 #include "solver/from_graph.h"
@@ -174,6 +175,30 @@ TEST(FiniteCheck, CpuBackendScansEveryElement) {
     v[36] = std::numeric_limits<float>::max();
     EXPECT_TRUE(be->all_finite(v.data(), 37));
   }
+}
+
+// The CUDA backend's flag kernel (kernels/finite.cu): every position, a large array (many blocks),
+// and a clean scan after a dirty one. Skips without a device.
+TEST(FiniteCheck, CudaBackendScansEveryElement) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  auto be = make_cuda_backend(0, &why);
+  ASSERT_TRUE(be) << why;
+  const int64_t n = (int64_t{1} << 22) + 7;
+  std::vector<float> host(static_cast<size_t>(n), 0.25f);
+  void* dev = be->raw_alloc(n * 4);
+  be->copy_from_host(dev, host.data(), n * 4);
+  EXPECT_TRUE(be->all_finite(dev, n));
+  for (int64_t at : {int64_t{0}, int64_t{255}, int64_t{256}, n / 2, n - 1})
+    for (float bad : {kNaN, -std::numeric_limits<float>::infinity()}) {
+      be->copy_from_host(static_cast<float*>(dev) + at, &bad, 4);
+      EXPECT_FALSE(be->all_finite(dev, n)) << at;
+      EXPECT_EQ(be->all_finite(dev, at), true) << at;
+      const float fine = 0.25f;
+      be->copy_from_host(static_cast<float*>(dev) + at, &fine, 4);
+      EXPECT_TRUE(be->all_finite(dev, n)) << at;
+    }
+  be->raw_free(dev);
 }
 
 // ---- checkpoints ----------------------------------------------------------------------------
