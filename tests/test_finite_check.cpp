@@ -20,6 +20,7 @@
 #include "runtime/safetensors.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
+#include "tests/model_test_util.h"
 
 namespace remat {
 namespace {
@@ -85,15 +86,8 @@ struct Net {
   }
 };
 
-// The message of the NonFiniteError `f` throws ("" if none).
-template <typename F>
-std::string non_finite(F&& f) {
-  try {
-    f();
-  } catch (const NonFiniteError& e) {
-    return e.what();
-  }
-  return "";
+std::string non_finite(const std::function<void()>& f) {
+  return test::thrown_message<NonFiniteError>(f);
 }
 
 // conv1 fuses a ReLU, and ReLU maps NaN to 0: the loss stays finite, but conv1's weight
@@ -202,15 +196,6 @@ TEST(FiniteCheck, CudaBackendScansEveryElement) {
 }
 
 // ---- checkpoints ----------------------------------------------------------------------------
-std::string user_error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(CheckpointValues, NanInfAndNegativeStepAreRefusedAndLeaveTheExecutorAlone) {
   Net n(false);
   Executor ex(n.g, n.ops, *n.be);
@@ -226,7 +211,7 @@ TEST(CheckpointValues, NanInfAndNegativeStepAreRefusedAndLeaveTheExecutorAlone) 
     for (auto& t : f.tensors)
       if (t.name == "fc.bias") std::memcpy(t.data.data() + 4, &bad, 4);
     safetensors_save(p, f.tensors, f.metadata);
-    const std::string m = user_error_of([&] { checkpoint_load(ex, p); });
+    const std::string m = test::user_error([&] { checkpoint_load(ex, p); });
     EXPECT_NE(m.find(p + ": tensor 'fc.bias': element 1 is"), std::string::npos) << m;
     EXPECT_EQ(n.params(ex), before);
   }
@@ -234,7 +219,7 @@ TEST(CheckpointValues, NanInfAndNegativeStepAreRefusedAndLeaveTheExecutorAlone) 
     SafeTensorFile f = good;
     f.metadata["step"] = step;
     safetensors_save(p, f.tensors, f.metadata);
-    const std::string m = user_error_of([&] { checkpoint_load(ex, p); });
+    const std::string m = test::user_error([&] { checkpoint_load(ex, p); });
     EXPECT_NE(m.find(p + ": metadata 'step': expected a non-negative integer"), std::string::npos)
         << step << ": " << m;
   }

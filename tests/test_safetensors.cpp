@@ -12,26 +12,13 @@
 #include "runtime/check.h"
 #include "runtime/crc32c.h"
 #include "runtime/safetensors.h"
+#include "tests/tool_runner.h"
 
 namespace remat {
 namespace {
 
-class SafetensorsTest : public ::testing::Test {
+class SafetensorsTest : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/remat_st_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    for (const auto& f : created_) ::unlink(f.c_str());
-    ::rmdir(dir_.c_str());
-  }
-  std::string path(const std::string& name) {
-    created_.push_back(dir_ + "/" + name);
-    created_.push_back(dir_ + "/" + name + ".tmp");
-    return dir_ + "/" + name;
-  }
   // Writes an 8-byte length (header.size() unless `length` is given), the header, the data.
   std::string raw_file(const std::string& name, const std::string& header, size_t data_bytes,
                        int64_t length = -1) {
@@ -42,8 +29,6 @@ class SafetensorsTest : public ::testing::Test {
     out << header << std::string(data_bytes, '\x01');
     return p;
   }
-  std::string dir_;
-  std::vector<std::string> created_;
 };
 
 std::vector<uint8_t> read_bytes(const std::string& p) {

@@ -1,5 +1,5 @@
-// Running the command-line tools as processes from a test: a scratch directory removed at the
-// end, and each run's exit code, stdout and stderr.
+// Test fixtures with a scratch directory removed at the end, and running the command-line tools
+// as processes in it (each run's exit code, stdout and stderr).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -24,8 +24,8 @@ inline std::string read_whole_file(const std::string& path) {
   return ss.str();
 }
 
-// A test fixture owning a fresh directory under /tmp.
-class ToolRunTest : public ::testing::Test {
+// A test fixture owning a fresh directory under /tmp, removed with its contents at the end.
+class ScratchDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/remat_test_XXXXXX";
@@ -33,7 +33,14 @@ class ToolRunTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
 
+  std::string dir_;
+};
+
+// ScratchDirTest that runs the tools.
+class ToolRunTest : public ScratchDirTest {
+ protected:
   // Runs `exe args` through the shell (args are shell words: quote paths) with `prefix` before
   // it (e.g. "ulimit -f 1;"), capturing its output in the scratch directory.
   RunResult run(const std::string& exe, const std::string& args, const std::string& prefix = "") {
@@ -47,9 +54,6 @@ class ToolRunTest : public ::testing::Test {
     r.err = read_whole_file(err);
     return r;
   }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  std::string dir_;
 };
 
 }  // namespace remat
