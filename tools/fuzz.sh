@@ -7,6 +7,7 @@
 #   tools/fuzz.sh [SECONDS] [HARNESS ...]    # default 60 s each; harnesses: config problem
 #                                             # schedule plan costs safetensors
 #
+# REMAT_FUZZ_RUNS=N also stops each harness after N executions (whichever comes first).
 # Needs the sanitizer build (build-asan: clang, ASan + UBSan + libFuzzer instrumentation), which
 # tools/run_tests.sh makes; REMAT_ASAN_BUILD_DIR names another. The corpus grows across runs in
 # $build/fuzz-corpus/.
@@ -42,7 +43,8 @@ run_one() {
   local h=$1 log=$build/fuzz-logs/$1.log
   seed "$h"
   local rc=0
-  "$build/tests/fuzz/fuzz_$h" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+  "$build/tests/fuzz/fuzz_$h" -max_total_time="$seconds" ${REMAT_FUZZ_RUNS:+-runs=$REMAT_FUZZ_RUNS} \
+    -timeout=25 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$h-" \
     "$build/fuzz-corpus/$h" >"$log" 2>&1 || rc=$?
   local execs speed corpus
