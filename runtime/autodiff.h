@@ -18,9 +18,10 @@ namespace remat {
 Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
                           const std::string& optimizer_op, const AttrMap& optimizer_attrs);
 
-// Note [checked sizes] for a whole graph: every node's op cost (bytes moved, workspace) and the
-// bytes of all values together (persistent and activations) lie within kMaxCount, so later
-// sums of a subset of them cannot overflow. A UserError names the graph, node and field.
+// Note [checked sizes] for a whole graph: every node's op cost (bytes moved, workspace) is in
+// range, and the bytes of all values together (persistent and activations) plus the largest
+// workspace lie within kMaxCount, so the sums plans, arenas and pools form from a subset of them
+// cannot overflow. A UserError names the graph, node and field.
 void graph_check_sizes(const Graph& g, const OpRegistry& ops);
 
 }  // namespace remat

@@ -293,11 +293,9 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
   if (!std::isfinite(*loss_host_)) {
     what = "the loss is " + std::to_string(*loss_host_);
   } else {
-    for (const Value& v : g_.values)
-      if (v.kind == ValueKind::ParamGrad && !value_finite(g_.find_value(v.name))) {
-        what = "the gradient '" + v.name + "' is not finite";
-        break;
-      }
+    for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)
+      if (g_.values[v].kind == ValueKind::ParamGrad && !value_finite(static_cast<ValueId>(v)))
+        what = "the gradient '" + g_.values[v].name + "' is not finite";
   }
   if (what.empty()) return;
   // Recomputation is bit-identical (Note [kernel determinism]) and no update has run, so a
