@@ -14,9 +14,15 @@ namespace remat {
 // step.
 void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done);
 
-// Loads a checkpoint into `ex` and returns the number of steps it was taken after. UserError
-// naming the file and tensor for a missing tensor, a shape mismatch, another model, or a file
-// that is not a remat checkpoint.
-int64_t checkpoint_load(Executor& ex, const std::string& path);
+struct CheckpointInfo {
+  int64_t step = 0;    // steps done when it was saved (>= 0)
+  int unverified = 0;  // tensors without a checksum (files written before checksums existed)
+};
+
+// Loads a checkpoint into `ex`. UserError naming the file and tensor for a missing tensor, a
+// shape mismatch, a NaN or infinite value, a checksum mismatch (a flipped bit), another model, a
+// step that is not a non-negative integer, or a file that is not a remat checkpoint; the
+// executor is left unchanged then.
+CheckpointInfo checkpoint_load(Executor& ex, const std::string& path);
 
 }  // namespace remat

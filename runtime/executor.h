@@ -3,6 +3,7 @@
 // Memory comes from one of three sources (Note [executor memory]); the budget is a hard cap.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,11 @@ MemoryMode memory_mode_from_name(const std::string& s);  // UserError on unknown
 struct ExecutorOptions {
   MemoryMode memory = MemoryMode::Direct;
   int64_t budget = 0;  // Pool / Arena: bytes reserved, the hard cap
+  // Note [finite check]: before the optimizer updates, the step's loss and every parameter
+  // gradient must be finite; otherwise run_step locates the first node with a non-finite output
+  // and throws NonFiniteError. Costs one synchronisation and one read of the gradients a step;
+  // off, a NaN trains on silently.
+  bool check_finite = true;
 };
 
 struct StepResult {
@@ -79,7 +85,8 @@ class Executor {
 
   // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the
   // plan's steps, then every Update node. With `trace`, records spans per node (synchronising
-  // after each), frees and a memory counter.
+  // after each), frees and a memory counter. With check_finite, a non-finite loss or parameter
+  // gradient throws NonFiniteError before any update (the parameters keep their values).
   StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
@@ -98,6 +105,17 @@ class Executor {
   void* acquire(int64_t bytes, const std::string& who, int arena_request);
   void release(void* p);
   void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
+  // The plan's compute and free steps. With `scan`, stops at the first compute whose output is
+  // not finite and returns its plan step index (-1: none); every activation is released then.
+  int run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWriter* trace, StepResult* r,
+                     bool scan);
+  // Note [finite check]: the first non-finite loss or parameter gradient of `step`, located.
+  void check_finite(const ExecutionPlan& plan, int64_t step);
+  bool value_finite(ValueId v);
+  void release_activations();  // every resident activation (after an aborted step)
+  // A span from start_us to now (synchronising first) and the memory counter.
+  void trace_span(TraceWriter* trace, const std::string& name, const char* category,
+                  double start_us);
 
   const Graph& g_;
   const OpRegistry& ops_;
@@ -114,6 +132,7 @@ class Executor {
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
+  std::chrono::steady_clock::time_point step_t0_;  // start of the running step (traces)
 };
 
 }  // namespace remat

@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "models/build.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
@@ -35,7 +36,9 @@ int main(int argc, char** argv) {
         .add("precision", "fp32|tf32|tf32-all",
              "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
              "tf32")
-        .add("log-every", "K", "print every K-th step", "1");
+        .add("log-every", "K", "print every K-th step", "1")
+        .add("no-check-finite", "",
+             "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)");
     if (!f.parse(argc, argv)) return 0;
     if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
     remat::TrainOptions opt;
@@ -63,6 +66,9 @@ int main(int argc, char** argv) {
     opt.summary_file = f.get("summary");
     opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
     opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
+    opt.check_finite = !f.has("no-check-finite");
+    for (const char* out : {"trace", "save-plan", "save", "summary"})
+      if (f.has(out)) remat::check_output_file(f.get(out), std::string("train: --") + out);
     remat::run_training(opt);
     return 0;
   });

@@ -30,7 +30,8 @@ namespace {
 
 // Host memory from Backend::host_alloc, freed with it.
 struct HostBuffer {
-  HostBuffer(Backend& be, int64_t bytes) : be(be), data(be.host_alloc(bytes)) {}
+  HostBuffer(Backend& be, int64_t bytes, const std::string& who)
+      : be(be), data(backend_alloc(be, bytes, who, /*host=*/true)) {}
   ~HostBuffer() { be.host_free(data); }
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -95,6 +96,7 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   *sp = make_step_plan(g, ops, be, opt.plan, solver_budget);
   be.end_setup();
   ExecutorOptions eo;
+  eo.check_finite = opt.check_finite;
   if (opt.plan.budget) {
     eo.memory = memory_mode_from_name(opt.memory);
     eo.budget = *opt.plan.budget;
@@ -188,7 +190,18 @@ TrainSummary run_training(const TrainOptions& opt) {
   Executor& ex = *exec;
   ex.init_parameters(cfg.seed);
   int64_t first_step = 0;
-  if (!opt.resume_file.empty()) first_step = checkpoint_load(ex, opt.resume_file);
+  if (!opt.resume_file.empty()) {
+    const CheckpointInfo ck = checkpoint_load(ex, opt.resume_file);
+    first_step = ck.step;
+    if (first_step > opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << ", beyond --steps " << opt.steps
+                                       << " (the total number of steps, resumed ones included)");
+    if (ck.unverified > 0)
+      std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
+                  "loaded without verifying them\n",
+                  opt.resume_file.c_str(), ck.unverified);
+  }
 
   if (first_step > 0)
     std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
@@ -202,7 +215,8 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   // The batch in host memory the device reads without staging (pinned on the GPU): the
   // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer images_buf(*backend, in_desc.bytes()), labels_buf(*backend, label_desc.bytes());
+  HostBuffer images_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
+  HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
   auto* images = static_cast<float*>(images_buf.data);
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
@@ -213,8 +227,14 @@ TrainSummary run_training(const TrainOptions& opt) {
     data->next_batch(step, images, labels);
     const bool last = step + 1 == opt.steps;
     TraceWriter trace;
-    StepResult r = ex.run_step(sp.plan, images, labels, step,
-                               last && !opt.trace_file.empty() ? &trace : nullptr);
+    StepResult r;
+    try {
+      r = ex.run_step(sp.plan, images, labels, step,
+                      last && !opt.trace_file.empty() ? &trace : nullptr);
+    } catch (const NonFiniteError& e) {
+      throw NonFiniteError(std::string(e.what()) +
+                           " (a lower learning rate may help; --no-check-finite trains on)");
+    }
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.losses.push_back(r.loss);

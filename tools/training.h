@@ -30,6 +30,7 @@ struct TrainOptions {
   std::string resume_file;         // checkpoint to continue from
   std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
   std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
+  bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
 };
 
 struct TrainSummary {
@@ -43,7 +44,8 @@ struct TrainSummary {
   int recomputes_per_step = 0;
 };
 
-// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets.
+// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets,
+// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite).
 TrainSummary run_training(const TrainOptions& opt);
 
 }  // namespace remat
