@@ -118,6 +118,11 @@ void global_avgpool_forward(float* out, const float* inp, int64_t planes, int64_
 void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int64_t hw,
                              cudaStream_t stream);
 
+// ---- finite check (finite.cu) ------------------------------------------------------------------
+// Sets *flag = 1 when any of x (n) is NaN or +-inf; never clears it. `flag` is device memory or
+// mapped pinned host memory (the CUDA backend's choice: no device allocation outside the pool).
+void flag_nonfinite(const float* x, int64_t n, unsigned int* flag, cudaStream_t stream);
+
 // ---- optimizer updates (optimizer.cu), in place, PyTorch semantics like ops/sgd.cpp, adam.cpp -
 // g = grad + wd * p; with momentum: buf = momentum * buf + g, step = nesterov ? g + momentum *
 // buf : buf; p -= lr * step. momentum_buf null: plain SGD. param, grad, buf: (n).

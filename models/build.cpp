@@ -157,6 +157,8 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   in.name = kModelInputName;
   in.kind = ValueKind::Input;
   in.desc = {{n, chw[0], chw[1], chw[2]}, DType::F32};
+  checked_tensor_bytes(in.desc, cfg.where_input + ": model: input batch " + shape_str(in.desc.shape),
+                       "input");
   g.input = g.add_value(in);
   Value lab;
   lab.name = "labels";
@@ -202,6 +204,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
     TensorDesc out;
     try {
       out = op.infer(*node.typed, data);
+      checked_tensor_bytes(out, "", "output " + shape_str(out.shape));
       if (op.params) {
         for (const ParamSpec& p : op.params(*node.typed, data)) {
           Value v;

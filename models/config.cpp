@@ -9,12 +9,12 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "runtime/check.h"
+#include "runtime/input_file.h"
 
 namespace remat {
 
@@ -117,6 +117,8 @@ class ConfigParser {
   std::string src_;
   ModelConfig cfg_;
   std::map<std::string, std::string> full_defined_;  // full name -> output full name
+  // Repeat blocks being expanded, outermost first: full name and the `repeat` value's node.
+  std::vector<std::pair<std::string, YAML::Node>> blocks_;
 };
 
 AttrValue ConfigParser::to_attr(const YAML::Node& key, const YAML::Node& v,
@@ -365,6 +367,14 @@ void ConfigParser::parse_layer(const YAML::Node& m, const std::string& local,
   l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs"});
   define(scopes, local, l.name, l.name);
   cfg_.layers.push_back(std::move(l));
+  if (static_cast<int64_t>(cfg_.layers.size()) > kMaxModelLayers) {
+    const std::string limit = "more than " + std::to_string(kMaxModelLayers) +
+                              " layers (the limit on a model's layers, counted after repeat "
+                              "blocks are expanded)";
+    if (blocks_.empty()) fail(m, ctx, "the model has " + limit);
+    fail(blocks_.front().second, "block '" + blocks_.front().first + "': field 'repeat'",
+         "expanding this block gives " + limit);
+  }
 }
 
 void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
@@ -395,6 +405,7 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
       fail(in, ctx + ": field 'inputs'", "a repeat block takes exactly one input name");
     input = resolve(scalar_string(name_node, ctx, "inputs"), scopes, name_node, ctx);
   }
+  blocks_.emplace_back(full, m["repeat"] ? m["repeat"] : m);
   for (int64_t i = 0; i < repeat; ++i) {
     Scope s;
     s.prefix = full + "." + std::to_string(i) + ".";
@@ -404,6 +415,7 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
     input = scopes.back().last;
     scopes.pop_back();
   }
+  blocks_.pop_back();
   define(scopes, local, full, input);
 }
 
@@ -414,11 +426,7 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) REMAT_USER_ERROR("cannot open model config '" << path << "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  ModelConfig cfg = parse_model_config(ss.str(), path);
+  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path);
   cfg.dir = std::filesystem::path(path).parent_path().string();
   return cfg;
 }

@@ -19,7 +19,8 @@
 //     - {name: bn1, op: batchnorm}
 //     - {name: pool1, op: maxpool, kernel: 2}
 //     - name: stage               # a repeat block; its layers are named stage.0.a, stage.0.b,
-//       repeat: 2                 #   stage.1.a, ... (repeat >= 1, default 1; blocks may nest)
+//       repeat: 2                 #   stage.1.a, ... (repeat >= 1, default 1; blocks may nest;
+//                                 #   at most kMaxModelLayers layers after expansion)
 //       layers:
 //         - {name: a, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
 //         - {name: b, op: conv2d, filters: 16, kernel: 3, padding: 1}
@@ -52,6 +53,11 @@
 #include "runtime/tensor.h"
 
 namespace remat {
+
+// The most layers a model may have once repeat blocks are expanded (nested blocks multiply:
+// repeat 1000 inside repeat 1000 is a million layers). More is a UserError at the outermost
+// block's `repeat` (or at the layer, without blocks) that states the limit.
+constexpr int64_t kMaxModelLayers = 10000;
 
 // "input": the model input value name that layer inputs may refer to.
 constexpr const char* kModelInputName = "input";

@@ -130,7 +130,9 @@ OpCost conv_cost(const Conv2dAttrs& a, const Shape& x, const Shape& y,
             static_cast<double>(cg * a.kernel_h * a.kernel_w);
   c.bytes_moved = io_bytes(in, out);
   if (!a.pointwise())
-    c.workspace_bytes = cg * a.kernel_h * a.kernel_w * y[2] * y[3] * dtype_size(DType::F32);
+    c.workspace_bytes = checked_product({cg, a.kernel_h, a.kernel_w, y[2], y[3],
+                                         dtype_size(DType::F32)},
+                                        "conv2d im2col buffer", "workspace_bytes");
   return c;
 }
 

@@ -30,7 +30,7 @@ inline void require_f32(const std::string& op_name, const std::vector<TensorDesc
 // Bytes read (all inputs) plus bytes written (the output).
 inline int64_t io_bytes(const std::vector<TensorDesc>& in, const TensorDesc& out) {
   int64_t b = out.bytes();
-  for (const auto& d : in) b += d.bytes();
+  for (const auto& d : in) b = checked_add(b, d.bytes(), "", "bytes_moved");
   return b;
 }
 

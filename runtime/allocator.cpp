@@ -39,7 +39,7 @@ std::string pool_format_bytes(int64_t bytes) {
 PoolAllocator::PoolAllocator(Backend& backend, int64_t pool_bytes)
     : backend_(backend), pool_bytes_(pool_bytes) {
   REMAT_CHECK(pool_bytes >= 0, "negative pool size " << pool_bytes);
-  base_ = backend_.raw_alloc(pool_bytes);
+  base_ = backend_alloc(backend_, pool_bytes, "the memory pool of the budget");
   if (pool_bytes > 0) {
     blocks_[0] = Block{pool_bytes, true, ""};
     free_index_.insert({pool_bytes, 0});

@@ -36,12 +36,26 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
+void check_output_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    REMAT_USER_ERROR(what << " " << path << ": exists and is not a regular file ("
+                          << (S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, socket or device")
+                          << "); not replacing it");
+  const std::string dir = parent_dir(path);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    REMAT_USER_ERROR(what << " " << path << ": directory '" << dir << "' does not exist");
+}
+
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     REMAT_USER_ERROR(path << ": exists and is not a regular file; not replacing it");
   const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A stale temporary (an earlier run killed mid-write) is replaced; O_EXCL | O_NOFOLLOW make
+  // sure the data goes into a fresh regular file, never through a FIFO or a link left there.
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) REMAT_USER_ERROR(tmp << ": cannot create: " << errno_text());
   try {
     for (std::string_view p : parts) write_all(fd, p.data(), p.size(), tmp);

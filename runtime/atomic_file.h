@@ -15,4 +15,9 @@ inline void write_file_atomic(const std::string& path, std::string_view text) {
   write_file_atomic(path, std::vector<std::string_view>{text});
 }
 
+// Refuses up front what write_file_atomic would refuse at the end: a `path` that exists and is
+// not a regular file, or whose directory does not exist. Tools check their outputs before any
+// work, so a long run does not end in an error. UserError naming `what` ("--save") and path.
+void check_output_file(const std::string& path, const std::string& what);
+
 }  // namespace remat

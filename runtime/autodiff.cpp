@@ -239,7 +239,28 @@ Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
     g.add_node_writing(std::move(n), p);
   }
   g.validate();
+  graph_check_sizes(g, ops);
   return g;
+}
+
+void graph_check_sizes(const Graph& g, const OpRegistry& ops) {
+  int64_t total = 0;
+  for (const Value& v : g.values)
+    total = checked_add(total, v.desc.bytes(), "graph '" + g.name + "': value '" + v.name + "'",
+                        "bytes (sum of every value of the step)");
+  int64_t max_workspace = 0;
+  for (const Node& n : g.nodes) {
+    std::vector<TensorDesc> in;
+    for (ValueId v : n.inputs) in.push_back(g.value(v).desc);
+    try {
+      max_workspace = std::max(max_workspace,
+                               ops.get(n.op).cost(*n.typed, in, g.value(n.output).desc).workspace_bytes);
+    } catch (const UserError& e) {
+      throw UserError("graph '" + g.name + "': node '" + n.name + "' (" + n.op + "): " + e.what());
+    }
+  }
+  checked_add(total, max_workspace, "graph '" + g.name + "'",
+              "workspace_bytes (the largest, plus every value of the step)");
 }
 
 }  // namespace remat

@@ -2,11 +2,13 @@
 // timing one node's kernel. CPU implementation in cpu_backend.cpp; CUDA in cuda_backend.cpp.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/check.h"
 #include "runtime/op.h"
 
 namespace remat {
@@ -38,6 +40,15 @@ class Backend {
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() = 0;
+  // True when none of the `count` floats at `p` (backend memory) is a NaN or an infinity.
+  // Synchronous. The default copies them to the host; backends override it to scan in place.
+  virtual bool all_finite(const void* p, int64_t count) {
+    std::vector<float> host(static_cast<size_t>(count));
+    copy_to_host(host.data(), p, count * static_cast<int64_t>(sizeof(float)));
+    for (float x : host)
+      if (!std::isfinite(x)) return false;
+    return true;
+  }
 
   // Workspace bytes `op` needs to run `ctx` (ctx.workspace unset). CPU: op.cost's workspace;
   // CUDA: the chosen algorithm's workspace.
@@ -63,6 +74,16 @@ class Backend {
   // scratch), so that training uses nothing outside the budget's pool.
   virtual void end_setup() {}
 };
+
+// be.raw_alloc(bytes), or be.host_alloc(bytes) with `host`, naming `who` ("node 'conv1'", "the
+// input batch") in front of a failure: "node 'conv1': host allocation of 4096 bytes failed".
+inline void* backend_alloc(Backend& be, int64_t bytes, const std::string& who, bool host = false) {
+  try {
+    return host ? be.host_alloc(bytes) : be.raw_alloc(bytes);
+  } catch (const UserError& e) {
+    throw UserError(who + ": " + e.what());
+  }
+}
 
 // Range colours: first computation, recomputation, optimizer update, whole phases.
 constexpr uint32_t kRangeCompute = 0x3C78D8;

@@ -21,6 +21,13 @@ class UserError : public Error {
   explicit UserError(const std::string& what) : Error(what) {}
 };
 
+// Training produced a NaN or an infinity (runtime/executor.h, Note [finite check]): the message
+// names the step and the first node whose output is not finite. Tools exit with code 3.
+class NonFiniteError : public UserError {
+ public:
+  explicit NonFiniteError(const std::string& what) : UserError(what) {}
+};
+
 namespace detail {
 [[noreturn]] inline void throw_check(const char* expr, const std::string& msg, const char* file,
                                      int line) {

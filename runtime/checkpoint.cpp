@@ -1,6 +1,8 @@
 // Checkpoints as safetensors: the trainable state of an executor, saved atomically.
 #include "runtime/checkpoint.h"
 
+#include <cmath>
+
 #include "runtime/check.h"
 #include "runtime/safetensors.h"
 
@@ -9,6 +11,18 @@ namespace remat {
 bool checkpoint_holds(ValueKind k) {
   return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::OptState;
 }
+
+namespace {
+// The "step" metadata: a plain non-negative decimal integer.
+int64_t parse_step(const std::string& text, const std::string& path) {
+  bool digits = !text.empty() && text.size() <= 18;
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (!digits)
+    REMAT_USER_ERROR(path << ": metadata 'step': expected a non-negative integer (steps done), got '"
+                          << text << "'");
+  return std::stoll(text);
+}
+}  // namespace
 
 void checkpoint_save(const Graph& g, const std::function<std::vector<float>(ValueId)>& read,
                      const std::string& path, int64_t steps_done) {
@@ -42,11 +56,7 @@ CheckpointData checkpoint_read(const Graph& g, const std::string& path) {
     REMAT_USER_ERROR(path << ": checkpoint of model '" << meta("model") << "', training '"
                           << g.name << "'");
   CheckpointData d;
-  try {
-    d.step = std::stoll(meta("step"));
-  } catch (const std::exception&) {
-    REMAT_USER_ERROR(path << ": metadata 'step' is not a number: '" << meta("step") << "'");
-  }
+  d.step = parse_step(meta("step"), path);
   d.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
@@ -57,16 +67,23 @@ CheckpointData checkpoint_read(const Graph& g, const std::string& path) {
       REMAT_USER_ERROR(path << ": tensor '" << val.name << "' is " << dtype_name(t->dtype) << " "
                             << shape_str(t->shape) << ", the model needs f32 "
                             << shape_str(val.desc.shape));
-    d.values[v] = t->f32();
+    std::vector<float> host = t->f32();
+    for (size_t i = 0; i < host.size(); ++i)
+      if (!std::isfinite(host[i]))
+        REMAT_USER_ERROR(path << ": tensor '" << val.name << "': element " << i << " is "
+                              << host[i] << " (a checkpoint holds finite values only)");
+    d.values[v] = std::move(host);
   }
+  d.unverified = static_cast<int>(f.unverified.size());
   return d;
 }
 
-int64_t checkpoint_load(Executor& ex, const std::string& path) {
-  CheckpointData d = checkpoint_read(ex.graph(), path);
+CheckpointInfo checkpoint_load(Executor& ex, const std::string& path) {
+  // Every tensor is validated before any is written, so a bad file leaves the executor untouched.
+  const CheckpointData d = checkpoint_read(ex.graph(), path);
   for (size_t v = 0; v < d.values.size(); ++v)
     if (checkpoint_holds(ex.graph().values[v].kind)) ex.write(static_cast<ValueId>(v), d.values[v]);
-  return d.step;
+  return CheckpointInfo{d.step, d.unverified};
 }
 
 }  // namespace remat

@@ -24,17 +24,25 @@ void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_
 void checkpoint_save(const Graph& g, const std::function<std::vector<float>(ValueId)>& read,
                      const std::string& path, int64_t steps_done);
 
-// A checkpoint read and checked against `g`: the step it was taken after, and per value of g
-// the tensor (empty for values a checkpoint does not hold). UserError naming the file and
-// tensor for a missing tensor, a shape mismatch, another model, or a file that is not a remat
-// checkpoint.
+// A checkpoint read and checked against `g`, nothing written yet: the step it was taken after,
+// per value of g the tensor (empty for values a checkpoint does not hold), and the tensors
+// without a checksum (files written before checksums existed). UserError naming the file and
+// tensor for a missing tensor, a shape mismatch, a NaN or infinite value, a checksum mismatch (a
+// flipped bit), another model, a step that is not a non-negative integer, or a file that is not
+// a remat checkpoint.
 struct CheckpointData {
-  int64_t step = 0;
+  int64_t step = 0;  // steps done when it was saved (>= 0)
   std::vector<std::vector<float>> values;
+  int unverified = 0;
 };
 CheckpointData checkpoint_read(const Graph& g, const std::string& path);
 
-// Loads a checkpoint into `ex` and returns the number of steps it was taken after.
-int64_t checkpoint_load(Executor& ex, const std::string& path);
+struct CheckpointInfo {
+  int64_t step = 0;    // steps done when it was saved (>= 0)
+  int unverified = 0;  // tensors without a checksum (files written before checksums existed)
+};
+
+// Loads a checkpoint into `ex` (checkpoint_read's errors; the executor is left unchanged then).
+CheckpointInfo checkpoint_load(Executor& ex, const std::string& path);
 
 }  // namespace remat

@@ -2,11 +2,12 @@
 #include "runtime/costs.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/checked.h"
+#include "runtime/input_file.h"
 
 namespace remat {
 
@@ -26,55 +27,47 @@ std::string costs_to_json_text(const CostTable& t) {
 }
 
 CostTable costs_from_json_text(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    REMAT_USER_ERROR(source << ": invalid JSON: " << e.what());
-  }
+  const json j = json_parse(text, source);
+  if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");
+  const std::string format = j.contains("format") ? json_string(j["format"], source, "format") : "";
+  if (format != "remat-costs/1")
+    REMAT_USER_ERROR(source << ": not a cost table (field 'format' must be \"remat-costs/1\")");
   CostTable t;
-  std::string where = source;
-  try {
-    if (j.value("format", "") != "remat-costs/1")
-      REMAT_USER_ERROR(source << ": not a cost table (format must be \"remat-costs/1\")");
-    t.model = j.value("model", "");
-    t.device = j.value("device", "");
-    t.unit = j.at("unit").get<std::string>();
-    if (t.unit != "flops" && t.unit != "ms")
-      REMAT_USER_ERROR(source << ": field 'unit': '" << t.unit << "' is not flops or ms");
-    t.batch = j.at("batch").get<int64_t>();
-    for (size_t i = 0; i < j.at("nodes").size(); ++i) {
-      const json& jn = j["nodes"][i];
-      where = source + ": nodes[" + std::to_string(i) + "]";
-      NodeCost n;
-      n.name = jn.at("name").get<std::string>();
-      n.cost = jn.at("cost").get<double>();
-      n.bytes = jn.at("bytes").get<int64_t>();
-      n.workspace_bytes = jn.value("workspace_bytes", int64_t{0});
-      n.spread = jn.value("spread", 0.0);
-      if (!std::isfinite(n.cost) || n.cost < 0 || n.bytes < 0 || n.workspace_bytes < 0)
-        REMAT_USER_ERROR(where << " '" << n.name << "': cost and sizes must be finite and >= 0");
-      t.nodes.push_back(std::move(n));
-    }
-  } catch (const json::exception& e) {
-    REMAT_USER_ERROR(where << ": " << e.what());
+  if (j.contains("model")) t.model = json_string(j["model"], source, "model");
+  if (j.contains("device")) t.device = json_string(j["device"], source, "device");
+  t.unit = json_string(json_field(j, source, "unit"), source, "unit");
+  if (t.unit != "flops" && t.unit != "ms")
+    REMAT_USER_ERROR(source << ": field 'unit': '" << t.unit << "' is not flops or ms");
+  t.batch = json_int64(json_field(j, source, "batch"), source, "batch");
+  check_count(t.batch, source, "batch");
+  const json& nodes = json_field(j, source, "nodes");
+  if (!nodes.is_array()) REMAT_USER_ERROR(source << ": field 'nodes': expected an array");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const json& jn = nodes[i];
+    std::string where = source + ": nodes[" + std::to_string(i) + "]";
+    NodeCost n;
+    n.name = json_string(json_field(jn, where, "name"), where, "name");
+    where += " '" + n.name + "'";
+    n.cost = json_number(json_field(jn, where, "cost"), where, "cost");
+    n.bytes = json_int64(json_field(jn, where, "bytes"), where, "bytes");
+    if (jn.contains("workspace_bytes"))
+      n.workspace_bytes = json_int64(jn["workspace_bytes"], where, "workspace_bytes");
+    if (jn.contains("spread")) n.spread = json_number(jn["spread"], where, "spread");
+    if (!std::isfinite(n.cost) || n.cost < 0)
+      REMAT_USER_ERROR(where << ": field 'cost': must be finite and >= 0, got " << n.cost);
+    check_count(n.bytes, where, "bytes");
+    check_count(n.workspace_bytes, where, "workspace_bytes");
+    t.nodes.push_back(std::move(n));
   }
   return t;
 }
 
 void costs_save(const CostTable& t, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot open for writing");
-  f << costs_to_json_text(t) << "\n";
-  if (!f) REMAT_USER_ERROR(path << ": write failed");
+  write_file_atomic(path, costs_to_json_text(t) + "\n");
 }
 
 CostTable costs_load(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return costs_from_json_text(ss.str(), path);
+  return costs_from_json_text(read_file(path, "cost table"), path);
 }
 
 }  // namespace remat

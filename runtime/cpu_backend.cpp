@@ -26,7 +26,7 @@ class CpuBackend : public Backend {
     REMAT_CHECK(bytes >= 0, "negative allocation " << bytes);
     size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) REMAT_FAIL("host allocation of " << bytes << " bytes failed");
+    if (!p) REMAT_USER_ERROR("host allocation of " << bytes << " bytes failed (out of memory)");
     return p;
   }
   void raw_free(void* p) override { std::free(p); }
@@ -44,6 +44,18 @@ class CpuBackend : public Backend {
   }
   void fill_zero(void* dst, int64_t bytes) override { std::memset(dst, 0, static_cast<size_t>(bytes)); }
   void synchronize() override {}
+  bool all_finite(const void* p, int64_t count) override {
+    // A float is NaN or +-inf exactly when its exponent bits are all ones: an integer test
+    // the compiler vectorises, without a branch per element.
+    const auto* x = static_cast<const float*>(p);
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, sizeof bits);
+      bad |= (bits & 0x7F800000u) == 0x7F800000u;
+    }
+    return bad == 0;
+  }
 
   int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) override {
     return op.cost(*ctx.node->typed, input_descs(ctx), *ctx.output.desc).workspace_bytes;

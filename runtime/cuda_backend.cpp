@@ -4,7 +4,8 @@
 // Memory: raw_alloc is cudaMalloc (the pool allocator calls it once for the whole budget).
 // Besides the pool the backend may hold one algorithm-search scratch buffer of
 // workspace_limit bytes (Note [search scratch]); cuDNN and cuBLAS keep their own small
-// internal buffers. Neither counts against the budget.
+// internal buffers. Neither counts against the budget. all_finite's flag is 4 bytes of mapped
+// pinned host memory.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 
+#include "kernels/kernels.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
 #include "runtime/cuda_backend.h"
@@ -61,6 +63,7 @@ class CudaBackend : public Backend {
     // Errors here cannot be reported (destructors do not throw); the device is going away.
     if (ctx_.stream) (void)cudaStreamSynchronize(ctx_.stream);
     if (ctx_.search_scratch) (void)cudaFree(ctx_.search_scratch);
+    if (finite_flag_) (void)cudaFreeHost(finite_flag_);
     if (stop_) (void)cudaEventDestroy(stop_);
     if (start_) (void)cudaEventDestroy(start_);
     if (ctx_.cublas) (void)cublasDestroy(ctx_.cublas);
@@ -85,7 +88,7 @@ class CudaBackend : public Backend {
       (void)cudaGetLastError();
       size_t free_b = 0, total_b = 0;
       (void)cudaMemGetInfo(&free_b, &total_b);
-      REMAT_FAIL("cudaMalloc of " << bytes << " bytes on " << name_ << " failed: "
+      REMAT_USER_ERROR("cudaMalloc of " << bytes << " bytes on " << name_ << " failed: "
                                   << cudaGetErrorString(e) << " (device has " << free_b
                                   << " bytes free of " << total_b << ")");
     }
@@ -107,7 +110,8 @@ class CudaBackend : public Backend {
     cudaError_t e = cudaMallocHost(&p, std::max<size_t>(static_cast<size_t>(bytes), 64));
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
-      REMAT_FAIL("pinned host allocation of " << bytes << " bytes failed: " << cudaGetErrorString(e));
+      REMAT_USER_ERROR("pinned host allocation of " << bytes << " bytes failed: "
+                       << cudaGetErrorString(e));
     }
     return p;
   }
@@ -146,6 +150,21 @@ class CudaBackend : public Backend {
   void synchronize() override {
     report_deferred_error();
     REMAT_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+  }
+  // The flag lives in mapped pinned host memory: the kernel writes it over the bus, so the
+  // check needs no device memory outside the budget's pool.
+  bool all_finite(const void* p, int64_t count) override {
+    if (!finite_flag_) {
+      REMAT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&finite_flag_), sizeof(unsigned int),
+                                     cudaHostAllocMapped));
+      REMAT_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&finite_flag_device_),
+                                                finite_flag_, 0));
+    }
+    synchronize();  // no earlier kernel may still write the flag
+    *finite_flag_ = 0;
+    flag_nonfinite(static_cast<const float*>(p), count, finite_flag_device_, ctx_.stream);
+    synchronize();
+    return *const_cast<volatile unsigned int*>(finite_flag_) == 0;
   }
 
   int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) override {
@@ -241,6 +260,8 @@ class CudaBackend : public Backend {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   bool scratch_tried_ = false;
   std::string deferred_error_;
+  unsigned int* finite_flag_ = nullptr;         // all_finite's flag, mapped pinned host memory
+  unsigned int* finite_flag_device_ = nullptr;  // the same flag, as the device addresses it
 };
 
 }  // namespace

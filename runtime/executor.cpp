@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "runtime/allocator.h"
 #include "runtime/check.h"
@@ -57,6 +59,8 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
       REMAT_CHECK(!c || c->memory() == be_.kind(),
                   "communicator '" << c->name() << "' works on another memory than backend "
                                    << be_.name());
+    REMAT_CHECK(!opt_.host_comm || opt_.host_comm->memory() == DeviceKind::Cpu,
+                "the finite check's communicator must work on host memory");
   }
   if (opt_.memory != MemoryMode::Direct) {
     REMAT_CHECK(opt_.budget > 0, "memory mode " << memory_mode_name(opt_.memory)
@@ -66,7 +70,7 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
                                  << g_.name << "' (" << layout_.region_bytes
                                  << " bytes: parameters, gradients, optimizer state, batch)");
   }
-  loss_host_ = static_cast<float*>(be_.host_alloc(sizeof(float)));
+  loss_host_ = static_cast<float*>(backend_alloc(be_, sizeof(float), "the loss's host copy", true));
   try {
     allocate_persistent();
     if (opt_.parallel.active())
@@ -80,13 +84,13 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
 void Executor::allocate_persistent() {
   const int64_t bytes = std::max<int64_t>(layout_.region_bytes, 1);
   switch (opt_.memory) {
-    case MemoryMode::Direct: persistent_ = static_cast<char*>(be_.raw_alloc(bytes)); break;
+    case MemoryMode::Direct: persistent_ = static_cast<char*>(acquire(bytes, "the persistent values", -1)); break;
     case MemoryMode::Pool:
       pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
-      persistent_ = static_cast<char*>(pool_->allocate(bytes, "persistent values"));
+      persistent_ = static_cast<char*>(pool_->allocate(bytes, "the persistent values"));
       break;
     case MemoryMode::Arena:
-      region_ = be_.raw_alloc(opt_.budget);
+      region_ = backend_alloc(be_, opt_.budget, "the budget's single region (arena mode)");
       persistent_ = static_cast<char*>(region_);
       break;
   }
@@ -118,7 +122,7 @@ void Executor::release_all() {
 
 void* Executor::acquire(int64_t bytes, const std::string& who, int arena_request) {
   switch (opt_.memory) {
-    case MemoryMode::Direct: return be_.raw_alloc(bytes);
+    case MemoryMode::Direct: return backend_alloc(be_, bytes, who);
     case MemoryMode::Pool: return pool_->allocate(bytes, who);
     case MemoryMode::Arena:
       REMAT_CHECK(arena_request >= 0, who << " has no arena offset");
@@ -286,6 +290,103 @@ void Executor::run_update_slice(const UpdateSlice& sl, int64_t step) {
   be_.run(op, ctx);
 }
 
+int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWriter* trace,
+                             StepResult* r, bool scan) {
+  bool loss_read = scan;  // a re-run does not read the loss again
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    if (s.kind == PlanStepKind::Free) {
+      void*& p = ptr_[static_cast<size_t>(s.value)];
+      REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
+      release(p);
+      p = nullptr;
+      in_use_ -= g_.value(s.value).desc.alloc_bytes();
+      if (trace) trace->instant("free " + g_.value(s.value).name, "free", now_us(step_t0_), 1);
+      continue;
+    }
+    const double start = trace ? now_us(step_t0_) : 0;
+    run_node(s.node, s.recompute, step, static_cast<int>(i));
+    if (sync_ && !scan) sync_->after_plan_step(static_cast<int>(i));
+    if (trace) trace_span(trace, g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
+    if (scan && !value_finite(g_.node(s.node).output)) {
+      release_activations();
+      return static_cast<int>(i);
+    }
+    ++(s.recompute ? r->recomputes : r->computes);
+    if (g_.node(s.node).output == g_.loss && !loss_read) {
+      // Read after the step's final synchronize: no host wait in the middle of the step.
+      be_.copy_to_host_async(loss_host_, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
+      loss_read = true;
+    }
+  }
+  REMAT_CHECK(loss_read, "plan for '" << plan.graph_name << "' never computes the loss");
+  return -1;
+}
+
+void Executor::trace_span(TraceWriter* trace, const std::string& name, const char* category,
+                          double start_us) {
+  be_.synchronize();
+  const double end = now_us(step_t0_);
+  trace->span(name, category, start_us, end - start_us, 1);
+  trace->counter("memory", end, {{"in use MB", static_cast<double>(in_use_) / 1e6}});
+}
+
+bool Executor::value_finite(ValueId v) {
+  const Value& val = g_.value(v);
+  if (val.desc.dtype != DType::F32) return true;
+  return be_.all_finite(ptr_[static_cast<size_t>(v)], val.desc.numel());
+}
+
+void Executor::release_activations() {
+  for (size_t v = 0; v < g_.values.size(); ++v) {
+    if (value_is_persistent(g_.values[v].kind) || !ptr_[v]) continue;
+    release(ptr_[v]);
+    ptr_[v] = nullptr;
+    in_use_ -= g_.values[v].desc.bytes();
+  }
+}
+
+void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
+  be_.synchronize();  // the loss's host copy is complete
+  std::string what;
+  if (!std::isfinite(*loss_host_)) {
+    what = "the loss is " + std::to_string(*loss_host_);
+  } else if (opt_.parallel.shard_optimizer && sync_) {
+    // Only this rank's shard of each bucket holds averaged gradients (the rest is scratch).
+    for (size_t b = 0; b < layout_.buckets.size() && what.empty(); ++b)
+      if (!be_.all_finite(persistent_ + layout_.grads_begin +
+                              layout_.shard_begin(b, layout_.parallel.rank),
+                          layout_.shard_bytes(b) / 4))
+        what = "a gradient in bucket " + std::to_string(b) + " is not finite";
+  } else {
+    for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)
+      if (g_.values[v].kind == ValueKind::ParamGrad && !value_finite(static_cast<ValueId>(v)))
+        what = "the gradient '" + g_.values[v].name + "' is not finite";
+  }
+  if (opt_.host_comm) {  // data parallel: every rank stops, or none (Note [finite check])
+    double bad = what.empty() ? 0 : 1;
+    opt_.host_comm->all_reduce_now(&bad, 1, CommType::F64, CommOp::Sum);
+    if (bad == 0) return;
+    if (what.empty()) what = "another rank's loss or gradient is not finite";
+  }
+  if (what.empty()) return;
+  // Recomputation is bit-identical (Note [kernel determinism]) and no update has run, so a
+  // re-run of the plan that checks every output finds the node that first went non-finite.
+  StepResult scratch;
+  const int at = run_plan_steps(plan, step, nullptr, &scratch, /*scan=*/true);
+  std::ostringstream os;
+  os << "step " << step + 1 << ": " << what << "; ";
+  if (at >= 0) {
+    const Node& n = g_.node(plan.steps[static_cast<size_t>(at)].node);
+    os << "the first non-finite output is node '" << n.name << "' (" << node_kind_name(n.kind)
+       << " op " << n.op << ", plan step " << at << ")";
+  } else {
+    os << "a re-run that checks every output found none non-finite";
+  }
+  os << "; stopped before the optimizer update";
+  throw NonFiniteError(os.str());
+}
+
 StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
@@ -294,7 +395,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
                               << "persistent " << arena_base_ << " + arena " << arena_.arena_bytes
                               << " bytes (lower bound " << arena_.lower_bound << ") > budget "
                               << opt_.budget << " bytes");
-  const auto t0 = std::chrono::steady_clock::now();
+  step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], images, g_.value(g_.input).desc.bytes());
@@ -306,56 +407,35 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
     sync_steps_ = plan.steps;
   }
   if (sync_) sync_->begin_step();
-  bool loss_read = false;
-  auto record = [&](const std::string& name, const char* cat, double start) {
-    be_.synchronize();
-    double end = now_us(t0);
-    trace->span(name, cat, start, end - start, 1);
-    trace->counter("memory", end, {{"in use MB", static_cast<double>(in_use_) / 1e6}});
-  };
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    if (s.kind == PlanStepKind::Free) {
-      void*& p = ptr_[static_cast<size_t>(s.value)];
-      REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
-      release(p);
-      p = nullptr;
-      in_use_ -= g_.value(s.value).desc.alloc_bytes();
-      if (trace) trace->instant("free " + g_.value(s.value).name, "free", now_us(t0), 1);
-      continue;
-    }
-    const double start = trace ? now_us(t0) : 0;
-    run_node(s.node, s.recompute, step, static_cast<int>(i));
-    if (sync_) sync_->after_plan_step(static_cast<int>(i));
-    if (trace) record(g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
-    ++(s.recompute ? r.recomputes : r.computes);
-    if (g_.node(s.node).output == g_.loss && !loss_read) {
-      // Read after the step's final synchronize: no host wait in the middle of the step.
-      be_.copy_to_host_async(loss_host_, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
-      loss_read = true;
-    }
-  }
-  REMAT_CHECK(loss_read, "plan for '" << plan.graph_name << "' never computes the loss");
+  run_plan_steps(plan, step, trace, &r, /*scan=*/false);
   if (sync_) {
-    const double start = trace ? now_us(t0) : 0;
+    const double start = trace ? now_us(step_t0_) : 0;
     sync_->finish_gradients();
-    if (trace) record("gradient collectives (wait)", "communication", start);
+    if (trace) trace_span(trace, "gradient collectives (wait)", "communication", start);
+  }
+  if (opt_.check_finite) {
+    try {
+      check_finite(plan, step);
+    } catch (...) {
+      be_.range_pop();
+      throw;
+    }
   }
   if (opt_.parallel.shard_optimizer && sync_) {  // this rank's shards (Note [gradient buckets])
-    const double start = trace ? now_us(t0) : 0;
+    const double start = trace ? now_us(step_t0_) : 0;
     be_.range_push("optimizer shard", kRangeUpdate);
     for (const UpdateSlice& sl : layout_.slices) run_update_slice(sl, step);
     be_.range_pop();
-    if (trace) record("optimizer (this rank's shards)", "update", start);
-    const double gather = trace ? now_us(t0) : 0;
+    if (trace) trace_span(trace, "optimizer (this rank's shards)", "update", start);
+    const double gather = trace ? now_us(step_t0_) : 0;
     sync_->gather_parameters();
-    if (trace) record("parameter all-gather", "communication", gather);
+    if (trace) trace_span(trace, "parameter all-gather", "communication", gather);
   } else {
     for (size_t n = 0; n < g_.nodes.size(); ++n) {
       if (g_.nodes[n].kind != NodeKind::Update) continue;
-      const double start = trace ? now_us(t0) : 0;
+      const double start = trace ? now_us(step_t0_) : 0;
       run_node(static_cast<NodeId>(n), false, step, -1);
-      if (trace) record(g_.nodes[n].name, "update", start);
+      if (trace) trace_span(trace, g_.nodes[n].name, "update", start);
     }
   }
   be_.synchronize();
@@ -375,7 +455,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
       break;
     case MemoryMode::Arena: r.reserved_peak_bytes = arena_base_ + arena_.arena_bytes; break;
   }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_t0_).count();
   return r;
 }
 

@@ -3,6 +3,7 @@
 // Memory comes from one of three sources (Note [executor memory]); the budget is a hard cap.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,9 +46,18 @@ struct ExecutorOptions {
   // buckets]); `grad_comm` averages the gradient buckets, `op_comm` serves collectives inside
   // ops (batch-norm statistics over the global batch). Both communicate in the backend's
   // memory, are separate communicators (Note [collective order]) and outlive the executor.
+  // `host_comm` (host memory) makes the decisions every rank must share: the finite check.
   ParallelConfig parallel;
   Communicator* grad_comm = nullptr;
   Communicator* op_comm = nullptr;
+  Communicator* host_comm = nullptr;
+  // Note [finite check]: before the optimizer updates, the step's loss and every parameter
+  // gradient must be finite; otherwise run_step locates the first node with a non-finite output
+  // and throws NonFiniteError. Costs one synchronisation and one read of the gradients a step;
+  // off, a NaN trains on silently. Data parallel: the averaged gradients (this rank's shards
+  // when sharded) and this rank's loss are checked after the all-reduce, and the ranks agree
+  // over host_comm, so either every rank stops at that step or none does.
+  bool check_finite = true;
 };
 
 struct StepResult {
@@ -99,6 +109,8 @@ class Executor {
   // after each), frees and a memory counter. Data parallel: the gradient buckets are averaged
   // over the ranks while the plan runs (runtime/grad_sync.h), this rank's updates run (its
   // shards only, when sharded) and the updated shards are gathered; the loss is this rank's.
+  // With check_finite, a non-finite loss or parameter gradient throws NonFiniteError before any
+  // update (the parameters keep their values).
   StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
@@ -123,6 +135,17 @@ class Executor {
   void release(void* p);
   void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
   void run_update_slice(const UpdateSlice& s, int64_t step);
+  // The plan's compute and free steps. With `scan`, stops at the first compute whose output is
+  // not finite and returns its plan step index (-1: none); every activation is released then.
+  int run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWriter* trace, StepResult* r,
+                     bool scan);
+  // Note [finite check]: the first non-finite loss or parameter gradient of `step`, located.
+  void check_finite(const ExecutionPlan& plan, int64_t step);
+  bool value_finite(ValueId v);
+  void release_activations();  // every resident activation (after an aborted step)
+  // A span from start_us to now (synchronising first) and the memory counter.
+  void trace_span(TraceWriter* trace, const std::string& name, const char* category,
+                  double start_us);
 
   const Graph& g_;
   const OpRegistry& ops_;
@@ -143,6 +166,7 @@ class Executor {
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
+  std::chrono::steady_clock::time_point step_t0_;  // start of the running step (traces)
 };
 
 }  // namespace remat

@@ -43,6 +43,7 @@ NodeKind node_kind_from_name(const std::string& s) {
 
 ValueId Graph::add_value(Value v) {
   REMAT_CHECK(find_value(v.name) == kNoValue, "duplicate value name '" << v.name << "'");
+  checked_tensor_bytes(v.desc, "graph '" + name + "': value '" + v.name + "'", "shape");
   values.push_back(std::move(v));
   return static_cast<ValueId>(values.size() - 1);
 }
@@ -93,7 +94,9 @@ std::vector<std::vector<NodeId>> Graph::users() const {
 int64_t Graph::persistent_bytes() const {
   int64_t total = 0;
   for (const auto& v : values)
-    if (value_is_persistent(v.kind)) total += v.desc.alloc_bytes();  // Note [allocation size]
+    if (value_is_persistent(v.kind))  // Note [allocation size]
+      total = checked_add(total, v.desc.alloc_bytes(), "graph '" + name + "': value '" + v.name + "'",
+                          "bytes (sum of the persistent values)");
   return total;
 }
 

@@ -1,10 +1,10 @@
 // Graph <-> JSON ("remat-graph/1"). Attributes are stored as written; loading re-parses them
 // through the registry so every node gets its typed attrs back.
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/input_file.h"
 #include "runtime/graph.h"
 #include "runtime/op.h"
 
@@ -84,12 +84,7 @@ std::string graph_to_json_text(const Graph& g) {
 }
 
 Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const std::string& src) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    REMAT_USER_ERROR(src << ": invalid JSON: " << e.what());
-  }
+  const json j = json_parse(text, src);
   Graph g;
   std::string where = src;
   try {
@@ -144,18 +139,11 @@ Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const
 }
 
 void graph_save(const Graph& g, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot open for writing");
-  f << graph_to_json_text(g) << "\n";
-  if (!f) REMAT_USER_ERROR(path << ": write failed");
+  write_file_atomic(path, graph_to_json_text(g) + "\n");
 }
 
 Graph graph_load(const std::string& path, const OpRegistry& ops) {
-  std::ifstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return graph_from_json_text(ss.str(), ops, path);
+  return graph_from_json_text(read_file(path, "graph file"), ops, path);
 }
 
 }  // namespace remat

@@ -17,7 +17,7 @@ namespace {
 // Buffers of one node's measurement, freed when it goes out of scope (also on errors).
 class NodeBuffers {
  public:
-  explicit NodeBuffers(Backend& be) : be_(be) {}
+  NodeBuffers(Backend& be, std::string who) : be_(be), who_(std::move(who)) {}
   ~NodeBuffers() {
     for (void* p : ptrs_) be_.raw_free(p);
   }
@@ -25,12 +25,13 @@ class NodeBuffers {
   NodeBuffers& operator=(const NodeBuffers&) = delete;
   void* alloc(int64_t bytes) {
     ptrs_.push_back(nullptr);
-    ptrs_.back() = be_.raw_alloc(bytes);
+    ptrs_.back() = backend_alloc(be_, bytes, who_);
     return ptrs_.back();
   }
 
  private:
   Backend& be_;
+  std::string who_;  // "profiling node 'conv1'", in front of an allocation failure
   std::vector<void*> ptrs_;
 };
 
@@ -67,7 +68,7 @@ NodeCost profile_node(const Graph& g, NodeId id, const OpDef& op, Backend& be,
                       const ProfileOptions& opt, std::mt19937_64& rng) {
   const Node& node = g.node(id);
   const Value& out = g.value(node.output);
-  NodeBuffers bufs(be);
+  NodeBuffers bufs(be, "profiling node '" + node.name + "'");
   std::map<ValueId, void*> ptr;  // a value read twice (add(x, x)) gets one buffer
   ExecContext ctx;
   ctx.node = &node;

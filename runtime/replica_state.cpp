@@ -123,11 +123,14 @@ void checkpoint_save_replicas(const Executor& ex, Communicator& host, const std:
   host.barrier();  // every rank ends the run once the file is written
 }
 
-int64_t checkpoint_load_replicas(Executor& ex, Communicator& host, const std::string& path) {
+CheckpointInfo checkpoint_load_replicas(Executor& ex, Communicator& host, const std::string& path) {
   const Graph& g = ex.graph();
   CheckpointData d;
-  if (host.rank() == 0) d = checkpoint_read(g, path);
-  host.broadcast_now(&d.step, sizeof d.step, 0);
+  if (host.rank() == 0) d = checkpoint_read(g, path);  // throws before any rank is written
+  int64_t head[2] = {d.step, d.unverified};
+  host.broadcast_now(head, sizeof head, 0);
+  d.step = head[0];
+  d.unverified = static_cast<int>(head[1]);
   d.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
@@ -144,7 +147,7 @@ int64_t checkpoint_load_replicas(Executor& ex, Communicator& host, const std::st
                         d.values[static_cast<size_t>(u.inputs[k + 2])].data() + s.first);
     }
   }
-  return d.step;
+  return CheckpointInfo{d.step, d.unverified};
 }
 
 }  // namespace remat

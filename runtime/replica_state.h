@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/executor.h"
 
@@ -27,8 +28,9 @@ void check_replicas_identical(const Executor& ex, Communicator& host, const std:
 void checkpoint_save_replicas(const Executor& ex, Communicator& host, const std::string& path,
                               int64_t steps_done);
 
-// Rank 0 reads the checkpoint and sends it to every rank; each keeps what its layout holds
-// (its shards of the optimizer state when sharded). Returns the step it was taken after.
-int64_t checkpoint_load_replicas(Executor& ex, Communicator& host, const std::string& path);
+// Rank 0 reads and checks the checkpoint (checkpoint_read) and sends it to every rank; each
+// keeps what its layout holds (its shards of the optimizer state when sharded). Returns the
+// step it was taken after and the tensors without a checksum, on every rank.
+CheckpointInfo checkpoint_load_replicas(Executor& ex, Communicator& host, const std::string& path);
 
 }  // namespace remat

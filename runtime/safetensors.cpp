@@ -3,15 +3,17 @@
 #include "runtime/safetensors.h"
 
 #include <algorithm>
-#include <cerrno>
+#include <cctype>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <nlohmann/json.hpp>
 
 #include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/checked.h"
+#include "runtime/crc32c.h"
+#include "runtime/input_file.h"
 
 namespace remat {
 
@@ -32,6 +34,17 @@ bool host_is_little_endian() {
 }
 
 const char* st_dtype_name(DType t) { return t == DType::F32 ? "F32" : "I32"; }
+
+// Note [tensor checksums]: each tensor's CRC-32C is metadata "checksum.<name>" = "crc32c:<8 hex
+// digits>". Other readers see ordinary string metadata; safetensors_load verifies and removes
+// the entries.
+constexpr const char* kChecksumPrefix = "checksum.";
+
+std::string checksum_text(const std::vector<uint8_t>& data) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "crc32c:%08x", crc32c(data.data(), data.size()));
+  return buf;
+}
 
 }  // namespace
 
@@ -69,6 +82,40 @@ SafeTensor safetensor_i32(const std::string& name, const Shape& shape,
   return t;
 }
 
+namespace {
+// Note [tensor checksums]: checks and removes the checksum entries of `f.metadata`; tensors
+// without one are listed in f.unverified.
+void verify_checksums(const std::string& path, SafeTensorFile& f) {
+  std::set<std::string> verified;
+  for (auto it = f.metadata.begin(); it != f.metadata.end();) {
+    if (it->first.rfind(kChecksumPrefix, 0) != 0) {
+      ++it;
+      continue;
+    }
+    const std::string name = it->first.substr(std::char_traits<char>::length(kChecksumPrefix));
+    const SafeTensor* t = f.find(name);
+    if (!t)
+      REMAT_USER_ERROR(path << ": metadata '" << it->first << "' is the checksum of tensor '"
+                            << name << "', which is not in the file");
+    const std::string& stored = it->second;
+    bool form = stored.size() == 15 && stored.rfind("crc32c:", 0) == 0;
+    for (size_t k = 7; form && k < stored.size(); ++k)
+      form = std::isdigit(static_cast<unsigned char>(stored[k])) || (stored[k] >= 'a' && stored[k] <= 'f');
+    if (!form)
+      REMAT_USER_ERROR(path << ": tensor '" << name << "': checksum '" << stored
+                            << "' is not of the form crc32c:<8 lowercase hex digits>");
+    const std::string actual = checksum_text(t->data);
+    if (actual != stored)
+      REMAT_USER_ERROR(path << ": tensor '" << name << "': checksum mismatch (stored " << stored
+                            << ", the data has " << actual << "): the file is corrupt");
+    verified.insert(name);
+    it = f.metadata.erase(it);
+  }
+  for (const auto& t : f.tensors)
+    if (!verified.count(t.name)) f.unverified.push_back(t.name);
+}
+}  // namespace
+
 const SafeTensor* SafeTensorFile::find(const std::string& name) const {
   for (const auto& t : tensors)
     if (t.name == name) return &t;
@@ -85,7 +132,7 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
     REMAT_CHECK(t.name != kMetadataKey, "tensor name '" << kMetadataKey << "' is reserved");
     REMAT_CHECK(names.insert(t.name).second, "duplicate tensor name '" << t.name << "'");
     for (int64_t d : t.shape) REMAT_CHECK(d >= 0, "tensor '" << t.name << "' has negative shape");
-    const int64_t want = shape_numel(t.shape) * dtype_size(t.dtype);
+    const int64_t want = checked_tensor_bytes({t.shape, t.dtype}, "tensor '" + t.name + "'", "shape");
     REMAT_CHECK(static_cast<int64_t>(t.data.size()) == want,
                 "tensor '" << t.name << "' has " << t.data.size() << " bytes, shape "
                            << shape_str(t.shape) << " needs " << want);
@@ -94,11 +141,14 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
                           {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
   }
-  if (!metadata.empty()) {
-    Json meta = Json::object();
-    for (const auto& [k, v] : metadata) meta[k] = v;
-    header[kMetadataKey] = meta;
+  Json meta = Json::object();
+  for (const auto& [k, v] : metadata) {
+    REMAT_CHECK(k.rfind(kChecksumPrefix, 0) != 0,
+                "metadata key '" << k << "' is reserved for checksums (Note [tensor checksums])");
+    meta[k] = v;
   }
+  for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = checksum_text(t.data);
+  if (!meta.empty()) header[kMetadataKey] = meta;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   uint8_t len[8];
@@ -113,19 +163,21 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
 }
 
 SafeTensorFile safetensors_load(const std::string& path) {
+  return safetensors_parse(read_file(path, "safetensors file", kMaxCount), path);
+}
+
+SafeTensorFile safetensors_parse(std::string_view file, const std::string& path) {
   REMAT_CHECK(host_is_little_endian(), "safetensors needs a little-endian host");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) REMAT_USER_ERROR(path << ": cannot open: " << std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const uint64_t file_size = bytes.size();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(file.data());
+  const uint64_t file_size = file.size();
   if (file_size < 8)
     REMAT_USER_ERROR(path << ": not a safetensors file (" << file_size << " bytes, the header length alone is 8)");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[static_cast<size_t>(i)]) << (8 * i);
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[i]) << (8 * i);
   if (n > kMaxHeaderBytes || n > file_size - 8)
     REMAT_USER_ERROR(path << ": header length " << n << " runs past the end of the file ("
                           << file_size << " bytes)");
-  const char* hbegin = reinterpret_cast<const char*>(bytes.data() + 8);
+  const char* hbegin = file.data() + 8;
 
   // nlohmann keeps the last of duplicate keys; the callback spots them at the top level.
   std::set<std::string> seen;
@@ -147,7 +199,7 @@ SafeTensorFile safetensors_load(const std::string& path) {
   if (!duplicate.empty()) REMAT_USER_ERROR(path << ": tensor '" << duplicate << "' appears twice in the header");
 
   const uint64_t data_size = file_size - 8 - n;
-  const uint8_t* data = bytes.data() + 8 + n;
+  const uint8_t* data = bytes + 8 + n;
   SafeTensorFile out;
   struct Range { uint64_t begin, end; std::string name; };
   std::vector<Range> ranges;
@@ -220,6 +272,7 @@ SafeTensorFile safetensors_load(const std::string& path) {
   sorted.reserve(order.size());
   for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
   out.tensors = std::move(sorted);
+  verify_checksums(path, out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -32,23 +33,30 @@ SafeTensor safetensor_i32(const std::string& name, const Shape& shape,
 
 struct SafeTensorFile {
   std::vector<SafeTensor> tensors;  // in data order (the order they were saved)
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata;  // without the checksum entries
+  std::vector<std::string> unverified;  // tensors the file has no checksum for (load only)
   // The tensor named `name`, or nullptr.
   const SafeTensor* find(const std::string& name) const;
 };
 
-// Writes `tensors` (in this order, data contiguous) and `metadata` atomically: to
+// Writes `tensors` (in this order, data contiguous) and `metadata` atomically, with each
+// tensor's CRC-32C in the metadata (Note [tensor checksums] in safetensors.cpp): to
 // path + ".tmp", fsync, rename over `path`, fsync the directory, so a crash leaves either the
 // old file or the new one. The header is padded with spaces to a multiple of 8 bytes.
 // Throws Error for invalid tensors (duplicate or reserved name, data size not matching the
-// shape) and UserError naming the path when the file cannot be written.
+// shape), for metadata keys starting with "checksum.", and UserError naming the path when the
+// file cannot be written.
 void safetensors_save(const std::string& path, const std::vector<SafeTensor>& tensors,
                       const std::map<std::string, std::string>& metadata);
 
 // Reads and validates a whole file: header length within the file, valid JSON, known dtypes
 // (F32, I32), shapes, offsets inside the data section, not overlapping and matching
-// shape * dtype size, no duplicate names, string metadata. Every failure is a UserError that
-// names the file and, where there is one, the tensor.
+// shape * dtype size, no duplicate names, string metadata, and every stored checksum matching
+// its tensor's data (a flipped bit is an error; a tensor without a checksum is listed in
+// `unverified`). Every failure is a UserError that names the file and, where there is one, the
+// tensor.
 SafeTensorFile safetensors_load(const std::string& path);
+// The same from the bytes of a file; `path` names it in errors.
+SafeTensorFile safetensors_parse(std::string_view bytes, const std::string& path);
 
 }  // namespace remat

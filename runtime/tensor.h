@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/checked.h"
+
 namespace remat {
 
 // Dimension letters (README): N batch, C channels, H height, W width; K output channels,
@@ -18,11 +20,9 @@ inline int64_t dtype_size(DType) { return 4; }  // both F32 and I32 are 4 bytes
 const char* dtype_name(DType t);
 DType dtype_from_name(const std::string& name);  // throws UserError on an unknown name
 
-inline int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+// Elements of a shape; a UserError when out of range (Note [checked sizes]: the builder and
+// the readers check every shape with a name first, so this is the last line of defence).
+inline int64_t shape_numel(const Shape& s) { return checked_product(s, "", "shape"); }
 std::string shape_str(const Shape& s);  // "[32, 3, 32, 32]"
 
 // Note [allocation size]
@@ -40,10 +40,17 @@ struct TensorDesc {
   Shape shape;
   DType dtype = DType::F32;
   int64_t numel() const { return shape_numel(shape); }
-  int64_t bytes() const { return numel() * dtype_size(dtype); }
+  int64_t bytes() const { return checked_mul(numel(), dtype_size(dtype), "", "bytes"); }
   int64_t alloc_bytes() const { return remat::alloc_bytes(bytes()); }  // Note [allocation size]
   bool operator==(const TensorDesc& o) const { return shape == o.shape && dtype == o.dtype; }
 };
+
+// Bytes of `d`, checked: a UserError "<where>: field '<field>': ..." when the shape has a
+// negative dimension or its elements or bytes exceed kMaxCount.
+inline int64_t checked_tensor_bytes(const TensorDesc& d, std::string_view where,
+                                    std::string_view field) {
+  return checked_mul(checked_product(d.shape, where, field), dtype_size(d.dtype), where, field);
+}
 
 // A non-owning view of tensor data in backend memory (host or device).
 struct TensorView {

@@ -1,10 +1,7 @@
 // Chrome trace JSON events (the Trace Event Format): spans, instants, counters, metadata.
 #include "runtime/trace.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace remat {
@@ -57,12 +54,6 @@ std::string TraceWriter::json() const {
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void TraceWriter::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) REMAT_USER_ERROR(path << ": cannot write trace: " << std::strerror(errno));
-  out << json() << "\n";
-  out.flush();
-  if (!out) REMAT_USER_ERROR(path << ": error writing trace: " << std::strerror(errno));
-}
+void TraceWriter::save(const std::string& path) const { write_file_atomic(path, json() + "\n"); }
 
 }  // namespace remat

@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/checked.h"
+#include "runtime/input_file.h"
 
 namespace remat {
 namespace {
@@ -24,45 +27,6 @@ std::string node_where(const std::string& source, int i, const std::string& name
   return os.str();
 }
 
-// Reads one field of a JSON object with a type check; errors name `where` and the field.
-const Json& require_field(const Json& obj, const std::string& where, const char* field) {
-  auto it = obj.find(field);
-  if (it == obj.end()) REMAT_USER_ERROR(where << ": missing field '" << field << "'");
-  return *it;
-}
-
-int64_t json_int64(const Json& v, const std::string& where, const char* field) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
-      return static_cast<int64_t>(d);
-  }
-  REMAT_USER_ERROR(where << ": field '" << field << "': expected an integer, got " << v.dump());
-}
-
-double json_number(const Json& v, const std::string& where, const char* field) {
-  if (!v.is_number())
-    REMAT_USER_ERROR(where << ": field '" << field << "': expected a number, got " << v.dump());
-  return v.get<double>();
-}
-
-std::string json_string(const Json& v, const std::string& where, const char* field) {
-  if (!v.is_string())
-    REMAT_USER_ERROR(where << ": field '" << field << "': expected a string, got " << v.dump());
-  return v.get<std::string>();
-}
-
-void reject_unknown_fields(const Json& obj, const std::string& where,
-                           const std::set<std::string>& known) {
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (known.count(it.key())) continue;
-    std::string list;
-    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    REMAT_USER_ERROR(where << ": unknown field '" << it.key() << "' (known: " << list << ")");
-  }
-}
-
 ProblemNodeKind parse_kind(const std::string& s, const std::string& where) {
   if (s == "forward") return ProblemNodeKind::Forward;
   if (s == "loss") return ProblemNodeKind::Loss;
@@ -75,18 +39,24 @@ ProblemNode parse_node(const Json& j, int i, const std::string& source) {
   ProblemNode node;
   std::string where = source + ": nodes[" + std::to_string(i) + "]";
   if (!j.is_object()) REMAT_USER_ERROR(where << ": expected an object, got " << j.dump());
-  node.name = json_string(require_field(j, where, "name"), where, "name");
+  node.name = json_string(json_field(j, where, "name"), where, "name");
   where = node_where(source, i, node.name);
-  reject_unknown_fields(j, where, {"name", "kind", "cost", "bytes", "workspace_bytes", "deps"});
-  node.kind = parse_kind(json_string(require_field(j, where, "kind"), where, "kind"), where);
-  node.cost = json_number(require_field(j, where, "cost"), where, "cost");
-  node.bytes = json_int64(require_field(j, where, "bytes"), where, "bytes");
+  json_reject_unknown_fields(j, where, {"name", "kind", "cost", "bytes", "workspace_bytes", "deps"});
+  node.kind = parse_kind(json_string(json_field(j, where, "kind"), where, "kind"), where);
+  node.cost = json_number(json_field(j, where, "cost"), where, "cost");
+  node.bytes = json_int64(json_field(j, where, "bytes"), where, "bytes");
   if (j.contains("workspace_bytes"))
     node.workspace_bytes = json_int64(j["workspace_bytes"], where, "workspace_bytes");
-  const Json& deps = require_field(j, where, "deps");
+  const Json& deps = json_field(j, where, "deps");
   if (!deps.is_array())
     REMAT_USER_ERROR(where << ": field 'deps': expected an array, got " << deps.dump());
-  for (const Json& d : deps) node.deps.push_back(static_cast<int>(json_int64(d, where, "deps")));
+  for (const Json& d : deps) {
+    const int64_t dep = json_int64(d, where, "deps");
+    if (dep < 0 || dep >= kMaxProblemNodes)
+      REMAT_USER_ERROR(where << ": field 'deps': dependency " << dep
+                             << " is not an earlier node (nodes must be in topological order)");
+    node.deps.push_back(static_cast<int>(dep));
+  }
   // Order of deps is free in the file; duplicates are caught by validation after sorting.
   std::sort(node.deps.begin(), node.deps.end());
   return node;
@@ -112,8 +82,13 @@ std::vector<std::vector<int>> problem_users(const Problem& p) {
 
 void problem_validate(const Problem& p, const std::string& source) {
   if (p.nodes.empty()) REMAT_USER_ERROR(source << ": problem has no nodes");
+  if (p.size() > kMaxProblemNodes)
+    REMAT_USER_ERROR(source << ": field 'nodes': " << p.size() << " nodes, more than the limit of "
+                            << kMaxProblemNodes);
   if (p.constant_bytes < 0)
     REMAT_USER_ERROR(source << ": field 'constant_bytes': must be >= 0, got " << p.constant_bytes);
+  check_count(p.constant_bytes, source, "constant_bytes");
+  check_count(p.batch, source, "batch");
   if (p.batch_constant_bytes < 0 || p.batch_constant_bytes > p.constant_bytes)
     REMAT_USER_ERROR(source << ": field 'batch_constant_bytes': must be in [0, constant_bytes = "
                             << p.constant_bytes << "], got " << p.batch_constant_bytes);
@@ -121,9 +96,17 @@ void problem_validate(const Problem& p, const std::string& source) {
   if (p.cost_unit != "flops" && p.cost_unit != "ms")
     REMAT_USER_ERROR(source << ": field 'cost_unit': must be 'flops' or 'ms', got '" << p.cost_unit
                             << "'");
+  // Note [checked sizes]: the constant, every node's bytes and the largest workspace together
+  // fit, so no sum the solver or the simulator forms from them can overflow.
+  int64_t total = p.constant_bytes, max_workspace = 0;
+  std::map<std::string, int> first_of;
   for (int i = 0; i < p.size(); ++i) {
     const ProblemNode& n = p.nodes[i];
     std::string where = node_where(source, i, n.name);
+    auto [first, fresh] = first_of.emplace(n.name, i);
+    if (!fresh)
+      REMAT_USER_ERROR(where << ": field 'name': duplicate node name (also nodes["
+                             << first->second << "])");
     if (!std::isfinite(n.cost))
       REMAT_USER_ERROR(where << ": field 'cost': must be finite, got " << n.cost);
     if (n.cost < 0) REMAT_USER_ERROR(where << ": field 'cost': must be >= 0, got " << n.cost);
@@ -131,6 +114,9 @@ void problem_validate(const Problem& p, const std::string& source) {
     if (n.workspace_bytes < 0)
       REMAT_USER_ERROR(where << ": field 'workspace_bytes': must be >= 0, got "
                              << n.workspace_bytes);
+    total = checked_add(total, n.bytes, where, "bytes (constant plus every node's bytes)");
+    check_count(n.workspace_bytes, where, "workspace_bytes");
+    max_workspace = std::max(max_workspace, n.workspace_bytes);
     for (size_t k = 0; k < n.deps.size(); ++k) {
       int d = n.deps[k];
       if (d == i)
@@ -146,20 +132,17 @@ void problem_validate(const Problem& p, const std::string& source) {
                                << " before " << d);
     }
   }
+  checked_add(total, max_workspace, source,
+              "workspace_bytes (the largest, plus the constant and every node's bytes)");
 }
 
 Problem problem_from_json_text(const std::string& text, const std::string& source) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    REMAT_USER_ERROR(source << ": invalid JSON: " << e.what());
-  }
+  const Json j = json_parse(text, source);
   if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");
-  reject_unknown_fields(j, source,
+  json_reject_unknown_fields(j, source,
                         {"format", "name", "batch", "constant_bytes", "batch_constant_bytes",
                          "cost_unit", "nodes"});
-  std::string format = json_string(require_field(j, source, "format"), source, "format");
+  std::string format = json_string(json_field(j, source, "format"), source, "format");
   if (format != kFormat)
     REMAT_USER_ERROR(source << ": field 'format': unknown format '" << format << "' (expected '"
                             << kFormat << "')");
@@ -171,7 +154,7 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (j.contains("batch_constant_bytes"))
     p.batch_constant_bytes = json_int64(j["batch_constant_bytes"], source, "batch_constant_bytes");
   if (j.contains("cost_unit")) p.cost_unit = json_string(j["cost_unit"], source, "cost_unit");
-  const Json& nodes = require_field(j, source, "nodes");
+  const Json& nodes = json_field(j, source, "nodes");
   if (!nodes.is_array())
     REMAT_USER_ERROR(source << ": field 'nodes': expected an array, got " << nodes.type_name());
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -204,25 +187,22 @@ std::string problem_to_json_text(const Problem& p) {
 }
 
 Problem problem_load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) REMAT_USER_ERROR(path << ": cannot open problem file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return problem_from_json_text(ss.str(), path);
+  return problem_from_json_text(read_file(path, "problem file"), path);
 }
 
 void problem_save(const Problem& p, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) REMAT_USER_ERROR(path << ": cannot write problem file");
-  out << problem_to_json_text(p);
-  if (!out) REMAT_USER_ERROR(path << ": write failed");
+  write_file_atomic(path, problem_to_json_text(p));
 }
 
+// Both sums below are checked although problem_validate bounds them (Note [checked sizes]):
+// they also run on problems built in code.
 int64_t problem_min_budget(const Problem& p) {
   int64_t best = p.constant_bytes;
   for (const ProblemNode& n : p.nodes) {
-    int64_t need = p.constant_bytes + n.bytes + n.workspace_bytes;
-    for (int d : n.deps) need += p.nodes[d].bytes;
+    const std::string_view why = "bytes (the minimum budget of a node)";
+    int64_t need = checked_add(checked_add(p.constant_bytes, n.bytes, n.name, why),
+                               n.workspace_bytes, n.name, why);
+    for (int d : n.deps) need = checked_add(need, p.nodes[d].bytes, n.name, why);
     best = std::max(best, need);
   }
   return best;
@@ -232,28 +212,37 @@ int64_t problem_total_bytes(const Problem& p) {
   int64_t total = p.constant_bytes;
   int64_t max_ws = 0;
   for (const ProblemNode& n : p.nodes) {
-    total += n.bytes;
+    total = checked_add(total, n.bytes, n.name, "bytes (sum of every node's bytes)");
     max_ws = std::max(max_ws, n.workspace_bytes);
   }
-  return total + max_ws;
+  return checked_add(total, max_ws, p.name, "workspace_bytes (plus every node's bytes)");
 }
 
 Problem problem_at_batch(const Problem& p, int64_t batch) {
   REMAT_CHECK(batch >= 1 && p.batch >= 1, "batch must be >= 1, got " << batch);
   Problem q = p;
   q.batch = batch;
-  auto scale = [&](int64_t bytes) {
-    __int128 num = static_cast<__int128>(bytes) * batch;
-    return static_cast<int64_t>((num + p.batch - 1) / p.batch);
+  const std::string at = "problem '" + p.name + "' at batch " + std::to_string(batch);
+  // ceil(bytes * batch / p.batch), exact in 128 bits, then checked against kMaxCount.
+  auto scale = [&](int64_t bytes, const std::string& where, const char* field) {
+    const __int128 v = (static_cast<__int128>(bytes) * batch + p.batch - 1) / p.batch;
+    if (v > kMaxCount)
+      REMAT_USER_ERROR(where << ": field '" << field << "': " << bytes << " bytes at batch "
+                             << p.batch << " scale to more than 2^62 bytes at batch " << batch);
+    return static_cast<int64_t>(v);
   };
   double factor = static_cast<double>(batch) / static_cast<double>(p.batch);
-  q.batch_constant_bytes = scale(p.batch_constant_bytes);
-  q.constant_bytes = p.constant_bytes - p.batch_constant_bytes + q.batch_constant_bytes;
-  for (ProblemNode& n : q.nodes) {
-    n.bytes = scale(n.bytes);
-    n.workspace_bytes = scale(n.workspace_bytes);
+  q.batch_constant_bytes = scale(p.batch_constant_bytes, at, "batch_constant_bytes");
+  q.constant_bytes = checked_add(p.constant_bytes - p.batch_constant_bytes,
+                                 q.batch_constant_bytes, at, "constant_bytes");
+  for (int i = 0; i < q.size(); ++i) {
+    ProblemNode& n = q.nodes[static_cast<size_t>(i)];
+    const std::string where = node_where(at, i, n.name);
+    n.bytes = scale(n.bytes, where, "bytes");
+    n.workspace_bytes = scale(n.workspace_bytes, where, "workspace_bytes");
     n.cost *= factor;
   }
+  problem_validate(q, at);
   return q;
 }
 

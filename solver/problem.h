@@ -22,6 +22,9 @@ struct ProblemNode {
   std::vector<int> deps;        // indices of earlier nodes, strictly ascending, no duplicates
 };
 
+// The most nodes a problem may have: schedules are n x n matrices (Note [checked sizes]).
+constexpr int kMaxProblemNodes = 100000;
+
 struct Problem {
   std::string name;
   std::string cost_unit = "flops";  // "flops" or "ms"
@@ -38,7 +41,9 @@ struct Problem {
 std::vector<std::vector<int>> problem_users(const Problem& p);
 
 // Throws UserError naming `source` and the node for: forward references, cycles, self or
-// duplicate deps, negative sizes/costs, non-finite costs, empty problem.
+// duplicate deps, negative sizes/costs, non-finite costs, empty problem, duplicate node names,
+// more than kMaxProblemNodes nodes, and sizes whose sum (constant + every node's bytes + the
+// largest workspace) exceeds kMaxCount (Note [checked sizes]).
 void problem_validate(const Problem& p, const std::string& source = "problem");
 
 // JSON ("remat-problem/1"). Load/parse validate; errors name the file and the node index/field.
@@ -56,7 +61,8 @@ int64_t problem_total_bytes(const Problem& p);
 
 // The same graph at another batch size: activation bytes, workspace, cost and the batch part of
 // the constant (input and labels) scale linearly with batch (rounded up to whole bytes); the
-// rest of the constant (parameters, gradients, optimizer state) does not.
+// rest of the constant (parameters, gradients, optimizer state) does not. A size that leaves
+// kMaxCount at `batch` is a UserError naming the node and field.
 Problem problem_at_batch(const Problem& p, int64_t batch);
 
 }  // namespace remat

@@ -1,10 +1,9 @@
 // Schedule JSON ("remat-schedule/1"): written by `plan -o`, reloaded by the executor.
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
+#include "runtime/input_file.h"
 #include "solver/schedule.h"
 
 namespace remat {
@@ -67,18 +66,15 @@ std::string schedule_to_json_text(const Schedule& s, const SimResult* sim, const
 }
 
 Schedule schedule_from_json_text(const std::string& text, const std::string& source) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    REMAT_USER_ERROR(source << ": invalid JSON: " << e.what());
-  }
+  const Json j = json_parse(text, source);
   if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
     REMAT_USER_ERROR(source << ": field 'format': expected '" << kFormat << "'");
   for (const char* f : {"n", "R", "S"})
     if (!j.contains(f)) REMAT_USER_ERROR(source << ": missing field '" << f << "'");
-  if (!j["n"].is_number_integer() || j["n"].get<int64_t>() < 1)
-    REMAT_USER_ERROR(source << ": field 'n': expected a positive integer");
+  if (!j["n"].is_number_integer() || j["n"].get<int64_t>() < 1 ||
+      j["n"].get<int64_t>() > kMaxProblemNodes)
+    REMAT_USER_ERROR(source << ": field 'n': expected an integer in [1, " << kMaxProblemNodes
+                            << "], got " << j["n"].dump());
   int n = j["n"].get<int>();
   Schedule s;
   if (j.contains("strategy") && j["strategy"].is_string()) s.strategy = j["strategy"];
@@ -104,18 +100,11 @@ Schedule schedule_from_json_text(const std::string& text, const std::string& sou
 
 void schedule_save(const Schedule& s, const std::string& path, const SimResult* sim,
                    const Problem* p) {
-  std::ofstream out(path);
-  if (!out) REMAT_USER_ERROR(path << ": cannot write schedule file");
-  out << schedule_to_json_text(s, sim, p);
-  if (!out) REMAT_USER_ERROR(path << ": write failed");
+  write_file_atomic(path, schedule_to_json_text(s, sim, p));
 }
 
 Schedule schedule_load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) REMAT_USER_ERROR(path << ": cannot open schedule file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return schedule_from_json_text(ss.str(), path);
+  return schedule_from_json_text(read_file(path, "schedule file"), path);
 }
 
 void schedule_check_problem(const Schedule& s, const Problem& p, const std::string& source) {

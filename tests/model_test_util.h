@@ -34,16 +34,20 @@ struct YamlText {
   }
 };
 
-// The UserError message `f` throws ("" and a test failure if it throws none).
-inline std::string user_error(const std::function<void()>& f) {
+// The message of the E `f` throws ("" and a test failure if it throws none).
+template <typename E>
+std::string thrown_message(const std::function<void()>& f) {
   try {
     f();
-  } catch (const UserError& e) {
+  } catch (const E& e) {
     return e.what();
   }
-  ADD_FAILURE() << "expected a UserError";
+  ADD_FAILURE() << "expected an exception";
   return "";
 }
+
+// The UserError message `f` throws ("" and a test failure if it throws none).
+inline std::string user_error(const std::function<void()>& f) { return thrown_message<UserError>(f); }
 
 // Fake ops with the real ops' names and attributes (conv2d, dense, relu, add, concat,
 // batchnorm, global_avgpool, softmax_xent[_pixel], sgd, conv2d_grad_input).

@@ -26,6 +26,10 @@ TEST(ParseBytes, BadInputNamesTheFlag) {
   }
   EXPECT_THROW(parse_bytes("GB"), UserError);
   EXPECT_THROW(parse_bytes("-5GB"), UserError);
+  // At most 2^62 bytes (Note [checked sizes]): a budget plus a shortfall still fits in int64.
+  EXPECT_EQ(parse_bytes("4000000TB"), 4000000000000000000LL);
+  EXPECT_THROW(parse_bytes("5000000TB"), UserError);
+  EXPECT_THROW(parse_bytes("1e300"), UserError);
 }
 
 TEST(FlagParser, ParsesAndRejects) {

@@ -350,9 +350,38 @@ TEST(ConfigErrors, EmptyAndNonMapDocuments) {
   EXPECT_THAT(parse_error(y), HasSubstr("t.yaml:6:3: model: field 'layers': expected a non-empty"));
 }
 
+// Nested repeats multiply: the total after expansion is bounded, and the error comes at once
+// (after at most kMaxModelLayers layers), at the outermost block, stating the limit.
+YamlText repeat_yaml(int64_t outer, int64_t inner, int extra_layers) {
+  YamlText y{{"name: t", "input: [3, 8, 8]", "classes: 4", "batch: 2", "layers:",
+              "  - name: outer", "    repeat: " + std::to_string(outer), "    layers:",
+              "      - name: inner", "        repeat: " + std::to_string(inner),
+              "        layers:", "          - {name: r, op: relu}"}};
+  for (int i = 0; i < extra_layers; ++i)
+    y.lines.push_back("  - {name: x" + std::to_string(i) + ", op: relu}");
+  return y;
+}
+
+TEST(ConfigErrors, RepeatBlocksBeyondTheLayerLimit) {
+  ASSERT_EQ(kMaxModelLayers, 10000);
+  EXPECT_EQ(parse(repeat_yaml(100, 99, 100)).layers.size(), 10000u);  // exactly the limit
+  EXPECT_THAT(parse_error(repeat_yaml(102, 99, 0)),
+              HasSubstr("t.yaml:7:13: block 'outer': field 'repeat': expanding this block gives "
+                        "more than 10000 layers (the limit"));
+  EXPECT_THAT(parse_error(repeat_yaml(100, 99, 101)),
+              HasSubstr("layer 'x100': the model has more than 10000 layers"));
+  EXPECT_THAT(parse_error(repeat_yaml(1000, 1000, 0)),
+              HasSubstr("t.yaml:7:13: block 'outer': field 'repeat'"));
+  YamlText flat = base_yaml();
+  flat.lines.resize(5);
+  for (int i = 0; i <= kMaxModelLayers; ++i)
+    flat.lines.push_back("  - {name: r" + std::to_string(i) + ", op: relu}");
+  EXPECT_THAT(parse_error(flat), HasSubstr("layer 'r10000': the model has more than 10000 layers"));
+}
+
 TEST(ConfigErrors, MissingFile) {
   EXPECT_THAT(user_error([] { load_model_config("/nonexistent/m.yaml"); }),
-              HasSubstr("cannot open model config '/nonexistent/m.yaml'"));
+              HasSubstr("/nonexistent/m.yaml: cannot open model config"));
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,38 +23,22 @@
 #include "runtime/param_layout.h"
 #include "runtime/safetensors.h"
 #include "tests/source_dir.h"
+#include "tests/tool_runner.h"
 
 namespace remat {
 namespace {
 
-struct RunResult {
-  int code = -1;
-  std::string out, err;
+// A job's exit code and output (RunResult) and how long it took.
+struct JobResult : RunResult {
   double seconds = 0;
 };
-
-std::string read_file_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string config(const std::string& name) {
   return test_source_dir() + "/configs/" + name + ".yaml";
 }
 
-class DataParallel : public ::testing::Test {
+class DataParallel : public ScratchDirTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/remat_test_dp_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
   // Note [gradients that are rounding noise]
   // small_dag's conv `b` has a bias and is followed by batchnorm, which removes any constant per
   // channel: the bias's true gradient is 0, and what backward computes is rounding noise whose
@@ -65,7 +48,7 @@ class DataParallel : public ::testing::Test {
   // model with that bias off (`bias: false`, as ResNets do); the ranks are still compared bit
   // for bit on the config as shipped.
   std::string small_dag_without_noise() const {
-    std::string text = read_file_text(config("small_dag"));
+    std::string text = read_whole_file(config("small_dag"));
     const std::string b = "{name: b, op: conv2d, filters: 16, kernel: 3, padding: 1";
     const size_t at = text.find(b);
     EXPECT_NE(at, std::string::npos) << "configs/small_dag.yaml changed: update this test";
@@ -76,8 +59,8 @@ class DataParallel : public ::testing::Test {
   }
 
   // Runs a shell command with a hard time limit (a hang fails the test instead of CI).
-  RunResult run(const std::string& cmd, int limit_seconds = 240) {
-    RunResult r;
+  JobResult run(const std::string& cmd, int limit_seconds = 240) {
+    JobResult r;
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
     const auto t0 = std::chrono::steady_clock::now();
     const int status = std::system(("timeout " + std::to_string(limit_seconds) + " " + cmd +
@@ -85,8 +68,8 @@ class DataParallel : public ::testing::Test {
                                        .c_str());
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file_text(out);
-    r.err = read_file_text(err);
+    r.out = read_whole_file(out);
+    r.err = read_whole_file(err);
     return r;
   }
 
@@ -98,8 +81,8 @@ class DataParallel : public ::testing::Test {
   static std::string train() { return std::string("'") + TRAIN_EXE + "' "; }
 
   // Trains and expects success; returns the run.
-  RunResult train_ok(const std::string& cmd) {
-    RunResult r = run(cmd);
+  JobResult train_ok(const std::string& cmd) {
+    JobResult r = run(cmd);
     EXPECT_EQ(r.code, 0) << cmd << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
     return r;
   }
@@ -127,7 +110,7 @@ void expect_close(const std::string& a, const std::string& b, double rtol = 2e-4
   }
 }
 
-nlohmann::json summary(const std::string& path) { return nlohmann::json::parse(read_file_text(path)); }
+nlohmann::json summary(const std::string& path) { return nlohmann::json::parse(read_whole_file(path)); }
 
 // N ranks at batch B give the weights one process gives at batch N x B.
 void expect_rank_count(const RunResult& r, int np) {
@@ -138,7 +121,7 @@ void expect_rank_count(const RunResult& r, int np) {
 
 TEST_F(DataParallel, SmallCnnTwoRanksEqualOneProcessAtTheGlobalBatch) {
   const std::string common = "--config '" + config("small_cnn") + "' --steps 3 ";
-  RunResult dp = train_ok(mpirun(2) + train() + common + "--batch 8 --check-every 1 --save '" +
+  JobResult dp = train_ok(mpirun(2) + train() + common + "--batch 8 --check-every 1 --save '" +
                           path("dp.st") + "' --summary '" + path("dp.json") + "'");
   expect_rank_count(dp, 2);
   train_ok(train() + common + "--batch 16 --save '" + path("one.st") + "' --summary '" +
@@ -153,7 +136,7 @@ TEST_F(DataParallel, SmallCnnTwoRanksEqualOneProcessAtTheGlobalBatch) {
 
 TEST_F(DataParallel, SmallDagThreeRanksEqualOneProcessAtTheGlobalBatch) {
   const std::string common = "--config '" + small_dag_without_noise() + "' --steps 3 ";
-  RunResult dp = train_ok(mpirun(3) + train() + common + "--batch 4 --check-every 1 --save '" +
+  JobResult dp = train_ok(mpirun(3) + train() + common + "--batch 4 --check-every 1 --save '" +
                           path("dp.st") + "'");
   expect_rank_count(dp, 3);
   train_ok(train() + common + "--batch 12 --save '" + path("one.st") + "'");
@@ -174,7 +157,7 @@ TEST_F(DataParallel, UnderABudgetWithRecomputation) {
                         Case{small_dag_without_noise(), 3, 4, "1MB"}}) {
     SCOPED_TRACE(c.config);
     const std::string common = "--config '" + c.config + "' --steps 3 ";
-    RunResult dp = train_ok(mpirun(c.np) + train() + common + "--batch " +
+    JobResult dp = train_ok(mpirun(c.np) + train() + common + "--batch " +
                             std::to_string(c.batch) + " --budget " + c.budget +
                             " --strategy chen-sqrtn --check-every 1 --bucket-size 8KB --save '" +
                             path("dp.st") +
@@ -193,7 +176,7 @@ TEST_F(DataParallel, UnderABudgetWithRecomputation) {
 // TCP instead of shared memory: the transport ranks on different hosts use.
 TEST_F(DataParallel, OverTcp) {
   const std::string common = "--config '" + config("small_cnn") + "' --steps 2 ";
-  RunResult dp = train_ok(mpirun(2, "--mca btl tcp,self") + train() + common +
+  JobResult dp = train_ok(mpirun(2, "--mca btl tcp,self") + train() + common +
                           "--batch 8 --check-every 1 --save '" + path("tcp.st") + "'");
   expect_rank_count(dp, 2);
   train_ok(train() + common + "--batch 16 --save '" + path("one.st") + "'");
@@ -222,7 +205,7 @@ TEST_F(DataParallel, ShardedOptimizerEqualsUnshardedWithASmallerConstant) {
     // Several buckets, each padded and split into 3 shards.
     const std::string common = "--config '" + std::string(config(model)) +
                                "' --steps 3 --batch 4 --check-every 1 --bucket-size 16KB ";
-    RunResult sh = train_ok(mpirun(3) + train() + common + "--shard-optimizer --save '" +
+    JobResult sh = train_ok(mpirun(3) + train() + common + "--shard-optimizer --save '" +
                             path("sharded.st") + "' --summary '" + path("sharded.json") + "'");
     EXPECT_NE(sh.out.find("sharded: 1/3"), std::string::npos) << sh.out;
     train_ok(mpirun(3) + train() + common + "--save '" + path("full.st") + "' --summary '" +
@@ -241,7 +224,7 @@ TEST_F(DataParallel, ShardedOptimizerEqualsUnshardedWithASmallerConstant) {
 TEST_F(DataParallel, CheckpointsResumeUnderAnyWorldSize) {
   const std::string common = "--config '" + small_dag_without_noise() + "' ";
   train_ok(train() + common + "--batch 12 --steps 2 --save '" + path("half.st") + "'");
-  RunResult dp = train_ok(mpirun(2) + train() + common +
+  JobResult dp = train_ok(mpirun(2) + train() + common +
                           "--batch 6 --steps 4 --shard-optimizer --resume '" + path("half.st") +
                           "' --save '" + path("dp.st") + "'");
   EXPECT_NE(dp.out.find("resumed from"), std::string::npos) << dp.out;
@@ -279,8 +262,8 @@ TEST_F(DataParallel, ARankThatFailsEndsTheJobWithItsMessage) {
   std::ofstream(path("good.yaml")) << cifar_config(path("cifar"));
   std::ofstream(path("bad.yaml")) << cifar_config(path("no-such-dir"));
   const std::string args = " --steps 3 --check-every 1";
-  RunResult ok = train_ok(mpirun(2) + train() + "--config '" + path("good.yaml") + "'" + args);
-  RunResult r = run(std::string("'") + MPIEXEC + "' --allow-run-as-root --oversubscribe -np 1 " +
+  JobResult ok = train_ok(mpirun(2) + train() + "--config '" + path("good.yaml") + "'" + args);
+  JobResult r = run(std::string("'") + MPIEXEC + "' --allow-run-as-root --oversubscribe -np 1 " +
                         train() + "--config '" + path("good.yaml") + "'" + args + " : -np 1 " +
                         train() + "--config '" + path("bad.yaml") + "'" + args,
                     120);
@@ -291,10 +274,32 @@ TEST_F(DataParallel, ARankThatFailsEndsTheJobWithItsMessage) {
   EXPECT_LT(r.seconds, 60) << "a failing rank must not leave the others waiting";
 }
 
+// A step whose loss or averaged gradient is not finite stops every rank before the update
+// (Note [finite check]): the job exits 3 with the step's message, at the step where one
+// process at the global batch stops, and writes no checkpoint.
+TEST_F(DataParallel, ANonFiniteStepStopsEveryRank) {
+  std::string cfg = read_whole_file(config("small_cnn"));
+  const size_t lr = cfg.find("lr: 0.02");
+  ASSERT_NE(lr, std::string::npos) << "configs/small_cnn.yaml changed: update this test";
+  cfg.replace(lr, 8, "lr: 1000000");
+  std::ofstream(path("div.yaml")) << cfg;
+  const std::string args = "--config '" + path("div.yaml") + "' --steps 6 --save '" +
+                           path("out.st") + "'";
+  JobResult r = run(mpirun(2) + train() + args + " --batch 2", 120);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("of 2 (" ), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("step 3: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopped before the optimizer update"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(path("out.st")).good());
+  JobResult one = run(train() + args + " --batch 4", 120);
+  EXPECT_EQ(one.code, 3) << one.err;
+  EXPECT_NE(one.err.find("step 3: "), std::string::npos) << one.err;
+}
+
 // Ranks given different models refuse to train together.
 TEST_F(DataParallel, RanksWithDifferentGraphsRefuse) {
   const std::string cfg = " --config '" + config("small_cnn") + "' --steps 1";
-  RunResult r = run(mpirun(1) + train() + cfg + " --batch 4 : -np 1 " + train() + cfg +
+  JobResult r = run(mpirun(1) + train() + cfg + " --batch 4 : -np 1 " + train() + cfg +
                         " --batch 5",
                     120);
   EXPECT_NE(r.code, 0);

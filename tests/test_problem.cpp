@@ -165,6 +165,67 @@ TEST(Problem, AtBatchScalesTheBatchPartOfTheConstant) {
   EXPECT_THROW(problem_validate(p, "p.json"), UserError);
 }
 
+// The UBSan finding: sizes near INT64_MAX were summed with signed overflow and planned as
+// feasible with a tiny peak. Every such sum is now a UserError naming the node and field.
+TEST(Problem, SizesWhoseSumOverflowsNameTheNodeAndField) {
+  const std::string ws = parse_error(node_json(
+      R"({"name": "c", "kind": "loss", "cost": 1, "bytes": 4, "workspace_bytes": 9223372036854775800, "deps": [1]})"));
+  EXPECT_NE(ws.find("p.json: nodes[2] 'c': field 'workspace_bytes'"), std::string::npos) << ws;
+  EXPECT_NE(ws.find("out of range"), std::string::npos) << ws;
+  // Each value fits; constant + bytes does not.
+  const std::string sum = parse_error(node_json(
+      R"({"name": "c", "kind": "loss", "cost": 1, "bytes": 4611686018427387900, "deps": [1]})"));
+  EXPECT_NE(sum.find("p.json: nodes[2] 'c': field 'bytes"), std::string::npos) << sum;
+  // The largest workspace on top of every node's bytes.
+  const std::string total = parse_error(
+      R"({"format": "remat-problem/1", "constant_bytes": 2305843009213693952, "nodes": [
+      {"name": "a", "kind": "forward", "cost": 1, "bytes": 1152921504606846976, "deps": []},
+      {"name": "b", "kind": "loss", "cost": 1, "bytes": 8, "workspace_bytes": 1152921504606846976, "deps": [0]}]})");
+  EXPECT_NE(total.find("p.json: field 'workspace_bytes"), std::string::npos) << total;
+  // A dependency index that does not fit an int is not truncated into a valid one.
+  const std::string dep = parse_error(node_json(
+      R"({"name": "c", "kind": "loss", "cost": 1, "bytes": 4, "deps": [4294967297]})"));
+  EXPECT_NE(dep.find("p.json: nodes[2] 'c': field 'deps': dependency 4294967297"), std::string::npos)
+      << dep;
+}
+
+TEST(Problem, SizesAtTheLimitAreValid) {
+  Problem p;
+  p.constant_bytes = int64_t{1} << 61;
+  p.nodes.resize(2);
+  p.nodes[0].name = "a";
+  p.nodes[1].name = "b";
+  p.nodes[0].bytes = p.nodes[1].bytes = int64_t{1} << 60;
+  p.nodes[1].deps = {0};
+  EXPECT_NO_THROW(problem_validate(p));
+  EXPECT_EQ(problem_min_budget(p), int64_t{1} << 62);
+  EXPECT_EQ(problem_total_bytes(p), int64_t{1} << 62);
+  p.nodes[0].workspace_bytes = 1;
+  EXPECT_THROW(problem_validate(p), UserError);
+}
+
+TEST(Problem, DuplicateNodeNamesAreRefused) {
+  const std::string e = parse_error(node_json(
+      R"({"name": "a", "kind": "loss", "cost": 1, "bytes": 4, "deps": [1]})"));
+  EXPECT_NE(e.find("p.json: nodes[2] 'a': field 'name': duplicate node name (also nodes[0])"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Problem, AtBatchPastTheLimitNamesTheNode) {
+  Problem p = make_chain_problem({1, 1}, {1 << 20, 1 << 10}, 0);
+  p.name = "c";
+  try {
+    problem_at_batch(p, int64_t{1} << 43);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("problem 'c' at batch 8796093022208: nodes["), std::string::npos) << m;
+    EXPECT_NE(m.find("field 'bytes'"), std::string::npos) << m;
+  }
+  EXPECT_EQ(problem_at_batch(p, int64_t{1} << 30).nodes[0].bytes, int64_t{1} << 50);
+}
+
 TEST(Problem, ChainLayout) {
   Problem p = make_chain_problem({1, 2, 3}, {10, 20, 30});
   ASSERT_EQ(p.size(), 7);

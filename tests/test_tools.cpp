@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/source_dir.h"
+#include "tests/tool_runner.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
@@ -138,41 +139,7 @@ std::string xml_check(const std::string& s) {
 }
 
 // ---- running the tools ----------------------------------------------------------------------
-struct RunResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class ToolsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/remat_test_tools_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  RunResult run(const std::string& exe, const std::string& args) {
-    RunResult r;
-    const std::string out = dir_ + "/stdout.txt", err = dir_ + "/stderr.txt";
-    const std::string cmd = "'" + exe + "' " + args + " >'" + out + "' 2>'" + err + "'";
-    int status = std::system(cmd.c_str());
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
-  std::string dir_;
-};
+using ToolsTest = ToolRunTest;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
@@ -378,8 +345,8 @@ TEST_F(ToolsTest, PlanSvgWritesWellFormedFigures) {
   for (const std::string& l : lines_of(r.out)) {
     nlohmann::json j = nlohmann::json::parse(l);
     const std::string s = j.at("strategy");
-    const std::string sched = read_file(path("figs/") + s + "-schedule.svg");
-    const std::string mem = read_file(path("figs/") + s + "-memory.svg");
+    const std::string sched = read_whole_file(path("figs/") + s + "-schedule.svg");
+    const std::string mem = read_whole_file(path("figs/") + s + "-memory.svg");
     if (!j.at("feasible").get<bool>()) {
       EXPECT_TRUE(sched.empty() && mem.empty()) << s << " is infeasible: nothing to draw";
       continue;
@@ -410,7 +377,7 @@ struct CsvRow {
 // Reads DIR/sweep.csv into rows per strategy (in file order); checks the header and fields.
 std::map<std::string, std::vector<CsvRow>> read_sweep_csv(const std::string& path, size_t* count) {
   std::map<std::string, std::vector<CsvRow>> rows;
-  std::vector<std::string> ls = lines_of(read_file(path));
+  std::vector<std::string> ls = lines_of(read_whole_file(path));
   EXPECT_FALSE(ls.empty()) << path;
   if (ls.empty()) return rows;
   EXPECT_EQ(ls[0], "strategy,budget_bytes,feasible,cost,overhead,peak_bytes,solve_seconds,gap");
@@ -492,7 +459,7 @@ TEST_F(ToolsTest, SweepCsvIsCompleteAndMonotone) {
   // all-keep fits only at its own peak.
   for (int i = 0; i + 1 < k; ++i) EXPECT_FALSE(rows["all-keep"][i].feasible);
   expect_monotone(rows, {"all-keep", "chen-greedy", "griewank", "checkmate"});
-  const std::string svg = read_file(path("sweep/sweep.svg"));
+  const std::string svg = read_whole_file(path("sweep/sweep.svg"));
   EXPECT_EQ(xml_check(svg), "");
   // One polyline per strategy with a feasible point; every strategy in the legend.
   size_t lines = 0, with_points = 0;
@@ -553,7 +520,7 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   EXPECT_LE(all_keep_peak(problem_from_config(kSmallCnn, b, std::nullopt, "flops")), budget);
   EXPECT_GT(all_keep_peak(problem_from_config(kSmallCnn, b + 1, std::nullopt, "flops")), budget);
   for (const auto& [name, n] : batch) EXPECT_GE(batch["checkmate"], n) << name;
-  const std::string svg = read_file(path("mb.svg"));
+  const std::string svg = read_whole_file(path("mb.svg"));
   EXPECT_EQ(xml_check(svg), "");
   EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "runtime/check.h"
+#include "runtime/checked.h"
 
 namespace remat {
 
@@ -51,8 +52,8 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
     REMAT_USER_ERROR(what << ": unknown unit '" << unit << "' in '" << text
                           << "' (known: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
   double bytes = value * scale;
-  if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18)
-    REMAT_USER_ERROR(what << ": '" << text << "' is out of range");
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > static_cast<double>(kMaxCount))
+    REMAT_USER_ERROR(what << ": '" << text << "' is out of range (at most 2^62 bytes)");
   return static_cast<int64_t>(std::llround(bytes));
 }
 
@@ -205,6 +206,9 @@ int report_exception(const std::string& who) {
   } catch (const UsageError& e) {
     std::cerr << prefix << e.what() << "\n";
     return 2;
+  } catch (const NonFiniteError& e) {
+    std::cerr << prefix << e.what() << "\n";
+    return 3;
   } catch (const std::exception& e) {
     std::cerr << prefix << e.what() << "\n";
     return 1;

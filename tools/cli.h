@@ -11,7 +11,7 @@ namespace remat {
 
 // Parses a byte size: a number (integer or decimal) with an optional unit B, KB, MB, GB, TB
 // (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive for the letters
-// before "B". Throws UserError naming `what` on anything else.
+// before "B"; at most 2^62 bytes (kMaxCount). Throws UserError naming `what` on anything else.
 int64_t parse_bytes(const std::string& text, const std::string& what = "size");
 
 // "15.00 GB" style rendering (powers of 1000, two decimals).
@@ -54,7 +54,7 @@ class FlagParser {
 };
 
 // Runs `body` and turns any exception into one clear line on stderr and exit code 1 (2 for
-// usage errors). Every tool's main() is `return run_main([&] { ... });`.
+// usage errors, 3 when training stopped at a non-finite loss or gradient). Every tool's main() is `return run_main([&] { ... });`.
 template <typename F>
 int run_main(F&& body);
 

@@ -1,8 +1,8 @@
 // `make_chain`: writes a linear-chain model config (tools/chain_yaml.h). main() only parses flags.
-#include <fstream>
 #include <iostream>
 
-#include "runtime/check.h"
+#include "models/config.h"
+#include "runtime/atomic_file.h"
 #include "tools/chain_yaml.h"
 #include "tools/cli.h"
 
@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
         .alias("-o", "output");
     if (!f.parse(argc, argv)) return 0;
     remat::ChainOptions opt;
-    opt.layers = f.get_int("layers", 1, 100000);
+    // The chain's convs plus its pooling and dense head stay within a model's layer limit.
+    opt.layers = f.get_int("layers", 1, remat::kMaxModelLayers - 2);
     opt.width = f.get_int("width", 1, 1 << 20);
     remat::chain_parse_size(f.get("size"), &opt);
     opt.classes = f.get_int("classes", 1, 1 << 24);
@@ -36,8 +37,7 @@ int main(int argc, char** argv) {
       std::cout << text;
       return 0;
     }
-    std::ofstream out(f.get("output"));
-    if (!(out << text)) REMAT_USER_ERROR("make_chain: cannot write " << f.get("output"));
+    remat::write_file_atomic(f.get("output"), text);
     return 0;
   });
 }

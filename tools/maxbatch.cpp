@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
@@ -88,6 +89,7 @@ int run(int argc, char** argv) {
       .add("device", "cpu|cuda", "where --verify trains", "cpu");
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) REMAT_USER_ERROR("maxbatch: --budget is required");
+  if (flags.has("svg")) check_output_file(flags.get("svg"), "maxbatch: --svg");
   const Problem p = problem_from_flags(flags);
   const int64_t budget = flags.get_bytes("budget");
   SolveOptions opt = solve_options_from_flags(flags);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "solver/baselines.h"
 #include "solver/strategies.h"
@@ -91,6 +92,8 @@ int run(int argc, char** argv) {
       .add("svg", "DIR", "write <strategy>-schedule.svg and <strategy>-memory.svg per feasible "
                          "strategy into DIR");
   if (!flags.parse(argc, argv)) return 0;
+  for (const char* out : {"output", "write-problem"})
+    if (flags.has(out)) check_output_file(flags.get(out), std::string("plan: --") + out);
   const Problem p = problem_from_flags(flags);
   if (flags.has("write-problem")) {
     problem_save(p, flags.get("write-problem"));

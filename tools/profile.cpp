@@ -14,6 +14,7 @@
 #include "ops/registry.h"
 #include "runtime/autodiff.h"
 #include "runtime/backend.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/profiler.h"
@@ -61,6 +62,7 @@ int profile_main(int argc, char** argv) {
       .add("no-cache", "", "measure again even if a cached table exists");
   if (!f.parse(argc, argv)) return 0;
   if (!f.has("config")) throw UserError("profile: --config FILE is required\n" + f.usage());
+  if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
   ProfileOptions po;
   po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));

@@ -5,6 +5,7 @@
 
 #include "runtime/check.h"
 #include "runtime/executor.h"
+#include "runtime/input_file.h"
 #include "runtime/plan_io.h"
 #include "runtime/profiler.h"
 #include "solver/from_graph.h"
@@ -30,6 +31,18 @@ CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const s
   return t;
 }
 
+// The format of a --plan file: remat-plan/1 or remat-schedule/1; anything else is a UserError
+// that lists both.
+std::string plan_file_format(const std::string& text, const std::string& path) {
+  const nlohmann::json j = json_parse(text, path);
+  const nlohmann::json none;
+  const nlohmann::json& f = j.is_object() && j.contains("format") ? j["format"] : none;
+  if (f == "remat-plan/1" || f == "remat-schedule/1") return f.get<std::string>();
+  REMAT_USER_ERROR(path << ": field 'format': " << (f.is_null() ? "missing" : f.dump())
+                        << " is not a format --plan accepts (\"remat-plan/1\": an execution plan "
+                           "from train --save-plan; \"remat-schedule/1\": a schedule from plan -o)");
+}
+
 void print_progress(double elapsed, double incumbent, double bound, void*) {
   if (incumbent >= 1e40 || incumbent < 0)
     std::fprintf(stderr, "\r  solving: %6.1f s, no incumbent yet, bound %.4g   ", elapsed, bound);
@@ -49,11 +62,16 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
     sp.status = "no budget";
     return sp;
   }
-  if (!opt.schedule_file.empty() && json_file_format(opt.schedule_file) == "remat-plan/1") {
-    sp.plan = plan_load(opt.schedule_file, g, opt.constant_bytes);  // runs as saved
-    sp.plan.budget = opt.budget.value_or(0);
-    sp.status = "loaded";
-    return sp;
+  std::string text;  // --plan FILE: an execution plan or a schedule, told apart by format
+  if (!opt.schedule_file.empty()) {
+    text = read_file(opt.schedule_file, "plan or schedule");
+    const std::string format = plan_file_format(text, opt.schedule_file);
+    if (format == "remat-plan/1") {
+      sp.plan = plan_from_json_text(text, g, opt.schedule_file, opt.constant_bytes);  // as saved
+      sp.plan.budget = opt.budget.value_or(0);
+      sp.status = "loaded";
+      return sp;
+    }
   }
   GraphProblem gp =
       problem_from_graph(g, cost_table(g, ops, be, opt.cost_model), opt.constant_bytes);
@@ -61,7 +79,7 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
   Schedule schedule;
   if (!opt.schedule_file.empty()) {
-    schedule = schedule_load(opt.schedule_file);
+    schedule = schedule_from_json_text(text, opt.schedule_file);
     schedule_check_problem(schedule, gp.problem, opt.schedule_file);
     sp.status = "loaded";
   } else {

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 
 namespace remat {
@@ -143,12 +143,7 @@ std::string SvgCanvas::str() const {
   return os.str();
 }
 
-void svg_save(const std::string& svg, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot write");
-  f << svg;
-  if (!f) REMAT_USER_ERROR(path << ": write failed");
-}
+void svg_save(const std::string& svg, const std::string& path) { write_file_atomic(path, svg); }
 
 void svg_make_dir(const std::string& dir) {
   struct stat st {};

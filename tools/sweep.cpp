@@ -3,10 +3,10 @@
 // overhead vs budget, one line per strategy), and prints the table.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "solver/baselines.h"
 #include "solver/strategies.h"
@@ -37,9 +37,7 @@ std::vector<int64_t> sweep_budgets(int64_t lo, int64_t hi, int k) {
 }
 
 void write_csv(const std::vector<SweepPoint>& pts, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) REMAT_USER_ERROR(path << ": cannot write");
-  f << "strategy,budget_bytes,feasible,cost,overhead,peak_bytes,solve_seconds,gap\n";
+  std::string f = "strategy,budget_bytes,feasible,cost,overhead,peak_bytes,solve_seconds,gap\n";
   char buf[256];
   for (const SweepPoint& q : pts) {
     if (q.feasible)
@@ -49,9 +47,9 @@ void write_csv(const std::vector<SweepPoint>& pts, const std::string& path) {
     else
       std::snprintf(buf, sizeof buf, "%s,%lld,0,,,,%.4f,\n", q.strategy.c_str(),
                     static_cast<long long>(q.budget), q.seconds);
-    f << buf;
+    f += buf;
   }
-  if (!f) REMAT_USER_ERROR(path << ": write failed");
+  write_file_atomic(path, f);
 }
 
 std::string sweep_svg(const Problem& p, const std::vector<std::string>& strategies,

@@ -8,6 +8,7 @@
 
 #include "models/build.h"
 #include "ops/cpu_gemm.h"
+#include "runtime/atomic_file.h"
 #include "runtime/check.h"
 #include "runtime/mpi_session.h"
 #include "solver/strategies.h"
@@ -48,6 +49,8 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
            "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
            "tf32")
       .add("log-every", "K", "print every K-th step", "1")
+      .add("no-check-finite", "",
+           "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
       .add("shard-optimizer", "", "mpirun: each rank keeps 1/N of the optimizer state (ZeRO-1)")
       .add("bucket-size", "BYTES", "mpirun: gradient bucket size", "25MB")
       .add("check-every", "K", "mpirun: check that all ranks hold the same weights every K steps "
@@ -84,6 +87,9 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   if (opt.bucket_bytes < 1)
     throw remat::UserError("train: --bucket-size '" + f.get("bucket-size") + "' must be positive");
   opt.check_every = f.get_int("check-every", 0, INT64_MAX);
+  opt.check_finite = !f.has("no-check-finite");
+  for (const char* out : {"trace", "save-plan", "save", "summary"})
+    if (f.has(out)) remat::check_output_file(f.get(out), std::string("train: --") + out);
   if (session.size() > 1) {
     // Rank 0 alone prints progress; the others keep stderr for their errors.
     if (session.rank() != 0 && !std::freopen("/dev/null", "w", stdout))

@@ -33,7 +33,8 @@ namespace {
 
 // Host memory from Backend::host_alloc, freed with it.
 struct HostBuffer {
-  HostBuffer(Backend& be, int64_t bytes) : be(be), data(be.host_alloc(bytes)) {}
+  HostBuffer(Backend& be, int64_t bytes, const std::string& who)
+      : be(be), data(backend_alloc(be, bytes, who, /*host=*/true)) {}
   ~HostBuffer() { be.host_free(data); }
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -110,6 +111,7 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   auto on_all_ranks = [&](int64_t bytes) { return job ? max_over_ranks(*job, bytes) : bytes; };
   decide();
   be.end_setup();
+  eo.check_finite = opt.check_finite;
   if (opt.plan.budget) {
     eo.memory = memory_mode_from_name(opt.memory);
     eo.budget = *opt.plan.budget;
@@ -207,6 +209,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     eo.parallel = ParallelConfig{job->world, job->rank, opt.shard_optimizer, opt.bucket_bytes};
     eo.grad_comm = job->grads.get();
     eo.op_comm = job->ops.get();
+    eo.host_comm = job->host.get();  // the finite check's shared decision
     shard = DataShard{job->rank * g.batch, job->world * g.batch};
   }
   const PersistentLayout layout = persistent_layout(g, eo.parallel);
@@ -235,9 +238,19 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   Executor& ex = *exec;
   ex.init_parameters(cfg.seed);
   int64_t first_step = 0;
-  if (!opt.resume_file.empty())
-    first_step = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)
-                     : checkpoint_load(ex, opt.resume_file);
+  if (!opt.resume_file.empty()) {
+    const CheckpointInfo ck = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)
+                                  : checkpoint_load(ex, opt.resume_file);
+    first_step = ck.step;
+    if (first_step > opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << ", beyond --steps " << opt.steps
+                                       << " (the total number of steps, resumed ones included)");
+    if (ck.unverified > 0)
+      std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
+                  "loaded without verifying them\n",
+                  opt.resume_file.c_str(), ck.unverified);
+  }
   if (job) check_replicas_identical(ex, *job->host, "before the first step");
 
   if (first_step > 0)
@@ -253,7 +266,8 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
 
   // The batch in host memory the device reads without staging (pinned on the GPU): the
   // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer images_buf(*backend, in_desc.bytes()), labels_buf(*backend, label_desc.bytes());
+  HostBuffer images_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
+  HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
   auto* images = static_cast<float*>(images_buf.data);
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
@@ -268,7 +282,13 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     const bool last = step + 1 == opt.steps;
     const bool tracing = writer && last && !opt.trace_file.empty();
     TraceWriter trace;
-    StepResult r = ex.run_step(sp.plan, images, labels, step, tracing ? &trace : nullptr);
+    StepResult r;
+    try {
+      r = ex.run_step(sp.plan, images, labels, step, tracing ? &trace : nullptr);
+    } catch (const NonFiniteError& e) {
+      throw NonFiniteError(std::string(e.what()) +
+                           " (a lower learning rate may help; --no-check-finite trains on)");
+    }
     if (job) {
       r.loss = static_cast<float>(mean_over_ranks(*job, r.loss));
       if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)

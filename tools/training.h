@@ -31,6 +31,7 @@ struct TrainOptions {
   std::string resume_file;         // checkpoint to continue from
   std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
   std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
+  bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
   // Data parallel (an MPI job of several ranks; ignored for one process).
   bool shard_optimizer = false;       // each rank keeps 1/world of the optimizer state (ZeRO-1)
   int64_t bucket_bytes = 25'000'000;  // gradient bucket size (Note [gradient buckets])
@@ -54,7 +55,8 @@ struct TrainSummary {
 
 class MpiSession;
 
-// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets.
+// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets,
+// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite).
 // With `session` of several ranks, trains data parallel: every rank calls it with the same
 // options; losses are means over the ranks, peaks the largest.
 TrainSummary run_training(const TrainOptions& opt, MpiSession* session = nullptr);

@@ -1,0 +1,229 @@
+// Note [finite check] and validated checkpoints: a NaN in the batch or a gradient that is not
+// finite stops the step before the optimizer update, naming the step and the first node whose
+// output is not finite (forward or backward, under a recomputing plan too); checkpoints with a
+// NaN, an infinity or a negative step are refused and leave the executor unchanged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/op_common.h"
+#include "ops/registry.h"
+#include "runtime/autodiff.h"
+#include "runtime/checkpoint.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/executor.h"
+#include "runtime/safetensors.h"
+#include "solver/from_graph.h"
+#include "solver/strategies.h"
+#include "tests/model_test_util.h"
+
+namespace remat {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// "poison": the identity forward whose gradient rule emits "poison_grad", which writes NaN: the
+// loss stays finite and only gradients go bad.
+void add_poison_ops(OpRegistry& ops) {
+  OpDef f;
+  f.name = "poison";
+  f.parse = [](AttrReader& r) { return parse_no_attrs(r, "poison"); };
+  f.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) { return in.at(0); };
+  f.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 1);
+  };
+  f.cpu = [](const ExecContext& c) {
+    for (int64_t i = 0; i < c.output.numel(); ++i) c.output.f32()[i] = c.inputs[0].f32()[i];
+  };
+  f.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) {
+    const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;
+    return std::vector<ValueId>{g.emit("grad", "poison_grad", {dy}, x)};
+  };
+  OpDef b = f;
+  b.name = "poison_grad";
+  b.user_visible = false;
+  b.parse = [](AttrReader& r) { return parse_no_attrs(r, "poison_grad"); };
+  b.cpu = [](const ExecContext& c) {
+    for (int64_t i = 0; i < c.output.numel(); ++i) c.output.f32()[i] = kNaN;
+  };
+  b.gradient = nullptr;
+  ops.add(f);
+  ops.add(b);
+}
+
+struct Net {
+  OpRegistry ops = make_builtin_registry();
+  Graph g;
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  explicit Net(bool poison) {
+    add_poison_ops(ops);
+    const std::string yaml = std::string(
+        "name: net\ninput: [2, 6, 6]\nclasses: 3\nbatch: 2\nlayers:\n"
+        "  - {name: conv1, op: conv2d, filters: 3, kernel: 3, padding: 1, activation: relu}\n") +
+        (poison ? "  - {name: mid, op: poison}\n" : "  - {name: mid, op: relu}\n") +
+        "  - {name: conv2, op: conv2d, filters: 3, kernel: 3, padding: 1}\n"
+        "  - {name: gap, op: global_avgpool}\n  - {name: fc, op: dense, units: 3}\n";
+    const ModelConfig cfg = parse_model_config(yaml, "net.yaml");
+    g = make_training_graph(build_forward_graph(cfg, ops, {}), ops, cfg.optimizer.op,
+                            cfg.optimizer.attrs);
+  }
+  std::vector<float> images(float fill = 0.5f) const {
+    return std::vector<float>(static_cast<size_t>(g.value(g.input).desc.numel()), fill);
+  }
+  std::vector<int32_t> labels() const {
+    return std::vector<int32_t>(static_cast<size_t>(g.value(g.label).desc.numel()), 1);
+  }
+  std::vector<std::vector<float>> params(const Executor& ex) const {
+    std::vector<std::vector<float>> out;
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].kind == ValueKind::Param) out.push_back(ex.read(static_cast<ValueId>(v)));
+    return out;
+  }
+};
+
+std::string non_finite(const std::function<void()>& f) {
+  return test::thrown_message<NonFiniteError>(f);
+}
+
+// conv1 fuses a ReLU, and ReLU maps NaN to 0: the loss stays finite, but conv1's weight
+// gradient reads the NaN input. Checking the loss alone would train on with a NaN weight.
+TEST(FiniteCheck, NanInputThatReluHidesIsCaughtInTheGradient) {
+  Net n(false);
+  Executor ex(n.g, n.ops, *n.be);
+  ex.init_parameters(1);
+  const ExecutionPlan plan = plan_keep_all(n.g, [](NodeId) { return int64_t{0}; });
+  std::vector<float> x = n.images();
+  const auto y = n.labels();
+  ex.run_step(plan, x.data(), y.data(), 0);
+  const auto before = n.params(ex);
+  x[5] = kNaN;
+  const std::string m = non_finite([&] { ex.run_step(plan, x.data(), y.data(), 1); });
+  EXPECT_NE(m.find("step 2: the gradient 'conv1.weight.grad' is not finite"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("first non-finite output is node 'conv1.grad_weight' (backward op "
+                   "conv2d_grad_weight"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(n.params(ex), before) << "no update ran";
+  // The executor is usable again: a finite batch trains.
+  x[5] = 0.5f;
+  EXPECT_TRUE(std::isfinite(ex.run_step(plan, x.data(), y.data(), 2).loss));
+}
+
+TEST(FiniteCheck, NonFiniteGradientWithFiniteLossNamesTheBackwardNode) {
+  Net n(true);
+  const ExecutionPlan keep = plan_keep_all(n.g, [](NodeId) { return int64_t{0}; });
+  // The same under a plan that recomputes: the re-run replays the recomputations.
+  GraphProblem gp = problem_from_graph(n.g, flops_costs(n.g, n.ops));
+  SolveResult r = solve(gp.problem, "lp", problem_min_budget(gp.problem));
+  ASSERT_TRUE(r.feasible) << r.message;
+  const ExecutionPlan remat = lower_schedule(n.g, gp, r.schedule, 0);
+  int recomputes = 0;
+  for (const PlanStep& s : remat.steps) recomputes += s.kind == PlanStepKind::Compute && s.recompute;
+  ASSERT_GT(recomputes, 0);
+  const std::vector<ExecutionPlan> plans = {keep, remat};
+  for (const ExecutionPlan& plan : plans) {
+    Executor ex(n.g, n.ops, *n.be);
+    ex.init_parameters(1);
+    const auto before = n.params(ex);
+    const auto x = n.images();
+    const auto y = n.labels();
+    const std::string m = non_finite([&] { ex.run_step(plan, x.data(), y.data(), 0); });
+    EXPECT_NE(m.find("step 1: the gradient 'conv1."), std::string::npos) << plan.strategy << ": " << m;
+    EXPECT_NE(m.find("first non-finite output is node 'mid.grad' (backward op poison_grad"),
+              std::string::npos)
+        << plan.strategy << ": " << m;
+    EXPECT_EQ(n.params(ex), before);
+  }
+}
+
+TEST(FiniteCheck, OptOutTrainsOnAsBefore) {
+  Net n(true);
+  ExecutorOptions eo;
+  eo.check_finite = false;
+  Executor ex(n.g, n.ops, *n.be, eo);
+  ex.init_parameters(1);
+  const ExecutionPlan plan = plan_keep_all(n.g, [](NodeId) { return int64_t{0}; });
+  const auto x = n.images();
+  const auto y = n.labels();
+  EXPECT_NO_THROW(ex.run_step(plan, x.data(), y.data(), 0));
+  const float w = ex.read(n.g.find_value("conv1.weight"))[0];
+  EXPECT_TRUE(std::isnan(w)) << "the NaN gradient was applied";
+}
+
+TEST(FiniteCheck, CpuBackendScansEveryElement) {
+  auto be = make_cpu_backend();
+  std::vector<float> v(37, 1.0f);
+  EXPECT_TRUE(be->all_finite(v.data(), 37));
+  EXPECT_TRUE(be->all_finite(v.data(), 0));
+  for (float bad : {kNaN, std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    v[36] = bad;
+    EXPECT_FALSE(be->all_finite(v.data(), 37));
+    EXPECT_TRUE(be->all_finite(v.data(), 36));
+    v[36] = std::numeric_limits<float>::max();
+    EXPECT_TRUE(be->all_finite(v.data(), 37));
+  }
+}
+
+// The CUDA backend's flag kernel (kernels/finite.cu): every position, a large array (many blocks),
+// and a clean scan after a dirty one. Skips without a device.
+TEST(FiniteCheck, CudaBackendScansEveryElement) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  auto be = make_cuda_backend(0, &why);
+  ASSERT_TRUE(be) << why;
+  const int64_t n = (int64_t{1} << 22) + 7;
+  std::vector<float> host(static_cast<size_t>(n), 0.25f);
+  void* dev = be->raw_alloc(n * 4);
+  be->copy_from_host(dev, host.data(), n * 4);
+  EXPECT_TRUE(be->all_finite(dev, n));
+  for (int64_t at : {int64_t{0}, int64_t{255}, int64_t{256}, n / 2, n - 1})
+    for (float bad : {kNaN, -std::numeric_limits<float>::infinity()}) {
+      be->copy_from_host(static_cast<float*>(dev) + at, &bad, 4);
+      EXPECT_FALSE(be->all_finite(dev, n)) << at;
+      EXPECT_EQ(be->all_finite(dev, at), true) << at;
+      const float fine = 0.25f;
+      be->copy_from_host(static_cast<float*>(dev) + at, &fine, 4);
+      EXPECT_TRUE(be->all_finite(dev, n)) << at;
+    }
+  be->raw_free(dev);
+}
+
+// ---- checkpoints ----------------------------------------------------------------------------
+TEST(CheckpointValues, NanInfAndNegativeStepAreRefusedAndLeaveTheExecutorAlone) {
+  Net n(false);
+  Executor ex(n.g, n.ops, *n.be);
+  ex.init_parameters(1);
+  const std::string p = ::testing::TempDir() + "finite_ck.safetensors";
+  checkpoint_save(ex, p, 5);
+  EXPECT_EQ(checkpoint_load(ex, p).step, 5);
+  EXPECT_EQ(checkpoint_load(ex, p).unverified, 0);
+  const auto before = n.params(ex);
+  const SafeTensorFile good = safetensors_load(p);
+  for (float bad : {kNaN, std::numeric_limits<float>::infinity()}) {
+    SafeTensorFile f = good;
+    for (auto& t : f.tensors)
+      if (t.name == "fc.bias") std::memcpy(t.data.data() + 4, &bad, 4);
+    safetensors_save(p, f.tensors, f.metadata);
+    const std::string m = test::user_error([&] { checkpoint_load(ex, p); });
+    EXPECT_NE(m.find(p + ": tensor 'fc.bias': element 1 is"), std::string::npos) << m;
+    EXPECT_EQ(n.params(ex), before);
+  }
+  for (const char* step : {"-3", "", "7x", "1e3"}) {
+    SafeTensorFile f = good;
+    f.metadata["step"] = step;
+    safetensors_save(p, f.tensors, f.metadata);
+    const std::string m = test::user_error([&] { checkpoint_load(ex, p); });
+    EXPECT_NE(m.find(p + ": metadata 'step': expected a non-negative integer"), std::string::npos)
+        << step << ": " << m;
+  }
+}
+
+}  // namespace
+}  // namespace remat
