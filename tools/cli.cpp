@@ -201,16 +201,18 @@ std::string FlagParser::get_choice(const std::string& name,
 int report_exception(const std::string& who) {
   std::fflush(stdout);  // progress printed so far comes before the error line
   const std::string prefix = "error: " + (who.empty() ? "" : who + ": ");
+  // One write per line: the lines of several failing ranks do not interleave on a shared stderr.
+  auto say = [&](const char* what) { std::cerr << (prefix + what + "\n") << std::flush; };
   try {
     throw;
   } catch (const UsageError& e) {
-    std::cerr << prefix << e.what() << "\n";
+    say(e.what());
     return 2;
   } catch (const NonFiniteError& e) {
-    std::cerr << prefix << e.what() << "\n";
+    say(e.what());
     return 3;
   } catch (const std::exception& e) {
-    std::cerr << prefix << e.what() << "\n";
+    say(e.what());
     return 1;
   }
 }
