@@ -229,7 +229,7 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   if (ws) release(ws);
 }
 
-StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
+StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
   if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
@@ -240,7 +240,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
   const auto t0 = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
-  be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], images, g_.value(g_.input).desc.bytes());
+  be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], input, g_.value(g_.input).desc.bytes());
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)], labels, g_.value(g_.label).desc.bytes());
   if (pool_) pool_->reset_peak();
   peak_ = in_use_;
