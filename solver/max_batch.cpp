@@ -1,10 +1,12 @@
-// Max batch: the largest batch whose schedule fits a budget with compute cost at most one extra
-// forward pass over all-keep. Baselines: binary search over batch with solve(). "checkmate":
-// bisection on the batch with exact probes, Note [max-batch bisection].
+// Max batch: the largest batch (or any size of a SizeFamily: a sequence length) whose schedule
+// fits a budget with compute cost at most one extra forward pass over all-keep. Baselines: binary
+// search over the size with solve(). "checkmate": bisection on the size with exact probes,
+// Note [max-batch bisection].
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "runtime/check.h"
 #include "solver/milp_model.h"
@@ -24,32 +26,46 @@ double cost_cap(const Problem& p) {
   return all + fwd;
 }
 
-// Whether `s` fits `budget` at `batch` within the cost cap (costs scale linearly with batch).
-bool schedule_fits(const Problem& p, const Schedule& s, int64_t batch, int64_t budget) {
-  if (batch <= 0) return true;
-  Problem pb = problem_at_batch(p, batch);
+// The problems of a family, built once per size.
+class Sizes {
+ public:
+  explicit Sizes(const SizeFamily& f) : f_(f) {}
+  const Problem& at(int64_t size) {
+    auto it = cache_.find(size);
+    if (it == cache_.end()) it = cache_.emplace(size, f_.at(size)).first;
+    return it->second;
+  }
+  int64_t max_size() const { return f_.max_size; }
+
+ private:
+  const SizeFamily& f_;
+  std::map<int64_t, Problem> cache_;
+};
+
+// Whether `s` fits `budget` on `pb` within the cost cap.
+bool schedule_fits(const Problem& pb, const Schedule& s, int64_t budget) {
   SimResult sim = simulate(pb, s);
-  double cap = cost_cap(pb);
-  return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cap * (1 + 1e-9);
+  return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cost_cap(pb) * (1 + 1e-9);
 }
 
-// A baseline strategy's schedule at `batch` if it fits within the cap.
-std::optional<Schedule> baseline_at(const Problem& p, const std::string& strategy,
-                                    int64_t batch, int64_t budget, const SolveOptions& opt) {
-  Problem pb = problem_at_batch(p, batch);
+// A baseline strategy's schedule at `size` if it fits within the cap.
+std::optional<Schedule> baseline_at(Sizes& sizes, const std::string& strategy, int64_t size,
+                                    int64_t budget, const SolveOptions& opt) {
+  if (size > sizes.max_size()) return std::nullopt;
+  const Problem& pb = sizes.at(size);
   if (problem_min_budget(pb) > budget) return std::nullopt;
   SolveResult r = solve(pb, strategy, budget, opt);
   if (!r.feasible || r.sim.total_cost > cost_cap(pb) * (1 + 1e-9)) return std::nullopt;
   return r.schedule;
 }
 
-// Binary search for the largest batch at which the strategy fits (batch 0 if even 1 does not).
-MaxBatchResult search_strategy(const Problem& p, const std::string& strategy, int64_t budget,
+// Binary search for the largest size at which the strategy fits (0 if even 1 does not).
+MaxBatchResult search_strategy(Sizes& sizes, const std::string& strategy, int64_t budget,
                                const SolveOptions& opt, std::optional<Schedule>* best_sched) {
   MaxBatchResult res;
   res.strategy = strategy;
   auto fits = [&](int64_t b) {
-    auto s = baseline_at(p, strategy, b, budget, opt);
+    auto s = baseline_at(sizes, strategy, b, budget, opt);
     if (s && best_sched && b > res.batch) *best_sched = s;
     return s.has_value();
   };
@@ -68,14 +84,14 @@ MaxBatchResult search_strategy(const Problem& p, const std::string& strategy, in
   }
   res.batch = lo;
   res.upper_bound = lo;
-  res.status = "exact-search";
+  res.status = lo == sizes.max_size() ? "exact-search (largest size)" : "exact-search";
   return res;
 }
 
 // Note [max-batch bisection]
 // Whether a batch b admits a schedule is monotone in b: bytes scale up with b (rounded up) and
 // cost and the cost cap both scale linearly, so a schedule that fits at b + 1 fits at b. A probe
-// at b answers Feasible (a schedule verified by simulate at problem_at_batch(p, b)), Infeasible
+// at b answers Feasible (a schedule verified by simulate on the family's problem at b), Infeasible
 // (a proof: the budget is below problem_min_budget, or the LP relaxation of the cost-capped
 // MILP is infeasible, or Cbc proves the MILP infeasible) or Unknown (its time ran out). Cheap
 // answers come first: schedules already found at other batches (a schedule's structure is
@@ -86,14 +102,14 @@ MaxBatchResult search_strategy(const Problem& p, const std::string& strategy, in
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
-  const Problem& p;
+  Sizes& sizes;
   int64_t budget;
   SolveOptions opt;
-  std::vector<Schedule> known;  // schedules that fit at some batch
+  std::vector<Schedule> known;  // schedules that fit at some size
 
-  bool known_fit(int64_t b) {
+  bool known_fit(const Problem& pb) {
     for (const Schedule& s : known)
-      if (schedule_fits(p, s, b, budget)) return true;
+      if (schedule_fits(pb, s, budget)) return true;
     return false;
   }
 
@@ -102,13 +118,14 @@ struct Prober {
     auto left = [&] {
       return seconds - std::chrono::duration<double>(Clock::now() - t0).count();
     };
-    Problem pb = problem_at_batch(p, b);
+    if (b > sizes.max_size()) return Probe::Infeasible;
+    const Problem& pb = sizes.at(b);
     if (problem_min_budget(pb) > budget) return Probe::Infeasible;
-    if (known_fit(b)) return Probe::Feasible;
-    // Repair the known schedules at this batch (Note [budget repair]).
+    if (known_fit(pb)) return Probe::Feasible;
+    // Repair the known schedules at this size (Note [budget repair]).
     for (size_t k = 0, n = known.size(); k < n && left() > 0; ++k) {
       auto s = schedule_fit_budget(pb, known[k].S, budget, std::max(0.0, left() / 8));
-      if (s && schedule_fits(p, *s, b, budget)) {
+      if (s && schedule_fits(pb, *s, budget)) {
         known.push_back(*s);
         return Probe::Feasible;
       }
@@ -124,7 +141,7 @@ struct Prober {
       for (double th : {0.5, 0.95}) {
         auto s = schedule_fit_budget(pb, milp_s_from_solution(m, x.data(), th), budget,
                                      std::max(0.0, left() / 4));
-        if (s && schedule_fits(p, *s, b, budget)) {
+        if (s && schedule_fits(pb, *s, budget)) {
           known.push_back(*s);
           return Probe::Feasible;
         }
@@ -143,7 +160,7 @@ struct Prober {
     if (run.has_solution) {
       BoolMatrix S = milp_s_from_solution(m, run.x.data(), 0.5);
       for (Schedule& c : schedule_candidates_for_s(pb, S)) {
-        if (!schedule_fits(p, c, b, budget)) continue;
+        if (!schedule_fits(pb, c, budget)) continue;
         known.push_back(std::move(c));
         return Probe::Feasible;
       }
@@ -159,39 +176,52 @@ const char* const kBaselines[] = {"all-keep",           "chen-sqrtn", "chen-sqrt
 
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
                          const SolveOptions& opt) {
+  SizeFamily batches;
+  batches.at = [&p](int64_t b) { return problem_at_batch(p, b); };
+  return max_size(batches, strategy, budget, opt);
+}
+
+MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
+                        const SolveOptions& opt) {
   const auto t0 = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  REMAT_CHECK(family.at && family.max_size >= 1, "max_size: an empty size family");
+  Sizes sizes(family);
   if (strategy != "checkmate") {
-    MaxBatchResult r = search_strategy(p, strategy, budget, opt, nullptr);
+    MaxBatchResult r = search_strategy(sizes, strategy, budget, opt, nullptr);
     r.solve_seconds = elapsed();
     return r;
   }
   MaxBatchResult res;
   res.strategy = strategy;
-  if (budget <= p.constant_bytes || problem_min_budget(problem_at_batch(p, 1)) > budget) {
-    res.status = "optimal";  // not even batch 1 fits: batch 0 is exact
+  if (budget <= sizes.at(1).constant_bytes || problem_min_budget(sizes.at(1)) > budget) {
+    res.status = "optimal";  // not even size 1 fits: 0 is exact
     res.solve_seconds = elapsed();
     return res;
   }
-  Prober prober{p, budget, opt, {}};
+  Prober prober{sizes, budget, opt, {}};
   // lo: the best baseline (verified by simulate); its schedules seed every probe.
   int64_t lo = 0;
   for (const char* b : kBaselines) {
     std::optional<Schedule> s;
-    MaxBatchResult r = search_strategy(p, b, budget, opt, &s);
+    MaxBatchResult r = search_strategy(sizes, b, budget, opt, &s);
     if (s) prober.known.push_back(*s);
     lo = std::max(lo, r.batch);
   }
-  if (auto all = solve_all_keep(p)) prober.known.push_back(*all);
+  if (auto all = solve_all_keep(sizes.at(1))) prober.known.push_back(*all);
   lo = std::max<int64_t>(lo, 1);
-  // hi: the first batch whose working set alone exceeds the budget (proven infeasible).
+  // hi: the first size whose working set alone exceeds the budget, or past the largest size
+  // (proven infeasible).
+  auto min_fits = [&](int64_t b) {
+    return b <= sizes.max_size() && problem_min_budget(sizes.at(b)) <= budget;
+  };
   int64_t hi = lo + 1;
-  while (problem_min_budget(problem_at_batch(p, hi)) <= budget) hi *= 2;
+  while (min_fits(hi)) hi *= 2;
   {
     int64_t a = lo, z = hi;  // min budget fits at a, not at z
     while (z - a > 1) {
       int64_t mid = a + (z - a) / 2;
-      (problem_min_budget(problem_at_batch(p, mid)) <= budget ? a : z) = mid;
+      (min_fits(mid) ? a : z) = mid;
     }
     hi = z;
   }
