@@ -19,6 +19,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "kernels/adam_step.h"
+
 namespace remat {
 
 // ---- fill / copy (elementwise.cu) --------------------------------------------------------------
@@ -189,16 +191,7 @@ void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int
 // buf : buf; p -= lr * step. momentum_buf null: plain SGD. param, grad, buf: (n).
 void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
                 float momentum, float weight_decay, bool nesterov, cudaStream_t stream);
-// Scalars of one Adam / AdamW step, computed on the host by ops/adam.cpp (in double, rounded
-// once to float, as PyTorch does with its hyperparameters).
-struct AdamStep {
-  float step_size;        // lr_t / (1 - beta1^t)
-  float bc2_sqrt;         // sqrt(1 - beta2^t)
-  float lerp_weight;      // 1 - beta1
-  float beta2, one_minus_beta2, eps;
-  float l2;               // Adam: weight decay added to the gradient; AdamW: 0
-  float decay_factor;     // AdamW: 1 - lr_t * weight_decay (decoupled); Adam: 1
-};
+// One Adam / AdamW step with the scalars of kernels/adam_step.h:
 // p' = p * decay_factor; g = grad + l2 * p; m = lerp(m, g, lerp_weight) (torch.lerp);
 // v = b2 v + ((1 - b2) g) g; p = p' - step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
 // param, grad, m, v: (n).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adam_step.h"
 #include "ops/lr_schedule.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
