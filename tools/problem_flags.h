@@ -21,6 +21,7 @@ namespace remat {
 //   --batch N             the batch the problem is built at (config: overrides its batch;
 //                         problem: rescaled linearly with problem_at_batch)
 //   --input CxHxW         per-sample input size override (config only)
+//   --seq T               a token model's sequence length override (config only)
 //   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
 void add_problem_flags(FlagParser& flags);
 
@@ -37,7 +38,12 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 // optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
 // graph is built at the table's batch so the two match.
 Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
-                            std::optional<Shape> input, const std::string& cost_model);
+                            std::optional<Shape> input, const std::string& cost_model,
+                            std::optional<int64_t> sequence = std::nullopt);
+
+// The largest sequence length a token model builds at (its position table's length), found by
+// bisection on building the forward graph; UserError for an image model.
+int64_t max_buildable_sequence(const std::string& config_path);
 
 // Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
 void add_solve_flags(FlagParser& flags);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
         .add("steps", "N", "training steps (total, when resuming)", "50")
         .add("batch", "N", "override the config's batch size")
         .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+        .add("seq", "T", "override a token model's sequence length")
         .add("seed", "S", "override the config's seed (weights, dropout)")
         .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB")
         .add("strategy", "S", known, "checkmate")
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
     opt.steps = f.get_int("steps", 1, 100000000);
     if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
     if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
+    if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
     if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
     if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
     opt.plan.strategy = f.get_choice("strategy", strategies);

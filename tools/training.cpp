@@ -162,6 +162,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   BuildOptions bo;
   bo.batch = opt.batch;
   bo.input = opt.input;
+  bo.sequence = opt.sequence;
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
@@ -215,21 +216,21 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   // The batch in host memory the device reads without staging (pinned on the GPU): the
   // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer images_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
+  HostBuffer input_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
   HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
-  auto* images = static_cast<float*>(images_buf.data);
+  void* input = input_buf.data;
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
   sum.predicted_peak = sp.plan.predicted_peak;
   double timed_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = first_step; step < opt.steps; ++step) {
-    data->next_batch(step, images, labels);
+    data->next_batch(step, input, labels);
     const bool last = step + 1 == opt.steps;
     TraceWriter trace;
     StepResult r;
     try {
-      r = ex.run_step(sp.plan, images, labels, step,
+      r = ex.run_step(sp.plan, input, labels, step,
                       last && !opt.trace_file.empty() ? &trace : nullptr);
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(std::string(e.what()) +
