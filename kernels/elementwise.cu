@@ -1,5 +1,6 @@
 // Elementwise and data-movement kernels: fill, copies (plain and strided: concat,
-// concat_slice), relu / relu6 forward and backward, bias + activation epilogue, n-ary add.
+// concat_slice; the 0213 permutation of attention heads), relu / relu6 forward and backward,
+// bias + activation epilogue, n-ary add.
 // Operation order and rounding follow the CPU reference (Note [kernel vs CPU rounding]).
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
@@ -166,6 +167,21 @@ __global__ void add_kernel(float* out, AddPtrs ptrs, int k, bool first, int64_t 
   }
 }
 
+// out[a, c, b, d] = inp[a, b, c, d]; one thread per output element (reads are strided by d3
+// runs, writes coalesced).
+__global__ void permute_0213_kernel(float* out, const float* inp, int64_t d1, int64_t d2,
+                                    int64_t d3, int64_t total) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t d = e % d3;
+    int64_t rest = e / d3;
+    const int64_t b = rest % d1;
+    rest /= d1;
+    const int64_t c = rest % d2, a = rest / d2;
+    out[e] = inp[((a * d1 + b) * d2 + c) * d3 + d];
+  }
+}
+
 }  // namespace
 
 void fill(float* out, float value, int64_t n, cudaStream_t stream) {
@@ -259,6 +275,14 @@ void concat_slice_forward(float* dinp, const float* dout, int64_t n, int64_t c_t
                                                  << c_total);
   strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
                channels * inner, stream);
+}
+
+void permute_0213(float* out, const float* inp, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                  cudaStream_t stream) {
+  const int64_t total = d0 * d1 * d2 * d3;
+  if (total <= 0) return;
+  permute_0213_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, d1, d2, d3, total);
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace remat

@@ -16,7 +16,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <climits>
 #include <cstdint>
+
+#include "kernels/adam_step.h"
 
 namespace remat {
 
@@ -57,6 +60,12 @@ void concat_forward(float* out, const float* inp, int64_t n, int64_t c_in, int64
 void concat_slice_forward(float* dinp, const float* dout, int64_t n, int64_t c_total,
                           int64_t offset, int64_t channels, int64_t inner, cudaStream_t stream);
 
+// ---- permutation (elementwise.cu) -------------------------------------------------------------
+// out[a, c, b, d] = inp[a, b, c, d] for inp (d0, d1, d2, d3): attention's head split
+// ([N, T, H, D] -> [N, H, T, D]) and merge ([N, H, T, D] -> [N, T, H, D]). Exact.
+void permute_0213(float* out, const float* inp, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                  cudaStream_t stream);
+
 // ---- upsample nearest (upsample.cu) ------------------------------------------------------------
 // out (planes, H*f, W*f) from inp (planes, H, W); out[p, h, w] = inp[p, h / f, w / f].
 void upsample_nearest_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
@@ -78,24 +87,84 @@ void dropout_backward(float* dinp, const float* dout, int64_t n, float rate, uin
 // Logits (outer, k, inner): [N, K] has outer = N, inner = 1; [N, K, H, W] has outer = N,
 // inner = H * W (a softmax per pixel). Labels (outer, inner) int32. count = outer * inner.
 //
+// Token losses ([N, T, V] logits as N*T rows) may skip rows whose label is `ignore_index`: they
+// count neither in the mean nor get a gradient. kXentNoIgnore: no label is skipped. Only with
+// inner == 1.
+//
 // Workspace (device, softmax_xent_workspace_bytes(outer, inner) bytes, 8-byte aligned):
-//   [0, 8)   uint64 error slot: UINT64_MAX when every label is in [0, k), otherwise the smallest
-//            flat sample index (o * inner + i) whose label is outside [0, k);
-//   [8, ...) per-block partial sums (double) of the deterministic two-pass reduction.
+//   [0, 8)   uint64 error slot: UINT64_MAX when every label is in [0, k) (or ignored), otherwise
+//            the smallest flat sample index (o * inner + i) whose label is outside [0, k);
+//   [8, ...) per-block partial sums and row counts (double) of the deterministic two-pass
+//            reduction.
+constexpr int64_t kXentNoIgnore = INT64_MIN;
 int64_t softmax_xent_workspace_bytes(int64_t outer, int64_t inner);
-// loss (1) = mean over samples of logsumexp(z) - z[label]. Writes the error slot (see above);
-// the caller reads it back (softmax_xent_read_error) to report bad labels.
+// loss (1) = mean over counted samples of logsumexp(z) - z[label] (0 when none is counted).
+// Writes the error slot (see above); the caller reads it back (softmax_xent_read_error) to
+// report bad labels.
 void softmax_xent_forward(float* loss, void* workspace, const float* logits,
                           const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
-                          cudaStream_t stream);
-// dlogits (outer, k, inner) = (softmax - onehot(label)) / count. Samples with an out-of-range
-// label get NaN gradients (the forward, which runs first in every step, reports them).
+                          int64_t ignore_index, cudaStream_t stream);
+// dlogits (outer, k, inner) = (softmax - onehot(label)) / count, 0 for ignored rows; count =
+// outer * inner, or with an ignore index the rows counted, computed on the device into the
+// workspace (softmax_xent_backward_workspace_bytes: 8 bytes, or 0 without an ignore index).
+// Samples with an out-of-range label get NaN gradients (the forward, which runs first in every
+// step, reports them).
+int64_t softmax_xent_backward_workspace_bytes(int64_t ignore_index);
 void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* labels,
-                           int64_t outer, int64_t k, int64_t inner, cudaStream_t stream);
+                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
+                           void* workspace, cudaStream_t stream);
 // SYNCHRONIZES `stream`: returns the error slot of `workspace` (UINT64_MAX: no error) and, when
 // set, the offending label in *bad_label.
 uint64_t softmax_xent_read_error(const void* workspace, const int32_t* labels,
                                  int32_t* bad_label, cudaStream_t stream);
+
+// ---- transformer layers (embedding.cu, layernorm.cu, gelu.cu, softmax.cu) ----------------------
+// Token embedding: out (rows, dim) = weight[ids[r]] for weight (vocab, dim); an id outside
+// [0, vocab) gives a NaN row (the data sources reject such ids; the CPU path throws). Exact.
+void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t rows,
+                       int64_t dim, int64_t vocab, cudaStream_t stream);
+// dweight (vocab, dim) = sum of dout rows per id, Note [deterministic embedding gradient] in
+// ops/embedding.cpp: CUB's stable radix sort of (id, position), then each id's rows summed in
+// double in position order; equal to the CPU bit for bit. Workspace: the sort's buffers.
+int64_t embedding_backward_workspace_bytes(int64_t rows, int64_t vocab);
+void embedding_backward(float* dweight, const float* dout, const int32_t* ids, int64_t rows,
+                        int64_t dim, int64_t vocab, void* workspace, int64_t workspace_bytes,
+                        cudaStream_t stream);
+// Learned positions: out (n, inner) = inp (n, inner) + table (inner) (the first T rows of the
+// position table, inner = T * C). Exact.
+void position_embedding_forward(float* out, const float* inp, const float* table, int64_t n,
+                                int64_t inner, cudaStream_t stream);
+
+// Layer norm over rows of `cols` values (ops/layernorm.cpp is the spec: statistics and every
+// output in double, rounded once; row sums in a warp's tree order, so within ~1 ulp of the
+// CPU). weight and bias (cols) may be null (no affine).
+void layernorm_forward(float* out, const float* inp, const float* weight, const float* bias,
+                       int64_t rows, int64_t cols, double eps, cudaStream_t stream);
+void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                              const float* weight, int64_t rows, int64_t cols, double eps,
+                              cudaStream_t stream);
+// Column sums over rows (Note [column sums] in layernorm.cu: fixed row slices, partial sums in
+// double, then the slices in order): out (cols) = sum over r of inp (rows, cols).
+int64_t column_sum_workspace_bytes(int64_t rows, int64_t cols);
+void column_sum(float* out, const float* inp, int64_t rows, int64_t cols, void* workspace,
+                cudaStream_t stream);
+// dweight (cols) = sum over rows of dout * (inp - mean) * rstd, the row statistics recomputed.
+int64_t layernorm_grad_weight_workspace_bytes(int64_t rows, int64_t cols);
+void layernorm_grad_weight(float* dweight, const float* dout, const float* inp, int64_t rows,
+                           int64_t cols, double eps, void* workspace, cudaStream_t stream);
+
+// GELU, tanh approximation, in double (ops/gelu.cpp is the spec). dinp from dout and the input.
+void gelu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+                   cudaStream_t stream);
+
+// Softmax over rows of `len` values; causal: row r keeps entries 0 .. r % len, the rest are 0
+// (square scores [.., T, T]). Max in float, exponentials and sums in double (ops/softmax.cpp).
+void softmax_forward(float* out, const float* inp, int64_t rows, int64_t len, bool causal,
+                     cudaStream_t stream);
+// dinp = out * (dout - sum(dout * out)) per row, 0 where masked.
+void softmax_backward(float* dinp, const float* dout, const float* out, int64_t rows,
+                      int64_t len, bool causal, cudaStream_t stream);
 
 // ---- per-channel reductions (channel_reduce.cu), Note [channel reductions] ----------------------
 // dbias (c) = sum over n and plane of dout (n, c, plane); conv2d: plane = H * W, dense: 1.
@@ -128,15 +197,22 @@ void flag_nonfinite(const float* x, int64_t n, unsigned int* flag, cudaStream_t 
 // buf : buf; p -= lr * step. momentum_buf null: plain SGD. param, grad, buf: (n).
 void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n, float lr,
                 float momentum, float weight_decay, bool nesterov, cudaStream_t stream);
-// Scalars of one Adam step, computed on the host exactly as ops/adam.cpp does.
-struct AdamStep {
-  float step_size;  // lr / (1 - beta1^t)
-  float bc2_sqrt;   // sqrt(1 - beta2^t)
-  float beta1, beta2, eps, weight_decay;
-};
-// g = grad + wd * p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
-// p -= step_size * (m / (sqrt(v) / bc2_sqrt + eps)). param, grad, m, v: (n).
+// One Adam / AdamW step with the scalars of kernels/adam_step.h:
+// p' = p * decay_factor; g = grad + l2 * p; m = lerp(m, g, lerp_weight) (torch.lerp);
+// v = b2 v + ((1 - b2) g) g; p = p' - step_size * (m / (sqrt(v) / bc2_sqrt + eps)).
+// param, grad, m, v: (n).
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamStep& s, cudaStream_t stream);
+
+// Global-norm gradient clipping (optimizer.cu), Note [gradient clipping] in runtime/autodiff.cpp.
+// grads: a HOST array of k device pointers to tensors of sizes[k] floats; state: device scratch
+// of kGradClipStateFloats floats (8-byte aligned). Computes norm = sqrt(sum of squares over all
+// tensors) in double (tensors in order, each by a fixed grid of partial sums: deterministic),
+// scale = min(1, max_norm / (norm + 1e-6)), multiplies every tensor by float(scale) in place,
+// and leaves state[0] = float(norm), state[1] = float(scale).
+constexpr int64_t kGradClipBlocks = 256;  // partial sums per tensor
+constexpr int64_t kGradClipStateFloats = 2 + 2 * (kGradClipBlocks + 1);
+void clip_grad_norm(float* const* grads, const int64_t* sizes, int k, double max_norm,
+                    float* state, cudaStream_t stream);
 
 }  // namespace remat

@@ -29,16 +29,19 @@ __device__ __forceinline__ bool label_ok(int32_t y, int64_t k) { return y >= 0 &
 
 // ---- forward ----------------------------------------------------------------------------------
 
-// inner == 1: per-block partial sums of logsumexp(z) - z[y] over rows.
+// inner == 1: per-block partial sums of logsumexp(z) - z[y] over rows, and of the number of
+// rows counted (rows labelled `ignore` are skipped): partial[b] and partial[gridDim.x + b].
 __global__ void xent_rows_partial_kernel(double* partial, unsigned long long* error,
                                          const float* logits, const int32_t* labels,
-                                         int64_t outer, int64_t k) {
+                                         int64_t outer, int64_t k, int64_t ignore) {
   __shared__ double scratch[32];
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = blockIdx.x * int64_t{kXentWarps} + (threadIdx.x >> 5);
   const int64_t warps = int64_t{gridDim.x} * kXentWarps;
-  double acc = 0.0;
+  double acc = 0.0, counted = 0.0;
   for (int64_t o = warp0; o < outer; o += warps) {
+    const int32_t y = labels[o];
+    if (y == ignore) continue;  // the whole warp reads the same label
     const float* z = logits + o * k;
     float m = -INFINITY;
     for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, z[c]);
@@ -46,14 +49,18 @@ __global__ void xent_rows_partial_kernel(double* partial, unsigned long long* er
     double s = 0.0;
     for (int64_t c = lane; c < k; c += 32) s += exp(static_cast<double>(z[c]) - m);
     s = warp_sum(s);
-    const int32_t y = labels[o];
     if (lane == 0) {
+      counted += 1.0;
       if (label_ok(y, k)) acc += (m + log(s)) - static_cast<double>(z[y]);
       else atomicMin(error, static_cast<unsigned long long>(o));
     }
   }
   const double total = block_sum(acc, scratch);
-  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+  const double rows = block_sum(counted, scratch);
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = total;
+    partial[gridDim.x + blockIdx.x] = rows;
+  }
 }
 
 // inner > 1: per-block partial sums over pixels (sample s = o * inner + i).
@@ -79,26 +86,49 @@ __global__ void xent_pixels_partial_kernel(double* partial, unsigned long long* 
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
-// One block of kXentMaxBlocks threads: loss[0] = sum(partial[0 .. blocks)) / count.
+// One block of kXentMaxBlocks threads: loss[0] = sum(partial[0 .. blocks)) / count, where
+// count > 0 is given (pixels) or 0: the rows counted, the sum of partial[blocks .. 2 blocks)
+// (rows); the loss is 0 when every row is ignored.
 __global__ void xent_finish_kernel(float* loss, const double* partial, unsigned blocks,
                                    int64_t count) {
   __shared__ double scratch[32];
   const double v = threadIdx.x < blocks ? partial[threadIdx.x] : 0.0;
   const double total = block_sum(v, scratch);
-  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / static_cast<double>(count));
+  const double c = count == 0 && threadIdx.x < blocks ? partial[blocks + threadIdx.x] : 0.0;
+  const double rows = count > 0 ? static_cast<double>(count) : block_sum(c, scratch);
+  if (threadIdx.x == 0) loss[0] = rows > 0 ? static_cast<float>(total / rows) : 0.0f;
+}
+
+// Counts the rows whose label is not `ignore` (integer atomics: the count does not depend on
+// their order) into *count, which the caller zeroed.
+__global__ void xent_count_kernel(unsigned long long* count, const int32_t* labels, int64_t outer,
+                                  int64_t ignore) {
+  unsigned long long mine = 0;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < outer;
+       o += int64_t{gridDim.x} * blockDim.x)
+    mine += labels[o] != ignore;
+  for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
+  if ((threadIdx.x & 31) == 0 && mine > 0) atomicAdd(count, mine);
 }
 
 // ---- backward ---------------------------------------------------------------------------------
 
+// `count`: rows counted (device; null: inv_count is given).
 __global__ void xent_rows_backward_kernel(float* dlogits, const float* logits,
                                           const int32_t* labels, int64_t outer, int64_t k,
-                                          double inv_count) {
+                                          double inv_count, int64_t ignore,
+                                          const unsigned long long* count) {
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = blockIdx.x * int64_t{kXentWarps} + (threadIdx.x >> 5);
   const int64_t warps = int64_t{gridDim.x} * kXentWarps;
+  if (count) inv_count = *count > 0 ? 1.0 / static_cast<double>(*count) : 0.0;
   for (int64_t o = warp0; o < outer; o += warps) {
     const float* z = logits + o * k;
     float* dz = dlogits + o * k;
+    if (labels[o] == ignore) {
+      for (int64_t c = lane; c < k; c += 32) dz[c] = 0.0f;
+      continue;
+    }
     float m = -INFINITY;
     for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, z[c]);
     m = warp_max(m);
@@ -143,12 +173,12 @@ __global__ void xent_pixels_backward_kernel(float* dlogits, const float* logits,
 
 int64_t softmax_xent_workspace_bytes(int64_t outer, int64_t inner) {
   return static_cast<int64_t>(sizeof(uint64_t)) +
-         static_cast<int64_t>(xent_blocks(outer, inner)) * static_cast<int64_t>(sizeof(double));
+         2 * static_cast<int64_t>(xent_blocks(outer, inner)) * static_cast<int64_t>(sizeof(double));
 }
 
 void softmax_xent_forward(float* loss, void* workspace, const float* logits,
                           const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
-                          cudaStream_t stream) {
+                          int64_t ignore_index, cudaStream_t stream) {
   REMAT_CHECK(outer > 0 && k > 0 && inner > 0 && workspace != nullptr,
               "softmax_xent_forward: outer " << outer << ", k " << k << ", inner " << inner
                                              << ", workspace " << workspace);
@@ -156,26 +186,44 @@ void softmax_xent_forward(float* loss, void* workspace, const float* logits,
   auto* partial = reinterpret_cast<double*>(static_cast<char*>(workspace) + sizeof(uint64_t));
   REMAT_CUDA_CHECK(cudaMemsetAsync(error, 0xFF, sizeof(uint64_t), stream));  // kNoError
   const unsigned blocks = xent_blocks(outer, inner);
+  REMAT_CHECK(inner == 1 || ignore_index == kXentNoIgnore,
+              "softmax_xent_forward: an ignore index applies to rows (inner 1) only");
   if (inner == 1)
     xent_rows_partial_kernel<<<blocks, kXentThreads, 0, stream>>>(partial, error, logits, labels,
-                                                                  outer, k);
+                                                                  outer, k, ignore_index);
   else
     xent_pixels_partial_kernel<<<blocks, kXentThreads, 0, stream>>>(partial, error, logits,
                                                                     labels, outer, k, inner);
   REMAT_CUDA_LAUNCH_CHECK();
-  xent_finish_kernel<<<1, kXentMaxBlocks, 0, stream>>>(loss, partial, blocks, outer * inner);
+  xent_finish_kernel<<<1, kXentMaxBlocks, 0, stream>>>(loss, partial, blocks,
+                                                       inner == 1 ? 0 : outer * inner);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
+int64_t softmax_xent_backward_workspace_bytes(int64_t ignore_index) {
+  return ignore_index == kXentNoIgnore ? 0 : static_cast<int64_t>(sizeof(uint64_t));
+}
+
 void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* labels,
-                           int64_t outer, int64_t k, int64_t inner, cudaStream_t stream) {
+                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
+                           void* workspace, cudaStream_t stream) {
   REMAT_CHECK(outer > 0 && k > 0 && inner > 0,
               "softmax_xent_backward: outer " << outer << ", k " << k << ", inner " << inner);
+  REMAT_CHECK(inner == 1 || ignore_index == kXentNoIgnore,
+              "softmax_xent_backward: an ignore index applies to rows (inner 1) only");
   const double inv_count = 1.0 / static_cast<double>(outer * inner);  // as the CPU computes it
   const unsigned blocks = xent_blocks(outer, inner);
+  unsigned long long* count = nullptr;
+  if (ignore_index != kXentNoIgnore) {
+    REMAT_CHECK(workspace != nullptr, "softmax_xent_backward: an ignore index needs workspace");
+    count = static_cast<unsigned long long*>(workspace);
+    REMAT_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint64_t), stream));
+    xent_count_kernel<<<grid_for(outer), kBlockSize, 0, stream>>>(count, labels, outer, ignore_index);
+    REMAT_CUDA_LAUNCH_CHECK();
+  }
   if (inner == 1)
     xent_rows_backward_kernel<<<blocks, kXentThreads, 0, stream>>>(dlogits, logits, labels, outer,
-                                                                   k, inv_count);
+                                                                   k, inv_count, ignore_index, count);
   else
     xent_pixels_backward_kernel<<<blocks, kXentThreads, 0, stream>>>(dlogits, logits, labels,
                                                                      outer, k, inner, inv_count);

@@ -64,8 +64,16 @@ void check_all_used(const ModelConfig& cfg) {
 }
 
 void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const TensorDesc& out,
-                      int64_t n) {
+                      int64_t n, int64_t t) {
   const Shape& s = out.shape;
+  if (cfg.tokens()) {
+    if (s == Shape{n, t, cfg.vocab} && out.dtype == DType::F32) return;
+    REMAT_USER_ERROR(layer_ctx(last.where, last.name)
+                     << "output " << shape_str(s) << " does not fit loss '" << cfg.loss
+                     << "' with vocab " << cfg.vocab << " (" << cfg.where_vocab
+                     << "): the last layer must output logits " << shape_str({n, t, cfg.vocab})
+                     << " [N, T, V]");
+  }
   Shape want;
   bool ok;
   if (cfg.loss == "softmax_xent") {
@@ -98,6 +106,40 @@ void check_optimizer(const ModelConfig& cfg, const OpRegistry& ops) {
   } catch (const UserError& e) {
     rethrow_at(e, cfg.source, prefix);
   }
+}
+
+// Every suffix a layer shares must be one of its op's parameters.
+void check_shared_suffixes(const LayerConfig& l, const OpDef& op,
+                           const std::vector<ParamSpec>& params) {
+  for (const auto& kv : l.shared) {
+    std::string known;
+    bool found = false;
+    for (const ParamSpec& p : params) {
+      known += (known.empty() ? "" : ", ") + p.suffix;
+      found = found || p.suffix == kv.first;
+    }
+    if (!found)
+      REMAT_USER_ERROR(l.shared_where.at(kv.first)
+                       << ": layer '" << l.name << "': field 'share': op '" << op.name
+                       << "' has no parameter '" << kv.first << "' (its parameters: "
+                       << (known.empty() ? "none" : known) << ")");
+  }
+}
+
+// The earlier parameter `target` that layer `l` uses as its parameter `p` (weight tying).
+ValueId shared_param(const Graph& g, const LayerConfig& l, const ParamSpec& p,
+                     const std::string& target) {
+  const std::string at = l.shared_where.at(p.suffix) + ": layer '" + l.name +
+                         "': field 'share': parameter '" + p.suffix + "': ";
+  const ValueId v = g.find_value(target);
+  if (v == kNoValue || g.value(v).kind != ValueKind::Param)
+    REMAT_USER_ERROR(at << "'" << target << "' is not a trainable parameter of an earlier layer");
+  if (p.kind != ValueKind::Param)
+    REMAT_USER_ERROR(at << "only trainable parameters can be shared");
+  if (!(g.value(v).desc == p.desc))
+    REMAT_USER_ERROR(at << "'" << target << "' is " << shape_str(g.value(v).desc.shape)
+                        << ", this layer needs " << shape_str(p.desc.shape));
+  return v;
 }
 
 }  // namespace
@@ -136,6 +178,7 @@ Shape parse_input_size(const std::string& text, const std::string& what) {
 TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_output) {
   const Shape& s = last_output.shape;
   REMAT_CHECK(!s.empty(), "labels_desc_for: empty output shape");
+  if (loss == "token_xent" && s.size() == 3) return {{s[0], s[1]}, DType::I32};
   if (loss == "softmax_xent_pixel" && s.size() == 4) return {{s[0], s[2], s[3]}, DType::I32};
   return {{s[0]}, DType::I32};
 }
@@ -145,19 +188,33 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
   const int64_t n = opt.batch ? *opt.batch : cfg.batch;
   if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
-  const Shape chw = opt.input ? *opt.input : cfg.input;
-  if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
-    REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
+  Value in;
+  in.name = kModelInputName;
+  in.kind = ValueKind::Input;
+  const int64_t t = opt.sequence ? *opt.sequence : cfg.sequence;
+  if (cfg.tokens()) {
+    if (opt.input)
+      REMAT_USER_ERROR("model '" << cfg.name << "' is a token model (" << cfg.where_sequence
+                                 << "): set its sequence length, not an image size");
+    if (t < 1) REMAT_USER_ERROR("sequence length must be at least 1, got " << t);
+    in.desc = {{n, t}, DType::I32};
+  } else {
+    if (opt.sequence)
+      REMAT_USER_ERROR("model '" << cfg.name << "' is an image model (" << cfg.where_input
+                                 << "): a sequence length applies to token models only");
+    const Shape chw = opt.input ? *opt.input : cfg.input;
+    if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
+      REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
+    in.desc = {{n, chw[0], chw[1], chw[2]}, DType::F32};
+  }
   check_all_used(cfg);
 
   Graph g;
   g.name = cfg.name;
   g.batch = n;
-  Value in;
-  in.name = kModelInputName;
-  in.kind = ValueKind::Input;
-  in.desc = {{n, chw[0], chw[1], chw[2]}, DType::F32};
-  checked_tensor_bytes(in.desc, cfg.where_input + ": model: input batch " + shape_str(in.desc.shape),
+  checked_tensor_bytes(in.desc,
+                       (cfg.tokens() ? cfg.where_sequence : cfg.where_input) + ": model: input batch " +
+                           shape_str(in.desc.shape),
                        "input");
   g.input = g.add_value(in);
   Value lab;
@@ -202,33 +259,32 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
       data.push_back(g.value(it->second).desc);
     }
     TensorDesc out;
+    std::vector<ParamSpec> params;
     try {
       out = op.infer(*node.typed, data);
       checked_tensor_bytes(out, "", "output " + shape_str(out.shape));
-      if (op.params) {
-        for (const ParamSpec& p : op.params(*node.typed, data)) {
-          Value v;
-          v.name = l.name + "." + p.suffix;
-          v.desc = p.desc;
-          v.kind = p.kind;
-          v.init = p.init;
-          v.fan_in = p.fan_in;
-          v.fan_out = p.fan_out;
-          node.inputs.push_back(g.add_value(std::move(v)));
-        }
-      }
+      if (op.params) params = op.params(*node.typed, data);
     } catch (const UserError& e) {
       std::string inputs;
       for (size_t k = 0; k < data.size(); ++k)
         inputs += (k ? ", " : "") + l.inputs[k] + " " + shape_str(data[k].shape);
       throw UserError(prefix + e.what() + " (inputs: " + inputs + ")");
     }
+    check_shared_suffixes(l, op, params);
+    for (const ParamSpec& p : params) {
+      auto shared = l.shared.find(p.suffix);
+      if (shared != l.shared.end()) {
+        node.inputs.push_back(shared_param(g, l, p, shared->second));
+        continue;
+      }
+      node.inputs.push_back(g.add_value(param_value(l.name, p)));
+    }
     by_name[l.name] = g.node(g.add_node(std::move(node), out)).output;
   }
 
   const LayerConfig& last = cfg.layers.back();
   const TensorDesc last_out = g.value(by_name.at(last.name)).desc;
-  check_loss_shape(cfg, last, last_out, n);
+  check_loss_shape(cfg, last, last_out, n, t);
   g.values[static_cast<size_t>(g.label)].desc = labels_desc_for(cfg.loss, last_out);
 
   const std::string loss_prefix = cfg.where_loss + ": loss: ";
@@ -239,7 +295,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   loss.name = "loss";
   loss.op = cfg.loss;
   loss.kind = NodeKind::Loss;
-  loss.attrs.origin = cfg.where_loss + ": loss";
+  loss.attrs = cfg.loss_attrs;
   loss.seed = node_seed(cfg.seed, "loss");
   loss.inputs = {by_name.at(last.name), g.label};
   TensorDesc loss_out;

@@ -13,25 +13,30 @@
 namespace remat {
 
 struct BuildOptions {
-  std::optional<int64_t> batch;  // overrides cfg.batch (N)
-  std::optional<Shape> input;    // overrides cfg.input (per-sample [C, H, W])
+  std::optional<int64_t> batch;     // overrides cfg.batch (N)
+  std::optional<Shape> input;       // overrides cfg.input (per-sample [C, H, W]; image models)
+  std::optional<int64_t> sequence;  // overrides cfg.sequence (T; token models)
 };
 
 // Parses "3x32x32" (or "3,32,32") into [C, H, W]; throws UserError naming `what`.
 Shape parse_input_size(const std::string& text, const std::string& what = "--input");
 
 // Builds the forward graph:
-//   value "input"  (Input, F32 [N, C, H, W]), value "labels" (Label, I32 [N] or [N, H, W]);
+//   value "input"  (Input, F32 [N, C, H, W]; token models I32 [N, T]), value "labels" (Label,
+//   I32 [N], [N, H, W] or [N, T]);
 //   per layer: node "<layer>" (Forward) with inputs = data inputs then its parameters
-//   "<layer>.<suffix>" (Param/Buffer values from op.params), typed attrs from op.parse and
-//   seed = node_seed(cfg.seed, layer);
-//   node "loss" (op cfg.loss, Loss) reading [last layer, labels], output F32 [1].
+//   "<layer>.<suffix>" (Param/Buffer values from op.params; a suffix the layer `share`s is the
+//   earlier parameter it names, which must have the same descriptor and be trainable), typed
+//   attrs from op.parse and seed = node_seed(cfg.seed, layer);
+//   node "loss" (op cfg.loss with cfg.loss_attrs, Loss) reading [last layer, labels], output
+//   F32 [1].
 // Also parses the optimizer section through its op so its errors surface here.
 // Sets graph.name/batch/input/label/loss and validates the graph.
 Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
                           const BuildOptions& opt = {});
 
-// Labels descriptor for a loss and the last layer's output: I32 [N] or [N, H, W].
+// Labels descriptor for a loss and the last layer's output: I32 [N], [N, H, W] (per pixel) or
+// [N, T] (token_xent).
 TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_output);
 
 // Deterministic per-node seed: splitmix64 mixing of the model seed and an FNV-1a hash of the

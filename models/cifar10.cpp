@@ -23,7 +23,8 @@ class Cifar10Source : public DataSource {
     if (records() == 0) REMAT_USER_ERROR("no records in " << files_);
   }
 
-  void next_batch(int64_t step, float* images, int32_t* labels) override {
+  void next_batch(int64_t step, void* input, int32_t* labels) override {
+    auto* images = static_cast<float*>(input);
     const int64_t total = records();
     const int64_t global = shard_.global_batch > 0 ? shard_.global_batch : n_;
     for (int64_t i = 0; i < n_; ++i) {

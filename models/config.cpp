@@ -26,8 +26,9 @@ const LayerConfig* ModelConfig::find_layer(const std::string& full_name) const {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name",  "input",     "classes", "batch", "loss",
-                                           "seed",  "optimizer", "data",    "layers"};
+const std::vector<std::string> kTopKeys = {"name",  "input",     "classes", "sequence", "vocab",
+                                           "batch", "loss",      "seed",    "optimizer", "data",
+                                           "layers"};
 const std::vector<std::string> kBlockKeys = {"inputs", "layers", "name", "repeat"};
 const std::vector<std::string> kReserved = {"input", "labels", "loss"};
 
@@ -104,8 +105,10 @@ class ConfigParser {
   void check_unique_keys(const YAML::Node& m, const std::string& ctx) const;
   std::string scalar_string(const YAML::Node& v, const std::string& ctx,
                             const std::string& key) const;
+  void parse_loss(const YAML::Node& key, const YAML::Node& n);
   void parse_optimizer(const YAML::Node& n);
   void parse_data(const YAML::Node& n);
+  void parse_share(const YAML::Node& m, LayerConfig& l, const std::vector<Scope>& scopes);
   void parse_list(const YAML::Node& seq, std::vector<Scope>& scopes);
   void parse_layer(const YAML::Node& m, const std::string& local, std::vector<Scope>& scopes);
   void parse_block(const YAML::Node& m, const std::string& local, std::vector<Scope>& scopes);
@@ -197,30 +200,47 @@ ModelConfig ConfigParser::parse(const std::string& text) {
   }
 
   // Scalar settings go through AttrReader, so types and ranges are reported uniformly.
-  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "layers"});
+  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "layers", "loss"});
   AttrReader r(top);
   if (!r.has("name")) r.fail("name", "is required");
   cfg_.name = r.get_string("name", "");
   if (cfg_.name.empty()) r.fail("name", "must not be empty");
-  if (!r.has("input")) r.fail("input", "is required (per-sample [C, H, W])");
-  if (!std::holds_alternative<std::vector<int64_t>>(top.values.at("input")))
-    r.fail("input", "expected a list [C, H, W], got " + attr_value_str(top.values.at("input")));
-  cfg_.input = r.get_ints("input", 3, {}, 1, 1 << 24);
-  if (!r.has("classes")) r.fail("classes", "is required");
-  cfg_.classes = r.require_int("classes", 1, 1 << 24);
-  if (!r.has("batch")) r.fail("batch", "is required");
-  cfg_.batch = r.require_int("batch", 1, 1 << 24);
-  cfg_.loss = r.get_choice("loss", "softmax_xent", {"softmax_xent", "softmax_xent_pixel"});
-  cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
-  r.finish("model");
   auto where_of = [&](const char* k) {
     auto w = top.where.find(k);
     return w == top.where.end() ? pos(root) : w->second;
   };
+  if (r.has("sequence")) {  // a token model
+    for (const char* k : {"input", "classes"})
+      if (r.has(k))
+        r.fail(k, "does not apply to a token model (`sequence` is set: the input is token ids "
+                  "[N, T] and `vocab` the classes)");
+    cfg_.sequence = r.require_int("sequence", 1, 1 << 24);
+    if (!r.has("vocab")) r.fail("sequence", "a token model also needs `vocab` (V)");
+    cfg_.vocab = r.require_int("vocab", 1, int64_t{1} << 31);
+  } else {
+    if (r.has("vocab")) r.fail("vocab", "needs `sequence` (T): vocab applies to token models");
+    if (!r.has("input")) r.fail("input", "is required (per-sample [C, H, W]; or `sequence` and "
+                                         "`vocab` for a token model)");
+    if (!std::holds_alternative<std::vector<int64_t>>(top.values.at("input")))
+      r.fail("input", "expected a list [C, H, W], got " + attr_value_str(top.values.at("input")));
+    cfg_.input = r.get_ints("input", 3, {}, 1, 1 << 24);
+    if (!r.has("classes")) r.fail("classes", "is required");
+    cfg_.classes = r.require_int("classes", 1, 1 << 24);
+  }
+  if (!r.has("batch")) r.fail("batch", "is required");
+  cfg_.batch = r.require_int("batch", 1, 1 << 24);
+  cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
+  r.finish("model");
   cfg_.where_input = where_of("input");
   cfg_.where_classes = where_of("classes");
   cfg_.where_batch = where_of("batch");
-  cfg_.where_loss = where_of("loss");
+  cfg_.where_sequence = where_of("sequence");
+  cfg_.where_vocab = where_of("vocab");
+  cfg_.where_loss = pos(root);
+  cfg_.loss = cfg_.tokens() ? "token_xent" : "softmax_xent";
+  cfg_.loss_attrs.origin = pos(root) + ": loss";
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (it->first.Scalar() == "loss") parse_loss(it->first, it->second);
 
   cfg_.optimizer.where = cfg_.optimizer.op_where = cfg_.data.where = pos(root);
   cfg_.optimizer.attrs.origin = pos(root) + ": optimizer";
@@ -234,6 +254,27 @@ ModelConfig ConfigParser::parse(const std::string& text) {
   scopes[0].input = kModelInputName;
   parse_list(layers, scopes);
   return std::move(cfg_);
+}
+
+// `loss: NAME` or `loss: {op: NAME, <attrs>}`; the loss op checks its attrs in the builder.
+void ConfigParser::parse_loss(const YAML::Node& key, const YAML::Node& n) {
+  const std::vector<std::string> known =
+      cfg_.tokens() ? std::vector<std::string>{"token_xent"}
+                    : std::vector<std::string>{"softmax_xent", "softmax_xent_pixel"};
+  cfg_.where_loss = pos(key);
+  cfg_.loss_attrs.origin = pos(key) + ": loss";
+  if (n.IsMap()) {
+    check_unique_keys(n, "loss");
+    if (!n["op"]) fail(n, "loss", "field 'op' is required (e.g. {op: " + known[0] + "})");
+    cfg_.loss_attrs = to_attr_map(n, "loss", {"op"});
+  }
+  // Constructed, never assigned: assigning a YAML::Node writes through to the node it refers to.
+  const YAML::Node op = n.IsMap() ? n["op"] : n;
+  cfg_.loss = scalar_string(op, "model", "loss");
+  if (!contains(known, cfg_.loss))
+    fail(key, "model: field 'loss'",
+         "'" + cfg_.loss + "' is not one of: " + join(known) +
+             (cfg_.tokens() ? " (a token model)" : ""));
 }
 
 void ConfigParser::parse_optimizer(const YAML::Node& n) {
@@ -254,17 +295,28 @@ void ConfigParser::parse_data(const YAML::Node& n) {
   d.where = pos(n);
   AttrMap m = to_attr_map(n, "data", {});
   AttrReader r(m);
-  d.source = r.get_choice("source", "synthetic", {"synthetic", "cifar10"});
+  const std::vector<std::string> sources =
+      cfg_.tokens() ? std::vector<std::string>{"synthetic", "text", "tokens"}
+                    : std::vector<std::string>{"synthetic", "cifar10"};
+  if (r.has("source") && std::holds_alternative<std::string>(m.values.at("source")) &&
+      !contains(sources, std::get<std::string>(m.values.at("source"))))
+    r.fail("source", "'" + std::get<std::string>(m.values.at("source")) + "' is not one of: " +
+                         join(sources) + " (the sources of " +
+                         (cfg_.tokens() ? "a token" : "an image") + " model)");
+  d.source = r.get_choice("source", "synthetic", sources);
   std::vector<std::string> known = {"source"};
   if (d.source == "synthetic") {
     d.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
     known.push_back("seed");
   } else {
-    if (!r.has("path")) r.fail("path", "is required for source cifar10");
+    if (!r.has("path")) r.fail("path", "is required for source " + d.source);
     d.path = r.get_string("path", "");
-    d.split = r.get_choice("split", "train", {"train", "test"});
+    d.path_where = m.where.at("path");
     known.push_back("path");
-    known.push_back("split");
+    if (d.source == "cifar10") {
+      d.split = r.get_choice("split", "train", {"train", "test"});
+      known.push_back("split");
+    }
   }
   for (const auto& kv : m.values)
     if (!contains(known, kv.first))
@@ -364,7 +416,8 @@ void ConfigParser::parse_layer(const YAML::Node& m, const std::string& local,
     l.inputs.push_back(s.last.empty() ? s.input : s.last);
     l.input_where.push_back(l.where);
   }
-  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs"});
+  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs", "share"});
+  if (m["share"]) parse_share(m["share"], l, scopes);
   define(scopes, local, l.name, l.name);
   cfg_.layers.push_back(std::move(l));
   if (static_cast<int64_t>(cfg_.layers.size()) > kMaxModelLayers) {
@@ -374,6 +427,27 @@ void ConfigParser::parse_layer(const YAML::Node& m, const std::string& local,
     if (blocks_.empty()) fail(m, ctx, "the model has " + limit);
     fail(blocks_.front().second, "block '" + blocks_.front().first + "': field 'repeat'",
          "expanding this block gives " + limit);
+  }
+}
+
+// `share: {suffix: layer.suffix, ...}`: the layer part resolves like an input.
+void ConfigParser::parse_share(const YAML::Node& m, LayerConfig& l,
+                               const std::vector<Scope>& scopes) {
+  const std::string ctx = "layer '" + l.name + "': field 'share'";
+  if (!m.IsMap() || m.size() == 0)
+    fail(m, ctx, "expected a map from parameter suffixes to earlier parameters, e.g. "
+                 "{weight: wte.weight}");
+  check_unique_keys(m, ctx);
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const std::string suffix = it->first.Scalar();
+    const std::string target = scalar_string(it->second, ctx, suffix);
+    const size_t dot = target.rfind('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == target.size())
+      fail(it->second, ctx, "'" + target + "' is not a parameter name <layer>.<suffix> "
+                            "(e.g. wte.weight)");
+    const std::string layer = resolve(target.substr(0, dot), scopes, it->second, ctx);
+    l.shared[suffix] = layer + target.substr(dot);
+    l.shared_where[suffix] = pos(it->second);
   }
 }
 

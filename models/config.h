@@ -4,16 +4,26 @@
 // YAML schema ---------------------------------------------------------------------------------
 //
 //   name: small_cnn               # required: model name (string)
-//   input: [3, 32, 32]            # required: per-sample C, H, W (each >= 1)
-//   classes: 10                   # required: classes (output channels for the per-pixel loss)
+//   input: [3, 32, 32]            # image models, required: per-sample C, H, W (each >= 1)
+//   classes: 10                   # image models, required: classes (output channels per pixel)
+//   sequence: 64                  # token models, required: T, tokens per sample (instead of
+//   vocab: 256                    #   input and classes) and V, the vocabulary: the input is
+//                                 #   int32 token ids [N, T] in [0, V), the labels the next
+//                                 #   tokens [N, T], the last layer outputs logits [N, T, V]
 //   batch: 32                     # required: N, samples per step (>= 1)
-//   loss: softmax_xent            # softmax_xent (default) | softmax_xent_pixel
+//   loss: softmax_xent            # softmax_xent (image default) | softmax_xent_pixel |
+//                                 # token_xent (token default); or a map {op: token_xent,
+//                                 # ignore_index: -1} whose other keys are the loss op's attrs
 //   seed: 1                       # weight-init and dropout seed (default 0)
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
+//                                 # (all: warmup_steps, schedule, decay_steps, min_lr,
+//                                 # clip_norm; ops/lr_schedule.h)
 //   data: {source: synthetic, seed: 7}   # default; or
 //         {source: cifar10, path: data/cifar-10-batches-bin, split: train}  # split: train|test
-//                                 # (path relative to the config file's directory)
+//         {source: text, path: input.txt}       # token models: bytes as tokens (V >= 256)
+//         {source: tokens, path: train.bin}     # token models: llm.c / nanoGPT uint16 tokens
+//                                 # (paths relative to the config file's directory)
 //   layers:                       # required, non-empty, in order
 //     - {name: conv1, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
 //     - {name: bn1, op: batchnorm}
@@ -31,7 +41,10 @@
 // Layer keys: `name` (required; letters, digits, '_' and '-'; unique among its siblings; not
 // input/labels/loss), `op` (required; a user-visible forward op of the registry), `inputs` (a
 // name or a list of names; default: the previous layer, or for the first layer of a list, the
-// model input / the block iteration's input). Every other key is an attribute of the op,
+// model input / the block iteration's input), `share` (a map from this layer's parameter
+// suffixes to parameters of earlier layers, "<layer>.<suffix>", the layer resolved like an
+// input: weight tying, e.g. `share: {weight: wte.weight}`; the shapes must agree, and the
+// gradients of both uses are summed into the one parameter). Every other key is an attribute of the op,
 // checked by the op's parser: YAML integers -> int, decimals -> double, true/false -> bool,
 // other scalars -> string, lists of integers -> int list.
 // Block keys: `name`, `repeat`, `layers`, `inputs` (at most one name: the block's input).
@@ -40,12 +53,13 @@
 // scopes' layers defined earlier (a finished block's name means its last layer); finally a
 // full name ("stage.0.b") defined earlier. Iteration i+1's input is iteration i's last layer.
 // Forward references and cycles are errors. The builder appends the loss node
-// (inputs: last layer, labels); the last layer must output [N, classes] for softmax_xent and
-// [N, classes, H, W] for softmax_xent_pixel.
+// (inputs: last layer, labels); the last layer must output [N, classes] for softmax_xent,
+// [N, classes, H, W] for softmax_xent_pixel and [N, T, vocab] for token_xent.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,6 +85,9 @@ struct LayerConfig {
   std::string op_where;                  // "file:line:col" of the `op` value
   std::string inputs_where;              // of the `inputs` key, or the layer's position
   AttrMap attrs;                         // the op's attributes; origin "<where>: layer '<name>'"
+  // `share`: parameter suffix -> full name of an earlier layer's parameter ("wte.weight"),
+  // and the position of each entry.
+  std::map<std::string, std::string> shared, shared_where;
 };
 
 struct OptimizerConfig {
@@ -81,9 +98,10 @@ struct OptimizerConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";  // synthetic | cifar10
+  std::string source = "synthetic";  // synthetic | cifar10 | text | tokens
   uint64_t seed = 0;                 // synthetic: patterns and samples
-  std::string path;                  // cifar10: folder with the binary batches
+  std::string path;                  // cifar10: folder with the binary batches; text, tokens: file
+  std::string path_where;            // "file:line:col" of `path`
   std::string split = "train";       // cifar10: train (data_batch_1..5.bin) | test (test_batch.bin)
   std::string where;                 // "file:line:col" of the `data` section (or of the file)
 };
@@ -92,9 +110,12 @@ struct ModelConfig {
   std::string name;
   std::string source;   // file path or the source name given to parse_model_config
   std::string dir;      // directory of `source` ("" for text); data paths are relative to it
-  Shape input;          // per-sample [C, H, W]
-  int64_t classes = 0;
+  Shape input;          // per-sample [C, H, W] (image models)
+  int64_t classes = 0;  // image models
+  int64_t sequence = 0; // token models: T (0 for image models)
+  int64_t vocab = 0;    // token models: V
   std::string loss = "softmax_xent";
+  AttrMap loss_attrs;   // the loss op's attributes (`loss` as a map)
   int64_t batch = 0;
   uint64_t seed = 0;
   OptimizerConfig optimizer;
@@ -102,7 +123,9 @@ struct ModelConfig {
   std::vector<LayerConfig> layers;  // flattened, in definition order
 
   // Positions of top-level fields, for errors found later (builder, data).
-  std::string where_input, where_classes, where_loss, where_batch;
+  std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab;
+
+  bool tokens() const { return sequence > 0; }  // a token model (input [N, T] int32)
 
   const LayerConfig* find_layer(const std::string& full_name) const;  // nullptr if absent
 };

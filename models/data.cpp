@@ -1,5 +1,5 @@
 // make_data_source: picks the data source named in the config and checks that it can serve the
-// graph's input and labels. The sources live in synthetic.cpp and cifar10.cpp.
+// graph's input and labels. The sources live in synthetic.cpp, cifar10.cpp and tokens.cpp.
 #include "models/data.h"
 
 #include <filesystem>
@@ -8,10 +8,53 @@
 
 namespace remat {
 
+namespace {
+
+std::string resolve_path(const std::string& path, const std::string& config_dir) {
+  std::filesystem::path p = path;
+  if (p.is_relative() && !config_dir.empty()) p = std::filesystem::path(config_dir) / p;
+  return p.string();
+}
+
+// Token models: synthetic patterns, a text file or a token file.
+std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const TensorDesc& input,
+                                              const TensorDesc& labels,
+                                              const std::string& config_dir,
+                                              const DataShard& shard) {
+  const DataConfig& d = cfg.data;
+  REMAT_CHECK(input.dtype == DType::I32 && input.shape.size() == 2 && labels.shape == input.shape &&
+                  labels.dtype == DType::I32,
+              "data: a token model's input and labels must be int32 [N, T], got "
+                  << shape_str(input.shape) << " and " << shape_str(labels.shape));
+  if (d.source == "synthetic") return make_synthetic_token_source(d.seed, cfg.vocab, input, shard);
+  if (d.source == "text" && cfg.vocab < 256)
+    REMAT_USER_ERROR(cfg.where_vocab << ": model: field 'vocab': " << cfg.vocab
+                                     << " is below 256, the byte tokens of data source text ("
+                                     << d.where << ")");
+  const std::string path = resolve_path(d.path, config_dir);
+  try {
+    if (d.source == "text")
+      return make_token_window_source(read_text_file(path), "text " + path, input, shard);
+    if (d.source == "tokens")
+      return make_token_window_source(read_token_file(path, cfg.vocab), "tokens " + path, input,
+                                      shard);
+  } catch (const UserError& e) {
+    throw UserError(d.path_where + ": data: field 'path': " + e.what());
+  }
+  REMAT_USER_ERROR(d.where << ": data: unknown source '" << d.source << "' for a token model");
+}
+
+}  // namespace
+
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,
                                              const std::string& config_dir,
                                              const DataShard& shard) {
+  REMAT_CHECK(shard.first >= 0 && (shard.global_batch == 0 ||
+                                    shard.first + input.shape.at(0) <= shard.global_batch),
+              "data: shard of samples " << shard.first << ".." << shard.first + input.shape.at(0)
+                                        << " outside the global batch " << shard.global_batch);
+  if (cfg.tokens()) return make_token_source(cfg, input, labels, config_dir, shard);
   const DataConfig& d = cfg.data;
   const std::string prefix = d.where + ": data: source " + d.source + ": ";
   REMAT_CHECK(input.shape.size() == 4, "data: input must be [N, C, H, W], got "
@@ -19,10 +62,6 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
   REMAT_CHECK(labels.dtype == DType::I32 && (labels.shape.size() == 1 || labels.shape.size() == 3)
                   && labels.shape[0] == input.shape[0],
               "data: labels must be I32 [N] or [N, H, W], got " << shape_str(labels.shape));
-  REMAT_CHECK(shard.first >= 0 && (shard.global_batch == 0 ||
-                                    shard.first + input.shape[0] <= shard.global_batch),
-              "data: shard of samples " << shard.first << ".." << shard.first + input.shape[0]
-                                        << " outside the global batch " << shard.global_batch);
   if (d.source == "synthetic")
     return make_synthetic_source(d.seed, cfg.classes, input, labels, shard);
   if (d.source != "cifar10") REMAT_USER_ERROR(prefix << "unknown data source");
@@ -34,8 +73,7 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
                                                       input.shape[3]})
                             << ", classes " << cfg.classes << ", loss " << cfg.loss
                             << " (set them in the config; --input overrides do not apply)");
-  std::filesystem::path dir = d.path;
-  if (dir.is_relative() && !config_dir.empty()) dir = std::filesystem::path(config_dir) / dir;
+  const std::filesystem::path dir = resolve_path(d.path, config_dir);
   std::vector<std::string> files;
   if (d.split == "test") {
     files.push_back((dir / "test_batch.bin").string());

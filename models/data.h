@@ -1,6 +1,7 @@
-// Training data: a DataSource fills one batch of images and labels per step, deterministically
-// (the same step always gives the same batch). Sources: synthetic (learnable, seeded) and
-// CIFAR-10 binary batches.
+// Training data: a DataSource fills one batch of inputs and labels per step, deterministically
+// (the same step always gives the same batch). Image models: synthetic (learnable, seeded) and
+// CIFAR-10 binary batches. Token models: synthetic token patterns, byte-level text files and
+// llm.c / nanoGPT token files.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,11 @@ namespace remat {
 class DataSource {
  public:
   virtual ~DataSource() = default;
-  // Fills images (N*C*H*W floats, NCHW) and labels (N, or N*H*W for per-pixel losses, each in
-  // [0, classes)) for 0-based `step`. Host memory, owned by the caller.
-  virtual void next_batch(int64_t step, float* images, int32_t* labels) = 0;
+  // Fills the graph's input and labels for 0-based `step`. Image models: images (N*C*H*W
+  // floats, NCHW) and labels (N, or N*H*W for per-pixel losses, each in [0, classes)). Token
+  // models: token ids (N*T int32 in [0, vocab)) and the next tokens (N*T int32). Host memory,
+  // owned by the caller.
+  virtual void next_batch(int64_t step, void* input, int32_t* labels) = 0;
   // One line for logs: "synthetic (seed 7, 10 classes)", "cifar10 train: 50000 records ...".
   virtual std::string describe() const = 0;
 };
@@ -31,9 +34,10 @@ struct DataShard {
   int64_t global_batch = 0;  // samples per step over all ranks; 0: this rank's batch (one process)
 };
 
-// `input` is the graph's input [N, C, H, W] (after overrides) and `labels` its labels [N] or
-// [N, H, W]; relative data paths are taken from `config_dir`. Throws UserError at the config's
-// `data:` position for settings the source cannot serve.
+// `input` is the graph's input [N, C, H, W] (after overrides; token models: [N, T] int32) and
+// `labels` its labels [N], [N, H, W] or [N, T]; relative data paths are taken from
+// `config_dir`. Throws UserError at the config's `data:` position (or its `path`) for settings
+// or files the source cannot serve.
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,
                                              const std::string& config_dir,
@@ -65,6 +69,45 @@ std::unique_ptr<DataSource> make_cifar10_source(const std::vector<std::string>& 
 
 // ", samples 8-15 of each global batch of 16" for a shard of a larger batch, else "".
 std::string data_shard_describe(const DataShard& shard, int64_t batch);
+
+// ---- token data (tokens.cpp) ----------------------------------------------------------------
+// Every token source serves sample i of step s as a window w of T + 1 consecutive tokens: the
+// input is w[0, T) and the labels w[1, T] (next-token prediction).
+//
+// Files (text, tokens): windows are consecutive and disjoint in file order, wrapping around:
+// sample i of step s is window k = (s * G + shard.first + i) mod W (G the global batch, N for one
+// process), W = (count - 1) / T, which starts at token k * T. A file needs at least T + 1 tokens.
+// Text: every byte of the file is one token (vocabulary 256; the model's vocab must be >= 256).
+// Token files, the layout of llm.c's and nanoGPT's prepared datasets (e.g. fineweb_train_*.bin):
+// a header of 256 little-endian int32 — [0] magic 20240520, [1] version 1 (uint16 tokens),
+// [2] the token count — then that many little-endian uint16 tokens. A wrong magic or version,
+// a file shorter or longer than the header says, or a token >= vocab is an error naming the file
+// and the token's position.
+constexpr int32_t kTokenFileMagic = 20240520;
+constexpr int32_t kTokenFileVersion = 1;
+constexpr int64_t kTokenFileHeaderInts = 256;
+
+// The tokens of a file (read whole; token files checked against `vocab`; text: bytes).
+std::vector<uint16_t> read_token_file(const std::string& path, int64_t vocab);
+std::vector<uint16_t> read_text_file(const std::string& path);
+// Serves windows of `tokens` (described as `what` in logs) for input [N, T] and labels [N, T].
+std::unique_ptr<DataSource> make_token_window_source(std::vector<uint16_t> tokens,
+                                                     const std::string& what,
+                                                     const TensorDesc& input,
+                                                     const DataShard& shard = {});
+
+// Synthetic tokens: kSyntheticTokenPatterns seeded patterns, each a random sequence of
+// kSyntheticTokenPeriod tokens in [0, vocab) (drawn from a small alphabet, so patterns share
+// tokens and the next token depends on context, not only on the current token). Sample i of
+// step s repeats one pattern, chosen with a random phase from (seed, s, i), and replaces each
+// token by a random one with probability 1/16 (noise no model can learn). Data parallel: i is
+// the sample's index in the global batch (shard.first + i). A model that attends
+// to the previous period predicts the rest: the loss falls well below log(vocab).
+constexpr int64_t kSyntheticTokenPatterns = 4;
+constexpr int64_t kSyntheticTokenPeriod = 12;
+std::unique_ptr<DataSource> make_synthetic_token_source(uint64_t seed, int64_t vocab,
+                                                        const TensorDesc& input,
+                                                        const DataShard& shard = {});
 
 constexpr int64_t kCifarRecordBytes = 3073;
 constexpr float kCifarMean[3] = {0.4914f, 0.4822f, 0.4465f};

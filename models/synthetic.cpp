@@ -6,33 +6,12 @@
 #include <sstream>
 
 #include "models/data.h"
+#include "models/data_rng.h"
 #include "runtime/check.h"
 
 namespace remat {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t next() { return mix64(s_++); }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-  double normal() {  // Box-Muller
-    double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-
- private:
-  uint64_t s_;
-};
 
 constexpr double kTwoPi = 2.0 * M_PI;
 
@@ -64,12 +43,11 @@ class SyntheticSource : public DataSource {
     }
   }
 
-  void next_batch(int64_t step, float* images, int32_t* labels) override {
+  void next_batch(int64_t step, void* input, int32_t* labels) override {
     const int64_t sample = c_ * h_ * w_, label_plane = lh_ * lw_;
     for (int64_t i = 0; i < n_; ++i) {
-      const uint64_t global = static_cast<uint64_t>(shard_.first + i);  // in the global batch
-      Rng r(mix64(mix64(mix64(seed_) ^ static_cast<uint64_t>(step)) ^ global));
-      float* x = images + i * sample;
+      Rng r = sample_rng(seed_, step, shard_.first + i);  // i in the global batch
+      float* x = static_cast<float*>(input) + i * sample;
       if (pixel_) fill_pixel(r, x, labels + i * label_plane);
       else fill_class(r, x, labels + i);
     }

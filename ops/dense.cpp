@@ -1,5 +1,6 @@
-// dense: y = act(x * W^T + b) over a 2-D input [N, F] with PyTorch's weight layout [units, F],
-// and its backward ops dense_grad_input [dy, weight], dense_grad_weight [dy, x],
+// dense (alias linear): y = act(x * W^T + b) over the last dimension of an input of any rank
+// >= 2 ([N, F], [N, T, F], ...; the leading dimensions are rows) with PyTorch's weight layout
+// [units, F], and its backward ops dense_grad_input [dy, weight], dense_grad_weight [dy, x],
 // dense_grad_bias [dy]. CPU path through cpu_gemm; CUDA path through cuBLAS + kernels/.
 #include <memory>
 
@@ -17,6 +18,7 @@ struct DenseAttrs : OpAttrs {
   int64_t units = 0;
   bool bias = true;
   Activation activation = Activation::None;
+  double init_std = 0;  // > 0: weights ~ N(0, init_std^2) (GPT-2 uses 0.02)
 };
 
 // The backward ops share the forward node's attrs, so all four parse the same keys.
@@ -25,29 +27,37 @@ OpAttrsPtr dense_parse(AttrReader& r, const std::string& op_name) {
   a->units = r.require_int("units", 1, int64_t{1} << 24);
   a->bias = r.get_bool("bias", true);
   a->activation = parse_activation(r);
+  a->init_std = r.get_double("init_std", 0.0, 0.0, 100.0);
   r.finish(op_name);
   return a;
 }
+
+// Rows of an input [..., F]: the product of its leading dimensions.
+int64_t rows_of(const Shape& s) { return shape_numel(s) / s.back(); }
 
 TensorDesc dense_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const DenseAttrs&>(at);
   require_f32("dense", in);
   const Shape& x = in.at(0).shape;
-  if (x.size() != 2)
-    REMAT_USER_ERROR("dense expects a 2-D input [N, F], got " << shape_str(x)
-                     << " (add a flatten layer before it)");
-  if (x[0] < 1 || x[1] < 1) REMAT_USER_ERROR("dense input has an empty dimension: " << shape_str(x));
-  return TensorDesc{{x[0], a.units}, DType::F32};
+  if (x.size() < 2)
+    REMAT_USER_ERROR("dense expects an input of rank >= 2 ([N, F], [N, T, F], ...), got "
+                     << shape_str(x));
+  for (int64_t d : x)
+    if (d < 1) REMAT_USER_ERROR("dense input has an empty dimension: " << shape_str(x));
+  Shape y = x;
+  y.back() = a.units;
+  return TensorDesc{y, DType::F32};
 }
 
 std::vector<ParamSpec> dense_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const DenseAttrs&>(at);
-  int64_t f = in.at(0).shape.at(1);
+  int64_t f = in.at(0).shape.back();
   std::vector<ParamSpec> out;
   ParamSpec w;
   w.suffix = "weight";
   w.desc = TensorDesc{{a.units, f}, DType::F32};
-  w.init = weight_init_for(a.activation);
+  w.init = a.init_std > 0 ? InitKind::Normal : weight_init_for(a.activation);
+  w.init_std = a.init_std;
   w.fan_in = f;
   w.fan_out = a.units;
   out.push_back(w);
@@ -58,6 +68,7 @@ std::vector<ParamSpec> dense_params(const OpAttrs& at, const std::vector<TensorD
     b.init = InitKind::Zeros;
     b.fan_in = f;
     b.fan_out = a.units;
+    b.role = ParamRole::Bias;
     out.push_back(b);
   }
   return out;
@@ -75,16 +86,17 @@ OpCost gemm_cost(int64_t n, int64_t f, int64_t units, const std::vector<TensorDe
 OpCost dense_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
   const auto& a = static_cast<const DenseAttrs&>(at);
   const Shape& x = in.at(0).shape;
-  OpCost c = gemm_cost(x[0], x[1], a.units, in, out);
+  OpCost c = gemm_cost(rows_of(x), x.back(), a.units, in, out);
   double extra = (a.bias ? 1.0 : 0.0) + (a.activation != Activation::None ? 1.0 : 0.0);
   c.flops += extra * static_cast<double>(out.numel());
   return c;
 }
 
+// Every kernel views its tensors as matrices: rows = the product of the leading dimensions.
 // y[N, U] = act(x[N, F] * W[U, F]^T + b[U]). inputs [x, W, (b)].
 void dense_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<DenseAttrs>(*ctx.node);
-  const int64_t n = ctx.inputs[0].dim(0), f = ctx.inputs[0].dim(1), u = a.units;
+  const int64_t n = rows_of(ctx.inputs[0].shape()), f = ctx.inputs[0].shape().back(), u = a.units;
   float* y = ctx.output.f32();
   cpu_gemm(false, true, n, u, f, 1.0f, ctx.inputs[0].f32(), f, ctx.inputs[1].f32(), f, 0.0f, y, u);
   if (a.bias) {
@@ -97,21 +109,23 @@ void dense_cpu(const ExecContext& ctx) {
 
 // dx[N, F] = dz[N, U] * W[U, F]. inputs [dz, W].
 void dense_grad_input_cpu(const ExecContext& ctx) {
-  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
+                f = ctx.inputs[1].dim(1);
   cpu_gemm(false, false, n, f, u, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
            ctx.output.f32(), f);
 }
 
 // dW[U, F] = dz[N, U]^T * x[N, F]. inputs [dz, x].
 void dense_grad_weight_cpu(const ExecContext& ctx) {
-  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
+                f = ctx.inputs[1].shape().back();
   cpu_gemm(true, false, u, f, n, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
            ctx.output.f32(), f);
 }
 
 // db[U] = column sums of dz[N, U]. inputs [dz].
 void dense_grad_bias_cpu(const ExecContext& ctx) {
-  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1);
+  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back();
   const float* dz = ctx.inputs[0].f32();
   float* db = ctx.output.f32();
   for (int64_t j = 0; j < u; ++j) {
@@ -143,7 +157,7 @@ void gemm_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, in
 // y[N, U] = act(x[N, F] W[U, F]^T + b): column-major y^T[U, N] = W^T^T[U, F] x^T[F, N].
 void dense_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<DenseAttrs>(*ctx.node);
-  const int64_t n = ctx.inputs[0].dim(0), f = ctx.inputs[0].dim(1), u = a.units;
+  const int64_t n = rows_of(ctx.inputs[0].shape()), f = ctx.inputs[0].shape().back(), u = a.units;
   float* y = ctx.output.f32();
   gemm_cuda(ctx, true, false, u, n, f, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), f, y, u);
   if (a.bias || a.activation != Activation::None)
@@ -153,22 +167,24 @@ void dense_cuda(const ExecContext& ctx) {
 
 // dx[N, F] = dz[N, U] W[U, F]: column-major dx^T[F, N] = W^T[F, U] dz^T[U, N].
 void dense_grad_input_cuda(const ExecContext& ctx) {
-  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
+                f = ctx.inputs[1].dim(1);
   gemm_cuda(ctx, false, false, f, n, u, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
             ctx.output.f32(), f);
 }
 
 // dW[U, F] = dz[N, U]^T x[N, F]: column-major dW^T[F, U] = x^T[F, N] (dz^T[U, N])^T.
 void dense_grad_weight_cuda(const ExecContext& ctx) {
-  const int64_t n = ctx.inputs[0].dim(0), u = ctx.inputs[0].dim(1), f = ctx.inputs[1].dim(1);
+  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
+                f = ctx.inputs[1].shape().back();
   gemm_cuda(ctx, false, true, f, u, n, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
             ctx.output.f32(), f);
 }
 
 // db[U] = column sums of dz[N, U] (deterministic reduction).
 void dense_grad_bias_cuda(const ExecContext& ctx) {
-  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[0].dim(0),
-                   ctx.inputs[0].dim(1), 1, nullptr, cuda_context(ctx).stream);
+  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), rows_of(ctx.inputs[0].shape()),
+                   ctx.inputs[0].shape().back(), 1, nullptr, cuda_context(ctx).stream);
 }
 #endif
 
@@ -187,8 +203,8 @@ std::vector<ValueId> dense_gradient(GradEmitter& g, const Node& fwd, ValueId dy)
   return out;
 }
 
-void require_2d(const std::string& name, const std::vector<TensorDesc>& in) {
-  for (const auto& d : in) REMAT_CHECK(d.shape.size() == 2, name << " expects 2-D inputs");
+void require_matrix_like(const std::string& name, const std::vector<TensorDesc>& in) {
+  for (const auto& d : in) REMAT_CHECK(d.shape.size() >= 2, name << " expects inputs of rank >= 2");
 }
 
 OpDef dense_backward_op(const std::string& name, const std::string& summary) {
@@ -200,13 +216,12 @@ OpDef dense_backward_op(const std::string& name, const std::string& summary) {
   return op;
 }
 
-}  // namespace
-
-void register_dense_ops(OpRegistry& r) {
+OpDef dense_forward_op(const std::string& name) {
   OpDef f;
-  f.name = "dense";
-  f.summary = "fully connected layer on [N, F] (bias, fused relu/relu6)";
-  f.parse = [](AttrReader& rd) { return dense_parse(rd, "dense"); };
+  f.name = name;
+  f.summary = "fully connected layer over the last dimension of [.., F] (bias, fused relu/relu6, "
+              "init_std)" + std::string(name == "linear" ? "; the same op as dense" : "");
+  f.parse = [name](AttrReader& rd) { return dense_parse(rd, name); };
   f.infer = dense_infer;
   f.params = dense_params;
   f.cost = dense_cost;
@@ -215,16 +230,25 @@ void register_dense_ops(OpRegistry& r) {
   f.cuda = dense_cuda;
 #endif
   f.gradient = dense_gradient;
-  r.add(std::move(f));
+  return f;
+}
+
+}  // namespace
+
+void register_dense_ops(OpRegistry& r) {
+  r.add(dense_forward_op("dense"));
+  r.add(dense_forward_op("linear"));
 
   OpDef gi = dense_backward_op("dense_grad_input", "dense input gradient [dy, weight]");
   gi.min_inputs = gi.max_inputs = 2;
-  gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [N, U], [U, F] -> [N, F]
-    require_2d("dense_grad_input", in);
-    return TensorDesc{{in[0].shape[0], in[1].shape[1]}, DType::F32};
+  gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [.., U], [U, F] -> [.., F]
+    require_matrix_like("dense_grad_input", in);
+    Shape dx = in[0].shape;
+    dx.back() = in[1].shape[1];
+    return TensorDesc{dx, DType::F32};
   };
   gi.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return gemm_cost(out.shape[0], out.shape[1], in.at(0).shape[1], in, out);
+    return gemm_cost(rows_of(out.shape), out.shape.back(), in.at(0).shape.back(), in, out);
   };
   gi.cpu = dense_grad_input_cpu;
 #ifdef REMAT_HAVE_CUDA
@@ -234,12 +258,12 @@ void register_dense_ops(OpRegistry& r) {
 
   OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");
   gw.min_inputs = gw.max_inputs = 2;
-  gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [N, U], [N, F] -> [U, F]
-    require_2d("dense_grad_weight", in);
-    return TensorDesc{{in[0].shape[1], in[1].shape[1]}, DType::F32};
+  gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [.., U], [.., F] -> [U, F]
+    require_matrix_like("dense_grad_weight", in);
+    return TensorDesc{{in[0].shape.back(), in[1].shape.back()}, DType::F32};
   };
   gw.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return gemm_cost(in.at(0).shape[0], out.shape[1], out.shape[0], in, out);
+    return gemm_cost(rows_of(in.at(0).shape), out.shape[1], out.shape[0], in, out);
   };
   gw.cpu = dense_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA

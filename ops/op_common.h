@@ -2,6 +2,7 @@
 // messages, and byte counts for OpCost.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,21 @@ inline void require_f32(const std::string& op_name, const std::vector<TensorDesc
     if (in[i].dtype != DType::F32)
       REMAT_USER_ERROR(op_name << " expects f32 inputs, input " << i << " is "
                                << dtype_name(in[i].dtype) << " " << shape_str(in[i].shape));
+}
+
+// a * b for non-negative sizes, or a UserError naming `what` when the product overflows int64
+// (shapes come from YAML and command-line overrides, and attention squares the sequence).
+inline int64_t checked_mul(int64_t a, int64_t b, const std::string& what) {
+  if (a != 0 && b > INT64_MAX / a)
+    REMAT_USER_ERROR(what << ": " << a << " x " << b << " overflows 64-bit sizes");
+  return a * b;
+}
+
+// A descriptor whose element and byte counts are checked against overflow.
+inline TensorDesc checked_desc(Shape s, DType t, const std::string& what) {
+  int64_t n = dtype_size(t);
+  for (int64_t d : s) n = checked_mul(n, d, what + " " + shape_str(s));
+  return TensorDesc{std::move(s), t};
 }
 
 // Bytes read (all inputs) plus bytes written (the output).

@@ -16,8 +16,16 @@ OpRegistry make_builtin_registry() {
   register_upsample_ops(r);
   register_dropout_ops(r);
   register_softmax_xent_ops(r);
+  register_embedding_ops(r);
+  register_position_embedding_ops(r);
+  register_layernorm_ops(r);
+  register_gelu_ops(r);
+  register_matmul_ops(r);
+  register_heads_ops(r);
+  register_softmax_ops(r);
   register_sgd_ops(r);
   register_adam_ops(r);
+  register_clip_grad_norm_ops(r);
   return r;
 }
 

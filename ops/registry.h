@@ -7,7 +7,7 @@
 namespace remat {
 
 void register_conv2d_ops(OpRegistry& r);       // conv2d (+ fused relu/relu6), its grads
-void register_dense_ops(OpRegistry& r);        // dense (+ fused bias/activation), its grads
+void register_dense_ops(OpRegistry& r);        // dense / linear (+ fused bias/activation), grads
 void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
 void register_add_ops(OpRegistry& r);          // add (n-ary)
 void register_concat_ops(OpRegistry& r);       // concat (channels), concat_slice
@@ -16,9 +16,17 @@ void register_batchnorm_ops(OpRegistry& r);    // batchnorm (train / inference),
 void register_pool_ops(OpRegistry& r);         // maxpool, avgpool, global_avgpool, grads
 void register_upsample_ops(OpRegistry& r);     // upsample (nearest, integer factor), grad
 void register_dropout_ops(OpRegistry& r);      // dropout (seeded, replayable), grad
-void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, grads
+void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, token_xent, grads
+void register_embedding_ops(OpRegistry& r);    // embedding (token ids -> rows), its grad
+void register_position_embedding_ops(OpRegistry& r);  // position_embedding (learned), its grad
+void register_layernorm_ops(OpRegistry& r);    // layernorm (last dim), grads
+void register_gelu_ops(OpRegistry& r);         // gelu (tanh approximation), its grad
+void register_matmul_ops(OpRegistry& r);       // matmul (batched, transposes, scale)
+void register_heads_ops(OpRegistry& r);        // split_heads, merge_heads
+void register_softmax_ops(OpRegistry& r);      // softmax (last dim, causal), its grad
 void register_sgd_ops(OpRegistry& r);          // sgd (momentum, weight decay)
-void register_adam_ops(OpRegistry& r);         // adam
+void register_adam_ops(OpRegistry& r);         // adam, adamw
+void register_clip_grad_norm_ops(OpRegistry& r);  // clip_grad_norm (global-norm clipping)
 
 // Every built-in op, registered once. A duplicate name throws.
 OpRegistry make_builtin_registry();

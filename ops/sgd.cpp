@@ -1,9 +1,10 @@
 // sgd: the SGD optimizer update with momentum, Nesterov and L2 weight decay, PyTorch semantics
-// (torch.optim.SGD, dampening 0). Writes the parameter and its momentum buffer in place
-// (Note [in-place updates]).
+// (torch.optim.SGD, dampening 0), and the learning-rate schedule of ops/lr_schedule.h. Writes
+// the parameter and its momentum buffer in place (Note [in-place updates]).
 #include <string>
 #include <vector>
 
+#include "ops/lr_schedule.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/check.h"
@@ -12,7 +13,7 @@ namespace remat {
 namespace {
 
 struct SgdAttrs : OpAttrs {
-  double lr = 0.01;
+  LrSchedule schedule;
   double momentum = 0;
   double weight_decay = 0;
   bool nesterov = false;
@@ -20,7 +21,7 @@ struct SgdAttrs : OpAttrs {
 
 OpAttrsPtr sgd_parse(AttrReader& r) {
   auto a = std::make_shared<SgdAttrs>();
-  a->lr = r.get_double("lr", 0.01, 0.0, 1e6);
+  a->schedule = parse_lr_schedule(r, 0.01);
   a->momentum = r.get_double("momentum", 0.0, 0.0, 1.0);
   a->weight_decay = r.get_double("weight_decay", 0.0, 0.0, 1e6);
   a->nesterov = r.get_bool("nesterov", false);
@@ -50,8 +51,8 @@ OpCost sgd_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorD
 // p, buf: updated in place; g = grad + wd * p; buf = momentum * buf + g;
 // p -= lr * (nesterov ? g + momentum * buf : buf). Without momentum: p -= lr * g.
 void sgd_update(const float* p_in, float* p_out, const float* grad, float* buf, int64_t n,
-                const SgdAttrs& a) {
-  const float lr = static_cast<float>(a.lr), mu = static_cast<float>(a.momentum);
+                const SgdAttrs& a, int64_t step) {
+  const float lr = static_cast<float>(lr_at(a.schedule, step)), mu = static_cast<float>(a.momentum);
   const float wd = static_cast<float>(a.weight_decay);
   for (int64_t i = 0; i < n; ++i) {
     const float p = p_in[i];
@@ -73,7 +74,7 @@ void sgd_cpu(const ExecContext& ctx) {
                                                       << ctx.inputs.size() << " inputs, not "
                                                       << want);
   sgd_update(ctx.inputs[0].f32(), ctx.output.f32(), ctx.inputs[1].f32(),
-             want == 3 ? ctx.inputs[2].f32() : nullptr, ctx.output.numel(), a);
+             want == 3 ? ctx.inputs[2].f32() : nullptr, ctx.output.numel(), a, ctx.step);
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -89,7 +90,7 @@ void sgd_cuda(const ExecContext& ctx) {
   // Qualified: the host sgd_update above would hide the kernel launcher.
   remat::sgd_update(ctx.output.f32(), ctx.inputs[1].f32(),
                     want == 3 ? ctx.inputs[2].f32() : nullptr, ctx.output.numel(),
-                    static_cast<float>(a.lr), static_cast<float>(a.momentum),
+                    static_cast<float>(lr_at(a.schedule, ctx.step)), static_cast<float>(a.momentum),
                     static_cast<float>(a.weight_decay), a.nesterov, cuda_stream(ctx));
 }
 #endif
@@ -113,6 +114,9 @@ void register_sgd_ops(OpRegistry& r) {
   op.optimizer_state = [](const OpAttrs& at) -> std::vector<std::string> {
     if (static_cast<const SgdAttrs&>(at).momentum > 0) return {"momentum"};
     return {};
+  };
+  op.optimizer_clip_norm = [](const OpAttrs& at) {
+    return static_cast<const SgdAttrs&>(at).schedule.clip_norm;
   };
   r.add(std::move(op));
 }

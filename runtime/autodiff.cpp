@@ -74,6 +74,37 @@ ValueId sum_contributions(Graph& g, const OpRegistry& ops, const std::vector<Val
   return g.nodes[static_cast<size_t>(id)].output;
 }
 
+// Note [gradient clipping]
+// Global-norm clipping needs every gradient before any update: one Update node "grad_clip"
+// (op clip_grad_norm) reads all parameter gradients, in parameter order, and scales them in
+// place by min(1, max_norm / (norm + 1e-6)) (torch.nn.utils.clip_grad_norm_). It writes
+// persistent values only (Note [in-place updates]): its output is the first gradient, and its
+// state buffer (the op's parameter, "grad_clip.state") holds the norm and the device's scratch.
+// It runs after the plan like every Update node and before the parameter updates.
+void add_clip_node(Graph& g, const OpRegistry& ops,
+                   const std::vector<std::pair<ValueId, ValueId>>& updates, double max_norm,
+                   const std::string& origin) {
+  const OpDef& clip = ops.get("clip_grad_norm");
+  Node n;
+  n.name = "grad_clip";
+  n.op = clip.name;
+  n.kind = NodeKind::Update;
+  n.attrs.origin = origin;
+  n.attrs.set("max_norm", max_norm);
+  AttrReader r(n.attrs);
+  n.typed = clip.parse(r);
+  std::vector<TensorDesc> data;
+  for (auto [p, grad] : updates) {
+    (void)p;
+    n.inputs.push_back(grad);
+    data.push_back(g.value(grad).desc);
+  }
+  for (const ParamSpec& s : clip.params(*n.typed, data))
+    n.inputs.push_back(g.add_value(param_value(n.name, s)));
+  const ValueId first = n.inputs[0];
+  g.add_node_writing(std::move(n), first);
+}
+
 // Removes backward nodes whose outputs nothing needs, renumbering values and nodes.
 Graph prune_dead_backward(const Graph& g) {
   std::vector<char> live_node(g.nodes.size(), 1), live_value(g.values.size(), 1);
@@ -195,8 +226,10 @@ Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
                                : sum_contributions(g, ops, parts, grad_name,
                                                    g.node(g.value(parts[0]).producer).forward);
       Value& gv = g.values[static_cast<size_t>(grad)];
+      // A shared parameter's sum is a new value, read by nothing.
+      const bool unused = static_cast<size_t>(grad) >= uses.size() || uses[static_cast<size_t>(grad)] == 0;
       REMAT_CHECK(gv.kind == ValueKind::Activation && gv.producer >= static_cast<NodeId>(num_forward) &&
-                      uses[static_cast<size_t>(grad)] == 0,
+                      unused,
                   "gradient of parameter '" << g.values[p].name
                                             << "' is not a value of its own (unsupported op pattern)");
       gv.kind = ValueKind::ParamGrad;
@@ -215,17 +248,28 @@ Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
               "'" << optimizer_op << "' is not an optimizer");
   AttrReader reader(optimizer_attrs);
   OpAttrsPtr typed = opt.parse(reader);
+  std::vector<std::pair<ValueId, ValueId>> updates;  // (param, grad) after pruning
   for (auto [p_old, grad_old] : param_grads) {
-    ValueId p = g.find_value(forward.values[static_cast<size_t>(p_old)].name);
-    ValueId grad = g.find_value(forward.values[static_cast<size_t>(p_old)].name + ".grad");
     (void)grad_old;
+    const std::string& name = forward.values[static_cast<size_t>(p_old)].name;
+    ValueId p = g.find_value(name), grad = g.find_value(name + ".grad");
     REMAT_CHECK(p != kNoValue && grad != kNoValue, "lost parameter or gradient after pruning");
+    updates.emplace_back(p, grad);
+  }
+  if (opt.optimizer_clip_norm && opt.optimizer_clip_norm(*typed) > 0 && !updates.empty())
+    add_clip_node(g, ops, updates, opt.optimizer_clip_norm(*typed), optimizer_attrs.origin);
+  for (auto [p, grad] : updates) {
     Node n;
     n.name = g.values[static_cast<size_t>(p)].name + ".update";
     n.op = optimizer_op;
     n.kind = NodeKind::Update;
     n.attrs = optimizer_attrs;
     n.typed = typed;
+    if (opt.optimizer_param_attrs) {  // per-parameter rules (weight-decay exemptions)
+      n.attrs = opt.optimizer_param_attrs(*typed, optimizer_attrs, g.value(p));
+      AttrReader r(n.attrs);
+      n.typed = opt.parse(r);
+    }
     n.inputs = {p, grad};
     for (const auto& suffix : opt.optimizer_state(*typed)) {
       Value s;

@@ -13,8 +13,10 @@ namespace remat {
 // `forward` must end in a Loss node (forward.loss set). The result is one training graph:
 // forward nodes, the loss, backward nodes, then Update nodes (Note [in-place updates]).
 // Backward nodes that no parameter gradient needs (e.g. the gradient of the input batch) are
-// pruned. `optimizer_attrs` are parsed by the optimizer op (errors carry their positions).
-// Ends with graph_check_sizes().
+// pruned. `optimizer_attrs` are parsed by the optimizer op (errors carry their positions);
+// the op may give each parameter's update node its own attrs (OpDef::optimizer_param_attrs)
+// and ask for global-norm gradient clipping (OpDef::optimizer_clip_norm, Note [gradient
+// clipping] in autodiff.cpp). Ends with graph_check_sizes().
 Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
                           const std::string& optimizer_op, const AttrMap& optimizer_attrs);
 

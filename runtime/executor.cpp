@@ -342,7 +342,7 @@ void Executor::release_activations() {
     if (value_is_persistent(g_.values[v].kind) || !ptr_[v]) continue;
     release(ptr_[v]);
     ptr_[v] = nullptr;
-    in_use_ -= g_.values[v].desc.bytes();
+    in_use_ -= g_.values[v].desc.alloc_bytes();
   }
 }
 
@@ -387,7 +387,7 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
   throw NonFiniteError(os.str());
 }
 
-StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
+StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
   if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
@@ -398,7 +398,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const float* images,
   step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
-  be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], images, g_.value(g_.input).desc.bytes());
+  be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], input, g_.value(g_.input).desc.bytes());
   be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)], labels, g_.value(g_.label).desc.bytes());
   if (pool_) pool_->reset_peak();
   peak_ = in_use_;

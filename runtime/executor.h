@@ -104,14 +104,15 @@ class Executor {
   static int64_t arena_region_bytes(const Graph& g, const OpRegistry& ops, Backend& be,
                                     const ExecutionPlan& plan, const ParallelConfig& parallel = {});
 
-  // One training step: uploads the batch ([N, C, H, W] floats and the label ints), runs the
-  // plan's steps, then every Update node. With `trace`, records spans per node (synchronising
-  // after each), frees and a memory counter. Data parallel: the gradient buckets are averaged
-  // over the ranks while the plan runs (runtime/grad_sync.h), this rank's updates run (its
-  // shards only, when sharded) and the updated shards are gathered; the loss is this rank's.
-  // With check_finite, a non-finite loss or parameter gradient throws NonFiniteError before any
-  // update (the parameters keep their values).
-  StepResult run_step(const ExecutionPlan& plan, const float* images, const int32_t* labels,
+  // One training step: uploads the batch (the graph's input: [N, C, H, W] floats or [N, T]
+  // token ids; the label ints), runs the plan's steps, then every Update node. With `trace`,
+  // records spans per node (synchronising after each), frees and a memory counter. Data
+  // parallel: the gradient buckets are averaged over the ranks while the plan runs
+  // (runtime/grad_sync.h), this rank's updates run (its shards only, when sharded) and the
+  // updated shards are gathered; the loss is this rank's. With check_finite, a non-finite loss
+  // or parameter gradient throws NonFiniteError before any update (the parameters keep their
+  // values).
+  StepResult run_step(const ExecutionPlan& plan, const void* input, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
   // Host copies of persistent float values held whole on this rank.

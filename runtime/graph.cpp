@@ -19,7 +19,16 @@ constexpr KindName kValueKinds[] = {
     {ValueKind::Buffer, "buffer"},
 };
 constexpr const char* kNodeKinds[] = {"forward", "loss", "backward", "update"};
+constexpr const char* kParamRoles[] = {"weight", "bias", "norm", "embedding"};
 }  // namespace
+
+const char* param_role_name(ParamRole r) { return kParamRoles[static_cast<int>(r)]; }
+
+ParamRole param_role_from_name(const std::string& s) {
+  for (int i = 0; i < 4; ++i)
+    if (s == kParamRoles[i]) return static_cast<ParamRole>(i);
+  REMAT_USER_ERROR("unknown parameter role '" << s << "' (known: weight, bias, norm, embedding)");
+}
 
 const char* value_kind_name(ValueKind k) {
   for (const auto& e : kValueKinds)

@@ -36,8 +36,14 @@ enum class NodeKind { Forward, Loss, Backward, Update };
 const char* node_kind_name(NodeKind k);
 NodeKind node_kind_from_name(const std::string& s);
 
-// How a persistent value is initialised before the first step.
-enum class InitKind { Zeros, Ones, HeNormal, GlorotUniform, None };
+// How a persistent value is initialised before the first step. Normal: N(0, init_std^2).
+enum class InitKind { Zeros, Ones, HeNormal, GlorotUniform, Normal, None };
+
+// What a trainable parameter is to its layer, for per-parameter optimizer rules (AdamW exempts
+// biases, normalization scales/shifts and embedding tables from weight decay by default).
+enum class ParamRole { Weight, Bias, Norm, Embedding };
+const char* param_role_name(ParamRole r);
+ParamRole param_role_from_name(const std::string& s);  // throws UserError on an unknown name
 
 struct Value {
   std::string name;
@@ -48,6 +54,8 @@ struct Value {
   int64_t fan_in = 0;    // for HeNormal / GlorotUniform
   int64_t fan_out = 0;
   ValueId grad_of = kNoValue;  // ParamGrad/OptState: the parameter it belongs to
+  double init_std = 0;         // for Normal
+  ParamRole role = ParamRole::Weight;  // Param values only
 };
 
 struct Node {

@@ -38,6 +38,7 @@ const char* init_name(InitKind k) {
     case InitKind::Ones: return "ones";
     case InitKind::HeNormal: return "he_normal";
     case InitKind::GlorotUniform: return "glorot_uniform";
+    case InitKind::Normal: return "normal";
     case InitKind::None: return "none";
   }
   return "none";
@@ -45,7 +46,7 @@ const char* init_name(InitKind k) {
 
 InitKind init_from_name(const std::string& s, const std::string& where) {
   for (InitKind k : {InitKind::Zeros, InitKind::Ones, InitKind::HeNormal, InitKind::GlorotUniform,
-                     InitKind::None})
+                     InitKind::Normal, InitKind::None})
     if (s == init_name(k)) return k;
   REMAT_USER_ERROR(where << ": unknown init '" << s << "'");
 }
@@ -55,14 +56,17 @@ InitKind init_from_name(const std::string& s, const std::string& where) {
 std::string graph_to_json_text(const Graph& g) {
   json values = json::array();
   for (const auto& v : g.values) {
-    values.push_back({{"name", v.name},
-                      {"shape", v.desc.shape},
-                      {"dtype", dtype_name(v.desc.dtype)},
-                      {"kind", value_kind_name(v.kind)},
-                      {"init", init_name(v.init)},
-                      {"fan_in", v.fan_in},
-                      {"fan_out", v.fan_out},
-                      {"grad_of", v.grad_of}});
+    json jv = {{"name", v.name},
+               {"shape", v.desc.shape},
+               {"dtype", dtype_name(v.desc.dtype)},
+               {"kind", value_kind_name(v.kind)},
+               {"init", init_name(v.init)},
+               {"fan_in", v.fan_in},
+               {"fan_out", v.fan_out},
+               {"grad_of", v.grad_of}};
+    if (v.init == InitKind::Normal) jv["init_std"] = v.init_std;
+    if (v.kind == ValueKind::Param) jv["role"] = param_role_name(v.role);
+    values.push_back(std::move(jv));
   }
   json nodes = json::array();
   for (const auto& n : g.nodes) {
@@ -107,6 +111,8 @@ Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const
       v.fan_in = jv.value("fan_in", int64_t{0});
       v.fan_out = jv.value("fan_out", int64_t{0});
       v.grad_of = jv.value("grad_of", kNoValue);
+      v.init_std = jv.value("init_std", 0.0);
+      v.role = param_role_from_name(jv.value("role", "weight"));
       g.values.push_back(std::move(v));
     }
     for (size_t i = 0; i < j.at("nodes").size(); ++i) {

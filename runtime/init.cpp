@@ -39,6 +39,18 @@ std::vector<float> init_values(const Value& v, uint64_t seed) {
     case InitKind::Ones:
       for (auto& x : out) x = 1.0f;
       break;
+    case InitKind::Normal: {
+      REMAT_CHECK(v.init_std > 0, "normal init of '" << v.name << "' needs init_std > 0");
+      // Box-Muller, both normals of each pair of uniforms (embedding tables are large).
+      for (int64_t i = 0; i < n; i += 2) {
+        const double u1 = uniform01(key, static_cast<uint64_t>(i));
+        const double u2 = uniform01(key, static_cast<uint64_t>(i) + 1);
+        const double r = v.init_std * std::sqrt(-2.0 * std::log(u1));
+        out[static_cast<size_t>(i)] = static_cast<float>(r * std::cos(2 * M_PI * u2));
+        if (i + 1 < n) out[static_cast<size_t>(i + 1)] = static_cast<float>(r * std::sin(2 * M_PI * u2));
+      }
+      break;
+    }
     case InitKind::HeNormal: {
       REMAT_CHECK(v.fan_in > 0, "he_normal init of '" << v.name << "' needs fan_in");
       const double stddev = std::sqrt(2.0 / static_cast<double>(v.fan_in));

@@ -25,7 +25,23 @@ struct ParamSpec {
   ValueKind kind = ValueKind::Param;  // Param (trainable) or Buffer
   InitKind init = InitKind::Zeros;
   int64_t fan_in = 0, fan_out = 0;
+  ParamRole role = ParamRole::Weight;
+  double init_std = 0;                // InitKind::Normal
 };
+
+// The persistent value of parameter `p` of the layer named `owner` ("<owner>.<suffix>").
+inline Value param_value(const std::string& owner, const ParamSpec& p) {
+  Value v;
+  v.name = owner + "." + p.suffix;
+  v.desc = p.desc;
+  v.kind = p.kind;
+  v.init = p.init;
+  v.fan_in = p.fan_in;
+  v.fan_out = p.fan_out;
+  v.init_std = p.init_std;
+  v.role = p.role;
+  return v;
+}
 
 struct OpCost {
   double flops = 0;             // floating point operations of one run
@@ -95,6 +111,16 @@ struct OpDef {
   GradientFn gradient;              // empty: not differentiable
   // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
   std::function<std::vector<std::string>(const OpAttrs&)> optimizer_state;
+  // Optimizer ops only, optional: the attrs of one parameter's update node, from the
+  // optimizer's attrs as written (AdamW sets weight_decay 0 for exempt roles). Empty: as written.
+  std::function<AttrMap(const OpAttrs&, const AttrMap&, const Value& param)> optimizer_param_attrs;
+  // Optimizer ops only, optional: the global gradient norm to clip to before the updates (0:
+  // no clipping). make_training_graph then emits one clip_grad_norm node.
+  std::function<double(const OpAttrs&)> optimizer_clip_norm;
+  // Optional: the exclusive upper bound of the values I32 input `index` holds (token ids below
+  // the vocabulary, labels below the classes), for tools that fill inputs with valid values.
+  std::function<int64_t(const OpAttrs&, const std::vector<TensorDesc>& inputs, int index)>
+      index_bound;
 };
 
 class OpRegistry {

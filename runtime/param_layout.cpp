@@ -20,11 +20,18 @@ struct Trainable {
   int64_t pos = 0;  // bytes from the start of the flat blocks
 };
 
+// An Update node that transforms the gradients before the optimizer runs (global-norm clipping,
+// Note [gradient clipping] in runtime/autodiff.cpp) rather than updating a parameter.
+bool transforms_gradients(const Graph& g, const Node& u) {
+  return u.kind == NodeKind::Update && !u.inputs.empty() &&
+         g.value(u.inputs[0]).kind == ValueKind::ParamGrad;
+}
+
 std::vector<Trainable> trainables_in_finish_order(const Graph& g) {
   std::vector<Trainable> out;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& u = g.nodes[n];
-    if (u.kind != NodeKind::Update) continue;
+    if (u.kind != NodeKind::Update || transforms_gradients(g, u)) continue;
     REMAT_CHECK(u.inputs.size() >= 2, "update node '" << u.name << "' has no gradient input");
     Trainable t;
     t.param = u.inputs[0];
@@ -68,6 +75,15 @@ PersistentLayout persistent_layout(const Graph& g, const ParallelConfig& pc) {
     L.constant_bytes = g.persistent_bytes();
     return L;
   }
+
+  // A gradient transform reads every gradient whole; a rank of a sharded optimizer holds only
+  // its shard of them averaged (Note [gradient buckets]).
+  for (const Node& u : g.nodes)
+    if (pc.shard_optimizer && transforms_gradients(g, u))
+      REMAT_USER_ERROR("--shard-optimizer: node '" << u.name << "' (" << u.op
+                       << ") needs every gradient whole before the updates, and a sharded "
+                          "optimizer averages only this rank's shard of them; train without "
+                          "--shard-optimizer or without gradient clipping");
 
   // Buckets over the parameters in the order their gradients are finished.
   std::vector<Trainable> ts = trainables_in_finish_order(g);

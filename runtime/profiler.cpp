@@ -35,16 +35,24 @@ class NodeBuffers {
   std::vector<void*> ptrs_;
 };
 
-// Valid contents for input `v` of `node`: labels in [0, classes), positive buffers
+// Valid contents for input `v` of `node`: indices below the op's bound (OpDef::index_bound;
+// otherwise labels in [0, classes), classes = dim 1 of the first input), positive buffers
 // (running variances must be), other floats in [-1, 1].
-void fill_input(Backend& be, const Graph& g, const Node& node, ValueId v, void* dst,
-                std::mt19937_64& rng) {
+void fill_input(Backend& be, const Graph& g, const Node& node, const OpDef& op, ValueId v,
+                void* dst, std::mt19937_64& rng) {
   const Value& val = g.value(v);
   const int64_t n = val.desc.numel();
   if (val.desc.dtype == DType::I32) {
     int64_t classes = 1;
     const TensorDesc& first = g.value(node.inputs.at(0)).desc;
     if (first.dtype == DType::F32 && first.shape.size() >= 2) classes = first.shape[1];
+    if (op.index_bound) {
+      std::vector<TensorDesc> in;
+      for (ValueId u : node.inputs) in.push_back(g.value(u).desc);
+      int index = 0;
+      while (node.inputs[static_cast<size_t>(index)] != v) ++index;
+      classes = op.index_bound(*node.typed, in, index);
+    }
     std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(std::max<int64_t>(classes, 1) - 1));
     std::vector<int32_t> host(static_cast<size_t>(n));
     for (auto& x : host) x = d(rng);
@@ -76,7 +84,7 @@ NodeCost profile_node(const Graph& g, NodeId id, const OpDef& op, Backend& be,
     auto it = ptr.find(v);
     if (it == ptr.end()) {
       it = ptr.emplace(v, bufs.alloc(g.value(v).desc.bytes())).first;
-      fill_input(be, g, node, v, it->second, rng);
+      fill_input(be, g, node, op, v, it->second, rng);
     }
     ctx.inputs.push_back(TensorView{&g.value(v).desc, it->second});
   }

@@ -62,7 +62,8 @@ std::vector<StateOf> state_owners(const Graph& g) {
   for (const Node& u : g.nodes)
     if (u.kind == NodeKind::Update)
       for (size_t k = 2; k < u.inputs.size(); ++k)
-        out[static_cast<size_t>(u.inputs[k])] = {u.inputs[0], static_cast<int64_t>(k) - 2};
+        if (g.value(u.inputs[k]).kind == ValueKind::OptState)  // not a clip node's inputs
+          out[static_cast<size_t>(u.inputs[k])] = {u.inputs[0], static_cast<int64_t>(k) - 2};
   return out;
 }
 

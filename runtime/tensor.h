@@ -11,7 +11,8 @@
 namespace remat {
 
 // Dimension letters (README): N batch, C channels, H height, W width; K output channels,
-// R x S filter size. Activations are NCHW, conv weights KCRS, dense weights [out, in].
+// R x S filter size; T sequence length, V vocabulary. Image activations are NCHW, token models'
+// [N, T, C]; conv weights KCRS, dense weights [out, in].
 using Shape = std::vector<int64_t>;
 
 enum class DType { F32, I32 };

@@ -1,6 +1,7 @@
-// Max batch: the largest batch whose schedule fits a budget with compute cost at most one extra
-// forward pass over all-keep. Baselines: doubling and bisection over batch with solve().
-// "checkmate": bisection on the batch with exact probes, Note [max-batch bisection].
+// Max batch: the largest batch (or any size of a SizeFamily: a sequence length) whose schedule
+// fits a budget with compute cost at most one extra forward pass over all-keep. Baselines:
+// doubling and bisection over the size with solve(). "checkmate": bisection on the size with
+// exact probes, Note [max-batch bisection].
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -31,18 +32,19 @@ double cost_cap(const Problem& p) {
 // simulates within the budget and the cost cap on it. A model config rebuilds the graph at b,
 // so per-image workspace (the CPU's im2col buffer) stays per image instead of being scaled with
 // the batch as problem_at_batch must assume.
+// A SizeFamily (a sequence length) works the same way, with sizes above max_size absent.
 struct Batches {
-  const Problem& p;
   ProblemAtBatch make;
+  int64_t max_size = int64_t{1} << 40;
   std::map<int64_t, Problem> cache;
   const Problem& at(int64_t b) {
     auto it = cache.find(b);
-    if (it == cache.end())
-      it = cache.emplace(b, make ? make(b) : problem_at_batch(p, b)).first;
+    if (it == cache.end()) it = cache.emplace(b, make(b)).first;
     return it->second;
   }
   bool fits(const Schedule& s, int64_t b, int64_t budget) {
     if (b <= 0) return true;
+    if (b > max_size) return false;
     const Problem& pb = at(b);
     if (s.R.rows() != pb.size()) return false;
     SimResult sim = simulate(pb, s);
@@ -64,8 +66,9 @@ void report(const SolveOptions& opt, const Deadline& d, int64_t lo, int64_t hi) 
 // A strategy's schedule at `batch` if it fits within the cap, solved in the time left.
 std::optional<Schedule> strategy_at(Batches& batches, const std::string& strategy, int64_t batch,
                                     int64_t budget, SolveOptions opt, const Deadline& d) {
+  if (batch > batches.max_size || d.left() <= 0) return std::nullopt;
   const Problem& pb = batches.at(batch);
-  if (problem_min_budget(pb) > budget || d.left() <= 0) return std::nullopt;
+  if (problem_min_budget(pb) > budget) return std::nullopt;
   opt.time_limit_seconds = std::max(0.05, d.left());
   opt.progress = nullptr;
   SolveResult r = solve(pb, strategy, budget, opt);
@@ -102,7 +105,9 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
   }
   res.batch = lo;
   res.upper_bound = lo;
-  res.status = d.left() <= 0 && hi - lo > 1 ? "time-limit" : "exact-search";
+  res.status = d.left() <= 0 && hi - lo > 1 ? "time-limit"
+               : lo == batches.max_size  ? "exact-search (largest size)"
+                                         : "exact-search";
   return res;
 }
 
@@ -175,12 +180,9 @@ struct Prober {
 const char* const kBaselines[] = {"all-keep",           "chen-sqrtn", "chen-sqrtn-linear",
                                   "chen-greedy",        "chen-greedy-linear", "griewank"};
 
-}  // namespace
-
-MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
-                         const SolveOptions& opt, const ProblemAtBatch& at_batch) {
+MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64_t budget,
+                            const SolveOptions& opt) {
   const Deadline d{Clock::now(), opt.time_limit_seconds};
-  Batches batches{p, at_batch, {}};
   if (strategy != "checkmate") {
     MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, nullptr);
     r.solve_seconds = d.elapsed();
@@ -188,7 +190,7 @@ MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t 
   }
   MaxBatchResult res;
   res.strategy = strategy;
-  if (budget <= p.constant_bytes || problem_min_budget(batches.at(1)) > budget) {
+  if (budget <= batches.at(1).constant_bytes || problem_min_budget(batches.at(1)) > budget) {
     res.status = "optimal";  // not even batch 1 fits: batch 0 is exact
     res.solve_seconds = d.elapsed();
     return res;
@@ -206,15 +208,20 @@ MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t 
     if (s) prober.known.push_back(*s);
     lo = std::max(lo, r.batch);
   }
+  if (auto all = solve_all_keep(batches.at(1))) prober.known.push_back(*all);
   lo = std::max<int64_t>(lo, 1);
-  // hi: the first batch whose working set alone exceeds the budget (proven infeasible).
+  // hi: the first batch whose working set alone exceeds the budget, or past the largest size
+  // (proven infeasible).
+  auto min_fits = [&](int64_t b) {
+    return b <= batches.max_size && problem_min_budget(batches.at(b)) <= budget;
+  };
   int64_t hi = lo + 1;
-  while (problem_min_budget(batches.at(hi)) <= budget) hi *= 2;
+  while (min_fits(hi)) hi *= 2;
   {
     int64_t a = lo, z = hi;  // min budget fits at a, not at z
     while (z - a > 1) {
       int64_t mid = a + (z - a) / 2;
-      (problem_min_budget(batches.at(mid)) <= budget ? a : z) = mid;
+      (min_fits(mid) ? a : z) = mid;
     }
     hi = z;
   }
@@ -239,6 +246,24 @@ MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t 
   res.status = lo == hi - 1 ? "optimal" : d.left() <= 0 ? "time-limit" : "feasible";
   res.solve_seconds = d.elapsed();
   return res;
+}
+
+}  // namespace
+
+MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
+                         const SolveOptions& opt, const ProblemAtBatch& at_batch) {
+  Batches batches;
+  batches.make = at_batch ? at_batch : ProblemAtBatch([&p](int64_t b) { return problem_at_batch(p, b); });
+  return search_sizes(batches, strategy, budget, opt);
+}
+
+MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
+                        const SolveOptions& opt) {
+  REMAT_CHECK(family.at && family.max_size >= 1, "max_size: an empty size family");
+  Batches sizes;
+  sizes.make = family.at;
+  sizes.max_size = family.max_size;
+  return search_sizes(sizes, strategy, budget, opt);
 }
 
 }  // namespace remat

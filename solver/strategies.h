@@ -80,8 +80,8 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
 // `strategy`, with compute cost at most one extra forward pass over all-keep.
 struct MaxBatchResult {
   std::string strategy;
-  int64_t batch = 0;         // 0 if even batch 1 does not fit
-  int64_t upper_bound = 0;   // proven bound on the max batch (MILP); = batch for exact searches
+  int64_t batch = 0;         // the size found (a batch, or a sequence length); 0: even 1 does not fit
+  int64_t upper_bound = 0;   // proven bound on the max size (MILP); = batch for exact searches
   double solve_seconds = 0;
   std::string status;
 };
@@ -93,5 +93,18 @@ using ProblemAtBatch = std::function<Problem(int64_t batch)>;
 // set, hears the bracket [lo, hi] as it narrows.
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
                          const SolveOptions& opt = {}, const ProblemAtBatch& at_batch = nullptr);
+
+// The same search over any size of one graph (max_batch is the family problem_at_batch(p, .)):
+// at(s) is the problem at size s >= 1 (bytes and costs growing with s; the graph's structure,
+// hence every schedule, the same at every size), and sizes above max_size do not exist (a
+// sequence longer than a model's position table). A transformer's sequence length is such a
+// size; its attention makes bytes and costs grow faster than linearly, so at() rebuilds the
+// problem rather than scaling it.
+struct SizeFamily {
+  std::function<Problem(int64_t)> at;
+  int64_t max_size = int64_t{1} << 40;
+};
+MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
+                        const SolveOptions& opt = {});
 
 }  // namespace remat

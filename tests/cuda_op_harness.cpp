@@ -36,9 +36,15 @@ int64_t gemm_reduction_length(const Node& n, const Graph& g) {
   if (n.op == "conv2d") return in(1)[1] * in(1)[2] * in(1)[3];             // C/g R S
   if (n.op == "conv2d_grad_input") return in(1)[0] * in(1)[2] * in(1)[3];  // K R S (>= K/g R S)
   if (n.op == "conv2d_grad_weight") return in(0)[0] * in(0)[2] * in(0)[3];  // N Ho Wo
-  if (n.op == "dense") return in(1)[1];                                     // F
+  if (n.op == "dense" || n.op == "linear") return in(1)[1];                 // F
   if (n.op == "dense_grad_input") return in(1)[0];                          // U
-  if (n.op == "dense_grad_weight") return in(0)[0];                         // N
+  if (n.op == "dense_grad_weight") return shape_numel(in(0)) / in(0).back();  // rows (N, N T)
+  if (n.op == "matmul") {                                                   // K
+    const auto& a = n.attrs.values;
+    auto ta = a.find("transpose_a");
+    const bool transposed = ta != a.end() && std::get<bool>(ta->second);
+    return transposed ? in(0)[in(0).size() - 2] : in(0).back();
+  }
   REMAT_FAIL("no reduction length for op '" << n.op << "' (Note [GEMM tolerance])");
 }
 
@@ -70,12 +76,32 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"softmax_xent_pixel_grad", kCudaReduction},
           {"conv2d_grad_bias", kCudaReduction},
           {"dense_grad_bias", kCudaReduction},
+          // transformer layers: data movement and lookups exact; row statistics, softmax and
+          // double-precision transcendental math within the reduction tolerance
+          {"embedding", kCudaExact},
+          {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
+          {"position_embedding", kCudaExact},
+          {"position_embedding_grad_weight", kCudaExact},  // bias_grad_reduce, plane 1
+          {"split_heads", kCudaExact},
+          {"merge_heads", kCudaExact},
+          {"layernorm", kCudaReduction},
+          {"layernorm_grad_input", kCudaReduction},
+          {"layernorm_grad_weight", kCudaReduction},
+          {"layernorm_grad_bias", kCudaReduction},
+          {"gelu", kCudaReduction},
+          {"gelu_grad", kCudaReduction},
+          {"softmax", kCudaReduction},
+          {"softmax_grad", kCudaReduction},
+          {"token_xent", kCudaReduction},
+          {"token_xent_grad", kCudaReduction},
+          {"clip_grad_norm", kCudaReduction},
           {"maxpool_grad", kCudaReduction},
           {"avgpool", kCudaReduction},
           {"avgpool_grad", kCudaReduction},
           // optimizer updates
           {"sgd", kCudaOptimizer},
           {"adam", kCudaOptimizer},
+          {"adamw", kCudaOptimizer},
           // cuDNN / cuBLAS (TF32 off)
           {"conv2d", kCudaGemm},
           {"conv2d_grad_input", kCudaGemm},
@@ -83,6 +109,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"dense", kCudaGemm},
           {"dense_grad_input", kCudaGemm},
           {"dense_grad_weight", kCudaGemm},
+          {"linear", kCudaGemm},
+          {"matmul", kCudaGemm},
           // cuDNN batch norm and our channel reductions: statistics in another order
           {"batchnorm", kCudaBatchNorm},
           {"batchnorm_grad_input", kCudaBatchNorm},

@@ -43,4 +43,37 @@ inline std::vector<ConvCase> conv2d_cases() {
   };
 }
 
+// The transformer ops (and dense over rank 3) at small shapes: every op of a GPT block, both
+// softmax modes, every matmul transpose combination with batch dimensions, the token loss with
+// an ignored target, and the optimizer ops GPT training uses. `tol` is the gradient check's.
+struct TransformerCase {
+  const char* name;
+  OpCase c;
+  GradTolerance tol;
+};
+
+inline std::vector<TransformerCase> transformer_cases() {
+  auto mm = [](bool ta, bool tb, double scale) {
+    return attr_map({{"transpose_a", ta}, {"transpose_b", tb}, {"scale", scale}});
+  };
+  return {
+      {"embedding", {"embedding", attr_map({{"vocab", 7}, {"dim", 5}}), {i32({2, 6})}, {}, 3, 7}, kTolLinear},
+      {"position_embedding", {"position_embedding", attr_map({{"max_len", 8}}), {f32({2, 5, 3})}}, kTolLinear},
+      {"layernorm", {"layernorm", {}, {f32({2, 3, 6})}}, kTolNormalize},
+      {"layernorm_plain", {"layernorm", attr_map({{"affine", false}, {"eps", 1e-3}}), {f32({4, 5})}}, kTolNormalize},
+      {"gelu", {"gelu", {}, {f32({3, 7})}}, kTolNormalize},
+      {"dense_rank3", {"dense", attr_map({{"units", 4}}), {f32({2, 3, 5})}}, kTolLinear},
+      {"linear_rank4", {"linear", attr_map({{"units", 3}, {"bias", false}}), {f32({2, 2, 3, 4})}}, kTolLinear},
+      {"matmul_nn", {"matmul", mm(false, false, 1.0), {f32({2, 3, 4}), f32({2, 4, 5})}}, kTolLinear},
+      {"matmul_nt_scaled", {"matmul", mm(false, true, 0.5), {f32({2, 2, 3, 4}), f32({2, 2, 5, 4})}}, kTolLinear},
+      {"matmul_tn", {"matmul", mm(true, false, -2.0), {f32({3, 4, 2}), f32({3, 4, 5})}}, kTolLinear},
+      {"matmul_tt", {"matmul", mm(true, true, 1.5), {f32({4, 3}), f32({5, 4})}}, kTolLinear},
+      {"split_heads", {"split_heads", attr_map({{"heads", 3}}), {f32({2, 4, 6})}}, kTolLinear},
+      {"merge_heads", {"merge_heads", {}, {f32({2, 3, 4, 2})}}, kTolLinear},
+      {"softmax", {"softmax", {}, {f32({3, 6})}}, kTolNormalize},
+      {"softmax_causal", {"softmax", attr_map({{"causal", true}}), {f32({2, 2, 5, 5})}}, kTolNormalize},
+      {"token_xent", {"token_xent", {}, {f32({2, 3, 6}), i32({2, 3})}, {}, 4, 6}, kTolLoss},
+  };
+}
+
 }  // namespace remat

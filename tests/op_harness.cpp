@@ -118,14 +118,7 @@ OpHarness::OpHarness(const OpRegistry& ops, OpCase c) : ops_(ops), case_(std::mo
     n.inputs.push_back(static_cast<ValueId>(graph_.values.size() - 1));
   }
   for (const ParamSpec& p : params) {
-    Value v;
-    v.name = case_.op + "." + p.suffix;
-    v.desc = p.desc;
-    v.kind = p.kind;
-    v.init = p.init;
-    v.fan_in = p.fan_in;
-    v.fan_out = p.fan_out;
-    graph_.values.push_back(v);
+    graph_.values.push_back(param_value(case_.op, p));
     n.inputs.push_back(static_cast<ValueId>(graph_.values.size() - 1));
   }
   if (def.kind == NodeKind::Update) {

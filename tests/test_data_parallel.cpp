@@ -173,6 +173,21 @@ TEST_F(DataParallel, UnderABudgetWithRecomputation) {
   }
 }
 
+// A token model (GPT-2 in miniature: AdamW with warm-up, global-norm clipping of the averaged
+// gradients, tied embedding weights): two ranks equal one process at the global batch. A
+// sharded optimizer cannot clip (Note [gradient buckets]) and says so.
+TEST_F(DataParallel, TokenModelTwoRanksEqualOneProcessAtTheGlobalBatch) {
+  const std::string common = "--config '" + config("gpt2_tiny") + "' --steps 3 ";
+  JobResult dp = train_ok(mpirun(2) + train() + common + "--batch 2 --check-every 1 --save '" +
+                          path("dp.st") + "'");
+  expect_rank_count(dp, 2);
+  train_ok(train() + common + "--batch 4 --save '" + path("one.st") + "'");
+  expect_close(path("dp.st"), path("one.st"));
+  JobResult sh = run(mpirun(2) + train() + common + "--batch 2 --shard-optimizer", 120);
+  EXPECT_EQ(sh.code, 1) << sh.err;
+  EXPECT_NE(sh.err.find("--shard-optimizer: node 'grad_clip'"), std::string::npos) << sh.err;
+}
+
 // TCP instead of shared memory: the transport ranks on different hosts use.
 TEST_F(DataParallel, OverTcp) {
   const std::string common = "--config '" + config("small_cnn") + "' --steps 2 ";

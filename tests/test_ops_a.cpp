@@ -311,9 +311,14 @@ TEST(Dense, ShapesParamsAndErrors) {
   EXPECT_EQ(p[1].desc.shape, (Shape{10}));
   std::vector<TensorDesc> in{h.input_desc(0), h.input_desc(1), h.input_desc(2)};
   EXPECT_DOUBLE_EQ(h.op().cost(*h.node().typed, in, h.output_desc()).flops, 2.0 * 4 * 7 * 10 + 40);
-  std::string e = build_error({"dense", attr_map({{"units", 10}}), {f32({32, 64, 4, 4})}});
-  EXPECT_HAS(e, "dense expects a 2-D input [N, F], got [32, 64, 4, 4]");
-  EXPECT_HAS(e, "flatten");
+  // Any rank >= 2: the last dimension is the features, the others are rows.
+  OpHarness h3(registry(), {"dense", attr_map({{"units", 5}}), {f32({2, 3, 7})}});
+  EXPECT_EQ(h3.output_desc().shape, (Shape{2, 3, 5}));
+  EXPECT_EQ(h3.input_desc(1).shape, (Shape{5, 7}));
+  std::vector<TensorDesc> in3{h3.input_desc(0), h3.input_desc(1), h3.input_desc(2)};
+  EXPECT_DOUBLE_EQ(h3.op().cost(*h3.node().typed, in3, h3.output_desc()).flops, 2.0 * 6 * 7 * 5 + 30);
+  EXPECT_HAS(build_error({"dense", attr_map({{"units", 10}}), {f32({32})}}),
+             "dense expects an input of rank >= 2");
   EXPECT_HAS(build_error({"dense", {}, {f32({2, 3})}}), "field 'units': is required");
   EXPECT_HAS(build_error({"dense", attr_map({{"units", 0}}), {f32({2, 3})}}), "out of range");
 }

@@ -39,7 +39,8 @@ std::vector<std::vector<float>> train_state(Model& m, const ExecutionPlan& plan,
   Executor ex(m.g, m.ops, *m.be, eo);
   ex.init_parameters(m.cfg.seed);
   auto data = make_data_source(m.cfg, m.g.value(m.g.input).desc, m.g.value(m.g.label).desc, "");
-  std::vector<float> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()));
+  // 4-byte elements: image floats or token ids.
+  std::vector<uint32_t> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()));
   std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()));
   for (int s = 0; s < steps; ++s) {
     data->next_batch(s, x.data(), y.data());
@@ -134,6 +135,15 @@ TEST(RematExec, ZooConfigsBitIdenticalUnderBaselines) {
     Model m(load_model_config(test_source_dir() + "/configs/" + name + ".yaml"), bo);
     check_every_strategy(m, 1, {"chen-sqrtn", "chen-greedy", "chen-greedy-linear"});
   }
+}
+
+// GPT-2 in miniature (attention from primitive ops, tied embeddings, AdamW with clipping and a
+// schedule): every strategy's recomputation is bit-identical to keeping everything.
+TEST(RematExec, Gpt2TinyEveryStrategyBitIdentical) {
+  BuildOptions bo = small(2);
+  bo.sequence = 16;
+  Model m(load_model_config(test_source_dir() + "/configs/gpt2_tiny.yaml"), bo);
+  check_every_strategy(m, 2);
 }
 
 // Batch norm (running statistics) and dropout (masks) inside a chain that a tight budget forces

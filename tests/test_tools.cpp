@@ -582,5 +582,45 @@ TEST_F(ToolsTest, MaxBatchVerifyTrainsAtTheFoundBatch) {
   EXPECT_EQ(ok, 2) << r.out;
 }
 
+// --vary seq: the longest sequence of a token model per strategy. all-keep's answer is exact:
+// its plan fits at the length found and not one token longer (the graph rebuilt at each length,
+// attention growing with T^2); a recomputing strategy reaches at least as far; the position
+// table bounds the search; --verify trains at the found length.
+TEST_F(ToolsTest, MaxBatchVariesTheSequenceLength) {
+  const std::string tiny = test_source_dir() + "/configs/gpt2_tiny.yaml";
+  auto at = [&](int64_t t) { return problem_from_config(tiny, int64_t{2}, std::nullopt, "flops", t); };
+  const int64_t budget = all_keep_peak(at(40));
+  const std::string args = "--config '" + tiny + "' --vary seq --batch 2 --budget " + std::to_string(budget);
+  RunResult r = run(MAXBATCH_EXE, args + " --strategies all-keep,chen-greedy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("varying the sequence length (1 to 64"), std::string::npos) << r.out;
+  std::map<std::string, int64_t> seq;
+  for (const std::string& l : lines_of(r.out)) {
+    std::istringstream is(l);
+    std::string name, t;
+    is >> name >> t;
+    if (name == "all-keep" || name == "chen-greedy") seq[name] = std::stoll(t);
+  }
+  ASSERT_EQ(seq.size(), 2u) << r.out;
+  EXPECT_GE(seq["all-keep"], 40);
+  EXPECT_LE(all_keep_peak(at(seq["all-keep"])), budget);
+  if (seq["all-keep"] < 64) {
+    EXPECT_GT(all_keep_peak(at(seq["all-keep"] + 1)), budget);
+  }
+  EXPECT_GT(seq["chen-greedy"], seq["all-keep"]);
+  // (all-keep's exact limit leaves no room for the arena's alignment: verify the recomputing one.)
+  RunResult v = run(MAXBATCH_EXE, args + " --strategies chen-greedy --verify");
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find(": ok"), std::string::npos) << v.out;
+  // A budget above anything needed stops at the position table (max_len 64).
+  SizeFamily family;
+  family.at = at;
+  family.max_size = 64;
+  EXPECT_EQ(max_size(family, "all-keep", int64_t{1} << 40).batch, 64);
+  RunResult image = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --vary seq --budget 1GB");
+  EXPECT_NE(image.code, 0);
+  EXPECT_NE(image.err.find("not a token model"), std::string::npos) << image.err;
+}
+
 }  // namespace
 }  // namespace remat

@@ -1,5 +1,6 @@
 // maxbatch (the paper's Figure 5): the largest batch whose schedule fits a memory budget, per
-// strategy, as a table (or JSON lines) and optionally an SVG bar chart.
+// strategy, as a table (or JSON lines) and optionally an SVG bar chart; with --vary seq, the
+// longest sequence of a token model instead (its graph rebuilt at each length).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,11 +19,11 @@
 namespace remat {
 namespace {
 
-std::string maxbatch_svg(const Problem& p, int64_t budget,
+std::string maxbatch_svg(const Problem& p, int64_t budget, const std::string& size_name,
                          const std::vector<MaxBatchResult>& results) {
   SvgBarChart c;
-  c.title = p.name + ": max batch within " + format_bytes(budget);
-  c.y_label = "max batch size";
+  c.title = p.name + ": max " + size_name + " within " + format_bytes(budget);
+  c.y_label = "max " + size_name;
   for (const MaxBatchResult& r : results) {
     c.labels.push_back(r.strategy);
     c.values.push_back(static_cast<double>(r.batch));
@@ -35,7 +36,8 @@ std::string maxbatch_svg(const Problem& p, int64_t budget,
 
 // --verify: trains two steps of the real graph at each strategy's batch, under the budget, and
 // reports the measured peak next to the plan's.
-void verify(const FlagParser& flags, int64_t budget, const std::vector<MaxBatchResult>& results) {
+void verify(const FlagParser& flags, int64_t budget, bool vary_seq,
+            const std::vector<MaxBatchResult>& results) {
   if (!flags.has("config")) REMAT_USER_ERROR("maxbatch: --verify needs --config (a model to train)");
   const std::string device = flags.get_choice("device", {"cpu", "cuda"});
   struct Row {
@@ -46,13 +48,19 @@ void verify(const FlagParser& flags, int64_t budget, const std::vector<MaxBatchR
   std::vector<Row> rows;
   for (const MaxBatchResult& r : results) {
     if (r.batch < 1) continue;
-    std::printf("\n--verify %s at batch %lld on %s:\n", r.strategy.c_str(),
-                static_cast<long long>(r.batch), device.c_str());
+    std::printf("\n--verify %s at %s %lld on %s:\n", r.strategy.c_str(),
+                vary_seq ? "sequence" : "batch", static_cast<long long>(r.batch), device.c_str());
     TrainOptions t;
     t.config = flags.get("config");
     t.device = device;
     t.steps = 2;
-    t.batch = r.batch;
+    if (vary_seq) {
+      t.sequence = r.batch;
+      if (flags.has("batch")) t.batch = flags.get_int("batch", 1, int64_t(1) << 40);
+    } else {
+      t.batch = r.batch;
+      if (flags.has("seq")) t.sequence = flags.get_int("seq", 1, int64_t{1} << 24);
+    }
     if (flags.has("input")) t.input = parse_input_size(flags.get("input"), "maxbatch: --input");
     t.plan.budget = budget;
     t.plan.strategy = r.strategy;
@@ -72,16 +80,19 @@ void verify(const FlagParser& flags, int64_t budget, const std::vector<MaxBatchR
     }
     rows.push_back({r.strategy, r.batch, buf});
   }
-  std::printf("\n%-20s %8s  %s\n", "strategy", "batch", "verified (2 steps)");
+  std::printf("\n%-20s %8s  %s\n", "strategy", vary_seq ? "seq" : "batch", "verified (2 steps)");
   for (const Row& r : rows)
     std::printf("%-20s %8lld  %s\n", r.strategy.c_str(), static_cast<long long>(r.batch),
                 r.outcome.c_str());
 }
 
 int run(int argc, char** argv) {
-  FlagParser flags("maxbatch", "Find the largest batch that trains within a memory budget.");
+  FlagParser flags("maxbatch", "Find the largest batch (or sequence) that trains within a "
+                               "memory budget.");
   add_problem_flags(flags);
-  flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)");
+  flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)")
+      .add("vary", "batch|seq", "the size to maximise: the batch, or a token model's sequence "
+                                "length (--config only; the batch stays fixed)", "batch");
   add_solve_flags(flags);
   flags.add("json", "", "one JSON object per strategy instead of a table")
       .add("svg", "FILE", "write a bar chart of the max batch per strategy")
@@ -90,8 +101,26 @@ int run(int argc, char** argv) {
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) REMAT_USER_ERROR("maxbatch: --budget is required");
   if (flags.has("svg")) check_output_file(flags.get("svg"), "maxbatch: --svg");
+  const bool vary_seq = flags.get_choice("vary", {"batch", "seq"}) == "seq";
   const Problem p = problem_from_flags(flags);
   const int64_t budget = flags.get_bytes("budget");
+  SizeFamily family;
+  if (vary_seq) {
+    if (!flags.has("config")) REMAT_USER_ERROR("maxbatch: --vary seq needs --config (a token model)");
+    if (flags.get("cost-model") != "flops")
+      REMAT_USER_ERROR("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
+                       "sequence length)");
+    if (flags.has("seq")) REMAT_USER_ERROR("maxbatch: --vary seq searches the sequence length; drop --seq");
+    std::optional<int64_t> batch;
+    if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
+    const std::string config = flags.get("config");
+    const ParallelConfig parallel = parallel_from_flags(flags);
+    family.at = [config, batch, parallel](int64_t t) {
+      return problem_from_config(config, batch, std::nullopt, "flops", t, parallel);
+    };
+    family.max_size = max_buildable_sequence(config);
+  }
+  const char* size_name = vary_seq ? "seq" : "batch";
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;
@@ -101,18 +130,22 @@ int run(int argc, char** argv) {
     std::printf("problem %s: %d nodes, measured at batch %lld, constant %s, budget %s\n",
                 p.name.c_str(), p.size(), static_cast<long long>(p.batch),
                 format_bytes(p.constant_bytes).c_str(), format_bytes(budget).c_str());
-    std::printf("%-20s %10s %12s %9s  %s\n", "strategy", "batch", "upper bound", "time(s)",
+    if (vary_seq)
+      std::printf("varying the sequence length (1 to %lld, the model's position table) at batch "
+                  "%lld\n", static_cast<long long>(family.max_size), static_cast<long long>(p.batch));
+    std::printf("%-20s %10s %12s %9s  %s\n", "strategy", size_name, "upper bound", "time(s)",
                 "status");
   }
   const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
   std::vector<MaxBatchResult> results;
   for (const std::string& name : strategies_from_flags(flags)) {
     progress_line_next(&line, name);
-    MaxBatchResult r = max_batch(p, name, budget, opt, at_batch);
+    MaxBatchResult r = vary_seq ? max_size(family, name, budget, opt)
+                                : max_batch(p, name, budget, opt, at_batch);
     progress_line_next(&line, "");
     if (r.status.empty()) r.status = r.batch == 0 ? "does not fit at batch 1" : "ok";
     if (json) {
-      nlohmann::json j = {{"strategy", name},       {"batch", r.batch},
+      nlohmann::json j = {{"strategy", name},       {size_name, r.batch},
                           {"upper_bound", r.upper_bound}, {"solve_seconds", r.solve_seconds},
                           {"status", r.status}};
       std::printf("%s\n", j.dump().c_str());
@@ -125,10 +158,11 @@ int run(int argc, char** argv) {
     results.push_back(std::move(r));
   }
   if (flags.has("svg")) {
-    svg_save(maxbatch_svg(p, budget, results), flags.get("svg"));
+    svg_save(maxbatch_svg(p, budget, vary_seq ? "sequence length" : "batch size", results),
+             flags.get("svg"));
     if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
   }
-  if (flags.has("verify")) verify(flags, budget, results);
+  if (flags.has("verify")) verify(flags, budget, vary_seq, results);
   return 0;
 }
 

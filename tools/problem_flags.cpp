@@ -21,14 +21,13 @@ void add_problem_flags(FlagParser& flags) {
       .add("config", "FILE", "model config (YAML); builds the training graph's problem")
       .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
       .add("input", "CxHxW", "per-sample input size override (with --config)")
+      .add("seq", "T", "a token model's sequence length override (with --config)")
       .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
            "flops")
       .add("world", "N", "plan one rank of N data-parallel ranks (with --config)", "1")
       .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank");
 }
 
-namespace {
-// --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same).
 ParallelConfig parallel_from_flags(const FlagParser& flags) {
   ParallelConfig pc;
   pc.world = static_cast<int>(flags.get_int("world", 1, 1 << 20));
@@ -38,11 +37,10 @@ ParallelConfig parallel_from_flags(const FlagParser& flags) {
                      "optimizer state)");
   return pc;
 }
-}  // namespace
 
 Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
                             std::optional<Shape> input, const std::string& cost_model,
-                            const ParallelConfig& parallel) {
+                            std::optional<int64_t> sequence, const ParallelConfig& parallel) {
   const ModelConfig cfg = load_model_config(config_path);
   std::optional<CostTable> table;
   if (cost_model != "flops") {
@@ -54,12 +52,42 @@ Problem problem_from_config(const std::string& config_path, std::optional<int64_
   BuildOptions bo;
   bo.batch = batch;
   bo.input = input;
+  bo.sequence = sequence;
   const Graph fwd = build_forward_graph(cfg, ops, bo);
   const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
   const CostTable costs = table ? *table : flops_costs(g, ops);
   Problem p = problem_from_graph(g, costs, persistent_layout(g, parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
   return p;
+}
+
+int64_t max_buildable_sequence(const std::string& config_path) {
+  const ModelConfig cfg = load_model_config(config_path);
+  if (!cfg.tokens())
+    REMAT_USER_ERROR(config_path << ": not a token model (no `sequence`): its sequence length "
+                                    "cannot vary");
+  const OpRegistry ops = make_builtin_registry();
+  auto builds = [&](int64_t t) {
+    BuildOptions bo;
+    bo.batch = 1;
+    bo.sequence = t;
+    try {
+      build_forward_graph(cfg, ops, bo);
+      return true;
+    } catch (const UserError&) {
+      return false;
+    }
+  };
+  if (!builds(1)) build_forward_graph(cfg, ops, {});  // reports why the model does not build
+  int64_t lo = 1, hi = 2;
+  const int64_t limit = int64_t{1} << 24;  // the YAML limit of `sequence`
+  while (hi <= limit && builds(hi)) lo = hi, hi *= 2;
+  hi = std::min(hi, limit + 1);
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (builds(mid) ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 Problem problem_from_flags(const FlagParser& flags) {
@@ -72,7 +100,7 @@ Problem problem_from_flags(const FlagParser& flags) {
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
-    for (const char* f : {"input", "cost-model", "world", "shard-optimizer"})
+    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer"})
       if (flags.has(f))
         REMAT_USER_ERROR("--" << f << " needs --config; a --problem file already has its sizes "
                               "and costs");
@@ -81,7 +109,9 @@ Problem problem_from_flags(const FlagParser& flags) {
   }
   std::optional<Shape> input;
   if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
-  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"),
+  std::optional<int64_t> sequence;
+  if (flags.has("seq")) sequence = flags.get_int("seq", 1, int64_t{1} << 24);
+  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"), sequence,
                              parallel_from_flags(flags));
 }
 
@@ -92,7 +122,7 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   const std::string config = flags.get("config");
   const ParallelConfig parallel = parallel_from_flags(flags);
   return [config, input, parallel](int64_t batch) {
-    return problem_from_config(config, batch, input, "flops", parallel);
+    return problem_from_config(config, batch, input, "flops", std::nullopt, parallel);
   };
 }
 

@@ -22,6 +22,7 @@ namespace remat {
 //   --batch N             the batch the problem is built at (config: overrides its batch;
 //                         problem: rescaled linearly with problem_at_batch)
 //   --input CxHxW         per-sample input size override (config only)
+//   --seq T               a token model's sequence length override (config only)
 //   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
 //   --world N             plan one rank of N data-parallel ranks: its constant holds the
 //                         gradient buckets (config only; runtime/param_layout.h)
@@ -43,7 +44,16 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 // `parallel` sets the constant for one rank of a data-parallel job (default: one process).
 Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
                             std::optional<Shape> input, const std::string& cost_model,
+                            std::optional<int64_t> sequence = std::nullopt,
                             const ParallelConfig& parallel = {});
+
+// --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same);
+// UserError for --shard-optimizer without --world N >= 2.
+ParallelConfig parallel_from_flags(const FlagParser& flags);
+
+// The largest sequence length a token model builds at (its position table's length), found by
+// bisection on building the forward graph; UserError for an image model.
+int64_t max_buildable_sequence(const std::string& config_path);
 
 // Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
 void add_solve_flags(FlagParser& flags);

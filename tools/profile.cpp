@@ -54,6 +54,7 @@ int profile_main(int argc, char** argv) {
       .add("device", "cpu|cuda", "where to measure", "cpu")
       .add("batch", "N", "override the config's batch size")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("seq", "T", "override a token model's sequence length")
       .add("precision", "fp32|tf32|tf32-all", "GPU math, as train's --precision", "tf32")
       .add("repeats", "R", "timed runs per node (the median is kept)", "10")
       .add("warmup", "W", "untimed runs per node first", "2")
@@ -73,6 +74,7 @@ int profile_main(int argc, char** argv) {
   BuildOptions bo;
   if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
   if (f.has("input")) bo.input = parse_input_size(f.get("input"), "profile: --input");
+  if (f.has("seq")) bo.sequence = f.get_int("seq", 1, 1 << 24);
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 

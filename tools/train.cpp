@@ -32,6 +32,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
       .add("steps", "N", "training steps (total, when resuming)", "50")
       .add("batch", "N", "override the config's batch size (per rank under mpirun)")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("seq", "T", "override a token model's sequence length")
       .add("seed", "S", "override the config's seed (weights, dropout)")
       .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB (per rank)")
       .add("strategy", "S", known, "checkmate")
@@ -63,6 +64,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.steps = f.get_int("steps", 1, 100000000);
   if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
   if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
+  if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
   if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
   if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
   opt.plan.strategy = f.get_choice("strategy", strategies);

@@ -196,6 +196,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   BuildOptions bo;
   bo.batch = opt.batch;
   bo.input = opt.input;
+  bo.sequence = opt.sequence;
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
@@ -266,9 +267,9 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
 
   // The batch in host memory the device reads without staging (pinned on the GPU): the
   // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer images_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
+  HostBuffer input_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
   HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
-  auto* images = static_cast<float*>(images_buf.data);
+  void* input = input_buf.data;
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
   sum.world = job ? job->world : 1;
@@ -278,13 +279,13 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   double timed_seconds = 0, comm_seconds = 0;
   int64_t timed_samples = 0;
   for (int64_t step = first_step; step < opt.steps; ++step) {
-    data->next_batch(step, images, labels);
+    data->next_batch(step, input, labels);
     const bool last = step + 1 == opt.steps;
     const bool tracing = writer && last && !opt.trace_file.empty();
     TraceWriter trace;
     StepResult r;
     try {
-      r = ex.run_step(sp.plan, images, labels, step, tracing ? &trace : nullptr);
+      r = ex.run_step(sp.plan, input, labels, step, tracing ? &trace : nullptr);
     } catch (const NonFiniteError& e) {
       throw NonFiniteError(std::string(e.what()) +
                            " (a lower learning rate may help; --no-check-finite trains on)");

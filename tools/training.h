@@ -21,6 +21,7 @@ struct TrainOptions {
   int64_t steps = 50;              // total steps (a resumed run continues up to this count)
   std::optional<int64_t> batch;    // overrides the config's batch
   std::optional<Shape> input;      // overrides the config's per-sample input size
+  std::optional<int64_t> sequence; // overrides a token model's sequence length T
   uint64_t seed = 0;               // 0: use the config's seed
   int log_every = 1;               // print every k-th step (the first and last always)
   StepPlanOptions plan;            // budget, strategy, cost model, schedule file

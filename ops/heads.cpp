@@ -1,0 +1,130 @@
+// split_heads / merge_heads: the reshape + transpose around multi-head attention.
+//   split_heads (heads H): x [N, T, C] -> [N, H, T, D], D = C / H: y[n, h, t, d] = x[n, t, h D + d]
+//   merge_heads:           x [N, H, T, D] -> [N, T, H D]:          y[n, t, h D + d] = x[n, h, t, d]
+// Each is the other's gradient. Both are one permutation of a 4-D view, out[a, c, b, d] =
+// in[a, b, c, d] (permute_0213), copies that are exact on both backends.
+#include <string>
+#include <vector>
+
+#include "ops/op_common.h"
+#include "ops/op_cuda.h"
+#include "ops/registry.h"
+
+namespace remat {
+namespace {
+
+struct SplitAttrs : OpAttrs {
+  int64_t heads = 1;
+};
+
+OpAttrsPtr split_parse(AttrReader& r) {
+  auto a = std::make_shared<SplitAttrs>();
+  a->heads = r.require_int("heads", 1, int64_t{1} << 20);
+  r.finish("split_heads");
+  return a;
+}
+
+TensorDesc split_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const int64_t h = static_cast<const SplitAttrs&>(at).heads;
+  require_f32("split_heads", in);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 3) REMAT_USER_ERROR("split_heads expects [N, T, C], got " << shape_str(x));
+  if (x[2] % h != 0)
+    REMAT_USER_ERROR("split_heads: channels C = " << x[2] << " are not divisible by heads " << h);
+  return TensorDesc{{x[0], h, x[1], x[2] / h}, DType::F32};
+}
+
+TensorDesc merge_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  require_f32("merge_heads", in);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 4) REMAT_USER_ERROR("merge_heads expects [N, H, T, D], got " << shape_str(x));
+  return TensorDesc{{x[0], x[2], x[1] * x[3]}, DType::F32};
+}
+
+// out[a, c, b, d] = in[a, b, c, d] for in [d0, d1, d2, d3].
+void permute_0213_cpu(float* out, const float* in, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+  for (int64_t a = 0; a < d0; ++a)
+    for (int64_t b = 0; b < d1; ++b)
+      for (int64_t c = 0; c < d2; ++c) {
+        const float* src = in + ((a * d1 + b) * d2 + c) * d3;
+        float* dst = out + ((a * d2 + c) * d1 + b) * d3;
+        for (int64_t d = 0; d < d3; ++d) dst[d] = src[d];
+      }
+}
+
+// The 4-D view each op permutes: split views x [N, T, C] as [N, T, H, D]; merge permutes its
+// input [N, H, T, D] as is.
+struct View4 {
+  int64_t d0, d1, d2, d3;
+};
+View4 split_view(const ExecContext& ctx) {
+  const Shape& y = ctx.output.shape();  // [N, H, T, D]
+  return {y[0], y[2], y[1], y[3]};
+}
+View4 merge_view(const ExecContext& ctx) {
+  const Shape& x = ctx.inputs[0].shape();
+  return {x[0], x[1], x[2], x[3]};
+}
+
+template <View4 (*view)(const ExecContext&)>
+void permute_cpu(const ExecContext& ctx) {
+  const View4 v = view(ctx);
+  permute_0213_cpu(ctx.output.f32(), ctx.inputs[0].f32(), v.d0, v.d1, v.d2, v.d3);
+}
+
+#ifdef REMAT_HAVE_CUDA
+template <View4 (*view)(const ExecContext&)>
+void permute_cuda(const ExecContext& ctx) {
+  const View4 v = view(ctx);
+  permute_0213(ctx.output.f32(), ctx.inputs[0].f32(), v.d0, v.d1, v.d2, v.d3, cuda_stream(ctx));
+}
+#endif
+
+OpCost copy_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  return elementwise_cost(in, out, 0);
+}
+
+}  // namespace
+
+void register_heads_ops(OpRegistry& r) {
+  OpDef split;
+  split.name = "split_heads";
+  split.summary = "[N, T, C] -> [N, H, T, C / H] (heads)";
+  split.parse = split_parse;
+  split.infer = split_infer;
+  split.cost = copy_cost;
+  split.cpu = permute_cpu<split_view>;
+#ifdef REMAT_HAVE_CUDA
+  split.cuda = permute_cuda<split_view>;
+#endif
+  split.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
+    AttrMap m;
+    m.origin = fwd.attrs.origin;
+    return {g.emit("grad", "merge_heads", {dy}, x, m, std::make_shared<EmptyAttrs>())};
+  };
+  r.add(std::move(split));
+
+  OpDef merge;
+  merge.name = "merge_heads";
+  merge.summary = "[N, H, T, D] -> [N, T, H D]";
+  merge.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "merge_heads"); };
+  merge.infer = merge_infer;
+  merge.cost = copy_cost;
+  merge.cpu = permute_cpu<merge_view>;
+#ifdef REMAT_HAVE_CUDA
+  merge.cuda = permute_cuda<merge_view>;
+#endif
+  merge.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
+    AttrMap m;
+    m.origin = fwd.attrs.origin;
+    m.set("heads", x.shape.at(1));
+    AttrReader rd(m);
+    OpAttrsPtr typed = split_parse(rd);
+    return {g.emit("grad", "split_heads", {dy}, x, m, typed)};
+  };
+  r.add(std::move(merge));
+}
+
+}  // namespace remat

@@ -1,0 +1,265 @@
+// layernorm: layer normalization over the last dimension (torch.nn.LayerNorm): for each row x
+// of C values, y = (x - mean) / sqrt(var + eps) * weight + bias (biased variance; affine: true
+// gives the weight and bias [C]). Backward ops layernorm_grad_input [dy, x (, weight)],
+// layernorm_grad_weight [dy, x] and layernorm_grad_bias [dy]; they recompute the row statistics
+// from x rather than saving them, so the solver sees no extra values.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/op_common.h"
+#include "ops/op_cuda.h"
+#include "ops/registry.h"
+
+namespace remat {
+namespace {
+
+struct LayerNormAttrs : OpAttrs {
+  double eps = 1e-5;
+  bool affine = true;
+};
+
+OpAttrsPtr layernorm_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<LayerNormAttrs>();
+  a->eps = r.get_double("eps", 1e-5, 0.0, 1.0);
+  a->affine = r.get_bool("affine", true);
+  r.finish(op_name);
+  return a;
+}
+
+int64_t rows_of(const Shape& s) { return shape_numel(s) / s.back(); }
+
+TensorDesc layernorm_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+  require_f32("layernorm", in);
+  const Shape& x = in.at(0).shape;
+  if (x.empty() || x.back() < 1) REMAT_USER_ERROR("layernorm needs a non-empty last dimension, got " << shape_str(x));
+  return in[0];
+}
+
+std::vector<ParamSpec> layernorm_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  if (!static_cast<const LayerNormAttrs&>(at).affine) return {};
+  const int64_t c = in.at(0).shape.back();
+  ParamSpec w;
+  w.suffix = "weight";
+  w.desc = TensorDesc{{c}, DType::F32};
+  w.init = InitKind::Ones;
+  w.role = ParamRole::Norm;
+  ParamSpec b = w;
+  b.suffix = "bias";
+  b.init = InitKind::Zeros;
+  return {w, b};
+}
+
+// Mean and 1 / sqrt(biased variance + eps) of one row, in double (two passes).
+void row_stats(const float* x, int64_t c, double eps, double* mean, double* rstd) {
+  double s = 0;
+  for (int64_t j = 0; j < c; ++j) s += x[j];
+  const double m = s / static_cast<double>(c);
+  double v = 0;
+  for (int64_t j = 0; j < c; ++j) v += (x[j] - m) * (x[j] - m);
+  *mean = m;
+  *rstd = 1.0 / std::sqrt(v / static_cast<double>(c) + eps);
+}
+
+// inputs [x, (weight, bias)] -> y like x.
+void layernorm_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const float* w = a.affine ? ctx.inputs[1].f32() : nullptr;
+  const float* b = a.affine ? ctx.inputs[2].f32() : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = ctx.inputs[0].f32() + r * c;
+    float* y = ctx.output.f32() + r * c;
+    double mean = 0, rstd = 0;
+    row_stats(x, c, a.eps, &mean, &rstd);
+    for (int64_t j = 0; j < c; ++j) {
+      const double xhat = (x[j] - mean) * rstd;
+      y[j] = static_cast<float>(w ? xhat * w[j] + b[j] : xhat);
+    }
+  }
+}
+
+// inputs [dy, x, (weight)] -> dx: with g = dy * weight and xhat the normalized x,
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+void layernorm_grad_input_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const float* w = a.affine ? ctx.inputs[2].f32() : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dy = ctx.inputs[0].f32() + r * c;
+    const float* x = ctx.inputs[1].f32() + r * c;
+    float* dx = ctx.output.f32() + r * c;
+    double mean = 0, rstd = 0;
+    row_stats(x, c, a.eps, &mean, &rstd);
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double g = w ? static_cast<double>(dy[j]) * w[j] : dy[j];
+      sum_g += g;
+      sum_gx += g * (x[j] - mean) * rstd;
+    }
+    const double mg = sum_g / static_cast<double>(c), mgx = sum_gx / static_cast<double>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const double g = w ? static_cast<double>(dy[j]) * w[j] : dy[j];
+      dx[j] = static_cast<float>(rstd * (g - mg - (x[j] - mean) * rstd * mgx));
+    }
+  }
+}
+
+// inputs [dy, x] -> dweight [C] = sum over rows of dy * xhat (double, rows in order).
+void layernorm_grad_weight_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  std::vector<double> acc(static_cast<size_t>(c), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* dy = ctx.inputs[0].f32() + r * c;
+    const float* x = ctx.inputs[1].f32() + r * c;
+    double mean = 0, rstd = 0;
+    row_stats(x, c, a.eps, &mean, &rstd);
+    for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += dy[j] * ((x[j] - mean) * rstd);
+  }
+  for (int64_t j = 0; j < c; ++j) ctx.output.f32()[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
+}
+
+// inputs [dy] -> dbias [C] = sum over rows of dy (double, rows in order).
+void layernorm_grad_bias_cpu(const ExecContext& ctx) {
+  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const float* dy = ctx.inputs[0].f32();
+  for (int64_t j = 0; j < c; ++j) {
+    double s = 0;
+    for (int64_t r = 0; r < rows; ++r) s += dy[r * c + j];
+    ctx.output.f32()[j] = static_cast<float>(s);
+  }
+}
+
+#ifdef REMAT_HAVE_CUDA
+void layernorm_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const Shape& s = ctx.inputs[0].shape();
+  layernorm_forward(ctx.output.f32(), ctx.inputs[0].f32(), a.affine ? ctx.inputs[1].f32() : nullptr,
+                    a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
+                    cuda_stream(ctx));
+}
+
+void layernorm_grad_input_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const Shape& s = ctx.inputs[0].shape();
+  layernorm_backward_input(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(),
+                           a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
+                           cuda_stream(ctx));
+}
+
+int64_t layernorm_grad_weight_cuda_workspace(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs.at(0).shape();
+  return layernorm_grad_weight_workspace_bytes(rows_of(s), s.back());
+}
+
+void layernorm_grad_weight_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
+  const Shape& s = ctx.inputs[0].shape();
+  REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_weight_cuda_workspace(ctx),
+              "node '" << ctx.node->name << "': layernorm_grad_weight workspace too small");
+  layernorm_grad_weight(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(), rows_of(s),
+                        s.back(), a.eps, ctx.workspace, cuda_stream(ctx));
+}
+
+int64_t layernorm_grad_bias_cuda_workspace(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs.at(0).shape();
+  return column_sum_workspace_bytes(rows_of(s), s.back());
+}
+
+void layernorm_grad_bias_cuda(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs[0].shape();
+  REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_bias_cuda_workspace(ctx),
+              "node '" << ctx.node->name << "': layernorm_grad_bias workspace too small");
+  column_sum(ctx.output.f32(), ctx.inputs[0].f32(), rows_of(s), s.back(), ctx.workspace,
+             cuda_stream(ctx));
+}
+#endif
+
+std::vector<ValueId> layernorm_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const bool affine = static_cast<const LayerNormAttrs&>(*fwd.typed).affine;
+  const std::vector<ValueId> in = fwd.inputs;  // copies: emit grows the graph
+  std::vector<TensorDesc> descs;
+  for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
+  std::vector<ValueId> out(in.size(), kNoValue);
+  std::vector<ValueId> gi_inputs = {dy, in[0]};
+  if (affine) gi_inputs.push_back(in[1]);
+  out[0] = g.emit("grad_input", "layernorm_grad_input", gi_inputs, descs[0]);
+  if (affine) {
+    out[1] = g.emit("grad_weight", "layernorm_grad_weight", {dy, in[0]}, descs[1]);
+    out[2] = g.emit("grad_bias", "layernorm_grad_bias", {dy}, descs[2]);
+  }
+  return out;
+}
+
+OpDef layernorm_backward_op(const std::string& name, const std::string& summary, int inputs) {
+  OpDef op;
+  op.name = name;
+  op.summary = summary;
+  op.user_visible = false;
+  op.min_inputs = inputs;
+  op.max_inputs = inputs;
+  op.parse = [name](AttrReader& r) { return layernorm_parse(r, name); };
+  return op;
+}
+
+}  // namespace
+
+void register_layernorm_ops(OpRegistry& r) {
+  OpDef f;
+  f.name = "layernorm";
+  f.summary = "layer normalization over the last dimension (eps, affine)";
+  f.parse = [](AttrReader& rd) { return layernorm_parse(rd, "layernorm"); };
+  f.infer = layernorm_infer;
+  f.params = layernorm_params;
+  f.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 8);  // two passes for the statistics, normalize, affine
+  };
+  f.cpu = layernorm_cpu;
+#ifdef REMAT_HAVE_CUDA
+  f.cuda = layernorm_cuda;
+#endif
+  f.gradient = layernorm_gradient;
+  r.add(std::move(f));
+
+  OpDef gi = layernorm_backward_op("layernorm_grad_input", "layernorm input gradient [dy, x (, weight)]", 2);
+  gi.max_inputs = 3;
+  gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) { return in.at(1); };
+  gi.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 14);
+  };
+  gi.cpu = layernorm_grad_input_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gi.cuda = layernorm_grad_input_cuda;
+#endif
+  r.add(std::move(gi));
+
+  auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return TensorDesc{{in.at(0).shape.back()}, DType::F32};
+  };
+  OpDef gw = layernorm_backward_op("layernorm_grad_weight", "layernorm weight gradient [dy, x]", 2);
+  gw.infer = column_grad;
+  gw.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 8.0 * static_cast<double>(in.at(0).numel()) / out.numel());
+  };
+  gw.cpu = layernorm_grad_weight_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gw.cuda = layernorm_grad_weight_cuda;
+  gw.cuda_workspace = layernorm_grad_weight_cuda_workspace;
+#endif
+  r.add(std::move(gw));
+
+  OpDef gb = layernorm_backward_op("layernorm_grad_bias", "layernorm bias gradient [dy]", 1);
+  gb.infer = column_grad;
+  gb.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, static_cast<double>(in.at(0).numel()) / out.numel());
+  };
+  gb.cpu = layernorm_grad_bias_cpu;
+#ifdef REMAT_HAVE_CUDA
+  gb.cuda = layernorm_grad_bias_cuda;
+  gb.cuda_workspace = layernorm_grad_bias_cuda_workspace;
+#endif
+  r.add(std::move(gb));
+}
+
+}  // namespace remat
