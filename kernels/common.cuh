@@ -1,13 +1,13 @@
 // Shared device helpers for kernels/*.cu: launch geometry for grid-stride loops, float4
 // alignment tests and deterministic warp / block reductions in double. Launch checks use
-// REMAT_CUDA_LAUNCH_CHECK from runtime/cuda_context.h.
+// REMAT_CUDA_LAUNCH_CHECK from runtime/backends/cuda_context.h.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "runtime/cuda_context.h"  // REMAT_CUDA_CHECK, REMAT_CUDA_LAUNCH_CHECK
+#include "runtime/backends/cuda_context.h"  // REMAT_CUDA_CHECK, REMAT_CUDA_LAUNCH_CHECK
 
 namespace remat {
 

@@ -204,7 +204,7 @@ void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n,
 void adam_update(float* param, const float* grad, float* m, float* v, int64_t n,
                  const AdamStep& s, cudaStream_t stream);
 
-// Global-norm gradient clipping (optimizer.cu), Note [gradient clipping] in runtime/autodiff.cpp.
+// Global-norm gradient clipping (optimizer.cu), Note [gradient clipping] in runtime/graph/autodiff.cpp.
 // grads: a HOST array of k device pointers to tensors of sizes[k] floats; state: device scratch
 // of kGradClipStateFloats floats (8-byte aligned). Computes norm = sqrt(sum of squares over all
 // tensors) in double (tensors in order, each by a fixed grid of partial sums: deterministic),

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

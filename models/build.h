@@ -7,8 +7,8 @@
 #include <string>
 
 #include "models/config.h"
-#include "runtime/graph.h"
-#include "runtime/op.h"
+#include "runtime/graph/graph.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

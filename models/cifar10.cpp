@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "models/data.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

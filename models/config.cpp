@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/check.h"
-#include "runtime/input_file.h"
+#include "runtime/core/check.h"
+#include "runtime/io/input_file.h"
 
 namespace remat {
 

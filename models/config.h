@@ -63,8 +63,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/attrs.h"
-#include "runtime/tensor.h"
+#include "runtime/core/attrs.h"
+#include "runtime/core/tensor.h"
 
 namespace remat {
 

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

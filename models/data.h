@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "models/config.h"
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 
 namespace remat {
 

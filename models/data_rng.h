@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/init.h"  // mix64
+#include "runtime/graph/init.h"  // mix64
 
 namespace remat {
 

@@ -8,7 +8,7 @@
 
 #include "models/data.h"
 #include "models/data_rng.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

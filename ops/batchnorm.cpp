@@ -7,8 +7,8 @@
 #include "ops/batchnorm_cuda.h"
 #include "ops/op_common.h"
 #include "ops/registry.h"
-#include "runtime/check.h"
-#include "runtime/communicator.h"
+#include "runtime/core/check.h"
+#include "runtime/comm/communicator.h"
 
 namespace remat {
 namespace {
@@ -83,7 +83,7 @@ OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, 
 // from the global sums and count. So N ranks train exactly as one process at N x batch, up to
 // the order of the additions, and every rank's running statistics stay identical. The
 // collectives run on every computation, recomputations included: every rank runs the same
-// plan (Note [collective order] in runtime/communicator.h).
+// plan (Note [collective order] in runtime/comm/communicator.h).
 
 // Sums over every rank when the step is data parallel (per channel, in place).
 void bn_all_reduce(Communicator* comm, std::vector<double>& sums) {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "runtime/op.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

@@ -1,5 +1,5 @@
 // clip_grad_norm: global-norm gradient clipping over every parameter gradient, in place, as
-// torch.nn.utils.clip_grad_norm_ (Note [gradient clipping] in runtime/autodiff.cpp; autodiff
+// torch.nn.utils.clip_grad_norm_ (Note [gradient clipping] in runtime/graph/autodiff.cpp; autodiff
 // emits the node when the optimizer has clip_norm). An Update op: it writes persistent values
 // only, its output is its first gradient, and its state buffer keeps [norm, scale, scratch].
 #include <algorithm>

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "ops/fused_activation.h"
-#include "runtime/op.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

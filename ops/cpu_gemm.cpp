@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

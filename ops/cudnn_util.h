@@ -13,9 +13,9 @@
 #include "kernels/kernels.h"
 #include "ops/fused_activation.h"
 #include "ops/op_cuda.h"  // cuda_context
-#include "runtime/check.h"
-#include "runtime/cuda_context.h"
-#include "runtime/op.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_context.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

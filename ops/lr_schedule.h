@@ -1,11 +1,11 @@
 // What every optimizer op reads besides its own attributes: the learning-rate schedule (linear
 // warm-up, then constant or cosine decay, as llm.c and nanoGPT train GPT-2) and global-norm
-// gradient clipping (Note [gradient clipping] in runtime/autodiff.cpp).
+// gradient clipping (Note [gradient clipping] in runtime/graph/autodiff.cpp).
 #pragma once
 
 #include <cstdint>
 
-#include "runtime/attrs.h"
+#include "runtime/core/attrs.h"
 
 namespace remat {
 

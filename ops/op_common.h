@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/check.h"
-#include "runtime/op.h"
+#include "runtime/core/check.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

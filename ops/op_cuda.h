@@ -5,9 +5,9 @@
 #ifdef REMAT_HAVE_CUDA
 
 #include "kernels/kernels.h"
-#include "runtime/check.h"
-#include "runtime/cuda_context.h"
-#include "runtime/op.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_context.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

@@ -2,7 +2,7 @@
 // adding its forward op and the backward ops its gradient rule emits.
 #pragma once
 
-#include "runtime/op.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

@@ -7,7 +7,7 @@
 #include "ops/lr_schedule.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

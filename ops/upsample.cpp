@@ -6,7 +6,7 @@
 
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "runtime/check.h"
-#include "runtime/safetensors.h"
+#include "runtime/core/check.h"
+#include "runtime/io/safetensors.h"
 
 namespace remat {
 

@@ -7,13 +7,13 @@
 #include <cmath>
 #include <sstream>
 
-#include "runtime/allocator.h"
-#include "runtime/check.h"
-#include "runtime/communicator.h"
-#include "runtime/grad_sync.h"
-#include "runtime/init.h"
-#include "runtime/pool_replay.h"
-#include "runtime/trace.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/core/check.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/grad_sync.h"
+#include "runtime/graph/init.h"
+#include "runtime/memory/pool_replay.h"
+#include "runtime/io/trace.h"
 
 namespace remat {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/backend.h"
-#include "runtime/graph.h"
-#include "runtime/param_layout.h"
-#include "runtime/plan.h"
+#include "runtime/memory/arena.h"
+#include "runtime/backends/backend.h"
+#include "runtime/graph/graph.h"
+#include "runtime/memory/param_layout.h"
+#include "runtime/memory/plan.h"
 
 namespace remat {
 
@@ -23,13 +23,13 @@ class PoolAllocator;
 class TraceWriter;
 
 // Note [executor memory]
-// The persistent values always live in one region laid out by runtime/param_layout.h.
+// The persistent values always live in one region laid out by runtime/memory/param_layout.h.
 // Direct: one backend allocation for that region and one per activation, no cap (tests).
 // Pool:   one backend allocation of exactly the budget at construction; the persistent region
 //         and every activation and workspace are blocks of the caching allocator (best fit,
 //         split, coalesce). A request it cannot serve is an error naming the node and bytes.
 // Arena:  the same single allocation; the persistent region at its start, and every activation
-//         and workspace of the plan at an offset assigned ahead of time (runtime/arena.h), so
+//         and workspace of the plan at an offset assigned ahead of time (runtime/memory/arena.h), so
 //         a step does no allocator work and cannot fragment. A plan whose arena does not fit
 //         the budget is rejected before the step runs.
 enum class MemoryMode { Direct, Pool, Arena };
@@ -90,13 +90,13 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Initial values of parameters, buffers and optimizer state (runtime/init.h).
+  // Initial values of parameters, buffers and optimizer state (runtime/graph/init.h).
   void init_parameters(uint64_t seed);
 
   // The bytes `plan` needs from the budget's allocation, known before it runs. Arena: assigns
   // the offsets (run_step does it for a new plan) and returns persistent + arena (aligned);
   // run_step throws UserError if that exceeds the budget. Pool: replays the plan's requests
-  // through the allocator (runtime/pool_replay.h) and returns its peak, or budget + the
+  // through the allocator (runtime/memory/pool_replay.h) and returns its peak, or budget + the
   // shortfall of the first request fragmentation or size leaves unserved. Direct: 0.
   int64_t prepare(const ExecutionPlan& plan);
   // The region an arena-mode executor needs for `plan`, before one exists: persistent values
@@ -108,7 +108,7 @@ class Executor {
   // token ids; the label ints), runs the plan's steps, then every Update node. With `trace`,
   // records spans per node (synchronising after each), frees and a memory counter. Data
   // parallel: the gradient buckets are averaged over the ranks while the plan runs
-  // (runtime/grad_sync.h), this rank's updates run (its shards only, when sharded) and the
+  // (runtime/comm/grad_sync.h), this rank's updates run (its shards only, when sharded) and the
   // updated shards are gathered; the loss is this rank's. With check_finite, a non-finite loss
   // or parameter gradient throws NonFiniteError before any update (the parameters keep their
   // values).

@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

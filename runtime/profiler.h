@@ -7,10 +7,10 @@
 #include <functional>
 #include <string>
 
-#include "runtime/backend.h"
-#include "runtime/costs.h"
-#include "runtime/graph.h"
-#include "runtime/op.h"
+#include "runtime/backends/backend.h"
+#include "runtime/graph/costs.h"
+#include "runtime/graph/graph.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

@@ -5,7 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "runtime/checkpoint.h"
 
 namespace remat {

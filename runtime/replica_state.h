@@ -9,7 +9,7 @@
 #include <string>
 
 #include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/executor.h"
 
 namespace remat {

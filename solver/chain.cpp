@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

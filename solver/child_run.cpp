@@ -19,7 +19,7 @@
 #include <iostream>
 #include <new>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

@@ -5,10 +5,10 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/costs.h"
-#include "runtime/graph.h"
-#include "runtime/op.h"
-#include "runtime/plan.h"
+#include "runtime/graph/costs.h"
+#include "runtime/graph/graph.h"
+#include "runtime/graph/op.h"
+#include "runtime/memory/plan.h"
 #include "solver/problem.h"
 #include "solver/schedule.h"
 
@@ -23,7 +23,7 @@ CostTable flops_costs(const Graph& g, const OpRegistry& ops,
 
 // The problem a graph defines: one problem node per non-update graph node, in order; deps are
 // the producers of its activation inputs; constant = `constant_bytes`, or the graph's
-// persistent bytes when -1 (data parallel: the rank's layout, runtime/param_layout.h).
+// persistent bytes when -1 (data parallel: the rank's layout, runtime/memory/param_layout.h).
 // `node_of[i]` is the graph node of problem node i. Throws UserError if the table does not
 // match the graph (names, count, batch).
 struct GraphProblem {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/milp_model.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"

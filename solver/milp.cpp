@@ -24,7 +24,7 @@
 #include "CbcSolver.hpp"
 #include "CoinWarmStartBasis.hpp"
 #include "OsiClpSolverInterface.hpp"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/child_run.h"
 #include "solver/milp_model.h"
 #include "solver/strategies.h"

@@ -30,7 +30,7 @@
 
 #include <algorithm>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/lp_builder.h"
 
 namespace remat {

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
-#include "runtime/check.h"
-#include "runtime/checked.h"
-#include "runtime/input_file.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "runtime/core/checked.h"
+#include "runtime/io/input_file.h"
 
 namespace remat {
 namespace {

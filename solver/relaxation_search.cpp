@@ -195,11 +195,14 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
   if (incumbent) start = relaxation_point(m, p, ends, *incumbent);
   SolveOptions mopt = opt;
   mopt.time_limit_seconds = std::max(0.05, seconds);
+  // Progress shows the best real schedule known (the incumbent we were given), never the
+  // relaxation MILP's own incumbent: that is a relaxation value, a schedule's cost only once
+  // converted, and below what the conversion may reach.
+  const double known = incumbent ? simulate(p, *incumbent).total_cost : -1;
   MilpProgress progress;
   if (opt.progress)
-    progress = [&](double el, double inc, double bound) {
-      opt.progress(el, inc < 0 ? -1 : inc * m.cost_scale, bound * m.cost_scale,
-                   opt.progress_user);
+    progress = [&](double el, double, double bound) {
+      opt.progress(el, known, bound * m.cost_scale, opt.progress_user);
       return false;
     };
   MilpRun run = milp_run_cbc(m, mopt, start.empty() ? nullptr : &start, progress);

@@ -1,7 +1,7 @@
 // derive_cheapest_r: the cheapest recomputation matrix R that makes a given S valid.
 #include "solver/schedule.h"
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

@@ -1,9 +1,9 @@
 // Schedule JSON ("remat-schedule/1"): written by `plan -o`, reloaded by the executor.
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
-#include "runtime/check.h"
-#include "runtime/input_file.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "runtime/io/input_file.h"
 #include "solver/schedule.h"
 
 namespace remat {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <sstream>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/griewank.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"

@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "runtime/check.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
 
 namespace remat {
 

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "ops/registry.h"
-#include "runtime/backend.h"
+#include "runtime/backends/backend.h"
 #include "tests/op_harness.h"
 
 namespace remat {

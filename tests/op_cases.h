@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/attrs.h"
-#include "runtime/tensor.h"
+#include "runtime/core/attrs.h"
+#include "runtime/core/tensor.h"
 #include "tests/op_harness.h"
 
 namespace remat {

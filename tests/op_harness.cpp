@@ -8,7 +8,7 @@
 #include <memory>
 #include <sstream>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

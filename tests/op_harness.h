@@ -55,7 +55,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/op.h"
+#include "runtime/graph/op.h"
 
 namespace remat {
 

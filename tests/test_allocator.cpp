@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "runtime/allocator.h"
+#include "runtime/memory/allocator.h"
 
 namespace remat {
 namespace {

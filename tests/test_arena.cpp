@@ -5,8 +5,8 @@
 #include <random>
 #include <tuple>
 
-#include "runtime/arena.h"
-#include "runtime/check.h"
+#include "runtime/memory/arena.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 namespace {

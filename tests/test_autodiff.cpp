@@ -8,8 +8,8 @@
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
 #include "runtime/executor.h"
 
 namespace remat {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "tests/source_dir.h"
 #include "tests/tool_runner.h"
 

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/baselines.h"
 #include "solver/chain.h"
 #include "solver/griewank.h"

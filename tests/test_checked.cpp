@@ -8,10 +8,10 @@
 #include <limits>
 #include <string>
 
-#include "runtime/check.h"
-#include "runtime/checked.h"
-#include "runtime/input_file.h"
-#include "runtime/tensor.h"
+#include "runtime/core/check.h"
+#include "runtime/core/checked.h"
+#include "runtime/io/input_file.h"
+#include "runtime/core/tensor.h"
 #include "tests/model_test_util.h"
 #include "tests/tool_runner.h"
 

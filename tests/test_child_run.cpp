@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/child_run.h"
 
 namespace remat {

@@ -1,7 +1,7 @@
 // Tests for the tools' shared command-line helpers: byte sizes and flag errors.
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "tools/cli.h"
 
 namespace remat {

@@ -8,9 +8,9 @@
 #include <numeric>
 #include <vector>
 
-#include "runtime/check.h"
-#include "runtime/communicator.h"
-#include "runtime/mpi_session.h"
+#include "runtime/core/check.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/mpi_session.h"
 
 namespace remat {
 namespace {

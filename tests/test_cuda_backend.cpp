@@ -5,11 +5,11 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/check.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/backends/backend.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
 #ifdef REMAT_HAVE_CUDA
-#include "runtime/cuda_context.h"
+#include "runtime/backends/cuda_context.h"
 #endif
 
 namespace remat {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
+#include "runtime/backends/backend.h"
 #include "tests/cuda_op_harness.h"
 #include "tests/op_cases.h"
 

@@ -15,8 +15,8 @@
 
 #include "kernels/rng.h"
 #include "ops/registry.h"
-#include "runtime/backend.h"
-#include "runtime/check.h"
+#include "runtime/backends/backend.h"
+#include "runtime/core/check.h"
 #include "tests/cuda_op_harness.h"
 #include "tests/op_harness.h"
 
@@ -24,7 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/kernels.h"
-#include "runtime/cuda_context.h"
+#include "runtime/backends/cuda_context.h"
 #endif
 
 namespace remat {

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "tests/source_dir.h"
-#include "runtime/check.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
 #include "tools/training.h"
 
 namespace remat {

@@ -19,9 +19,9 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/param_layout.h"
-#include "runtime/safetensors.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/memory/param_layout.h"
+#include "runtime/io/safetensors.h"
 #include "tests/source_dir.h"
 #include "tests/tool_runner.h"
 

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/communicator.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/backends/backend.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/backends/cuda_backend.h"
 
 namespace remat {
 namespace {

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "ops/registry.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "tests/op_cases.h"
 #include "tests/op_harness.h"
 

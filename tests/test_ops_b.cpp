@@ -11,7 +11,7 @@
 
 #include "kernels/rng.h"
 #include "ops/registry.h"
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "tests/op_harness.h"
 
 namespace remat {

@@ -9,8 +9,8 @@
 #include "models/config.h"
 #include "ops/lr_schedule.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
 #include "tests/op_harness.h"
 
 namespace remat {

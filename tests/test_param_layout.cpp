@@ -1,4 +1,4 @@
-// The persistent layout (runtime/param_layout.h): one process keeps today's value order; data
+// The persistent layout (runtime/memory/param_layout.h): one process keeps today's value order; data
 // parallel puts parameters and gradients in mirrored flat blocks cut into padded buckets in the
 // order the backward finishes them, and a sharded optimizer holds exactly 1/world of the state,
 // its ranks' slices covering every element once.
@@ -10,9 +10,9 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/allocator.h"
-#include "runtime/autodiff.h"
-#include "runtime/param_layout.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/memory/param_layout.h"
 #include "tests/source_dir.h"
 
 namespace remat {

@@ -10,9 +10,9 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
-#include "runtime/plan_io.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
+#include "runtime/memory/plan_io.h"
 #include "tests/source_dir.h"
 
 namespace remat {

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/chain.h"
 #include "solver/problem.h"
 

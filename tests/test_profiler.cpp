@@ -12,9 +12,9 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
 #include "runtime/profiler.h"
 
 namespace remat {

@@ -12,10 +12,10 @@
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
-#include "runtime/allocator.h"
-#include "runtime/autodiff.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/graph/autodiff.h"
 #include "runtime/executor.h"
-#include "runtime/pool_replay.h"
+#include "runtime/memory/pool_replay.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 

@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "tests/source_dir.h"
-#include "runtime/check.h"
-#include "runtime/safetensors.h"
+#include "runtime/core/check.h"
+#include "runtime/io/safetensors.h"
 #include "tools/training.h"
 
 namespace remat {

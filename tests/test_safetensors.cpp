@@ -9,9 +9,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "runtime/check.h"
-#include "runtime/crc32c.h"
-#include "runtime/safetensors.h"
+#include "runtime/core/check.h"
+#include "runtime/io/crc32c.h"
+#include "runtime/io/safetensors.h"
 #include "tests/tool_runner.h"
 
 namespace remat {

@@ -2,7 +2,7 @@
 // by stage/node/dependency; derive_cheapest_r recomputes exactly the missing transitive deps.
 #include <gtest/gtest.h>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/chain.h"
 #include "solver/schedule.h"
 

@@ -12,11 +12,11 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/backend.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/backends/backend.h"
 #include "runtime/executor.h"
-#include "runtime/init.h"
-#include "runtime/plan.h"
+#include "runtime/graph/init.h"
+#include "runtime/memory/plan.h"
 #include "tests/model_test_util.h"
 
 namespace remat {

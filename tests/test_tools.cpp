@@ -23,7 +23,7 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
+#include "runtime/graph/autodiff.h"
 #include "solver/baselines.h"
 #include "solver/chain.h"
 #include "solver/from_graph.h"

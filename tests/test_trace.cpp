@@ -5,8 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/check.h"
-#include "runtime/trace.h"
+#include "runtime/core/check.h"
+#include "runtime/io/trace.h"
 
 namespace remat {
 namespace {

@@ -15,11 +15,11 @@
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/backend.h"
-#include "runtime/check.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/backends/backend.h"
+#include "runtime/core/check.h"
 #include "runtime/executor.h"
-#include "runtime/plan.h"
+#include "runtime/memory/plan.h"
 #include "tools/chain_yaml.h"
 
 namespace remat {

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "runtime/check.h"
-#include "runtime/checked.h"
+#include "runtime/core/check.h"
+#include "runtime/core/checked.h"
 
 namespace remat {
 

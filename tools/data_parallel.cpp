@@ -3,9 +3,9 @@
 
 #include <sstream>
 
-#include "runtime/check.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/plan_io.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
+#include "runtime/memory/plan_io.h"
 
 namespace remat {
 

@@ -6,11 +6,11 @@
 #include <memory>
 #include <string>
 
-#include "runtime/backend.h"
-#include "runtime/communicator.h"
-#include "runtime/graph.h"
-#include "runtime/mpi_session.h"
-#include "runtime/plan.h"
+#include "runtime/backends/backend.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/graph/graph.h"
+#include "runtime/comm/mpi_session.h"
+#include "runtime/memory/plan.h"
 
 namespace remat {
 
@@ -36,7 +36,7 @@ std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be)
 void check_same_graph(ParallelJob& job, const Graph& g, const std::string& config);
 
 // Rank 0's plan on every rank (sent as remat-plan/1 text), checked against this rank's graph
-// and constant (runtime/param_layout.h); `plan` is read on rank 0 only.
+// and constant (runtime/memory/param_layout.h); `plan` is read on rank 0 only.
 ExecutionPlan share_plan(ParallelJob& job, const ExecutionPlan& plan, const Graph& g,
                          int64_t constant_bytes);
 

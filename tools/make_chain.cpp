@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "models/config.h"
-#include "runtime/atomic_file.h"
+#include "runtime/io/atomic_file.h"
 #include "tools/chain_yaml.h"
 #include "tools/cli.h"
 

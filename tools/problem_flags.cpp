@@ -9,9 +9,9 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
-#include "runtime/costs.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
+#include "runtime/graph/costs.h"
 #include "solver/from_graph.h"
 
 namespace remat {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/param_layout.h"
-#include "runtime/tensor.h"
+#include "runtime/memory/param_layout.h"
+#include "runtime/core/tensor.h"
 #include "solver/problem.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
@@ -25,7 +25,7 @@ namespace remat {
 //   --seq T               a token model's sequence length override (config only)
 //   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
 //   --world N             plan one rank of N data-parallel ranks: its constant holds the
-//                         gradient buckets (config only; runtime/param_layout.h)
+//                         gradient buckets (config only; runtime/memory/param_layout.h)
 //   --shard-optimizer     ... with 1/N of the optimizer state per rank (ZeRO-1)
 void add_problem_flags(FlagParser& flags);
 

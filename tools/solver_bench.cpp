@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "solver/chain.h"
 #include "solver/milp_model.h"
 #include "solver/strategies.h"

@@ -3,10 +3,10 @@
 
 #include <cstdio>
 
-#include "runtime/check.h"
+#include "runtime/core/check.h"
 #include "runtime/executor.h"
-#include "runtime/input_file.h"
-#include "runtime/plan_io.h"
+#include "runtime/io/input_file.h"
+#include "runtime/memory/plan_io.h"
 #include "runtime/profiler.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "runtime/backend.h"
-#include "runtime/graph.h"
-#include "runtime/plan.h"
+#include "runtime/backends/backend.h"
+#include "runtime/graph/graph.h"
+#include "runtime/memory/plan.h"
 
 namespace remat {
 
@@ -22,7 +22,7 @@ struct StepPlanOptions {
   int threads = 1;
   int log_level = 1;
   // The bytes resident all step that the plan is made around: -1 the graph's persistent bytes;
-  // data parallel: the rank's layout (runtime/param_layout.h), sharding included.
+  // data parallel: the rank's layout (runtime/memory/param_layout.h), sharding included.
   int64_t constant_bytes = -1;
 };
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <sstream>
 
-#include "runtime/atomic_file.h"
-#include "runtime/check.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/atomic_file.h"
-#include "runtime/check.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
 #include "solver/baselines.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"

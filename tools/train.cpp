@@ -8,9 +8,9 @@
 
 #include "models/build.h"
 #include "ops/cpu_gemm.h"
-#include "runtime/atomic_file.h"
-#include "runtime/check.h"
-#include "runtime/mpi_session.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "runtime/comm/mpi_session.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
 #include "tools/training.h"

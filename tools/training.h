@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "runtime/core/tensor.h"
 #include "tools/step_plan.h"
 
 namespace remat {

@@ -12,8 +12,8 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/autodiff.h"
-#include "runtime/check.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
 #include "solver/from_graph.h"
 
 namespace remat::fuzz {

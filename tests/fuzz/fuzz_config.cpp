@@ -2,7 +2,7 @@
 // training graph with its size checks, FLOPs costs, the rematerialization problem). Configs of
 // more than kMaxBuiltLayers layers are only parsed: building ResNet-50's training graph takes
 // seconds under ASan, and mutations of it would starve the rest.
-#include "runtime/checked.h"
+#include "runtime/core/checked.h"
 #include "solver/problem.h"
 #include "tests/fuzz/fuzz_common.h"
 

@@ -1,6 +1,6 @@
 // libFuzzer harness: remat-costs/1 JSON, matched against small_dag's training graph and turned
 // into its problem.
-#include "runtime/costs.h"
+#include "runtime/graph/costs.h"
 #include "runtime/profiler.h"
 #include "tests/fuzz/fuzz_common.h"
 

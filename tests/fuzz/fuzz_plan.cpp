@@ -1,7 +1,7 @@
 // libFuzzer harness: remat-plan/1 JSON resolved against small_dag's training graph, then laid
 // out as the arena-mode executor would before running it.
 #include "runtime/executor.h"
-#include "runtime/plan_io.h"
+#include "runtime/memory/plan_io.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // libFuzzer harness: the safetensors reader (header, offsets, checksums) on arbitrary bytes, and
 // the values of every tensor it accepts.
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

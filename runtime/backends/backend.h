@@ -1,0 +1,121 @@
+// The Backend interface: raw memory (the allocator's pool primitive), copies, and running or
+// timing one node's kernel. CPU implementation in cpu_backend.cpp; CUDA in cuda_backend.cpp.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "runtime/graph/op.h"
+
+namespace remat {
+
+enum class DeviceKind { Cpu, Cuda };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;  // "cpu", "cuda:0 NVIDIA H100 80GB HBM3"
+
+  // Raw memory: one call per pool (or per tensor in simple executors). Never null; throws.
+  virtual void* raw_alloc(int64_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+
+  // Host memory the device copies from and to without staging (pinned on CUDA, plain on the
+  // CPU); never null, throws. From it, copy_from_host may return before the copy is done: the
+  // caller leaves `src` alone until the next synchronize().
+  virtual void* host_alloc(int64_t bytes) = 0;
+  virtual void host_free(void* p) = 0;
+
+  virtual void copy_from_host(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, int64_t bytes) = 0;  // synchronous
+  // Into host_alloc memory: the bytes are there after the next synchronize().
+  virtual void copy_to_host_async(void* dst, const void* src, int64_t bytes) {
+    copy_to_host(dst, src, bytes);
+  }
+  virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void fill_zero(void* dst, int64_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // True when none of the `count` floats at `p` (backend memory) is a NaN or an infinity.
+  // Synchronous. The default copies them to the host; backends override it to scan in place.
+  virtual bool all_finite(const void* p, int64_t count) {
+    std::vector<float> host(static_cast<size_t>(count));
+    copy_to_host(host.data(), p, count * static_cast<int64_t>(sizeof(float)));
+    for (float x : host)
+      if (!std::isfinite(x)) return false;
+    return true;
+  }
+
+  // Workspace bytes `op` needs to run `ctx` (ctx.workspace unset). CPU: op.cost's workspace;
+  // CUDA: the chosen algorithm's workspace.
+  virtual int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) = 0;
+  // Runs one kernel (asynchronously on a device backend).
+  virtual void run(const OpDef& op, ExecContext& ctx) = 0;
+  // Runs `warmup` + `repeats` times and returns each repeat's time in milliseconds.
+  virtual std::vector<double> time_run(const OpDef& op, ExecContext& ctx, int warmup,
+                                       int repeats) = 0;
+
+  // Named ranges for timeline tools (NVTX on CUDA; no-ops on the CPU). `color` is 0xRRGGBB.
+  virtual void range_push(const std::string& name, uint32_t color) {
+    (void)name;
+    (void)color;
+  }
+  virtual void range_pop() {}
+
+  // Backend state a device communicator orders its work with (the CudaContext, whose stream
+  // runs the kernels, on CUDA; null on the CPU). The backend keeps ownership.
+  virtual void* device_context() { return nullptr; }
+
+  // Planning is over: release memory only setup needed (the CUDA backend's algorithm-search
+  // scratch), so that training uses nothing outside the budget's pool.
+  virtual void end_setup() {}
+};
+
+// be.raw_alloc(bytes), or be.host_alloc(bytes) with `host`, naming `who` ("node 'conv1'", "the
+// input batch") in front of a failure: "node 'conv1': host allocation of 4096 bytes failed".
+inline void* backend_alloc(Backend& be, int64_t bytes, const std::string& who, bool host = false) {
+  try {
+    return host ? be.host_alloc(bytes) : be.raw_alloc(bytes);
+  } catch (const UserError& e) {
+    throw UserError(who + ": " + e.what());
+  }
+}
+
+// Range colours: first computation, recomputation, optimizer update, whole phases.
+constexpr uint32_t kRangeCompute = 0x3C78D8;
+constexpr uint32_t kRangeRecompute = 0xE06666;
+constexpr uint32_t kRangeUpdate = 0x6AA84F;
+constexpr uint32_t kRangePhase = 0x999999;
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_built();
+// Options of the CUDA backend. TF32 tensor-core math is chosen separately for cuDNN
+// convolutions and for cuBLAS GEMMs (PyTorch's defaults are conv_tf32 on, matmul_tf32 off;
+// both are off here, the exact setting tests compare with the CPU); workspace_limit caps the
+// workspace an algorithm choice may need (bytes).
+struct CudaOptions {
+  bool conv_tf32 = false;
+  bool matmul_tf32 = false;
+  int64_t workspace_limit = int64_t{1} << 30;
+};
+// The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
+// convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both).
+inline CudaOptions cuda_precision_options(const std::string& precision) {
+  CudaOptions o;
+  o.conv_tf32 = precision != "fp32";
+  o.matmul_tf32 = precision == "tf32-all";
+  return o;
+}
+// nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's
+// name() is the device label, with " tf32" or " tf32-all" appended when TF32 is on (so that
+// profiles measured in different precisions are cached apart).
+std::unique_ptr<Backend> make_cuda_backend(int device, std::string* why,
+                                           const CudaOptions& opt = {});
+
+}  // namespace remat
