@@ -85,10 +85,12 @@ class ConfigParser {
  public:
   explicit ConfigParser(std::string src) : src_(std::move(src)) {}
 
-  ModelConfig parse(const std::string& text);
+  ModelConfig parse(const std::string& text, const std::vector<std::string>& overrides);
 
  private:
   std::string pos(const YAML::Node& n) const {
+    for (const auto& o : override_nodes_)  // Note [config overrides]
+      if (o.first.is(n)) return o.second;
     const YAML::Mark m = n.Mark();
     if (m.line < 0) return src_;
     return src_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
@@ -103,6 +105,8 @@ class ConfigParser {
   AttrMap to_attr_map(const YAML::Node& m, const std::string& ctx,
                       const std::vector<std::string>& skip) const;
   void check_unique_keys(const YAML::Node& m, const std::string& ctx) const;
+  void apply_override(YAML::Node root, const std::string& text);
+  void mark_override(const YAML::Node& n, const std::string& label);
   std::string scalar_string(const YAML::Node& v, const std::string& ctx,
                             const std::string& key) const;
   void parse_loss(const YAML::Node& key, const YAML::Node& n);
@@ -122,7 +126,103 @@ class ConfigParser {
   std::map<std::string, std::string> full_defined_;  // full name -> output full name
   // Repeat blocks being expanded, outermost first: full name and the `repeat` value's node.
   std::vector<std::pair<std::string, YAML::Node>> blocks_;
+  // Nodes set by overrides and the position their errors quote: "override 'batch=64'".
+  std::vector<std::pair<YAML::Node, std::string>> override_nodes_;
 };
+
+// Note [config overrides]
+// `train --config c.yaml optimizer.lr=0.01 layers.conv1.filters=32` edits the YAML tree before
+// it is validated, so an override is checked exactly as the same text in the file would be.
+// KEY is a dotted path: map keys, and inside a list of layers a layer's name (or a 0-based
+// index); VALUE is YAML (`input=[3,64,64]`, `data={source: synthetic}`). A missing last key is
+// added (and then refused by validation if the model does not know it, with a did-you-mean);
+// a missing `optimizer` or `data` section is created. The nodes an override sets remember it,
+// and errors about them are positioned at "override 'KEY=VALUE'" instead of a file line.
+void ConfigParser::mark_override(const YAML::Node& n, const std::string& label) {
+  override_nodes_.emplace_back(n, label);
+  if (n.IsMap())
+    for (auto it = n.begin(); it != n.end(); ++it)
+      mark_override(it->first, label), mark_override(it->second, label);
+  else if (n.IsSequence())
+    for (const auto& e : n) mark_override(e, label);
+}
+
+void ConfigParser::apply_override(YAML::Node root, const std::string& text) {
+  const std::string label = "override '" + text + "'";
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    REMAT_USER_ERROR(label << ": expected KEY=VALUE (e.g. optimizer.lr=0.01 or "
+                              "layers.conv1.filters=32)");
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = text.find('.', start);
+    const size_t end = dot == std::string::npos || dot > eq ? eq : dot;
+    parts.push_back(text.substr(start, end - start));
+    if (parts.back().empty()) REMAT_USER_ERROR(label << ": empty name in the key path");
+    if (end == eq) break;
+    start = end + 1;
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    REMAT_USER_ERROR(label << ": the value is not valid YAML: " << e.msg);
+  }
+  std::string path;  // the key so far, for messages
+  YAML::Node cur = root;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const bool last = i + 1 == parts.size();
+    const YAML::Node& ccur = cur;  // const: lookups must not insert
+    if (ccur.IsMap()) {
+      if (last) {
+        cur.remove(part);
+        cur[part] = value;
+        for (auto it = cur.begin(); it != cur.end(); ++it)
+          if (it->first.Scalar() == part) mark_override(it->first, label), mark_override(it->second, label);
+        return;
+      }
+      if (!ccur[part]) {
+        if (i == 0 && (part == "optimizer" || part == "data")) {
+          cur[part] = YAML::Node(YAML::NodeType::Map);
+        } else {
+          std::vector<std::string> keys;
+          for (auto it = ccur.begin(); it != ccur.end(); ++it) keys.push_back(it->first.Scalar());
+          REMAT_USER_ERROR(label << ": " << (path.empty() ? "the config" : "'" + path + "'")
+                                 << " has no field '" << part << "'" << did_you_mean(part, keys)
+                                 << " to set a field inside");
+        }
+      }
+      const YAML::Node next = ccur[part];
+      cur.reset(next);
+    } else if (ccur.IsSequence()) {
+      YAML::Node found;
+      bool have = false;
+      std::vector<std::string> names;
+      int64_t index = -1;
+      const bool numeric = parse_int64(part, &index);
+      for (size_t k = 0; k < ccur.size(); ++k) {
+        const YAML::Node e = ccur[k];
+        const std::string name = e.IsMap() && e["name"] && e["name"].IsScalar() ? e["name"].Scalar() : "";
+        names.push_back(name);
+        if ((numeric && index == static_cast<int64_t>(k)) || (!name.empty() && name == part))
+          found.reset(e), have = true;
+      }
+      if (!have)
+        REMAT_USER_ERROR(label << ": '" << path << "' has no layer '" << part << "'"
+                               << did_you_mean(part, names) << " (known: " << join(names) << ")");
+      if (last)
+        REMAT_USER_ERROR(label << ": '" << path << "." << part
+                               << "' is a whole layer: set one of its fields, e.g. " << path
+                               << "." << part << ".filters=32");
+      cur.reset(found);
+    } else {
+      REMAT_USER_ERROR(label << ": '" << path << "' is a value, not a section: it has no field '"
+                             << part << "'");
+    }
+    path += (path.empty() ? "" : ".") + part;
+  }
+}
 
 AttrValue ConfigParser::to_attr(const YAML::Node& key, const YAML::Node& v,
                                 const std::string& ctx) const {
@@ -181,7 +281,8 @@ std::string ConfigParser::scalar_string(const YAML::Node& v, const std::string& 
   return v.Scalar();
 }
 
-ModelConfig ConfigParser::parse(const std::string& text) {
+ModelConfig ConfigParser::parse(const std::string& text,
+                                const std::vector<std::string>& overrides) {
   YAML::Node loaded;
   try {
     loaded = YAML::Load(text);
@@ -189,6 +290,8 @@ ModelConfig ConfigParser::parse(const std::string& text) {
     REMAT_USER_ERROR(src_ << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
                           << ": YAML syntax error: " << e.msg);
   }
+  if (loaded.IsMap())
+    for (const auto& o : overrides) apply_override(loaded, o);
   const YAML::Node& root = loaded;  // const: lookups of absent keys must not insert them
   if (!root.IsMap()) fail(root, "", "expected a map of model settings (name, input, layers, ...)");
   check_unique_keys(root, "");
@@ -196,7 +299,8 @@ ModelConfig ConfigParser::parse(const std::string& text) {
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string k = it->first.Scalar();
     if (!contains(kTopKeys, k))
-      fail(it->first, "", "unknown top-level key '" + k + "' (known: " + join(kTopKeys) + ")");
+      fail(it->first, "", "unknown top-level key '" + k + "'" + did_you_mean(k, kTopKeys) +
+                              " (known: " + join(kTopKeys) + ")");
   }
 
   // Scalar settings go through AttrReader, so types and ranges are reported uniformly.
@@ -320,8 +424,8 @@ void ConfigParser::parse_data(const YAML::Node& n) {
   }
   for (const auto& kv : m.values)
     if (!contains(known, kv.first))
-      r.fail(kv.first, "unknown field for data source '" + d.source + "' (known: " + join(known) +
-                           ")");
+      r.fail(kv.first, "unknown field for data source '" + d.source + "'" +
+                           did_you_mean(kv.first, known) + " (known: " + join(known) + ")");
 }
 
 void ConfigParser::define(std::vector<Scope>& scopes, const std::string& local,
@@ -459,7 +563,8 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
     const std::string k = it->first.Scalar();
     if (!contains(kBlockKeys, k))
       fail(it->first, ctx,
-           "unknown key '" + k + "' for a repeat block (known: " + join(kBlockKeys) + ")");
+           "unknown key '" + k + "' for a repeat block" + did_you_mean(k, kBlockKeys) +
+               " (known: " + join(kBlockKeys) + ")");
   }
   if (!m["layers"]) fail(m, ctx, "field 'layers' is required for a repeat block");
   int64_t repeat = 1;
@@ -495,12 +600,13 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
 
 }  // namespace
 
-ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name) {
-  return ConfigParser(source_name).parse(yaml_text);
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name,
+                               const std::vector<std::string>& overrides) {
+  return ConfigParser(source_name).parse(yaml_text, overrides);
 }
 
-ModelConfig load_model_config(const std::string& path) {
-  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path);
+ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {
+  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path, overrides);
   cfg.dir = std::filesystem::path(path).parent_path().string();
   return cfg;
 }

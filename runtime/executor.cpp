@@ -57,9 +57,10 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
     for (const auto& v : g_.values)
       if (value_is_persistent(v.kind)) aligned += pool_round_up(v.desc.bytes());
     if (aligned > opt_.budget)
-      REMAT_USER_ERROR("budget " << opt_.budget << " bytes is below the persistent values of '"
-                                 << g_.name << "' (" << aligned
-                                 << " bytes: parameters, gradients, optimizer state, batch)");
+      REMAT_USER_ERROR("budget " << pool_format_bytes(opt_.budget)
+                                 << " is below the persistent values of '" << g_.name << "' ("
+                                 << pool_format_bytes(aligned)
+                                 << ": parameters, gradients, optimizer state, batch)");
   }
   loss_host_ = static_cast<float*>(backend_alloc(be_, sizeof(float), "the loss's host copy", true));
   try {

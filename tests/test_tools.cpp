@@ -508,11 +508,12 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
     std::istringstream is(l);
     std::string name, b, ub, secs;
     is >> name >> b >> ub >> secs;
+    if (name == "griewank") EXPECT_EQ(b, "n/a") << "small_cnn is not a chain: " << l;
     if (name == "all-keep" || name == "chen-sqrtn" || name == "chen-greedy" ||
-        name == "griewank" || name == "checkmate")
+        name == "checkmate")
       batch[name] = std::stoll(b);
   }
-  ASSERT_EQ(batch.size(), 5u) << r.out;
+  ASSERT_EQ(batch.size(), 4u) << r.out;
   EXPECT_GE(batch["all-keep"], 33);
   // all-keep's max batch: the largest batch whose all-keep peak fits, on the graph built at
   // that batch (Note [max-batch problems]).

@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
                   p.size(), static_cast<long long>(p.batch));
     if (!flags.has("budget")) return 0;
   }
-  if (!flags.has("budget")) REMAT_USER_ERROR("plan: --budget is required");
+  if (!flags.has("budget")) throw UsageError("plan: --budget is required");
   const int64_t budget = flags.get_bytes("budget");
   const std::vector<std::string> strategies = strategies_from_flags(flags);
   SolveOptions opt = solve_options_from_flags(flags);
@@ -166,8 +166,8 @@ int run(int argc, char** argv) {
   }
   if (flags.has("output")) {
     if (!chosen || !chosen->feasible)
-      REMAT_USER_ERROR("plan: no feasible schedule at budget " << budget
-                                                              << " bytes; nothing written to "
+      REMAT_USER_ERROR("plan: no feasible schedule at budget " << format_bytes(budget)
+                                                              << "; nothing written to "
                                                               << flags.get("output"));
     schedule_save(chosen->schedule, flags.get("output"), &chosen->sim, &p);
     if (!json)

@@ -62,7 +62,7 @@ int profile_main(int argc, char** argv) {
       .alias("-o", "output")
       .add("no-cache", "", "measure again even if a cached table exists");
   if (!f.parse(argc, argv)) return 0;
-  if (!f.has("config")) throw UserError("profile: --config FILE is required\n" + f.usage());
+  if (!f.has("config")) throw UsageError("profile: --config FILE is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
   ProfileOptions po;

@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
       .add("output", "DIR", "folder for sweep.csv and sweep.svg (created if missing)")
       .alias("-o", "output");
   if (!flags.parse(argc, argv)) return 0;
-  if (!flags.has("output")) REMAT_USER_ERROR("sweep: -o DIR is required");
+  if (!flags.has("output")) throw UsageError("sweep: -o DIR is required");
   const Problem p = problem_from_flags(flags);
   const int k = static_cast<int>(flags.get_int("points", 1, 1000));
   const std::vector<std::string> strategies = strategies_from_flags(flags);

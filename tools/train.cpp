@@ -7,6 +7,7 @@
 #include "runtime/check.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
+#include "tools/stop_signal.h"
 #include "tools/training.h"
 
 int main(int argc, char** argv) {
@@ -31,17 +32,24 @@ int main(int argc, char** argv) {
         .add("threads", "N", "solver threads", "1")
         .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
         .add("trace", "FILE", "write a Chrome trace of the last step")
-        .add("save", "FILE", "write a checkpoint (safetensors) after the last step")
+        .add("save", "FILE", "write a checkpoint (safetensors) after the last step, or when stopped")
+        .add("save-every", "N", "also write FILE-step<k> every N steps (needs --save)")
+        .add("keep-last", "K", "periodic checkpoints to keep (the oldest removed)", "3")
         .add("resume", "FILE", "continue from a checkpoint")
         .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
+        .add("compare", "FILE", "a keep-everything run's --summary: print the slowdown against it")
         .add("precision", "fp32|tf32|tf32-all",
              "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
              "tf32")
-        .add("log-every", "K", "print every K-th step", "1")
+        .add("log-every", "K", "print every K-th step (default: a live line on a terminal, "
+                               "every step in a log)")
+        .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
         .add("no-check-finite", "",
-             "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)");
+             "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
+        .allow_positional("KEY=VALUE", "override a config field, e.g. optimizer.lr=0.01 batch=64 "
+                                       "layers.conv1.filters=32");
     if (!f.parse(argc, argv)) return 0;
-    if (!f.has("config")) throw remat::UserError("train: --config FILE is required\n" + f.usage());
+    if (!f.has("config")) throw remat::UsageError("train: --config FILE is required\n" + f.usage());
     remat::TrainOptions opt;
     opt.config = f.get("config");
     opt.device = f.get_choice("device", {"cpu", "cuda"});
@@ -55,9 +63,9 @@ int main(int argc, char** argv) {
     opt.plan.cost_model = f.get("cost-model");
     if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
     if (f.has("plan") && !f.has("budget"))
-      throw remat::UserError("train: --plan needs --budget (the cap the plan runs under)");
+      throw remat::UsageError("train: --plan needs --budget (the cap the plan runs under)");
     if (f.has("strategy") && !f.has("budget"))
-      throw remat::UserError("train: --strategy needs --budget");
+      throw remat::UsageError("train: --strategy needs --budget");
     opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
     opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
     opt.memory = f.get_choice("memory", {"arena", "pool"});
@@ -66,12 +74,23 @@ int main(int argc, char** argv) {
     opt.save_file = f.get("save");
     opt.resume_file = f.get("resume");
     opt.summary_file = f.get("summary");
+    opt.compare_file = f.get("compare");
     opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
-    opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
+    if (f.has("log-every")) opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
+    opt.metrics_file = f.get("metrics");
+    if (f.has("save-every")) {
+      if (!f.has("save"))
+        throw remat::UsageError("train: --save-every needs --save FILE (periodic checkpoints "
+                                "are named after it: FILE-step<k>)");
+      opt.save_every = f.get_int("save-every", 1, 100000000);
+    }
+    opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
+    opt.overrides = f.positional();
     opt.check_finite = !f.has("no-check-finite");
-    for (const char* out : {"trace", "save-plan", "save", "summary"})
+    for (const char* out : {"trace", "save-plan", "save", "summary", "metrics"})
       if (f.has(out)) remat::check_output_file(f.get(out), std::string("train: --") + out);
-    remat::run_training(opt);
-    return 0;
+    remat::StopSignals stop;  // Note [graceful stop]
+    const remat::TrainSummary sum = remat::run_training(opt);
+    return sum.stop_signal ? 128 + sum.stop_signal : 0;
   });
 }
