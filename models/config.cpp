@@ -179,7 +179,10 @@ void ConfigParser::apply_override(YAML::Node root, const std::string& text) {
         cur.remove(part);
         cur[part] = value;
         for (auto it = cur.begin(); it != cur.end(); ++it)
-          if (it->first.Scalar() == part) mark_override(it->first, label), mark_override(it->second, label);
+          if (it->first.Scalar() == part) {
+            mark_override(it->first, label);
+            mark_override(it->second, label);
+          }
         return;
       }
       if (!ccur[part]) {
@@ -203,7 +206,8 @@ void ConfigParser::apply_override(YAML::Node root, const std::string& text) {
       const bool numeric = parse_int64(part, &index);
       for (size_t k = 0; k < ccur.size(); ++k) {
         const YAML::Node e = ccur[k];
-        const std::string name = e.IsMap() && e["name"] && e["name"].IsScalar() ? e["name"].Scalar() : "";
+        const bool named = e.IsMap() && e["name"] && e["name"].IsScalar();
+        const std::string name = named ? e["name"].Scalar() : "";
         names.push_back(name);
         if ((numeric && index == static_cast<int64_t>(k)) || (!name.empty() && name == part))
           found.reset(e), have = true;

@@ -249,7 +249,7 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     }
     const double start = trace ? now_us(step_t0_) : 0;
     run_node(s.node, s.recompute, step, static_cast<int>(i));
-    if (trace) trace_span(trace, g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
+    if (trace) trace_span(trace, s.node, s.recompute ? "recompute" : "compute", start);
     if (scan && !value_finite(g_.node(s.node).output)) {
       release_activations();
       return static_cast<int>(i);
@@ -265,12 +265,20 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
   return -1;
 }
 
-void Executor::trace_span(TraceWriter* trace, const std::string& name, const char* category,
-                          double start_us) {
+void Executor::trace_span(TraceWriter* trace, NodeId n, const char* category, double start_us) {
   be_.synchronize();
   const double end = now_us(step_t0_);
-  trace->span(name, category, start_us, end - start_us, 1);
+  const Node& node = g_.node(n);
+  const TensorDesc& out = g_.value(node.output).desc;
+  trace->span(node.name, category, start_us, end - start_us, 1,
+              {{"op", node.op},
+               {"output", g_.value(node.output).name},
+               {"shape", shape_str(out.shape)},
+               {"bytes", std::to_string(out.alloc_bytes())},
+               {"recompute", std::string(category) == "recompute" ? "yes" : "no"}});
   trace->counter("memory", end, {{"in use MB", static_cast<double>(in_use_) / 1e6}});
+  if (opt_.budget > 0)  // a track of its own beside the memory counter
+    trace->counter("budget", end, {{"budget MB", static_cast<double>(opt_.budget) / 1e6}});
 }
 
 bool Executor::value_finite(ValueId v) {
@@ -321,9 +329,10 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
   if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
     REMAT_USER_ERROR("plan '" << plan.strategy << "' does not fit the budget in arena mode: "
-                              << "persistent " << arena_base_ << " + arena " << arena_.arena_bytes
-                              << " bytes (lower bound " << arena_.lower_bound << ") > budget "
-                              << opt_.budget << " bytes");
+                              << "persistent " << pool_format_bytes(arena_base_) << " + arena "
+                              << pool_format_bytes(arena_.arena_bytes) << " (lower bound "
+                              << pool_format_bytes(arena_.lower_bound) << ") > budget "
+                              << pool_format_bytes(opt_.budget));
   step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
@@ -344,7 +353,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
     if (g_.nodes[n].kind != NodeKind::Update) continue;
     const double start = trace ? now_us(step_t0_) : 0;
     run_node(static_cast<NodeId>(n), false, step, -1);
-    if (trace) trace_span(trace, g_.nodes[n].name, "update", start);
+    if (trace) trace_span(trace, static_cast<NodeId>(n), "update", start);
   }
   be_.synchronize();
   be_.range_pop();

@@ -115,8 +115,9 @@ class Executor {
   bool value_finite(ValueId v);
   void release_activations();  // every resident activation (after an aborted step)
   // A span from start_us to now (synchronising first) and the memory counter.
-  void trace_span(TraceWriter* trace, const std::string& name, const char* category,
-                  double start_us);
+  // A span of node n (args: op, output, shape, bytes, recompute) and the memory and budget
+  // counters at its end.
+  void trace_span(TraceWriter* trace, NodeId n, const char* category, double start_us);
 
   const Graph& g_;
   const OpRegistry& ops_;

@@ -20,6 +20,19 @@ class UsageError : public UserError {
   explicit UsageError(const std::string& what) : UserError(what) {}
 };
 
+// Runs `parse` (a parser of a flag's value that throws UserError) and turns its error into a
+// UsageError: a malformed flag value is a usage error (exit code 2).
+template <typename F>
+auto parse_flag_value(F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const UserError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 // "1 recompute", "3 recomputes" (the plural adds "s").
 std::string plural(int64_t n, const std::string& noun);
 

@@ -72,7 +72,9 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
       t.batch = r.batch;
       if (flags.has("seq")) t.sequence = flags.get_int("seq", 1, int64_t{1} << 24);
     }
-    if (flags.has("input")) t.input = parse_input_size(flags.get("input"), "maxbatch: --input");
+    if (flags.has("input"))
+      t.input = parse_flag_value(
+          [&] { return parse_input_size(flags.get("input"), "maxbatch: --input"); });
     t.plan.budget = budget;
     t.plan.strategy = r.strategy;
     t.plan.cost_model = flags.get("cost-model");

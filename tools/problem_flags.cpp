@@ -96,7 +96,8 @@ Problem problem_from_flags(const FlagParser& flags) {
     return batch ? problem_at_batch(p, *batch) : p;
   }
   std::optional<Shape> input;
-  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
   std::optional<int64_t> sequence;
   if (flags.has("seq")) sequence = flags.get_int("seq", 1, int64_t{1} << 24);
   return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"), sequence);
@@ -105,7 +106,8 @@ Problem problem_from_flags(const FlagParser& flags) {
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
   std::optional<Shape> input;
-  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
   const std::string config = flags.get("config");
   return [config, input](int64_t batch) {
     return problem_from_config(config, batch, input, "flops");

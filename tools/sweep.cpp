@@ -61,11 +61,13 @@ std::string sweep_svg(const Problem& p, const std::vector<std::string>& strategi
   c.title = p.name + " (batch " + std::to_string(p.batch) + "): compute overhead vs memory budget";
   c.x_label = "memory budget (" + unit.first + ", constant " + format_bytes(p.constant_bytes) +
               " included)";
-  c.y_label = "compute overhead (cost / all-keep cost)";
+  c.y_label = std::string("compute overhead (cost / all-keep cost, ") +
+              (p.cost_unit == "ms" ? "measured ms" : "FLOPs") + ")";
   c.y_from_zero = false;
   for (const std::string& s : strategies) {
     SvgSeries line;
     line.name = s;
+    line.dash = static_cast<int>(c.series.size()) % 3;  // overlapping strategies stay visible
     for (const SweepPoint& q : pts)
       if (q.strategy == s && q.feasible) {
         line.x.push_back(static_cast<double>(q.budget) / unit.second);

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
         .add("time-limit", "SEC", "solver time limit", "60")
         .add("threads", "N", "solver threads", "1")
         .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
-        .add("trace", "FILE", "write a Chrome trace of the last step")
+        .add("trace", "FILE", "write a Chrome trace of the last step(s)")
+        .add("trace-steps", "K", "steps the trace holds (the last K)", "1")
         .add("save", "FILE", "write a checkpoint (safetensors) after the last step, or when stopped")
         .add("save-every", "N", "also write FILE-step<k> every N steps (needs --save)")
         .add("keep-last", "K", "periodic checkpoints to keep (the oldest removed)", "3")
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
     opt.device = f.get_choice("device", {"cpu", "cuda"});
     opt.steps = f.get_int("steps", 1, 100000000);
     if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
-    if (f.has("input")) opt.input = remat::parse_input_size(f.get("input"), "train: --input");
+    if (f.has("input")) opt.input = remat::parse_flag_value(
+        [&] { return remat::parse_input_size(f.get("input"), "train: --input"); });
     if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
     if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
     if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
     opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
     opt.memory = f.get_choice("memory", {"arena", "pool"});
     opt.trace_file = f.get("trace");
+    opt.trace_steps = f.get_int("trace-steps", 1, 1000000);
     opt.save_plan_file = f.get("save-plan");
     opt.save_file = f.get("save");
     opt.resume_file = f.get("resume");

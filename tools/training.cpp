@@ -183,7 +183,8 @@ double compared_ms_per_step(const Graph& g, const TrainOptions& opt) {
   };
   if (field("format") != "remat-train-summary/1")
     REMAT_USER_ERROR(opt.compare_file << ": not a remat-train-summary/1 (train --summary)");
-  const std::string model = field("model").get<std::string>(), device = field("device").get<std::string>();
+  const std::string model = field("model").get<std::string>();
+  const std::string device = field("device").get<std::string>();
   const int64_t batch = field("batch").get<int64_t>();
   if (model != g.name || batch != g.batch || device != opt.device)
     REMAT_USER_ERROR(opt.compare_file << ": a run of '" << model << "' at batch " << batch << " on "
@@ -318,14 +319,15 @@ TrainSummary run_training(const TrainOptions& opt) {
   PeriodicSave periodic(opt.save_file, opt.save_every, opt.keep_last);
   const LrSchedule lr = optimizer_lr_schedule(cfg);
   int64_t steps_done = first_step;
+  TraceWriter trace;  // the last opt.trace_steps steps, laid end to end
+  int64_t traced = 0;
   for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
     data->next_batch(step, input, labels);
     const bool last = step + 1 == opt.steps;
-    TraceWriter trace;
+    const bool traces = !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
     StepResult r;
     try {
-      r = ex.run_step(sp.plan, input, labels, step,
-                      last && !opt.trace_file.empty() ? &trace : nullptr);
+      r = ex.run_step(sp.plan, input, labels, step, traces ? &trace : nullptr);
     } catch (const NonFiniteError& e) {
       log.end_line();
       throw NonFiniteError(std::string(e.what()) +
@@ -358,16 +360,23 @@ TrainSummary run_training(const TrainOptions& opt) {
       }
     }
     std::fflush(stdout);
-    if (last && !opt.trace_file.empty()) {
-      log.end_line();
-      trace.process_name("remat " + g.name + " step " + std::to_string(step + 1));
-      trace.thread_name(1, backend->name());
-      trace.save(opt.trace_file);
-      std::printf("trace of step %lld written to %s\n", static_cast<long long>(step + 1),
-                  opt.trace_file.c_str());
+    if (traces) {  // the step as a span around its nodes; the next starts after a gap
+      trace.span("step " + std::to_string(step + 1), "step", 0, r.seconds * 1e6, 1,
+                 {{"loss", std::to_string(r.loss)}, {"peak_bytes", std::to_string(r.peak_bytes)},
+                  {"recomputes", std::to_string(r.recomputes)}});
+      trace.set_offset_us(trace.offset_us() + r.seconds * 1e6 + 100);
+      ++traced;
     }
   }
   log.end_line();
+  if (traced > 0) {
+    trace.process_name("remat " + g.name + ", " + plural(traced, "step") + " to step " +
+                       std::to_string(steps_done));
+    trace.thread_name(1, backend->name());
+    trace.save(opt.trace_file);
+    std::printf("trace of %s (to step %lld) written to %s\n", plural(traced, "step").c_str(),
+                static_cast<long long>(steps_done), opt.trace_file.c_str());
+  }
   sum.steps_done = steps_done;
   sum.stop_signal = stop_signal_received();
   if (sum.stop_signal != 0)

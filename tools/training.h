@@ -28,9 +28,11 @@ struct TrainOptions {
   std::string metrics_file;        // one JSON object per step (tools/train_log.h)
   StepPlanOptions plan;            // budget, strategy, cost model, schedule file
   std::string memory = "arena";    // arena | pool (with a budget)
-  std::string trace_file;          // Chrome trace of the last step
+  std::string trace_file;          // Chrome trace of the last trace_steps steps
+  int64_t trace_steps = 1;         // steps the trace holds, one after another on its timeline
   std::string save_plan_file;      // the execution plan that ran (remat-plan/1 JSON)
-  std::string save_file;           // checkpoint after the last step (or a stop, Note [graceful stop])
+  std::string save_file;           // checkpoint after the last step, or at a stop (Note
+                                   // [graceful stop])
   int64_t save_every = 0;          // also a checkpoint every N steps (periodic_save.h); 0: none
   int keep_last = 3;               // periodic checkpoints kept
   std::string resume_file;         // checkpoint to continue from
@@ -53,9 +55,10 @@ struct TrainSummary {
   int stop_signal = 0;             // the signal that stopped it early (Note [graceful stop]), or 0
 };
 
-// Trains and prints progress to stdout. A stop signal (tools/stop_signal.h) ends it after the
-// running step, with the checkpoint written and summary.stop_signal set. Throws UserError for bad configs, devices, budgets,
-// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite).
+// Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets,
+// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite). A stop
+// signal (tools/stop_signal.h) ends it after the running step, with the checkpoint written and
+// summary.stop_signal set.
 TrainSummary run_training(const TrainOptions& opt);
 
 }  // namespace remat
