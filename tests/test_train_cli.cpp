@@ -127,6 +127,39 @@ TEST_F(TrainCli, SigintSavesACheckpointThatResumesBitIdentically) {
     EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
 }
 
+// A second signal stops at once: here both arrive while the solver works on ResNet-50 (with a
+// two-minute limit), and train is gone long before the limit, with 128 + SIGTERM.
+TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
+  const std::string out = path("run.out");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' --config '" + test_source_dir() +
+                            "/configs/resnet50.yaml' --batch 2 --budget 400MB --time-limit 120 "
+                            "--steps 2 --save '" + path("ck.safetensors") + "' >'" + out + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (read_whole_file(out).find("solving:") == std::string::npos &&
+         std::chrono::steady_clock::now() < start + std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto signalled = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  const std::string log = read_whole_file(out);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << log;
+  EXPECT_LT(waited, 30) << log;
+  EXPECT_NE(log.find("stopped at once (second signal)"), std::string::npos) << log;
+  EXPECT_FALSE(exists(path("ck.safetensors"))) << "nothing trained, nothing written";
+}
+
 // ---- periodic checkpoints and metrics --------------------------------------------------------
 TEST_F(TrainCli, SaveEveryKeepsTheLastKAndMetricsHasOneLinePerStep) {
   const std::string ck = path("ck.safetensors"), m = path("m.jsonl");

@@ -324,8 +324,11 @@ std::string svg_heatmaps(const std::string& title, const std::vector<SvgHeatmap>
     }
     for (const auto& t : m.col_ticks) {  // node names under the map, rotated
       const double x = x0 + cell * (t.first + 0.5);
+      // Long names keep their end (".grad_input"), which tells nodes apart, within the margin.
+      const std::string name =
+          t.second.size() > 18 ? "\u2026" + t.second.substr(t.second.size() - 17) : t.second;
       cv.line(x, top + cell * m.rows, x, top + cell * m.rows + 4, "#444");
-      cv.text(x + 3, top + cell * m.rows + 8, t.second, 10, "end", "#444", -60);
+      cv.text(x + 3, top + cell * m.rows + 8, name, 10, "end", "#444", -60);
     }
     for (const auto& t : m.row_ticks) {
       const double y = top + cell * (t.first + 0.5);
