@@ -131,8 +131,9 @@ struct ModelConfig {
 };
 
 // Reads and validates a YAML model file; errors are UserErrors naming path:line:col.
-// `overrides` ("optimizer.lr=0.01", "layers.conv1.filters=32") edit it first, and are validated
-// as the file is (Note [config overrides] in config.cpp); their errors name the override.
+// `overrides` ("optimizer.lr=0.01", "layers.conv1.filters=32") edit it first and are validated
+// as the file is; their errors name the override (Note [config overrides] in
+// config_overrides.cpp).
 ModelConfig load_model_config(const std::string& path,
                               const std::vector<std::string>& overrides = {});
 // Same from text; `source_name` is used in positions ("t.yaml:5:7").

@@ -241,6 +241,7 @@ TEST_F(TrainCli, ExitCodesAreTheSameInEveryTool) {
       {TRAIN_EXE, cnn + " --strategy lp", 2},            // needs --budget
       {TRAIN_EXE, cnn + " --budget lots", 2},
       {TRAIN_EXE, cnn + " --input 3xq", 2},
+      {TRAIN_EXE, cnn + " --keep-last 2", 2},            // needs --save-every
       {TRAIN_EXE, cnn + " --budget 1KB --steps 1", 1},   // a valid budget that does not fit
       {TRAIN_EXE, "--config '" + path("none.yaml") + "'", 1},
       {PLAN_EXE, "--budget 1GB", 2},                     // no problem given

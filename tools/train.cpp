@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
                                 "are named after it: FILE-step<k>)");
       opt.save_every = f.get_int("save-every", 1, 100000000);
     }
+    if (f.has("keep-last") && !f.has("save-every"))
+      throw remat::UsageError("train: --keep-last needs --save-every N (it bounds the periodic "
+                              "checkpoints)");
     opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
     opt.overrides = f.positional();
     opt.check_finite = !f.has("no-check-finite");
