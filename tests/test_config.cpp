@@ -213,6 +213,15 @@ TEST(ConfigOverrides, SetFieldsAnywhereInTheTree) {
   EXPECT_EQ(std::get<int64_t>(c.layers[0].attrs.values.at("kernel")), 3);  // the rest kept
 }
 
+TEST(ConfigOverrides, ReachIntoRepeatBlocks) {
+  const YamlText y = repeat_yaml();
+  const ModelConfig c = parse_model_config(y.text(), y.source,
+                                           {"layers.stage.repeat=3", "layers.stage.layers.b.filters=8"});
+  ASSERT_NE(c.find_layer("stage.2.b"), nullptr);  // three iterations now
+  EXPECT_EQ(std::get<int64_t>(c.find_layer("stage.2.b")->attrs.values.at("filters")), 8);
+  EXPECT_EQ(std::get<int64_t>(c.find_layer("stage.2.a")->attrs.values.at("filters")), 4);
+}
+
 TEST(ConfigOverrides, ABadOverrideNamesItself) {
   const YamlText y = base_yaml();
   auto err = [&](const std::string& o) {
