@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "models/config_overrides.h"
 #include "runtime/core/check.h"
 #include "runtime/io/input_file.h"
 
@@ -85,10 +86,12 @@ class ConfigParser {
  public:
   explicit ConfigParser(std::string src) : src_(std::move(src)) {}
 
-  ModelConfig parse(const std::string& text);
+  ModelConfig parse(const std::string& text, const std::vector<std::string>& overrides);
 
  private:
   std::string pos(const YAML::Node& n) const {
+    for (const auto& o : override_nodes_)  // Note [config overrides]
+      if (o.first.is(n)) return o.second;
     const YAML::Mark m = n.Mark();
     if (m.line < 0) return src_;
     return src_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
@@ -122,6 +125,8 @@ class ConfigParser {
   std::map<std::string, std::string> full_defined_;  // full name -> output full name
   // Repeat blocks being expanded, outermost first: full name and the `repeat` value's node.
   std::vector<std::pair<std::string, YAML::Node>> blocks_;
+  // Nodes set by overrides and the position their errors quote: "override 'batch=64'".
+  OverrideMarks override_nodes_;
 };
 
 AttrValue ConfigParser::to_attr(const YAML::Node& key, const YAML::Node& v,
@@ -181,7 +186,8 @@ std::string ConfigParser::scalar_string(const YAML::Node& v, const std::string& 
   return v.Scalar();
 }
 
-ModelConfig ConfigParser::parse(const std::string& text) {
+ModelConfig ConfigParser::parse(const std::string& text,
+                                const std::vector<std::string>& overrides) {
   YAML::Node loaded;
   try {
     loaded = YAML::Load(text);
@@ -189,6 +195,8 @@ ModelConfig ConfigParser::parse(const std::string& text) {
     REMAT_USER_ERROR(src_ << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
                           << ": YAML syntax error: " << e.msg);
   }
+  if (loaded.IsMap())
+    for (const auto& o : overrides) config_apply_override(loaded, o, &override_nodes_);
   const YAML::Node& root = loaded;  // const: lookups of absent keys must not insert them
   if (!root.IsMap()) fail(root, "", "expected a map of model settings (name, input, layers, ...)");
   check_unique_keys(root, "");
@@ -196,7 +204,8 @@ ModelConfig ConfigParser::parse(const std::string& text) {
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string k = it->first.Scalar();
     if (!contains(kTopKeys, k))
-      fail(it->first, "", "unknown top-level key '" + k + "' (known: " + join(kTopKeys) + ")");
+      fail(it->first, "", "unknown top-level key '" + k + "'" + did_you_mean(k, kTopKeys) +
+                              " (known: " + join(kTopKeys) + ")");
   }
 
   // Scalar settings go through AttrReader, so types and ranges are reported uniformly.
@@ -320,8 +329,8 @@ void ConfigParser::parse_data(const YAML::Node& n) {
   }
   for (const auto& kv : m.values)
     if (!contains(known, kv.first))
-      r.fail(kv.first, "unknown field for data source '" + d.source + "' (known: " + join(known) +
-                           ")");
+      r.fail(kv.first, "unknown field for data source '" + d.source + "'" +
+                           did_you_mean(kv.first, known) + " (known: " + join(known) + ")");
 }
 
 void ConfigParser::define(std::vector<Scope>& scopes, const std::string& local,
@@ -459,7 +468,8 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
     const std::string k = it->first.Scalar();
     if (!contains(kBlockKeys, k))
       fail(it->first, ctx,
-           "unknown key '" + k + "' for a repeat block (known: " + join(kBlockKeys) + ")");
+           "unknown key '" + k + "' for a repeat block" + did_you_mean(k, kBlockKeys) +
+               " (known: " + join(kBlockKeys) + ")");
   }
   if (!m["layers"]) fail(m, ctx, "field 'layers' is required for a repeat block");
   int64_t repeat = 1;
@@ -495,12 +505,13 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
 
 }  // namespace
 
-ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name) {
-  return ConfigParser(source_name).parse(yaml_text);
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name,
+                               const std::vector<std::string>& overrides) {
+  return ConfigParser(source_name).parse(yaml_text, overrides);
 }
 
-ModelConfig load_model_config(const std::string& path) {
-  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path);
+ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {
+  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path, overrides);
   cfg.dir = std::filesystem::path(path).parent_path().string();
   return cfg;
 }

@@ -131,8 +131,13 @@ struct ModelConfig {
 };
 
 // Reads and validates a YAML model file; errors are UserErrors naming path:line:col.
-ModelConfig load_model_config(const std::string& path);
+// `overrides` ("optimizer.lr=0.01", "layers.conv1.filters=32") edit it first and are validated
+// as the file is; their errors name the override (Note [config overrides] in
+// config_overrides.cpp).
+ModelConfig load_model_config(const std::string& path,
+                              const std::vector<std::string>& overrides = {});
 // Same from text; `source_name` is used in positions ("t.yaml:5:7").
-ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name);
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name,
+                               const std::vector<std::string>& overrides = {});
 
 }  // namespace remat

@@ -66,9 +66,10 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
     REMAT_CHECK(opt_.budget > 0, "memory mode " << memory_mode_name(opt_.memory)
                                                 << " needs a budget");
     if (layout_.region_bytes > opt_.budget)
-      REMAT_USER_ERROR("budget " << opt_.budget << " bytes is below the persistent values of '"
-                                 << g_.name << "' (" << layout_.region_bytes
-                                 << " bytes: parameters, gradients, optimizer state, batch)");
+      REMAT_USER_ERROR("budget " << pool_format_bytes(opt_.budget)
+                                 << " is below the persistent values of '" << g_.name << "' ("
+                                 << pool_format_bytes(layout_.region_bytes)
+                                 << ": parameters, gradients, optimizer state, batch)");
   }
   loss_host_ = static_cast<float*>(backend_alloc(be_, sizeof(float), "the loss's host copy", true));
   try {
@@ -307,7 +308,7 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     const double start = trace ? now_us(step_t0_) : 0;
     run_node(s.node, s.recompute, step, static_cast<int>(i));
     if (sync_ && !scan) sync_->after_plan_step(static_cast<int>(i));
-    if (trace) trace_span(trace, g_.node(s.node).name, s.recompute ? "recompute" : "compute", start);
+    if (trace) trace_span(trace, s.node, s.recompute ? "recompute" : "compute", start);
     if (scan && !value_finite(g_.node(s.node).output)) {
       release_activations();
       return static_cast<int>(i);
@@ -323,12 +324,25 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
   return -1;
 }
 
+void Executor::trace_span(TraceWriter* trace, NodeId n, const char* category, double start_us) {
+  const Node& node = g_.node(n);
+  const TensorDesc& out = g_.value(node.output).desc;
+  trace_span(trace, node.name, category, start_us,
+             {{"op", node.op},
+              {"output", g_.value(node.output).name},
+              {"shape", shape_str(out.shape)},
+              {"bytes", std::to_string(out.alloc_bytes())},
+              {"recompute", std::string(category) == "recompute" ? "yes" : "no"}});
+}
+
 void Executor::trace_span(TraceWriter* trace, const std::string& name, const char* category,
-                          double start_us) {
+                          double start_us, const std::map<std::string, std::string>& args) {
   be_.synchronize();
   const double end = now_us(step_t0_);
-  trace->span(name, category, start_us, end - start_us, 1);
+  trace->span(name, category, start_us, end - start_us, 1, args);
   trace->counter("memory", end, {{"in use MB", static_cast<double>(in_use_) / 1e6}});
+  if (opt_.budget > 0)  // a track of its own beside the memory counter
+    trace->counter("budget", end, {{"budget MB", static_cast<double>(opt_.budget) / 1e6}});
 }
 
 bool Executor::value_finite(ValueId v) {
@@ -392,9 +406,10 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
   if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
     REMAT_USER_ERROR("plan '" << plan.strategy << "' does not fit the budget in arena mode: "
-                              << "persistent " << arena_base_ << " + arena " << arena_.arena_bytes
-                              << " bytes (lower bound " << arena_.lower_bound << ") > budget "
-                              << opt_.budget << " bytes");
+                              << "persistent " << pool_format_bytes(arena_base_) << " + arena "
+                              << pool_format_bytes(arena_.arena_bytes) << " (lower bound "
+                              << pool_format_bytes(arena_.lower_bound) << ") > budget "
+                              << pool_format_bytes(opt_.budget));
   step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
@@ -435,7 +450,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
       if (g_.nodes[n].kind != NodeKind::Update) continue;
       const double start = trace ? now_us(step_t0_) : 0;
       run_node(static_cast<NodeId>(n), false, step, -1);
-      if (trace) trace_span(trace, g_.nodes[n].name, "update", start);
+      if (trace) trace_span(trace, static_cast<NodeId>(n), "update", start);
     }
   }
   be_.synchronize();

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -145,8 +146,11 @@ class Executor {
   bool value_finite(ValueId v);
   void release_activations();  // every resident activation (after an aborted step)
   // A span from start_us to now (synchronising first) and the memory counter.
+  // A span of node n (args: op, output, shape, bytes, recompute) and the memory and budget
+  // counters at its end.
+  void trace_span(TraceWriter* trace, NodeId n, const char* category, double start_us);
   void trace_span(TraceWriter* trace, const std::string& name, const char* category,
-                  double start_us);
+                  double start_us, const std::map<std::string, std::string>& args = {});
 
   const Graph& g_;
   const OpRegistry& ops_;

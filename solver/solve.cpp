@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "runtime/memory/allocator.h"
 #include "runtime/core/check.h"
 #include "solver/griewank.h"
 #include "solver/relaxation_search.h"
@@ -169,10 +170,11 @@ void solve_check_budget(const Problem& p, int64_t budget) {
   if (budget >= min_budget) return;
   int64_t ws = 0;
   int k = min_budget_node(p, &ws);
-  REMAT_USER_ERROR("budget " << budget << " bytes is below the minimum " << min_budget
-                             << " bytes any schedule needs (node '" << p.nodes[k].name
-                             << "': constant " << p.constant_bytes << " + working set " << ws
-                             << ")");
+  REMAT_USER_ERROR("budget " << pool_format_bytes(budget) << " is below the minimum "
+                             << pool_format_bytes(min_budget) << " any schedule needs (node '"
+                             << p.nodes[k].name << "': constant "
+                             << pool_format_bytes(p.constant_bytes) << " + working set "
+                             << pool_format_bytes(ws) << ")");
 }
 
 const std::vector<std::string>& strategy_names() {
@@ -228,8 +230,8 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
     r.message = strategy + ": produced an invalid schedule: " + r.sim.error;
   } else if (!r.feasible) {
     std::ostringstream os;
-    os << strategy << ": schedule peak " << r.sim.peak_bytes << " bytes exceeds the budget "
-       << budget;
+    os << strategy << ": schedule peak " << pool_format_bytes(r.sim.peak_bytes)
+       << " exceeds the budget " << pool_format_bytes(budget);
     r.message = os.str();
   }
   if (r.feasible && !r.schedule.note.empty()) r.message = strategy + ": " + r.schedule.note;

@@ -228,8 +228,8 @@ TEST(Solve, MinBudgetError) {
     FAIL() << "expected a UserError";
   } catch (const UserError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "budget 78 bytes is below the minimum 79 bytes any schedule needs (node 'b2': "
-              "constant 5 + working set 74)");
+              "budget 78 B is below the minimum 79 B any schedule needs (node 'b2': "
+              "constant 5 B + working set 74 B)");
   }
   EXPECT_NO_THROW(solve(p, "all-keep", 79));
 }

@@ -165,6 +165,11 @@ TEST(BuildErrors, OpLevelErrorsAtLayerPosition) {
        "layer 'c': field 'filters': expected an integer, got 'x'"},
       {"  - {name: c, op: conv2d, kernel: 3}", "{name: c,",
        "layer 'c': field 'filters': is required"},
+      // A required field missing because it was misspelled names the misspelling.
+      {"  - {name: c, op: conv2d, filtrs: 4, kernel: 3}", "filtrs",
+       "layer 'c': field 'filtrs': unknown field (did you mean 'filters'?)"},
+      {"  - {name: c, op: conv2d, filters: 4, kernel: 3, paddin: 2}", "paddin: 2",
+       "layer 'c': field 'paddin': unknown field for op 'conv2d' (did you mean 'padding'?)"},
       {"  - {name: c, op: conv2}", "conv2}",
        "layer 'c': unknown op 'conv2' (known: add, batchnorm, concat, conv2d, dense, "
        "global_avgpool, relu, sgd, softmax_xent, softmax_xent_pixel)"},

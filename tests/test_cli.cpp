@@ -1,8 +1,12 @@
 // Tests for the tools' shared command-line helpers: byte sizes and flag errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include "runtime/core/check.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 namespace remat {
 namespace {
@@ -53,6 +57,68 @@ TEST(FlagParser, ParsesAndRejects) {
   k.add("steps", "N", "steps", "10");
   ASSERT_TRUE(k.parse(3, const_cast<char**>(range)));
   EXPECT_THROW(k.get_int("steps", 1, 100), UserError);
+}
+
+// Everything written to `f` since it was opened.
+std::string contents(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
+  return s;
+}
+
+TEST(ProgressLine, LogModeWritesPlainLinesAtAnInterval) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ProgressLine line;
+  line.out = f;
+  line.terminal = false;
+  progress_line_next(&line, "checkmate");
+  for (int k = 0; k <= 60; ++k) progress_solve(0.5 * k, -1, 10, &line);  // 30 s, twice a second
+  const std::string s = contents(f);
+  std::fclose(f);
+  EXPECT_EQ(s.find('\r'), std::string::npos) << s;
+  int lines = 0;
+  for (char c : s) lines += c == '\n';
+  EXPECT_EQ(lines, 4) << s;  // at 0, 10, 20 and 30 s
+  EXPECT_NE(s.find("checkmate:"), std::string::npos) << s;
+}
+
+TEST(ProgressLine, NeverGoesBackToNoIncumbent) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ProgressLine line;
+  line.out = f;
+  line.terminal = false;
+  line.log_interval = 0;
+  progress_line_next(&line, "checkmate");
+  progress_solve(1, -1, 5, &line);
+  progress_solve(2, 12, 6, &line);
+  progress_solve(3, 1e50, 7, &line);  // a later sub-solve without one: the best is kept
+  progress_solve(4, -1, 8, &line);
+  const std::string s = contents(f);
+  std::fclose(f);
+  const size_t first = s.find("incumbent 12");
+  ASSERT_NE(first, std::string::npos) << s;
+  EXPECT_EQ(s.find("no incumbent", first), std::string::npos) << s;
+  EXPECT_NE(s.find("4.0s  incumbent 12  bound 8  gap 33.33%"), std::string::npos) << s;
+}
+
+TEST(ProgressLine, TerminalModeRedrawsOneLine) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ProgressLine line;
+  line.out = f;
+  line.terminal = true;
+  progress_line_next(&line, "lp");
+  progress_solve(1, 3, 2, &line);
+  progress_solve(2, 3, 2.5, &line);
+  progress_line_next(&line, "");
+  const std::string s = contents(f);
+  std::fclose(f);
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\r'), 2) << s;
+  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1) << s;
 }
 
 }  // namespace

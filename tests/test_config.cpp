@@ -187,6 +187,59 @@ TEST(ConfigErrors, UnknownTopLevelKey) {
   EXPECT_THAT(e, HasSubstr("known: name, input"));
 }
 
+TEST(ConfigErrors, UnknownKeysAreNamedWithADidYouMean) {
+  YamlText y = base_yaml();
+  y.lines[3] = "bacth: 2";  // the required `batch` is missing because it was misspelled
+  EXPECT_THAT(parse_error(y), HasSubstr("unknown top-level key 'bacth' (did you mean 'batch'?)"));
+  y = base_yaml();
+  y.lines.insert(y.lines.begin() + 4, "data: {source: synthetic, sed: 3}");
+  EXPECT_THAT(parse_error(y), HasSubstr("field 'sed': unknown field for data source 'synthetic' "
+                                        "(did you mean 'seed'?)"));
+}
+
+// Note [config overrides]: KEY=VALUE edits the tree before validation.
+TEST(ConfigOverrides, SetFieldsAnywhereInTheTree) {
+  const YamlText y = base_yaml();
+  const ModelConfig c = parse_model_config(
+      y.text(), y.source,
+      {"optimizer.lr=0.5", "batch=64", "layers.conv1.filters=32", "layers.fc.units=4",
+       "input=[3, 16, 16]", "layers.2.units=4", "data.seed=9", "optimizer.op=adam"});
+  EXPECT_EQ(c.batch, 64);
+  EXPECT_EQ(c.input, (Shape{3, 16, 16}));
+  EXPECT_DOUBLE_EQ(std::get<double>(c.optimizer.attrs.values.at("lr")), 0.5);
+  EXPECT_EQ(c.optimizer.op, "adam");
+  EXPECT_EQ(c.data.seed, 9u);
+  EXPECT_EQ(std::get<int64_t>(c.layers[0].attrs.values.at("filters")), 32);
+  EXPECT_EQ(std::get<int64_t>(c.layers[0].attrs.values.at("kernel")), 3);  // the rest kept
+}
+
+TEST(ConfigOverrides, ReachIntoRepeatBlocks) {
+  const YamlText y = repeat_yaml();
+  const ModelConfig c = parse_model_config(y.text(), y.source,
+                                           {"layers.stage.repeat=3", "layers.stage.layers.b.filters=8"});
+  ASSERT_NE(c.find_layer("stage.2.b"), nullptr);  // three iterations now
+  EXPECT_EQ(std::get<int64_t>(c.find_layer("stage.2.b")->attrs.values.at("filters")), 8);
+  EXPECT_EQ(std::get<int64_t>(c.find_layer("stage.2.a")->attrs.values.at("filters")), 4);
+}
+
+TEST(ConfigOverrides, ABadOverrideNamesItself) {
+  const YamlText y = base_yaml();
+  auto err = [&](const std::string& o) {
+    return user_error([&] { parse_model_config(y.text(), y.source, {o}); });
+  };
+  EXPECT_THAT(err("batch=lots"), HasSubstr("override 'batch=lots': model: field 'batch': "
+                                           "expected an integer, got 'lots'"));
+  EXPECT_THAT(err("bacth=4"), HasSubstr("override 'bacth=4': unknown top-level key 'bacth' "
+                                        "(did you mean 'batch'?)"));
+  EXPECT_THAT(err("layers.conv9.filters=4"),
+              HasSubstr("override 'layers.conv9.filters=4': 'layers' has no layer 'conv9' "
+                        "(did you mean 'conv1'?)"));
+  EXPECT_THAT(err("layers.conv1=4"), HasSubstr("is a whole layer"));
+  EXPECT_THAT(err("lr"), HasSubstr("override 'lr': expected KEY=VALUE"));
+  EXPECT_THAT(err("batch.size=4"), HasSubstr("'batch' is a value, not a section"));
+  EXPECT_THAT(err("layers.conv1.filters=[1"), HasSubstr("the value is not valid YAML"));
+}
+
 TEST(ConfigErrors, DuplicateKey) {
   YamlText y = base_yaml();
   y.lines[5] = "  - {name: conv1, op: conv2d, filters: 4, kernel: 3, filters: 5}";

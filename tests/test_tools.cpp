@@ -355,7 +355,14 @@ TEST_F(ToolsTest, PlanSvgWritesWellFormedFigures) {
     EXPECT_EQ(xml_check(sched), "") << s;
     EXPECT_EQ(xml_check(mem), "") << s;
     EXPECT_NE(sched.find("recomputed"), std::string::npos);
-    EXPECT_NE(mem.find(">budget<"), std::string::npos);
+    EXPECT_NE(mem.find(">budget " + format_bytes(budget) + "<"), std::string::npos) << mem;
+    EXPECT_NE(mem.find(">schedule step (compute / free"), std::string::npos);
+    // The budget's own tick on the y axis, bold in the budget's colour.
+    EXPECT_NE(mem.find("fill=\"#d62728\" font-weight=\"bold\">"), std::string::npos);
+    // Node names and stage numbers as ticks, the loss marked between forward and backward.
+    EXPECT_NE(sched.find(">conv1<"), std::string::npos);
+    EXPECT_NE(sched.find(">loss<"), std::string::npos);
+    EXPECT_NE(sched.find("node i (forward | backward)"), std::string::npos);
     EXPECT_NE(mem.find("<polyline"), std::string::npos);
   }
   EXPECT_GE(drawn, 1) << r.out;
@@ -467,8 +474,12 @@ TEST_F(ToolsTest, SweepCsvIsCompleteAndMonotone) {
   for (const std::string& s : strategies)
     with_points += std::any_of(rows[s].begin(), rows[s].end(), [](const CsvRow& c) { return c.feasible; });
   EXPECT_GE(with_points, 4u);
-  EXPECT_EQ(lines, with_points);
+  EXPECT_EQ(lines, with_points + strategies.size());  // and one per legend entry
   for (const std::string& s : strategies) EXPECT_NE(svg.find(">" + s), std::string::npos) << s;
+  // Overlapping strategies stay visible (dash patterns, square markers); the cost model is named.
+  EXPECT_NE(svg.find("stroke-dasharray=\"8,4\""), std::string::npos);
+  EXPECT_NE(svg.find("<rect") , std::string::npos);
+  EXPECT_NE(svg.find("cost / all-keep cost, FLOPs)"), std::string::npos);
   EXPECT_NE(r.out.find("overhead"), std::string::npos);
 }
 
@@ -508,11 +519,12 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
     std::istringstream is(l);
     std::string name, b, ub, secs;
     is >> name >> b >> ub >> secs;
+    if (name == "griewank") EXPECT_EQ(b, "n/a") << "small_cnn is not a chain: " << l;
     if (name == "all-keep" || name == "chen-sqrtn" || name == "chen-greedy" ||
-        name == "griewank" || name == "checkmate")
+        name == "checkmate")
       batch[name] = std::stoll(b);
   }
-  ASSERT_EQ(batch.size(), 5u) << r.out;
+  ASSERT_EQ(batch.size(), 4u) << r.out;
   EXPECT_GE(batch["all-keep"], 33);
   // all-keep's max batch: the largest batch whose all-keep peak fits, on the graph built at
   // that batch (Note [max-batch problems]).

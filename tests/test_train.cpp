@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "tests/source_dir.h"
@@ -54,6 +56,48 @@ TEST(TrainEndToEnd, BudgetedRunWritesChromeTrace) {
   EXPECT_GT(compute, 20);
   EXPECT_GT(frees, 10);
   EXPECT_GT(counters, 20);
+}
+
+// --trace-steps K: the last K steps end to end on one timeline, each inside a "step k" span;
+// node spans carry their op, output, shape, bytes and whether they recompute; a budget counter
+// runs beside the memory counter.
+TEST(TrainEndToEnd, TraceHoldsTheLastStepsWithArgsAndTheBudget) {
+  TrainOptions opt;
+  opt.config = test_source_dir() + "/configs/small_cnn.yaml";
+  opt.batch = 8;
+  opt.steps = 3;
+  opt.plan.budget = 4000000;
+  opt.plan.strategy = "chen-sqrtn";
+  opt.trace_file = ::testing::TempDir() + "trace2.json";
+  opt.trace_steps = 2;
+  TrainSummary s = run_training(opt);
+  ASSERT_GT(s.recomputes_per_step, 0);
+  std::ifstream f(opt.trace_file);
+  nlohmann::json t = nlohmann::json::parse(f);
+  int recompute = 0, budget = 0, with_args = 0;
+  std::vector<std::pair<double, double>> steps;  // start, end
+  for (const auto& e : t.at("traceEvents")) {
+    const std::string ph = e.at("ph"), cat = e.value("cat", "");
+    if (ph == "X" && cat == "step")
+      steps.emplace_back(e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>());
+    if (ph == "X" && cat == "recompute") {
+      ++recompute;
+      EXPECT_EQ(e.at("args").at("recompute"), "yes") << e;
+    }
+    if (ph == "X" && (cat == "compute" || cat == "recompute")) {
+      const auto& a = e.at("args");
+      with_args += a.contains("bytes") && a.contains("shape") && a.contains("op");
+    }
+    if (ph == "C" && e.at("name") == "budget") {
+      ++budget;
+      EXPECT_DOUBLE_EQ(e.at("args").at("budget MB").get<double>(), 4.0);
+    }
+  }
+  EXPECT_EQ(recompute, 2 * s.recomputes_per_step);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_LE(steps[0].second, steps[1].first) << "the steps follow one another";
+  EXPECT_GT(with_args, 40);
+  EXPECT_GT(budget, 20);
 }
 
 }  // namespace

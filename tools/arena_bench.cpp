@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
         .add("time-limit", "SEC", "solver time limit per plan", "10")
         .add("batch", "N", "override each config's batch size");
     if (!f.parse(argc, argv)) return 0;
-    if (!f.has("configs")) throw remat::UserError("arena_bench: --configs is required\n" + f.usage());
+    if (!f.has("configs")) throw remat::UsageError("arena_bench: --configs is required\n" + f.usage());
     const auto strategies = remat::parse_strategy_list(f.get("strategies"), "arena_bench: --strategies");
     std::printf("%-14s %6s %-20s %12s %12s %12s %8s\n", "config", "batch", "strategy", "budget",
                 "predicted", "region", "ratio");

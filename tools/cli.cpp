@@ -9,15 +9,13 @@
 
 #include "runtime/core/check.h"
 #include "runtime/core/checked.h"
+#include "tools/version.h"
 
 namespace remat {
 
-namespace {
-class UsageError : public UserError {
- public:
-  explicit UsageError(const std::string& w) : UserError(w) {}
-};
-}  // namespace
+std::string plural(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 int64_t parse_bytes(const std::string& text, const std::string& what) {
   size_t i = 0;
@@ -78,6 +76,13 @@ FlagParser& FlagParser::add(const std::string& name, const std::string& value_na
   return *this;
 }
 
+FlagParser& FlagParser::allow_positional(const std::string& value_name,
+                                         const std::string& help) {
+  positional_name_ = value_name;
+  positional_help_ = help;
+  return *this;
+}
+
 FlagParser& FlagParser::alias(const std::string& short_name, const std::string& name) {
   aliases_[short_name] = name;
   return *this;
@@ -90,6 +95,7 @@ std::string FlagParser::usage() const {
     const Flag& f = flags_.at(n);
     os << " [--" << n << (f.value_name.empty() ? "" : " " + f.value_name) << "]";
   }
+  if (!positional_name_.empty()) os << " [" << positional_name_ << " ...]";
   os << "\n" << summary_ << "\n";
   for (const auto& n : order_) {
     const Flag& f = flags_.at(n);
@@ -100,6 +106,12 @@ std::string FlagParser::usage() const {
     if (!f.default_value.empty()) os << " (default " << f.default_value << ")";
     os << "\n";
   }
+  if (!positional_name_.empty()) {
+    std::string left = "  " + positional_name_;
+    os << left << std::string(left.size() < 28 ? 28 - left.size() : 1, ' ') << positional_help_
+       << "\n";
+  }
+  os << "  --version                 the version and the libraries it was built with\n";
   os << "  --help                    this text\n";
   return os.str();
 }
@@ -114,6 +126,10 @@ bool FlagParser::parse(int argc, char** argv) {
     }
     std::string name, value;
     bool has_value = false;
+    if (arg == "--version") {
+      std::cout << version_text(program_);
+      return false;
+    }
     if (aliases_.count(arg)) {
       name = aliases_.at(arg);
     } else if (arg.rfind("--", 0) == 0) {
@@ -124,6 +140,9 @@ bool FlagParser::parse(int argc, char** argv) {
         name = name.substr(0, eq);
         has_value = true;
       }
+    } else if (!positional_name_.empty()) {
+      positional_.push_back(arg);
+      continue;
     } else {
       throw UsageError(program_ + ": unexpected argument '" + arg + "'" + short_usage());
     }
@@ -185,7 +204,13 @@ double FlagParser::get_double(const std::string& name, double min_value, double 
 }
 
 int64_t FlagParser::get_bytes(const std::string& name) const {
-  return parse_bytes(get(name), program_ + ": --" + name);
+  try {
+    return parse_bytes(get(name), program_ + ": --" + name);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const UserError& e) {  // a malformed flag value is a usage error
+    throw UsageError(e.what());
+  }
 }
 
 std::string FlagParser::get_choice(const std::string& name,

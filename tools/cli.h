@@ -7,7 +7,34 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/check.h"
+
 namespace remat {
+
+// Note [exit codes]: every tool exits 0 on success, 2 for a usage error (a flag that is unknown,
+// missing, malformed or conflicting: the command line itself is wrong), 1 for every other failure
+// (a bad file, a budget that does not fit, a failed write), 3 when `train` stopped at a non-finite
+// loss or gradient, and 128 + N when `train` was stopped by signal N (Note [graceful stop]).
+class UsageError : public UserError {
+ public:
+  explicit UsageError(const std::string& what) : UserError(what) {}
+};
+
+// Runs `parse` (a parser of a flag's value that throws UserError) and turns its error into a
+// UsageError: a malformed flag value is a usage error (exit code 2).
+template <typename F>
+auto parse_flag_value(F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const UserError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// "1 recompute", "3 recomputes" (the plural adds "s").
+std::string plural(int64_t n, const std::string& noun);
 
 // Parses a byte size: a number (integer or decimal) with an optional unit B, KB, MB, GB, TB
 // (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), case-insensitive for the letters
@@ -29,8 +56,13 @@ class FlagParser {
   // A short alias such as "-o" for "--output".
   FlagParser& alias(const std::string& short_name, const std::string& name);
 
-  // Returns false if --help was given (usage already printed to stdout).
+  // Words without a leading "--" (such as `key=value` overrides) are collected, not refused;
+  // `help` describes them in the usage text.
+  FlagParser& allow_positional(const std::string& value_name, const std::string& help);
+
+  // Returns false if --help or --version was given (the text already printed to stdout).
   bool parse(int argc, char** argv);
+  const std::vector<std::string>& positional() const { return positional_; }
 
   bool has(const std::string& name) const;  // given on the command line (or boolean set)
   std::string get(const std::string& name) const;  // value or default
@@ -51,10 +83,12 @@ class FlagParser {
   std::map<std::string, Flag> flags_;
   std::map<std::string, std::string> aliases_;
   std::map<std::string, std::string> given_;
+  std::string positional_name_, positional_help_;
+  std::vector<std::string> positional_;
 };
 
-// Runs `body` and turns any exception into one clear line on stderr and exit code 1 (2 for
-// usage errors, 3 when training stopped at a non-finite loss or gradient). Every tool's main() is `return run_main([&] { ... });`.
+// Runs `body` and turns any exception into one clear line on stderr and its exit code (Note
+// [exit codes]). Every tool's main() is `return run_main([&] { ... });`.
 template <typename F>
 int run_main(F&& body);
 

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     // The chain's convs plus its pooling and dense head stay within a model's layer limit.
     opt.layers = f.get_int("layers", 1, remat::kMaxModelLayers - 2);
     opt.width = f.get_int("width", 1, 1 << 20);
-    remat::chain_parse_size(f.get("size"), &opt);
+    remat::parse_flag_value([&] { remat::chain_parse_size(f.get("size"), &opt); });
     opt.classes = f.get_int("classes", 1, 1 << 24);
     opt.batch = f.get_int("batch", 1, 1 << 20);
     opt.same_padding = f.get_choice("padding", {"valid", "same"}) == "same";

@@ -2,6 +2,7 @@
 // one or more strategies, prints a comparison table (or JSON lines), and optionally writes the
 // chosen schedule, the problem, and SVG figures of each feasible schedule.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -25,8 +26,9 @@ std::string status_of(const SolveResult& r) {
 }
 
 // The paper's schedule figure: R (computed cells; first computation vs recomputation) and S
-// (values held entering each stage), stage rows x node columns.
-std::string schedule_svg(const Schedule& s, const std::string& title) {
+// (values held entering each stage), stage rows x node columns, with every k-th node's name and
+// stage number as ticks and the forward/backward boundary (the loss) marked.
+std::string schedule_svg(const Problem& p, const Schedule& s, const std::string& title) {
   const int T = s.R.rows(), n = s.R.cols();
   SvgHeatmap r{"R: computed in stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
   SvgHeatmap k{"S: held entering stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
@@ -36,6 +38,21 @@ std::string schedule_svg(const Schedule& s, const std::string& title) {
       if (s.R(t, i)) r.cells[size_t(t) * n + i] = seen[size_t(i)] ? 2 : 1, seen[size_t(i)] = true;
       if (s.S(t, i)) k.cells[size_t(t) * n + i] = 3;
     }
+  // Labels at least 14 units apart at the cell size svg_heatmaps picks.
+  const double cell = std::max(2.0, std::min(14.0, 560.0 / std::max(1, std::max(T, n))));
+  const int every = std::max(1, static_cast<int>(std::ceil(14.0 / cell)));
+  int loss = -1;
+  for (int i = 0; i < n && i < p.size(); ++i)
+    if (loss < 0 && p.nodes[size_t(i)].kind == ProblemNodeKind::Loss) loss = i;
+  for (SvgHeatmap* m : {&r, &k}) {
+    for (int i = 0; i < n; i += every)
+      m->col_ticks.emplace_back(i, i < p.size() ? p.nodes[size_t(i)].name : std::to_string(i));
+    for (int t = 0; t < T; t += every) m->row_ticks.emplace_back(t, std::to_string(t));
+    m->col_mark = loss;
+    m->row_mark = loss < T ? loss : -1;
+    m->mark_label = "loss";
+    m->col_label = "node i (forward | backward)";
+  }
   return svg_heatmaps(title, {r, k},
                       {{"computed (first time)", "#1f77b4"},
                        {"recomputed", "#ff7f0e"},
@@ -61,20 +78,24 @@ std::string memory_svg(const Problem& p, const SimResult& sim, int64_t budget,
   }
   SvgLineChart c;
   c.title = title;
-  c.x_label = "step (compute / free, in schedule order)";
+  c.x_label = "schedule step (compute / free, in schedule order)";
   c.y_label = "memory (" + unit.first + ")";
   c.series.push_back(std::move(mem));
-  c.hlines.push_back({static_cast<double>(budget) / unit.second, "budget", "#d62728"});
-  c.hlines.push_back({static_cast<double>(sim.peak_bytes) / unit.second, "peak", "#9467bd"});
-  c.hlines.push_back(
-      {static_cast<double>(p.constant_bytes) / unit.second, "constant", "#7f7f7f"});
+  char budget_tick[32];
+  std::snprintf(budget_tick, sizeof budget_tick, "%.2f", static_cast<double>(budget) / unit.second);
+  c.hlines.push_back({static_cast<double>(budget) / unit.second,
+                      "budget " + format_bytes(budget), "#d62728", budget_tick});
+  c.hlines.push_back({static_cast<double>(sim.peak_bytes) / unit.second,
+                      "peak " + format_bytes(sim.peak_bytes), "#9467bd", ""});
+  c.hlines.push_back({static_cast<double>(p.constant_bytes) / unit.second,
+                      "constant " + format_bytes(p.constant_bytes), "#7f7f7f", ""});
   return svg_line_chart(c);
 }
 
 void write_svgs(const std::string& dir, const Problem& p, const SolveResult& r, int64_t budget) {
   const std::string base = dir + "/" + r.strategy;
   const std::string head = p.name + " / " + r.strategy + " at " + format_bytes(budget);
-  svg_save(schedule_svg(r.schedule, head + ": schedule"), base + "-schedule.svg");
+  svg_save(schedule_svg(p, r.schedule, head + ": schedule"), base + "-schedule.svg");
   svg_save(memory_svg(p, r.sim, budget,
                       head + ": memory (peak " + format_bytes(r.sim.peak_bytes) + ")"),
            base + "-memory.svg");
@@ -102,7 +123,7 @@ int run(int argc, char** argv) {
                   p.size(), static_cast<long long>(p.batch));
     if (!flags.has("budget")) return 0;
   }
-  if (!flags.has("budget")) REMAT_USER_ERROR("plan: --budget is required");
+  if (!flags.has("budget")) throw UsageError("plan: --budget is required");
   const int64_t budget = flags.get_bytes("budget");
   const std::vector<std::string> strategies = strategies_from_flags(flags);
   SolveOptions opt = solve_options_from_flags(flags);
@@ -166,8 +187,8 @@ int run(int argc, char** argv) {
   }
   if (flags.has("output")) {
     if (!chosen || !chosen->feasible)
-      REMAT_USER_ERROR("plan: no feasible schedule at budget " << budget
-                                                              << " bytes; nothing written to "
+      REMAT_USER_ERROR("plan: no feasible schedule at budget " << format_bytes(budget)
+                                                              << "; nothing written to "
                                                               << flags.get("output"));
     schedule_save(chosen->schedule, flags.get("output"), &chosen->sim, &p);
     if (!json)

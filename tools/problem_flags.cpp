@@ -93,22 +93,23 @@ int64_t max_buildable_sequence(const std::string& config_path) {
 Problem problem_from_flags(const FlagParser& flags) {
   const bool has_problem = flags.has("problem"), has_config = flags.has("config");
   if (has_problem && has_config)
-    REMAT_USER_ERROR("--problem and --config are exclusive: give exactly one of them");
+    throw UsageError("--problem and --config are exclusive: give exactly one of them");
   if (!has_problem && !has_config)
-    REMAT_USER_ERROR("no problem given: use --config FILE (a model YAML) or --problem FILE "
+    throw UsageError("no problem given: use --config FILE (a model YAML) or --problem FILE "
                      "(a remat-problem/1 JSON)");
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
     for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer"})
       if (flags.has(f))
-        REMAT_USER_ERROR("--" << f << " needs --config; a --problem file already has its sizes "
-                              "and costs");
+        throw UsageError(std::string("--") + f + " needs --config; a --problem file already has "
+                                                 "its sizes and costs");
     Problem p = problem_load(flags.get("problem"));
     return batch ? problem_at_batch(p, *batch) : p;
   }
   std::optional<Shape> input;
-  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
   std::optional<int64_t> sequence;
   if (flags.has("seq")) sequence = flags.get_int("seq", 1, int64_t{1} << 24);
   return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"), sequence,
@@ -118,7 +119,8 @@ Problem problem_from_flags(const FlagParser& flags) {
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
   std::optional<Shape> input;
-  if (flags.has("input")) input = parse_input_size(flags.get("input"), "--input");
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
   const std::string config = flags.get("config");
   const ParallelConfig parallel = parallel_from_flags(flags);
   return [config, input, parallel](int64_t batch) {
@@ -146,21 +148,29 @@ SolveOptions solve_options_from_flags(const FlagParser& flags) {
 
 std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what) {
   const std::vector<std::string>& known = strategy_names();
-  if (text == "all") return known;
   std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
-    std::string name = text.substr(start, comma - start);
+    const std::string name = text.substr(start, comma - start);
+    start = comma + 1;
+    if (name == "all") {  // anywhere in the list: every strategy, in display order
+      for (const auto& n : known) add(n);
+      continue;
+    }
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
       for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-      REMAT_USER_ERROR(what << ": unknown strategy '" << name << "' (known: all, " << list
-                            << ")");
+      std::vector<std::string> all_names = known;
+      all_names.push_back("all");
+      throw UsageError(what + ": unknown strategy '" + name + "'" + did_you_mean(name, all_names) +
+                       " (known: all, " + list + ")");
     }
-    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
-    start = comma + 1;
+    add(name);
   }
   return out;
 }
@@ -169,43 +179,11 @@ std::vector<std::string> strategies_from_flags(const FlagParser& flags) {
   return parse_strategy_list(flags.get("strategies"), "--strategies");
 }
 
-namespace {
-void print_progress(double elapsed, double incumbent, double bound, void* user) {
-  auto* line = static_cast<ProgressLine*>(user);
-  char inc[32] = "-", gap[32] = "-";
-  if (incumbent >= 0 && incumbent < 1e40) {  // solvers report "none" as < 0 or as +huge
-    std::snprintf(inc, sizeof inc, "%.6g", incumbent);
-    if (incumbent > 0)
-      std::snprintf(gap, sizeof gap, "%.2f%%", 100 * (incumbent - bound) / incumbent);
-  }
-  std::fprintf(stderr, "\r  %s: %7.1fs  incumbent %s  bound %.6g  gap %s      ",
-               line->label.c_str(), elapsed, inc, bound, gap);
-  std::fflush(stderr);
-  line->printed = true;
-}
-
-void print_batch_progress(double elapsed, int64_t lo, int64_t hi, void* user) {
-  auto* line = static_cast<ProgressLine*>(user);
-  char upper[32] = "?";
-  if (hi > 0) std::snprintf(upper, sizeof upper, "%lld", static_cast<long long>(hi));
-  std::fprintf(stderr, "\r  %s: %7.1fs  batch >= %lld, < %s      ", line->label.c_str(), elapsed,
-               static_cast<long long>(lo), upper);
-  std::fflush(stderr);
-  line->printed = true;
-}
-}  // namespace
-
 void progress_line_attach(SolveOptions& opt, ProgressLine* line) {
   if (opt.log_level < 1) return;
-  opt.progress = print_progress;
-  opt.batch_progress = print_batch_progress;
+  opt.progress = progress_solve;
+  opt.batch_progress = progress_batch;
   opt.progress_user = line;
-}
-
-void progress_line_next(ProgressLine* line, const std::string& label) {
-  if (line->printed) std::fprintf(stderr, "\n");
-  line->printed = false;
-  line->label = label;
 }
 
 }  // namespace remat

@@ -13,6 +13,7 @@
 #include "solver/problem.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 namespace remat {
 
@@ -64,15 +65,8 @@ SolveOptions solve_options_from_flags(const FlagParser& flags);
 std::vector<std::string> strategies_from_flags(const FlagParser& flags);
 std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what);
 
-// The live "\r" line on stderr while a MILP runs: "<label>: 12.3s incumbent ... gap ...".
-struct ProgressLine {
-  std::string label;
-  bool printed = false;
-};
-// Points opt.progress (and opt.batch_progress: "<label>: 12.3s batch >= lo, < hi") at `line`
-// when opt.log_level >= 1 (the line must outlive the solves).
+// Points opt.progress and opt.batch_progress at `line` (tools/progress.h) when
+// opt.log_level >= 1 (the line must outlive the solves).
 void progress_line_attach(SolveOptions& opt, ProgressLine* line);
-// Ends a printed line with a newline and starts the next under `label`.
-void progress_line_next(ProgressLine* line, const std::string& label);
 
 }  // namespace remat

@@ -62,7 +62,7 @@ int profile_main(int argc, char** argv) {
       .alias("-o", "output")
       .add("no-cache", "", "measure again even if a cached table exists");
   if (!f.parse(argc, argv)) return 0;
-  if (!f.has("config")) throw UserError("profile: --config FILE is required\n" + f.usage());
+  if (!f.has("config")) throw UsageError("profile: --config FILE is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
   ProfileOptions po;
@@ -73,7 +73,8 @@ int profile_main(int argc, char** argv) {
   const OpRegistry ops = make_builtin_registry();
   BuildOptions bo;
   if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
-  if (f.has("input")) bo.input = parse_input_size(f.get("input"), "profile: --input");
+  if (f.has("input"))
+    bo.input = parse_flag_value([&] { return parse_input_size(f.get("input"), "profile: --input"); });
   if (f.has("seq")) bo.sequence = f.get_int("seq", 1, 1 << 24);
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);

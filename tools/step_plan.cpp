@@ -11,6 +11,7 @@
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 #include "tools/cli.h"
+#include "tools/progress.h"
 
 namespace remat {
 
@@ -41,14 +42,6 @@ std::string plan_file_format(const std::string& text, const std::string& path) {
   REMAT_USER_ERROR(path << ": field 'format': " << (f.is_null() ? "missing" : f.dump())
                         << " is not a format --plan accepts (\"remat-plan/1\": an execution plan "
                            "from train --save-plan; \"remat-schedule/1\": a schedule from plan -o)");
-}
-
-void print_progress(double elapsed, double incumbent, double bound, void*) {
-  if (incumbent >= 1e40 || incumbent < 0)
-    std::fprintf(stderr, "\r  solving: %6.1f s, no incumbent yet, bound %.4g   ", elapsed, bound);
-  else
-    std::fprintf(stderr, "\r  solving: %6.1f s, incumbent %.4g, bound %.4g, gap %.2f%%   ", elapsed,
-                 incumbent, bound, incumbent > 0 ? 100.0 * (incumbent - bound) / incumbent : 0.0);
 }
 
 }  // namespace
@@ -87,9 +80,11 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
     so.time_limit_seconds = opt.time_limit;
     so.threads = opt.threads;
     so.log_level = opt.log_level;
-    if (opt.log_level >= 1) so.progress = print_progress;
+    ProgressLine line;  // Note [live lines]
+    line.label = "solving";
+    if (opt.log_level >= 1) so.progress = progress_solve, so.progress_user = &line;
     SolveResult r = solve(gp.problem, opt.strategy, solver_budget, so);
-    if (opt.log_level >= 1) std::fprintf(stderr, "\r%80s\r", "");
+    progress_line_clear(&line);
     if (!r.feasible)
       REMAT_USER_ERROR("strategy '" << opt.strategy << "' finds no schedule within "
                                     << format_bytes(solver_budget) << " for '" << g.name << "'"

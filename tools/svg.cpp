@@ -111,12 +111,15 @@ void SvgCanvas::circle(double x, double y, double r, const std::string& fill) {
 }
 
 void SvgCanvas::polyline(const std::vector<std::pair<double, double>>& points,
-                         const std::string& color, double width) {
+                         const std::string& color, double width, int dash) {
   if (points.empty()) return;
+  static const char* const kDash[] = {"8,4", "2,3", "10,3,2,3", "4,4", "12,4,2,4,2,4"};
   std::string pts;
   for (const auto& p : points) pts += (pts.empty() ? "" : " ") + num(p.first) + "," + num(p.second);
   body_ += "<polyline points=\"" + pts + "\" fill=\"none\" stroke=\"" + svg_escape(color) +
-           "\" stroke-width=\"" + num(width) + "\" stroke-linejoin=\"round\"/>\n";
+           "\" stroke-width=\"" + num(width) + "\" stroke-linejoin=\"round\"";
+  if (dash > 0) body_ += std::string(" stroke-dasharray=\"") + kDash[(dash - 1) % 5] + "\"";
+  body_ += "/>\n";
 }
 
 void SvgCanvas::text(double x, double y, const std::string& s, double size,
@@ -192,16 +195,36 @@ std::string svg_line_chart(const SvgLineChart& c, double width, double height) {
   for (double t : yt) {
     if (t < ylo - 1e-12 || t > yhi + 1e-12) continue;
     cv.line(left, sy(t), left + pw, sy(t), "#e6e6e6");
-    cv.text(left - 8, sy(t) + 4, tick_label(t, ystep), 12, "end");
+    bool crowded = false;  // an hline's own axis tick is there
+    for (const auto& h : c.hlines) crowded |= !h.axis_label.empty() && std::fabs(sy(t) - sy(h.y)) < 14;
+    if (!crowded) cv.text(left - 8, sy(t) + 4, tick_label(t, ystep), 12, "end");
   }
   cv.line(left, top + ph, left + pw, top + ph, "#444", 1.2);
   cv.line(left, top, left, top + ph, "#444", 1.2);
   cv.text(left + pw / 2, height - 16, c.x_label, 14, "middle");
   cv.text(22, top + ph / 2, c.y_label, 14, "middle", "#222", -90);
 
+  // Labels at the right end, above the line; one that would overprint a label already placed
+  // goes below its line, then to the left end.
+  std::vector<std::pair<double, bool>> placed;  // label baseline y, at the right end
   for (const auto& h : c.hlines) {
     cv.line(left, sy(h.y), left + pw, sy(h.y), h.color, 1.5, true);
-    cv.text(left + pw - 6, sy(h.y) - 5, h.label, 12, "end", h.color);
+    if (!h.axis_label.empty()) {
+      cv.line(left - 5, sy(h.y), left, sy(h.y), h.color, 1.5);
+      cv.text(left - 8, sy(h.y) + 4, h.axis_label, 12, "end", h.color, 0, true);
+    }
+    auto free_at = [&](double y, bool right) {
+      for (const auto& p : placed)
+        if (p.second == right && std::fabs(p.first - y) < 14) return false;
+      return true;
+    };
+    double y = sy(h.y) - 5;
+    bool right = true;
+    if (!free_at(y, true)) y = sy(h.y) + 15;
+    if (!free_at(y, true)) y = sy(h.y) - 5, right = false;
+    placed.emplace_back(y, right);
+    if (right) cv.text(left + pw - 6, y, h.label, 12, "end", h.color);
+    else cv.text(left + 6, y, h.label, 12, "start", h.color);
   }
   double ly = top + 10;
   for (size_t k = 0; k < c.series.size(); ++k) {
@@ -212,16 +235,21 @@ std::string svg_line_chart(const SvgLineChart& c, double width, double height) {
       if (s.step && i > 0) pts.emplace_back(sx(s.x[i]), sy(s.y[i - 1]));
       pts.emplace_back(sx(s.x[i]), sy(s.y[i]));
     }
-    cv.polyline(pts, color, s.markers ? 2 : 1.5);
-    // Earlier series get bigger dots, so coinciding points stay visible as rings.
+    cv.polyline(pts, color, s.markers ? 2 : 1.5, s.dash);
+    // Earlier series get bigger markers, and every other one is a square, so coinciding points
+    // stay visible as rings and shapes.
     const double n = static_cast<double>(c.series.size());
     const double radius = 2.5 + 3.0 * (n - 1 - static_cast<double>(k)) / std::max(1.0, n - 1);
+    auto marker = [&](double x, double y) {
+      if (k % 2 == 0) cv.circle(x, y, radius, color);
+      else cv.rect(x - radius, y - radius, 2 * radius, 2 * radius, "none", color);
+    };
     if (s.markers)
-      for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-        cv.circle(sx(s.x[i]), sy(s.y[i]), radius, color);
+      for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) marker(sx(s.x[i]), sy(s.y[i]));
     // Legend entry in the right margin.
     const double lx = left + pw + 20;
-    cv.line(lx, ly + 10, lx + 22, ly + 10, color, 3);
+    cv.polyline({{lx, ly + 10}, {lx + 22, ly + 10}}, color, 3, s.dash);
+    if (s.markers) marker(lx + 11, ly + 10);
     cv.text(lx + 28, ly + 14, s.x.empty() ? s.name + " (no points)" : s.name, 12);
     ly += 20;
   }
@@ -266,10 +294,11 @@ std::string svg_heatmaps(const std::string& title, const std::vector<SvgHeatmap>
                          const std::vector<SvgCategory>& categories) {
   int max_rows = 1, max_cols = 1;
   for (const auto& m : maps) max_rows = std::max(max_rows, m.rows), max_cols = std::max(max_cols, m.cols);
-  // Cells shrink for big graphs so each map stays about 560 units wide at most.
-  const double cell = std::max(1.0, std::min(14.0, 560.0 / std::max(max_rows, max_cols)));
+  // Cells shrink for big graphs so each map stays about 560 units wide, but not below 2 units:
+  // past 280 nodes the figure grows, and a single recomputed cell stays visible.
+  const double cell = std::max(2.0, std::min(14.0, 560.0 / std::max(max_rows, max_cols)));
   const double mw = cell * max_cols, mh = cell * max_rows;
-  const double left = 60, gap = 60, top = 80, bottom = 60;
+  const double left = 90, gap = 90, top = 80, bottom = 150;
   const double width = left + static_cast<double>(maps.size()) * (mw + gap) + 170;
   const double height = std::max(top + mh + bottom, 260.0);
   SvgCanvas cv(width, height, title);
@@ -293,8 +322,29 @@ std::string svg_heatmaps(const std::string& title, const std::vector<SvgHeatmap>
         c = e;
       }
     }
-    cv.text(x0 + cell * m.cols / 2, top + cell * m.rows + 22, m.col_label, 13, "middle");
-    cv.text(x0 - 12, top + cell * m.rows / 2, m.row_label, 13, "middle", "#222", -90);
+    for (const auto& t : m.col_ticks) {  // node names under the map, rotated
+      const double x = x0 + cell * (t.first + 0.5);
+      // Long names keep their end (".grad_input"), which tells nodes apart, within the margin.
+      const std::string name =
+          t.second.size() > 18 ? "\u2026" + t.second.substr(t.second.size() - 17) : t.second;
+      cv.line(x, top + cell * m.rows, x, top + cell * m.rows + 4, "#444");
+      cv.text(x + 3, top + cell * m.rows + 8, name, 10, "end", "#444", -60);
+    }
+    for (const auto& t : m.row_ticks) {
+      const double y = top + cell * (t.first + 0.5);
+      cv.line(x0 - 4, y, x0, y, "#444");
+      cv.text(x0 - 6, y + 3, t.second, 10, "end", "#444");
+    }
+    if (m.col_mark >= 0)
+      cv.line(x0 + cell * m.col_mark, top - 6, x0 + cell * m.col_mark, top + cell * m.rows, "#d62728",
+              1.2, true);
+    if (m.row_mark >= 0)
+      cv.line(x0 - 2, top + cell * m.row_mark, x0 + cell * m.cols, top + cell * m.row_mark,
+              "#d62728", 1.2, true);
+    if (m.col_mark >= 0 && !m.mark_label.empty())
+      cv.text(x0 + cell * m.col_mark, top - 8, m.mark_label, 11, "middle", "#d62728");
+    cv.text(x0 + cell * m.cols / 2, top + cell * m.rows + 140, m.col_label, 13, "middle");
+    cv.text(x0 - 60, top + cell * m.rows / 2, m.row_label, 13, "middle", "#222", -90);
   }
   const double lx = left + static_cast<double>(maps.size()) * (mw + gap);
   for (size_t i = 0; i < categories.size(); ++i) {

@@ -33,8 +33,9 @@ class SvgCanvas {
   void rect(double x, double y, double w, double h, const std::string& fill,
             const std::string& stroke = "none");
   void circle(double x, double y, double r, const std::string& fill);
+  // dash: 0 solid, k >= 1 one of a few distinct dash patterns.
   void polyline(const std::vector<std::pair<double, double>>& points, const std::string& color,
-                double width = 2);
+                double width = 2, int dash = 0);
   // anchor: "start", "middle" or "end"; rotate in degrees about (x, y).
   void text(double x, double y, const std::string& s, double size = 13,
             const std::string& anchor = "start", const std::string& color = "#222",
@@ -59,14 +60,17 @@ void svg_make_dir(const std::string& dir);
 struct SvgSeries {
   std::string name;
   std::vector<double> x, y;  // same length; drawn in order
-  bool markers = true;       // a dot at each point
+  bool markers = true;       // a marker at each point (shape by series: circle, square, ...)
   bool step = false;         // hold each y until the next x (a staircase)
+  int dash = 0;              // 0 solid, k >= 1 a dash pattern (overlapping series stay visible)
 };
 
 struct SvgHLine {
   double y = 0;
-  std::string label;
+  std::string label;             // at the right end; moved below the line or left when it
+                                 // would overprint another line's label
   std::string color = "#d62728";
+  std::string axis_label;        // non-empty: also a tick on the y axis with this text
 };
 
 struct SvgLineChart {
@@ -91,11 +95,15 @@ struct SvgHeatmap {
   std::string title, row_label, col_label;
   int rows = 0, cols = 0;
   std::vector<int> cells;  // row-major, rows * cols
+  std::vector<std::pair<int, std::string>> row_ticks, col_ticks;  // index -> label
+  int row_mark = -1, col_mark = -1;  // >= 0: a dashed line before this row / column
+  std::string mark_label;            // what the marks separate ("forward | backward")
 };
 struct SvgCategory {
   std::string name, color;
 };
-// Draws the heatmaps side by side with one shared legend for `categories`.
+// Draws the heatmaps side by side with one shared legend for `categories`. Cells are at least
+// 2 units wide, so one recomputation stays visible at 500+ nodes (the figure grows instead).
 std::string svg_heatmaps(const std::string& title, const std::vector<SvgHeatmap>& maps,
                          const std::vector<SvgCategory>& categories);
 

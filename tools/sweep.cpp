@@ -61,11 +61,13 @@ std::string sweep_svg(const Problem& p, const std::vector<std::string>& strategi
   c.title = p.name + " (batch " + std::to_string(p.batch) + "): compute overhead vs memory budget";
   c.x_label = "memory budget (" + unit.first + ", constant " + format_bytes(p.constant_bytes) +
               " included)";
-  c.y_label = "compute overhead (cost / all-keep cost)";
+  c.y_label = std::string("compute overhead (cost / all-keep cost, ") +
+              (p.cost_unit == "ms" ? "measured ms" : "FLOPs") + ")";
   c.y_from_zero = false;
   for (const std::string& s : strategies) {
     SvgSeries line;
     line.name = s;
+    line.dash = static_cast<int>(c.series.size()) % 3;  // overlapping strategies stay visible
     for (const SweepPoint& q : pts)
       if (q.strategy == s && q.feasible) {
         line.x.push_back(static_cast<double>(q.budget) / unit.second);
@@ -102,7 +104,7 @@ int run(int argc, char** argv) {
       .add("output", "DIR", "folder for sweep.csv and sweep.svg (created if missing)")
       .alias("-o", "output");
   if (!flags.parse(argc, argv)) return 0;
-  if (!flags.has("output")) REMAT_USER_ERROR("sweep: -o DIR is required");
+  if (!flags.has("output")) throw UsageError("sweep: -o DIR is required");
   const Problem p = problem_from_flags(flags);
   const int k = static_cast<int>(flags.get_int("points", 1, 1000));
   const std::vector<std::string> strategies = strategies_from_flags(flags);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -26,6 +27,15 @@
 #include "runtime/io/trace.h"
 #include "tools/cli.h"
 #include "tools/data_parallel.h"
+#include "runtime/io/input_file.h"
+#include "runtime/memory/plan_io.h"
+#include "runtime/io/trace.h"
+#include "ops/lr_schedule.h"
+#include "tools/cli.h"
+#include "tools/periodic_save.h"
+#include "tools/progress.h"
+#include "tools/stop_signal.h"
+#include "tools/train_log.h"
 
 namespace remat {
 
@@ -149,14 +159,25 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   }
 }
 
+// The optimizer's learning-rate schedule, for the step lines and --metrics (the optimizer op
+// reads the same keys; they were validated when the graph was built).
+LrSchedule optimizer_lr_schedule(const ModelConfig& cfg) {
+  AttrReader r(cfg.optimizer.attrs);
+  return parse_lr_schedule(r, 0.01);
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
 void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
   const ExecutionPlan& p = sp.plan;
   int recomputes = 0;
   for (const auto& s : p.steps) recomputes += s.kind == PlanStepKind::Compute && s.recompute;
   std::printf("plan %s: predicted peak %s", p.strategy.c_str(), format_bytes(p.predicted_peak).c_str());
   if (opt.plan.budget) {
-    std::printf(" of budget %s (constant %s), %d recomputes", format_bytes(*opt.plan.budget).c_str(),
-                format_bytes(p.constant_bytes).c_str(), recomputes);
+    std::printf(" of budget %s (constant %s), %s", format_bytes(*opt.plan.budget).c_str(),
+                format_bytes(p.constant_bytes).c_str(), plural(recomputes, "recompute").c_str());
     if (sp.all_keep_cost > 0)  // unknown for a loaded execution plan
       std::printf(", overhead %.3fx (%s), solve %.2f s", sp.cost / sp.all_keep_cost,
                   sp.cost_unit.c_str(), sp.solve_seconds);
@@ -186,11 +207,77 @@ void print_parallel(const ParallelJob& job, const Graph& g, const PersistentLayo
                   : "");
 }
 
+// --compare FILE: the ms/step of a keep-everything run of the same model, batch and device (its
+// --summary), checked before training so that a wrong file fails at once.
+double compared_ms_per_step(const Graph& g, const TrainOptions& opt) {
+  const nlohmann::json j = json_parse(read_file(opt.compare_file, "summary"), opt.compare_file);
+  auto field = [&](const char* k) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(k))
+      REMAT_USER_ERROR(opt.compare_file << ": field '" << k << "' is missing (expected a "
+                                           "remat-train-summary/1 from train --summary)");
+    return j[k];
+  };
+  if (field("format") != "remat-train-summary/1")
+    REMAT_USER_ERROR(opt.compare_file << ": not a remat-train-summary/1 (train --summary)");
+  const std::string model = field("model").get<std::string>();
+  const std::string device = field("device").get<std::string>();
+  const int64_t batch = field("batch").get<int64_t>();
+  if (model != g.name || batch != g.batch || device != opt.device)
+    REMAT_USER_ERROR(opt.compare_file << ": a run of '" << model << "' at batch " << batch << " on "
+                                      << device << ", not of this one ('" << g.name
+                                      << "' at batch " << g.batch << " on " << opt.device << ")");
+  if (field("strategy") != "all-keep")
+    REMAT_USER_ERROR(opt.compare_file << ": the compared run must keep everything (strategy "
+                                         "all-keep, train without --budget); it ran "
+                                      << field("strategy").dump());
+  const double base_ms = field("ms_per_step").get<double>();
+  if (!(base_ms > 0)) REMAT_USER_ERROR(opt.compare_file << ": field 'ms_per_step' is not positive");
+  return base_ms;
+}
+
+// The closing lines: steps and loss, predicted against measured memory (and time), and the
+// measured slowdown against a keep-everything run when --compare gave its ms/step (base_ms > 0).
+void print_run_summary(const Graph& g, const TrainOptions& opt, const StepPlan& sp, Executor& ex,
+                       const TrainSummary& sum, double base_ms) {
+  if (sum.losses.empty()) {  // stopped before the first step
+    std::printf("stopped: no steps run\n");
+    return;
+  }
+  std::printf("%s: %s, loss %.4f -> %.4f, %.1f samples/s\n",
+              sum.stop_signal ? "stopped" : "done", plural(sum.losses.size(), "step").c_str(),
+              sum.first_loss, sum.last_loss, sum.samples_per_second);
+  std::printf("memory: predicted peak %s, measured peak %s (%s), %s %s",
+              format_bytes(sp.plan.predicted_peak).c_str(), format_bytes(sum.peak_bytes).c_str(),
+              sum.peak_bytes == sp.plan.predicted_peak ? "exact match" : "MISMATCH",
+              format_bytes(sum.reserved_peak_bytes).c_str(),
+              ex.memory_mode() == MemoryMode::Arena  ? "arena region (persistent + packed activations)"
+              : ex.memory_mode() == MemoryMode::Pool ? "pool blocks at the peak"
+                                                     : "allocated at the peak");
+  if (ex.memory_mode() == MemoryMode::Pool)
+    std::printf(", fragmentation at the peak %.1f%%", 100 * sum.fragmentation);
+  if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
+  if (sum.world > 1) std::printf(" (largest of %d ranks)", sum.world);
+  std::printf("\n");
+  const double global_batch = static_cast<double>(g.batch * sum.world);
+  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
+    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
+                1000.0 * global_batch / sum.samples_per_second);
+  if (sum.world > 1)
+    std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
+                "gradient collectives %.2f ms per step\n",
+                sum.world, static_cast<unsigned long long>(sum.weights_checksum), sum.comm_wait_ms);
+  if (base_ms > 0 && sum.samples_per_second > 0) {
+    const double ms = 1000.0 * global_batch / sum.samples_per_second;
+    std::printf("slowdown: %.3fx against keep-everything (%.2f ms per step here, %.2f ms in %s)\n",
+                ms / base_ms, ms, base_ms, opt.compare_file.c_str());
+  }
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const bool parallel = session && session->size() > 1;
-  ModelConfig cfg = load_model_config(opt.config);
+  ModelConfig cfg = load_model_config(opt.config, opt.overrides);
   if (opt.seed != 0) cfg.seed = opt.seed;
   const OpRegistry ops = make_builtin_registry();
   BuildOptions bo;
@@ -200,6 +287,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
+  const double base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
   std::unique_ptr<Backend> backend =
       make_backend(g, opt, parallel ? parallel_cuda_device(*session) : 0);
   std::unique_ptr<ParallelJob> job = parallel ? make_parallel_job(*session, *backend) : nullptr;
@@ -214,6 +302,10 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     shard = DataShard{job->rank * g.batch, job->world * g.batch};
   }
   const PersistentLayout layout = persistent_layout(g, eo.parallel);
+  if (job && opt.save_every > 0)
+    REMAT_USER_ERROR("--save-every is not available under mpirun with " << job->world
+                     << " ranks yet (a checkpoint of several ranks is one collective write); "
+                        "use --save, which writes at the end and when stopped");
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
   std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir, shard);
@@ -243,10 +335,16 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     const CheckpointInfo ck = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)
                                   : checkpoint_load(ex, opt.resume_file);
     first_step = ck.step;
+    // Nothing to train is an error, not a run of 0 steps that rewrites the checkpoint.
     if (first_step > opt.steps)
       REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
                                        << ", beyond --steps " << opt.steps
                                        << " (the total number of steps, resumed ones included)");
+    if (first_step == opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << " has already done --steps " << opt.steps
+                                       << ": nothing to train (--steps is the total, resumed "
+                                          "steps included: give more to continue)");
     if (ck.unverified > 0)
       std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
                   "loaded without verifying them\n",
@@ -278,15 +376,28 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const int64_t global_batch = g.batch * sum.world;
   double timed_seconds = 0, comm_seconds = 0;
   int64_t timed_samples = 0;
-  for (int64_t step = first_step; step < opt.steps; ++step) {
+  StepLogOptions lo;
+  lo.first_step = first_step;
+  lo.total_steps = opt.steps;
+  lo.log_every = opt.log_every;
+  lo.metrics_file = writer ? opt.metrics_file : "";  // rank 0 alone writes files
+  lo.terminal = stream_is_terminal(stdout);
+  StepLog log(lo);
+  PeriodicSave periodic(opt.save_file, opt.save_every, opt.keep_last);
+  const LrSchedule lr = optimizer_lr_schedule(cfg);
+  int64_t steps_done = first_step;
+  TraceWriter trace;  // the last opt.trace_steps steps, laid end to end
+  int64_t traced = 0;
+  for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
     data->next_batch(step, input, labels);
     const bool last = step + 1 == opt.steps;
-    const bool tracing = writer && last && !opt.trace_file.empty();
-    TraceWriter trace;
+    const bool traces =
+        writer && !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
     StepResult r;
     try {
-      r = ex.run_step(sp.plan, input, labels, step, tracing ? &trace : nullptr);
+      r = ex.run_step(sp.plan, input, labels, step, traces ? &trace : nullptr);
     } catch (const NonFiniteError& e) {
+      log.end_line();
       throw NonFiniteError(std::string(e.what()) +
                            " (a lower learning rate may help; --no-check-finite trains on)");
     }
@@ -295,6 +406,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
       if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
         check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
     }
+    steps_done = step + 1;
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.losses.push_back(r.loss);
@@ -306,19 +418,46 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
       timed_seconds += r.seconds, timed_samples += global_batch;
       comm_seconds += r.comm_wait_seconds;
     }
-    if (step == first_step || last || (step + 1) % opt.log_every == 0)
-      std::printf("step %5lld  loss %.4f  %9.1f samples/s  peak %s\n",
-                  static_cast<long long>(step + 1), r.loss,
-                  static_cast<double>(global_batch) / r.seconds, format_bytes(r.peak_bytes).c_str());
+    StepRecord rec;
+    rec.step = steps_done;
+    rec.loss = r.loss;
+    rec.lr = lr_at(lr, step);
+    rec.seconds = r.seconds;
+    rec.batch = global_batch;
+    rec.peak_bytes = r.peak_bytes;
+    rec.recomputes = r.recomputes;
+    log.record(rec);
+    if (!last) {
+      const std::string written = periodic.after_step(ex, steps_done);
+      if (!written.empty()) {
+        log.end_line();
+        std::printf("checkpoint after step %lld written to %s\n",
+                    static_cast<long long>(steps_done), written.c_str());
+      }
+    }
     std::fflush(stdout);
-    if (tracing) {
-      trace.process_name("remat " + g.name + " step " + std::to_string(step + 1));
-      trace.thread_name(1, backend->name());
-      trace.save(opt.trace_file);
-      std::printf("trace of step %lld written to %s\n", static_cast<long long>(step + 1),
-                  opt.trace_file.c_str());
+    if (traces) {  // the step as a span around its nodes; the next starts after a gap
+      trace.span("step " + std::to_string(step + 1), "step", 0, r.seconds * 1e6, 1,
+                 {{"loss", std::to_string(r.loss)}, {"peak_bytes", std::to_string(r.peak_bytes)},
+                  {"recomputes", std::to_string(r.recomputes)}});
+      trace.set_offset_us(trace.offset_us() + r.seconds * 1e6 + 100);
+      ++traced;
     }
   }
+  log.end_line();
+  if (traced > 0) {
+    trace.process_name("remat " + g.name + ", " + plural(traced, "step") + " to step " +
+                       std::to_string(steps_done));
+    trace.thread_name(1, backend->name());
+    trace.save(opt.trace_file);
+    std::printf("trace of %s (to step %lld) written to %s\n", plural(traced, "step").c_str(),
+                static_cast<long long>(steps_done), opt.trace_file.c_str());
+  }
+  sum.steps_done = steps_done;
+  sum.stop_signal = stop_signal_received();
+  if (sum.stop_signal != 0)
+    std::printf("stopped by %s after step %lld of %lld\n", signal_name(sum.stop_signal),
+                static_cast<long long>(steps_done), static_cast<long long>(opt.steps));
   const int64_t timed_steps = timed_samples / std::max<int64_t>(global_batch, 1);
   sum.samples_per_second =
       timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
@@ -329,32 +468,12 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     sum.reserved_peak_bytes = max_over_ranks(*job, sum.reserved_peak_bytes);
     sum.comm_wait_ms = timed_steps > 0 ? 1000.0 * mean_over_ranks(*job, comm_seconds) / timed_steps : 0;
   }
-  std::printf("done: %zu steps, loss %.4f -> %.4f, %.1f samples/s\n", sum.losses.size(),
-              sum.first_loss, sum.last_loss, sum.samples_per_second);
-  std::printf("memory: predicted peak %s, measured peak %s (%s), %s %s", 
-              format_bytes(sp.plan.predicted_peak).c_str(), format_bytes(sum.peak_bytes).c_str(),
-              sum.peak_bytes == sp.plan.predicted_peak ? "exact match" : "MISMATCH",
-              format_bytes(sum.reserved_peak_bytes).c_str(),
-              ex.memory_mode() == MemoryMode::Arena  ? "arena region (persistent + packed activations)"
-              : ex.memory_mode() == MemoryMode::Pool ? "pool blocks at the peak"
-                                                     : "allocated at the peak");
-  if (ex.memory_mode() == MemoryMode::Pool)
-    std::printf(", fragmentation at the peak %.1f%%", 100 * sum.fragmentation);
-  if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
-  if (job) std::printf(" (largest of %d ranks)", job->world);
-  std::printf("\n");
-  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
-    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
-                1000.0 * static_cast<double>(global_batch) / sum.samples_per_second);
-  if (job)
-    std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
-                "gradient collectives %.2f ms per step\n",
-                job->world, static_cast<unsigned long long>(sum.weights_checksum), sum.comm_wait_ms);
+  print_run_summary(g, opt, sp, ex, sum, base_ms);
   if (writer && !opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
-  if (!opt.save_file.empty()) {
-    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, opt.steps);
-    else checkpoint_save(ex, opt.save_file, opt.steps);
-    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(opt.steps),
+  if (!opt.save_file.empty() && steps_done > first_step) {
+    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, steps_done);
+    else checkpoint_save(ex, opt.save_file, steps_done);
+    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(steps_done),
                 opt.save_file.c_str());
   }
   return sum;

@@ -23,14 +23,22 @@ struct TrainOptions {
   std::optional<Shape> input;      // overrides the config's per-sample input size
   std::optional<int64_t> sequence; // overrides a token model's sequence length T
   uint64_t seed = 0;               // 0: use the config's seed
-  int log_every = 1;               // print every k-th step (the first and last always)
+  std::vector<std::string> overrides;  // "key.path=value" config overrides (load_model_config)
+  int log_every = 0;               // print every k-th step (the first and last always); 0: a
+                                   // live line on a terminal, every step in a log
+  std::string metrics_file;        // one JSON object per step (tools/train_log.h)
   StepPlanOptions plan;            // budget, strategy, cost model, schedule file
   std::string memory = "arena";    // arena | pool (with a budget)
-  std::string trace_file;          // Chrome trace of the last step
+  std::string trace_file;          // Chrome trace of the last trace_steps steps
+  int64_t trace_steps = 1;         // steps the trace holds, one after another on its timeline
   std::string save_plan_file;      // the execution plan that ran (remat-plan/1 JSON)
-  std::string save_file;           // checkpoint after the last step
+  std::string save_file;           // checkpoint after the last step, or at a stop (Note
+                                   // [graceful stop])
+  int64_t save_every = 0;          // also a checkpoint every N steps (periodic_save.h); 0: none
+  int keep_last = 3;               // periodic checkpoints kept
   std::string resume_file;         // checkpoint to continue from
   std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
+  std::string compare_file;        // a keep-everything run's summary: the slowdown against it
   std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
   bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
   // Data parallel (an MPI job of several ranks; ignored for one process).
@@ -52,14 +60,17 @@ struct TrainSummary {
   int64_t constant_bytes = 0;      // the plan's constant (this rank's persistent layout)
   double comm_wait_ms = 0;         // data parallel: mean ms per step waiting for collectives
   uint64_t weights_checksum = 0;   // data parallel: the ranks' common checksum at the end
+  int64_t steps_done = 0;          // after the run (resumed steps included)
+  int stop_signal = 0;             // the signal that stopped it early (Note [graceful stop]), or 0
 };
 
 class MpiSession;
 
 // Trains and prints progress to stdout. Throws UserError for bad configs, devices, budgets,
-// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite).
-// With `session` of several ranks, trains data parallel: every rank calls it with the same
-// options; losses are means over the ranks, peaks the largest.
+// and NonFiniteError when a step's loss or a gradient is not finite (with check_finite). A stop
+// signal (tools/stop_signal.h) ends it after the running step, with the checkpoint written and
+// summary.stop_signal set. With `session` of several ranks, trains data parallel: every rank
+// calls it with the same options; losses are means over the ranks, peaks the largest.
 TrainSummary run_training(const TrainOptions& opt, MpiSession* session = nullptr);
 
 }  // namespace remat

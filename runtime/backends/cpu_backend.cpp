@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/memory/allocator.h"
 #include "runtime/backends/backend.h"
 #include "runtime/core/check.h"
 
@@ -26,7 +27,9 @@ class CpuBackend : public Backend {
     REMAT_CHECK(bytes >= 0, "negative allocation " << bytes);
     size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded ? rounded : 64);
-    if (!p) REMAT_USER_ERROR("host allocation of " << bytes << " bytes failed (out of memory)");
+    if (!p)
+      REMAT_USER_ERROR("host allocation of " << pool_format_bytes(bytes) << " (" << bytes
+                                             << " bytes) failed (out of memory)");
     return p;
   }
   void raw_free(void* p) override { std::free(p); }

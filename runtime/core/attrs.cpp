@@ -1,6 +1,7 @@
 // AttrReader: typed reads from an AttrMap with errors at the key's file:line:col.
 #include "runtime/core/attrs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -23,7 +24,48 @@ std::string attr_value_str(const AttrValue& v) {
   return os.str();
 }
 
+namespace {
+
+// Optimal string alignment distance: insertions, deletions, substitutions, adjacent swaps.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& known) {
+  const size_t limit = std::max<size_t>(1, word.size() / 3);
+  std::string best;
+  size_t best_d = limit + 1;
+  for (const auto& k : known) {
+    if (k == word) continue;
+    const size_t d = edit_distance(word, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
 void AttrReader::fail(const std::string& k, const std::string& message) const {
+  if (!m_.has(k)) {  // a missing field: was it misspelled?
+    for (const auto& kv : m_.values) {
+      if (read_.count(kv.first) || did_you_mean(kv.first, {k}).empty()) continue;
+      fail_at(kv.first, "field '" + kv.first + "': unknown field" + did_you_mean(kv.first, {k}));
+    }
+  }
+  fail_at(k, "field '" + k + "': " + message);
+}
+
+void AttrReader::fail_at(const std::string& k, const std::string& message) const {
   auto it = m_.where.find(k);
   std::string pos = (it != m_.where.end() && !it->second.empty()) ? it->second : "";
   std::ostringstream os;
@@ -35,7 +77,7 @@ void AttrReader::fail(const std::string& k, const std::string& message) const {
   } else if (!m_.origin.empty()) {
     os << m_.origin << ": ";
   }
-  os << "field '" << k << "': " << message;
+  os << message;
   throw UserError(os.str());
 }
 
@@ -125,7 +167,8 @@ void AttrReader::finish(const std::string& op_name) {
     if (read_.count(kv.first)) continue;
     std::string known;
     for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
-    fail(kv.first, "unknown field for op '" + op_name + "' (known: " +
+    fail(kv.first, "unknown field for op '" + op_name + "'" +
+                       did_you_mean(kv.first, {read_.begin(), read_.end()}) + " (known: " +
                        (known.empty() ? std::string("none") : known) + ")");
   }
 }

@@ -52,15 +52,24 @@ class AttrReader {
   // Throws naming the first key that was never read (with the list of keys this op knows).
   void finish(const std::string& op_name);
 
-  // A UserError at key k's position (or the map's origin).
+  // A UserError at key k's position (or the map's origin). When k is absent and the map holds
+  // an unread key that looks like a misspelling of it, the error names that key instead
+  // ("unknown field 'filtrs' (did you mean 'filters'?)"): a required field reported missing
+  // was most likely mistyped.
   [[noreturn]] void fail(const std::string& k, const std::string& message) const;
 
  private:
+  [[noreturn]] void fail_at(const std::string& k, const std::string& message) const;
   const AttrValue* find(const std::string& k);
   const AttrMap& m_;
   std::set<std::string> read_;
 };
 
 std::string attr_value_str(const AttrValue& v);
+
+// " (did you mean 'filters'?)" when one of `known` is a likely misspelling of `word` (an edit
+// distance, transpositions counted once, of at most a third of its length, at least 1);
+// "" otherwise.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& known);
 
 }  // namespace remat

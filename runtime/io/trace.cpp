@@ -17,7 +17,7 @@ nlohmann::json string_args(const std::map<std::string, std::string>& args) {
 void TraceWriter::span(const std::string& name, const std::string& category, double start_us,
                        double dur_us, int tid, const std::map<std::string, std::string>& args) {
   REMAT_CHECK(dur_us >= 0, "trace span '" << name << "' has negative duration " << dur_us);
-  nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "X"}, {"ts", start_us},
+  nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "X"}, {"ts", start_us + offset_us_},
                       {"dur", dur_us}, {"pid", pid_},     {"tid", tid}};
   if (!args.empty()) e["args"] = string_args(args);
   events_.push_back(std::move(e));
@@ -26,7 +26,7 @@ void TraceWriter::span(const std::string& name, const std::string& category, dou
 void TraceWriter::instant(const std::string& name, const std::string& category, double ts_us,
                           int tid, const std::map<std::string, std::string>& args) {
   nlohmann::json e = {{"name", name}, {"cat", category}, {"ph", "i"}, {"s", "t"},
-                      {"ts", ts_us},  {"pid", pid_},     {"tid", tid}};
+                      {"ts", ts_us + offset_us_},  {"pid", pid_},     {"tid", tid}};
   if (!args.empty()) e["args"] = string_args(args);
   events_.push_back(std::move(e));
 }
@@ -35,7 +35,7 @@ void TraceWriter::counter(const std::string& name, double ts_us,
                           const std::map<std::string, double>& series) {
   nlohmann::json a = nlohmann::json::object();
   for (const auto& [k, v] : series) a[k] = v;
-  events_.push_back({{"name", name}, {"ph", "C"}, {"ts", ts_us}, {"pid", pid_}, {"tid", 0}, {"args", a}});
+  events_.push_back({{"name", name}, {"ph", "C"}, {"ts", ts_us + offset_us_}, {"pid", pid_}, {"tid", 0}, {"args", a}});
 }
 
 void TraceWriter::thread_name(int tid, const std::string& name) {

@@ -27,6 +27,11 @@ class TraceWriter {
   void thread_name(int tid, const std::string& name);
   void process_name(const std::string& name);
 
+  // Added to every later event's time: several steps, each timed from its own start, laid one
+  // after another on one timeline (train --trace-steps K).
+  void set_offset_us(double offset_us) { offset_us_ = offset_us; }
+  double offset_us() const { return offset_us_; }
+
   size_t size() const { return events_.size(); }
   // The whole trace as JSON text.
   std::string json() const;
@@ -35,6 +40,7 @@ class TraceWriter {
 
  private:
   int pid_;
+  double offset_us_ = 0;
   std::vector<nlohmann::json> events_;
 };
 

@@ -1,0 +1,325 @@
+// `train` and the planning tools as a user runs them (issue 14): logs without carriage returns,
+// safe stopping on a signal, periodic checkpoints, metrics, config overrides, exit codes, human
+// units and the small wording fixes. Every case runs the tools as processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/backends/cuda_backend.h"
+#include "runtime/io/safetensors.h"
+#include "tests/source_dir.h"
+#include "tests/tool_runner.h"
+
+namespace remat {
+namespace {
+
+const std::string kSmallCnn = test_source_dir() + "/configs/small_cnn.yaml";
+const std::string kSmallDag = test_source_dir() + "/configs/small_dag.yaml";
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t nl = s.find('\n', start);
+    if (nl == std::string::npos) nl = s.size();
+    out.push_back(s.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+class TrainCli : public ToolRunTest {
+ protected:
+  std::string small(const std::string& more) {
+    return "--config '" + kSmallCnn + "' --batch 4 " + more;
+  }
+};
+
+// ---- logs (Note [live lines]) ---------------------------------------------------------------
+TEST_F(TrainCli, PipedOutputHasNoCarriageReturns) {
+  RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --budget 9MB --steps 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("                    "), std::string::npos) << "no blanking:\n" << r.err;
+  // One line per step with elapsed time, ms/step and an ETA; "1 recompute", not "1 recomputes".
+  EXPECT_NE(r.out.find("1 recompute,"), std::string::npos) << r.out;
+  int steps = 0;
+  for (const std::string& l : lines_of(r.out))
+    if (l.rfind("step ", 0) == 0) {
+      ++steps;
+      EXPECT_NE(l.find(" ms/step"), std::string::npos) << l;
+      EXPECT_NE(l.find("elapsed "), std::string::npos) << l;
+      EXPECT_NE(l.find("eta "), std::string::npos) << l;
+    }
+  EXPECT_EQ(steps, 3) << r.out;
+  RunResult mb = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies chen-greedy");
+  ASSERT_EQ(mb.code, 0) << mb.err;
+  EXPECT_EQ(mb.err.find('\r'), std::string::npos) << mb.err;
+  EXPECT_NE(mb.err.find("chen-greedy:"), std::string::npos) << "plain progress lines:\n" << mb.err;
+}
+
+// ---- resuming --------------------------------------------------------------------------------
+TEST_F(TrainCli, ResumingACheckpointThatIsDoneIsAnErrorAndKeepsIt) {
+  const std::string ck = path("ck.safetensors");
+  ASSERT_EQ(run(TRAIN_EXE, small("--steps 2 --save '" + ck + "'")).code, 0);
+  const std::string before = read_whole_file(ck);
+  RunResult r = run(TRAIN_EXE, small("--steps 2 --resume '" + ck + "' --save '" + ck + "'"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find(ck + ": checkpoint after step 2 has already done --steps 2: nothing to "
+                            "train"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("done:"), std::string::npos) << r.out;
+  EXPECT_EQ(read_whole_file(ck), before) << "the checkpoint was rewritten";
+}
+
+// ---- stopping on a signal (Note [graceful stop]) --------------------------------------------
+// SIGINT to a running `train --save`: it finishes the step, writes the checkpoint, prints the
+// summary and exits 130; resuming from it equals an uninterrupted run bit for bit.
+TEST_F(TrainCli, SigintSavesACheckpointThatResumesBitIdentically) {
+  const std::string ck = path("stopped.safetensors"), out = path("run.out");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' " +
+                            small("--steps 1000000 --save '" + ck + "'") + " >'" + out + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait for a few steps, then interrupt.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (read_whole_file(out).find(" 3/1000000 ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string log = read_whole_file(out);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_NE(log.find("stopped by SIGINT after step "), std::string::npos) << log;
+  EXPECT_NE(log.find("stopped: "), std::string::npos) << "the summary is printed:\n" << log;
+  ASSERT_TRUE(exists(ck)) << log;
+  const int64_t k = std::stoll(safetensors_load(ck).metadata.at("step"));
+  ASSERT_GE(k, 3);
+  ASSERT_LT(k, 1000000);
+  const std::string steps = " --steps " + std::to_string(k + 2);
+  ASSERT_EQ(run(TRAIN_EXE, small(steps + " --resume '" + ck + "' --save '" + path("a.safetensors") + "'")).code, 0);
+  ASSERT_EQ(run(TRAIN_EXE, small(steps + " --save '" + path("b.safetensors") + "'")).code, 0);
+  const SafeTensorFile a = safetensors_load(path("a.safetensors"));
+  const SafeTensorFile b = safetensors_load(path("b.safetensors"));
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i)
+    EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
+}
+
+// A second signal stops at once: here both arrive while the solver works on ResNet-50 (with a
+// two-minute limit), and train is gone long before the limit, with 128 + SIGTERM.
+TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
+  const std::string out = path("run.out");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' --config '" + test_source_dir() +
+                            "/configs/resnet50.yaml' --batch 2 --budget 400MB --time-limit 120 "
+                            "--steps 2 --save '" + path("ck.safetensors") + "' >'" + out + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (read_whole_file(out).find("solving:") == std::string::npos &&
+         std::chrono::steady_clock::now() < start + std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto signalled = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  const std::string log = read_whole_file(out);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << log;
+  EXPECT_LT(waited, 30) << log;
+  EXPECT_NE(log.find("stopped at once (second signal)"), std::string::npos) << log;
+  EXPECT_FALSE(exists(path("ck.safetensors"))) << "nothing trained, nothing written";
+}
+
+// ---- periodic checkpoints and metrics --------------------------------------------------------
+TEST_F(TrainCli, SaveEveryKeepsTheLastKAndMetricsHasOneLinePerStep) {
+  const std::string ck = path("ck.safetensors"), m = path("m.jsonl");
+  RunResult r = run(TRAIN_EXE, small("--steps 7 --save '" + ck + "' --save-every 2 --keep-last 2 "
+                                     "--metrics '" + m + "'"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(exists(path("ck-step2.safetensors")));  // the oldest, removed
+  EXPECT_TRUE(exists(path("ck-step4.safetensors")));
+  EXPECT_TRUE(exists(path("ck-step6.safetensors")));
+  EXPECT_EQ(safetensors_load(path("ck-step6.safetensors")).metadata.at("step"), "6");
+  EXPECT_EQ(safetensors_load(ck).metadata.at("step"), "7");
+  const std::vector<std::string> ls = lines_of(read_whole_file(m));
+  ASSERT_EQ(ls.size(), 7u);
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const nlohmann::json j = nlohmann::json::parse(ls[i]);
+    EXPECT_EQ(j.at("step"), static_cast<int64_t>(i + 1));
+    for (const char* k : {"loss", "lr", "samples_per_second", "ms_per_step", "peak_bytes",
+                          "recomputes", "elapsed_seconds"})
+      EXPECT_TRUE(j.contains(k)) << k << " in " << ls[i];
+    EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.02);  // small_cnn's
+  }
+  RunResult no_save = run(TRAIN_EXE, small("--steps 2 --save-every 1"));
+  EXPECT_EQ(no_save.code, 2);
+  EXPECT_NE(no_save.err.find("--save-every needs --save"), std::string::npos) << no_save.err;
+}
+
+// ---- the slowdown against keep-everything ----------------------------------------------------
+TEST_F(TrainCli, CompareReportsTheMeasuredSlowdownAgainstAKeepEverythingRun) {
+  const std::string keep = path("keep.json"), tight = path("tight.json");
+  ASSERT_EQ(run(TRAIN_EXE, small("--steps 3 --summary '" + keep + "'")).code, 0);
+  RunResult r = run(TRAIN_EXE, small("--steps 3 --budget 1GB --summary '" + tight +
+                                     "' --compare '" + keep + "'"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("slowdown: [0-9.]+x against keep-everything "
+                                                  "\\([0-9.]+ ms per step here, [0-9.]+ ms in ")))
+      << r.out;
+  RunResult not_keep = run(TRAIN_EXE, small("--steps 2 --compare '" + tight + "'"));
+  EXPECT_EQ(not_keep.code, 1);
+  EXPECT_NE(not_keep.err.find("must keep everything"), std::string::npos) << not_keep.err;
+  EXPECT_EQ(not_keep.out.find("step "), std::string::npos) << "refused before training";
+  RunResult other = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --batch 8 --steps 2 --compare '" +
+                                       keep + "'");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.err.find("at batch 4 on cpu, not of this one"), std::string::npos) << other.err;
+}
+
+// ---- overrides (Note [config overrides]) ------------------------------------------------------
+TEST_F(TrainCli, OverridesAreAppliedAndValidatedLikeTheFile) {
+  RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 batch=6 "
+                               "layers.conv1.filters=8 optimizer.lr=0.01 --metrics '" +
+                               path("m.jsonl") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("batch 6,"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(lines_of(read_whole_file(path("m.jsonl"))).at(0));
+  EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.01);
+  RunResult unknown = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 layers.conv1.filtrs=8");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("override 'layers.conv1.filtrs=8': layer 'conv1': field 'filtrs': "
+                             "unknown field for op 'conv2d' (did you mean 'filters'?)"),
+            std::string::npos) << unknown.err;
+  RunResult bad = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 optimizer.lr=fast");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("override 'optimizer.lr=fast': optimizer: field 'lr': expected a number"),
+            std::string::npos) << bad.err;
+}
+
+// ---- exit codes (Note [exit codes]) ---------------------------------------------------------
+TEST_F(TrainCli, ExitCodesAreTheSameInEveryTool) {
+  struct Case {
+    const char* exe;
+    std::string args;
+    int code;
+  };
+  const std::string cnn = " --config '" + kSmallCnn + "'";
+  const std::vector<Case> cases = {
+      {TRAIN_EXE, "--stepz 3", 2},
+      {TRAIN_EXE, "--steps 3", 2},                      // --config missing
+      {TRAIN_EXE, cnn + " --steps many", 2},
+      {TRAIN_EXE, cnn + " --strategy lp", 2},            // needs --budget
+      {TRAIN_EXE, cnn + " --budget lots", 2},
+      {TRAIN_EXE, cnn + " --input 3xq", 2},
+      {TRAIN_EXE, cnn + " --keep-last 2", 2},            // needs --save-every
+      {TRAIN_EXE, cnn + " --budget 1KB --steps 1", 1},   // a valid budget that does not fit
+      {TRAIN_EXE, "--config '" + path("none.yaml") + "'", 1},
+      {PLAN_EXE, "--budget 1GB", 2},                     // no problem given
+      {PLAN_EXE, cnn, 2},                                // --budget missing
+      {PLAN_EXE, cnn + " --budget 1GB --strategies nope", 2},
+      {MAXBATCH_EXE, cnn, 2},
+      {MAXBATCH_EXE, cnn + " --problem p.json --budget 1GB", 2},
+      {SWEEP_EXE, cnn, 2},
+      {PROFILE_EXE, "", 2},
+      {PLAN_EXE, cnn + " --budget 1KB", 1},
+  };
+  for (const Case& c : cases) {
+    RunResult r = run(c.exe, c.args);
+    EXPECT_EQ(r.code, c.code) << c.exe << " " << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << c.exe << " " << c.args;
+  }
+  for (const char* exe : {TRAIN_EXE, PLAN_EXE, MAXBATCH_EXE, SWEEP_EXE, PROFILE_EXE}) {
+    RunResult v = run(exe, "--version");
+    EXPECT_EQ(v.code, 0) << exe;
+    EXPECT_NE(v.out.find("(remat) "), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("(git "), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("build: "), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find(", Cbc "), std::string::npos) << v.out;
+    EXPECT_EQ(run(exe, "--help").code, 0) << exe;
+  }
+}
+
+// ---- what a person reads --------------------------------------------------------------------
+TEST_F(TrainCli, BytesInMessagesAreInHumanUnits) {
+  RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 1000000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("budget 1\\.00 MB is below the minimum "
+                                                  "[0-9.]+ MB any schedule needs")))
+      << r.err;
+  RunResult t = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --budget 1000000 --steps 1");
+  EXPECT_EQ(t.code, 1);
+  EXPECT_NE(t.err.find("budget 1.00 MB is below the minimum"), std::string::npos) << t.err;
+  EXPECT_EQ(t.err.find(" bytes"), std::string::npos) << t.err;
+}
+
+TEST_F(TrainCli, StrategiesAllCanBeCombined) {
+  RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies "
+                              "all,checkmate --time-limit 10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 8u) << r.out;  // every strategy once
+  RunResult bad = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies chekmate");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("unknown strategy 'chekmate' (did you mean 'checkmate'?)"),
+            std::string::npos) << bad.err;
+}
+
+TEST_F(TrainCli, MaxBatchShowsNotApplicable) {
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallDag + "' --budget 20MB --strategies "
+                                  "all-keep,griewank");
+  ASSERT_EQ(r.code, 0) << r.err;
+  bool seen = false;
+  for (const std::string& l : lines_of(r.out))
+    if (l.rfind("griewank ", 0) == 0) {
+      seen = true;
+      EXPECT_NE(l.find("n/a"), std::string::npos) << l;
+      EXPECT_NE(l.find("not applicable"), std::string::npos) << l;
+    }
+  EXPECT_TRUE(seen) << r.out;
+  RunResult j = run(MAXBATCH_EXE, "--config '" + kSmallDag + "' --budget 20MB --strategies "
+                                  "griewank --json --svg '" + path("mb.svg") + "'");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_TRUE(nlohmann::json::parse(lines_of(j.out).at(0)).at("batch").is_null()) << j.out;
+  EXPECT_NE(read_whole_file(path("mb.svg")).find(">n/a<"), std::string::npos);
+}
+
+TEST_F(TrainCli, MaxBatchVerifyFailsWhenARowFails) {
+  if (cuda_device_available(nullptr)) GTEST_SKIP() << "a GPU is present: the rows would pass";
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget 6MB --strategies "
+                                  "all-keep --verify --device cuda");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("failed: "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("maxbatch --verify: 1 row failed"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace remat

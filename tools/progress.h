@@ -1,0 +1,38 @@
+// Solver progress on stderr (Note [live lines]): on a terminal one line redrawn in place; in a
+// log (a pipe or a file) a plain line now and then, so that logs hold no carriage returns.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace remat {
+
+// Note [live lines]: a line redrawn with '\r' is for a person watching a terminal; written to a
+// log it turns into hundreds of overwritten copies. Every live line in the tools asks
+// stream_is_terminal() and, when the answer is no, prints plain lines at an interval instead.
+bool stream_is_terminal(std::FILE* stream);
+
+// The solver's live line: "<label>: 12.3s  incumbent ...  bound ...  gap ...". The best
+// incumbent seen under one label is kept, so the line never goes back to "no incumbent" when a
+// later sub-solve (LP rounding, then the MILP; the relaxation's models) starts without one.
+struct ProgressLine {
+  std::string label;
+  std::FILE* out = stderr;
+  bool terminal = stream_is_terminal(stderr);
+  double log_interval = 10;  // log mode: seconds between plain lines (the first is printed)
+  // State of the current label.
+  bool printed = false;       // terminal: a redrawn line is open (needs a newline)
+  double last_logged = -1;    // log mode: elapsed seconds of the last plain line, -1 none
+  double best_incumbent = -1; // < 0: none yet
+};
+
+// SolveOptions::progress and ::batch_progress callbacks; `user` is a ProgressLine*.
+void progress_solve(double elapsed, double incumbent, double bound, void* user);
+void progress_batch(double elapsed, int64_t lo, int64_t hi, void* user);
+// Ends an open terminal line with a newline and starts the next under `label` (fresh state).
+void progress_line_next(ProgressLine* line, const std::string& label);
+// Terminal: erases the open line (for output that replaces it). Log mode: nothing.
+void progress_line_clear(ProgressLine* line);
+
+}  // namespace remat
