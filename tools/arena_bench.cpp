@@ -12,6 +12,8 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/memory/arena.h"
 #include "solver/from_graph.h"
 #include "tools/cli.h"
 #include "tools/problem_flags.h"
@@ -24,6 +26,19 @@ struct Worst {
   double ratio = 0;
   std::string where;
 };
+
+// The arena requests of a plan whose region exceeds its predicted peak, as JSON lines
+// {"bytes", "first", "last"}, for studying the packing offline.
+void dump_requests(const std::string& dir, const Graph& g, const OpRegistry& ops, Backend& be,
+                   const ExecutionPlan& plan, const std::string& tag) {
+  const PlanBuffers pb =
+      plan_buffers(g, plan, [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); });
+  std::string text;
+  for (const ArenaRequest& r : pb.requests)
+    text += "{\"bytes\": " + std::to_string(r.bytes) + ", \"first\": " + std::to_string(r.first) +
+            ", \"last\": " + std::to_string(r.last) + "}\n";
+  write_file_atomic(dir + "/" + tag + ".jsonl", text);
+}
 
 void bench_config(const std::string& path, const FlagParser& f,
                   const std::vector<std::string>& strategies, Worst* worst) {
@@ -54,6 +69,7 @@ void bench_config(const std::string& path, const FlagParser& f,
         continue;  // no schedule at this budget: nothing to pack
       }
       const int64_t region = Executor::arena_region_bytes(g, ops, *be, sp.plan);
+      if (f.has("dump") && region > sp.plan.predicted_peak) dump_requests(f.get("dump"), g, ops, *be, sp.plan, cfg.name + "-" + s + "-" + std::to_string(budget));
       const double ratio = static_cast<double>(region) / static_cast<double>(sp.plan.predicted_peak);
       std::printf("%-14s %6lld %-20s %12s %12s %12s %8.4f %s\n", cfg.name.c_str(),
                   static_cast<long long>(g.batch), s.c_str(), format_bytes(budget).c_str(),
@@ -78,7 +94,8 @@ int main(int argc, char** argv) {
         .add("points", "K", "budgets from the minimum to the all-keep peak, inclusive", "6")
         .add("strategies", "LIST", "comma-separated strategies", "checkmate,chen-greedy,griewank")
         .add("time-limit", "SEC", "solver time limit per plan", "10")
-        .add("batch", "N", "override each config's batch size");
+        .add("batch", "N", "override each config's batch size")
+        .add("dump", "DIR", "write the arena requests of each plan above its predicted peak (JSON lines)");
     if (!f.parse(argc, argv)) return 0;
     if (!f.has("configs")) throw remat::UsageError("arena_bench: --configs is required\n" + f.usage());
     const auto strategies = remat::parse_strategy_list(f.get("strategies"), "arena_bench: --strategies");
