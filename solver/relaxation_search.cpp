@@ -198,7 +198,7 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
   // Progress shows the best real schedule known (the incumbent we were given), never the
   // relaxation MILP's own incumbent: that is a relaxation value, a schedule's cost only once
   // converted, and below what the conversion may reach.
-  const double known = incumbent ? simulate(p, *incumbent).total_cost : -1;
+  const double known = opt.progress && incumbent ? simulate(p, *incumbent).total_cost : -1;
   MilpProgress progress;
   if (opt.progress)
     progress = [&](double el, double, double bound) {
