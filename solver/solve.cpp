@@ -2,11 +2,13 @@
 // minimum any schedule needs, and replays the result through simulate().
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <sstream>
 
 #include "runtime/memory/allocator.h"
 #include "runtime/core/check.h"
 #include "solver/griewank.h"
+#include "solver/held_set_search.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
@@ -53,6 +55,12 @@ std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double s
   return best;
 }
 
+constexpr double kNoCeiling = std::numeric_limits<double>::infinity();
+// Work cap of each held-set search (about a minute on one core at most), and of the first
+// probe (a few seconds).
+constexpr int64_t kHeldSetTransitions = 300'000'000;
+constexpr int64_t kHeldSetProbe = 30'000'000;
+
 // Keeps the cheapest of the schedules offered that fit the budget.
 struct Incumbent {
   const Problem& p;
@@ -74,21 +82,32 @@ struct Incumbent {
 //    each);
 // 2. exactly what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
 //    never worse than lp or a baseline at the same limit when they finish within it;
-// 3. where the Checkmate MILP itself is small (full_milp_is_small), that MILP for a third of
+// 3. on graphs of at most kHeldSetMaxNodes nodes, the held-set searches (Note [held sets in
+//    checkmate]);
+// 4. where the Checkmate MILP itself is small (full_milp_is_small), that MILP for a third of
 //    the time left, started from the best schedule and from the LP basis of step 2 (Note
 //    [checkmate warm start]): on chains and VGG-like graphs it proves optimality in seconds;
-// 4. Cbc on the stage relaxation's MILP (Note [stage relaxation]), started from the best
+// 5. Cbc on the stage relaxation's MILP (Note [stage relaxation]), started from the best
 //    schedule so far: its incumbent becomes a schedule, its bound a lower bound (on U-Net- and
 //    SegNet-like graphs near the minimum budget, the step that finds and proves the optimum);
-// 5. local search that lowers the cost of the best schedule (schedule_improve).
-// Steps 3 to 5 run only while the gap is open.
+// 6. local search that lowers the cost of the best schedule (schedule_improve).
+// Steps 3 to 6 run only while the gap is open.
 // The lower bound is the largest proven one: every node runs at least once (the all-keep
-// cost), the LPs of step 2, the relaxation MILP's bound, the Checkmate MILP's bound.
+// cost), the LPs of step 2, a finished exact held-set search, the relaxation MILP's bound, the
+// Checkmate MILP's bound.
 //
-// Note [checkmate warm start]
-// The Checkmate MILP starts from the cheapest schedule found before it (RINS and proximity
-// search improve on it; it is also the fallback: the result never costs more), and from the
-// optimal basis of its own LP relaxation when step 2 solved it, so its root LP costs nothing.
+// Note [held sets in checkmate]
+// Searches over held sets (Note [held-set search]) for graphs of at most kHeldSetMaxNodes
+// nodes. First stages that compute only what their node needs (HeldSetSpace::KeepOnly), below
+// ceilings rising from the lower bound (bound x 1.005, 1.02, 1.08, ... then the best cost so
+// far): a low ceiling prunes most transitions, and the first one that admits a schedule gives
+// the best schedule of that space. The first probe has a small cap (kHeldSetProbe): where it
+// gives up, the graph has too many held sets and the searches stop there (a few seconds
+// lost). These take up to half the time left and give schedules, no proof; they find the
+// optimum of chains a few activations above their constant (linear16 at +4 units: 6.96e12
+// where LP rounding, the Checkmate MILP and the relaxation MILP stopped at 7.44e12 in 60 s).
+// Then the exact search below the best cost, for up to 60 % of the time left: when it
+// finishes, the best cost is proven optimal (or the budget proven infeasible).
 std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
                                         std::string* why) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -132,6 +151,42 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     if (m && m->status == "optimal") raise(simulate(p, *m).total_cost, "Checkmate MILP optimum");
     best.offer(std::move(m));
   };
+  if (p.size() <= kHeldSetMaxNodes && left() > 0.5 && open_gap()) {
+    // Note [held sets in checkmate]
+    auto limits = [&](double share) {
+      return HeldSetLimits{kHeldSetTransitions, share * left()};
+    };
+    const double stop_at = left() * 0.5;  // keep-only ceilings stop here
+    // Ceilings rising from the bound: a low one prunes most transitions. The first is a probe
+    // with a small cap: where it gives up, the graph has too many held sets to search.
+    bool searchable = true;
+    for (double step = 0.005; left() > stop_at && open_gap(); step *= 4) {
+      const double rising = bound > 0 && step < 1e6 ? bound * (1 + step) : kNoCeiling;
+      const bool last = best.s ? rising >= best.cost : rising == kNoCeiling;
+      const double ceiling = last && best.s ? best.cost * (1 + 1e-9) : rising;
+      HeldSetLimits lim = limits(1.0 - stop_at / left());
+      if (step == 0.005) lim.max_transitions = kHeldSetProbe;
+      HeldSetSearch ko = held_set_search(p, budget, ceiling, HeldSetSpace::KeepOnly, lim);
+      const bool found = ko.best.has_value();
+      best.offer(std::move(ko.best));
+      searchable = ko.complete;
+      if (found || !ko.complete || last) break;
+    }
+    if (searchable && left() > 0.5 && open_gap()) {
+      HeldSetSearch exact =
+          held_set_search(p, budget, best.s ? best.cost * (1 + 1e-9) : kNoCeiling,
+                          HeldSetSpace::Exact, limits(0.6));
+      if (exact.complete) {
+        solved("held-set search");
+        if (!exact.best && !best.s) {
+          *why = "no schedule fits the budget (held-set search, exhaustive: a proof)";
+          return std::nullopt;
+        }
+        best.offer(std::move(exact.best));
+        raise(best.cost, "held-set search (exact)");
+      }
+    }
+  }
   if (small && left() > 0.5 && open_gap()) full_milp(0.35 * left());
   if (left() > 0.5 && open_gap()) {
     RelaxationSearch rm = relaxation_milp_search(p, budget, opt, 0.8 * left(),
