@@ -34,9 +34,10 @@ struct ArenaPlan {
 // arena_bytes. 0 for no requests.
 int64_t arena_lower_bound(const std::vector<ArenaRequest>& requests, int64_t alignment);
 
-// The work units (buffers looked at) plan_arena gives the search for a packing at the lower
-// bound when no greedy packing reaches it: at most about 0.15 s on one core, only on such plans.
-constexpr int64_t kArenaSearchWork = int64_t{1} << 23;
+// The work units (about one per buffer looked at) plan_arena gives the search for a packing at
+// the lower bound when no greedy packing reaches it: at most about 0.1 s on one core for a plan
+// of thousands of buffers, spent only on such plans.
+constexpr int64_t kArenaSearchWork = int64_t{1} << 22;
 
 // Offsets for `requests`: sizes rounded up to `alignment` (> 0); the smallest of a few greedy
 // packings (Note [arena packing] in arena.cpp), each buffer placed where it overlaps no

@@ -94,6 +94,7 @@ const std::vector<Span>& Search::placed_at(int e, size_t k) {
     placed_.push_back({offset_[j], offset_[j] + items_[j].size, last_event_[j]});
   }
   std::sort(placed_.begin(), placed_.end());
+  for (size_t m = placed_.size(); m > 1; m /= 2) work_ += static_cast<int64_t>(placed_.size());
   return placed_;
 }
 
@@ -110,6 +111,7 @@ std::vector<int64_t> Search::state_key(size_t k) {
     }
     return key;
   };
+  work_ += static_cast<int64_t>(placed.size());  // the keys, and looking one up
   return std::min(encode(false), encode(true));
 }
 
@@ -144,7 +146,7 @@ std::vector<int64_t> Search::candidates(size_t k) {
 bool Search::fits_later(size_t k) {
   std::vector<int64_t>& runs = runs_;
   std::vector<int64_t>& need = need_;
-  for (int e = first_event_[k]; e <= last_event_[k]; ++e) {
+  for (int e = first_event_[k]; e <= last_event_[k] && work_ <= limit_; ++e) {
     runs.clear(), need.clear();
     int64_t cursor = 0;
     for (const Span& p : placed_at(e, k + 1)) {
@@ -194,7 +196,7 @@ bool Search::run() {
         break;
       }
     }
-    if (fresh) {
+    if (fresh && work_ <= limit_) {
       ++k;
       continue;
     }
