@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/check.h"
+#include "runtime/core/tensor.h"
 #include "runtime/memory/arena.h"
 #include "runtime/memory/arena_search.h"
 #include "tests/source_dir.h"
@@ -42,8 +43,9 @@ TEST(ArenaSearch, ReachesTheBoundWhereEveryGreedyMisses) {
   //                                    d 3: steps 1..2   e 4: steps 4..5
   // Live sums: step 1 b+d = 6, step 2 b+c+d = 7, step 3 a+b+c = 7, step 4 a+e = 7: bound 7.
   // Steps 2 and 3 are full, so a takes d's place; step 4 is full, so a and d sit at an edge.
-  // Largest first puts e at 0, then b at 0 (not live with e) and d above b, so a and c end
-  // up stacked over e and b: 8. The search finds b [0,3) c [3,4) d [4,7) a [4,7) e [0,4).
+  // Largest first puts e at 0, b at 0 (not live with e), d above b at 3, a above e at 4 and
+  // c, live with b, d and a, at 7: 8; no other greedy order or placement does better. The
+  // search finds b [0,3) c [3,4) d [4,7) a [4,7) e [0,4).
   const int64_t u = 256;
   std::vector<ArenaRequest> r = {{3 * u, 3, 4, "a"}, {3 * u, 1, 3, "b"}, {u, 2, 3, "c"},
                                  {3 * u, 1, 2, "d"}, {4 * u, 4, 5, "e"}};
