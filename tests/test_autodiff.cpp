@@ -59,9 +59,12 @@ TEST(Autodiff, StructureSumsFanOutAndRoutesParamGrads) {
   EXPECT_EQ(params, 6);  // a, b, fc: weight and bias each
   EXPECT_EQ(updates, params);
   // The gradient with respect to the input batch is pruned: nothing needs it.
-  for (const auto& n : f.g.nodes)
-    if (n.kind == NodeKind::Backward)
-      for (ValueId v : n.inputs) EXPECT_NE(f.g.value(v).name, "b.grad_input");
+  for (const auto& n : f.g.nodes) {
+    if (n.kind != NodeKind::Backward) continue;
+    for (ValueId v : n.inputs) {
+      EXPECT_NE(f.g.value(v).name, "b.grad_input");
+    }
+  }
   EXPECT_EQ(f.g.find_node("b.grad_input"), -1);
 }
 
