@@ -136,14 +136,17 @@ def main():
     ap.add_argument("--bin", default=os.path.join(root, "build", "tools"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rows", help="only these row names (comma-separated prefixes)")
-    ap.add_argument("--gpt2-config", help="a GPT-2 config to use instead of the generated graph")
+    ap.add_argument("--gpt2-config",
+                    help="a GPT-2 config (zoo name or .yaml path) instead of the generated graph")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="remat-solver-bench-")
 
     def from_config(name, batch):
-        path = os.path.join(tmp, f"{name}_b{batch}.json")
-        cfg = os.path.join(root, "configs", name + ".yaml")
+        # A zoo name (configs/NAME.yaml) or a path to a config.
+        cfg = name if name.endswith(".yaml") else os.path.join(root, "configs", name + ".yaml")
+        stem = os.path.splitext(os.path.basename(cfg))[0]
+        path = os.path.join(tmp, f"{stem}_b{batch}.json")
         r = subprocess.run([os.path.join(a.bin, "plan"), "--config", cfg, "--batch", str(batch),
                             "--write-problem", path], capture_output=True, text=True)
         if r.returncode != 0:
