@@ -56,10 +56,12 @@ std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double s
 }
 
 constexpr double kNoCeiling = std::numeric_limits<double>::infinity();
-// Work cap of each held-set search (about a minute on one core at most), and of the first
-// probe (a few seconds).
-constexpr int64_t kHeldSetTransitions = 300'000'000;
+// Work caps of the held-set searches (Note [held sets in checkmate]): the quick round (well
+// under a second), the probe of the full round (a few seconds), each later search (about a
+// minute on one core at most).
+constexpr int64_t kHeldSetQuick = 10'000'000;
 constexpr int64_t kHeldSetProbe = 30'000'000;
+constexpr int64_t kHeldSetTransitions = 300'000'000;
 
 // Keeps the cheapest of the schedules offered that fit the budget.
 struct Incumbent {
@@ -82,11 +84,13 @@ struct Incumbent {
 //    each);
 // 2. exactly what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
 //    never worse than lp or a baseline at the same limit when they finish within it;
-// 3. on graphs of at most kHeldSetMaxNodes nodes, the held-set searches (Note [held sets in
-//    checkmate]);
-// 4. where the Checkmate MILP itself is small (full_milp_is_small), that MILP for a third of
-//    the time left, started from the best schedule and from the LP basis of step 2 (Note
-//    [checkmate warm start]): on chains and VGG-like graphs it proves optimality in seconds;
+// 3. on graphs of at most kHeldSetMaxNodes nodes, a quick round of the held-set searches
+//    (Note [held sets in checkmate]): it proves small chains in milliseconds;
+// 4. where the Checkmate MILP itself is small (full_milp_is_small), that MILP for a tenth of the
+//    time left, started from the best schedule and from the LP basis of step 2 (Note
+//    [checkmate warm start]): on VGG-like graphs it proves optimality in seconds; then the
+//    full round of held-set searches (up to 60 % of the time left), then the small MILP again
+//    for 30 % of what is left (from the better schedule; its root LP costs nothing);
 // 5. Cbc on the stage relaxation's MILP (Note [stage relaxation]), started from the best
 //    schedule so far: its incumbent becomes a schedule, its bound a lower bound (on U-Net- and
 //    SegNet-like graphs near the minimum budget, the step that finds and proves the optimum);
@@ -98,16 +102,19 @@ struct Incumbent {
 //
 // Note [held sets in checkmate]
 // Searches over held sets (Note [held-set search]) for graphs of at most kHeldSetMaxNodes
-// nodes. First stages that compute only what their node needs (HeldSetSpace::KeepOnly), below
+// nodes, in two rounds: a quick one (kHeldSetQuick transitions per search, a tenth of the time
+// left) before the small Checkmate MILP, and a full one (kHeldSetProbe for the first search,
+// kHeldSetTransitions for the others, up to 60 % of the time left) after it. A round first
+// searches stages that compute only what their node needs (HeldSetSpace::KeepOnly) below
 // ceilings rising from the lower bound (bound x 1.005, 1.02, 1.08, ... then the best cost so
 // far): a low ceiling prunes most transitions, and the first one that admits a schedule gives
-// the best schedule of that space. The first probe has a small cap (kHeldSetProbe): where it
-// gives up, the graph has too many held sets and the searches stop there (a few seconds
-// lost). These take up to half the time left and give schedules, no proof; they find the
-// optimum of chains a few activations above their constant (linear16 at +4 units: 6.96e12
-// where LP rounding, the Checkmate MILP and the relaxation MILP stopped at 7.44e12 in 60 s).
-// Then the exact search below the best cost, for up to 60 % of the time left: when it
-// finishes, the best cost is proven optimal (or the budget proven infeasible).
+// the best schedule of that space (no proof). It finds the optimum of chains a few activations
+// above their constant (linear16 at +4 units: 6.96e12 where LP rounding, the Checkmate MILP and
+// the relaxation MILP stopped at 7.44e12 in 60 s). Then the exact search below the best cost:
+// when it finishes, the best cost is proven optimal (or the budget proven infeasible). Where
+// the full round's first search reaches its cap, the graph has too many held sets and the
+// searches stop (a few seconds lost); the exact search runs only after a keep-only search
+// that finished.
 std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
                                         std::string* why) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -151,43 +158,52 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     if (m && m->status == "optimal") raise(simulate(p, *m).total_cost, "Checkmate MILP optimum");
     best.offer(std::move(m));
   };
-  if (p.size() <= kHeldSetMaxNodes && left() > 0.5 && open_gap()) {
-    // Note [held sets in checkmate]
-    auto limits = [&](double share) {
-      return HeldSetLimits{kHeldSetTransitions, share * left()};
+  // Note [held sets in checkmate]. Returns false when the exact search proves that nothing fits.
+  bool searchable = p.size() <= kHeldSetMaxNodes;
+  auto held_sets = [&](int64_t probe_cap, int64_t cap, double share, bool probe_decides) {
+    if (!searchable || left() <= 0.5 || !open_gap()) return true;
+    const double stop_at = left() * (1 - share);
+    auto limits = [&](int64_t transitions) {
+      return HeldSetLimits{transitions, std::max(0.0, left() - stop_at)};
     };
-    const double stop_at = left() * 0.5;  // keep-only ceilings stop here
-    // Ceilings rising from the bound: a low one prunes most transitions. The first is a probe
-    // with a small cap: where it gives up, the graph has too many held sets to search.
-    bool searchable = true;
-    for (double step = 0.005; left() > stop_at && open_gap(); step *= 4) {
+    // Keep-only, below ceilings rising from the bound; the first is the probe.
+    int64_t transitions = probe_cap;
+    bool finished = false;  // the last keep-only search
+    for (double step = 0.005; left() > stop_at && open_gap(); step *= 4, transitions = cap) {
       const double rising = bound > 0 && step < 1e6 ? bound * (1 + step) : kNoCeiling;
       const bool last = best.s ? rising >= best.cost : rising == kNoCeiling;
       const double ceiling = last && best.s ? best.cost * (1 + 1e-9) : rising;
-      HeldSetLimits lim = limits(1.0 - stop_at / left());
-      if (step == 0.005) lim.max_transitions = kHeldSetProbe;
-      HeldSetSearch ko = held_set_search(p, budget, ceiling, HeldSetSpace::KeepOnly, lim);
+      HeldSetSearch ko =
+          held_set_search(p, budget, ceiling, HeldSetSpace::KeepOnly, limits(transitions));
       const bool found = ko.best.has_value();
+      finished = ko.complete;
       best.offer(std::move(ko.best));
-      searchable = ko.complete;
+      if (probe_decides && !ko.complete && transitions == probe_cap &&
+          ko.stopped.find("transition cap") == 0) {
+        searchable = false;  // too many held sets
+        return true;
+      }
       if (found || !ko.complete || last) break;
     }
-    if (searchable && left() > 0.5 && open_gap()) {
-      HeldSetSearch exact =
-          held_set_search(p, budget, best.s ? best.cost * (1 + 1e-9) : kNoCeiling,
-                          HeldSetSpace::Exact, limits(0.6));
-      if (exact.complete) {
-        solved("held-set search");
-        if (!exact.best && !best.s) {
-          *why = "no schedule fits the budget (held-set search, exhaustive: a proof)";
-          return std::nullopt;
-        }
-        best.offer(std::move(exact.best));
-        raise(best.cost, "held-set search (exact)");
-      }
-    }
+    if (!finished || left() <= 0.5 || !open_gap()) return true;
+    HeldSetSearch exact = held_set_search(p, budget, best.s ? best.cost * (1 + 1e-9) : kNoCeiling,
+                                          HeldSetSpace::Exact, limits(cap));
+    if (!exact.complete) return true;
+    solved("held-set search");
+    if (!exact.best && !best.s) return false;
+    best.offer(std::move(exact.best));
+    raise(best.cost, "held-set search (exact)");
+    return true;
+  };
+  bool fits = held_sets(kHeldSetQuick, kHeldSetQuick, 0.1, false);
+  // A short Checkmate MILP where it is small: it proves VGG-like graphs in seconds.
+  if (fits && small && left() > 0.5 && open_gap()) full_milp(0.1 * left());
+  if (fits) fits = held_sets(kHeldSetProbe, kHeldSetTransitions, 0.6, true);
+  if (!fits) {
+    *why = "no schedule fits the budget (held-set search, exhaustive: a proof)";
+    return std::nullopt;
   }
-  if (small && left() > 0.5 && open_gap()) full_milp(0.35 * left());
+  if (small && left() > 0.5 && open_gap()) full_milp(0.3 * left());
   if (left() > 0.5 && open_gap()) {
     RelaxationSearch rm = relaxation_milp_search(p, budget, opt, 0.8 * left(),
                                                  best.s ? &*best.s : nullptr);
