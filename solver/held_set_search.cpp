@@ -43,7 +43,6 @@ using Set = std::bitset<kHeldSetMaxNodes>;
 struct State {
   Set held;
   double cost = 0;  // of stages before this boundary
-  double owed = 0;  // the dropped values later nodes read: each computed again at least once
   int parent = -1;  // index in the previous layer
 };
 
@@ -109,7 +108,7 @@ class Search {
   HeldSetSearch run(const HeldSetLimits& limits) {
     const int64_t max_transitions = limits.max_transitions;
     const double seconds = limits.seconds;
-    bool cut = false;
+    int64_t visits = 0;  // depth-first calls
     const auto t0 = std::chrono::steady_clock::now();
     HeldSetSearch out;
     std::vector<std::vector<State>> layers(n_ + 1);
@@ -142,22 +141,23 @@ class Search {
         int64_t keep_bytes = p_.constant_bytes + p_.nodes[t].workspace_bytes;
         for (int i = 0; i <= t; ++i)
           if (at_t[i]) keep_bytes += p_.nodes[i].bytes;
-        auto leaf = [&](const Set& r, double cost, double owed) {
+        auto leaf = [&](const Set& r, double cost) {
           if (++out.transitions > max_transitions) return false;
-          if ((out.transitions & 1023) == 0 &&
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
-                  seconds)
-            return false;
           if (!stage_fits(s.held, r, keep, t)) return true;
           auto [it, fresh] = index.emplace(keep, int(next.size()));
-          if (fresh) next.push_back({keep, cost, owed, si});
-          else if (cost < next[it->second].cost) next[it->second] = {keep, cost, owed, si};
+          if (fresh) next.push_back({keep, cost, si});
+          else if (cost < next[it->second].cost) next[it->second] = {keep, cost, si};
           return true;
         };
         std::function<bool(int, const Set&, double, double)> dfs =
             [&](int j, const Set& r, double cost, double owed) -> bool {
+          // The clock, every 1024 visits (pruned branches too: they can be most of the work).
+          if ((++visits & 1023) == 0 &&
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+                  seconds)
+            return false;
           if (cost + owed + rest_[t + 1] >= ceiling_) return true;
-          if (j == int(cand.size())) return leaf(r, cost, owed);
+          if (j == int(cand.size())) return leaf(r, cost);
           const int v = cand[j];
           if (!dfs(j + 1, r, cost, owed + owe(v))) return false;
           const int64_t b = at_t[v] ? 0 : p_.nodes[v].bytes;
@@ -188,15 +188,8 @@ class Search {
         }
       }
       out.largest_layer = std::max<int64_t>(out.largest_layer, int64_t(next.size()));
-      if (limits.beam > 0 && int64_t(next.size()) > limits.beam) {
-        std::stable_sort(next.begin(), next.end(), [](const State& a, const State& b) {
-          return a.cost + a.owed < b.cost + b.owed;
-        });
-        next.resize(size_t(limits.beam));
-        cut = true;
-      }
     }
-    out.complete = !cut;
+    out.complete = true;
     if (layers[n_].empty()) return out;
     out.best = rebuild(layers);
     return out;

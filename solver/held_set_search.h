@@ -24,16 +24,13 @@ enum class HeldSetSpace {
 struct HeldSetLimits {
   int64_t max_transitions = 200'000'000;  // give up after this many stage transitions
   double seconds = 60;                    // or this much wall clock
-  int64_t beam = 0;  // > 0: keep only this many held sets per stage boundary, those with the
-                     // least cost plus owed recomputation (a heuristic: the result is no
-                     // longer the best of its space, and the search is never complete)
 };
 
 struct HeldSetSearch {
   // The cheapest schedule that fits and costs less than the ceiling (nullopt: none does, or
   // the search stopped early).
   std::optional<Schedule> best;
-  // The search finished without a beam cut: `best` is the cheapest schedule of the space, or (without it) no
+  // The search finished: `best` is the cheapest schedule of the space, or (without it) no
   // schedule of the space fits and costs less than the ceiling. With HeldSetSpace::Exact that is
   // a proof over every schedule.
   bool complete = false;

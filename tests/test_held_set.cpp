@@ -2,6 +2,7 @@
 // Checkmate MILP on tiny graphs, and inside checkmate on a chain the MILP cannot prove.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <limits>
 #include <optional>
 
@@ -118,6 +119,26 @@ TEST(HeldSetSearch, CeilingAndCap) {
   EXPECT_FALSE(capped.complete);
   EXPECT_FALSE(capped.best.has_value());
   EXPECT_NE(capped.stopped.find("transition cap"), std::string::npos) << capped.stopped;
+}
+
+// The time limit stops a search that would take minutes (a 12-layer chain, no ceiling).
+TEST(HeldSetSearch, StopsAtItsTimeLimit) {
+  std::vector<double> cost;
+  std::vector<int64_t> bytes;
+  for (int k = 0; k < 12; ++k) {
+    cost.push_back(4 + (k * 5) % 7);
+    bytes.push_back(20 - k);
+  }
+  const Problem p = make_chain_problem(cost, bytes, 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  HeldSetSearch h = held_set_search(p, problem_min_budget(p) + 40, kNone, HeldSetSpace::Exact,
+                                    HeldSetLimits{int64_t(1) << 60, 0.3});
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(h.complete);
+  EXPECT_FALSE(h.best.has_value());
+  EXPECT_EQ(h.stopped, "time limit");
+  EXPECT_LT(took, 5.0);
 }
 
 // Inside checkmate: a 12-layer chain of varied widths two activations above its minimum
