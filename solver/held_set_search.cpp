@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <bitset>
 #include <chrono>
-#include <cmath>
 #include <functional>
 #include <unordered_map>
 #include <vector>
@@ -181,13 +180,13 @@ class Search {
           return go;
         };
         if (!dfs(0, r0, base, 0)) {
-          out.stopped = out.transitions > max_transitions
+          out.capped = out.transitions > max_transitions;
+          out.stopped = out.capped
                             ? "transition cap " + std::to_string(max_transitions)
                             : "time limit";
           return out;
         }
       }
-      out.largest_layer = std::max<int64_t>(out.largest_layer, int64_t(next.size()));
     }
     out.complete = true;
     if (layers[n_].empty()) return out;

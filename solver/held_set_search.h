@@ -35,7 +35,7 @@ struct HeldSetSearch {
   // a proof over every schedule.
   bool complete = false;
   int64_t transitions = 0;  // stage transitions evaluated
-  int64_t largest_layer = 0;  // the most held sets kept at one stage boundary
+  bool capped = false;        // it stopped at max_transitions (not at the clock)
   std::string stopped;        // why it stopped early ("" when complete)
 };
 

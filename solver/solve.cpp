@@ -178,8 +178,7 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
       const bool found = ko.best.has_value();
       finished = ko.complete;
       best.offer(std::move(ko.best));
-      if (probe_decides && !ko.complete && transitions == probe_cap &&
-          ko.stopped.find("transition cap") == 0) {
+      if (probe_decides && ko.capped && transitions == probe_cap) {
         searchable = false;  // too many held sets
         return true;
       }

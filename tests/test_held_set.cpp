@@ -121,15 +121,20 @@ TEST(HeldSetSearch, CeilingAndCap) {
   EXPECT_NE(capped.stopped.find("transition cap"), std::string::npos) << capped.stopped;
 }
 
-// The time limit stops a search that would take minutes (a 12-layer chain, no ceiling).
-TEST(HeldSetSearch, StopsAtItsTimeLimit) {
+// A 12-layer chain of varied costs and widths (20 bytes down to 9).
+Problem varied_width_chain() {
   std::vector<double> cost;
   std::vector<int64_t> bytes;
   for (int k = 0; k < 12; ++k) {
     cost.push_back(4 + (k * 5) % 7);
     bytes.push_back(20 - k);
   }
-  const Problem p = make_chain_problem(cost, bytes, 10);
+  return make_chain_problem(cost, bytes, 10);
+}
+
+// The time limit stops a search that would take minutes (a 12-layer chain, no ceiling).
+TEST(HeldSetSearch, StopsAtItsTimeLimit) {
+  const Problem p = varied_width_chain();
   const auto t0 = std::chrono::steady_clock::now();
   HeldSetSearch h = held_set_search(p, problem_min_budget(p) + 40, kNone, HeldSetSpace::Exact,
                                     HeldSetLimits{int64_t(1) << 60, 0.3});
@@ -144,13 +149,7 @@ TEST(HeldSetSearch, StopsAtItsTimeLimit) {
 // Inside checkmate: a 12-layer chain of varied widths two activations above its minimum
 // is proven optimal, at the exact search's optimum.
 TEST(HeldSetSearch, CheckmateReachesTheExactOptimumOnATightChain) {
-  std::vector<double> cost;
-  std::vector<int64_t> bytes;
-  for (int k = 0; k < 12; ++k) {
-    cost.push_back(4 + (k * 5) % 7);
-    bytes.push_back(20 - k);
-  }
-  const Problem p = make_chain_problem(cost, bytes, 10);
+  const Problem p = varied_width_chain();
   const int64_t budget = problem_min_budget(p) + 20;
   SolveOptions o;
   o.time_limit_seconds = 30;
