@@ -12,7 +12,7 @@ find_package(nlohmann_json 3 CONFIG REQUIRED)
 # libgfortran.a and libquadmath.a in the compiler's own folder, hence -print-file-name.
 # libstdc++ stays shared on purpose: a static one (GCC 12) calls arc4random, which needs glibc
 # 2.36 and so would not start on Ubuntu 22.04 (glibc 2.35), whose libstdc++ is new enough.
-# tools/build_portable.sh configures and builds this variant into build-portable/.
+# tools/scripts/build_portable.sh configures and builds this variant into build-portable/.
 if(REMAT_PORTABLE)
   function(remat_find_static var name)
     find_library(${var} NAMES lib${name}.a HINTS ${ARGN})

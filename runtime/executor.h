@@ -172,6 +172,7 @@ class Executor {
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
   std::chrono::steady_clock::time_point step_t0_;  // start of the running step (traces)
+  double step_elapsed_us() const;                   // microseconds since step_t0_
 };
 
 }  // namespace remat

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/bench_pytorch.py on the CPU: the small CNN at 16x16, remat against PyTorch.
+"""tools/bench/bench_pytorch.py on the CPU: the small CNN at 16x16, remat against PyTorch.
 Checks the JSON it writes (every row measured, remat's budgeted run inside its budget, the
 max-batch row present), that a budget below the minimum is reported as 'does not fit' and not
 as a failure, and that bad flags are usage errors (exit 2).
@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCH = os.path.join(os.path.dirname(HERE), "tools", "bench_pytorch.py")
+BENCH = os.path.join(os.path.dirname(HERE), "tools", "bench", "bench_pytorch.py")
 CONFIG = os.path.join(os.path.dirname(HERE), "configs", "small_cnn.yaml")
 
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "runtime/core/check.h"
-#include "tools/cli.h"
-#include "tools/progress.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
 
 namespace remat {
 namespace {

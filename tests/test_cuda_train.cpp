@@ -8,7 +8,7 @@
 #include "tests/source_dir.h"
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
-#include "tools/training.h"
+#include "tools/training/training.h"
 
 namespace remat {
 namespace {

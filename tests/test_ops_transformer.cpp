@@ -11,39 +11,17 @@
 #include "runtime/core/check.h"
 #include "tests/op_cases.h"
 #include "tests/op_harness.h"
+#include "tests/op_test_util.h"
 
 namespace remat {
 namespace {
 
-const OpRegistry& registry() {
-  static const OpRegistry r = make_builtin_registry();
-  return r;
-}
-
 using Floats = std::vector<float>;
-
-std::string build_error(OpCase c) {
-  try {
-    OpHarness h(registry(), std::move(c));
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
-
-void expect_near_all(const Floats& got, const std::vector<double>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
-}
 
 TEST(TransformerOps, GradientsMatchFiniteDifferences) {
   for (const TransformerCase& tc : transformer_cases()) {
     SCOPED_TRACE(tc.name);
-    OpHarness h(registry(), tc.c);
+    OpHarness h(builtin_registry(), tc.c);
     EXPECT_TRUE(h.check_gradients(tc.tol));
   }
 }
@@ -52,7 +30,7 @@ TEST(TransformerOps, GradientsMatchFiniteDifferences) {
 
 // weight rows: row v = [10 v, 10 v + 1]; ids [[2, 0, 2]].
 TEST(Embedding, ForwardAndDeterministicGradientByHand) {
-  OpHarness h(registry(), {"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {i32({1, 3})}, {{2, 0, 2}}});
+  OpHarness h(builtin_registry(), {"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {i32({1, 3})}, {{2, 0, 2}}});
   EXPECT_EQ(h.output_desc().shape, (Shape{1, 3, 2}));
   ASSERT_EQ(h.param_specs().size(), 1u);
   EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{4, 2}));
@@ -68,10 +46,10 @@ TEST(Embedding, ForwardAndDeterministicGradientByHand) {
 }
 
 TEST(Embedding, ErrorsNameTheToken) {
-  EXPECT_HAS(build_error({"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {f32({1, 3})}}),
+  EXPECT_HAS(case_error({"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {f32({1, 3})}}),
              "embedding expects int32 token ids");
-  EXPECT_HAS(build_error({"embedding", attr_map({{"vocab", 4}}), {i32({1, 3})}}), "field 'dim'");
-  OpHarness h(registry(), {"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {i32({2, 3})},
+  EXPECT_HAS(case_error({"embedding", attr_map({{"vocab", 4}}), {i32({1, 3})}}), "field 'dim'");
+  OpHarness h(builtin_registry(), {"embedding", attr_map({{"vocab", 4}, {"dim", 2}}), {i32({2, 3})},
                            {{0, 1, 2, 3, 4, 0}}});
   try {
     h.forward();
@@ -85,14 +63,14 @@ TEST(Embedding, ErrorsNameTheToken) {
 
 TEST(PositionEmbedding, AddsTheFirstTRowsAndSumsTheBatch) {
   // x [2, 2, 1] = [[1], [2]], [[3], [4]]; table [3, 1] = [10, 20, 30].
-  OpHarness h(registry(), {"position_embedding", attr_map({{"max_len", 3}}), {f32({2, 2, 1})}, {{1, 2, 3, 4}}});
+  OpHarness h(builtin_registry(), {"position_embedding", attr_map({{"max_len", 3}}), {f32({2, 2, 1})}, {{1, 2, 3, 4}}});
   EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{3, 1}));
   h.set_param(0, {10, 20, 30});
   EXPECT_EQ(h.forward(), (Floats{11, 22, 13, 24}));
   auto g = h.gradients({1, 2, 3, 4});
   EXPECT_EQ(g[0], (Floats{1, 2, 3, 4}));  // dx = dy
   EXPECT_EQ(g[1], (Floats{4, 6, 0}));     // rows 0, 1 summed over the batch; row 2 unused
-  EXPECT_HAS(build_error({"position_embedding", attr_map({{"max_len", 3}}), {f32({1, 4, 2})}}),
+  EXPECT_HAS(case_error({"position_embedding", attr_map({{"max_len", 3}}), {f32({1, 4, 2})}}),
              "sequence length T = 4 exceeds max_len 3");
 }
 
@@ -100,7 +78,7 @@ TEST(PositionEmbedding, AddsTheFirstTRowsAndSumsTheBatch) {
 
 TEST(LayerNorm, ForwardByHand) {
   // Row [1, 2, 3, 4]: mean 2.5, biased variance 1.25, rstd = 1 / sqrt(1.25 + eps).
-  OpHarness h(registry(), {"layernorm", attr_map({{"eps", 0.0}}), {f32({1, 4})}, {{1, 2, 3, 4}}});
+  OpHarness h(builtin_registry(), {"layernorm", attr_map({{"eps", 0.0}}), {f32({1, 4})}, {{1, 2, 3, 4}}});
   ASSERT_EQ(h.param_specs().size(), 2u);
   EXPECT_EQ(h.param_specs()[0].role, ParamRole::Norm);
   EXPECT_EQ(h.param_specs()[0].init, InitKind::Ones);
@@ -108,7 +86,7 @@ TEST(LayerNorm, ForwardByHand) {
   h.set_param(1, {0, 0, 0, 5});
   const double r = 1 / std::sqrt(1.25);
   expect_near_all(h.forward(), {-1.5 * r, -0.5 * r * 2, 0.5 * r, 1.5 * r + 5}, 1e-6);
-  OpHarness plain(registry(), {"layernorm", attr_map({{"affine", false}}), {f32({2, 2})}, {{0, 2, 5, 5}}});
+  OpHarness plain(builtin_registry(), {"layernorm", attr_map({{"affine", false}}), {f32({2, 2})}, {{0, 2, 5, 5}}});
   EXPECT_EQ(plain.num_inputs(), 1);
   // [0, 2]: mean 1, var 1 -> [-1, 1] / sqrt(1 + 1e-5); [5, 5]: var 0 -> [0, 0].
   const double s = 1 / std::sqrt(1 + 1e-5);
@@ -118,7 +96,7 @@ TEST(LayerNorm, ForwardByHand) {
 // ---- gelu -----------------------------------------------------------------------------------
 
 TEST(Gelu, TanhApproximationByHand) {
-  OpHarness h(registry(), {"gelu", {}, {f32({4})}, {{0, 1, -1, 3}}});
+  OpHarness h(builtin_registry(), {"gelu", {}, {f32({4})}, {{0, 1, -1, 3}}});
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): gelu(1) = 0.841192, gelu(-1) = -0.158808,
   // gelu(3) = 2.996363 (torch.nn.functional.gelu(x, approximate='tanh')).
   expect_near_all(h.forward(), {0, 0.841191991, -0.158808009, 2.996362608}, 2e-7);
@@ -140,7 +118,7 @@ TEST(Matmul, TransposesAndScaleByHand) {
       {true, true, 0.5, {11.5f, 15.5f, 17, 23}},  // (A^T B^T) / 2 = (B A)^T / 2
   };
   for (const Want& w : wants) {
-    OpHarness h(registry(), {"matmul",
+    OpHarness h(builtin_registry(), {"matmul",
                              attr_map({{"transpose_a", w.ta}, {"transpose_b", w.tb}, {"scale", w.scale}}),
                              {f32({1, 2, 2}), f32({1, 2, 2})},
                              {{1, 2, 3, 4}, {5, 6, 7, 8}}});
@@ -149,28 +127,28 @@ TEST(Matmul, TransposesAndScaleByHand) {
 }
 
 TEST(Matmul, ShapesCostAndErrors) {
-  OpHarness h(registry(), {"matmul", attr_map({{"transpose_b", true}}), {f32({2, 3, 4, 8}), f32({2, 3, 5, 8})}});
+  OpHarness h(builtin_registry(), {"matmul", attr_map({{"transpose_b", true}}), {f32({2, 3, 4, 8}), f32({2, 3, 5, 8})}});
   EXPECT_EQ(h.output_desc().shape, (Shape{2, 3, 4, 5}));
   std::vector<TensorDesc> in{h.input_desc(0), h.input_desc(1)};
   EXPECT_DOUBLE_EQ(h.op().cost(*h.node().typed, in, h.output_desc()).flops, 2.0 * 6 * 4 * 5 * 8);
-  EXPECT_HAS(build_error({"matmul", {}, {f32({2, 3, 4}), f32({3, 4, 5})}}), "batch dimensions differ");
-  EXPECT_HAS(build_error({"matmul", {}, {f32({3, 4}), f32({5, 6})}}), "inner dimensions differ");
-  EXPECT_HAS(build_error({"matmul", {}, {f32({3, 4}), f32({2, 4, 6})}}), "same rank");
+  EXPECT_HAS(case_error({"matmul", {}, {f32({2, 3, 4}), f32({3, 4, 5})}}), "batch dimensions differ");
+  EXPECT_HAS(case_error({"matmul", {}, {f32({3, 4}), f32({5, 6})}}), "inner dimensions differ");
+  EXPECT_HAS(case_error({"matmul", {}, {f32({3, 4}), f32({2, 4, 6})}}), "same rank");
 }
 
 // ---- split_heads / merge_heads --------------------------------------------------------------
 
 TEST(Heads, SplitAndMergeByHandAndRoundTrip) {
   // x [1, 2, 4] = [[0, 1, 2, 3], [4, 5, 6, 7]], 2 heads of D = 2: head 0 sees channels 0, 1.
-  OpHarness s(registry(), {"split_heads", attr_map({{"heads", 2}}), {f32({1, 2, 4})}, {{0, 1, 2, 3, 4, 5, 6, 7}}});
+  OpHarness s(builtin_registry(), {"split_heads", attr_map({{"heads", 2}}), {f32({1, 2, 4})}, {{0, 1, 2, 3, 4, 5, 6, 7}}});
   EXPECT_EQ(s.output_desc().shape, (Shape{1, 2, 2, 2}));
   const Floats split = s.forward();
   EXPECT_EQ(split, (Floats{0, 1, 4, 5, 2, 3, 6, 7}));
-  OpHarness m(registry(), {"merge_heads", {}, {f32({1, 2, 2, 2})}, {split}});
+  OpHarness m(builtin_registry(), {"merge_heads", {}, {f32({1, 2, 2, 2})}, {split}});
   EXPECT_EQ(m.output_desc().shape, (Shape{1, 2, 4}));
   EXPECT_EQ(m.forward(), (Floats{0, 1, 2, 3, 4, 5, 6, 7}));
-  EXPECT_HAS(build_error({"split_heads", attr_map({{"heads", 3}}), {f32({1, 2, 4})}}), "not divisible by heads 3");
-  EXPECT_HAS(build_error({"merge_heads", {}, {f32({2, 4})}}), "merge_heads expects [N, H, T, D]");
+  EXPECT_HAS(case_error({"split_heads", attr_map({{"heads", 3}}), {f32({1, 2, 4})}}), "not divisible by heads 3");
+  EXPECT_HAS(case_error({"merge_heads", {}, {f32({2, 4})}}), "merge_heads expects [N, H, T, D]");
 }
 
 // ---- softmax --------------------------------------------------------------------------------
@@ -178,17 +156,17 @@ TEST(Heads, SplitAndMergeByHandAndRoundTrip) {
 TEST(Softmax, RowsAndTheCausalMaskByHand) {
   // Rows [0, ln 3] -> [1/4, 3/4]; causal [2, 2] scores: row 0 sees key 0 only.
   const float l3 = static_cast<float>(std::log(3.0));
-  OpHarness h(registry(), {"softmax", {}, {f32({1, 2})}, {{0, l3}}});
+  OpHarness h(builtin_registry(), {"softmax", {}, {f32({1, 2})}, {{0, l3}}});
   expect_near_all(h.forward(), {0.25, 0.75}, 1e-6);
-  OpHarness c(registry(), {"softmax", attr_map({{"causal", true}}), {f32({1, 2, 2})}, {{5, 100, 0, l3}}});
+  OpHarness c(builtin_registry(), {"softmax", attr_map({{"causal", true}}), {f32({1, 2, 2})}, {{5, 100, 0, l3}}});
   expect_near_all(c.forward(), {1, 0, 0.25, 0.75}, 1e-6);
-  EXPECT_HAS(build_error({"softmax", attr_map({{"causal", true}}), {f32({2, 3, 4})}}), "square scores");
+  EXPECT_HAS(case_error({"softmax", attr_map({{"causal", true}}), {f32({2, 3, 4})}}), "square scores");
 }
 
 // The mask is exact: masked probabilities are 0 whatever the scores (even +inf-like ones), and
 // no gradient reaches a masked score, while every unmasked score gets one.
 TEST(Softmax, CausalMaskGivesMaskedScoresNoGradient) {
-  OpHarness h(registry(), {"softmax", attr_map({{"causal", true}}), {f32({2, 4, 4})}, {}, 9});
+  OpHarness h(builtin_registry(), {"softmax", attr_map({{"causal", true}}), {f32({2, 4, 4})}, {}, 9});
   for (size_t i = 0; i < h.input(0).size(); ++i)
     if ((i % 4) > (i / 4) % 4) h.input(0)[i] = 1e30f;  // huge future scores must not matter
   const Floats y = h.forward();
@@ -210,7 +188,7 @@ TEST(TokenXent, MeanOverCountedTokensByHand) {
   // Logits [1, 3, 2]: tokens with logits (0, 0), (0, ln 3), (9, 9); targets 0, 1, ignored.
   // Loss = (ln 2 + (ln 4 - ln 3)) / 2.
   const float l3 = static_cast<float>(std::log(3.0));
-  OpHarness h(registry(), {"token_xent", attr_map({{"ignore_index", -1}}), {f32({1, 3, 2}), i32({1, 3})},
+  OpHarness h(builtin_registry(), {"token_xent", attr_map({{"ignore_index", -1}}), {f32({1, 3, 2}), i32({1, 3})},
                            {{0, 0, 0, l3, 9, 9}, {0, 1, -1}}});
   EXPECT_EQ(h.output_desc().shape, (Shape{1}));
   expect_near_all(h.forward(), {(std::log(2.0) + std::log(4.0) - std::log(3.0)) / 2}, 1e-6);
@@ -221,18 +199,18 @@ TEST(TokenXent, MeanOverCountedTokensByHand) {
 }
 
 TEST(TokenXent, ErrorsAndAllIgnored) {
-  OpHarness bad(registry(), {"token_xent", {}, {f32({1, 2, 3}), i32({1, 2})}, {{}, {0, 3}}});
+  OpHarness bad(builtin_registry(), {"token_xent", {}, {f32({1, 2, 3}), i32({1, 2})}, {{}, {0, 3}}});
   try {
     bad.forward();
     FAIL() << "target 3 of vocabulary 3 was accepted";
   } catch (const UserError& e) {
     EXPECT_HAS(e.what(), "target 3 of sample 0, position 1 is outside the vocabulary [0, 3)");
   }
-  OpHarness none(registry(), {"token_xent", {}, {f32({1, 2, 3}), i32({1, 2})}, {{}, {-100, -100}}});
+  OpHarness none(builtin_registry(), {"token_xent", {}, {f32({1, 2, 3}), i32({1, 2})}, {{}, {-100, -100}}});
   EXPECT_EQ(none.forward(), (Floats{0}));
-  EXPECT_HAS(build_error({"token_xent", {}, {f32({2, 3}), i32({2})}}), "expects f32 logits [N, T, V]");
-  EXPECT_HAS(build_error({"token_xent", {}, {f32({1, 2, 3}), i32({2, 1})}}), "i32 labels [1, 2]");
-  EXPECT_HAS(build_error({"token_xent", attr_map({{"ignore_index", 0}}), {f32({1, 2, 3}), i32({1, 2})}}),
+  EXPECT_HAS(case_error({"token_xent", {}, {f32({2, 3}), i32({2})}}), "expects f32 logits [N, T, V]");
+  EXPECT_HAS(case_error({"token_xent", {}, {f32({1, 2, 3}), i32({2, 1})}}), "i32 labels [1, 2]");
+  EXPECT_HAS(case_error({"token_xent", attr_map({{"ignore_index", 0}}), {f32({1, 2, 3}), i32({1, 2})}}),
              "field 'ignore_index'");
 }
 

@@ -9,7 +9,7 @@
 #include "tests/source_dir.h"
 #include "runtime/core/check.h"
 #include "runtime/io/safetensors.h"
-#include "tools/training.h"
+#include "tools/training/training.h"
 
 namespace remat {
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/source_dir.h"
-#include "tools/training.h"
+#include "tools/training/training.h"
 
 namespace remat {
 namespace {

@@ -20,7 +20,7 @@
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
 #include "runtime/memory/plan.h"
-#include "tools/chain_yaml.h"
+#include "tools/planning/chain_yaml.h"
 
 namespace remat {
 namespace {

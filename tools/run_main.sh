@@ -4,7 +4,7 @@
 # budget below what keeping every activation needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+bash tools/scripts/setup.sh
 build=${REMAT_BUILD_DIR:-build}
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && [ -f configs/vgg19.yaml ] \
    && grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then

@@ -20,7 +20,7 @@
 #             without MPI: OpenMPI leaks in components it unloads at MPI_Finalize, which LSan can
 #             neither attribute nor suppress by name, so the mpirun suites run in `normal` only.
 #   fuzz      each libFuzzer harness of tests/fuzz for REMAT_FUZZ_SECONDS (default 10) seconds
-#             (tools/fuzz.sh; longer campaigns run that script directly).
+#             (tools/scripts/fuzz.sh; longer campaigns run that script directly).
 # REMAT_TEST_STAGES picks stages (default "normal sanitize fuzz").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ has_stage() { [[ " $stages " == *" $1 "* ]]; }
 
 if has_stage normal; then
   # The PyTorch comparison benchmark's CPU test needs PyTorch and PyYAML (Debian's packages).
-  REMAT_EXTRA_PACKAGES="python3-torch python3-yaml" bash tools/setup.sh
+  REMAT_EXTRA_PACKAGES="python3-torch python3-yaml" bash tools/scripts/setup.sh
   build=${REMAT_BUILD_DIR:-build}
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
 fi
@@ -40,7 +40,7 @@ if has_stage sanitize || has_stage fuzz; then
   REMAT_EXTRA_PACKAGES="clang libclang-rt-14-dev" REMAT_BUILD_DIR="$asan" \
     REMAT_CMAKE_ARGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMAT_WITH_CUDA=OFF -DREMAT_WITH_MPI=OFF
-      -DREMAT_SANITIZE=address,undefined -DREMAT_FUZZ=ON" bash tools/setup.sh
+      -DREMAT_SANITIZE=address,undefined -DREMAT_FUZZ=ON" bash tools/scripts/setup.sh
 fi
 
 default_asan_exclude='^(RematExec\.ZooConfigsBitIdenticalUnderBaselines|TrainEndToEnd\.SmallCnnLossFalls|MilpBruteForce\..*|BenchPytorch\..*|Configs/Gpt2Zoo\.OneCpuStepAtASmallSequence/gpt2(_medium)?|Configs/Zoo\.OneCpuTrainingStepAtSmallInputHasFiniteLoss/(fcn8|vgg16|vgg19|resnet50|unet|segnet)|Gpt2Tiny\.LossFallsWithin50CpuSteps|CheckmateAtScale\.(EqualsTheFullMilpWhereItProvesOptimality|TimeLimitHoldsUnderLoad|NeverWorseThanLpOrBaselinesAndBoundHolds))( |$)'
@@ -48,13 +48,13 @@ exclude=()
 [ -n "${REMAT_ASAN_EXCLUDE-$default_asan_exclude}" ] && exclude=(-E "${REMAT_ASAN_EXCLUDE-$default_asan_exclude}")
 if has_stage sanitize; then
   # allocator_may_return_null: the bad-input suite asks for more memory than exists and expects
-  # a named error, not ASan's abort. Third-party leaks are suppressed by name in tools/lsan.supp.
+  # a named error, not ASan's abort. Third-party leaks are suppressed by name in tools/scripts/lsan.supp.
   ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:strict_string_checks=1 \
-  LSAN_OPTIONS=suppressions=$PWD/tools/lsan.supp:print_suppressions=0 \
+  LSAN_OPTIONS=suppressions=$PWD/tools/scripts/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$asan" --output-on-failure -j"$(nproc)" --timeout 900 "${exclude[@]}"
 fi
 
 if has_stage fuzz; then
-  REMAT_ASAN_BUILD_DIR="$asan" bash tools/fuzz.sh "${REMAT_FUZZ_SECONDS:-10}"
+  REMAT_ASAN_BUILD_DIR="$asan" bash tools/scripts/fuzz.sh "${REMAT_FUZZ_SECONDS:-10}"
 fi

@@ -49,4 +49,13 @@ ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>
   return plan;
 }
 
+bool plan_steps_equal(const std::vector<PlanStep>& a, const std::vector<PlanStep>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || a[i].node != b[i].node || a[i].value != b[i].value ||
+        a[i].recompute != b[i].recompute)
+      return false;
+  return true;
+}
+
 }  // namespace remat

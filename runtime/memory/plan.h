@@ -32,6 +32,10 @@ struct ExecutionPlan {
   std::vector<PlanStep> steps;
 };
 
+// True when `a` and `b` are the same compute / free sequence (kind, node, value, recompute): what
+// an arena or a gradient-bucket schedule prepared for one plan can be reused for.
+bool plan_steps_equal(const std::vector<PlanStep>& a, const std::vector<PlanStep>& b);
+
 // Every non-update node once, in order; each activation freed right after its last use (Note
 // [memory semantics] in solver/schedule.h). `workspace(node)` gives each node's workspace bytes;
 // `constant_bytes` the bytes resident all step (-1: the graph's persistent bytes; data parallel:

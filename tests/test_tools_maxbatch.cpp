@@ -1,0 +1,155 @@
+// `maxbatch` end to end as a process: the table and chart, agreement with `plan` at the batch it
+// finds, --verify training at that batch, and --vary seq on a token model.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/source_dir.h"
+#include "tests/tool_runner.h"
+#include "tests/tools_test_util.h"
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "runtime/graph/autodiff.h"
+#include "solver/baselines.h"
+#include "solver/chain.h"
+#include "solver/from_graph.h"
+#include "solver/problem.h"
+#include "solver/schedule.h"
+#include "tools/planning/problem_flags.h"
+#include "tools/planning/svg.h"
+
+namespace remat {
+namespace {
+
+// ---- maxbatch -------------------------------------------------------------------------------
+TEST_F(ToolsTest, MaxBatchTableAndChart) {
+  const Problem p = small_cnn_problem();
+  // Twice the all-keep peak at batch 32: all-keep alone fits a batch of more than 32.
+  const int64_t budget = 2 * all_keep_peak(p);
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
+                                      " --strategies all-keep,chen-sqrtn,chen-greedy,griewank,checkmate"
+                                      " --time-limit 5 --svg '" + path("mb.svg") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, int64_t> batch;
+  for (const std::string& l : lines_of(r.out)) {
+    std::istringstream is(l);
+    std::string name, b, ub, secs;
+    is >> name >> b >> ub >> secs;
+    if (name == "griewank") EXPECT_EQ(b, "n/a") << "small_cnn is not a chain: " << l;
+    if (name == "all-keep" || name == "chen-sqrtn" || name == "chen-greedy" ||
+        name == "checkmate")
+      batch[name] = std::stoll(b);
+  }
+  ASSERT_EQ(batch.size(), 4u) << r.out;
+  EXPECT_GE(batch["all-keep"], 33);
+  // all-keep's max batch: the largest batch whose all-keep peak fits, on the graph built at
+  // that batch (Note [max-batch problems]).
+  const int64_t b = batch["all-keep"];
+  EXPECT_LE(all_keep_peak(problem_from_config(kSmallCnn, b, std::nullopt, "flops")), budget);
+  EXPECT_GT(all_keep_peak(problem_from_config(kSmallCnn, b + 1, std::nullopt, "flops")), budget);
+  for (const auto& [name, n] : batch) EXPECT_GE(batch["checkmate"], n) << name;
+  const std::string svg = read_whole_file(path("mb.svg"));
+  EXPECT_EQ(xml_check(svg), "");
+  EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
+}
+
+// The answer is self-consistent: `plan --config --batch B` finds a schedule at the batch B
+// maxbatch reports, and at B + 1 the exact searches (the baselines) find none.
+TEST_F(ToolsTest, MaxBatchAgreesWithPlanAtThatBatch) {
+  const Problem p = small_cnn_problem();
+  const int64_t budget = 2 * all_keep_peak(p);
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
+                                      " --strategies chen-greedy,checkmate --time-limit 10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::string, int64_t> batch;
+  for (const std::string& l : lines_of(r.out)) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    batch[j.at("strategy")] = j.at("batch").get<int64_t>();
+  }
+  ASSERT_EQ(batch.size(), 2u) << r.out;
+  auto plan_at = [&](const std::string& strategy, int64_t b) {
+    RunResult pr = run(PLAN_EXE, "--config '" + kSmallCnn + "' --batch " + std::to_string(b) +
+                                     " --budget " + std::to_string(budget) + " --strategies " +
+                                     strategy + " --time-limit 10 --json");
+    if (pr.code != 0) return false;  // the budget is below the minimum at b: no schedule
+    return nlohmann::json::parse(lines_of(pr.out).at(0)).at("feasible").get<bool>();
+  };
+  for (const auto& [strategy, b] : batch) {
+    ASSERT_GT(b, 0) << strategy;
+    EXPECT_TRUE(plan_at(strategy, b)) << strategy << " at its max batch " << b;
+  }
+  EXPECT_FALSE(plan_at("chen-greedy", batch["chen-greedy"] + 1));
+}
+
+// Solver logs (--log-level 2: Clp and Cbc) go to stderr; stdout stays one JSON object a line.
+TEST_F(ToolsTest, MaxBatchVerifyTrainsAtTheFoundBatch) {
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget 6MB"
+                                  " --strategies all-keep,chen-greedy --verify");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int ok = 0;
+  for (const std::string& l : lines_of(r.out))
+    if ((l.rfind("all-keep ", 0) == 0 || l.rfind("chen-greedy ", 0) == 0) &&
+        l.find("verified") == std::string::npos && l.find("predicted") != std::string::npos) {
+      EXPECT_NE(l.find(": ok"), std::string::npos) << l;
+      ++ok;
+    }
+  EXPECT_EQ(ok, 2) << r.out;
+}
+
+// --vary seq: the longest sequence of a token model per strategy. all-keep's answer is exact:
+// its plan fits at the length found and not one token longer (the graph rebuilt at each length,
+// attention growing with T^2); a recomputing strategy reaches at least as far; the position
+// table bounds the search; --verify trains at the found length.
+TEST_F(ToolsTest, MaxBatchVariesTheSequenceLength) {
+  const std::string tiny = test_source_dir() + "/configs/gpt2_tiny.yaml";
+  auto at = [&](int64_t t) { return problem_from_config(tiny, int64_t{2}, std::nullopt, "flops", t); };
+  const int64_t budget = all_keep_peak(at(40));
+  const std::string args = "--config '" + tiny + "' --vary seq --batch 2 --budget " + std::to_string(budget);
+  RunResult r = run(MAXBATCH_EXE, args + " --strategies all-keep,chen-greedy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("varying the sequence length (1 to 64"), std::string::npos) << r.out;
+  std::map<std::string, int64_t> seq;
+  for (const std::string& l : lines_of(r.out)) {
+    std::istringstream is(l);
+    std::string name, t;
+    is >> name >> t;
+    if (name == "all-keep" || name == "chen-greedy") seq[name] = std::stoll(t);
+  }
+  ASSERT_EQ(seq.size(), 2u) << r.out;
+  EXPECT_GE(seq["all-keep"], 40);
+  EXPECT_LE(all_keep_peak(at(seq["all-keep"])), budget);
+  if (seq["all-keep"] < 64) {
+    EXPECT_GT(all_keep_peak(at(seq["all-keep"] + 1)), budget);
+  }
+  EXPECT_GT(seq["chen-greedy"], seq["all-keep"]);
+  // (all-keep's exact limit leaves no room for the arena's alignment: verify the recomputing one.)
+  RunResult v = run(MAXBATCH_EXE, args + " --strategies chen-greedy --verify");
+  ASSERT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find(": ok"), std::string::npos) << v.out;
+  // A budget above anything needed stops at the position table (max_len 64).
+  SizeFamily family;
+  family.at = at;
+  family.max_size = 64;
+  EXPECT_EQ(max_size(family, "all-keep", int64_t{1} << 40).batch, 64);
+  RunResult image = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --vary seq --budget 1GB");
+  EXPECT_NE(image.code, 0);
+  EXPECT_NE(image.err.find("not a token model"), std::string::npos) << image.err;
+}
+
+
+}  // namespace
+}  // namespace remat

@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""remat against PyTorch on the same machine, model, batch and precision, back to back.
+
+For each model (default VGG19 and ResNet-50 at their configs' batch) it prints one table:
+  - img/s and peak memory keeping every activation (remat `train` without a budget; PyTorch eager);
+  - img/s and peak at 50 % and 70 % of remat's keep-everything peak: remat's plan under that
+    budget against torch.utils.checkpoint.checkpoint_sequential with the fastest segment count
+    whose peak fits;
+  - the largest batch that trains under a cap (default 15 GB): remat's strategies (`maxbatch`,
+    verified by training) against PyTorch keep-everything and checkpoint_sequential (sqrt(n)
+    segments), found by doubling and bisection with PyTorch's allocator capped;
+  - the achieved FLOP/s (3 x the forward convolution and dense FLOPs per step) and its fraction
+    of the device's peak for the precision.
+Peaks: remat's measured peak (the exact bytes its plan holds: weights, gradients, optimizer
+state, batch, activations, workspace); PyTorch's torch.cuda.max_memory_allocated (the same
+things through its caching allocator). On the CPU PyTorch has no peak counter or cap, so those
+cells are '-' (the CPU run is for testing the script: use a small --input).
+Usage: tools/bench/bench_pytorch.py [--device cuda] [--config configs/vgg19.yaml ...] [--json FILE]
+Exit 0 when every measurement ran, 1 when one failed (its cell says so), 2 for usage errors.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# Dense peak FLOP/s by device-name fragment: (fp32 CUDA cores, tf32 tensor cores), SXM parts.
+PEAK_FLOPS = [("H200", 67e12, 494.7e12), ("H100", 67e12, 494.7e12), ("A100", 19.5e12, 156e12)]
+
+UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+         "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(text):
+    t = text.strip().upper()
+    for unit in sorted(UNITS, key=len, reverse=True):
+        if t.endswith(unit):
+            return int(float(t[: -len(unit)]) * UNITS[unit])
+    return int(t)
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.2f} {unit}"
+    return f"{b} B"
+
+
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.failures = []
+        self.tmp = tempfile.mkdtemp(prefix="remat-bench-")
+
+    # ---- remat -------------------------------------------------------------------------------
+    def tool(self, name):
+        return os.path.join(self.a.bin, name)
+
+    def remat_train(self, config, batch, budget=None, strategy=None, steps=None):
+        """remat's summary of `steps` timed steps (its first, untimed step comes on top)."""
+        steps = self.a.steps if steps is None else steps
+        summary = os.path.join(self.tmp, "summary.json")
+        cmd = [self.tool("train"), "--config", config, "--device", self.a.device,
+               "--batch", str(batch), "--steps", str(steps + 1),
+               "--log-every", str(steps + 1), "--summary", summary]
+        if self.a.input:
+            cmd += ["--input", self.a.input]
+        if self.a.device == "cuda":
+            cmd += ["--precision", self.a.precision]
+        if budget is not None:
+            cmd += ["--budget", str(int(budget)), "--strategy", strategy,
+                    "--time-limit", str(self.a.time_limit)]
+        if os.path.exists(summary):
+            os.unlink(summary)
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        self.log(cmd, r)
+        if r.returncode != 0:
+            last = (r.stderr.strip() or r.stdout.strip()).splitlines()
+            return {"error": last[-1] if last else f"exit {r.returncode}"}
+        with open(summary) as f:
+            return json.load(f)
+
+    def remat_maxbatch(self, config):
+        cmd = [self.tool("maxbatch"), "--config", config, "--budget", str(self.a.cap),
+               "--strategies", self.a.strategies, "--json", "--time-limit", str(self.a.time_limit)]
+        if self.a.input:
+            cmd += ["--input", self.a.input]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        self.log(cmd, r)
+        if r.returncode != 0:
+            return {"error": (r.stderr.strip() or "maxbatch failed").splitlines()[-1]}
+        rows = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                j = json.loads(line)
+                rows[j["strategy"]] = j["batch"]
+        return rows
+
+    def log(self, cmd, r):
+        if self.a.verbose:
+            print("$ " + " ".join(cmd), file=sys.stderr)
+            print(r.stdout + r.stderr, file=sys.stderr)
+
+    # ---- PyTorch -----------------------------------------------------------------------------
+    def torch_setup(self):
+        import torch
+        self.torch = torch
+        if self.a.device == "cuda":
+            if not torch.cuda.is_available():
+                raise SystemExit("bench_pytorch: --device cuda but PyTorch sees no CUDA device")
+            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.allow_tf32 = self.a.precision != "fp32"
+            torch.backends.cuda.matmul.allow_tf32 = self.a.precision == "tf32-all"
+        else:
+            torch.set_num_threads(os.cpu_count() or 1)
+
+    def torch_model(self, cfg, path):
+        from bench_pytorch_model import build_segments
+        torch = self.torch
+        torch.manual_seed(int(cfg.get("seed", 0)))
+        model = build_segments(cfg, path).to(self.a.device)
+        o = cfg.get("optimizer", {"op": "sgd", "lr": 0.01})
+        if o.get("op", "sgd") == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=o.get("lr", 1e-3),
+                                   betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
+                                   eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0))
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=o.get("lr", 0.01),
+                                  momentum=o.get("momentum", 0), weight_decay=o.get("weight_decay", 0),
+                                  nesterov=bool(o.get("nesterov", False)))
+        return model, opt
+
+    def torch_run(self, cfg, path, batch, segments=0, steps=None):
+        """img/s and peak bytes of `steps` timed steps (after warm-up); segments > 0 uses
+        checkpoint_sequential. Raises torch.cuda.OutOfMemoryError when it does not fit."""
+        torch = self.torch
+        from torch.utils.checkpoint import checkpoint_sequential
+        import inspect
+        # PyTorch 2 wants use_reentrant said (False: the recommended mode); 1.x does not know it.
+        ckpt_kwargs = ({"use_reentrant": False}
+                       if "use_reentrant" in inspect.signature(checkpoint_sequential).parameters else {})
+        steps = self.a.steps if steps is None else steps
+        dev = self.a.device
+        model, opt = self.torch_model(cfg, path)
+        shape = [batch] + [int(x) for x in cfg["input"]]
+        x = torch.randn(shape, device=dev)
+        y = torch.randint(0, int(cfg["classes"]), (batch,), device=dev)
+        if segments > 0 and not ckpt_kwargs:
+            x.requires_grad_(True)  # reentrant checkpointing drops parameter gradients otherwise
+        try:
+            def step():
+                opt.zero_grad(set_to_none=True)
+                if segments > 0:
+                    out = checkpoint_sequential(model, segments, x, **ckpt_kwargs)
+                else:
+                    out = model(x)
+                loss = torch.nn.functional.cross_entropy(out, y)
+                loss.backward()
+                opt.step()
+                return loss
+            for _ in range(self.a.warmup):
+                step()
+            if dev == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                loss = step()
+            float(loss)  # synchronizes
+            seconds = time.perf_counter() - t0
+            peak = torch.cuda.max_memory_allocated() if dev == "cuda" else None
+            return {"samples_per_second": batch * steps / seconds, "measured_peak_bytes": peak}
+        finally:
+            del model, opt, x, y
+            if dev == "cuda":
+                torch.cuda.empty_cache()
+
+    def torch_fits(self, cfg, path, batch, segments):
+        try:
+            self.torch_run(cfg, path, batch, segments, steps=1)
+            return True
+        except self.torch.cuda.OutOfMemoryError:
+            return False
+
+    def torch_max_batch(self, cfg, path, segments):
+        torch = self.torch
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, self.a.cap / total))
+        try:
+            lo, hi = 0, 8
+            while self.torch_fits(cfg, path, hi, segments):
+                lo, hi = hi, hi * 2
+                if hi > 1 << 16:
+                    return lo
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if self.torch_fits(cfg, path, mid, segments) else (lo, mid)
+            return lo
+        finally:
+            torch.cuda.set_per_process_memory_fraction(1.0)
+
+    # ---- one model ---------------------------------------------------------------------------
+    def model(self, config):
+        import yaml
+        with open(config) as f:
+            cfg = yaml.safe_load(f)
+        batch = self.a.batch or int(cfg["batch"])
+        if self.a.input:  # the same override remat's tools get
+            cfg["input"] = [int(x) for x in self.a.input.split("x")]
+        res = {"model": cfg["name"], "config": config, "batch": batch, "rows": []}
+        nseg = len(self.torch_model(cfg, config)[0])
+
+        keep = self.remat_train(config, batch)
+        tk = self.torch_run(cfg, config, batch)
+        res["rows"].append(("keep everything", "remat", keep))
+        res["rows"].append(("keep everything", "pytorch eager", tk))
+        ref = keep.get("measured_peak_bytes")
+        for frac in self.a.fractions:
+            if not ref:
+                break
+            budget = int(frac * ref)
+            label = f"{int(round(100 * frac))}% = {fmt_bytes(budget)}"
+            r = self.remat_train(config, batch, budget, self.a.strategy)
+            res["rows"].append((label, f"remat {self.a.strategy}", r))
+            res["rows"].append((label, "pytorch checkpoint_sequential",
+                                self.torch_best_checkpoint(cfg, config, batch, budget, nseg)))
+        flops = 3 * __import__("bench_pytorch_model").forward_flops(cfg, config, batch)
+        res["flops_per_step"] = flops
+        if self.a.cap and self.a.maxbatch:
+            mb = self.remat_maxbatch(config)
+            if "error" in mb:
+                res["max_batch"] = mb
+            else:  # each found batch trains under the cap, or the cell says why not
+                res["max_batch"] = {}
+                for k, v in mb.items():
+                    ok = v > 0 and "error" not in self.remat_train(config, v, self.a.cap, k, steps=2)
+                    res["max_batch"]["remat " + k] = v if ok or v == 0 else f"{v} (failed to train)"
+                    if v > 0 and not ok:
+                        self.failures.append(f"{cfg['name']} max batch {v} of {k} does not train")
+            if self.a.device == "cuda":
+                res["max_batch"]["pytorch eager"] = self.torch_max_batch(cfg, config, 0)
+                k = max(1, round(math.sqrt(nseg)))
+                res["max_batch"][f"pytorch checkpoint_sequential({k})"] = \
+                    self.torch_max_batch(cfg, config, k)
+        return res
+
+    def torch_best_checkpoint(self, cfg, path, batch, budget, nseg):
+        if self.a.device != "cuda":  # no peak counter: the sqrt(n) segmentation, unchecked
+            k = max(1, round(math.sqrt(nseg)))
+            r = self.torch_run(cfg, path, batch, k)
+            r["segments"] = k
+            return r
+        best = None
+        for k in sorted({2, 3, 4, 6, 8, 12, 16, round(math.sqrt(nseg)), nseg // 2, nseg}):
+            if k < 1 or k > nseg:
+                continue
+            try:
+                r = self.torch_run(cfg, path, batch, k)
+            except self.torch.cuda.OutOfMemoryError:
+                continue
+            r["segments"] = k
+            if r["measured_peak_bytes"] <= budget and (
+                    best is None or r["samples_per_second"] > best["samples_per_second"]):
+                best = r
+        return best or {"error": "no segment count fits"}
+
+    # ---- output ------------------------------------------------------------------------------
+    def device_name(self):
+        if self.a.device == "cuda":
+            return self.torch.cuda.get_device_name(0)
+        return "cpu (%d threads)" % self.torch.get_num_threads()
+
+    def peak_flops(self):
+        name = self.device_name()
+        for frag, fp32, tf32 in PEAK_FLOPS:
+            if frag in name:
+                return tf32 if self.a.precision != "fp32" else fp32
+        return None
+
+    def print_table(self, res):
+        peak = self.peak_flops()
+        print(f"\n{res['model']}  batch {res['batch']}  on {self.device_name()}  "
+              f"precision {self.a.precision if self.a.device == 'cuda' else 'fp32'}")
+        print(f"{'memory':<18} {'system':<34} {'img/s':>9} {'peak':>10} {'TFLOP/s':>8} "
+              f"{'of peak':>7}  note")
+        base = {}
+        for label, system, r in res["rows"]:
+            if r is None or "error" in r:
+                msg = (r or {}).get("error", "failed")
+                if "below the minimum" in msg or "no segment count fits" in msg:
+                    msg = "does not fit: " + msg.split("error: ")[-1]
+                else:
+                    self.failures.append(f"{res['model']} {label} {system}: {msg}")
+                print(f"{label:<18} {system:<34} {'-':>9} {'-':>10} {'-':>8} {'-':>7}  {msg[:80]}")
+                continue
+            ips = r["samples_per_second"]
+            tf = res["flops_per_step"] * ips / res["batch"] / 1e12
+            note = []
+            if "segments" in r:
+                system = f"{system}({r['segments']})"
+            if "strategy" in r and r.get("budget_bytes"):
+                note.append(f"{r['recomputes_per_step']} recomputes, predicted "
+                            f"{fmt_bytes(r['predicted_peak_bytes'])}")
+            if system.startswith("remat"):
+                base.setdefault(label, ips)
+            elif label in base and ips > 0:
+                note.append(f"remat {base[label] / ips:.2f}x")
+            frac = f"{100 * tf * 1e12 / peak:.1f}%" if peak else "-"
+            print(f"{label:<18} {system:<34} {ips:9.1f} {fmt_bytes(r.get('measured_peak_bytes')):>10} "
+                  f"{tf:8.2f} {frac:>7}  {'; '.join(note)}")
+        if "max_batch" in res:
+            mb = res["max_batch"]
+            if "error" in mb:
+                self.failures.append(f"{res['model']} maxbatch: {mb['error']}")
+            print(f"largest batch under {fmt_bytes(self.a.cap)}: " +
+                  ", ".join(f"{k} {v}" for k, v in mb.items()))
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))  # tools/bench/ -> the repository
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--config", action="append", help="model YAML (repeatable; default VGG19 and ResNet-50)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--batch", type=int, help="override the configs' batch")
+    p.add_argument("--input", help="per-sample input override, e.g. 3x32x32")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
+    p.add_argument("--warmup", type=int, default=3, help="PyTorch warm-up steps")
+    p.add_argument("--precision", choices=["fp32", "tf32", "tf32-all"], default="tf32")
+    p.add_argument("--strategy", default="checkmate", help="remat strategy under a budget")
+    p.add_argument("--strategies", default="all-keep,chen-sqrtn,chen-greedy,checkmate",
+                   help="remat strategies for the max-batch row")
+    p.add_argument("--fractions", default="0.5,0.7", help="budgets as fractions of keep-everything")
+    p.add_argument("--cap", default="15GB", help="memory cap for the max-batch row")
+    p.add_argument("--no-maxbatch", dest="maxbatch", action="store_false")
+    p.add_argument("--time-limit", type=float, default=60, help="remat solver limit (s)")
+    p.add_argument("--bin", default=os.path.join(root, "build", "tools"), help="remat's tools folder")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--verbose", action="store_true", help="echo every remat command and its output")
+    a = p.parse_args()
+    try:
+        a.fractions = [float(x) for x in a.fractions.split(",")]
+        a.cap = parse_bytes(a.cap)
+    except ValueError as e:
+        p.error(f"bad --fractions or --cap: {e}")
+    if any(not 0 < f < 1 for f in a.fractions):
+        p.error("--fractions must lie between 0 and 1")
+    a.config = a.config or [os.path.join(root, "configs", "vgg19.yaml"),
+                            os.path.join(root, "configs", "resnet50.yaml")]
+    if not os.access(os.path.join(a.bin, "train"), os.X_OK):
+        p.error(f"no remat train in {a.bin} (build first, or pass --bin)")
+    b = Bench(a)
+    b.torch_setup()
+    results = []
+    for config in a.config:
+        res = b.model(config)
+        b.print_table(res)
+        results.append(res)
+        sys.stdout.flush()
+    if a.json:
+        out = {"device": b.device_name(), "precision": a.precision, "cap_bytes": a.cap,
+               "results": [dict(r, rows=[{"memory": l, "system": s, **(x or {})} for l, s, x in r["rows"]])
+                           for r in results], "failures": b.failures}
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=2)
+        os.replace(tmp, a.json)
+    for f in b.failures:
+        print("failed: " + f, file=sys.stderr)
+    return 1 if b.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

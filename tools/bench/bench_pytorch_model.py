@@ -1,0 +1,198 @@
+# A remat model YAML (configs/*.yaml) as a PyTorch module, for tools/bench/bench_pytorch.py: the same
+# layers, attributes, name resolution and parameter layout as models/config.h describes, so that
+# PyTorch and remat train the same network. Also the network as a list of single-input
+# segments (cut where one value alone is live), which torch's checkpoint_sequential needs.
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _pair(v, default):
+    if v is None:
+        return tuple(default)
+    if isinstance(v, int):
+        return (v, v)
+    if len(v) == 1:
+        return (v[0], v[0])
+    return tuple(v)
+
+
+def flatten_layers(cfg, path):
+    """Expands repeat blocks and resolves inputs as models/config.h does.
+    Returns [(full_name, op, [input full names or 'input'], attrs)] in definition order."""
+    out = []
+    defined = set()
+
+    def resolve(name, scopes, where):
+        for scope in scopes:
+            if name in scope:
+                return scope[name]
+        if name in defined:
+            return name
+        raise ConfigError(f"{path}: layer '{where}': input '{name}' is not defined earlier")
+
+    def expand(layers, prefix, outer, block_input):
+        local = {"input": block_input}
+        prev = block_input
+        for layer in layers:
+            name = layer["name"]
+            scopes = [local] + outer
+            if "layers" in layer:
+                inp = prev
+                if "inputs" in layer:
+                    ins = layer["inputs"]
+                    inp = resolve(ins if isinstance(ins, str) else ins[0], scopes, name)
+                for i in range(int(layer.get("repeat", 1))):
+                    inp = expand(layer["layers"], f"{prefix}{name}.{i}.", scopes, inp)
+                local[name] = inp
+                prev = inp
+                continue
+            ins = layer.get("inputs")
+            ins = [prev] if ins is None else ([ins] if isinstance(ins, str) else list(ins))
+            if "inputs" in layer:
+                ins = [resolve(x, scopes, prefix + name) for x in ins]
+            attrs = {k: v for k, v in layer.items() if k not in ("name", "op", "inputs")}
+            full = prefix + name
+            out.append((full, layer["op"], ins, attrs))
+            local[name] = full
+            defined.add(full)
+            prev = full
+        return prev
+
+    expand(cfg["layers"], "", [], "input")
+    return out
+
+
+class Act(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        if self.kind == "relu":
+            return F.relu(x)
+        if self.kind == "relu6":
+            return F.relu6(x)
+        return x
+
+
+def make_layer(op, attrs, in_shapes, where):
+    """A module for one layer and its output shape (per sample, without N)."""
+    s = in_shapes[0]
+    if op == "conv2d":
+        k = _pair(attrs.get("kernel"), (1, 1))
+        st = _pair(attrs.get("stride"), (1, 1))
+        p = _pair(attrs.get("padding"), (0, 0))
+        d = _pair(attrs.get("dilation"), (1, 1))
+        g = int(attrs.get("groups", 1))
+        conv = nn.Conv2d(s[0], int(attrs["filters"]), k, st, p, d, g, bias=bool(attrs.get("bias", True)))
+        ho = (s[1] + 2 * p[0] - d[0] * (k[0] - 1) - 1) // st[0] + 1
+        wo = (s[2] + 2 * p[1] - d[1] * (k[1] - 1) - 1) // st[1] + 1
+        return nn.Sequential(conv, Act(attrs.get("activation", "none"))), (conv.out_channels, ho, wo)
+    if op == "dense":
+        lin = nn.Linear(s[0], int(attrs["units"]), bias=bool(attrs.get("bias", True)))
+        return nn.Sequential(lin, Act(attrs.get("activation", "none"))), (lin.out_features,)
+    if op == "batchnorm":
+        return nn.BatchNorm2d(s[0], eps=float(attrs.get("eps", 1e-5)),
+                              momentum=float(attrs.get("momentum", 0.1))), s
+    if op in ("relu", "relu6"):
+        return Act(op), s
+    if op in ("maxpool", "avgpool"):
+        k = _pair(attrs.get("kernel"), (1, 1))
+        st = _pair(attrs.get("stride"), k)
+        p = _pair(attrs.get("padding"), (0, 0))
+        mod = (nn.MaxPool2d(k, st, p) if op == "maxpool"
+               else nn.AvgPool2d(k, st, p, count_include_pad=False))
+        return mod, (s[0], (s[1] + 2 * p[0] - k[0]) // st[0] + 1, (s[2] + 2 * p[1] - k[1]) // st[1] + 1)
+    if op == "global_avgpool":
+        return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()), (s[0],)
+    if op == "flatten":
+        return nn.Flatten(), (math.prod(s),)
+    if op == "dropout":
+        return nn.Dropout(float(attrs.get("rate", 0.5))), s
+    if op == "upsample":
+        f = int(attrs.get("factor", 2))
+        return nn.Upsample(scale_factor=f, mode="nearest"), (s[0], s[1] * f, s[2] * f)
+    if op == "add":
+        return None, s
+    if op == "concat":
+        return None, (sum(x[0] for x in in_shapes),) + tuple(s[1:])
+    raise ConfigError(f"layer '{where}': op '{op}' has no PyTorch translation in this benchmark")
+
+
+class Segment(nn.Module):
+    """Layers run in order over a dict of live values; one value in, one value out."""
+
+    def __init__(self, layers, mods, inp, outp):
+        super().__init__()
+        self.layers = layers  # [(name, op, inputs)]
+        self.mods = mods      # nn.ModuleDict keyed by sanitized names
+        self.inp, self.outp = inp, outp
+
+    def forward(self, x):
+        vals = {self.inp: x}
+        for name, op, ins, key in self.layers:
+            args = [vals[i] for i in ins]
+            if op == "add":
+                y = args[0]
+                for a in args[1:]:
+                    y = y + a
+            elif op == "concat":
+                y = torch.cat(args, dim=1)
+            else:
+                y = self.mods[key](args[0])
+            vals[name] = y
+        return vals[self.outp]
+
+
+def build_segments(cfg, path):
+    """The model as an nn.Sequential of Segments, cut wherever a single value is live."""
+    layers = flatten_layers(cfg, path)
+    shapes = {"input": tuple(cfg["input"])}
+    mods = {}
+    last_use = {}
+    for i, (_, _, ins, _) in enumerate(layers):
+        for x in ins:
+            last_use[x] = i
+    for full, op, ins, attrs in layers:
+        mod, shapes[full] = make_layer(op, attrs, [shapes[x] for x in ins], full)
+        if mod is not None:
+            mods[full] = mod
+    defined_at = {"input": -1}
+    defined_at.update({full: i for i, (full, _, _, _) in enumerate(layers)})
+    segments = []
+    cur, cur_in = [], "input"
+    for i, (full, op, ins, _) in enumerate(layers):
+        key = full.replace(".", "_")
+        cur.append((full, op, ins, key))
+        live = {x for x, j in last_use.items() if j > i and defined_at[x] <= i and x != full}
+        if not live:  # only this layer's output crosses the cut
+            md = nn.ModuleDict({k: mods[n] for n, _, _, k in cur if n in mods})
+            segments.append(Segment(cur, md, cur_in, full))
+            cur, cur_in = [], full
+    if cur:
+        raise ConfigError(f"{path}: the last layer does not end the graph")
+    return nn.Sequential(*segments)
+
+
+def forward_flops(cfg, path, batch):
+    """Multiply-adds x 2 of the forward convolutions and dense layers (the usual FLOP count)."""
+    layers = flatten_layers(cfg, path)
+    shapes = {"input": tuple(cfg["input"])}
+    flops = 0
+    for full, op, ins, attrs in layers:
+        _, out = make_layer(op, attrs, [shapes[x] for x in ins], full)
+        if op == "conv2d":
+            k = _pair(attrs.get("kernel"), (1, 1))
+            cin = shapes[ins[0]][0] // int(attrs.get("groups", 1))
+            flops += 2 * batch * math.prod(out) * cin * k[0] * k[1]
+        elif op == "dense":
+            flops += 2 * batch * shapes[ins[0]][0] * out[0]
+        shapes[full] = out
+    return flops

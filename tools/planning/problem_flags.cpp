@@ -1,0 +1,189 @@
+// Problem-source and solver flags shared by plan, maxbatch and sweep: --problem or --config
+// (config -> forward graph -> training graph -> cost table -> Problem), and the solver knobs.
+#include "tools/planning/problem_flags.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/core/check.h"
+#include "runtime/graph/costs.h"
+#include "solver/from_graph.h"
+
+namespace remat {
+
+void add_problem_flags(FlagParser& flags) {
+  flags.add("problem", "FILE", "rematerialization problem (remat-problem/1 JSON)")
+      .add("config", "FILE", "model config (YAML); builds the training graph's problem")
+      .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
+      .add("input", "CxHxW", "per-sample input size override (with --config)")
+      .add("seq", "T", "a token model's sequence length override (with --config)")
+      .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
+           "flops")
+      .add("world", "N", "plan one rank of N data-parallel ranks (with --config)", "1")
+      .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank");
+}
+
+ParallelConfig parallel_from_flags(const FlagParser& flags) {
+  ParallelConfig pc;
+  pc.world = static_cast<int>(flags.get_int("world", 1, 1 << 20));
+  pc.shard_optimizer = flags.has("shard-optimizer");
+  if (pc.shard_optimizer && pc.world < 2)
+    REMAT_USER_ERROR("--shard-optimizer needs --world N with N >= 2 (the ranks that share the "
+                     "optimizer state)");
+  return pc;
+}
+
+Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
+                            std::optional<Shape> input, const std::string& cost_model,
+                            std::optional<int64_t> sequence, const ParallelConfig& parallel) {
+  const ModelConfig cfg = load_model_config(config_path);
+  std::optional<CostTable> table;
+  if (cost_model != "flops") {
+    table = costs_load(cost_model);
+    // A table measured at some batch only matches a graph of that batch: default to it.
+    if (!batch && table->batch > 0) batch = table->batch;
+  }
+  const OpRegistry ops = make_builtin_registry();
+  BuildOptions bo;
+  bo.batch = batch;
+  bo.input = input;
+  bo.sequence = sequence;
+  const Graph fwd = build_forward_graph(cfg, ops, bo);
+  const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+  const CostTable costs = table ? *table : flops_costs(g, ops);
+  Problem p = problem_from_graph(g, costs, persistent_layout(g, parallel).constant_bytes).problem;
+  if (p.name.empty()) p.name = cfg.name;
+  return p;
+}
+
+int64_t max_buildable_sequence(const std::string& config_path) {
+  const ModelConfig cfg = load_model_config(config_path);
+  if (!cfg.tokens())
+    REMAT_USER_ERROR(config_path << ": not a token model (no `sequence`): its sequence length "
+                                    "cannot vary");
+  const OpRegistry ops = make_builtin_registry();
+  auto builds = [&](int64_t t) {
+    BuildOptions bo;
+    bo.batch = 1;
+    bo.sequence = t;
+    try {
+      build_forward_graph(cfg, ops, bo);
+      return true;
+    } catch (const UserError&) {
+      return false;
+    }
+  };
+  if (!builds(1)) build_forward_graph(cfg, ops, {});  // reports why the model does not build
+  int64_t lo = 1, hi = 2;
+  const int64_t limit = int64_t{1} << 24;  // the YAML limit of `sequence`
+  while (hi <= limit && builds(hi)) lo = hi, hi *= 2;
+  hi = std::min(hi, limit + 1);
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (builds(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+Problem problem_from_flags(const FlagParser& flags) {
+  const bool has_problem = flags.has("problem"), has_config = flags.has("config");
+  if (has_problem && has_config)
+    throw UsageError("--problem and --config are exclusive: give exactly one of them");
+  if (!has_problem && !has_config)
+    throw UsageError("no problem given: use --config FILE (a model YAML) or --problem FILE "
+                     "(a remat-problem/1 JSON)");
+  std::optional<int64_t> batch;
+  if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
+  if (has_problem) {
+    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer"})
+      if (flags.has(f))
+        throw UsageError(std::string("--") + f + " needs --config; a --problem file already has "
+                                                 "its sizes and costs");
+    Problem p = problem_load(flags.get("problem"));
+    return batch ? problem_at_batch(p, *batch) : p;
+  }
+  std::optional<Shape> input;
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
+  std::optional<int64_t> sequence;
+  if (flags.has("seq")) sequence = flags.get_int("seq", 1, int64_t{1} << 24);
+  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"), sequence,
+                             parallel_from_flags(flags));
+}
+
+ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
+  if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
+  std::optional<Shape> input;
+  if (flags.has("input"))
+    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
+  const std::string config = flags.get("config");
+  const ParallelConfig parallel = parallel_from_flags(flags);
+  return [config, input, parallel](int64_t batch) {
+    return problem_from_config(config, batch, input, "flops", std::nullopt, parallel);
+  };
+}
+
+void add_solve_flags(FlagParser& flags) {
+  flags.add("strategies", "S", "'all' or a comma-separated list of strategy names", "all")
+      .alias("--strategy", "strategies")
+      .add("time-limit", "SEC", "MILP / LP wall-clock limit in seconds", "60")
+      .add("threads", "N", "solver threads", "1")
+      .add("gap", "G", "MILP relative gap to stop at", "0.0001")
+      .add("log-level", "N", "0 silent, 1 live progress line, 2 solver log", "1");
+}
+
+SolveOptions solve_options_from_flags(const FlagParser& flags) {
+  SolveOptions opt;
+  opt.time_limit_seconds = flags.get_double("time-limit", 0.001, 1e7);
+  opt.threads = static_cast<int>(flags.get_int("threads", 1, 1024));
+  opt.relative_gap = flags.get_double("gap", 0, 1);
+  opt.log_level = static_cast<int>(flags.get_int("log-level", 0, 3));
+  return opt;
+}
+
+std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what) {
+  const std::vector<std::string>& known = strategy_names();
+  std::vector<std::string> out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string name = text.substr(start, comma - start);
+    start = comma + 1;
+    if (name == "all") {  // anywhere in the list: every strategy, in display order
+      for (const auto& n : known) add(n);
+      continue;
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+      std::vector<std::string> all_names = known;
+      all_names.push_back("all");
+      throw UsageError(what + ": unknown strategy '" + name + "'" + did_you_mean(name, all_names) +
+                       " (known: all, " + list + ")");
+    }
+    add(name);
+  }
+  return out;
+}
+
+std::vector<std::string> strategies_from_flags(const FlagParser& flags) {
+  return parse_strategy_list(flags.get("strategies"), "--strategies");
+}
+
+void progress_line_attach(SolveOptions& opt, ProgressLine* line) {
+  if (opt.log_level < 1) return;
+  opt.progress = progress_solve;
+  opt.batch_progress = progress_batch;
+  opt.progress_user = line;
+}
+
+}  // namespace remat

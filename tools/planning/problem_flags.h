@@ -1,0 +1,72 @@
+// Where plan/maxbatch/sweep get their Problem and solver settings: the flags that name a problem
+// (a saved problem file, or a model config built into a training graph and costed), and the
+// functions that read them back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/memory/param_layout.h"
+#include "runtime/core/tensor.h"
+#include "solver/problem.h"
+#include "solver/strategies.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
+
+namespace remat {
+
+// Declares the problem-source flags on `flags`:
+//   --problem FILE        a remat-problem/1 JSON file
+//   --config FILE         a model YAML: forward graph -> training graph -> costs -> problem
+//   --batch N             the batch the problem is built at (config: overrides its batch;
+//                         problem: rescaled linearly with problem_at_batch)
+//   --input CxHxW         per-sample input size override (config only)
+//   --seq T               a token model's sequence length override (config only)
+//   --cost-model M        flops (default: flops_costs) or a remat-costs/1 JSON file (config only)
+//   --world N             plan one rank of N data-parallel ranks: its constant holds the
+//                         gradient buckets (config only; runtime/memory/param_layout.h)
+//   --shard-optimizer     ... with 1/N of the optimizer state per rank (ZeRO-1)
+void add_problem_flags(FlagParser& flags);
+
+// Builds the Problem from exactly one of --config / --problem; UserError naming the flags
+// otherwise, or when a config-only flag is given with --problem.
+Problem problem_from_flags(const FlagParser& flags);
+
+// The problem at batch b for max batch (Note [max-batch problems]): --config with the FLOPs
+// model rebuilds the training graph at b; a --problem file or a measured cost table can only be
+// scaled (problem_at_batch). Null means "scale".
+ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
+
+// The Problem a model config defines (what --config does): the training graph uses the config's
+// optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
+// graph is built at the table's batch so the two match.
+// `parallel` sets the constant for one rank of a data-parallel job (default: one process).
+Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
+                            std::optional<Shape> input, const std::string& cost_model,
+                            std::optional<int64_t> sequence = std::nullopt,
+                            const ParallelConfig& parallel = {});
+
+// --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same);
+// UserError for --shard-optimizer without --world N >= 2.
+ParallelConfig parallel_from_flags(const FlagParser& flags);
+
+// The largest sequence length a token model builds at (its position table's length), found by
+// bisection on building the forward graph; UserError for an image model.
+int64_t max_buildable_sequence(const std::string& config_path);
+
+// Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
+void add_solve_flags(FlagParser& flags);
+SolveOptions solve_options_from_flags(const FlagParser& flags);
+
+// Strategy names selected by --strategies: "all", or a comma-separated list of known names
+// (kept in the order given; a name not known is a UserError listing the known ones).
+std::vector<std::string> strategies_from_flags(const FlagParser& flags);
+std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what);
+
+// Points opt.progress and opt.batch_progress at `line` (tools/progress.h) when
+// opt.log_level >= 1 (the line must outlive the solves).
+void progress_line_attach(SolveOptions& opt, ProgressLine* line);
+
+}  // namespace remat

@@ -1,0 +1,205 @@
+// maxbatch (the paper's Figure 5): the largest batch whose schedule fits a memory budget, per
+// strategy, as a table (or JSON lines) and optionally an SVG bar chart; with --vary seq, the
+// longest sequence of a token model instead (its graph rebuilt at each length).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "solver/griewank.h"
+#include "solver/strategies.h"
+#include "tools/common/cli.h"
+#include "tools/planning/problem_flags.h"
+#include "tools/planning/svg.h"
+#include "tools/training/training.h"
+#include "models/build.h"
+
+namespace remat {
+namespace {
+
+// The status of a strategy that does not apply to the graph (griewank on a non-chain): its row
+// reads "n/a", never a batch of 0 (which would mean "even batch 1 does not fit").
+const char* const kNotApplicable = "not applicable: the graph is not a chain";
+
+std::string maxbatch_svg(const Problem& p, int64_t budget, const std::string& size_name,
+                         const std::vector<MaxBatchResult>& results) {
+  SvgBarChart c;
+  c.title = p.name + ": max " + size_name + " within " + format_bytes(budget);
+  c.y_label = "max " + size_name;
+  for (const MaxBatchResult& r : results) {
+    c.labels.push_back(r.strategy);
+    c.values.push_back(static_cast<double>(r.batch));
+    if (r.status == kNotApplicable) {
+      c.notes.push_back("n/a");
+      continue;
+    }
+    std::string note = std::to_string(r.batch);
+    if (r.upper_bound > r.batch) note += " (<= " + std::to_string(r.upper_bound) + ")";
+    c.notes.push_back(note);
+  }
+  return svg_bar_chart(c);
+}
+
+// --verify: trains two steps of the real graph at each strategy's batch, under the budget, and
+// reports the measured peak next to the plan's. Returns the number of rows that failed (an
+// error, or a measurement that disagrees with the plan).
+int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
+            const std::vector<MaxBatchResult>& results) {
+  if (!flags.has("config")) throw UsageError("maxbatch: --verify needs --config (a model to train)");
+  const std::string device = flags.get_choice("device", {"cpu", "cuda"});
+  struct Row {
+    std::string strategy;
+    int64_t batch;
+    std::string outcome;
+  };
+  std::vector<Row> rows;
+  int failed = 0;
+  for (const MaxBatchResult& r : results) {
+    if (r.batch < 1) continue;
+    std::printf("\n--verify %s at %s %lld on %s:\n", r.strategy.c_str(),
+                vary_seq ? "sequence" : "batch", static_cast<long long>(r.batch), device.c_str());
+    TrainOptions t;
+    t.config = flags.get("config");
+    t.device = device;
+    t.steps = 2;
+    if (vary_seq) {
+      t.sequence = r.batch;
+      if (flags.has("batch")) t.batch = flags.get_int("batch", 1, int64_t(1) << 40);
+    } else {
+      t.batch = r.batch;
+      if (flags.has("seq")) t.sequence = flags.get_int("seq", 1, int64_t{1} << 24);
+    }
+    if (flags.has("input"))
+      t.input = parse_flag_value(
+          [&] { return parse_input_size(flags.get("input"), "maxbatch: --input"); });
+    t.plan.budget = budget;
+    t.plan.strategy = r.strategy;
+    t.plan.cost_model = flags.get("cost-model");
+    t.plan.time_limit = flags.get_double("time-limit", 0.1, 1e6);
+    t.plan.log_level = 0;
+    t.log_every = 100;
+    char buf[160];
+    bool ok = false;
+    try {
+      TrainSummary s = run_training(t);
+      ok = s.reserved_peak_bytes <= budget && s.peak_bytes == s.predicted_peak;
+      std::snprintf(buf, sizeof buf, "predicted %s, measured %s, held %s: %s",
+                    format_bytes(s.predicted_peak).c_str(), format_bytes(s.peak_bytes).c_str(),
+                    format_bytes(s.reserved_peak_bytes).c_str(), ok ? "ok" : "MISMATCH");
+    } catch (const UserError& e) {
+      std::snprintf(buf, sizeof buf, "failed: %.120s", e.what());
+    }
+    rows.push_back({r.strategy, r.batch, buf});
+    failed += !ok;
+  }
+  std::printf("\n%-20s %8s  %s\n", "strategy", vary_seq ? "seq" : "batch", "verified (2 steps)");
+  for (const Row& r : rows)
+    std::printf("%-20s %8lld  %s\n", r.strategy.c_str(), static_cast<long long>(r.batch),
+                r.outcome.c_str());
+  return failed;
+}
+
+int run(int argc, char** argv) {
+  FlagParser flags("maxbatch", "Find the largest batch (or sequence) that trains within a "
+                               "memory budget.");
+  add_problem_flags(flags);
+  flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)")
+      .add("vary", "batch|seq", "the size to maximise: the batch, or a token model's sequence "
+                                "length (--config only; the batch stays fixed)", "batch");
+  add_solve_flags(flags);
+  flags.add("json", "", "one JSON object per strategy instead of a table")
+      .add("svg", "FILE", "write a bar chart of the max batch per strategy")
+      .add("verify", "", "--config only: train two steps at each found batch under the budget")
+      .add("device", "cpu|cuda", "where --verify trains", "cpu");
+  if (!flags.parse(argc, argv)) return 0;
+  if (!flags.has("budget")) throw UsageError("maxbatch: --budget is required");
+  if (flags.has("svg")) check_output_file(flags.get("svg"), "maxbatch: --svg");
+  const bool vary_seq = flags.get_choice("vary", {"batch", "seq"}) == "seq";
+  const Problem p = problem_from_flags(flags);
+  const int64_t budget = flags.get_bytes("budget");
+  SizeFamily family;
+  if (vary_seq) {
+    if (!flags.has("config")) throw UsageError("maxbatch: --vary seq needs --config (a token model)");
+    if (flags.get("cost-model") != "flops")
+      throw UsageError("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
+                       "sequence length)");
+    if (flags.has("seq")) throw UsageError("maxbatch: --vary seq searches the sequence length; drop --seq");
+    std::optional<int64_t> batch;
+    if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
+    const std::string config = flags.get("config");
+    const ParallelConfig parallel = parallel_from_flags(flags);
+    family.at = [config, batch, parallel](int64_t t) {
+      return problem_from_config(config, batch, std::nullopt, "flops", t, parallel);
+    };
+    family.max_size = max_buildable_sequence(config);
+  }
+  const char* size_name = vary_seq ? "seq" : "batch";
+  SolveOptions opt = solve_options_from_flags(flags);
+  const bool json = flags.has("json");
+  if (json && !flags.has("log-level")) opt.log_level = 0;
+  ProgressLine line;
+  progress_line_attach(opt, &line);
+  if (!json) {
+    std::printf("problem %s: %d nodes, measured at batch %lld, constant %s, budget %s\n",
+                p.name.c_str(), p.size(), static_cast<long long>(p.batch),
+                format_bytes(p.constant_bytes).c_str(), format_bytes(budget).c_str());
+    if (vary_seq)
+      std::printf("varying the sequence length (1 to %lld, the model's position table) at batch "
+                  "%lld\n", static_cast<long long>(family.max_size), static_cast<long long>(p.batch));
+    std::printf("%-20s %10s %12s %9s  %s\n", "strategy", size_name, "upper bound", "time(s)",
+                "status");
+  }
+  const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
+  std::vector<MaxBatchResult> results;
+  for (const std::string& name : strategies_from_flags(flags)) {
+    MaxBatchResult r;
+    if (name == "griewank" && !problem_is_chain(p)) {
+      r.strategy = name;
+      r.status = kNotApplicable;
+    } else {
+      progress_line_next(&line, name);
+      r = vary_seq ? max_size(family, name, budget, opt) : max_batch(p, name, budget, opt, at_batch);
+      progress_line_next(&line, "");
+    }
+    if (r.status.empty()) r.status = r.batch == 0 ? "does not fit at batch 1" : "ok";
+    const bool applies = r.status != kNotApplicable;
+    if (json) {
+      nlohmann::json j = {{"strategy", name},
+                          {size_name, applies ? nlohmann::json(r.batch) : nlohmann::json()},
+                          {"upper_bound", applies ? nlohmann::json(r.upper_bound) : nlohmann::json()},
+                          {"solve_seconds", r.solve_seconds},
+                          {"status", r.status}};
+      std::printf("%s\n", j.dump().c_str());
+    } else if (!applies) {
+      std::printf("%-20s %10s %12s %9s  %s\n", name.c_str(), "n/a", "n/a", "-", r.status.c_str());
+    } else {
+      std::printf("%-20s %10lld %12lld %9.3f  %s\n", name.c_str(),
+                  static_cast<long long>(r.batch), static_cast<long long>(r.upper_bound),
+                  r.solve_seconds, r.status.c_str());
+    }
+    std::fflush(stdout);
+    results.push_back(std::move(r));
+  }
+  if (flags.has("svg")) {
+    svg_save(maxbatch_svg(p, budget, vary_seq ? "sequence length" : "batch size", results),
+             flags.get("svg"));
+    if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
+  }
+  if (flags.has("verify")) {
+    const int failed = verify(flags, budget, vary_seq, results);
+    if (failed > 0)
+      REMAT_USER_ERROR("maxbatch --verify: " << plural(failed, "row") << " failed (see the table "
+                                                                       "above)");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  return remat::run_main([&] { return remat::run(argc, argv); });
+}

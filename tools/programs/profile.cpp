@@ -1,0 +1,118 @@
+// `profile`: measures every node of a model's training graph on a device and writes the cost
+// table ("remat-costs/1") that `plan` and `train` solve with. Measurements are cached per
+// (model, input, batch, device); --no-cache re-measures.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/backends/backend.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "runtime/backends/cuda_backend.h"
+#include "runtime/profiler.h"
+#include "tools/common/cli.h"
+
+namespace remat {
+namespace {
+
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision) {
+  if (device == "cpu") return make_cpu_backend();
+  std::string why;
+  auto be = make_cuda_backend(0, &why, cuda_precision_options(precision));
+  if (!be) REMAT_USER_ERROR("profile: --device cuda: " << why);
+  return be;
+}
+
+void print_table(const Graph& g, const CostTable& t) {
+  std::printf("%-36s %-9s %11s %8s %12s %12s\n", "node", "kind", "median ms", "spread", "output",
+              "workspace");
+  double fwd = 0, bwd = 0;
+  size_t i = 0;
+  for (const Node& n : g.nodes) {
+    if (n.kind == NodeKind::Update) continue;
+    const NodeCost& c = t.nodes.at(i++);
+    (n.kind == NodeKind::Backward ? bwd : fwd) += c.cost;
+    std::printf("%-36s %-9s %11.4f %7.1f%% %12s %12s\n", c.name.c_str(), node_kind_name(n.kind),
+                c.cost, 100.0 * c.spread, format_bytes(c.bytes).c_str(),
+                format_bytes(c.workspace_bytes).c_str());
+  }
+  std::printf("total: forward (with loss) %.3f ms, backward %.3f ms, step without updates %.3f ms\n",
+              fwd, bwd, fwd + bwd);
+}
+
+int profile_main(int argc, char** argv) {
+  FlagParser f("profile", "Measures each node of a model's training graph (cost table JSON).");
+  f.add("config", "FILE", "model YAML (required)")
+      .add("device", "cpu|cuda", "where to measure", "cpu")
+      .add("batch", "N", "override the config's batch size")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("seq", "T", "override a token model's sequence length")
+      .add("precision", "fp32|tf32|tf32-all", "GPU math, as train's --precision", "tf32")
+      .add("repeats", "R", "timed runs per node (the median is kept)", "10")
+      .add("warmup", "W", "untimed runs per node first", "2")
+      .add("output", "FILE", "also write the cost table here")
+      .alias("-o", "output")
+      .add("no-cache", "", "measure again even if a cached table exists");
+  if (!f.parse(argc, argv)) return 0;
+  if (!f.has("config")) throw UsageError("profile: --config FILE is required\n" + f.usage());
+  if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
+  const std::string device = f.get_choice("device", {"cpu", "cuda"});
+  ProfileOptions po;
+  po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
+  po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));
+
+  ModelConfig cfg = load_model_config(f.get("config"));
+  const OpRegistry ops = make_builtin_registry();
+  BuildOptions bo;
+  if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
+  if (f.has("input"))
+    bo.input = parse_flag_value([&] { return parse_input_size(f.get("input"), "profile: --input"); });
+  if (f.has("seq")) bo.sequence = f.get_int("seq", 1, 1 << 24);
+  Graph fwd = build_forward_graph(cfg, ops, bo);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+
+  std::unique_ptr<Backend> be =
+      make_backend(device, f.get_choice("precision", {"fp32", "tf32", "tf32-all"}));
+  std::printf("model %s, input %s, batch %lld: %zu nodes; device %s\n", g.name.c_str(),
+              profile_cache_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
+              be->name().c_str());
+  if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
+
+  if (isatty(fileno(stderr))) {
+    po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+      std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
+      if (i + 1 == n) std::fprintf(stderr, "\n");
+    };
+  } else {  // a log: a plain line every 10 % of the nodes
+    po.on_node = [](size_t i, size_t n, const NodeCost& c) {
+      if ((i + 1) % std::max<size_t>(1, n / 10) == 0 || i + 1 == n) {
+        std::printf("profiled %zu/%zu nodes (last %s)\n", i + 1, n, c.name.c_str());
+        std::fflush(stdout);
+      }
+    };
+  }
+  std::string note;
+  CostTable t = profile_graph_cached(g, ops, *be, po, f.has("no-cache"), &note);
+  std::printf("%s\n", note.c_str());
+  print_table(g, t);
+  if (f.has("output")) {
+    costs_save(t, f.get("output"));
+    std::printf("wrote %s\n", f.get("output").c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace remat
+
+int main(int argc, char** argv) {
+  return remat::run_main([&] { return remat::profile_main(argc, argv); });
+}

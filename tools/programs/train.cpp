@@ -1,0 +1,148 @@
+// `train`: trains a model from a YAML config, optionally under a memory budget with a
+// rematerialization schedule; under mpirun, as one rank of a data-parallel job. main() only
+// parses flags and dispatches.
+#include <climits>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "models/build.h"
+#include "ops/cpu_gemm.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/core/check.h"
+#include "runtime/comm/mpi_session.h"
+#include "solver/strategies.h"
+#include "tools/common/cli.h"
+#include "tools/training/stop_signal.h"
+#include "tools/training/training.h"
+
+namespace {
+
+// Note [errors in a data-parallel job]
+// Any rank's error ends the whole job: the failing rank prints its message, prefixed with its
+// rank and host, and calls MPI_Abort with its exit code, which makes mpirun stop every other
+// rank (even one blocked in a collective waiting for it) and exit with that code. A rank that
+// dies without a word (a signal) is noticed by mpirun, which also stops the rest.
+int train_main(int argc, char** argv, remat::MpiSession& session) {
+  std::vector<std::string> strategies = remat::strategy_names();
+  std::string known;
+  for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
+  remat::FlagParser f("train", "Trains a model described in YAML (see README).");
+  f.add("config", "FILE", "model YAML (required)")
+      .add("device", "cpu|cuda", "where to train", "cpu")
+      .add("steps", "N", "training steps (total, when resuming)", "50")
+      .add("batch", "N", "override the config's batch size (per rank under mpirun)")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("seq", "T", "override a token model's sequence length")
+      .add("seed", "S", "override the config's seed (weights, dropout)")
+      .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB (per rank)")
+      .add("strategy", "S", known, "checkmate")
+      .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
+      .add("plan", "FILE", "run a schedule (`plan -o`) or plan (--save-plan) instead of solving")
+      .add("save-plan", "FILE", "write the execution plan that runs (JSON)")
+      .add("time-limit", "SEC", "solver time limit", "60")
+      .add("threads", "N", "solver threads", "1")
+      .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
+      .add("trace", "FILE", "write a Chrome trace of the last step(s)")
+      .add("trace-steps", "K", "steps the trace holds (the last K)", "1")
+      .add("save", "FILE", "write a checkpoint (safetensors) after the last step, or when stopped")
+      .add("save-every", "N", "also write FILE-step<k> every N steps (needs --save)")
+      .add("keep-last", "K", "periodic checkpoints to keep (the oldest removed)", "3")
+      .add("resume", "FILE", "continue from a checkpoint")
+      .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
+      .add("compare", "FILE", "a keep-everything run's --summary: print the slowdown against it")
+      .add("precision", "fp32|tf32|tf32-all",
+           "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
+           "tf32")
+      .add("log-every", "K", "print every K-th step (default: a live line on a terminal, "
+                             "every step in a log)")
+      .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
+      .add("no-check-finite", "",
+           "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
+      .add("shard-optimizer", "", "mpirun: each rank keeps 1/N of the optimizer state (ZeRO-1)")
+      .add("bucket-size", "BYTES", "mpirun: gradient bucket size", "25MB")
+      .add("check-every", "K", "mpirun: check that all ranks hold the same weights every K steps "
+                               "(and at the start and end; 0: start and end only)", "100")
+      .allow_positional("KEY=VALUE", "override a config field, e.g. optimizer.lr=0.01 batch=64 "
+                                     "layers.conv1.filters=32");
+  if (!f.parse(argc, argv)) return 0;
+  if (!f.has("config")) throw remat::UsageError("train: --config FILE is required\n" + f.usage());
+  remat::TrainOptions opt;
+  opt.config = f.get("config");
+  opt.device = f.get_choice("device", {"cpu", "cuda"});
+  opt.steps = f.get_int("steps", 1, 100000000);
+  if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
+  if (f.has("input")) opt.input = remat::parse_flag_value(
+      [&] { return remat::parse_input_size(f.get("input"), "train: --input"); });
+  if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
+  if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
+  if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
+  opt.plan.strategy = f.get_choice("strategy", strategies);
+  opt.plan.cost_model = f.get("cost-model");
+  if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
+  if (f.has("plan") && !f.has("budget"))
+    throw remat::UsageError("train: --plan needs --budget (the cap the plan runs under)");
+  if (f.has("strategy") && !f.has("budget"))
+    throw remat::UsageError("train: --strategy needs --budget");
+  opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
+  opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
+  opt.memory = f.get_choice("memory", {"arena", "pool"});
+  opt.trace_file = f.get("trace");
+  opt.trace_steps = f.get_int("trace-steps", 1, 1000000);
+  opt.save_plan_file = f.get("save-plan");
+  opt.save_file = f.get("save");
+  opt.resume_file = f.get("resume");
+  opt.summary_file = f.get("summary");
+  opt.compare_file = f.get("compare");
+  opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
+  if (f.has("log-every")) opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
+  opt.metrics_file = f.get("metrics");
+  if (f.has("save-every")) {
+    if (!f.has("save"))
+      throw remat::UsageError("train: --save-every needs --save FILE (periodic checkpoints "
+                              "are named after it: FILE-step<k>)");
+    opt.save_every = f.get_int("save-every", 1, 100000000);
+  }
+  if (f.has("keep-last") && !f.has("save-every"))
+    throw remat::UsageError("train: --keep-last needs --save-every N (it bounds the periodic "
+                            "checkpoints)");
+  opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
+  opt.overrides = f.positional();
+  opt.check_finite = !f.has("no-check-finite");
+  opt.shard_optimizer = f.has("shard-optimizer");
+  opt.bucket_bytes = f.get_bytes("bucket-size");
+  if (opt.bucket_bytes < 1)
+    throw remat::UsageError("train: --bucket-size '" + f.get("bucket-size") + "' must be positive");
+  opt.check_every = f.get_int("check-every", 0, INT64_MAX);
+  for (const char* out : {"trace", "save-plan", "save", "summary", "metrics"})
+    if (f.has(out)) remat::check_output_file(f.get(out), std::string("train: --") + out);
+  if (session.size() > 1) {
+    // Rank 0 alone prints progress; the others keep stderr for their errors.
+    if (session.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+      throw remat::Error("cannot silence stdout of rank " + std::to_string(session.rank()));
+    // CPU ranks on one host share its cores.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (opt.device == "cpu") remat::cpu_gemm_set_threads(cores / session.local_size());
+  }
+  remat::StopSignals stop;  // Note [graceful stop]
+  const remat::TrainSummary sum = remat::run_training(opt, &session);
+  return sum.stop_signal ? 128 + sum.stop_signal : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::unique_ptr<remat::MpiSession> session;
+  int code = 0;
+  try {
+    session = std::make_unique<remat::MpiSession>();
+    code = train_main(argc, argv, *session);
+  } catch (...) {
+    code = remat::report_exception(session ? session->label() : "");
+  }
+  if (code != 0 && session && session->size() > 1) {
+    std::fflush(stderr);
+    session->abort_job(code);  // Note [errors in a data-parallel job]
+  }
+  return code;
+}

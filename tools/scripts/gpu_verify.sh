@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
+# there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
+# ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train] [bench]
+# (default: all three).
+#   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
+#   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
+#          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
+#          measured costs (predicted against measured peak and step time);
+#   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50.
+# Library paths come from the NVIDIA Python wheels when present (PyTorch's cuDNN and cuBLAS).
+# Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; the benchmark
+# REMAT_BENCH_TIMEOUT, default 1800); exit 1 if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${REMAT_PORTABLE_DIR:-build-portable}
+out=${OUT:-gpu-logs}
+limit=${REMAT_STEP_TIMEOUT:-300}
+steps=${*:-tests train bench}
+mkdir -p "$out"
+if [ ! -x "$build/tools/train" ] && [ -f build-carry/remat-portable.tar.xz ]; then
+  tar xJf build-carry/remat-portable.tar.xz  # tools/scripts/pack_portable.sh's archive
+fi
+if NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
+  export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' :)${LD_LIBRARY_PATH:-}
+fi
+nvidia-smi > "$out/nvidia-smi.txt" 2>&1
+ldd "$build/tools/train" > "$out/ldd.txt" 2>&1
+if grep -q "not found" "$out/ldd.txt"; then cat "$out/ldd.txt"; echo "gpu_verify: unresolved libraries" >&2; exit 1; fi
+export REMAT_CACHE_DIR=$out/cache
+failed=0
+run() {  # name command...
+  local name=$1; shift
+  local t0=$(date +%s)
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || failed=1
+  printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)"
+}
+for step in $steps; do
+  case $step in
+    tests)
+      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_train test_profiler test_nccl; do
+        run "$t" "$build/tests/$t"
+      done ;;
+    train)
+      run train_small_cuda "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 30 --log-every 10
+      run train_small_budget "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 20 \
+          --budget 12MB --strategy checkmate --trace "$out/small_trace.json"
+      run profile_vgg19_b64 "$build/tools/profile" --config configs/vgg19.yaml --device cuda --batch 64 \
+          -o "$out/vgg19_b64_costs.json"
+      run train_vgg19_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB \
+          --steps 20 --cost-model "$out/vgg19_b64_costs.json" --batch 64 --trace "$out/vgg19_trace.json" ;;
+    bench)
+      limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch python3 tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" \
+          --json "$out/bench_pytorch.json" ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train bench)" >&2; exit 2 ;;
+  esac
+done
+exit $failed

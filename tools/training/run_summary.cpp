@@ -1,0 +1,107 @@
+// The closing report of a `train` run: its lines, its JSON summary, --compare.
+#include "tools/training/run_summary.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/check.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/io/input_file.h"
+#include "tools/common/cli.h"
+#include "tools/training/train_log.h"
+
+namespace remat {
+
+void write_summary(const std::string& path, const Graph& g, const TrainOptions& opt,
+                   const StepPlan& sp, const TrainSummary& sum) {
+  nlohmann::ordered_json j;
+  j["format"] = "remat-train-summary/1";
+  j["model"] = g.name;
+  j["batch"] = g.batch;
+  j["device"] = opt.device;
+  j["world"] = sum.world;
+  j["global_batch"] = g.batch * sum.world;
+  j["precision"] = opt.device == "cpu" ? "fp32" : opt.precision;
+  j["steps"] = sum.losses.size();
+  j["strategy"] = sp.plan.strategy;
+  j["budget_bytes"] = opt.plan.budget ? nlohmann::ordered_json(*opt.plan.budget) : nullptr;
+  j["persistent_bytes"] = sum.constant_bytes;
+  j["predicted_peak_bytes"] = sum.predicted_peak;
+  j["measured_peak_bytes"] = sum.peak_bytes;
+  j["reserved_peak_bytes"] = sum.reserved_peak_bytes;
+  j["recomputes_per_step"] = sum.recomputes_per_step;
+  j["samples_per_second"] = sum.samples_per_second;
+  j["ms_per_step"] = sum.samples_per_second > 0
+                         ? 1000.0 * static_cast<double>(g.batch * sum.world) /
+                               sum.samples_per_second
+                         : 0.0;
+  j["comm_wait_ms_per_step"] = sum.comm_wait_ms;
+  j["first_loss"] = sum.first_loss;
+  j["last_loss"] = sum.last_loss;
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+double compared_ms_per_step(const Graph& g, const TrainOptions& opt) {
+  const nlohmann::json j = json_parse(read_file(opt.compare_file, "summary"), opt.compare_file);
+  auto field = [&](const char* k) -> const nlohmann::json& {
+    if (!j.is_object() || !j.contains(k))
+      REMAT_USER_ERROR(opt.compare_file << ": field '" << k << "' is missing (expected a "
+                                           "remat-train-summary/1 from train --summary)");
+    return j[k];
+  };
+  if (field("format") != "remat-train-summary/1")
+    REMAT_USER_ERROR(opt.compare_file << ": not a remat-train-summary/1 (train --summary)");
+  const std::string model = field("model").get<std::string>();
+  const std::string device = field("device").get<std::string>();
+  const int64_t batch = field("batch").get<int64_t>();
+  if (model != g.name || batch != g.batch || device != opt.device)
+    REMAT_USER_ERROR(opt.compare_file << ": a run of '" << model << "' at batch " << batch << " on "
+                                      << device << ", not of this one ('" << g.name
+                                      << "' at batch " << g.batch << " on " << opt.device << ")");
+  if (field("strategy") != "all-keep")
+    REMAT_USER_ERROR(opt.compare_file << ": the compared run must keep everything (strategy "
+                                         "all-keep, train without --budget); it ran "
+                                      << field("strategy").dump());
+  const double base_ms = field("ms_per_step").get<double>();
+  if (!(base_ms > 0)) REMAT_USER_ERROR(opt.compare_file << ": field 'ms_per_step' is not positive");
+  return base_ms;
+}
+
+void print_run_summary(const Graph& g, const TrainOptions& opt, const StepPlan& sp, Executor& ex,
+                       const TrainSummary& sum, double base_ms) {
+  if (sum.losses.empty()) {  // stopped before the first step
+    std::printf("stopped: no steps run\n");
+    return;
+  }
+  std::printf("%s: %s, loss %.4f -> %.4f, %.1f samples/s\n",
+              sum.stop_signal ? "stopped" : "done", plural(sum.losses.size(), "step").c_str(),
+              sum.first_loss, sum.last_loss, sum.samples_per_second);
+  std::printf("memory: predicted peak %s, measured peak %s (%s), %s %s",
+              format_bytes(sp.plan.predicted_peak).c_str(), format_bytes(sum.peak_bytes).c_str(),
+              sum.peak_bytes == sp.plan.predicted_peak ? "exact match" : "MISMATCH",
+              format_bytes(sum.reserved_peak_bytes).c_str(),
+              ex.memory_mode() == MemoryMode::Arena  ? "arena region (persistent + packed activations)"
+              : ex.memory_mode() == MemoryMode::Pool ? "pool blocks at the peak"
+                                                     : "allocated at the peak");
+  if (ex.memory_mode() == MemoryMode::Pool)
+    std::printf(", fragmentation at the peak %.1f%%", 100 * sum.fragmentation);
+  if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
+  if (sum.world > 1) std::printf(" (largest of %d ranks)", sum.world);
+  std::printf("\n");
+  const double global_batch = static_cast<double>(g.batch * sum.world);
+  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
+    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
+                1000.0 * global_batch / sum.samples_per_second);
+  if (sum.world > 1)
+    std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
+                "gradient collectives %.2f ms per step\n",
+                sum.world, static_cast<unsigned long long>(sum.weights_checksum), sum.comm_wait_ms);
+  if (base_ms > 0 && sum.samples_per_second > 0) {
+    const double ms = 1000.0 * global_batch / sum.samples_per_second;
+    std::printf("slowdown: %.3fx against keep-everything (%.2f ms per step here, %.2f ms in %s)\n",
+                ms / base_ms, ms, base_ms, opt.compare_file.c_str());
+  }
+}
+
+}  // namespace remat

@@ -1,0 +1,107 @@
+// make_step_plan(): costs -> problem -> schedule -> execution plan for `train --budget`.
+#include "tools/training/step_plan.h"
+
+#include <cstdio>
+
+#include "runtime/core/check.h"
+#include "runtime/executor.h"
+#include "runtime/io/input_file.h"
+#include "runtime/memory/plan_io.h"
+#include "runtime/profiler.h"
+#include "solver/from_graph.h"
+#include "solver/strategies.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
+
+namespace remat {
+
+namespace {
+
+CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const std::string& model) {
+  auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
+  if (model == "flops") return flops_costs(g, ops, workspace);
+  if (model == "profile") {  // measured on this backend, cached like `profile` does
+    std::string note;
+    CostTable t = profile_graph_cached(g, ops, be, {}, /*refresh=*/false, &note);
+    std::printf("profile: %s\n", note.c_str());
+    return t;
+  }
+  CostTable t = costs_load(model);
+  std::string why;
+  if (!costs_match_graph(t, g, &why)) REMAT_USER_ERROR(model << ": " << why);
+  return t;
+}
+
+// The format of a --plan file: remat-plan/1 or remat-schedule/1; anything else is a UserError
+// that lists both.
+std::string plan_file_format(const std::string& text, const std::string& path) {
+  const nlohmann::json j = json_parse(text, path);
+  const nlohmann::json none;
+  const nlohmann::json& f = j.is_object() && j.contains("format") ? j["format"] : none;
+  if (f == "remat-plan/1" || f == "remat-schedule/1") return f.get<std::string>();
+  REMAT_USER_ERROR(path << ": field 'format': " << (f.is_null() ? "missing" : f.dump())
+                        << " is not a format --plan accepts (\"remat-plan/1\": an execution plan "
+                           "from train --save-plan; \"remat-schedule/1\": a schedule from plan -o)");
+}
+
+}  // namespace
+
+StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
+                        const StepPlanOptions& opt, int64_t solver_budget) {
+  StepPlan sp;
+  auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
+  if (!opt.budget && opt.schedule_file.empty()) {
+    sp.plan = plan_keep_all(g, workspace, opt.constant_bytes);
+    sp.status = "no budget";
+    return sp;
+  }
+  std::string text;  // --plan FILE: an execution plan or a schedule, told apart by format
+  if (!opt.schedule_file.empty()) {
+    text = read_file(opt.schedule_file, "plan or schedule");
+    const std::string format = plan_file_format(text, opt.schedule_file);
+    if (format == "remat-plan/1") {
+      sp.plan = plan_from_json_text(text, g, opt.schedule_file, opt.constant_bytes);  // as saved
+      sp.plan.budget = opt.budget.value_or(0);
+      sp.status = "loaded";
+      return sp;
+    }
+  }
+  GraphProblem gp =
+      problem_from_graph(g, cost_table(g, ops, be, opt.cost_model), opt.constant_bytes);
+  sp.cost_unit = gp.problem.cost_unit;
+  for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
+  Schedule schedule;
+  if (!opt.schedule_file.empty()) {
+    schedule = schedule_from_json_text(text, opt.schedule_file);
+    schedule_check_problem(schedule, gp.problem, opt.schedule_file);
+    sp.status = "loaded";
+  } else {
+    SolveOptions so;
+    so.time_limit_seconds = opt.time_limit;
+    so.threads = opt.threads;
+    so.log_level = opt.log_level;
+    ProgressLine line;  // Note [live lines]
+    line.label = "solving";
+    if (opt.log_level >= 1) so.progress = progress_solve, so.progress_user = &line;
+    SolveResult r = solve(gp.problem, opt.strategy, solver_budget, so);
+    progress_line_clear(&line);
+    if (!r.feasible)
+      REMAT_USER_ERROR("strategy '" << opt.strategy << "' finds no schedule within "
+                                    << format_bytes(solver_budget) << " for '" << g.name << "'"
+                                    << (r.message.empty() ? "" : ": " + r.message)
+                                    << " (any schedule needs at least "
+                                    << format_bytes(problem_min_budget(gp.problem))
+                                    << "; try --strategy checkmate or a larger budget)");
+    schedule = r.schedule;
+    sp.solve_seconds = r.solve_seconds;
+    sp.gap = r.gap;
+    sp.status = r.schedule.status;
+  }
+  SimResult sim = simulate(gp.problem, schedule);
+  if (!sim.valid) REMAT_USER_ERROR("schedule '" << schedule.strategy << "' is invalid: " << sim.error);
+  sp.cost = sim.total_cost;
+  sp.plan = lower_schedule(g, gp, schedule, opt.budget.value_or(0));
+  return sp;
+}
+
+}  // namespace remat

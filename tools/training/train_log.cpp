@@ -1,0 +1,94 @@
+// Step lines with elapsed time and ETA, and the per-step metrics file.
+#include "tools/training/train_log.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/core/check.h"
+#include "tools/common/cli.h"
+
+namespace remat {
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  if (!(seconds >= 0)) seconds = 0;
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+  } else if (seconds < 3600) {
+    const long s = std::lround(seconds);
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  } else {
+    const long m = std::lround(seconds / 60);
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", m / 60, m % 60);
+  }
+  return buf;
+}
+
+std::string metrics_json_line(const StepRecord& r, double elapsed_seconds) {
+  nlohmann::ordered_json j;
+  j["step"] = r.step;
+  j["loss"] = std::isfinite(r.loss) ? nlohmann::ordered_json(r.loss) : nullptr;  // JSON has no NaN
+  j["lr"] = r.lr;
+  j["samples_per_second"] = r.seconds > 0 ? static_cast<double>(r.batch) / r.seconds : 0.0;
+  j["ms_per_step"] = 1000 * r.seconds;
+  j["peak_bytes"] = r.peak_bytes;
+  j["recomputes"] = r.recomputes;
+  j["elapsed_seconds"] = elapsed_seconds;
+  return j.dump();
+}
+
+StepLog::StepLog(StepLogOptions opt) : opt_(std::move(opt)) {
+  if (opt_.metrics_file.empty()) return;
+  metrics_.open(opt_.metrics_file, std::ios::trunc);
+  if (!metrics_) REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot open for writing");
+}
+
+std::string StepLog::line(const StepRecord& r, double elapsed) const {
+  char buf[256];
+  const int width = static_cast<int>(std::to_string(opt_.total_steps).size());
+  const double ms = timed_steps_ > 0 ? 1000 * timed_seconds_ / static_cast<double>(timed_steps_)
+                                     : 1000 * r.seconds;
+  const double eta = ms / 1000 * static_cast<double>(opt_.total_steps - r.step);
+  std::snprintf(buf, sizeof buf,
+                "step %*lld/%lld  loss %.4f  %9.1f samples/s  %8.1f ms/step  peak %s  "
+                "elapsed %s  eta %s",
+                width, static_cast<long long>(r.step), static_cast<long long>(opt_.total_steps),
+                r.loss, r.seconds > 0 ? static_cast<double>(r.batch) / r.seconds : 0.0, ms,
+                format_bytes(r.peak_bytes).c_str(), format_duration(elapsed).c_str(),
+                format_duration(eta).c_str());
+  return buf;
+}
+
+void StepLog::record(const StepRecord& r) {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (r.step > opt_.first_step + 1) timed_seconds_ += r.seconds, ++timed_steps_;
+  if (metrics_.is_open()) {
+    metrics_ << metrics_json_line(r, elapsed) << "\n";
+    metrics_.flush();
+    if (!metrics_) REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot write");
+  }
+  const bool first = r.step == opt_.first_step + 1, last = r.step == opt_.total_steps;
+  const std::string text = line(r, elapsed);
+  if (opt_.terminal && opt_.log_every == 0) {  // one live line (Note [live lines])
+    std::fprintf(opt_.out, "\r%s\033[K", text.c_str());
+    live_open_ = true;
+    if (last) end_line();
+  } else {
+    const int every = opt_.log_every > 0 ? opt_.log_every : 1;
+    if (!first && !last && r.step % every != 0) return;
+    end_line();
+    std::fprintf(opt_.out, "%s\n", text.c_str());
+  }
+  std::fflush(opt_.out);
+}
+
+void StepLog::end_line() {
+  if (!live_open_) return;
+  std::fprintf(opt_.out, "\n");
+  std::fflush(opt_.out);
+  live_open_ = false;
+}
+
+}  // namespace remat

@@ -1,0 +1,383 @@
+// run_training(): config -> training graph -> step plan -> executor; one line per step.
+#include "tools/training/training.h"
+
+#include <algorithm>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "models/data.h"
+#include "ops/registry.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/io/atomic_file.h"
+#include "runtime/backends/backend.h"
+#include "runtime/core/check.h"
+#include "runtime/checkpoint.h"
+#include "runtime/executor.h"
+#include "runtime/comm/mpi_session.h"
+#include "runtime/memory/plan_io.h"
+#include "runtime/replica_state.h"
+#include "runtime/io/trace.h"
+#include "ops/lr_schedule.h"
+#include "tools/common/cli.h"
+#include "tools/training/data_parallel.h"
+#include "tools/training/periodic_save.h"
+#include "tools/common/progress.h"
+#include "tools/training/run_summary.h"
+#include "tools/training/stop_signal.h"
+#include "tools/training/train_log.h"
+
+namespace remat {
+
+namespace {
+
+// Host memory from Backend::host_alloc, freed with it.
+struct HostBuffer {
+  HostBuffer(Backend& be, int64_t bytes, const std::string& who)
+      : be(be), data(backend_alloc(be, bytes, who, /*host=*/true)) {}
+  ~HostBuffer() { be.host_free(data); }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  Backend& be;
+  void* data;
+};
+
+// The most workspace one convolution may use: an eighth of what the budget leaves after the
+// persistent values (so that a tight budget is not made infeasible by one hungry algorithm;
+// Note [conv algorithm choice] then takes smaller batch chunks or slower algorithms), and
+// 4 GiB when there is no budget.
+int64_t workspace_limit_for(const Graph& g, const TrainOptions& opt) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  if (!opt.plan.budget) return 4096 * kMiB;
+  const int64_t room = *opt.plan.budget - g.persistent_bytes();
+  return std::clamp<int64_t>(room / 8, 0, 4096 * kMiB);
+}
+
+std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt, int device) {
+  if (opt.device == "cpu") return make_cpu_backend();
+  std::string why;
+  CudaOptions co = cuda_precision_options(opt.precision);
+  co.workspace_limit = workspace_limit_for(g, opt);
+  auto be = make_cuda_backend(device, &why, co);
+  if (!be) REMAT_USER_ERROR("--device cuda: " << why);
+  return be;
+}
+
+// Plans the step, ends the backend's setup (releasing algorithm-search memory), then creates
+// the executor — whose single allocation is the budget — and shrinks the solver's budget until
+// the plan also fits the real allocation: the arena's aligned, packed layout, or the pool's
+// replayed requests with their fragmentation. Data parallel: rank 0 plans, every rank runs its
+// plan, and a plan fits when it fits on every rank (each measures its own workspaces).
+std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& ops, Backend& be,
+                                             const TrainOptions& opt, ExecutorOptions eo,
+                                             ParallelJob* job, StepPlan* sp) {
+  StepPlanOptions po = opt.plan;
+  if (job) po.constant_bytes = persistent_layout(g, eo.parallel).constant_bytes;
+  int64_t solver_budget = opt.plan.budget.value_or(0);
+  auto decide = [&] {
+    if (!job || job->rank == 0) *sp = make_step_plan(g, ops, be, po, solver_budget);
+    if (job) sp->plan = share_plan(*job, sp->plan, g, po.constant_bytes);
+  };
+  auto on_all_ranks = [&](int64_t bytes) { return job ? max_over_ranks(*job, bytes) : bytes; };
+  decide();
+  be.end_setup();
+  eo.check_finite = opt.check_finite;
+  if (opt.plan.budget) {
+    eo.memory = memory_mode_from_name(opt.memory);
+    eo.budget = *opt.plan.budget;
+  } else {  // keep everything, in one reservation of exactly what the plan needs
+    eo.memory = MemoryMode::Arena;
+    eo.budget = on_all_ranks(Executor::arena_region_bytes(g, ops, be, sp->plan, eo.parallel));
+  }
+  auto ex = std::make_unique<Executor>(g, ops, be, eo);
+  int64_t best_need = INT64_MAX;  // the smallest memory any plan tried needs
+  for (int attempt = 0;; ++attempt) {
+    const int64_t need = on_all_ranks(ex->prepare(sp->plan));
+    if (!opt.plan.budget || need <= *opt.plan.budget) return ex;
+    best_need = std::min(best_need, need);
+    // Note [allocation size] makes the arena's lower bound the predicted peak, and the packings
+    // nearly always reach it (arena_bench), so this loop is rare in arena mode; the pool's
+    // fragmentation is what it is mostly for. Messages quote the budget the user gave.
+    auto too_small = [&](const std::string& why) {
+      return UserError("--budget " + format_bytes(*opt.plan.budget) + " is too small for '" +
+                       g.name + "' with " + sp->plan.strategy + " in " +
+                       memory_mode_name(ex->memory_mode()) + " memory: " + why +
+                       "; the best plan found needs " + format_bytes(best_need) + " (try --budget " +
+                       format_bytes(best_need) + (opt.memory == "pool" ? " or --memory arena)" : ")"));
+    };
+    if (attempt == 6 || !opt.plan.schedule_file.empty())
+      throw too_small("its plans need more than the budget once aligned, packed or fragmented");
+    solver_budget -= std::max(need - *opt.plan.budget, *opt.plan.budget / 100);
+    std::printf("plan: %s memory needs %s > budget %s; re-solving with %s for the plan\n",
+                memory_mode_name(ex->memory_mode()), format_bytes(need).c_str(),
+                format_bytes(*opt.plan.budget).c_str(), format_bytes(solver_budget).c_str());
+    try {
+      decide();  // data parallel: rank 0's plan, on every rank
+    } catch (const UserError&) {  // its message quotes the reduced budget, not the user's
+      throw too_small("leaving room for that, no schedule fits");
+    }
+  }
+}
+
+// The optimizer's learning-rate schedule, for the step lines and --metrics (the optimizer op
+// reads the same keys; they were validated when the graph was built).
+LrSchedule optimizer_lr_schedule(const ModelConfig& cfg) {
+  AttrReader r(cfg.optimizer.attrs);
+  return parse_lr_schedule(r, 0.01);
+}
+
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
+  const ExecutionPlan& p = sp.plan;
+  int recomputes = 0;
+  for (const auto& s : p.steps) recomputes += s.kind == PlanStepKind::Compute && s.recompute;
+  std::printf("plan %s: predicted peak %s", p.strategy.c_str(), format_bytes(p.predicted_peak).c_str());
+  if (opt.plan.budget) {
+    std::printf(" of budget %s (constant %s), %s", format_bytes(*opt.plan.budget).c_str(),
+                format_bytes(p.constant_bytes).c_str(), plural(recomputes, "recompute").c_str());
+    if (sp.all_keep_cost > 0)  // unknown for a loaded execution plan
+      std::printf(", overhead %.3fx (%s), solve %.2f s", sp.cost / sp.all_keep_cost,
+                  sp.cost_unit.c_str(), sp.solve_seconds);
+    if (sp.gap > 0) std::printf(", gap %.2f%%", 100 * sp.gap);
+    std::printf(", %s; memory %s", sp.status.c_str(), memory_mode_name(ex.memory_mode()));
+    if (ex.memory_mode() == MemoryMode::Arena)
+      std::printf(" (region %s)", format_bytes(ex.prepare(p)).c_str());
+  }
+  std::printf("\n");
+}
+
+// One line on how the ranks share the work and the memory (Note [gradient buckets]).
+void print_parallel(const ParallelJob& job, const Graph& g, const PersistentLayout& L,
+                    const Communicator& grads) {
+  int64_t largest = 0;
+  for (const auto& b : L.buckets) largest = std::max(largest, b.bytes);
+  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %zu buckets "
+              "(largest %s, in place, padding %s) averaged with %s while the backward runs; "
+              "optimizer state %s per rank%s\n",
+              job.world, static_cast<long long>(g.batch),
+              static_cast<long long>(g.batch * job.world), L.buckets.size(),
+              format_bytes(largest).c_str(), format_bytes(L.padding_bytes).c_str(),
+              grads.name().c_str(), format_bytes(L.state_kinds * L.state_block_bytes).c_str(),
+              L.parallel.shard_optimizer
+                  ? (" (sharded: 1/" + std::to_string(job.world) + " of " +
+                     format_bytes(L.state_kinds * L.flat_bytes) + ")").c_str()
+                  : "");
+}
+
+}  // namespace
+
+TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
+  const bool parallel = session && session->size() > 1;
+  ModelConfig cfg = load_model_config(opt.config, opt.overrides);
+  if (opt.seed != 0) cfg.seed = opt.seed;
+  const OpRegistry ops = make_builtin_registry();
+  BuildOptions bo;
+  bo.batch = opt.batch;
+  bo.input = opt.input;
+  bo.sequence = opt.sequence;
+  Graph fwd = build_forward_graph(cfg, ops, bo);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+
+  const double base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
+  std::unique_ptr<Backend> backend =
+      make_backend(g, opt, parallel ? parallel_cuda_device(*session) : 0);
+  std::unique_ptr<ParallelJob> job = parallel ? make_parallel_job(*session, *backend) : nullptr;
+  ExecutorOptions eo;
+  DataShard shard;
+  if (job) {
+    check_same_graph(*job, g, opt.config);
+    eo.parallel = ParallelConfig{job->world, job->rank, opt.shard_optimizer, opt.bucket_bytes};
+    eo.grad_comm = job->grads.get();
+    eo.op_comm = job->ops.get();
+    eo.host_comm = job->host.get();  // the finite check's shared decision
+    shard = DataShard{job->rank * g.batch, job->world * g.batch};
+  }
+  const PersistentLayout layout = persistent_layout(g, eo.parallel);
+  if (job && opt.save_every > 0)
+    REMAT_USER_ERROR("--save-every is not available under mpirun with " << job->world
+                     << " ranks yet (a checkpoint of several ranks is one collective write); "
+                        "use --save, which writes at the end and when stopped");
+  const TensorDesc& in_desc = g.value(g.input).desc;
+  const TensorDesc& label_desc = g.value(g.label).desc;
+  std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir, shard);
+  int params = 0;
+  int64_t param_numel = 0;
+  for (const auto& v : g.values)
+    if (v.kind == ValueKind::Param) ++params, param_numel += v.desc.numel();
+  std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), batch %lld, input %s\n",
+              cfg.name.c_str(), cfg.layers.size(), params, static_cast<long long>(param_numel),
+              static_cast<long long>(g.batch), shape_str(in_desc.shape).c_str());
+  const std::string precision =
+      opt.device == "cpu"           ? ""
+      : opt.precision == "fp32"     ? ", precision fp32 (no TF32)"
+      : opt.precision == "tf32-all" ? ", precision tf32-all (convolutions and GEMMs in TF32)"
+                                    : ", precision tf32 (convolutions in TF32, GEMMs in FP32)";
+  std::printf("training graph: %zu nodes, persistent %s; device %s%s; data %s\n", g.nodes.size(),
+              format_bytes(layout.constant_bytes).c_str(), backend->name().c_str(),
+              precision.c_str(), data->describe().c_str());
+  if (job) print_parallel(*job, g, layout, *job->grads);
+  std::fflush(stdout);
+  StepPlan sp;
+  std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, eo, job.get(), &sp);
+  Executor& ex = *exec;
+  ex.init_parameters(cfg.seed);
+  int64_t first_step = 0;
+  if (!opt.resume_file.empty()) {
+    const CheckpointInfo ck = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)
+                                  : checkpoint_load(ex, opt.resume_file);
+    first_step = ck.step;
+    // Nothing to train is an error, not a run of 0 steps that rewrites the checkpoint.
+    if (first_step > opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << ", beyond --steps " << opt.steps
+                                       << " (the total number of steps, resumed ones included)");
+    if (first_step == opt.steps)
+      REMAT_USER_ERROR(opt.resume_file << ": checkpoint after step " << first_step
+                                       << " has already done --steps " << opt.steps
+                                       << ": nothing to train (--steps is the total, resumed "
+                                          "steps included: give more to continue)");
+    if (ck.unverified > 0)
+      std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
+                  "loaded without verifying them\n",
+                  opt.resume_file.c_str(), ck.unverified);
+  }
+  if (job) check_replicas_identical(ex, *job->host, "before the first step");
+
+  if (first_step > 0)
+    std::printf("resumed from %s after step %lld\n", opt.resume_file.c_str(),
+                static_cast<long long>(first_step));
+
+  const bool writer = !job || job->rank == 0;  // rank 0 alone writes files
+  print_plan(sp, opt, ex);
+  if (writer && !opt.save_plan_file.empty()) {
+    plan_save(sp.plan, g, opt.save_plan_file);
+    std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
+  }
+
+  // The batch in host memory the device reads without staging (pinned on the GPU): the
+  // upload is asynchronous, and the step's final synchronize ends it before the next batch.
+  HostBuffer input_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
+  HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
+  void* input = input_buf.data;
+  auto* labels = static_cast<int32_t*>(labels_buf.data);
+  TrainSummary sum;
+  sum.world = job ? job->world : 1;
+  sum.constant_bytes = layout.constant_bytes;
+  sum.predicted_peak = sp.plan.predicted_peak;
+  const int64_t global_batch = g.batch * sum.world;
+  double timed_seconds = 0, comm_seconds = 0;
+  int64_t timed_samples = 0;
+  StepLogOptions lo;
+  lo.first_step = first_step;
+  lo.total_steps = opt.steps;
+  lo.log_every = opt.log_every;
+  lo.metrics_file = writer ? opt.metrics_file : "";  // rank 0 alone writes files
+  lo.terminal = stream_is_terminal(stdout);
+  StepLog log(lo);
+  PeriodicSave periodic(opt.save_file, opt.save_every, opt.keep_last);
+  const LrSchedule lr = optimizer_lr_schedule(cfg);
+  int64_t steps_done = first_step;
+  TraceWriter trace;  // the last opt.trace_steps steps, laid end to end
+  int64_t traced = 0;
+  for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
+    data->next_batch(step, input, labels);
+    const bool last = step + 1 == opt.steps;
+    const bool traces =
+        writer && !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
+    StepResult r;
+    try {
+      r = ex.run_step(sp.plan, input, labels, step, traces ? &trace : nullptr);
+    } catch (const NonFiniteError& e) {
+      log.end_line();
+      throw NonFiniteError(std::string(e.what()) +
+                           " (a lower learning rate may help; --no-check-finite trains on)");
+    }
+    if (job) {
+      r.loss = static_cast<float>(mean_over_ranks(*job, r.loss));
+      if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
+        check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
+    }
+    steps_done = step + 1;
+    if (sum.losses.empty()) sum.first_loss = r.loss;
+    sum.last_loss = r.loss;
+    sum.losses.push_back(r.loss);
+    sum.peak_bytes = std::max(sum.peak_bytes, r.peak_bytes);
+    sum.reserved_peak_bytes = std::max(sum.reserved_peak_bytes, r.reserved_peak_bytes);
+    sum.recomputes_per_step = r.recomputes;
+    sum.fragmentation = std::max(sum.fragmentation, r.fragmentation);
+    if (step > first_step) {
+      timed_seconds += r.seconds, timed_samples += global_batch;
+      comm_seconds += r.comm_wait_seconds;
+    }
+    StepRecord rec;
+    rec.step = steps_done;
+    rec.loss = r.loss;
+    rec.lr = lr_at(lr, step);
+    rec.seconds = r.seconds;
+    rec.batch = global_batch;
+    rec.peak_bytes = r.peak_bytes;
+    rec.recomputes = r.recomputes;
+    log.record(rec);
+    if (!last) {
+      const std::string written = periodic.after_step(ex, steps_done);
+      if (!written.empty()) {
+        log.end_line();
+        std::printf("checkpoint after step %lld written to %s\n",
+                    static_cast<long long>(steps_done), written.c_str());
+      }
+    }
+    std::fflush(stdout);
+    if (traces) {  // the step as a span around its nodes; the next starts after a gap
+      trace.span("step " + std::to_string(step + 1), "step", 0, r.seconds * 1e6, 1,
+                 {{"loss", std::to_string(r.loss)}, {"peak_bytes", std::to_string(r.peak_bytes)},
+                  {"recomputes", std::to_string(r.recomputes)}});
+      trace.set_offset_us(trace.offset_us() + r.seconds * 1e6 + 100);
+      ++traced;
+    }
+  }
+  log.end_line();
+  if (traced > 0) {
+    trace.process_name("remat " + g.name + ", " + plural(traced, "step") + " to step " +
+                       std::to_string(steps_done));
+    trace.thread_name(1, backend->name());
+    trace.save(opt.trace_file);
+    std::printf("trace of %s (to step %lld) written to %s\n", plural(traced, "step").c_str(),
+                static_cast<long long>(steps_done), opt.trace_file.c_str());
+  }
+  sum.steps_done = steps_done;
+  sum.stop_signal = stop_signal_received();
+  if (sum.stop_signal != 0)
+    std::printf("stopped by %s after step %lld of %lld\n", signal_name(sum.stop_signal),
+                static_cast<long long>(steps_done), static_cast<long long>(opt.steps));
+  const int64_t timed_steps = timed_samples / std::max<int64_t>(global_batch, 1);
+  sum.samples_per_second =
+      timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;
+  if (job) {
+    check_replicas_identical(ex, *job->host, "at the end");
+    sum.weights_checksum = replica_checksum(ex);
+    sum.peak_bytes = max_over_ranks(*job, sum.peak_bytes);
+    sum.reserved_peak_bytes = max_over_ranks(*job, sum.reserved_peak_bytes);
+    sum.comm_wait_ms = timed_steps > 0 ? 1000.0 * mean_over_ranks(*job, comm_seconds) / timed_steps : 0;
+  }
+  print_run_summary(g, opt, sp, ex, sum, base_ms);
+  if (writer && !opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
+  if (!opt.save_file.empty() && steps_done > first_step) {
+    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, steps_done);
+    else checkpoint_save(ex, opt.save_file, steps_done);
+    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(steps_done),
+                opt.save_file.c_str());
+  }
+  return sum;
+}
+
+}  // namespace remat
