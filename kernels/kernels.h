@@ -191,6 +191,16 @@ void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int
 // Sets *flag = 1 when any of x (n) is NaN or +-inf; never clears it. `flag` is device memory or
 // mapped pinned host memory (the CUDA backend's choice: no device allocation outside the pool).
 void flag_nonfinite(const float* x, int64_t n, unsigned int* flag, cudaStream_t stream);
+// The same over bf16 values (bf16.cu).
+void flag_nonfinite_bf16(const uint16_t* x, int64_t n, unsigned int* flag, cudaStream_t stream);
+
+// ---- bfloat16 conversions (bf16.cu) -------------------------------------------------------------
+// bf16 tensors are uint16_t* here (__nv_bfloat16 inside the .cu files), so that host code
+// includes this header without cuda_bf16.h. Rounding is to nearest even (__float2bfloat16_rn),
+// as the CPU's bf16_from_float. out may equal inp for bf16_round.
+void bf16_widen(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream);   // exact
+void bf16_narrow(uint16_t* out, const float* inp, int64_t n, cudaStream_t stream);  // rne
+void bf16_round(float* out, const float* inp, int64_t n, cudaStream_t stream);      // rne, as f32
 
 // ---- optimizer updates (optimizer.cu), in place, PyTorch semantics like ops/sgd.cpp, adam.cpp -
 // g = grad + wd * p; with momentum: buf = momentum * buf + g, step = nesterov ? g + momentum *

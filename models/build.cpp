@@ -3,6 +3,7 @@
 #include "models/build.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "runtime/core/check.h"
@@ -67,7 +68,7 @@ void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const Ten
                       int64_t n, int64_t t) {
   const Shape& s = out.shape;
   if (cfg.tokens()) {
-    if (s == Shape{n, t, cfg.vocab} && out.dtype == DType::F32) return;
+    if (s == Shape{n, t, cfg.vocab} && dtype_is_float(out.dtype)) return;
     REMAT_USER_ERROR(layer_ctx(last.where, last.name)
                      << "output " << shape_str(s) << " does not fit loss '" << cfg.loss
                      << "' with vocab " << cfg.vocab << " (" << cfg.where_vocab
@@ -83,7 +84,7 @@ void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const Ten
     ok = s.size() == 4 && s[0] == n && s[1] == cfg.classes;
     want = {n, cfg.classes, s.size() == 4 ? s[2] : -1, s.size() == 4 ? s[3] : -1};
   }
-  if (ok && out.dtype == DType::F32) return;
+  if (ok && dtype_is_float(out.dtype)) return;
   std::string want_str = cfg.loss == "softmax_xent"
                              ? shape_str(want)
                              : "[" + std::to_string(n) + ", " + std::to_string(cfg.classes) +
@@ -140,6 +141,60 @@ ValueId shared_param(const Graph& g, const LayerConfig& l, const ParamSpec& p,
     REMAT_USER_ERROR(at << "'" << target << "' is " << shape_str(g.value(v).desc.shape)
                         << ", this layer needs " << shape_str(p.desc.shape));
   return v;
+}
+
+// Note [bf16 autocast]
+// The dtype each layer runs in, as PyTorch's torch.autocast(dtype=torch.bfloat16) decides it:
+// in a bf16 model, conv2d, dense/linear and matmul (OpDef::autocast_bf16) take BF16 inputs, so
+// an F32 input (the image batch, a layer norm of the F32 residual stream) is cast down first;
+// every other op runs in the dtype of its inputs and stores its output in it (relu, batch norm,
+// pooling, softmax and dropout after a convolution or a matmul stay BF16; embeddings and the
+// residual stream they start stay F32), and where BF16 and F32 inputs meet (a BF16 branch added
+// to the F32 residual) the BF16 ones are cast up, as PyTorch's type promotion does. Ops without
+// a bf16 path get F32 inputs. A layer's `precision` key forces its dtype either way (a bf16
+// layer whose op has no bf16 path is an error). Casts are nodes: the solver plans their
+// outputs like any activation, and may keep or recompute them.
+std::optional<DType> layer_run_dtype(const LayerConfig& l, const OpDef& op, DType model,
+                                     const std::vector<TensorDesc>& data) {
+  if (l.precision) {
+    if (*l.precision == DType::BF16 && !op.bf16)
+      REMAT_USER_ERROR(layer_ctx(l.precision_where, l.name)
+                       << "field 'precision': op '" << op.name << "' has no bf16 path");
+    return *l.precision;
+  }
+  if (model == DType::BF16 && op.autocast_bf16) return DType::BF16;
+  bool any_bf16 = false, any_f32 = false;
+  for (const TensorDesc& d : data) {
+    any_bf16 |= d.dtype == DType::BF16;
+    any_f32 |= d.dtype == DType::F32;
+  }
+  if (any_bf16 && (any_f32 || !op.bf16)) return DType::F32;
+  return std::nullopt;  // as the inputs are
+}
+
+// Value `v` in dtype `t`: v itself, or the output of a cast node "<v>.to_<t>" made once and
+// shared by every layer that needs it (`casts`).
+ValueId cast_value(Graph& g, const OpRegistry& ops, ValueId v, DType t, uint64_t model_seed,
+                   const std::string& origin, std::map<std::pair<ValueId, DType>, ValueId>& casts) {
+  const TensorDesc from = g.value(v).desc;
+  if (from.dtype == t || !dtype_is_float(from.dtype)) return v;
+  auto it = casts.find({v, t});
+  if (it != casts.end()) return it->second;
+  const OpDef& cast = ops.get("cast");
+  Node n;
+  n.name = g.value(v).name + ".to_" + dtype_name(t);
+  REMAT_CHECK(g.find_value(n.name) == kNoValue, "cast value '" << n.name << "' exists already");
+  n.op = cast.name;
+  n.kind = NodeKind::Forward;
+  n.attrs.origin = origin;
+  n.attrs.set("to", std::string(dtype_name(t)));
+  AttrReader r(n.attrs);
+  n.typed = cast.parse(r);
+  n.inputs = {v};
+  n.seed = node_seed(model_seed, n.name);
+  const ValueId out = g.node(g.add_node(std::move(n), TensorDesc{from.shape, t})).output;
+  casts[{v, t}] = out;
+  return out;
 }
 
 }  // namespace
@@ -224,6 +279,8 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   g.label = g.add_value(lab);
 
   std::map<std::string, ValueId> by_name = {{kModelInputName, g.input}};
+  const DType model_precision = opt.precision ? *opt.precision : cfg.precision;
+  std::map<std::pair<ValueId, DType>, ValueId> casts;  // Note [bf16 autocast]
   for (const LayerConfig& l : cfg.layers) {
     const std::string prefix = layer_ctx(l.where, l.name);
     const OpDef& op = get_op(ops, l.op, layer_ctx(l.op_where, l.name));
@@ -257,6 +314,13 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
       REMAT_CHECK(it != by_name.end(), "layer '" << l.name << "' input '" << name << "' unbuilt");
       node.inputs.push_back(it->second);
       data.push_back(g.value(it->second).desc);
+    }
+    if (const std::optional<DType> run = layer_run_dtype(l, op, model_precision, data)) {
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        node.inputs[k] = cast_value(g, ops, node.inputs[k], *run, cfg.seed,
+                                    l.where + ": layer '" + l.name + "'", casts);
+        data[k] = g.value(node.inputs[k]).desc;
+      }
     }
     TensorDesc out;
     std::vector<ParamSpec> params;

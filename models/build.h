@@ -16,6 +16,7 @@ struct BuildOptions {
   std::optional<int64_t> batch;     // overrides cfg.batch (N)
   std::optional<Shape> input;       // overrides cfg.input (per-sample [C, H, W]; image models)
   std::optional<int64_t> sequence;  // overrides cfg.sequence (T; token models)
+  std::optional<DType> precision;   // overrides cfg.precision (F32 or BF16; --precision)
 };
 
 // Parses "3x32x32" (or "3,32,32") into [C, H, W]; throws UserError naming `what`.
@@ -24,7 +25,10 @@ Shape parse_input_size(const std::string& text, const std::string& what = "--inp
 // Builds the forward graph:
 //   value "input"  (Input, F32 [N, C, H, W]; token models I32 [N, T]), value "labels" (Label,
 //   I32 [N], [N, H, W] or [N, T]);
-//   per layer: node "<layer>" (Forward) with inputs = data inputs then its parameters
+//   per layer: in a bf16 model or a layer with `precision`, "cast" nodes where the layer needs
+//   its float inputs in another dtype (Note [bf16 autocast] in build.cpp), named
+//   "<input>.to_bf16" / "<input>.to_f32" and shared by every layer that needs the same cast;
+//   node "<layer>" (Forward) with inputs = data inputs then its parameters
 //   "<layer>.<suffix>" (Param/Buffer values from op.params; a suffix the layer `share`s is the
 //   earlier parameter it names, which must have the same descriptor and be trainable), typed
 //   attrs from op.parse and seed = node_seed(cfg.seed, layer);

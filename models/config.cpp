@@ -17,12 +17,20 @@ const LayerConfig* ModelConfig::find_layer(const std::string& full_name) const {
   return nullptr;
 }
 
+const char* precision_name(DType t) { return t == DType::BF16 ? "bf16" : "fp32"; }
+
+DType precision_from_name(const std::string& name) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  REMAT_USER_ERROR("unknown precision '" << name << "' (known: fp32, bf16)");
+}
+
 namespace config_detail {
 
 namespace {
-const std::vector<std::string> kTopKeys = {"name",  "input",     "classes", "sequence", "vocab",
-                                           "batch", "loss",      "seed",    "optimizer", "data",
-                                           "layers"};
+const std::vector<std::string> kTopKeys = {"name",      "input",  "classes", "sequence",
+                                           "vocab",     "batch",  "loss",    "seed",
+                                           "precision", "optimizer", "data", "layers"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -78,12 +86,14 @@ ModelConfig ConfigParser::parse(const std::string& text,
   if (!r.has("batch")) r.fail("batch", "is required");
   cfg_.batch = r.require_int("batch", 1, 1 << 24);
   cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
+  cfg_.precision = precision_from_name(r.get_choice("precision", "fp32", {"fp32", "bf16"}));
   r.finish("model");
   cfg_.where_input = where_of("input");
   cfg_.where_classes = where_of("classes");
   cfg_.where_batch = where_of("batch");
   cfg_.where_sequence = where_of("sequence");
   cfg_.where_vocab = where_of("vocab");
+  cfg_.where_precision = where_of("precision");
   cfg_.where_loss = pos(root);
   cfg_.loss = cfg_.tokens() ? "token_xent" : "softmax_xent";
   cfg_.loss_attrs.origin = pos(root) + ": loss";

@@ -15,6 +15,9 @@
 //                                 # token_xent (token default); or a map {op: token_xent,
 //                                 # ignore_index: -1} whose other keys are the loss op's attrs
 //   seed: 1                       # weight-init and dropout seed (default 0)
+//   precision: bf16               # fp32 (default) | bf16: activations in bfloat16, PyTorch
+//                                 # autocast's rules (Note [bf16 autocast] in models/build.cpp);
+//                                 # train/plan/... --precision overrides it
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
 //                                 # (all: warmup_steps, schedule, decay_steps, min_lr,
@@ -44,7 +47,8 @@
 // model input / the block iteration's input), `share` (a map from this layer's parameter
 // suffixes to parameters of earlier layers, "<layer>.<suffix>", the layer resolved like an
 // input: weight tying, e.g. `share: {weight: wte.weight}`; the shapes must agree, and the
-// gradients of both uses are summed into the one parameter). Every other key is an attribute of the op,
+// gradients of both uses are summed into the one parameter), `precision` (fp32 | bf16: this
+// layer runs in that dtype whatever the model's precision; its float inputs are cast to it). Every other key is an attribute of the op,
 // checked by the op's parser: YAML integers -> int, decimals -> double, true/false -> bool,
 // other scalars -> string, lists of integers -> int list.
 // Block keys: `name`, `repeat`, `layers`, `inputs` (at most one name: the block's input).
@@ -60,6 +64,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +77,11 @@ namespace remat {
 // repeat 1000 inside repeat 1000 is a million layers). More is a UserError at the outermost
 // block's `repeat` (or at the layer, without blocks) that states the limit.
 constexpr int64_t kMaxModelLayers = 10000;
+
+// Precision names as configs and command lines spell them: "fp32" (F32) and "bf16" (BF16).
+// precision_from_name throws UserError naming the known ones.
+const char* precision_name(DType t);
+DType precision_from_name(const std::string& name);
 
 // "input": the model input value name that layer inputs may refer to.
 constexpr const char* kModelInputName = "input";
@@ -88,6 +98,9 @@ struct LayerConfig {
   // `share`: parameter suffix -> full name of an earlier layer's parameter ("wte.weight"),
   // and the position of each entry.
   std::map<std::string, std::string> shared, shared_where;
+  // `precision`: the dtype this layer runs in (F32 or BF16); unset: the model's rules.
+  std::optional<DType> precision;
+  std::string precision_where;
 };
 
 struct OptimizerConfig {
@@ -118,12 +131,14 @@ struct ModelConfig {
   AttrMap loss_attrs;   // the loss op's attributes (`loss` as a map)
   int64_t batch = 0;
   uint64_t seed = 0;
+  DType precision = DType::F32;  // `precision`: fp32 -> F32, bf16 -> BF16 (activations)
   OptimizerConfig optimizer;
   DataConfig data;
   std::vector<LayerConfig> layers;  // flattened, in definition order
 
   // Positions of top-level fields, for errors found later (builder, data).
-  std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab;
+  std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,
+      where_precision;
 
   bool tokens() const { return sequence > 0; }  // a token model (input [N, T] int32)
 

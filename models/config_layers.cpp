@@ -106,7 +106,14 @@ void ConfigParser::parse_layer(const YAML::Node& m, const std::string& local,
     l.inputs.push_back(s.last.empty() ? s.input : s.last);
     l.input_where.push_back(l.where);
   }
-  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs", "share"});
+  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs", "share", "precision"});
+  if (const YAML::Node p = m["precision"]) {
+    const std::string v = scalar_string(p, ctx, "precision");
+    if (v != "fp32" && v != "bf16")
+      fail(p, ctx + ": field 'precision'", "'" + v + "' is not one of: fp32, bf16");
+    l.precision = precision_from_name(v);
+    l.precision_where = pos(p);
+  }
   if (m["share"]) parse_share(m["share"], l, scopes);
   define(scopes, local, l.name, l.name);
   cfg_.layers.push_back(std::move(l));

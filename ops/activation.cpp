@@ -9,13 +9,13 @@ namespace remat {
 namespace {
 
 TensorDesc infer_unary(const std::string& name, const std::vector<TensorDesc>& in) {
-  require_f32(name, in);
+  require_float(name, in);
   return in.at(0);
 }
 
 // relu_grad / relu6_grad: [dy, y] -> dx with y's shape.
 TensorDesc infer_act_grad(const std::string& name, const std::vector<TensorDesc>& in) {
-  require_f32(name, in);
+  require_float(name, in);
   if (!(in.at(0) == in.at(1)))
     REMAT_USER_ERROR(name << " expects dy and y of one shape, got " << shape_str(in[0].shape)
                           << " and " << shape_str(in[1].shape));
@@ -67,6 +67,7 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
+  with_bf16(op);
   op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
     return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};
@@ -90,7 +91,7 @@ OpDef make_activation_grad(const std::string& name, KernelFn cpu, KernelFn cuda,
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
-  return op;
+  return with_bf16(op);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace {
 
 TensorDesc add_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
   if (in.size() < 2) REMAT_USER_ERROR("add expects at least 2 inputs, got " << in.size());
-  require_f32("add", in);
+  require_float("add", in);
   for (size_t i = 1; i < in.size(); ++i)
     if (!(in[i] == in[0]))
       REMAT_USER_ERROR("add expects inputs of one shape, got " << shape_str(in[0].shape)
@@ -57,6 +57,7 @@ void register_add_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   op.cuda = add_cuda;
 #endif
+  with_bf16(op);
   op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
     return std::vector<ValueId>(fwd.inputs.size(), dy);
   };

@@ -44,8 +44,8 @@ BnDims bn_dims(const Shape& s) {
 }
 
 void bn_check_input(const TensorDesc& x, const char* op) {
-  if (x.dtype != DType::F32)
-    REMAT_USER_ERROR(op << " expects an f32 input, got " << dtype_name(x.dtype));
+  if (!dtype_is_float(x.dtype))
+    REMAT_USER_ERROR(op << " expects an f32 or bf16 input, got " << dtype_name(x.dtype));
   if (x.shape.size() != 4 && x.shape.size() != 2)
     REMAT_USER_ERROR(op << " expects a [N, C, H, W] or [N, F] input, got " << shape_str(x.shape));
 }
@@ -347,7 +347,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(bn, batchnorm_forward_cuda, batchnorm_forward_cuda_workspace);
 #endif
-  r.add(std::move(bn));
+  r.add(std::move(with_bf16(bn)));
 
   OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
   gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -358,7 +358,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gi, batchnorm_grad_input_cuda, batchnorm_grad_input_cuda_workspace);
 #endif
-  r.add(std::move(gi));
+  r.add(std::move(with_bf16(gi)));
 
   OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
   gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -369,7 +369,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gw, batchnorm_grad_weight_cuda, batchnorm_grad_weight_cuda_workspace);
 #endif
-  r.add(std::move(gw));
+  r.add(std::move(with_bf16(gw)));
 
   OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
   gb.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -381,7 +381,7 @@ void register_batchnorm_ops(OpRegistry& r) {
   gb.cuda = batchnorm_grad_bias_cuda;
   gb.cuda_workspace = batchnorm_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(gb));
+  r.add(std::move(with_bf16(gb)));
 }
 
 }  // namespace remat

@@ -33,7 +33,8 @@ OpAttrsPtr clip_parse(AttrReader& r) {
 
 // data inputs: the gradients (any shapes, f32) -> the first gradient's descriptor (in place).
 TensorDesc clip_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
-  require_f32("clip_grad_norm", in);
+  if (require_float("clip_grad_norm", in) != DType::F32)
+    REMAT_USER_ERROR("clip_grad_norm expects the f32 parameter gradients");
   return in.at(0);
 }
 

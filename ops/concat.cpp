@@ -31,7 +31,7 @@ int64_t inner_size(const Shape& s) {  // elements per channel (H * W; 1 for [N, 
 
 TensorDesc concat_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
   if (in.size() < 2) REMAT_USER_ERROR("concat expects at least 2 inputs, got " << in.size());
-  require_f32("concat", in);
+  const DType t = require_float("concat", in);
   const Shape& s0 = in[0].shape;
   if (s0.size() != 4 && s0.size() != 2)
     REMAT_USER_ERROR("concat expects 4-D [N, C, H, W] or 2-D [N, F] inputs, got "
@@ -47,7 +47,7 @@ TensorDesc concat_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
                        << ")");
     out[1] += s[1];
   }
-  return TensorDesc{out, DType::F32};
+  return TensorDesc{out, t};
 }
 
 // y[n, off_i : off_i + C_i] = x_i[n] for each input i.
@@ -71,7 +71,7 @@ TensorDesc concat_slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& 
               "concat_slice [" << a.offset << ", +" << a.channels << ") outside "
                                << shape_str(s));
   s[1] = a.channels;
-  return TensorDesc{s, DType::F32};
+  return TensorDesc{s, in[0].dtype};
 }
 
 // dx[n] = dy[n, offset : offset + channels].
@@ -144,7 +144,7 @@ void register_concat_ops(OpRegistry& r) {
   op.cuda = concat_cuda;
 #endif
   op.gradient = concat_gradient;
-  r.add(std::move(op));
+  r.add(std::move(with_bf16(op)));
 
   OpDef s;
   s.name = "concat_slice";
@@ -161,7 +161,7 @@ void register_concat_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   s.cuda = concat_slice_cuda;
 #endif
-  r.add(std::move(s));
+  r.add(std::move(with_bf16(s)));
 }
 
 }  // namespace remat

@@ -81,7 +81,7 @@ ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
 
 TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const Conv2dAttrs&>(at);
-  require_f32("conv2d", in);
+  const DType t = require_float("conv2d", in, 1);
   const Shape& x = in.at(0).shape;
   if (x.size() != 4)
     REMAT_USER_ERROR("conv2d expects a 4-D input [N, C, H, W], got " << shape_str(x));
@@ -94,7 +94,7 @@ TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
     REMAT_USER_ERROR("conv2d output would be empty: input " << shape_str(x) << " with kernel "
                      << a.kernel_h << "x" << a.kernel_w << ", dilation " << a.dilation_h << "x"
                      << a.dilation_w << ", padding " << a.pad_h << "x" << a.pad_w);
-  return TensorDesc{{d.n, d.k, d.geo.out_h, d.geo.out_w}, DType::F32};
+  return TensorDesc{{d.n, d.k, d.geo.out_h, d.geo.out_w}, t};
 }
 
 std::vector<ParamSpec> conv2d_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -263,15 +263,17 @@ TensorDesc grad_input_infer(const OpAttrs& at, const std::vector<TensorDesc>& in
   const Shape& dy = in.at(0).shape;
   const Shape& w = in.at(1).shape;
   REMAT_CHECK(dy.size() == 4 && w.size() == 4, "conv2d_grad_input expects 4-D dy and weight");
+  const DType t = require_float("conv2d_grad_input", in, 1);
   int64_t h = (dy[2] - 1) * a.stride_h - 2 * a.pad_h + a.dilation_h * (a.kernel_h - 1) + 1;
   int64_t wd = (dy[3] - 1) * a.stride_w - 2 * a.pad_w + a.dilation_w * (a.kernel_w - 1) + 1;
-  return TensorDesc{{dy[0], w[1] * a.groups, h, wd}, DType::F32};
+  return TensorDesc{{dy[0], w[1] * a.groups, h, wd}, t};
 }
 
 TensorDesc grad_weight_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const Conv2dAttrs&>(at);
   const Shape& x = in.at(1).shape;
   REMAT_CHECK(x.size() == 4, "conv2d_grad_weight expects a 4-D x");
+  require_float("conv2d_grad_weight", in);  // dy and x; the gradient is the F32 parameter's
   return TensorDesc{{a.filters, x[1] / a.groups, a.kernel_h, a.kernel_w}, DType::F32};
 }
 
@@ -323,6 +325,8 @@ void register_conv2d_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_cuda(f, conv2d_forward_cuda, conv2d_forward_cuda_workspace);
 #endif
+  with_bf16(f).autocast_bf16 = true;
+  f.bf16_operands = {1};  // the weight; the bias is added in FP32
   r.add(std::move(f));
 
   OpDef gi = conv2d_backward_op("conv2d_grad_input", "conv2d input gradient [dy, weight]");
@@ -335,6 +339,7 @@ void register_conv2d_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_cuda(gi, conv2d_grad_input_cuda, conv2d_grad_input_cuda_workspace);
 #endif
+  with_bf16(gi).bf16_operands = {1};  // the weight
   r.add(std::move(gi));
 
   OpDef gw = conv2d_backward_op("conv2d_grad_weight", "conv2d weight gradient [dy, x]");
@@ -347,6 +352,7 @@ void register_conv2d_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_cuda(gw, conv2d_grad_weight_cuda, conv2d_grad_weight_cuda_workspace);
 #endif
+  with_bf16(gw).bf16_rounds_output = true;
   r.add(std::move(gw));
 
   OpDef gb = conv2d_backward_op("conv2d_grad_bias", "conv2d bias gradient [dy]");
@@ -361,7 +367,7 @@ void register_conv2d_ops(OpRegistry& r) {
   gb.cuda = conv2d_grad_bias_cuda;
   gb.cuda_workspace = conv2d_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(gb));
+  r.add(std::move(with_bf16(gb)));
 }
 
 }  // namespace remat

@@ -37,7 +37,7 @@ int64_t rows_of(const Shape& s) { return shape_numel(s) / s.back(); }
 
 TensorDesc dense_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const DenseAttrs&>(at);
-  require_f32("dense", in);
+  const DType t = require_float("dense", in, 1);
   const Shape& x = in.at(0).shape;
   if (x.size() < 2)
     REMAT_USER_ERROR("dense expects an input of rank >= 2 ([N, F], [N, T, F], ...), got "
@@ -46,7 +46,7 @@ TensorDesc dense_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
     if (d < 1) REMAT_USER_ERROR("dense input has an empty dimension: " << shape_str(x));
   Shape y = x;
   y.back() = a.units;
-  return TensorDesc{y, DType::F32};
+  return TensorDesc{y, t};
 }
 
 std::vector<ParamSpec> dense_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -230,6 +230,8 @@ OpDef dense_forward_op(const std::string& name) {
   f.cuda = dense_cuda;
 #endif
   f.gradient = dense_gradient;
+  with_bf16(f).autocast_bf16 = true;
+  f.bf16_operands = {1};  // the weight; the bias is added in FP32
   return f;
 }
 
@@ -243,9 +245,10 @@ void register_dense_ops(OpRegistry& r) {
   gi.min_inputs = gi.max_inputs = 2;
   gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [.., U], [U, F] -> [.., F]
     require_matrix_like("dense_grad_input", in);
+    const DType t = require_float("dense_grad_input", in, 1);
     Shape dx = in[0].shape;
     dx.back() = in[1].shape[1];
-    return TensorDesc{dx, DType::F32};
+    return TensorDesc{dx, t};
   };
   gi.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
     return gemm_cost(rows_of(out.shape), out.shape.back(), in.at(0).shape.back(), in, out);
@@ -254,12 +257,14 @@ void register_dense_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = dense_grad_input_cuda;
 #endif
+  with_bf16(gi).bf16_operands = {1};  // the weight
   r.add(std::move(gi));
 
   OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");
   gw.min_inputs = gw.max_inputs = 2;
   gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {  // [.., U], [.., F] -> [U, F]
     require_matrix_like("dense_grad_weight", in);
+    require_float("dense_grad_weight", in);  // dy and x; the gradient is the F32 parameter's
     return TensorDesc{{in[0].shape.back(), in[1].shape.back()}, DType::F32};
   };
   gw.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
@@ -269,6 +274,7 @@ void register_dense_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = dense_grad_weight_cuda;
 #endif
+  with_bf16(gw).bf16_rounds_output = true;
   r.add(std::move(gw));
 
   OpDef gb = dense_backward_op("dense_grad_bias", "dense bias gradient [dy]");
@@ -282,7 +288,7 @@ void register_dense_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gb.cuda = dense_grad_bias_cuda;
 #endif
-  r.add(std::move(gb));
+  r.add(std::move(with_bf16(gb)));
 }
 
 }  // namespace remat

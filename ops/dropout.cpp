@@ -28,8 +28,7 @@ OpAttrsPtr dropout_parse(AttrReader& r, const std::string& op_name) {
 }
 
 TensorDesc dropout_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
-  if (in.at(0).dtype != DType::F32)
-    REMAT_USER_ERROR("dropout expects an f32 input, got " << dtype_name(in[0].dtype));
+  require_float("dropout", in);
   return in[0];
 }
 
@@ -89,7 +88,7 @@ OpDef dropout_op(const std::string& name, const std::string& summary, bool visib
 #ifdef REMAT_HAVE_CUDA
   op.cuda = dropout_cuda;
 #endif
-  return op;
+  return with_bf16(op);
 }
 
 }  // namespace

@@ -24,10 +24,10 @@ OpAttrsPtr flatten_grad_parse(AttrReader& r) {
 }
 
 TensorDesc flatten_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
-  require_f32("flatten", in);
+  const DType t = require_float("flatten", in);
   const Shape& s = in.at(0).shape;
   if (s.size() < 2) REMAT_USER_ERROR("flatten expects an input of 2 or more dimensions [N, ...], got " << shape_str(s));
-  return TensorDesc{{s[0], shape_numel(s) / s[0]}, DType::F32};
+  return TensorDesc{{s[0], shape_numel(s) / s[0]}, t};
 }
 
 TensorDesc flatten_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -37,7 +37,7 @@ TensorDesc flatten_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>& 
   s.insert(s.end(), a.dims.begin(), a.dims.end());
   REMAT_CHECK(dy.size() == 2 && shape_numel(s) == dy[0] * dy[1],
               "flatten_grad: dy " << shape_str(dy) << " does not flatten " << shape_str(s));
-  return TensorDesc{s, DType::F32};
+  return TensorDesc{s, in[0].dtype};
 }
 
 // Both directions are the same contiguous copy.
@@ -81,7 +81,7 @@ void register_flatten_ops(OpRegistry& r) {
   f.cuda = copy_cuda;
 #endif
   f.gradient = flatten_gradient;
-  r.add(std::move(f));
+  r.add(std::move(with_bf16(f)));
 
   OpDef g;
   g.name = "flatten_grad";
@@ -94,7 +94,7 @@ void register_flatten_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   g.cuda = copy_cuda;
 #endif
-  r.add(std::move(g));
+  r.add(std::move(with_bf16(g)));
 }
 
 }  // namespace remat

@@ -57,7 +57,7 @@ void register_gelu_ops(OpRegistry& r) {
   f.summary = "GELU, tanh approximation (GPT-2), elementwise";
   f.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "gelu"); };
   f.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
-    require_f32("gelu", in);
+    require_float("gelu", in);
     return in.at(0);
   };
   f.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
@@ -75,7 +75,7 @@ void register_gelu_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "gelu_grad", {dy, x}, d, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(f));
+  r.add(std::move(with_bf16(f)));
 
   OpDef gd;
   gd.name = "gelu_grad";
@@ -91,7 +91,7 @@ void register_gelu_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = gelu_grad_cuda;
 #endif
-  r.add(std::move(gd));
+  r.add(std::move(with_bf16(gd)));
 }
 
 }  // namespace remat

@@ -26,19 +26,19 @@ OpAttrsPtr split_parse(AttrReader& r) {
 
 TensorDesc split_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const int64_t h = static_cast<const SplitAttrs&>(at).heads;
-  require_f32("split_heads", in);
+  const DType t = require_float("split_heads", in);
   const Shape& x = in.at(0).shape;
   if (x.size() != 3) REMAT_USER_ERROR("split_heads expects [N, T, C], got " << shape_str(x));
   if (x[2] % h != 0)
     REMAT_USER_ERROR("split_heads: channels C = " << x[2] << " are not divisible by heads " << h);
-  return TensorDesc{{x[0], h, x[1], x[2] / h}, DType::F32};
+  return TensorDesc{{x[0], h, x[1], x[2] / h}, t};
 }
 
 TensorDesc merge_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
-  require_f32("merge_heads", in);
+  const DType t = require_float("merge_heads", in);
   const Shape& x = in.at(0).shape;
   if (x.size() != 4) REMAT_USER_ERROR("merge_heads expects [N, H, T, D], got " << shape_str(x));
-  return TensorDesc{{x[0], x[2], x[1] * x[3]}, DType::F32};
+  return TensorDesc{{x[0], x[2], x[1] * x[3]}, t};
 }
 
 // out[a, c, b, d] = in[a, b, c, d] for in [d0, d1, d2, d3].
@@ -103,7 +103,7 @@ void register_heads_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "merge_heads", {dy}, x, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(split));
+  r.add(std::move(with_bf16(split)));
 
   OpDef merge;
   merge.name = "merge_heads";
@@ -124,7 +124,7 @@ void register_heads_ops(OpRegistry& r) {
     OpAttrsPtr typed = split_parse(rd);
     return {g.emit("grad", "split_heads", {dy}, x, m, typed)};
   };
-  r.add(std::move(merge));
+  r.add(std::move(with_bf16(merge)));
 }
 
 }  // namespace remat

@@ -30,7 +30,7 @@ OpAttrsPtr layernorm_parse(AttrReader& r, const std::string& op_name) {
 int64_t rows_of(const Shape& s) { return shape_numel(s) / s.back(); }
 
 TensorDesc layernorm_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
-  require_f32("layernorm", in);
+  require_float("layernorm", in, 1);
   const Shape& x = in.at(0).shape;
   if (x.empty() || x.back() < 1) REMAT_USER_ERROR("layernorm needs a non-empty last dimension, got " << shape_str(x));
   return in[0];
@@ -220,7 +220,7 @@ void register_layernorm_ops(OpRegistry& r) {
   f.cuda = layernorm_cuda;
 #endif
   f.gradient = layernorm_gradient;
-  r.add(std::move(f));
+  r.add(std::move(with_bf16(f)));
 
   OpDef gi = layernorm_backward_op("layernorm_grad_input", "layernorm input gradient [dy, x (, weight)]", 2);
   gi.max_inputs = 3;
@@ -232,7 +232,7 @@ void register_layernorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = layernorm_grad_input_cuda;
 #endif
-  r.add(std::move(gi));
+  r.add(std::move(with_bf16(gi)));
 
   auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     return TensorDesc{{in.at(0).shape.back()}, DType::F32};
@@ -247,7 +247,7 @@ void register_layernorm_ops(OpRegistry& r) {
   gw.cuda = layernorm_grad_weight_cuda;
   gw.cuda_workspace = layernorm_grad_weight_cuda_workspace;
 #endif
-  r.add(std::move(gw));
+  r.add(std::move(with_bf16(gw)));
 
   OpDef gb = layernorm_backward_op("layernorm_grad_bias", "layernorm bias gradient [dy]", 1);
   gb.infer = column_grad;
@@ -259,7 +259,7 @@ void register_layernorm_ops(OpRegistry& r) {
   gb.cuda = layernorm_grad_bias_cuda;
   gb.cuda_workspace = layernorm_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(gb));
+  r.add(std::move(with_bf16(gb)));
 }
 
 }  // namespace remat

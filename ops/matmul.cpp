@@ -48,7 +48,7 @@ MatmulDims matmul_dims(const MatmulAttrs& a, const Shape& sa, const Shape& sb) {
 
 TensorDesc matmul_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const MatmulAttrs&>(at);
-  require_f32("matmul", in);
+  const DType t = require_float("matmul", in);
   const Shape& sa = in.at(0).shape;
   const Shape& sb = in.at(1).shape;
   if (sa.size() < 2 || sa.size() != sb.size())
@@ -68,7 +68,7 @@ TensorDesc matmul_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   Shape c(sa.begin(), sa.end() - 2);
   c.push_back(d.m);
   c.push_back(d.n);
-  return checked_desc(c, DType::F32, "matmul output");
+  return checked_desc(c, t, "matmul output");
 }
 
 OpCost matmul_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
@@ -169,6 +169,7 @@ void register_matmul_ops(OpRegistry& r) {
   f.cuda = matmul_cuda;
 #endif
   f.gradient = matmul_gradient;
+  with_bf16(f).autocast_bf16 = true;
   r.add(std::move(f));
 }
 

@@ -2,6 +2,7 @@
 // messages, and byte counts for OpCost.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,12 +21,29 @@ inline OpAttrsPtr parse_no_attrs(AttrReader& r, const std::string& op_name) {
   return std::make_shared<EmptyAttrs>();
 }
 
-// Throws "<op> expects F32 input <i>, got i32" for a non-float input.
-inline void require_f32(const std::string& op_name, const std::vector<TensorDesc>& in) {
-  for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].dtype != DType::F32)
-      REMAT_USER_ERROR(op_name << " expects f32 inputs, input " << i << " is "
-                               << dtype_name(in[i].dtype) << " " << shape_str(in[i].shape));
+// The dtype inputs [0, count) share, F32 or BF16 (Note [bf16 execution] in
+// runtime/backends/bf16_staging.h); the output of most ops has it. Throws "<op> expects float
+// inputs of one dtype, input 1 is i32 [..]" otherwise. Inputs past `count` (F32 parameters of
+// backward ops) are not checked.
+inline DType require_float(const std::string& op_name, const std::vector<TensorDesc>& in,
+                           size_t count = SIZE_MAX) {
+  count = std::min(count, in.size());
+  REMAT_CHECK(count > 0, op_name << " has no input to take a dtype from");
+  const DType t = in[0].dtype;
+  for (size_t i = 0; i < count; ++i)
+    if (!dtype_is_float(in[i].dtype) || in[i].dtype != t)
+      REMAT_USER_ERROR(op_name << " expects float inputs (f32 or bf16) of one dtype, input " << i
+                               << " is " << dtype_name(in[i].dtype) << " "
+                               << shape_str(in[i].shape)
+                               << (i > 0 ? std::string(" and input 0 ") + dtype_name(t) : ""));
+  return t;
+}
+
+// Marks `op` as running in bf16 (Note [bf16 execution]): its kernels compute in FP32 and the
+// backend stages BF16 data for them unless they are native. Returns op for chaining.
+inline OpDef& with_bf16(OpDef& op) {
+  op.bf16 = true;
+  return op;
 }
 
 // a * b for non-negative sizes, or a UserError naming `what` when the product overflows int64

@@ -59,8 +59,8 @@ OpAttrsPtr global_parse(AttrReader& r, const std::string& op_name, bool with_inp
 }
 
 void check_nchw(const TensorDesc& x, const std::string& op) {
-  if (x.dtype != DType::F32 || x.shape.size() != 4)
-    REMAT_USER_ERROR(op << " expects an f32 [N, C, H, W] input, got " << dtype_name(x.dtype) << " "
+  if (!dtype_is_float(x.dtype) || x.shape.size() != 4)
+    REMAT_USER_ERROR(op << " expects an f32 or bf16 [N, C, H, W] input, got " << dtype_name(x.dtype) << " "
                         << shape_str(x.shape));
 }
 
@@ -71,15 +71,15 @@ TensorDesc window_out(const PoolAttrs& a, const TensorDesc& x, const std::string
     REMAT_USER_ERROR(op << " kernel " << hw_str(a.kh, a.kw) << " larger than padded input " << h
                         << "x" << w);
   return TensorDesc{{x.shape[0], x.shape[1], (h - a.kh) / a.sh + 1, (w - a.kw) / a.sw + 1},
-                    DType::F32};
+                    x.dtype};
 }
 
 // Input descriptor of a dy-only backward op, checked against dy.
 TensorDesc grad_input_desc(const PoolAttrs& a, const TensorDesc& dy, const std::string& op,
                            bool global) {
-  const TensorDesc x{{dy.shape.at(0), dy.shape.at(1), a.in_h, a.in_w}, DType::F32};
+  const TensorDesc x{{dy.shape.at(0), dy.shape.at(1), a.in_h, a.in_w}, dy.dtype};
   const TensorDesc expect =
-      global ? TensorDesc{{x.shape[0], x.shape[1]}, DType::F32} : window_out(a, x, op);
+      global ? TensorDesc{{x.shape[0], x.shape[1]}, dy.dtype} : window_out(a, x, op);
   if (!(expect == dy))
     REMAT_USER_ERROR(op << ": gradient " << shape_str(dy.shape) << " does not match input size "
                         << a.in_h << "x" << a.in_w << " (expected " << shape_str(expect.shape)
@@ -273,12 +273,13 @@ void register_max_pool(OpRegistry& r) {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
     return {g.emit("grad", "maxpool_grad", {dy, fwd.inputs.at(0), fwd.output}, x)};
   };
-  r.add(std::move(mp));
+  r.add(std::move(with_bf16(mp)));
 
   OpDef mg = pool_op("maxpool_grad", "maxpool input gradient [dy, x, y]", false, 3);
   mg.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool_grad", false); };
   mg.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     check_nchw(in.at(1), "maxpool_grad");
+    require_float("maxpool_grad", in);
     return in.at(1);
   };
   mg.cost = window_cost;
@@ -286,7 +287,7 @@ void register_max_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(mg, true, true);
 #endif
-  r.add(std::move(mg));
+  r.add(std::move(with_bf16(mg)));
 }
 
 void register_avg_pool(OpRegistry& r) {
@@ -306,7 +307,7 @@ void register_avg_pool(OpRegistry& r) {
     return {g.emit("grad", "avgpool_grad", {dy}, x, with_input_size(fwd, x),
                    with_input_size_typed(fwd, x))};
   };
-  r.add(std::move(ap));
+  r.add(std::move(with_bf16(ap)));
 
   OpDef ag = pool_op("avgpool_grad", "avgpool input gradient [dy]", false, 1);
   ag.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool_grad", true); };
@@ -318,7 +319,7 @@ void register_avg_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(ag, false, true);
 #endif
-  r.add(std::move(ag));
+  r.add(std::move(with_bf16(ag)));
 }
 
 void register_global_pool(OpRegistry& r) {
@@ -326,7 +327,7 @@ void register_global_pool(OpRegistry& r) {
   gp.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool", false); };
   gp.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     check_nchw(in.at(0), "global_avgpool");
-    return TensorDesc{{in[0].shape[0], in[0].shape[1]}, DType::F32};
+    return TensorDesc{{in[0].shape[0], in[0].shape[1]}, in[0].dtype};
   };
   gp.cost = plain_cost;
   gp.cpu = global_avgpool_cpu;
@@ -338,7 +339,7 @@ void register_global_pool(OpRegistry& r) {
     return {g.emit("grad", "global_avgpool_grad", {dy}, x, with_input_size(fwd, x),
                    with_input_size_typed(fwd, x))};
   };
-  r.add(std::move(gp));
+  r.add(std::move(with_bf16(gp)));
 
   OpDef gg = pool_op("global_avgpool_grad", "global_avgpool input gradient [dy]", false, 1);
   gg.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool_grad", true); };
@@ -354,7 +355,7 @@ void register_global_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gg.cuda = global_avgpool_backward_cuda;
 #endif
-  r.add(std::move(gg));
+  r.add(std::move(with_bf16(gg)));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ OpAttrsPtr position_parse(AttrReader& r, const std::string& op_name) {
 
 TensorDesc position_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const PositionAttrs&>(at);
-  require_f32("position_embedding", in);
+  require_float("position_embedding", in, 1);
   const Shape& x = in.at(0).shape;
   if (x.size() != 3)
     REMAT_USER_ERROR("position_embedding expects [N, T, C], got " << shape_str(x));
@@ -114,7 +114,7 @@ void register_position_embedding_ops(OpRegistry& r) {
     const TensorDesc wd = g.graph().value(fwd.inputs.at(1)).desc;  // a copy: emit grows the graph
     return {dy, g.emit("grad_weight", "position_embedding_grad_weight", {dy}, wd)};
   };
-  r.add(std::move(f));
+  r.add(std::move(with_bf16(f)));
 
   OpDef gw;
   gw.name = "position_embedding_grad_weight";
@@ -133,7 +133,7 @@ void register_position_embedding_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = position_grad_cuda;
 #endif
-  r.add(std::move(gw));
+  r.add(std::move(with_bf16(gw)));
 }
 
 }  // namespace remat

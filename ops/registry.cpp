@@ -26,6 +26,7 @@ OpRegistry make_builtin_registry() {
   register_sgd_ops(r);
   register_adam_ops(r);
   register_clip_grad_norm_ops(r);
+  register_cast_ops(r);
   return r;
 }
 

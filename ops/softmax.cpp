@@ -27,7 +27,7 @@ OpAttrsPtr softmax_parse(AttrReader& r, const std::string& op_name) {
 }
 
 TensorDesc softmax_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
-  require_f32("softmax", in);
+  require_float("softmax", in);
   const Shape& x = in.at(0).shape;
   if (x.empty() || x.back() < 1) REMAT_USER_ERROR("softmax needs a non-empty last dimension, got " << shape_str(x));
   if (static_cast<const SoftmaxAttrs&>(at).causal &&
@@ -105,7 +105,7 @@ void register_softmax_ops(OpRegistry& r) {
     const TensorDesc d = g.graph().value(fwd.output).desc;
     return {g.emit("grad", "softmax_grad", {dy, fwd.output}, d)};
   };
-  r.add(std::move(f));
+  r.add(std::move(with_bf16(f)));
 
   OpDef gd;
   gd.name = "softmax_grad";
@@ -121,7 +121,7 @@ void register_softmax_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = softmax_grad_cuda;
 #endif
-  r.add(std::move(gd));
+  r.add(std::move(with_bf16(gd)));
 }
 
 }  // namespace remat

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -64,8 +65,8 @@ void xent_check(const std::vector<TensorDesc>& in, const std::string& op, XentLa
   const size_t rank = layout == XentLayout::Pixels ? 4 : layout == XentLayout::Tokens ? 3 : 2;
   const char* want_logits = layout == XentLayout::Pixels ? "[N, K, H, W]"
                             : layout == XentLayout::Tokens ? "[N, T, V]" : "[N, K]";
-  if (logits.dtype != DType::F32 || logits.shape.size() != rank)
-    REMAT_USER_ERROR(op << " expects f32 logits " << want_logits << ", got "
+  if (!dtype_is_float(logits.dtype) || logits.shape.size() != rank)
+    REMAT_USER_ERROR(op << " expects f32 or bf16 logits " << want_logits << ", got "
                         << dtype_name(logits.dtype) << " " << shape_str(logits.shape));
   Shape want = {logits.shape[0]};
   if (layout == XentLayout::Pixels) want.insert(want.end(), {logits.shape[2], logits.shape[3]});
@@ -241,7 +242,7 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
     return {g.emit("grad", grad_name, {logits, labels}, g.graph().value(logits).desc), kNoValue};
   };
   loss.index_bound = xent_index_bound;
-  r.add(std::move(loss));
+  r.add(std::move(with_bf16(loss)));
 
   OpDef grad;
   grad.name = grad_name;
@@ -263,7 +264,7 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
   };
 #endif
   grad.index_bound = xent_index_bound;
-  r.add(std::move(grad));
+  r.add(std::move(with_bf16(grad)));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -24,8 +25,8 @@ OpAttrsPtr upsample_parse(AttrReader& r, const std::string& op_name) {
 }
 
 void check_nchw(const TensorDesc& x, const std::string& op) {
-  if (x.dtype != DType::F32 || x.shape.size() != 4)
-    REMAT_USER_ERROR(op << " expects an f32 [N, C, H, W] input, got " << dtype_name(x.dtype) << " "
+  if (!dtype_is_float(x.dtype) || x.shape.size() != 4)
+    REMAT_USER_ERROR(op << " expects an f32 or bf16 [N, C, H, W] input, got " << dtype_name(x.dtype) << " "
                         << shape_str(x.shape));
 }
 
@@ -34,7 +35,7 @@ TensorDesc upsample_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) 
   const TensorDesc& x = in.at(0);
   check_nchw(x, "upsample");
   return TensorDesc{{x.shape[0], x.shape[1], x.shape[2] * a.factor, x.shape[3] * a.factor},
-                    DType::F32};
+                    x.dtype};
 }
 
 TensorDesc upsample_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -45,7 +46,7 @@ TensorDesc upsample_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>&
     REMAT_USER_ERROR("upsample_grad: gradient " << shape_str(dy.shape)
                                                 << " is not divisible by factor " << a.factor);
   return TensorDesc{{dy.shape[0], dy.shape[1], dy.shape[2] / a.factor, dy.shape[3] / a.factor},
-                    DType::F32};
+                    dy.dtype};
 }
 
 OpCost upsample_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
@@ -116,7 +117,7 @@ void register_upsample_ops(OpRegistry& r) {
   up.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     return {g.emit("grad", "upsample_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
   };
-  r.add(std::move(up));
+  r.add(std::move(with_bf16(up)));
 
   OpDef ug;
   ug.name = "upsample_grad";
@@ -130,7 +131,7 @@ void register_upsample_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   ug.cuda = upsample_grad_cuda;
 #endif
-  r.add(std::move(ug));
+  r.add(std::move(with_bf16(ug)));
 }
 
 }  // namespace remat

@@ -33,8 +33,8 @@ void Executor::trace_span(TraceWriter* trace, const std::string& name, const cha
 
 bool Executor::value_finite(ValueId v) {
   const Value& val = g_.value(v);
-  if (val.desc.dtype != DType::F32) return true;
-  return be_.all_finite(ptr_[static_cast<size_t>(v)], val.desc.numel());
+  if (!dtype_is_float(val.desc.dtype)) return true;
+  return be_.all_finite(ptr_[static_cast<size_t>(v)], val.desc.numel(), val.desc.dtype);
 }
 
 void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
@@ -47,7 +47,7 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
     for (size_t b = 0; b < layout_.buckets.size() && what.empty(); ++b)
       if (!be_.all_finite(persistent_ + layout_.grads_begin +
                               layout_.shard_begin(b, layout_.parallel.rank),
-                          layout_.shard_bytes(b) / 4))
+                          layout_.shard_bytes(b) / 4, DType::F32))
         what = "a gradient in bucket " + std::to_string(b) + " is not finite";
   } else {
     for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)

@@ -16,6 +16,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/checkpoint.h"
 #include "runtime/backends/cuda_backend.h"
+#include "runtime/core/bf16.h"
 #include "runtime/executor.h"
 #include "runtime/io/safetensors.h"
 #include "solver/from_graph.h"
@@ -159,16 +160,35 @@ TEST(FiniteCheck, OptOutTrainsOnAsBefore) {
 TEST(FiniteCheck, CpuBackendScansEveryElement) {
   auto be = make_cpu_backend();
   std::vector<float> v(37, 1.0f);
-  EXPECT_TRUE(be->all_finite(v.data(), 37));
-  EXPECT_TRUE(be->all_finite(v.data(), 0));
+  EXPECT_TRUE(be->all_finite(v.data(), 37, DType::F32));
+  EXPECT_TRUE(be->all_finite(v.data(), 0, DType::F32));
   for (float bad : {kNaN, std::numeric_limits<float>::infinity(),
                     -std::numeric_limits<float>::infinity()}) {
     v[36] = bad;
-    EXPECT_FALSE(be->all_finite(v.data(), 37));
-    EXPECT_TRUE(be->all_finite(v.data(), 36));
+    EXPECT_FALSE(be->all_finite(v.data(), 37, DType::F32));
+    EXPECT_TRUE(be->all_finite(v.data(), 36, DType::F32));
     v[36] = std::numeric_limits<float>::max();
-    EXPECT_TRUE(be->all_finite(v.data(), 37));
+    EXPECT_TRUE(be->all_finite(v.data(), 37, DType::F32));
   }
+}
+
+// bf16 values: NaN and +-inf have all eight exponent bits set, as in FP32; the largest finite
+// bf16 (0x7F7F) and a subnormal are finite.
+TEST(FiniteCheck, CpuBackendScansBf16) {
+  auto be = make_cpu_backend();
+  std::vector<uint16_t> v(37, bf16_from_float(1.0f));
+  EXPECT_TRUE(be->all_finite(v.data(), 37, DType::BF16));
+  for (float bad : {kNaN, std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    v[36] = bf16_from_float(bad);
+    EXPECT_FALSE(be->all_finite(v.data(), 37, DType::BF16));
+    EXPECT_TRUE(be->all_finite(v.data(), 36, DType::BF16));
+  }
+  v[36] = 0x7F7F;  // 3.39e38, the largest finite bf16
+  v[0] = 0x0001;   // the smallest subnormal
+  EXPECT_TRUE(be->all_finite(v.data(), 37, DType::BF16));
+  // FP32's largest finite value rounds to +inf in bf16.
+  EXPECT_FALSE(std::isfinite(bf16_to_float(bf16_from_float(std::numeric_limits<float>::max()))));
 }
 
 // The CUDA backend's flag kernel (kernels/finite.cu): every position, a large array (many blocks),
@@ -182,16 +202,37 @@ TEST(FiniteCheck, CudaBackendScansEveryElement) {
   std::vector<float> host(static_cast<size_t>(n), 0.25f);
   void* dev = be->raw_alloc(n * 4);
   be->copy_from_host(dev, host.data(), n * 4);
-  EXPECT_TRUE(be->all_finite(dev, n));
+  EXPECT_TRUE(be->all_finite(dev, n, DType::F32));
   for (int64_t at : {int64_t{0}, int64_t{255}, int64_t{256}, n / 2, n - 1})
     for (float bad : {kNaN, -std::numeric_limits<float>::infinity()}) {
       be->copy_from_host(static_cast<float*>(dev) + at, &bad, 4);
-      EXPECT_FALSE(be->all_finite(dev, n)) << at;
-      EXPECT_EQ(be->all_finite(dev, at), true) << at;
+      EXPECT_FALSE(be->all_finite(dev, n, DType::F32)) << at;
+      EXPECT_EQ(be->all_finite(dev, at, DType::F32), true) << at;
       const float fine = 0.25f;
       be->copy_from_host(static_cast<float*>(dev) + at, &fine, 4);
-      EXPECT_TRUE(be->all_finite(dev, n)) << at;
+      EXPECT_TRUE(be->all_finite(dev, n, DType::F32)) << at;
     }
+  be->raw_free(dev);
+}
+
+// The bf16 flag kernel (kernels/bf16.cu) at every position class. Skips without a device.
+TEST(FiniteCheck, CudaBackendScansBf16) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  auto be = make_cuda_backend(0, &why);
+  ASSERT_TRUE(be) << why;
+  const int64_t n = (int64_t{1} << 21) + 5;
+  std::vector<uint16_t> host(static_cast<size_t>(n), bf16_from_float(0.25f));
+  void* dev = be->raw_alloc(n * 2);
+  be->copy_from_host(dev, host.data(), n * 2);
+  EXPECT_TRUE(be->all_finite(dev, n, DType::BF16));
+  for (int64_t at : {int64_t{0}, int64_t{256}, n - 1}) {
+    const uint16_t bad = bf16_from_float(kNaN), fine = bf16_from_float(0.25f);
+    be->copy_from_host(static_cast<uint16_t*>(dev) + at, &bad, 2);
+    EXPECT_FALSE(be->all_finite(dev, n, DType::BF16)) << at;
+    EXPECT_TRUE(be->all_finite(dev, at, DType::BF16)) << at;
+    be->copy_from_host(static_cast<uint16_t*>(dev) + at, &fine, 2);
+  }
   be->raw_free(dev);
 }
 

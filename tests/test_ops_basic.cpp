@@ -166,7 +166,7 @@ TEST(Relu, GradientsAwayFromKinks) {
     strict.max_skipped = 0;  // no kinks here: nothing may be excused
     EXPECT_TRUE(h.check_gradients(strict)) << op;
   }
-  EXPECT_HAS(case_error({"relu", {}, {i32({2, 3})}}), "relu expects f32 inputs");
+  EXPECT_HAS(case_error({"relu", {}, {i32({2, 3})}}), "relu expects float inputs (f32 or bf16)");
   EXPECT_HAS(case_error({"relu", attr_map({{"alpha", 0.1}}), {f32({2, 3})}}), "unknown field");
 }
 

@@ -208,7 +208,7 @@ TEST(TokenXent, ErrorsAndAllIgnored) {
   }
   OpHarness none(builtin_registry(), {"token_xent", {}, {f32({1, 2, 3}), i32({1, 2})}, {{}, {-100, -100}}});
   EXPECT_EQ(none.forward(), (Floats{0}));
-  EXPECT_HAS(case_error({"token_xent", {}, {f32({2, 3}), i32({2})}}), "expects f32 logits [N, T, V]");
+  EXPECT_HAS(case_error({"token_xent", {}, {f32({2, 3}), i32({2})}}), "expects f32 or bf16 logits [N, T, V]");
   EXPECT_HAS(case_error({"token_xent", {}, {f32({1, 2, 3}), i32({2, 1})}}), "i32 labels [1, 2]");
   EXPECT_HAS(case_error({"token_xent", attr_map({{"ignore_index", 0}}), {f32({1, 2, 3}), i32({1, 2})}}),
              "field 'ignore_index'");

@@ -59,8 +59,8 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   // all-keep's max batch: the largest batch whose all-keep peak fits, on the graph built at
   // that batch (Note [max-batch problems]).
   const int64_t b = batch["all-keep"];
-  EXPECT_LE(all_keep_peak(problem_from_config(kSmallCnn, b, std::nullopt, "flops")), budget);
-  EXPECT_GT(all_keep_peak(problem_from_config(kSmallCnn, b + 1, std::nullopt, "flops")), budget);
+  EXPECT_LE(all_keep_peak(config_problem(kSmallCnn, b)), budget);
+  EXPECT_GT(all_keep_peak(config_problem(kSmallCnn, b + 1)), budget);
   for (const auto& [name, n] : batch) EXPECT_GE(batch["checkmate"], n) << name;
   const std::string svg = read_whole_file(path("mb.svg"));
   EXPECT_EQ(xml_check(svg), "");
@@ -116,7 +116,7 @@ TEST_F(ToolsTest, MaxBatchVerifyTrainsAtTheFoundBatch) {
 // table bounds the search; --verify trains at the found length.
 TEST_F(ToolsTest, MaxBatchVariesTheSequenceLength) {
   const std::string tiny = test_source_dir() + "/configs/gpt2_tiny.yaml";
-  auto at = [&](int64_t t) { return problem_from_config(tiny, int64_t{2}, std::nullopt, "flops", t); };
+  auto at = [&](int64_t t) { return config_problem(tiny, int64_t{2}, "flops", t); };
   const int64_t budget = all_keep_peak(at(40));
   const std::string args = "--config '" + tiny + "' --vary seq --batch 2 --budget " + std::to_string(budget);
   RunResult r = run(MAXBATCH_EXE, args + " --strategies all-keep,chen-greedy");

@@ -53,8 +53,8 @@ TEST(ProblemFromConfig, CostModelFileAndBatch) {
   for (auto& n : t.nodes) n.cost *= 2;
   const std::string file = "/tmp/remat_test_tools_costs_" + std::to_string(getpid()) + ".json";
   costs_save(t, file);
-  Problem q = problem_from_config(kSmallCnn, std::nullopt, std::nullopt, file);
-  Problem f8 = problem_from_config(kSmallCnn, int64_t{8}, std::nullopt, "flops");
+  Problem q = config_problem(kSmallCnn, std::nullopt, file);
+  Problem f8 = config_problem(kSmallCnn, int64_t{8});
   std::remove(file.c_str());
   ASSERT_EQ(q.size(), f8.size());
   EXPECT_EQ(q.batch, 8);
@@ -105,7 +105,7 @@ TEST_F(ToolsTest, PlanWriteProblemRoundTrips) {
                                   path("p.json") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   const Problem saved = problem_load(path("p.json"));
-  const Problem built = problem_from_config(kSmallDag, int64_t{4}, std::nullopt, "flops");
+  const Problem built = config_problem(kSmallDag, int64_t{4});
   EXPECT_EQ(problem_to_json_text(saved), problem_to_json_text(built));
   EXPECT_EQ(saved.batch, 4);
   // The saved problem solves the same as the config.

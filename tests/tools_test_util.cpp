@@ -126,7 +126,19 @@ std::vector<std::string> lines_of(const std::string& s) {
   return out;
 }
 
-Problem small_cnn_problem() { return problem_from_config(kSmallCnn, std::nullopt, std::nullopt, "flops"); }
+Problem config_problem(const std::string& config, std::optional<int64_t> batch,
+                       const std::string& cost_model, std::optional<int64_t> sequence,
+                       std::optional<DType> precision) {
+  ConfigProblem c;
+  c.config = config;
+  c.batch = batch;
+  c.cost_model = cost_model;
+  c.sequence = sequence;
+  c.precision = precision;
+  return problem_from_config(c);
+}
+
+Problem small_cnn_problem() { return config_problem(kSmallCnn); }
 
 int64_t all_keep_peak(const Problem& p) { return simulate(p, all_keep_schedule(p)).peak_bytes; }
 double all_keep_cost(const Problem& p) { return simulate(p, all_keep_schedule(p)).total_cost; }

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/core/tensor.h"
 #include "solver/problem.h"
 #include "tests/tool_runner.h"
 
@@ -28,6 +30,11 @@ std::vector<std::string> split(const std::string& s, char sep);
 // The non-empty lines of `s`.
 std::vector<std::string> lines_of(const std::string& s);
 
+// The problem of a model config (problem_from_config) with these overrides.
+Problem config_problem(const std::string& config, std::optional<int64_t> batch = std::nullopt,
+                       const std::string& cost_model = "flops",
+                       std::optional<int64_t> sequence = std::nullopt,
+                       std::optional<DType> precision = std::nullopt);
 Problem small_cnn_problem();  // configs/small_cnn.yaml, FLOPs cost model, its own batch
 int64_t all_keep_peak(const Problem& p);
 double all_keep_cost(const Problem& p);

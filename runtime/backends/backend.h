@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,13 +41,25 @@ class Backend {
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() = 0;
-  // True when none of the `count` floats at `p` (backend memory) is a NaN or an infinity.
-  // Synchronous. The default copies them to the host; backends override it to scan in place.
-  virtual bool all_finite(const void* p, int64_t count) {
-    std::vector<float> host(static_cast<size_t>(count));
-    copy_to_host(host.data(), p, count * static_cast<int64_t>(sizeof(float)));
-    for (float x : host)
+  // True when none of the `count` floats (F32 or BF16) at `p` (backend memory) is a NaN or an
+  // infinity. Synchronous. The default copies them to the host; backends override it to scan
+  // in place.
+  virtual bool all_finite(const void* p, int64_t count, DType dtype) {
+    REMAT_CHECK(dtype_is_float(dtype), "all_finite of " << dtype_name(dtype) << " values");
+    std::vector<char> host(static_cast<size_t>(count * dtype_size(dtype)));
+    copy_to_host(host.data(), p, static_cast<int64_t>(host.size()));
+    for (int64_t i = 0; i < count; ++i) {
+      float x;
+      if (dtype == DType::BF16) {
+        uint16_t h;
+        std::memcpy(&h, host.data() + 2 * i, 2);
+        const uint32_t u = uint32_t{h} << 16;
+        std::memcpy(&x, &u, 4);
+      } else {
+        std::memcpy(&x, host.data() + 4 * i, 4);
+      }
       if (!std::isfinite(x)) return false;
+    }
     return true;
   }
 

@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/memory/allocator.h"
 #include "runtime/backends/backend.h"
+#include "runtime/backends/bf16_staging.h"
+#include "runtime/core/bf16.h"
 #include "runtime/core/check.h"
+#include "runtime/memory/allocator.h"
 
 namespace remat {
 
@@ -16,6 +18,35 @@ std::vector<TensorDesc> input_descs(const ExecContext& ctx) {
   d.reserve(ctx.inputs.size());
   for (const auto& v : ctx.inputs) d.push_back(*v.desc);
   return d;
+}
+
+int64_t cpu_kernel_workspace(const OpDef& op, const ExecContext& ctx) {
+  return op.cost(*ctx.node->typed, input_descs(ctx), *ctx.output.desc).workspace_bytes;
+}
+
+// Runs op.cpu on ctx, staged through FP32 when the node runs in bf16 and the kernel is FP32-only
+// (Note [bf16 execution]).
+void run_cpu(const OpDef& op, const ExecContext& ctx) {
+  if (!node_runs_bf16(ctx)) return op.cpu(ctx);
+  require_bf16_path(op, ctx);
+  if (op.bf16_cpu_native) return op.cpu(ctx);
+  const Bf16Staging s =
+      bf16_staging(op, ctx, [&](const ExecContext& v) { return cpu_kernel_workspace(op, v); });
+  const ExecContext k = bf16_staged_context(s, ctx);
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    if (s.input_offset[i] < 0) continue;
+    const TensorView& in = ctx.inputs[i];
+    float* dst = k.inputs[i].f32();
+    if (s.input_rounded[i]) {
+      const float* src = in.f32();
+      for (int64_t e = 0; e < in.numel(); ++e) dst[e] = bf16_round(src[e]);
+    } else {
+      bf16_widen(in.bf16(), dst, in.numel());
+    }
+  }
+  op.cpu(k);
+  if (s.output_offset >= 0) bf16_narrow(k.output.f32(), ctx.output.bf16(), ctx.output.numel());
+  if (s.round_output) bf16_round_in_place(ctx.output.f32(), ctx.output.numel());
 }
 
 class CpuBackend : public Backend {
@@ -47,11 +78,18 @@ class CpuBackend : public Backend {
   }
   void fill_zero(void* dst, int64_t bytes) override { std::memset(dst, 0, static_cast<size_t>(bytes)); }
   void synchronize() override {}
-  bool all_finite(const void* p, int64_t count) override {
+  bool all_finite(const void* p, int64_t count, DType dtype) override {
     // A float is NaN or +-inf exactly when its exponent bits are all ones: an integer test
-    // the compiler vectorises, without a branch per element.
-    const auto* x = static_cast<const float*>(p);
+    // the compiler vectorises, without a branch per element. bf16 keeps FP32's exponent in
+    // its high bits.
     uint32_t bad = 0;
+    if (dtype == DType::BF16) {
+      const auto* x = static_cast<const uint16_t*>(p);
+      for (int64_t i = 0; i < count; ++i) bad |= (x[i] & 0x7F80u) == 0x7F80u;
+      return bad == 0;
+    }
+    REMAT_CHECK(dtype == DType::F32, "all_finite of " << dtype_name(dtype) << " values");
+    const auto* x = static_cast<const float*>(p);
     for (int64_t i = 0; i < count; ++i) {
       uint32_t bits;
       std::memcpy(&bits, x + i, sizeof bits);
@@ -61,18 +99,22 @@ class CpuBackend : public Backend {
   }
 
   int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) override {
-    return op.cost(*ctx.node->typed, input_descs(ctx), *ctx.output.desc).workspace_bytes;
+    if (node_runs_bf16(ctx) && !op.bf16_cpu_native)
+      return bf16_staging(op, ctx, [&](const ExecContext& v) {
+               return cpu_kernel_workspace(op, v);
+             }).total_bytes;
+    return cpu_kernel_workspace(op, ctx);
   }
 
-  void run(const OpDef& op, ExecContext& ctx) override { op.cpu(ctx); }
+  void run(const OpDef& op, ExecContext& ctx) override { run_cpu(op, ctx); }
 
   std::vector<double> time_run(const OpDef& op, ExecContext& ctx, int warmup,
                                int repeats) override {
-    for (int i = 0; i < warmup; ++i) op.cpu(ctx);
+    for (int i = 0; i < warmup; ++i) run_cpu(op, ctx);
     std::vector<double> ms;
     for (int i = 0; i < repeats; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      op.cpu(ctx);
+      run_cpu(op, ctx);
       auto t1 = std::chrono::steady_clock::now();
       ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }

@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "runtime/backends/backend.h"
+#include "runtime/backends/bf16_staging.h"
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
 #include "runtime/backends/cuda_context.h"
@@ -153,7 +154,8 @@ class CudaBackend : public Backend {
   }
   // The flag lives in mapped pinned host memory: the kernel writes it over the bus, so the
   // check needs no device memory outside the budget's pool.
-  bool all_finite(const void* p, int64_t count) override {
+  bool all_finite(const void* p, int64_t count, DType dtype) override {
+    REMAT_CHECK(dtype_is_float(dtype), "all_finite of " << dtype_name(dtype) << " values");
     if (!finite_flag_) {
       REMAT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&finite_flag_), sizeof(unsigned int),
                                      cudaHostAllocMapped));
@@ -162,37 +164,39 @@ class CudaBackend : public Backend {
     }
     synchronize();  // no earlier kernel may still write the flag
     *finite_flag_ = 0;
-    flag_nonfinite(static_cast<const float*>(p), count, finite_flag_device_, ctx_.stream);
+    if (dtype == DType::BF16)
+      flag_nonfinite_bf16(static_cast<const uint16_t*>(p), count, finite_flag_device_,
+                          ctx_.stream);
+    else
+      flag_nonfinite(static_cast<const float*>(p), count, finite_flag_device_, ctx_.stream);
     synchronize();
     return *const_cast<volatile unsigned int*>(finite_flag_) == 0;
   }
 
   int64_t workspace_bytes(const OpDef& op, const ExecContext& ctx) override {
-    if (!op.cuda_workspace) return 0;
-    ensure_search_scratch();
-    ExecContext c = ctx;
-    c.device = &ctx_;
-    const int64_t ws = op.cuda_workspace(c);
-    REMAT_CHECK(ws >= 0, "op '" << op.name << "' reported a negative CUDA workspace " << ws);
-    return ws;
+    if (staged(op, ctx))
+      return bf16_staging(op, ctx, [&](const ExecContext& v) {
+               return kernel_workspace(op, v);
+             }).total_bytes;
+    return kernel_workspace(op, ctx);
   }
 
   void run(const OpDef& op, ExecContext& ctx) override {
     check_runnable(op, ctx);
     ctx.device = &ctx_;
-    op.cuda(ctx);
+    run_cuda(op, ctx);
   }
 
   std::vector<double> time_run(const OpDef& op, ExecContext& ctx, int warmup,
                                int repeats) override {
     check_runnable(op, ctx);
     ctx.device = &ctx_;
-    for (int i = 0; i < warmup; ++i) op.cuda(ctx);
+    for (int i = 0; i < warmup; ++i) run_cuda(op, ctx);
     std::vector<double> ms;
     ms.reserve(static_cast<size_t>(std::max(repeats, 0)));
     for (int i = 0; i < repeats; ++i) {
       REMAT_CUDA_CHECK(cudaEventRecord(start_, ctx_.stream));
-      op.cuda(ctx);
+      run_cuda(op, ctx);
       REMAT_CUDA_CHECK(cudaEventRecord(stop_, ctx_.stream));
       REMAT_CUDA_CHECK(cudaEventSynchronize(stop_));
       float t = 0;
@@ -217,6 +221,41 @@ class CudaBackend : public Backend {
   void* device_context() override { return &ctx_; }
 
  private:
+  int64_t kernel_workspace(const OpDef& op, const ExecContext& ctx) {
+    if (!op.cuda_workspace) return 0;
+    ensure_search_scratch();
+    ExecContext c = ctx;
+    c.device = &ctx_;
+    const int64_t ws = op.cuda_workspace(c);
+    REMAT_CHECK(ws >= 0, "op '" << op.name << "' reported a negative CUDA workspace " << ws);
+    return ws;
+  }
+
+  // A node running in bf16 whose CUDA kernel is FP32-only (Note [bf16 execution]).
+  static bool staged(const OpDef& op, const ExecContext& ctx) {
+    if (!node_runs_bf16(ctx)) return false;
+    require_bf16_path(op, ctx);
+    return !op.bf16_cuda_native;
+  }
+
+  void run_cuda(const OpDef& op, const ExecContext& ctx) {
+    if (!staged(op, ctx)) return op.cuda(ctx);
+    const Bf16Staging s =
+        bf16_staging(op, ctx, [&](const ExecContext& v) { return kernel_workspace(op, v); });
+    const ExecContext k = bf16_staged_context(s, ctx);
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      if (s.input_offset[i] < 0) continue;
+      const TensorView& in = ctx.inputs[i];
+      if (s.input_rounded[i]) bf16_round(k.inputs[i].f32(), in.f32(), in.numel(), ctx_.stream);
+      else bf16_widen(k.inputs[i].f32(), in.bf16(), in.numel(), ctx_.stream);
+    }
+    op.cuda(k);
+    if (s.output_offset >= 0)
+      bf16_narrow(ctx.output.bf16(), k.output.f32(), ctx.output.numel(), ctx_.stream);
+    if (s.round_output)
+      bf16_round(ctx.output.f32(), ctx.output.f32(), ctx.output.numel(), ctx_.stream);
+  }
+
   void check_runnable(const OpDef& op, const ExecContext& ctx) {
     report_deferred_error();
     if (!op.cuda)

@@ -15,10 +15,14 @@ namespace remat {
 // [N, T, C]; conv weights KCRS, dense weights [out, in].
 using Shape = std::vector<int64_t>;
 
-enum class DType { F32, I32 };
+// BF16: bfloat16 (1 sign, 8 exponent, 7 stored significand bits: FP32 with the low 16 bits
+// rounded away), stored as uint16_t on the host and __nv_bfloat16 on the device; activations
+// of bf16 models (Note [bf16 execution] in runtime/backends/bf16_staging.h).
+enum class DType { F32, I32, BF16 };
 
-inline int64_t dtype_size(DType) { return 4; }  // both F32 and I32 are 4 bytes
-const char* dtype_name(DType t);
+inline int64_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
+inline bool dtype_is_float(DType t) { return t == DType::F32 || t == DType::BF16; }
+const char* dtype_name(DType t);                 // "f32", "i32", "bf16"
 DType dtype_from_name(const std::string& name);  // throws UserError on an unknown name
 
 // Elements of a shape; a UserError when out of range (Note [checked sizes]: the builder and
@@ -53,15 +57,26 @@ inline int64_t checked_tensor_bytes(const TensorDesc& d, std::string_view where,
   return checked_mul(checked_product(d.shape, where, field), dtype_size(d.dtype), where, field);
 }
 
-// A non-owning view of tensor data in backend memory (host or device).
+[[noreturn]] void tensor_view_dtype_error(const TensorDesc& d, DType want);
+
+// A non-owning view of tensor data in backend memory (host or device). The typed accessors
+// check the dtype: a kernel never reads one dtype's bytes as another's.
 struct TensorView {
   const TensorDesc* desc = nullptr;
   void* data = nullptr;
-  float* f32() const { return static_cast<float*>(data); }
-  int32_t* i32() const { return static_cast<int32_t*>(data); }
+  float* f32() const { return typed<float>(DType::F32); }
+  int32_t* i32() const { return typed<int32_t>(DType::I32); }
+  uint16_t* bf16() const { return typed<uint16_t>(DType::BF16); }
   const Shape& shape() const { return desc->shape; }
   int64_t dim(int i) const { return desc->shape.at(static_cast<size_t>(i)); }
   int64_t numel() const { return desc->numel(); }
+
+ private:
+  template <typename T>
+  T* typed(DType want) const {
+    if (desc->dtype != want) tensor_view_dtype_error(*desc, want);
+    return static_cast<T*>(data);
+  }
 };
 
 }  // namespace remat

@@ -109,6 +109,23 @@ struct OpDef {
   // choose and cache an algorithm. Empty: the CUDA path needs no workspace.
   std::function<int64_t(const ExecContext&)> cuda_workspace;
   GradientFn gradient;              // empty: not differentiable
+
+  // bf16 (Note [bf16 execution] in runtime/backends/bf16_staging.h).
+  // `bf16`: the op takes BF16 data. Its kernels see FP32 unless they handle BF16 themselves
+  // (bf16_cpu_native, bf16_cuda_native): the backend widens BF16 inputs into FP32 workspace,
+  // runs the kernel and rounds the output back, counting those bytes as the node's workspace.
+  bool bf16 = false;
+  bool bf16_cpu_native = false;
+  bool bf16_cuda_native = false;
+  // F32 inputs a node running in bf16 reads rounded to bf16: the weights of GEMM-like ops, as a
+  // bf16 GEMM sees them (no persistent bf16 copy of the weights exists).
+  std::vector<int> bf16_operands;
+  // An F32 output of a node running in bf16 is rounded to bf16 too (weight gradients: cuDNN's
+  // bf16 convolutions produce them in bf16, and dense follows so that both agree).
+  bool bf16_rounds_output = false;
+  // In a bf16 model the builder casts this op's F32 data inputs to BF16 (conv2d, dense, matmul:
+  // PyTorch autocast's lower-precision list); other ops run in the dtype of their inputs.
+  bool autocast_bf16 = false;
   // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
   std::function<std::vector<std::string>(const OpAttrs&)> optimizer_state;
   // Optimizer ops only, optional: the attrs of one parameter's update node, from the

@@ -13,6 +13,17 @@
 
 namespace remat {
 
+const std::vector<std::string> kPrecisionChoices = {"fp32", "tf32", "tf32-all", "bf16"};
+
+std::string resolve_precision(const std::string& flag, DType config_precision) {
+  if (!flag.empty()) return flag;
+  return config_precision == DType::BF16 ? "bf16" : "tf32";
+}
+
+DType precision_storage(const std::string& precision) {
+  return precision == "bf16" ? DType::BF16 : DType::F32;
+}
+
 std::string plural(int64_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/check.h"
+#include "runtime/core/tensor.h"
 
 namespace remat {
 
@@ -32,6 +33,16 @@ auto parse_flag_value(F&& parse) -> decltype(parse()) {
     throw UsageError(e.what());
   }
 }
+
+// --precision as the tools spell it: fp32 (FP32, no TF32), tf32 (FP32 activations; TF32 tensor
+// cores in cuDNN convolutions: PyTorch's defaults), tf32-all (TF32 in GEMMs too), bf16
+// (activations in bfloat16, Note [bf16 autocast] in models/build.cpp).
+extern const std::vector<std::string> kPrecisionChoices;
+// The precision a run uses: `flag` when given (not empty), else the config's: BF16 -> "bf16",
+// F32 -> "tf32".
+std::string resolve_precision(const std::string& flag, DType config_precision);
+// The activations' dtype of a precision name: BF16 for "bf16", F32 for the others.
+DType precision_storage(const std::string& precision);
 
 // "1 recompute", "3 recomputes" (the plural adds "s").
 std::string plural(int64_t n, const std::string& noun);

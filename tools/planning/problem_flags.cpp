@@ -25,7 +25,11 @@ void add_problem_flags(FlagParser& flags) {
       .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
            "flops")
       .add("world", "N", "plan one rank of N data-parallel ranks (with --config)", "1")
-      .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank");
+      .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank")
+      .add("precision", "fp32|bf16", "activations' dtype, overriding the config's (with "
+                                    "--config; tf32 and tf32-all plan as fp32)")
+      .allow_positional("KEY=VALUE", "override a config field (with --config), e.g. "
+                                     "precision=bf16 batch=64");
 }
 
 ParallelConfig parallel_from_flags(const FlagParser& flags) {
@@ -38,39 +42,55 @@ ParallelConfig parallel_from_flags(const FlagParser& flags) {
   return pc;
 }
 
-Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
-                            std::optional<Shape> input, const std::string& cost_model,
-                            std::optional<int64_t> sequence, const ParallelConfig& parallel) {
-  const ModelConfig cfg = load_model_config(config_path);
+ConfigProblem config_problem_from_flags(const FlagParser& flags) {
+  ConfigProblem c;
+  c.config = flags.get("config");
+  if (flags.has("input"))
+    c.input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
+  if (flags.has("seq")) c.sequence = flags.get_int("seq", 1, int64_t{1} << 24);
+  c.cost_model = flags.get("cost-model");
+  c.parallel = parallel_from_flags(flags);
+  if (flags.has("precision"))
+    c.precision = precision_storage(flags.get_choice("precision", kPrecisionChoices));
+  c.overrides = flags.positional();
+  return c;
+}
+
+Problem problem_from_config(const ConfigProblem& c) {
+  const ModelConfig cfg = load_model_config(c.config, c.overrides);
+  std::optional<int64_t> batch = c.batch;
   std::optional<CostTable> table;
-  if (cost_model != "flops") {
-    table = costs_load(cost_model);
+  if (c.cost_model != "flops") {
+    table = costs_load(c.cost_model);
     // A table measured at some batch only matches a graph of that batch: default to it.
     if (!batch && table->batch > 0) batch = table->batch;
   }
   const OpRegistry ops = make_builtin_registry();
   BuildOptions bo;
   bo.batch = batch;
-  bo.input = input;
-  bo.sequence = sequence;
+  bo.input = c.input;
+  bo.sequence = c.sequence;
+  bo.precision = c.precision;
   const Graph fwd = build_forward_graph(cfg, ops, bo);
   const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
   const CostTable costs = table ? *table : flops_costs(g, ops);
-  Problem p = problem_from_graph(g, costs, persistent_layout(g, parallel).constant_bytes).problem;
+  Problem p =
+      problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
   return p;
 }
 
-int64_t max_buildable_sequence(const std::string& config_path) {
-  const ModelConfig cfg = load_model_config(config_path);
+int64_t max_buildable_sequence(const ConfigProblem& c) {
+  const ModelConfig cfg = load_model_config(c.config, c.overrides);
   if (!cfg.tokens())
-    REMAT_USER_ERROR(config_path << ": not a token model (no `sequence`): its sequence length "
-                                    "cannot vary");
+    REMAT_USER_ERROR(c.config << ": not a token model (no `sequence`): its sequence length "
+                                 "cannot vary");
   const OpRegistry ops = make_builtin_registry();
   auto builds = [&](int64_t t) {
     BuildOptions bo;
     bo.batch = 1;
     bo.sequence = t;
+    bo.precision = c.precision;
     try {
       build_forward_graph(cfg, ops, bo);
       return true;
@@ -100,31 +120,27 @@ Problem problem_from_flags(const FlagParser& flags) {
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
-    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer"})
+    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer", "precision"})
       if (flags.has(f))
         throw UsageError(std::string("--") + f + " needs --config; a --problem file already has "
                                                  "its sizes and costs");
+    if (!flags.positional().empty())
+      throw UsageError("'" + flags.positional()[0] + "': KEY=VALUE overrides need --config");
     Problem p = problem_load(flags.get("problem"));
     return batch ? problem_at_batch(p, *batch) : p;
   }
-  std::optional<Shape> input;
-  if (flags.has("input"))
-    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
-  std::optional<int64_t> sequence;
-  if (flags.has("seq")) sequence = flags.get_int("seq", 1, int64_t{1} << 24);
-  return problem_from_config(flags.get("config"), batch, input, flags.get("cost-model"), sequence,
-                             parallel_from_flags(flags));
+  ConfigProblem c = config_problem_from_flags(flags);
+  c.batch = batch;
+  return problem_from_config(c);
 }
 
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
-  std::optional<Shape> input;
-  if (flags.has("input"))
-    input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
-  const std::string config = flags.get("config");
-  const ParallelConfig parallel = parallel_from_flags(flags);
-  return [config, input, parallel](int64_t batch) {
-    return problem_from_config(config, batch, input, "flops", std::nullopt, parallel);
+  const ConfigProblem c = config_problem_from_flags(flags);
+  return [c](int64_t batch) {
+    ConfigProblem at = c;
+    at.batch = batch;
+    return problem_from_config(at);
   };
 }
 

@@ -28,6 +28,9 @@ namespace remat {
 //   --world N             plan one rank of N data-parallel ranks: its constant holds the
 //                         gradient buckets (config only; runtime/memory/param_layout.h)
 //   --shard-optimizer     ... with 1/N of the optimizer state per rank (ZeRO-1)
+//   --precision P         fp32 | bf16 (tf32 and tf32-all plan as fp32): the activations'
+//                         dtype, overriding the config's `precision` (config only)
+//   KEY=VALUE ...         config overrides, as train takes them (config only)
 void add_problem_flags(FlagParser& flags);
 
 // Builds the Problem from exactly one of --config / --problem; UserError naming the flags
@@ -39,14 +42,25 @@ Problem problem_from_flags(const FlagParser& flags);
 // scaled (problem_at_batch). Null means "scale".
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 
-// The Problem a model config defines (what --config does): the training graph uses the config's
-// optimizer; `cost_model` is "flops" or a cost-table path. With a cost table and no batch, the
-// graph is built at the table's batch so the two match.
-// `parallel` sets the constant for one rank of a data-parallel job (default: one process).
-Problem problem_from_config(const std::string& config_path, std::optional<int64_t> batch,
-                            std::optional<Shape> input, const std::string& cost_model,
-                            std::optional<int64_t> sequence = std::nullopt,
-                            const ParallelConfig& parallel = {});
+// What --config and its companion flags describe.
+struct ConfigProblem {
+  std::string config;                   // the model YAML
+  std::optional<int64_t> batch;         // overrides the config's batch
+  std::optional<Shape> input;           // per-sample input size override (image models)
+  std::optional<int64_t> sequence;      // sequence length override (token models)
+  std::string cost_model = "flops";     // "flops" or a remat-costs/1 cost table path
+  ParallelConfig parallel;              // one rank of a data-parallel job (default: one process)
+  std::optional<DType> precision;       // overrides the config's `precision`
+  std::vector<std::string> overrides;   // KEY=VALUE config overrides
+};
+
+// The ConfigProblem of the --config flags (--cost-model, --input, --seq, --world,
+// --shard-optimizer, --precision, KEY=VALUE); --batch is left to the caller.
+ConfigProblem config_problem_from_flags(const FlagParser& flags);
+
+// The Problem a model config defines: the training graph uses the config's optimizer. With a
+// cost table and no batch, the graph is built at the table's batch so the two match.
+Problem problem_from_config(const ConfigProblem& c);
 
 // --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same);
 // UserError for --shard-optimizer without --world N >= 2.
@@ -54,7 +68,7 @@ ParallelConfig parallel_from_flags(const FlagParser& flags);
 
 // The largest sequence length a token model builds at (its position table's length), found by
 // bisection on building the forward graph; UserError for an image model.
-int64_t max_buildable_sequence(const std::string& config_path);
+int64_t max_buildable_sequence(const ConfigProblem& c);
 
 // Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
 void add_solve_flags(FlagParser& flags);

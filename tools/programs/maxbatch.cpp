@@ -75,6 +75,8 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
     if (flags.has("input"))
       t.input = parse_flag_value(
           [&] { return parse_input_size(flags.get("input"), "maxbatch: --input"); });
+    if (flags.has("precision")) t.precision = flags.get("precision");
+    t.overrides = flags.positional();
     t.plan.budget = budget;
     t.plan.strategy = r.strategy;
     t.plan.cost_model = flags.get("cost-model");
@@ -127,14 +129,14 @@ int run(int argc, char** argv) {
       throw UsageError("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
                        "sequence length)");
     if (flags.has("seq")) throw UsageError("maxbatch: --vary seq searches the sequence length; drop --seq");
-    std::optional<int64_t> batch;
-    if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
-    const std::string config = flags.get("config");
-    const ParallelConfig parallel = parallel_from_flags(flags);
-    family.at = [config, batch, parallel](int64_t t) {
-      return problem_from_config(config, batch, std::nullopt, "flops", t, parallel);
+    ConfigProblem c = config_problem_from_flags(flags);
+    if (flags.has("batch")) c.batch = flags.get_int("batch", 1, int64_t(1) << 40);
+    family.at = [c](int64_t t) {
+      ConfigProblem at = c;
+      at.sequence = t;
+      return problem_from_config(at);
     };
-    family.max_size = max_buildable_sequence(config);
+    family.max_size = max_buildable_sequence(c);
   }
   const char* size_name = vary_seq ? "seq" : "batch";
   SolveOptions opt = solve_options_from_flags(flags);

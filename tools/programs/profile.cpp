@@ -55,12 +55,14 @@ int profile_main(int argc, char** argv) {
       .add("batch", "N", "override the config's batch size")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
       .add("seq", "T", "override a token model's sequence length")
-      .add("precision", "fp32|tf32|tf32-all", "GPU math, as train's --precision", "tf32")
+      .add("precision", "fp32|tf32|tf32-all|bf16",
+           "as train's --precision (default: the config's; fp32 configs in tf32)")
       .add("repeats", "R", "timed runs per node (the median is kept)", "10")
       .add("warmup", "W", "untimed runs per node first", "2")
       .add("output", "FILE", "also write the cost table here")
       .alias("-o", "output")
-      .add("no-cache", "", "measure again even if a cached table exists");
+      .add("no-cache", "", "measure again even if a cached table exists")
+      .allow_positional("KEY=VALUE", "override a config field, as train takes them");
   if (!f.parse(argc, argv)) return 0;
   if (!f.has("config")) throw UsageError("profile: --config FILE is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
@@ -69,9 +71,12 @@ int profile_main(int argc, char** argv) {
   po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
   po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));
 
-  ModelConfig cfg = load_model_config(f.get("config"));
+  ModelConfig cfg = load_model_config(f.get("config"), f.positional());
   const OpRegistry ops = make_builtin_registry();
+  const std::string precision = resolve_precision(
+      f.has("precision") ? f.get_choice("precision", kPrecisionChoices) : "", cfg.precision);
   BuildOptions bo;
+  bo.precision = precision_storage(precision);
   if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
   if (f.has("input"))
     bo.input = parse_flag_value([&] { return parse_input_size(f.get("input"), "profile: --input"); });
@@ -79,11 +84,10 @@ int profile_main(int argc, char** argv) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
-  std::unique_ptr<Backend> be =
-      make_backend(device, f.get_choice("precision", {"fp32", "tf32", "tf32-all"}));
-  std::printf("model %s, input %s, batch %lld: %zu nodes; device %s\n", g.name.c_str(),
-              profile_cache_key(g).c_str(), static_cast<long long>(g.batch), g.nodes.size(),
-              be->name().c_str());
+  std::unique_ptr<Backend> be = make_backend(device, precision);
+  std::printf("model %s, input %s, batch %lld: %zu nodes; device %s; precision %s\n",
+              g.name.c_str(), profile_cache_key(g).c_str(), static_cast<long long>(g.batch),
+              g.nodes.size(), be->name().c_str(), precision.c_str());
   if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
 
   if (isatty(fileno(stderr))) {

@@ -51,9 +51,10 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
       .add("resume", "FILE", "continue from a checkpoint")
       .add("summary", "FILE", "write the run's summary (speed, peaks, plan) as JSON")
       .add("compare", "FILE", "a keep-everything run's --summary: print the slowdown against it")
-      .add("precision", "fp32|tf32|tf32-all",
-           "GPU math: fp32 everywhere; TF32 in convolutions (PyTorch's default); or also in GEMMs",
-           "tf32")
+      .add("precision", "fp32|tf32|tf32-all|bf16",
+           "bf16: activations in bfloat16 (autocast's rules); else FP32 activations with GPU math "
+           "fp32 everywhere, TF32 in convolutions (PyTorch's default) or also in GEMMs "
+           "(default: the config's precision; fp32 configs train in tf32)")
       .add("log-every", "K", "print every K-th step (default: a live line on a terminal, "
                              "every step in a log)")
       .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
@@ -94,7 +95,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.resume_file = f.get("resume");
   opt.summary_file = f.get("summary");
   opt.compare_file = f.get("compare");
-  opt.precision = f.get_choice("precision", {"fp32", "tf32", "tf32-all"});
+  if (f.has("precision")) opt.precision = f.get_choice("precision", remat::kPrecisionChoices);
   if (f.has("log-every")) opt.log_every = static_cast<int>(f.get_int("log-every", 1, 1000000));
   opt.metrics_file = f.get("metrics");
   if (f.has("save-every")) {

@@ -22,7 +22,8 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
   j["device"] = opt.device;
   j["world"] = sum.world;
   j["global_batch"] = g.batch * sum.world;
-  j["precision"] = opt.device == "cpu" ? "fp32" : opt.precision;
+  // On the CPU only the storage differs: tf32 and tf32-all run as fp32.
+  j["precision"] = opt.device == "cpu" && sum.precision != "bf16" ? "fp32" : sum.precision;
   j["steps"] = sum.losses.size();
   j["strategy"] = sp.plan.strategy;
   j["budget_bytes"] = opt.plan.budget ? nlohmann::ordered_json(*opt.plan.budget) : nullptr;

@@ -60,14 +60,25 @@ int64_t workspace_limit_for(const Graph& g, const TrainOptions& opt) {
   return std::clamp<int64_t>(room / 8, 0, 4096 * kMiB);
 }
 
-std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt, int device) {
+std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt,
+                                      const std::string& precision, int device) {
   if (opt.device == "cpu") return make_cpu_backend();
   std::string why;
-  CudaOptions co = cuda_precision_options(opt.precision);
+  CudaOptions co = cuda_precision_options(precision);
   co.workspace_limit = workspace_limit_for(g, opt);
   auto be = make_cuda_backend(device, &why, co);
   if (!be) REMAT_USER_ERROR("--device cuda: " << why);
   return be;
+}
+
+// The run header's words for a precision: what is stored in which dtype and, on the GPU, the math.
+std::string precision_description(const std::string& precision, const std::string& device) {
+  if (precision == "bf16")
+    return "precision bf16 (activations in bfloat16, FP32 math and weights)";
+  if (device == "cpu") return "precision fp32";
+  if (precision == "fp32") return "precision fp32 (no TF32)";
+  if (precision == "tf32-all") return "precision tf32-all (convolutions and GEMMs in TF32)";
+  return "precision tf32 (convolutions in TF32, GEMMs in FP32)";
 }
 
 // Plans the step, ends the backend's setup (releasing algorithm-search memory), then creates
@@ -181,16 +192,18 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   ModelConfig cfg = load_model_config(opt.config, opt.overrides);
   if (opt.seed != 0) cfg.seed = opt.seed;
   const OpRegistry ops = make_builtin_registry();
+  const std::string precision = resolve_precision(opt.precision, cfg.precision);
   BuildOptions bo;
   bo.batch = opt.batch;
   bo.input = opt.input;
   bo.sequence = opt.sequence;
+  bo.precision = precision_storage(precision);
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
   const double base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
   std::unique_ptr<Backend> backend =
-      make_backend(g, opt, parallel ? parallel_cuda_device(*session) : 0);
+      make_backend(g, opt, precision, parallel ? parallel_cuda_device(*session) : 0);
   std::unique_ptr<ParallelJob> job = parallel ? make_parallel_job(*session, *backend) : nullptr;
   ExecutorOptions eo;
   DataShard shard;
@@ -217,14 +230,10 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), batch %lld, input %s\n",
               cfg.name.c_str(), cfg.layers.size(), params, static_cast<long long>(param_numel),
               static_cast<long long>(g.batch), shape_str(in_desc.shape).c_str());
-  const std::string precision =
-      opt.device == "cpu"           ? ""
-      : opt.precision == "fp32"     ? ", precision fp32 (no TF32)"
-      : opt.precision == "tf32-all" ? ", precision tf32-all (convolutions and GEMMs in TF32)"
-                                    : ", precision tf32 (convolutions in TF32, GEMMs in FP32)";
-  std::printf("training graph: %zu nodes, persistent %s; device %s%s; data %s\n", g.nodes.size(),
-              format_bytes(layout.constant_bytes).c_str(), backend->name().c_str(),
-              precision.c_str(), data->describe().c_str());
+  std::printf("training graph: %zu nodes, persistent %s; device %s, %s; data %s\n",
+              g.nodes.size(), format_bytes(layout.constant_bytes).c_str(),
+              backend->name().c_str(), precision_description(precision, opt.device).c_str(),
+              data->describe().c_str());
   if (job) print_parallel(*job, g, layout, *job->grads);
   std::fflush(stdout);
   StepPlan sp;
@@ -272,6 +281,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
   sum.world = job ? job->world : 1;
+  sum.precision = precision;
   sum.constant_bytes = layout.constant_bytes;
   sum.predicted_peak = sp.plan.predicted_peak;
   const int64_t global_batch = g.batch * sum.world;

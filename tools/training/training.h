@@ -39,7 +39,9 @@ struct TrainOptions {
   std::string resume_file;         // checkpoint to continue from
   std::string summary_file;        // the run's summary as JSON (remat-train-summary/1)
   std::string compare_file;        // a keep-everything run's summary: the slowdown against it
-  std::string precision = "tf32";  // CUDA: fp32 | tf32 (convolutions) | tf32-all (and GEMMs)
+  // fp32 | tf32 | tf32-all | bf16 (tools/common/cli.h); "" = the config's precision (bf16, or
+  // tf32 for fp32 configs). bf16 stores activations in bfloat16; the others choose the GPU math.
+  std::string precision;
   bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
   // Data parallel (an MPI job of several ranks; ignored for one process).
   bool shard_optimizer = false;       // each rank keeps 1/world of the optimizer state (ZeRO-1)
@@ -62,6 +64,7 @@ struct TrainSummary {
   uint64_t weights_checksum = 0;   // data parallel: the ranks' common checksum at the end
   int64_t steps_done = 0;          // after the run (resumed steps included)
   int stop_signal = 0;             // the signal that stopped it early (Note [graceful stop]), or 0
+  std::string precision;           // the precision it ran in (resolve_precision)
 };
 
 class MpiSession;
