@@ -67,7 +67,7 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
-  with_bf16(op);
+  with_bf16_per_sample(op, 1);
   op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
     return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};
@@ -91,7 +91,7 @@ OpDef make_activation_grad(const std::string& name, KernelFn cpu, KernelFn cuda,
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
-  return with_bf16(op);
+  return with_bf16_per_sample(op, 2);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ void register_add_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   op.cuda = add_cuda;
 #endif
-  with_bf16(op);
+  with_bf16_per_sample(op, -1);
   op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
     return std::vector<ValueId>(fwd.inputs.size(), dy);
   };

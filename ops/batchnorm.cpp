@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/batchnorm_cuda.h"
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -104,7 +105,8 @@ struct BnStats {
   std::vector<double> mean, var;
 };
 
-BnStats bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d,
+template <typename T>
+BnStats bn_norm_stats(const BatchNormAttrs& a, const T* x, const BnDims& d,
                       const float* running_mean, const float* running_var, Communicator* comm) {
   BnStats st;
   st.mean.assign(static_cast<size_t>(d.c), 0.0);
@@ -117,8 +119,8 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d,
   for (int64_t c = 0; c < d.c; ++c) {
     double sum = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const float* p = x + (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) sum += p[i];
+      const T* p = x + (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) sum += load(p, i);
     }
     st.mean[c] = sum;
   }
@@ -128,8 +130,8 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d,
     const double m = st.mean[c];
     double sq = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const float* p = x + (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) sq += (p[i] - m) * (p[i] - m);
+      const T* p = x + (n * d.c + c) * d.inner;
+      for (int64_t i = 0; i < d.inner; ++i) sq += (load(p, i) - m) * (load(p, i) - m);
     }
     st.var[c] = sq;
   }
@@ -140,15 +142,17 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const float* x, const BnDims& d,
 
 // inputs [x [N,C,..], weight [C], bias [C], running_mean [C], running_var [C]] -> y like x.
 // Updates the running buffers in place on first computation only (Note [in-place updates]).
-void bn_forward_cpu(const ExecContext& ctx) {
+// T: x's and y's storage (ops/cpu_storage.h); the parameters and statistics are F32.
+template <typename T>
+void bn_forward_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnDims d = bn_dims(ctx.inputs[0].shape());
-  const float* x = ctx.inputs[0].f32();
+  const T* x = storage<T>(ctx.inputs[0]);
   const float* gamma = ctx.inputs[1].f32();
   const float* beta = ctx.inputs[2].f32();
   float* running_mean = ctx.inputs[3].f32();
   float* running_var = ctx.inputs[4].f32();
-  float* y = ctx.output.f32();
+  T* y = storage<T>(ctx.output);
   const double count = bn_count(d, ctx.comm);
   const BnStats st = bn_norm_stats(a, x, d, running_mean, running_var, ctx.comm);
   for (int64_t c = 0; c < d.c; ++c) {
@@ -158,7 +162,7 @@ void bn_forward_cpu(const ExecContext& ctx) {
     const float shift = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) y[base + i] = x[base + i] * scale + shift;
+      for (int64_t i = 0; i < d.inner; ++i) store(y, base + i, load(x, base + i) * scale + shift);
     }
     if (a.train && ctx.first_compute) {
       const double m = a.momentum;
@@ -170,15 +174,16 @@ void bn_forward_cpu(const ExecContext& ctx) {
 }
 
 // inputs [dy, x, weight (, running_mean, running_var in inference mode)] -> dx like x.
-void bn_grad_input_cpu(const ExecContext& ctx) {
+template <typename T>
+void bn_grad_input_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnDims d = bn_dims(ctx.inputs[1].shape());
-  const float* dy = ctx.inputs[0].f32();
-  const float* x = ctx.inputs[1].f32();
+  const T* dy = storage<T>(ctx.inputs[0]);
+  const T* x = storage<T>(ctx.inputs[1]);
   const float* gamma = ctx.inputs[2].f32();
   const float* rm = a.train ? nullptr : ctx.inputs[3].f32();
   const float* rv = a.train ? nullptr : ctx.inputs[4].f32();
-  float* dx = ctx.output.f32();
+  T* dx = storage<T>(ctx.output);
   const BnStats st = bn_norm_stats(a, x, d, rm, rv, ctx.comm);
   std::vector<double> inv_std(static_cast<size_t>(d.c));
   for (int64_t c = 0; c < d.c; ++c) inv_std[c] = 1.0 / std::sqrt(st.var[c] + a.eps);
@@ -187,7 +192,7 @@ void bn_grad_input_cpu(const ExecContext& ctx) {
       const float k = static_cast<float>(gamma[c] * inv_std[c]);
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t base = (n * d.c + c) * d.inner;
-        for (int64_t i = 0; i < d.inner; ++i) dx[base + i] = dy[base + i] * k;
+        for (int64_t i = 0; i < d.inner; ++i) store(dx, base + i, load(dy, base + i) * k);
       }
     }
     return;
@@ -199,8 +204,8 @@ void bn_grad_input_cpu(const ExecContext& ctx) {
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
       for (int64_t i = 0; i < d.inner; ++i) {
-        sum_dy += dy[base + i];
-        sum_dy_xhat += dy[base + i] * (x[base + i] - st.mean[c]) * inv_std[c];
+        sum_dy += load(dy, base + i);
+        sum_dy_xhat += load(dy, base + i) * (load(x, base + i) - st.mean[c]) * inv_std[c];
       }
     }
     sums[c] = sum_dy;
@@ -215,9 +220,10 @@ void bn_grad_input_cpu(const ExecContext& ctx) {
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
       for (int64_t i = 0; i < d.inner; ++i) {
-        const double xhat = (x[base + i] - mean) * is;
-        dx[base + i] =
-            static_cast<float>(gamma[c] * is * (dy[base + i] - mean_dy - xhat * mean_dy_xhat));
+        const double xhat = (load(x, base + i) - mean) * is;
+        store(dx, base + i,
+              static_cast<float>(gamma[c] * is *
+                                 (load(dy, base + i) - mean_dy - xhat * mean_dy_xhat)));
       }
     }
   }
@@ -225,11 +231,12 @@ void bn_grad_input_cpu(const ExecContext& ctx) {
 
 // inputs [dy, x (, running_mean, running_var in inference mode)] -> dweight [C] = sum dy * xhat
 // over this rank's samples (the gradient average over ranks completes the global sum).
-void bn_grad_weight_cpu(const ExecContext& ctx) {
+template <typename T>
+void bn_grad_weight_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnDims d = bn_dims(ctx.inputs[1].shape());
-  const float* dy = ctx.inputs[0].f32();
-  const float* x = ctx.inputs[1].f32();
+  const T* dy = storage<T>(ctx.inputs[0]);
+  const T* x = storage<T>(ctx.inputs[1]);
   const float* rm = a.train ? nullptr : ctx.inputs[2].f32();
   const float* rv = a.train ? nullptr : ctx.inputs[3].f32();
   float* dw = ctx.output.f32();
@@ -240,25 +247,46 @@ void bn_grad_weight_cpu(const ExecContext& ctx) {
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) s += dy[base + i] * (x[base + i] - mean) * inv_std;
+      for (int64_t i = 0; i < d.inner; ++i)
+        s += load(dy, base + i) * (load(x, base + i) - mean) * inv_std;
     }
     dw[c] = static_cast<float>(s);
   }
 }
 
 // inputs [dy] -> dbias [C] = sum of dy over N (and H, W).
-void bn_grad_bias_cpu(const ExecContext& ctx) {
+template <typename T>
+void bn_grad_bias_cpu_t(const ExecContext& ctx) {
   const BnDims d = bn_dims(ctx.inputs[0].shape());
-  const float* dy = ctx.inputs[0].f32();
+  const T* dy = storage<T>(ctx.inputs[0]);
   float* db = ctx.output.f32();
   for (int64_t c = 0; c < d.c; ++c) {
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) s += dy[base + i];
+      for (int64_t i = 0; i < d.inner; ++i) s += load(dy, base + i);
     }
     db[c] = static_cast<float>(s);
   }
+}
+
+// The kernels for the dtype of the data (inputs and outputs of one dtype; Note [bf16
+// execution]: these read and write bf16 themselves).
+void bn_forward_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { bn_forward_cpu_t<decltype(tag)>(ctx); });
+}
+void bn_grad_input_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { bn_grad_input_cpu_t<decltype(tag)>(ctx); });
+}
+void bn_grad_weight_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { bn_grad_weight_cpu_t<decltype(tag)>(ctx); });
+}
+void bn_grad_bias_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { bn_grad_bias_cpu_t<decltype(tag)>(ctx); });
 }
 
 std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
@@ -347,7 +375,8 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(bn, batchnorm_forward_cuda, batchnorm_forward_cuda_workspace);
 #endif
-  r.add(std::move(with_bf16(bn)));
+  with_bf16(bn).bf16_cpu_native = true;
+  r.add(std::move(bn));
 
   OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
   gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -358,7 +387,8 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gi, batchnorm_grad_input_cuda, batchnorm_grad_input_cuda_workspace);
 #endif
-  r.add(std::move(with_bf16(gi)));
+  with_bf16(gi).bf16_cpu_native = true;
+  r.add(std::move(gi));
 
   OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
   gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -369,7 +399,8 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gw, batchnorm_grad_weight_cuda, batchnorm_grad_weight_cuda_workspace);
 #endif
-  r.add(std::move(with_bf16(gw)));
+  with_bf16(gw).bf16_cpu_native = true;
+  r.add(std::move(gw));
 
   OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
   gb.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -381,7 +412,8 @@ void register_batchnorm_ops(OpRegistry& r) {
   gb.cuda = batchnorm_grad_bias_cuda;
   gb.cuda_workspace = batchnorm_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(with_bf16(gb)));
+  with_bf16(gb).bf16_cpu_native = true;
+  r.add(std::move(gb));
 }
 
 }  // namespace remat

@@ -144,7 +144,7 @@ void register_concat_ops(OpRegistry& r) {
   op.cuda = concat_cuda;
 #endif
   op.gradient = concat_gradient;
-  r.add(std::move(with_bf16(op)));
+  r.add(std::move(with_bf16_per_sample(op, -1)));
 
   OpDef s;
   s.name = "concat_slice";
@@ -161,7 +161,7 @@ void register_concat_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   s.cuda = concat_slice_cuda;
 #endif
-  r.add(std::move(with_bf16(s)));
+  r.add(std::move(with_bf16_per_sample(s, 1)));
 }
 
 }  // namespace remat

@@ -4,9 +4,11 @@
 // CPU path: per image and group, im2col + GEMM (Caffe's scheme); the im2col buffer is the op's
 // workspace. CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops.
 #include <memory>
+#include <type_traits>
 
 #include "ops/conv2d_cuda.h"
 #include "ops/cpu_gemm.h"
+#include "ops/cpu_storage.h"
 #include "ops/fused_activation.h"
 #include "ops/im2col.h"
 #include "ops/registry.h"
@@ -203,42 +205,82 @@ void conv2d_grad_input_cpu(const ExecContext& ctx) {
   }
 }
 
-// dw = sum_n dz_n * im2col(x_n)^T. inputs [dz, x]; output [K, C/g, R, S].
-void conv2d_grad_weight_cpu(const ExecContext& ctx) {
+// dw = sum_n dz_n * im2col(x_n)^T. inputs [dz, x]; output [K, C/g, R, S]. T: dz's and x's
+// storage (ops/cpu_storage.h): bf16 slices of one image and group are widened into the
+// workspace after the im2col buffer (conv2d_grad_weight_workspace), so the GEMMs and their
+// order are the F32 kernel's; the gradient is then rounded to bf16 (OpDef::bf16_rounds_output).
+template <typename T>
+void conv2d_grad_weight_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
   ConvDims d = conv_dims(a, ctx.inputs[1].shape());
-  const float* dz = ctx.inputs[0].f32();  // [N, K, Ho, Wo]
-  const float* x = ctx.inputs[1].f32();   // [N, C, H, W]
-  float* dw = ctx.output.f32();           // [K, C/g, R, S]
-  float* col = static_cast<float*>(ctx.workspace);
+  const T* dz = storage<T>(ctx.inputs[0]);  // [N, K, Ho, Wo]
+  const T* x = storage<T>(ctx.inputs[1]);   // [N, C, H, W]
+  float* dw = ctx.output.f32();             // [K, C/g, R, S]
   const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
   const int64_t group_in = d.cg * d.geo.height * d.geo.width;
+  float* col = static_cast<float*>(ctx.workspace);
+  char* next = static_cast<char*>(ctx.workspace) +
+               (a.pointwise() ? 0 : alloc_bytes(rows * plane * int64_t{4}));
+  float* dz_f = reinterpret_cast<float*>(next);  // one image's group of dz, widened (bf16)
+  float* x_f = reinterpret_cast<float*>(next + alloc_bytes(d.kg * plane * int64_t{4}));
   for (int64_t g = 0; g < a.groups; ++g) {
     for (int64_t n = 0; n < d.n; ++n) {
-      const float* xg = x + n * d.in_image() + g * group_in;
-      const float* cm = xg;
+      const T* xg = x + n * d.in_image() + g * group_in;
+      const T* dzg = dz + (n * d.k + g * d.kg) * plane;
+      const float *xs, *dzs;
+      if constexpr (std::is_same_v<T, float>) {
+        xs = xg, dzs = dzg;
+      } else {
+        bf16_widen(xg, x_f, group_in);
+        bf16_widen(dzg, dz_f, d.kg * plane);
+        xs = x_f, dzs = dz_f;
+      }
+      const float* cm = xs;
       if (!a.pointwise()) {
-        im2col_cpu(xg, d.geo, col);
+        im2col_cpu(xs, d.geo, col);
         cm = col;
       }
-      cpu_gemm(false, true, d.kg, rows, plane, 1.0f, dz + (n * d.k + g * d.kg) * plane, plane, cm,
-               plane, n == 0 ? 0.0f : 1.0f, dw + g * d.weight_group(), rows);
+      cpu_gemm(false, true, d.kg, rows, plane, 1.0f, dzs, plane, cm, plane,
+               n == 0 ? 0.0f : 1.0f, dw + g * d.weight_group(), rows);
     }
   }
+  if constexpr (!std::is_same_v<T, float>) bf16_round_in_place(dw, ctx.output.numel());
+}
+
+void conv2d_grad_weight_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { conv2d_grad_weight_cpu_t<decltype(tag)>(ctx); });
+}
+
+// conv_cost's im2col buffer, and for bf16 data one image's group of dz and of x in FP32.
+int64_t conv2d_grad_weight_workspace(const Conv2dAttrs& a, const std::vector<TensorDesc>& in,
+                                     int64_t im2col_bytes) {
+  if (in.at(0).dtype != DType::BF16) return im2col_bytes;
+  const Shape& dz = in[0].shape;
+  const Shape& x = in.at(1).shape;
+  const int64_t kg = dz[1] / a.groups, cg = x[1] / a.groups;
+  return alloc_bytes(im2col_bytes) + alloc_bytes(checked_product({kg, dz[2], dz[3], 4}, "", "ws")) +
+         alloc_bytes(checked_product({cg, x[2], x[3], 4}, "", "ws"));
 }
 
 // db[k] = sum over n, h, w of dz. inputs [dz]; output [K].
-void conv2d_grad_bias_cpu(const ExecContext& ctx) {
-  const float* dz = ctx.inputs[0].f32();
+template <typename T>
+void conv2d_grad_bias_cpu_t(const ExecContext& ctx) {
+  const T* dz = storage<T>(ctx.inputs[0]);
   const int64_t n = ctx.inputs[0].dim(0), k = ctx.inputs[0].dim(1);
   const int64_t plane = ctx.inputs[0].dim(2) * ctx.inputs[0].dim(3);
   float* db = ctx.output.f32();
   for (int64_t kk = 0; kk < k; ++kk) {
     double s = 0;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t p = 0; p < plane; ++p) s += dz[(i * k + kk) * plane + p];
+      for (int64_t p = 0; p < plane; ++p) s += load(dz, (i * k + kk) * plane + p);
     db[kk] = static_cast<float>(s);
   }
+}
+
+void conv2d_grad_bias_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto tag) { conv2d_grad_bias_cpu_t<decltype(tag)>(ctx); });
 }
 
 std::vector<ValueId> conv2d_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
@@ -325,7 +367,7 @@ void register_conv2d_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_cuda(f, conv2d_forward_cuda, conv2d_forward_cuda_workspace);
 #endif
-  with_bf16(f).autocast_bf16 = true;
+  with_bf16_per_sample(f, 1).autocast_bf16 = true;
   f.bf16_operands = {1};  // the weight; the bias is added in FP32
   r.add(std::move(f));
 
@@ -339,20 +381,24 @@ void register_conv2d_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_cuda(gi, conv2d_grad_input_cuda, conv2d_grad_input_cuda_workspace);
 #endif
-  with_bf16(gi).bf16_operands = {1};  // the weight
+  with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
   r.add(std::move(gi));
 
   OpDef gw = conv2d_backward_op("conv2d_grad_weight", "conv2d weight gradient [dy, x]");
   gw.min_inputs = gw.max_inputs = 2;
   gw.infer = grad_weight_infer;
   gw.cost = [](const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return conv_cost(static_cast<const Conv2dAttrs&>(at), in.at(1).shape, in.at(0).shape, in, out);
+    const auto& a = static_cast<const Conv2dAttrs&>(at);
+    OpCost c = conv_cost(a, in.at(1).shape, in.at(0).shape, in, out);
+    c.workspace_bytes = conv2d_grad_weight_workspace(a, in, c.workspace_bytes);
+    return c;
   };
   gw.cpu = conv2d_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA
   set_cuda(gw, conv2d_grad_weight_cuda, conv2d_grad_weight_cuda_workspace);
 #endif
   with_bf16(gw).bf16_rounds_output = true;
+  gw.bf16_cpu_native = true;
   r.add(std::move(gw));
 
   OpDef gb = conv2d_backward_op("conv2d_grad_bias", "conv2d bias gradient [dy]");
@@ -367,7 +413,8 @@ void register_conv2d_ops(OpRegistry& r) {
   gb.cuda = conv2d_grad_bias_cuda;
   gb.cuda_workspace = conv2d_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(with_bf16(gb)));
+  with_bf16(gb).bf16_cpu_native = true;
+  r.add(std::move(gb));
 }
 
 }  // namespace remat

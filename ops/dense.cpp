@@ -230,7 +230,7 @@ OpDef dense_forward_op(const std::string& name) {
   f.cuda = dense_cuda;
 #endif
   f.gradient = dense_gradient;
-  with_bf16(f).autocast_bf16 = true;
+  with_bf16_per_sample(f, 1).autocast_bf16 = true;
   f.bf16_operands = {1};  // the weight; the bias is added in FP32
   return f;
 }
@@ -257,7 +257,7 @@ void register_dense_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = dense_grad_input_cuda;
 #endif
-  with_bf16(gi).bf16_operands = {1};  // the weight
+  with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
   r.add(std::move(gi));
 
   OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");

@@ -88,7 +88,7 @@ OpDef dropout_op(const std::string& name, const std::string& summary, bool visib
 #ifdef REMAT_HAVE_CUDA
   op.cuda = dropout_cuda;
 #endif
-  return with_bf16(op);
+  return with_bf16_per_sample(op, 1);
 }
 
 }  // namespace

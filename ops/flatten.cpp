@@ -81,7 +81,7 @@ void register_flatten_ops(OpRegistry& r) {
   f.cuda = copy_cuda;
 #endif
   f.gradient = flatten_gradient;
-  r.add(std::move(with_bf16(f)));
+  r.add(std::move(with_bf16_per_sample(f, 1)));
 
   OpDef g;
   g.name = "flatten_grad";
@@ -94,7 +94,7 @@ void register_flatten_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   g.cuda = copy_cuda;
 #endif
-  r.add(std::move(with_bf16(g)));
+  r.add(std::move(with_bf16_per_sample(g, 1)));
 }
 
 }  // namespace remat

@@ -75,7 +75,7 @@ void register_gelu_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "gelu_grad", {dy, x}, d, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(with_bf16(f)));
+  r.add(std::move(with_bf16_per_sample(f, 1)));
 
   OpDef gd;
   gd.name = "gelu_grad";
@@ -91,7 +91,7 @@ void register_gelu_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = gelu_grad_cuda;
 #endif
-  r.add(std::move(with_bf16(gd)));
+  r.add(std::move(with_bf16_per_sample(gd, 2)));
 }
 
 }  // namespace remat

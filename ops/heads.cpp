@@ -103,7 +103,7 @@ void register_heads_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "merge_heads", {dy}, x, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(with_bf16(split)));
+  r.add(std::move(with_bf16_per_sample(split, 1)));
 
   OpDef merge;
   merge.name = "merge_heads";
@@ -124,7 +124,7 @@ void register_heads_ops(OpRegistry& r) {
     OpAttrsPtr typed = split_parse(rd);
     return {g.emit("grad", "split_heads", {dy}, x, m, typed)};
   };
-  r.add(std::move(with_bf16(merge)));
+  r.add(std::move(with_bf16_per_sample(merge, 1)));
 }
 
 }  // namespace remat

@@ -220,7 +220,7 @@ void register_layernorm_ops(OpRegistry& r) {
   f.cuda = layernorm_cuda;
 #endif
   f.gradient = layernorm_gradient;
-  r.add(std::move(with_bf16(f)));
+  r.add(std::move(with_bf16_per_sample(f, 1)));
 
   OpDef gi = layernorm_backward_op("layernorm_grad_input", "layernorm input gradient [dy, x (, weight)]", 2);
   gi.max_inputs = 3;
@@ -232,7 +232,7 @@ void register_layernorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = layernorm_grad_input_cuda;
 #endif
-  r.add(std::move(with_bf16(gi)));
+  r.add(std::move(with_bf16_per_sample(gi, 2)));
 
   auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     return TensorDesc{{in.at(0).shape.back()}, DType::F32};

@@ -45,6 +45,11 @@ inline OpDef& with_bf16(OpDef& op) {
   op.bf16 = true;
   return op;
 }
+// with_bf16, and per sample in its first `batched` inputs (-1: all; OpDef::bf16_batched_inputs).
+inline OpDef& with_bf16_per_sample(OpDef& op, int batched) {
+  op.bf16_batched_inputs = batched;
+  return with_bf16(op);
+}
 
 // a * b for non-negative sizes, or a UserError naming `what` when the product overflows int64
 // (shapes come from YAML and command-line overrides, and attention squares the sequence).

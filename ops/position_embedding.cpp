@@ -114,7 +114,7 @@ void register_position_embedding_ops(OpRegistry& r) {
     const TensorDesc wd = g.graph().value(fwd.inputs.at(1)).desc;  // a copy: emit grows the graph
     return {dy, g.emit("grad_weight", "position_embedding_grad_weight", {dy}, wd)};
   };
-  r.add(std::move(with_bf16(f)));
+  r.add(std::move(with_bf16_per_sample(f, 1)));
 
   OpDef gw;
   gw.name = "position_embedding_grad_weight";

@@ -105,7 +105,7 @@ void register_softmax_ops(OpRegistry& r) {
     const TensorDesc d = g.graph().value(fwd.output).desc;
     return {g.emit("grad", "softmax_grad", {dy, fwd.output}, d)};
   };
-  r.add(std::move(with_bf16(f)));
+  r.add(std::move(with_bf16_per_sample(f, 1)));
 
   OpDef gd;
   gd.name = "softmax_grad";
@@ -121,7 +121,7 @@ void register_softmax_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = softmax_grad_cuda;
 #endif
-  r.add(std::move(with_bf16(gd)));
+  r.add(std::move(with_bf16_per_sample(gd, 2)));
 }
 
 }  // namespace remat

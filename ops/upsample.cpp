@@ -117,7 +117,7 @@ void register_upsample_ops(OpRegistry& r) {
   up.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     return {g.emit("grad", "upsample_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
   };
-  r.add(std::move(with_bf16(up)));
+  r.add(std::move(with_bf16_per_sample(up, 1)));
 
   OpDef ug;
   ug.name = "upsample_grad";
@@ -131,7 +131,7 @@ void register_upsample_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   ug.cuda = upsample_grad_cuda;
 #endif
-  r.add(std::move(with_bf16(ug)));
+  r.add(std::move(with_bf16_per_sample(ug, 1)));
 }
 
 }  // namespace remat

@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 
+#include "runtime/core/bf16.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -88,7 +89,8 @@ AttrMap attr_map(std::initializer_list<std::pair<std::string, AttrValue>> kv) {
   return m;
 }
 
-OpHarness::OpHarness(const OpRegistry& ops, OpCase c) : ops_(ops), case_(std::move(c)) {
+OpHarness::OpHarness(const OpRegistry& ops, OpCase c)
+    : ops_(ops), cpu_(make_cpu_backend()), case_(std::move(c)) {
   const OpDef& def = ops_.get(case_.op);
   num_data_ = static_cast<int>(case_.inputs.size());
   REMAT_CHECK(case_.input_values.empty() || case_.input_values.size() == case_.inputs.size(),
@@ -155,6 +157,11 @@ OpHarness::OpHarness(const OpRegistry& ops, OpCase c) : ops_(ops), case_(std::mo
       else if (state) x = rng.uniform(0.0f, 1.0f);
       else x = rng.uniform(-1.0f, 1.0f);
     }
+    if (val.desc.dtype == DType::BF16) {
+      b.h.resize(b.f.size());
+      bf16_narrow(b.f.data(), b.h.data(), numel);
+      b.f.clear();
+    }
   }
   for (int i = 0; i < num_data_ && !case_.input_values.empty(); ++i)
     if (!case_.input_values[static_cast<size_t>(i)].empty())
@@ -193,10 +200,37 @@ void OpHarness::set_input(int i, std::vector<float> v) {
               "set_input(" << i << "): " << v.size() << " values for shape " << shape_str(d.shape));
   if (d.dtype == DType::F32) {
     input(i) = std::move(v);
+  } else if (d.dtype == DType::BF16) {
+    auto& dst = buf(node().inputs.at(static_cast<size_t>(i))).h;
+    dst.resize(v.size());
+    bf16_narrow(v.data(), dst.data(), static_cast<int64_t>(v.size()));
   } else {
     auto& dst = input_i32(i);
     for (size_t k = 0; k < v.size(); ++k) dst[k] = static_cast<int32_t>(std::lround(v[k]));
   }
+}
+
+void* OpHarness::data_of(Buffer& b, DType t) {
+  switch (t) {
+    case DType::F32: return b.f.data();
+    case DType::I32: return b.i.data();
+    case DType::BF16: return b.h.data();
+  }
+  return nullptr;
+}
+
+std::vector<float> OpHarness::value(ValueId v) const {
+  const Buffer& b = bufs_.at(static_cast<size_t>(v));
+  switch (graph_.value(v).desc.dtype) {
+    case DType::F32: return b.f;
+    case DType::I32: return std::vector<float>(b.i.begin(), b.i.end());
+    case DType::BF16: {
+      std::vector<float> out(b.h.size());
+      bf16_widen(b.h.data(), out.data(), static_cast<int64_t>(out.size()));
+      return out;
+    }
+  }
+  return {};
 }
 
 void OpHarness::run_node(NodeId id) {
@@ -209,40 +243,40 @@ void OpHarness::run_node(NodeId id) {
     in_descs.push_back(graph_.value(v).desc);
     TensorView t;
     t.desc = &graph_.value(v).desc;
-    Buffer& b = buf(v);
-    t.data = t.desc->dtype == DType::F32 ? static_cast<void*>(b.f.data()) : b.i.data();
+    t.data = data_of(buf(v), t.desc->dtype);
     ctx.inputs.push_back(t);
   }
   const TensorDesc& od = graph_.value(n.output).desc;
   Buffer& ob = buf(n.output);
   bool in_place = std::find(n.inputs.begin(), n.inputs.end(), n.output) != n.inputs.end();
+  const size_t count = static_cast<size_t>(od.numel());
   if (od.dtype == DType::F32) {
-    ob.f.resize(static_cast<size_t>(od.numel()));
+    ob.f.resize(count);
     if (!in_place) std::fill(ob.f.begin(), ob.f.end(), std::numeric_limits<float>::quiet_NaN());
+  } else if (od.dtype == DType::BF16) {
+    ob.h.resize(count);
+    if (!in_place) std::fill(ob.h.begin(), ob.h.end(), uint16_t{0x7FC0});  // a bf16 NaN
   } else {
-    ob.i.resize(static_cast<size_t>(od.numel()));
+    ob.i.resize(count);
     if (!in_place) std::fill(ob.i.begin(), ob.i.end(), INT32_MIN);
   }
   ctx.output.desc = &od;
-  ctx.output.data = od.dtype == DType::F32 ? static_cast<void*>(ob.f.data()) : ob.i.data();
-  OpCost cost = def.cost(*n.typed, in_descs, od);
-  REMAT_CHECK(cost.workspace_bytes >= 0, "negative workspace");
-  // Workspace filled with NaN: kernels must write before they read (Note in op_harness.h).
-  std::vector<float> ws(static_cast<size_t>((cost.workspace_bytes + 3) / 4),
-                        std::numeric_limits<float>::quiet_NaN());
-  ctx.workspace = ws.empty() ? nullptr : ws.data();
-  ctx.workspace_bytes = cost.workspace_bytes;
+  ctx.output.data = data_of(ob, od.dtype);
   ctx.step = step;
   ctx.first_compute = first_compute;
-  def.cpu(ctx);
+  const int64_t ws_bytes = cpu_->workspace_bytes(def, ctx);
+  REMAT_CHECK(ws_bytes >= 0, "negative workspace");
+  // Workspace filled with NaN: kernels must write before they read (Note in op_harness.h).
+  std::vector<float> ws(static_cast<size_t>((ws_bytes + 3) / 4),
+                        std::numeric_limits<float>::quiet_NaN());
+  ctx.workspace = ws.empty() ? nullptr : ws.data();
+  ctx.workspace_bytes = ws_bytes;
+  cpu_->run(def, ctx);
 }
 
 std::vector<float> OpHarness::forward() {
   run_node(0);
-  const Value& out = graph_.value(node().output);
-  if (out.desc.dtype == DType::F32) return buf(node().output).f;
-  const auto& iv = buf(node().output).i;
-  return std::vector<float>(iv.begin(), iv.end());
+  return value(node().output);
 }
 
 void OpHarness::emit_backward() {
@@ -286,13 +320,18 @@ std::vector<std::vector<float>> OpHarness::gradients(const std::vector<float>& d
   if (dy_ != kNoValue) {
     REMAT_CHECK(static_cast<int64_t>(dy.size()) == output_desc().numel(),
                 "dy has " << dy.size() << " values, output has " << output_desc().numel());
-    buf(dy_).f = dy;
+    if (output_desc().dtype == DType::BF16) {
+      buf(dy_).h.resize(dy.size());
+      bf16_narrow(dy.data(), buf(dy_).h.data(), static_cast<int64_t>(dy.size()));
+    } else {
+      buf(dy_).f = dy;
+    }
   }
   run_node(0);
   for (NodeId n = 1; n < static_cast<NodeId>(graph_.nodes.size()); ++n) run_node(n);
   std::vector<std::vector<float>> out(grad_ids_.size());
   for (size_t i = 0; i < grad_ids_.size(); ++i)
-    if (grad_ids_[i] != kNoValue) out[i] = buf(grad_ids_[i]).f;
+    if (grad_ids_[i] != kNoValue) out[i] = value(grad_ids_[i]);
   return out;
 }
 

@@ -12,10 +12,13 @@
 //   the gradient rule emits through the harness's own GradEmitter (they copy the forward
 //   node's attrs/typed/seed unless given their own; each emitted node's attrs are re-parsed
 //   by its op, as loading a graph file would do).
-// How it runs a node: host buffers (std::vector<float> / <int32_t>), an ExecContext with one
-// TensorView per input, workspace of op.cost(...).workspace_bytes. Before every run the
-// output and the workspace are filled with NaN, so a kernel that leaves an output element
-// unwritten or reads workspace it did not write produces NaN and fails the test.
+// How it runs a node: host buffers (std::vector<float> / <int32_t> / <uint16_t> for bf16), an
+// ExecContext with one TensorView per input, through the CPU backend (so bf16 nodes run as
+// Note [bf16 execution] says) with the backend's workspace. Before every run the output and
+// the workspace are filled with NaN, so a kernel that leaves an output element unwritten or
+// reads workspace it did not write produces NaN and fails the test.
+// bf16: a case's data inputs may be BF16 (bf16()); their values are set and read as floats,
+// rounded to nearest even on the way in.
 //
 // Usage:
 //   OpRegistry reg = make_builtin_registry();
@@ -51,10 +54,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/backends/backend.h"
 #include "runtime/graph/op.h"
 
 namespace remat {
@@ -87,6 +92,7 @@ inline constexpr GradTolerance kTolLoss{1e-2, 1e-2, 1e-2, 0.0};        // softma
 // Small builders for test cases.
 inline TensorDesc f32(Shape s) { return TensorDesc{std::move(s), DType::F32}; }
 inline TensorDesc i32(Shape s) { return TensorDesc{std::move(s), DType::I32}; }
+inline TensorDesc bf16(Shape s) { return TensorDesc{std::move(s), DType::BF16}; }
 AttrMap attr_map(std::initializer_list<std::pair<std::string, AttrValue>> kv);
 
 class OpHarness {
@@ -103,10 +109,13 @@ class OpHarness {
   const TensorDesc& output_desc() const;
   std::vector<ParamSpec> param_specs() const;               // op.params() as built
 
-  // Host values of input i of the forward node (data inputs first, then params).
+  // Host values of input i of the forward node (data inputs first, then params); F32 only.
   std::vector<float>& input(int i);
   std::vector<int32_t>& input_i32(int i);
-  void set_input(int i, std::vector<float> v);       // size checked; I32 inputs: integral floats
+  // Size checked; I32 inputs: integral floats; BF16 inputs: rounded to nearest even.
+  void set_input(int i, std::vector<float> v);
+  // The values of any graph value as floats (BF16 widened, I32 converted).
+  std::vector<float> value(ValueId v) const;
   void set_param(int p, std::vector<float> v) { set_input(num_data_ + p, std::move(v)); }
 
   // Passed to every kernel in ExecContext.
@@ -133,7 +142,9 @@ class OpHarness {
   struct Buffer {
     std::vector<float> f;
     std::vector<int32_t> i;
+    std::vector<uint16_t> h;  // BF16
   };
+  static void* data_of(Buffer& b, DType t);  // the host memory of b for dtype t
   void run_node(NodeId n);
   void emit_backward();
   double loss_value(const std::vector<float>& dy);
@@ -141,6 +152,7 @@ class OpHarness {
   Buffer& buf(ValueId v) { return bufs_.at(static_cast<size_t>(v)); }
 
   OpRegistry ops_;
+  std::unique_ptr<Backend> cpu_;
   OpCase case_;
   Graph graph_;
   std::vector<Buffer> bufs_;  // one per value

@@ -29,13 +29,17 @@ namespace remat {
 bool node_runs_bf16(const ExecContext& ctx);
 
 // Where the FP32 copies of one node live in its workspace. Offsets are bytes from the start of
-// the workspace, each kAllocAlignment-aligned; -1 = not staged.
+// the workspace, each kAllocAlignment-aligned; -1 = not staged. A per-sample op
+// (OpDef::bf16_batched_inputs) is staged and run one sample at a time: its batched inputs and
+// output are then sliced, and their copies hold one sample.
 struct Bf16Staging {
   int64_t kernel_workspace = 0;      // the kernel's own workspace, at offset 0
   std::vector<int64_t> input_offset;  // per input
   std::vector<char> input_rounded;    // per input: a bf16 operand (F32, rounded) vs widened
+  std::vector<char> input_batched;    // per input: sliced along the batch with the output
   int64_t output_offset = -1;         // a BF16 output, computed in FP32 there
   bool round_output = false;          // an F32 output rounded in place after the kernel
+  int64_t samples = 1;                // kernel runs: the batch when per sample, else 1
   std::vector<TensorDesc> descs;      // the FP32 descriptors the kernel sees: inputs, output
   int64_t total_bytes = 0;            // the node's workspace: kernel's + staging
 };
@@ -46,10 +50,19 @@ struct Bf16Staging {
 Bf16Staging bf16_staging(const OpDef& op, const ExecContext& ctx,
                          const std::function<int64_t(const ExecContext&)>& kernel_workspace);
 
-// ctx as the kernel sees it: staged inputs and output point into ctx.workspace (which must be
-// at least s.total_bytes), descriptors are s.descs (owned by `s`, which must outlive the
-// result), and the workspace is the kernel's own part.
-ExecContext bf16_staged_context(const Bf16Staging& s, const ExecContext& ctx);
+// ctx as the kernel sees it for run `sample` (0 .. s.samples - 1): staged inputs and output
+// point into ctx.workspace (which must be at least s.total_bytes), the others at their data (a
+// batched one at the sample's slice), descriptors are s.descs (owned by `s`, which must outlive
+// the result), the workspace is the kernel's own part, and batch_offset counts the sample.
+ExecContext bf16_staged_context(const Bf16Staging& s, const ExecContext& ctx, int64_t sample);
+
+// The part of ctx's input i (or, with i = -1, of its output) that run `sample` reads or writes:
+// its address and element count (the whole tensor when not batched).
+struct Bf16Slice {
+  void* data;
+  int64_t count;
+};
+Bf16Slice bf16_slice(const Bf16Staging& s, const ExecContext& ctx, int input, int64_t sample);
 
 // UserError "op 'x' (node 'n') has no bf16 path" unless op.bf16.
 void require_bf16_path(const OpDef& op, const ExecContext& ctx);

@@ -32,21 +32,25 @@ void run_cpu(const OpDef& op, const ExecContext& ctx) {
   if (op.bf16_cpu_native) return op.cpu(ctx);
   const Bf16Staging s =
       bf16_staging(op, ctx, [&](const ExecContext& v) { return cpu_kernel_workspace(op, v); });
-  const ExecContext k = bf16_staged_context(s, ctx);
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    if (s.input_offset[i] < 0) continue;
-    const TensorView& in = ctx.inputs[i];
-    float* dst = k.inputs[i].f32();
-    if (s.input_rounded[i]) {
-      const float* src = in.f32();
-      for (int64_t e = 0; e < in.numel(); ++e) dst[e] = bf16_round(src[e]);
-    } else {
-      bf16_widen(in.bf16(), dst, in.numel());
+  for (int64_t sample = 0; sample < s.samples; ++sample) {
+    const ExecContext k = bf16_staged_context(s, ctx, sample);
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      if (s.input_offset[i] < 0 || (sample > 0 && !s.input_batched[i])) continue;
+      const Bf16Slice in = bf16_slice(s, ctx, static_cast<int>(i), sample);
+      float* dst = k.inputs[i].f32();
+      if (s.input_rounded[i]) {
+        const float* src = static_cast<const float*>(in.data);
+        for (int64_t e = 0; e < in.count; ++e) dst[e] = bf16_round(src[e]);
+      } else {
+        bf16_widen(static_cast<const uint16_t*>(in.data), dst, in.count);
+      }
     }
+    op.cpu(k);
+    const Bf16Slice out = bf16_slice(s, ctx, -1, sample);
+    if (s.output_offset >= 0)
+      bf16_narrow(k.output.f32(), static_cast<uint16_t*>(out.data), out.count);
+    if (s.round_output) bf16_round_in_place(static_cast<float*>(out.data), out.count);
   }
-  op.cpu(k);
-  if (s.output_offset >= 0) bf16_narrow(k.output.f32(), ctx.output.bf16(), ctx.output.numel());
-  if (s.round_output) bf16_round_in_place(ctx.output.f32(), ctx.output.numel());
 }
 
 class CpuBackend : public Backend {

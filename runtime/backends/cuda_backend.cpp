@@ -242,18 +242,25 @@ class CudaBackend : public Backend {
     if (!staged(op, ctx)) return op.cuda(ctx);
     const Bf16Staging s =
         bf16_staging(op, ctx, [&](const ExecContext& v) { return kernel_workspace(op, v); });
-    const ExecContext k = bf16_staged_context(s, ctx);
-    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-      if (s.input_offset[i] < 0) continue;
-      const TensorView& in = ctx.inputs[i];
-      if (s.input_rounded[i]) bf16_round(k.inputs[i].f32(), in.f32(), in.numel(), ctx_.stream);
-      else bf16_widen(k.inputs[i].f32(), in.bf16(), in.numel(), ctx_.stream);
+    for (int64_t sample = 0; sample < s.samples; ++sample) {
+      const ExecContext k = bf16_staged_context(s, ctx, sample);
+      for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+        if (s.input_offset[i] < 0 || (sample > 0 && !s.input_batched[i])) continue;
+        const Bf16Slice in = bf16_slice(s, ctx, static_cast<int>(i), sample);
+        if (s.input_rounded[i])
+          bf16_round(k.inputs[i].f32(), static_cast<const float*>(in.data), in.count, ctx_.stream);
+        else
+          bf16_widen(k.inputs[i].f32(), static_cast<const uint16_t*>(in.data), in.count,
+                     ctx_.stream);
+      }
+      op.cuda(k);
+      const Bf16Slice out = bf16_slice(s, ctx, -1, sample);
+      if (s.output_offset >= 0)
+        bf16_narrow(static_cast<uint16_t*>(out.data), k.output.f32(), out.count, ctx_.stream);
+      if (s.round_output)
+        bf16_round(static_cast<float*>(out.data), static_cast<const float*>(out.data), out.count,
+                   ctx_.stream);
     }
-    op.cuda(k);
-    if (s.output_offset >= 0)
-      bf16_narrow(ctx.output.bf16(), k.output.f32(), ctx.output.numel(), ctx_.stream);
-    if (s.round_output)
-      bf16_round(ctx.output.f32(), ctx.output.f32(), ctx.output.numel(), ctx_.stream);
   }
 
   void check_runnable(const OpDef& op, const ExecContext& ctx) {

@@ -126,6 +126,11 @@ struct OpDef {
   // In a bf16 model the builder casts this op's F32 data inputs to BF16 (conv2d, dense, matmul:
   // PyTorch autocast's lower-precision list); other ops run in the dtype of their inputs.
   bool autocast_bf16 = false;
+  // The op is independent per sample: inputs [0, k) (k = -1: all) and the output have the batch
+  // first, and sample i of the output depends only on sample i of those inputs (and on the other
+  // inputs whole), computed the same way at any batch size. A backend that stages the op for bf16
+  // then stages one sample at a time, so the staging is 1/N of the tensors. 0: not per sample.
+  int bf16_batched_inputs = 0;
   // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
   std::function<std::vector<std::string>(const OpAttrs&)> optimizer_state;
   // Optimizer ops only, optional: the attrs of one parameter's update node, from the
