@@ -12,6 +12,8 @@ bool checkpoint_holds(ValueKind k) {
   return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::OptState;
 }
 
+const char* checkpoint_precision_name(DType t) { return t == DType::BF16 ? "bf16" : "fp32"; }
+
 namespace {
 // The "step" metadata: a plain non-negative decimal integer.
 int64_t parse_step(const std::string& text, const std::string& path) {
@@ -32,10 +34,13 @@ void checkpoint_save(const Graph& g, const std::function<std::vector<float>(Valu
     if (!checkpoint_holds(val.kind)) continue;
     tensors.push_back(safetensor_f32(val.name, val.desc.shape, read(static_cast<ValueId>(v))));
   }
+  // Master weights and optimizer state are FP32 whatever the precision; it is recorded so that
+  // a resume in another precision can say so.
   safetensors_save(path, tensors,
                    {{"format", "remat-checkpoint/1"},
                     {"model", g.name},
-                    {"step", std::to_string(steps_done)}});
+                    {"step", std::to_string(steps_done)},
+                    {"precision", checkpoint_precision_name(g.activation_precision())}});
 }
 
 void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done) {
@@ -57,6 +62,13 @@ CheckpointData checkpoint_read(const Graph& g, const std::string& path) {
                           << g.name << "'");
   CheckpointData d;
   d.step = parse_step(meta("step"), path);
+  auto precision = f.metadata.find("precision");  // absent in checkpoints written before bf16
+  if (precision != f.metadata.end()) {
+    if (precision->second != "fp32" && precision->second != "bf16")
+      REMAT_USER_ERROR(path << ": metadata 'precision': expected fp32 or bf16, got '"
+                            << precision->second << "'");
+    d.precision = precision->second;
+  }
   d.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
@@ -83,7 +95,7 @@ CheckpointInfo checkpoint_load(Executor& ex, const std::string& path) {
   const CheckpointData d = checkpoint_read(ex.graph(), path);
   for (size_t v = 0; v < d.values.size(); ++v)
     if (checkpoint_holds(ex.graph().values[v].kind)) ex.write(static_cast<ValueId>(v), d.values[v]);
-  return CheckpointInfo{d.step, d.unverified};
+  return CheckpointInfo{d.step, d.unverified, d.precision};
 }
 
 }  // namespace remat

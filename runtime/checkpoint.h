@@ -18,7 +18,8 @@ namespace remat {
 bool checkpoint_holds(ValueKind k);
 
 // Saves the state after `steps_done` steps. Metadata: format "remat-checkpoint/1", model,
-// step.
+// step, precision (the activations' dtype of the run: "fp32" or "bf16"; the tensors are F32 in
+// both: master weights, running statistics and optimizer state).
 void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done);
 // The same with each value's host copy from `read` (data parallel: gathered from the ranks).
 void checkpoint_save(const Graph& g, const std::function<std::vector<float>(ValueId)>& read,
@@ -34,13 +35,18 @@ struct CheckpointData {
   int64_t step = 0;  // steps done when it was saved (>= 0)
   std::vector<std::vector<float>> values;
   int unverified = 0;
+  std::string precision;  // "fp32" or "bf16"; "" for checkpoints written before bf16 existed
 };
 CheckpointData checkpoint_read(const Graph& g, const std::string& path);
 
 struct CheckpointInfo {
   int64_t step = 0;    // steps done when it was saved (>= 0)
   int unverified = 0;  // tensors without a checksum (files written before checksums existed)
+  std::string precision;  // the saving run's (CheckpointData::precision)
 };
+
+// "fp32" or "bf16": a graph's activation precision as the checkpoint metadata names it.
+const char* checkpoint_precision_name(DType t);
 
 // Loads a checkpoint into `ex` (checkpoint_read's errors; the executor is left unchanged then).
 CheckpointInfo checkpoint_load(Executor& ex, const std::string& path);

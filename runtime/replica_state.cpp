@@ -128,10 +128,13 @@ CheckpointInfo checkpoint_load_replicas(Executor& ex, Communicator& host, const 
   const Graph& g = ex.graph();
   CheckpointData d;
   if (host.rank() == 0) d = checkpoint_read(g, path);  // throws before any rank is written
-  int64_t head[2] = {d.step, d.unverified};
+  // The precision travels as 0 (not recorded), 1 (fp32), 2 (bf16).
+  int64_t head[3] = {d.step, d.unverified,
+                     d.precision.empty() ? 0 : d.precision == "bf16" ? 2 : 1};
   host.broadcast_now(head, sizeof head, 0);
   d.step = head[0];
   d.unverified = static_cast<int>(head[1]);
+  d.precision = head[2] == 0 ? "" : head[2] == 2 ? "bf16" : "fp32";
   d.values.resize(g.values.size());
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
@@ -148,7 +151,7 @@ CheckpointInfo checkpoint_load_replicas(Executor& ex, Communicator& host, const 
                         d.values[static_cast<size_t>(u.inputs[k + 2])].data() + s.first);
     }
   }
-  return CheckpointInfo{d.step, d.unverified};
+  return CheckpointInfo{d.step, d.unverified, d.precision};
 }
 
 }  // namespace remat

@@ -69,7 +69,8 @@ bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<s
 }
 
 void check_every_strategy(Model& m, int points,
-                          const std::vector<std::string>& strategies = strategy_names()) {
+                          const std::vector<std::string>& strategies = strategy_names(),
+                          MemoryMode mode = MemoryMode::Arena) {
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
   ExecutionPlan keep = plan_keep_all(m.g, ws);
@@ -89,8 +90,9 @@ void check_every_strategy(Model& m, int points,
       if (!r.feasible) continue;
       ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, budget);
       EXPECT_LE(plan.predicted_peak, budget) << strategy;
-      // Room for the arena's alignment and packing: the region is checked against its size.
-      ExecutorOptions eo{MemoryMode::Arena, budget + budget / 4};
+      // Room for the arena's alignment and packing (or the pool's fragmentation): the region is
+      // checked against its size.
+      ExecutorOptions eo{mode, budget + budget / 4};
       std::vector<StepResult> results;
       auto state = train_state(m, plan, eo, 2, &results);
       EXPECT_TRUE(bit_identical(state, reference))
@@ -108,9 +110,10 @@ void check_every_strategy(Model& m, int points,
   EXPECT_GT(recomputing, 0) << "no plan recomputed anything";
 }
 
-BuildOptions small(int64_t batch) {
+BuildOptions small(int64_t batch, DType precision = DType::F32) {
   BuildOptions bo;
   bo.batch = batch;
+  bo.precision = precision;
   return bo;
 }
 
@@ -144,6 +147,35 @@ TEST(RematExec, Gpt2TinyEveryStrategyBitIdentical) {
   bo.sequence = 16;
   Model m(load_model_config(test_source_dir() + "/configs/gpt2_tiny.yaml"), bo);
   check_every_strategy(m, 2);
+}
+
+// bf16 (Note [bf16 execution]): recomputation stages and rounds exactly as the first
+// computation, so every strategy's weights, gradients and optimizer state after two steps are
+// bit-identical to keeping everything in bf16, in the arena and in the pool, and the measured
+// peak of 2-byte activations is the plan's.
+const std::vector<std::string> kBf16Strategies = {"checkmate", "chen-greedy", "chen-sqrtn", "lp"};
+
+TEST(RematExec, Bf16SmallCnnEveryStrategyBitIdentical) {
+  Model m(load_model_config(test_source_dir() + "/configs/small_cnn.yaml"), small(4, DType::BF16));
+  check_every_strategy(m, 2);
+  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
+}
+
+TEST(RematExec, Bf16SmallDagBitIdenticalArenaAndPool) {
+  Model m(load_model_config(test_source_dir() + "/configs/small_dag.yaml"), small(4, DType::BF16));
+  check_every_strategy(m, 1, kBf16Strategies);
+  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
+}
+
+TEST(RematExec, Bf16Gpt2TinyBitIdenticalArenaAndPool) {
+  BuildOptions bo = small(2, DType::BF16);
+  bo.sequence = 16;
+  Model m(load_model_config(test_source_dir() + "/configs/gpt2_tiny.yaml"), bo);
+  int bf16_values = 0;
+  for (const Value& v : m.g.values) bf16_values += v.desc.dtype == DType::BF16;
+  EXPECT_GT(bf16_values, 20);
+  check_every_strategy(m, 1, kBf16Strategies);
+  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
 }
 
 // Batch norm (running statistics) and dropout (masks) inside a chain that a tight budget forces

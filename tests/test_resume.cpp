@@ -2,6 +2,7 @@
 // bit (weights, running statistics, optimizer state); bad checkpoints are clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,38 @@ TEST(Resume, SaveResumeEqualsUninterrupted) {
   EXPECT_NE(a.find("conv1.weight"), nullptr);          // PyTorch-style names
   EXPECT_NE(a.find("bn1.running_mean"), nullptr);
   EXPECT_NE(a.find("conv1.weight.momentum"), nullptr);
+}
+
+// bf16 (the activations; weights and optimizer state stay FP32): a resumed bf16 run equals an
+// uninterrupted one bit for bit, the file records the precision and holds F32 tensors only, and
+// resuming it in fp32 (or an fp32 checkpoint in bf16) trains on, saying so.
+TEST(Resume, Bf16SaveResumeEqualsUninterrupted) {
+  auto bf16 = [](TrainOptions o) {
+    o.precision = "bf16";
+    return o;
+  };
+  run_training(bf16(options(4, tmp("b_straight.safetensors"), "")));
+  run_training(bf16(options(2, tmp("b_half.safetensors"), "")));
+  TrainSummary resumed =
+      run_training(bf16(options(4, tmp("b_resumed.safetensors"), tmp("b_half.safetensors"))));
+  EXPECT_EQ(resumed.precision, "bf16");
+  SafeTensorFile a = safetensors_load(tmp("b_straight.safetensors"));
+  SafeTensorFile b = safetensors_load(tmp("b_resumed.safetensors"));
+  EXPECT_EQ(a.metadata.at("precision"), "bf16");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].dtype, DType::F32) << a.tensors[i].name;
+    EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
+  }
+  // Another precision: allowed, and the run goes on from the FP32 state.
+  TrainSummary in_fp32 = run_training(options(3, "", tmp("b_half.safetensors")));
+  EXPECT_EQ(in_fp32.precision, "tf32");
+  EXPECT_EQ(in_fp32.losses.size(), 1u);
+  EXPECT_TRUE(std::isfinite(in_fp32.last_loss));
+  run_training(options(2, tmp("f_half.safetensors"), ""));
+  EXPECT_EQ(safetensors_load(tmp("f_half.safetensors")).metadata.at("precision"), "fp32");
+  TrainSummary in_bf16 = run_training(bf16(options(3, "", tmp("f_half.safetensors"))));
+  EXPECT_TRUE(std::isfinite(in_bf16.last_loss));
 }
 
 TEST(Resume, WrongModelOrMissingTensorIsAClearError) {

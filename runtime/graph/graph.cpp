@@ -100,6 +100,12 @@ std::vector<std::vector<NodeId>> Graph::users() const {
   return u;
 }
 
+DType Graph::activation_precision() const {
+  for (const Value& v : values)
+    if (v.desc.dtype == DType::BF16) return DType::BF16;
+  return DType::F32;
+}
+
 int64_t Graph::persistent_bytes() const {
   int64_t total = 0;
   for (const auto& v : values)

@@ -103,6 +103,8 @@ class Graph {
   std::vector<std::vector<NodeId>> users() const;
   // Bytes of all persistent values (the solver's constant).
   int64_t persistent_bytes() const;
+  // The activations' precision: BF16 when any value is BF16 (a bf16 model), else F32.
+  DType activation_precision() const;
   // Checks topological order, ids in range, single writer per activation, typed attrs set.
   void validate() const;
 };

@@ -259,6 +259,12 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
       std::printf("note: %s: %d tensors have no checksum (a checkpoint from before checksums); "
                   "loaded without verifying them\n",
                   opt.resume_file.c_str(), ck.unverified);
+    const std::string run_precision = checkpoint_precision_name(g.activation_precision());
+    if (!ck.precision.empty() && ck.precision != run_precision)
+      std::printf("note: %s: a checkpoint of a %s run, resumed in %s (weights, running "
+                  "statistics and optimizer state are FP32 in both; the activations' dtype "
+                  "changes from here on)\n",
+                  opt.resume_file.c_str(), ck.precision.c_str(), run_precision.c_str());
   }
   if (job) check_replicas_identical(ex, *job->host, "before the first step");
 
