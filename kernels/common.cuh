@@ -1,8 +1,10 @@
 // Shared device helpers for kernels/*.cu: launch geometry for grid-stride loops, float4
-// alignment tests and deterministic warp / block reductions in double. Launch checks use
-// REMAT_CUDA_LAUNCH_CHECK from runtime/backends/cuda_context.h.
+// alignment tests, deterministic warp / block reductions in double, and the storage types of
+// kernels templated on their tensors' dtype. Launch checks use REMAT_CUDA_LAUNCH_CHECK from
+// runtime/backends/cuda_context.h.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,6 +53,28 @@ __device__ __forceinline__ double block_sum(double v, double* scratch) {
   v = threadIdx.x < warps ? scratch[threadIdx.x] : 0.0;
   if (warp == 0) v = warp_sum(v);
   return v;
+}
+
+// ---- storage types (Note [bf16 execution] in runtime/backends/bf16_staging.h) -----------------
+// A kernel templated on T in {float, __nv_bfloat16} loads every element as a float, computes in
+// FP32 (or double) exactly as its F32 version does, and stores through st<T>(), which rounds to
+// nearest even: the CPU's load() / store() (ops/cpu_storage.h), so a bf16 kernel that follows
+// the CPU's operation order equals it bit for bit. The launchers in kernels.h take uint16_t*
+// for bf16 tensors (host code never sees __nv_bfloat16); bf16_ptr() converts.
+__device__ __forceinline__ float ld(float x) { return x; }
+__device__ __forceinline__ float ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T st(float v);
+template <>
+__device__ __forceinline__ float st<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+inline __nv_bfloat16* bf16_ptr(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+inline const __nv_bfloat16* bf16_ptr(const uint16_t* p) {
+  return reinterpret_cast<const __nv_bfloat16*>(p);
 }
 
 }  // namespace remat
