@@ -27,6 +27,12 @@ __global__ void round_kernel(float* out, const float* in, int64_t n) {
     out[i] = __bfloat162float(__float2bfloat16_rn(in[i]));
 }
 
+__global__ void widen_add_kernel(float* out, const __nv_bfloat16* in, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = __fadd_rn(out[i], __bfloat162float(in[i]));
+}
+
 // As flag_nonfinite_kernel (finite.cu): bf16 keeps FP32's exponent bits, all ones for NaN/inf.
 __global__ void flag_nonfinite_bf16_kernel(const uint16_t* x, int64_t n, unsigned int* flag) {
   int bad = 0;
@@ -49,6 +55,13 @@ void bf16_narrow(uint16_t* out, const float* inp, int64_t n, cudaStream_t stream
   if (n <= 0) return;
   narrow_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(reinterpret_cast<__nv_bfloat16*>(out),
                                                           inp, n);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+void bf16_widen_add(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  widen_add_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(
+      out, reinterpret_cast<const __nv_bfloat16*>(inp), n);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

@@ -201,6 +201,7 @@ void flag_nonfinite_bf16(const uint16_t* x, int64_t n, unsigned int* flag, cudaS
 void bf16_widen(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream);   // exact
 void bf16_narrow(uint16_t* out, const float* inp, int64_t n, cudaStream_t stream);  // rne
 void bf16_round(float* out, const float* inp, int64_t n, cudaStream_t stream);      // rne, as f32
+void bf16_widen_add(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream);  // out += x
 
 // ---- optimizer updates (optimizer.cu), in place, PyTorch semantics like ops/sgd.cpp, adam.cpp -
 // g = grad + wd * p; with momentum: buf = momentum * buf + g, step = nesterov ? g + momentum *

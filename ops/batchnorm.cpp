@@ -375,7 +375,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(bn, batchnorm_forward_cuda, batchnorm_forward_cuda_workspace);
 #endif
-  with_bf16(bn).bf16_cpu_native = true;
+  with_bf16(bn).bf16_cpu_native = bn.bf16_cuda_native = true;
   r.add(std::move(bn));
 
   OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
@@ -387,7 +387,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gi, batchnorm_grad_input_cuda, batchnorm_grad_input_cuda_workspace);
 #endif
-  with_bf16(gi).bf16_cpu_native = true;
+  with_bf16(gi).bf16_cpu_native = gi.bf16_cuda_native = true;
   r.add(std::move(gi));
 
   OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
@@ -399,7 +399,7 @@ void register_batchnorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(gw, batchnorm_grad_weight_cuda, batchnorm_grad_weight_cuda_workspace);
 #endif
-  with_bf16(gw).bf16_cpu_native = true;
+  with_bf16(gw).bf16_cpu_native = gw.bf16_cuda_native = true;
   r.add(std::move(gw));
 
   OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
@@ -412,7 +412,7 @@ void register_batchnorm_ops(OpRegistry& r) {
   gb.cuda = batchnorm_grad_bias_cuda;
   gb.cuda_workspace = batchnorm_grad_bias_cuda_workspace;
 #endif
-  with_bf16(gb).bf16_cpu_native = true;
+  with_bf16(gb).bf16_cpu_native = gb.bf16_cuda_native = true;
   r.add(std::move(gb));
 }
 

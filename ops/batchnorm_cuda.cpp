@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
 
 namespace remat {
@@ -33,6 +34,9 @@ namespace {
 //   ForwardInference on a [1, C, 1, 1] tensor of ones.
 // - cuDNN's batch-norm routines are not in its list of non-reproducible routines (cuDNN
 //   developer guide, "Reproducibility"), so reruns are bit-identical.
+// - bf16: x, y, dy and dx are CUDNN_DATA_BFLOAT16; the derived scale/bias/mean/variance
+//   descriptor is FP32 (cuDNN's rule for reduced-precision data), so the parameters, running
+//   statistics and their gradients stay FP32 and the statistics are computed in FP32.
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
 struct BnDescs {
@@ -40,10 +44,12 @@ struct BnDescs {
   CudnnTensorDesc bn;  // [1, C, 1, 1]
 };
 
-BnDescs& bn_descs(const ExecContext& ctx, const Shape& x) {
-  return cuda_cache(ctx).get_or_create<BnDescs>("batchnorm:" + shape_key(x), [&] {
+BnDescs& bn_descs(const ExecContext& ctx, const TensorDesc& x) {
+  const std::string key =
+      "batchnorm:" + shape_key(x.shape) + (x.dtype == DType::BF16 ? ":bf16" : "");
+  return cuda_cache(ctx).get_or_create<BnDescs>(key, [&] {
     BnDescs d;
-    d.x = cudnn_tensor_of(x);
+    d.x = cudnn_tensor_of(x.shape, x.dtype);
     cudnnTensorDescriptor_t raw = nullptr;
     REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&raw));
     d.bn = CudnnTensorDesc(raw, [](cudnnTensorDescriptor_t p) { cudnnDestroyTensorDescriptor(p); });
@@ -78,7 +84,7 @@ int64_t channels(const ExecContext& ctx, int x_input) { return ctx.inputs.at(x_i
 
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  const BnDescs& d = bn_descs(ctx, ctx.inputs[0].shape());
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
   const float one = 1.0f, zero = 0.0f;
   const void* x = ctx.inputs[0].data;
   const void* gamma = ctx.inputs[1].data;
@@ -119,7 +125,7 @@ int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecCon
 
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  const BnDescs& d = bn_descs(ctx, ctx.inputs[1].shape());
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
   const int64_t c = channels(ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_input_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
@@ -153,26 +159,29 @@ int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecCo
     const NcPlane s = nc_plane(ctx.inputs.at(1).shape());
     return batchnorm_grad_gamma_workspace_bytes(s.n, s.c, s.plane);
   }
-  return round_up(ctx.inputs.at(1).numel() * 4) + 4 * round_up(c * 4);
+  return round_up(ctx.inputs.at(1).desc->bytes()) + 4 * round_up(c * 4);
 }
 
 void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  const float* dy = ctx.inputs[0].f32();
-  const float* x = ctx.inputs[1].f32();
+  const void* dy = ctx.inputs[0].data;
+  const void* x = ctx.inputs[1].data;
   if (p.train) {  // Note [batchnorm on cuDNN]: one pass over x and dy
     const NcPlane s = nc_plane(ctx.inputs[1].shape());
-    batchnorm_grad_gamma(ctx.output.f32(), x, dy, s.n, s.c, s.plane, p.eps,
-                         carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)),
-                         cc.stream);
+    void* ws = carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx));
+    with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      batchnorm_grad_gamma(ctx.output.f32(), storage<T>(ctx.inputs[1]), storage<T>(ctx.inputs[0]),
+                           s.n, s.c, s.plane, p.eps, ws, cc.stream);
+    });
     return;
   }
   // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd.
-  const BnDescs& d = bn_descs(ctx, ctx.inputs[1].shape());
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
   const int64_t c = channels(ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
-  float* dx = ws.take(ctx.inputs[1].numel());  // scratch, like x
+  void* dx = ws.take((ctx.inputs[1].desc->bytes() + 3) / 4);  // scratch, like x
   float* ones = ws.take(c);                    // the scale: it only affects dx
   fill(ones, 1.0f, c, cc.stream);
   float* dbias = ws.take(c);                   // scratch
@@ -190,8 +199,10 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
 
 void batchnorm_grad_bias_cuda(const ExecContext& ctx) {
   const NcPlane s = nc_plane(ctx.inputs.at(0).shape());  // dy [N, C, H, W] or [N, F]
-  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), s.n, s.c, s.plane, ctx.workspace,
-                   cuda_context(ctx).stream);
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]), s.n, s.c, s.plane,
+                     ctx.workspace, cuda_context(ctx).stream);
+  });
 }
 
 int64_t batchnorm_grad_bias_cuda_workspace(const ExecContext& ctx) {

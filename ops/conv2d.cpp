@@ -369,6 +369,7 @@ void register_conv2d_ops(OpRegistry& r) {
 #endif
   with_bf16_per_sample(f, 1).autocast_bf16 = true;
   f.bf16_operands = {1};  // the weight; the bias is added in FP32
+  f.bf16_cuda_native = true;  // Note [bf16 convolutions] in conv2d_cuda.cpp
   r.add(std::move(f));
 
   OpDef gi = conv2d_backward_op("conv2d_grad_input", "conv2d input gradient [dy, weight]");
@@ -382,6 +383,7 @@ void register_conv2d_ops(OpRegistry& r) {
   set_cuda(gi, conv2d_grad_input_cuda, conv2d_grad_input_cuda_workspace);
 #endif
   with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
+  gi.bf16_cuda_native = true;
   r.add(std::move(gi));
 
   OpDef gw = conv2d_backward_op("conv2d_grad_weight", "conv2d weight gradient [dy, x]");
@@ -398,7 +400,7 @@ void register_conv2d_ops(OpRegistry& r) {
   set_cuda(gw, conv2d_grad_weight_cuda, conv2d_grad_weight_cuda_workspace);
 #endif
   with_bf16(gw).bf16_rounds_output = true;
-  gw.bf16_cpu_native = true;
+  gw.bf16_cpu_native = gw.bf16_cuda_native = true;
   r.add(std::move(gw));
 
   OpDef gb = conv2d_backward_op("conv2d_grad_bias", "conv2d bias gradient [dy]");
@@ -413,7 +415,7 @@ void register_conv2d_ops(OpRegistry& r) {
   gb.cuda = conv2d_grad_bias_cuda;
   gb.cuda_workspace = conv2d_grad_bias_cuda_workspace;
 #endif
-  with_bf16(gb).bf16_cpu_native = true;
+  with_bf16(gb).bf16_cpu_native = gb.bf16_cuda_native = true;
   r.add(std::move(gb));
 }
 

@@ -1,6 +1,7 @@
-// conv2d on the GPU through cuDNN's legacy convolution API (NCHW float, groups, dilation):
-// per-shape descriptors and a measured, deterministic algorithm choice cached in CudaCache;
-// bias and fused relu/relu6 as one kernels/ epilogue; bias gradient by a kernels/ reduction.
+// conv2d on the GPU through cuDNN's legacy convolution API (NCHW, F32 or BF16 data with FP32
+// compute, groups, dilation): per-shape descriptors and a measured, deterministic algorithm
+// choice cached in CudaCache; bias and fused relu/relu6 as one kernels/ epilogue; bias gradient
+// by a kernels/ reduction. bf16: Note [bf16 convolutions].
 #include "ops/conv2d_cuda.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
 
 namespace remat {
@@ -33,6 +35,17 @@ namespace {
 // CudaContext::search_scratch when it and every data pointer are present (it overwrites only
 // the op's own output), otherwise the plain variant, which allocates its own scratch; both
 // happen only on a cache miss, i.e. at profiling time, never inside a planned step.
+
+// Note [bf16 convolutions]
+// With BF16 data, x, y and the filter descriptors are CUDNN_DATA_BFLOAT16 and the convolution's
+// compute type stays CUDNN_DATA_FLOAT (cuDNN's BFLOAT16 configuration: bf16 tensor cores
+// accumulating in FP32). The FP32 weight is rounded into the workspace for the forward and data
+// passes (Note [bf16 weights] in cudnn_util.h); the filter pass writes the weight gradient in
+// bf16 into the workspace and widens it into the FP32 gradient (so it is bf16-valued, as the
+// CPU reference's OpDef::bf16_rounds_output); when the batch is split into chunks, each chunk's
+// bf16 gradient is added in FP32 in chunk order and the sum rounded once more. Workspace layout:
+// [bf16 weight or weight-gradient copy][cuDNN's workspace]. Any math type but an FP16
+// down-conversion is accepted: bf16 has no FP32-only mode to protect.
 
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
 
@@ -73,9 +86,11 @@ struct ConvPlan {
   CudnnConvDesc conv;
   bool chosen = false;
   int algo = 0;
-  int64_t workspace = 0;
+  int64_t workspace = 0;  // cuDNN's
   int64_t chunk = 0;     // samples per cuDNN call (Note [conv algorithm choice])
-  int64_t x_per_sample = 0, y_per_sample = 0;  // floats
+  int64_t x_per_sample = 0, y_per_sample = 0;  // elements
+  DType dtype = DType::F32;  // the data's (x, y); BF16: Note [bf16 convolutions]
+  int64_t weight_copy = 0;   // BF16: bytes of the bf16 weight (or gradient) copy before cuDNN's
 };
 
 // Samples per call to try, largest first: divisors of the batch whose x and y chunks stay
@@ -118,7 +133,8 @@ std::string plan_key(ConvPass pass, const ConvCudaParams& p, const ConvTensors& 
   k << pass_name(pass) << ":" << shape_key(t.x->shape) << ":" << shape_key(t.w->shape) << ":"
     << shape_key(t.y->shape) << ":s" << p.stride_h << "," << p.stride_w << "p" << p.pad_h << ","
     << p.pad_w << "d" << p.dilation_h << "," << p.dilation_w << "g" << p.groups
-    << (cc.conv_tf32 ? ":tf32" : ":fp32") << ":lim" << cc.workspace_limit;
+    << (t.x->dtype == DType::BF16 ? ":bf16" : cc.conv_tf32 ? ":tf32" : ":fp32") << ":lim"
+    << cc.workspace_limit;
   return k.str();
 }
 
@@ -134,9 +150,11 @@ ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaCont
   plan.chunk = chunk;
   plan.x_per_sample = t.x->numel() / t.x->shape[0];
   plan.y_per_sample = t.y->numel() / t.y->shape[0];
-  plan.x = cudnn_tensor_of(with_batch(t.x->shape, chunk));
-  plan.y = cudnn_tensor_of(with_batch(t.y->shape, chunk));
-  plan.w = cudnn_filter_4d(t.w->shape);
+  plan.dtype = t.x->dtype;
+  plan.weight_copy = plan.dtype == DType::BF16 ? bf16_copy_bytes(*t.w) : 0;
+  plan.x = cudnn_tensor_of(with_batch(t.x->shape, chunk), plan.dtype);
+  plan.y = cudnn_tensor_of(with_batch(t.y->shape, chunk), plan.dtype);
+  plan.w = cudnn_filter_4d(t.w->shape, plan.dtype);
   plan.conv = cudnn_conv_desc();
   REMAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
       plan.conv.get(), to_int(p.pad_h, "pad_h"), to_int(p.pad_w, "pad_w"),
@@ -145,7 +163,9 @@ ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaCont
       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan.conv.get(), to_int(p.groups, "groups")));
   REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(
-      plan.conv.get(), cc.conv_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+      plan.conv.get(), plan.dtype == DType::BF16 ? CUDNN_TENSOR_OP_MATH
+                       : cc.conv_tf32            ? CUDNN_DEFAULT_MATH
+                                                 : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   REMAT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv.get(), plan.x.get(),
                                                           plan.w.get(), &n, &c, &h, &w));
@@ -228,8 +248,9 @@ size_t algo_workspace(ConvPass pass, const ConvPlan& plan, int algo, const CudaC
   return bytes;
 }
 
-bool math_allowed(cudnnMathType_t m, bool allow_tf32) {
-  return allow_tf32 ? m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : m == CUDNN_FMA_MATH;
+bool math_allowed(cudnnMathType_t m, bool allow_tf32, DType dtype) {
+  if (dtype == DType::BF16 || allow_tf32) return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  return m == CUDNN_FMA_MATH;
 }
 
 // Note [conv algorithm choice]: the chosen algorithm at plan.chunk samples, or false.
@@ -242,7 +263,8 @@ bool choose_at_chunk(ConvPass pass, ConvPlan& plan, const ConvTensors& t, const 
          << (c.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet") << ", math " << c.math
          << ")";
     if (c.status == CUDNN_STATUS_SUCCESS && c.determinism == CUDNN_DETERMINISTIC &&
-        math_allowed(c.math, cc.conv_tf32) && static_cast<int64_t>(c.memory) <= cc.workspace_limit)
+        math_allowed(c.math, cc.conv_tf32, plan.dtype) &&
+        static_cast<int64_t>(c.memory) <= cc.workspace_limit)
       ok.push_back(c);
   }
   seen << "]";
@@ -291,18 +313,40 @@ ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& 
                       << cc.workspace_limit << " bytes; cuDNN offered:" << seen.str());
 }
 
+// cuDNN's part of the node's workspace: after the bf16 copy (Note [bf16 convolutions]).
 void* workspace_for(const ConvPlan& plan, const ExecContext& ctx) {
   if (plan.workspace == 0) return nullptr;
-  REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= plan.workspace,
+  REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= plan.weight_copy + plan.workspace,
               "node '" << (ctx.node ? ctx.node->name : std::string("?")) << "' needs "
-                       << plan.workspace << " workspace bytes, got " << ctx.workspace_bytes);
-  return ctx.workspace;
+                       << plan.weight_copy + plan.workspace << " workspace bytes, got "
+                       << ctx.workspace_bytes);
+  return static_cast<char*>(ctx.workspace) + plan.weight_copy;
 }
 
-// Float offset of chunk k of a tensor with `per_sample` floats per sample.
-inline int64_t chunk_offset(const ConvPlan& plan, int64_t k, int64_t per_sample) {
-  return k * plan.chunk * per_sample;
+// The bf16 copy at the start of the workspace (a rounded weight, or the weight gradient).
+uint16_t* bf16_copy_in(const ConvPlan& plan, const ExecContext& ctx) {
+  REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= plan.weight_copy,
+              "node '" << (ctx.node ? ctx.node->name : std::string("?"))
+                       << "': no room for the bf16 weight copy");
+  return static_cast<uint16_t*>(ctx.workspace);
 }
+
+// The weight as cuDNN reads it: the F32 master, or its bf16 rounding in the workspace.
+const void* weight_for(const ConvPlan& plan, const ExecContext& ctx, cudaStream_t stream) {
+  const TensorView& w = ctx.inputs.at(1);
+  if (plan.dtype != DType::BF16) return w.data;
+  uint16_t* copy = bf16_copy_in(plan, ctx);
+  bf16_narrow(copy, w.f32(), w.numel(), stream);
+  return copy;
+}
+
+// Byte offset of chunk k of a tensor with `per_sample` elements per sample.
+inline int64_t chunk_offset(const ConvPlan& plan, int64_t k, int64_t per_sample) {
+  return k * plan.chunk * per_sample * dtype_size(plan.dtype);
+}
+
+inline const void* at(const void* p, int64_t bytes) { return static_cast<const char*>(p) + bytes; }
+inline void* at(void* p, int64_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // Calls of plan.chunk samples for the batch of inputs[0] (x or dy).
 int64_t chunks_of(const ConvPlan& plan, const ExecContext& ctx) {
@@ -315,23 +359,28 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::Forward, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  const float* x = ctx.inputs[0].f32();  // [N, C, H, W]
-  float* y = ctx.output.f32();           // [N, K, Ho, Wo]
+  const void* x = ctx.inputs[0].data;  // [N, C, H, W]
+  void* y = ctx.output.data;           // [N, K, Ho, Wo]
+  const void* w = weight_for(plan, ctx, cc.stream);
   for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k)
     REMAT_CUDNN_CHECK(cudnnConvolutionForward(
-        cc.cudnn, &one, plan.x.get(), x + chunk_offset(plan, k, plan.x_per_sample), plan.w.get(),
-        ctx.inputs[1].data, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
+        cc.cudnn, &one, plan.x.get(), at(x, chunk_offset(plan, k, plan.x_per_sample)),
+        plan.w.get(), w, plan.conv.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
         workspace_for(plan, ctx), static_cast<size_t>(plan.workspace), &zero, plan.y.get(),
-        y + chunk_offset(plan, k, plan.y_per_sample)));
+        at(y, chunk_offset(plan, k, plan.y_per_sample))));
   if (p.bias || p.activation != Activation::None) {
     const Shape& s = ctx.output.shape();
-    bias_act_forward(y, p.bias ? ctx.inputs.at(2).f32() : nullptr, s[0], s[1], s[2] * s[3],
-                     kernel_activation(p.activation), cc.stream);
+    const float* bias = p.bias ? ctx.inputs.at(2).f32() : nullptr;
+    with_storage(plan.dtype, [&](auto tag) {
+      bias_act_forward(storage<decltype(tag)>(ctx.output), bias, s[0], s[1], s[2] * s[3],
+                       kernel_activation(p.activation), cc.stream);
+    });
   }
 }
 
 int64_t conv2d_forward_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx) {
-  return ready_plan(ConvPass::Forward, p, ctx).workspace;
+  const ConvPlan& plan = ready_plan(ConvPass::Forward, p, ctx);
+  return plan.weight_copy + plan.workspace;
 }
 
 // dx [N, C, H, W] from dy [N, K, Ho, Wo] (inputs[0]) and w (inputs[1]); plan.x is dx's chunk.
@@ -339,50 +388,65 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::BackwardData, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  const float* dy = ctx.inputs[0].f32();
-  float* dx = ctx.output.f32();
+  const void* dy = ctx.inputs[0].data;
+  void* dx = ctx.output.data;
+  const void* w = weight_for(plan, ctx, cc.stream);
   for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k)
     REMAT_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        cc.cudnn, &one, plan.w.get(), ctx.inputs[1].data, plan.y.get(),
-        dy + chunk_offset(plan, k, plan.y_per_sample), plan.conv.get(),
+        cc.cudnn, &one, plan.w.get(), w, plan.y.get(),
+        at(dy, chunk_offset(plan, k, plan.y_per_sample)), plan.conv.get(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace_for(plan, ctx),
         static_cast<size_t>(plan.workspace), &zero, plan.x.get(),
-        dx + chunk_offset(plan, k, plan.x_per_sample)));
+        at(dx, chunk_offset(plan, k, plan.x_per_sample))));
 }
 
 int64_t conv2d_grad_input_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx) {
-  return ready_plan(ConvPass::BackwardData, p, ctx).workspace;
+  const ConvPlan& plan = ready_plan(ConvPass::BackwardData, p, ctx);
+  return plan.weight_copy + plan.workspace;
 }
 
-// dw [K, C/g, R, S] from dy (inputs[0]) and x (inputs[1]); chunks accumulate in order.
+// dw [K, C/g, R, S] from dy (inputs[0]) and x (inputs[1]); chunks accumulate in order. bf16:
+// into the workspace, then widened (Note [bf16 convolutions]).
 void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   CudaContext& cc = cuda_context(ctx);
   ConvPlan& plan = ready_plan(ConvPass::BackwardFilter, p, ctx);
   const float one = 1.0f, zero = 0.0f;
-  const float* dy = ctx.inputs[0].f32();
-  const float* x = ctx.inputs[1].f32();
-  const int64_t n = ctx.inputs[1].shape()[0] / plan.chunk;
+  const void* dy = ctx.inputs[0].data;
+  const void* x = ctx.inputs[1].data;
+  float* dw = ctx.output.f32();
+  const bool bf16 = plan.dtype == DType::BF16;
+  const int64_t n = ctx.inputs[1].shape()[0] / plan.chunk, count = ctx.output.numel();
   if (n == 0) {
-    fill(ctx.output.f32(), 0.0f, ctx.output.numel(), cc.stream);
+    fill(dw, 0.0f, count, cc.stream);
     return;
   }
-  for (int64_t k = 0; k < n; ++k)
+  void* out = bf16 ? static_cast<void*>(bf16_copy_in(plan, ctx)) : static_cast<void*>(dw);
+  for (int64_t k = 0; k < n; ++k) {
+    // bf16 chunks each start from zero and are added in FP32 below; FP32 chunks accumulate.
     REMAT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        cc.cudnn, &one, plan.x.get(), x + chunk_offset(plan, k, plan.x_per_sample), plan.y.get(),
-        dy + chunk_offset(plan, k, plan.y_per_sample), plan.conv.get(),
+        cc.cudnn, &one, plan.x.get(), at(x, chunk_offset(plan, k, plan.x_per_sample)),
+        plan.y.get(), at(dy, chunk_offset(plan, k, plan.y_per_sample)), plan.conv.get(),
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace_for(plan, ctx),
-        static_cast<size_t>(plan.workspace), k == 0 ? &zero : &one, plan.w.get(),
-        ctx.output.data));
+        static_cast<size_t>(plan.workspace), k == 0 || bf16 ? &zero : &one, plan.w.get(), out));
+    if (!bf16) continue;
+    const uint16_t* part = static_cast<const uint16_t*>(out);
+    if (k == 0) bf16_widen(dw, part, count, cc.stream);
+    else bf16_widen_add(dw, part, count, cc.stream);
+  }
+  if (bf16 && n > 1) bf16_round(dw, dw, count, cc.stream);
 }
 
 int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx) {
-  return ready_plan(ConvPass::BackwardFilter, p, ctx).workspace;
+  const ConvPlan& plan = ready_plan(ConvPass::BackwardFilter, p, ctx);
+  return plan.weight_copy + plan.workspace;
 }
 
 void conv2d_grad_bias_cuda(const ExecContext& ctx) {
   const Shape& s = ctx.inputs.at(0).shape();  // dz [N, K, Ho, Wo]
-  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), s[0], s[1], s[2] * s[3],
-                   ctx.workspace, cuda_context(ctx).stream);
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]), s[0], s[1],
+                     s[2] * s[3], ctx.workspace, cuda_context(ctx).stream);
+  });
 }
 
 int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx) {

@@ -1,5 +1,6 @@
-// Small helpers for the ops' CUDA paths (CUDA builds only): owned cuDNN descriptors, NCHW float
-// tensor descriptors from shapes, the backend's per-shape cache, int range checks.
+// Small helpers for the ops' CUDA paths (CUDA builds only): owned cuDNN descriptors, NCHW
+// tensor descriptors (F32 or BF16) from shapes, the backend's per-shape cache, int range checks,
+// and the bf16 copy of an F32 parameter a bf16 cuDNN / cuBLAS call reads from the workspace.
 // Descriptors are shared_ptr so they can live in CudaCache entries (copyable values).
 #pragma once
 
@@ -37,30 +38,38 @@ inline int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// A packed NCHW float tensor descriptor.
-inline CudnnTensorDesc cudnn_tensor_4d(int64_t n, int64_t c, int64_t h, int64_t w) {
+// cuDNN's name for a float dtype (F32 or BF16).
+inline cudnnDataType_t cudnn_dtype(DType t) {
+  REMAT_CHECK(dtype_is_float(t), "cuDNN tensor of " << dtype_name(t) << " values");
+  return t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+// A packed NCHW tensor descriptor (F32 or BF16 data).
+inline CudnnTensorDesc cudnn_tensor_4d(int64_t n, int64_t c, int64_t h, int64_t w,
+                                       DType dtype = DType::F32) {
   cudnnTensorDescriptor_t d = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
   CudnnTensorDesc owned(d, [](cudnnTensorDescriptor_t p) { cudnnDestroyTensorDescriptor(p); });
-  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_dtype(dtype),
                                                to_int(n, "N"), to_int(c, "C"), to_int(h, "H"),
                                                to_int(w, "W")));
   return owned;
 }
 
 // [N, C, H, W] as is; [N, F] as [N, F, 1, 1] (same memory layout).
-inline CudnnTensorDesc cudnn_tensor_of(const Shape& s) {
+inline CudnnTensorDesc cudnn_tensor_of(const Shape& s, DType dtype = DType::F32) {
   REMAT_CHECK(s.size() == 4 || s.size() == 2, "cuDNN tensor needs a 2-D or 4-D shape, got "
                                                   << shape_str(s));
-  return s.size() == 4 ? cudnn_tensor_4d(s[0], s[1], s[2], s[3]) : cudnn_tensor_4d(s[0], s[1], 1, 1);
+  return s.size() == 4 ? cudnn_tensor_4d(s[0], s[1], s[2], s[3], dtype)
+                       : cudnn_tensor_4d(s[0], s[1], 1, 1, dtype);
 }
 
-inline CudnnFilterDesc cudnn_filter_4d(const Shape& kcrs) {
+inline CudnnFilterDesc cudnn_filter_4d(const Shape& kcrs, DType dtype = DType::F32) {
   REMAT_CHECK(kcrs.size() == 4, "cuDNN filter needs a 4-D shape, got " << shape_str(kcrs));
   cudnnFilterDescriptor_t d = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
   CudnnFilterDesc owned(d, [](cudnnFilterDescriptor_t p) { cudnnDestroyFilterDescriptor(p); });
-  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(dtype), CUDNN_TENSOR_NCHW,
                                                to_int(kcrs[0], "K"), to_int(kcrs[1], "C/g"),
                                                to_int(kcrs[2], "R"), to_int(kcrs[3], "S")));
   return owned;
@@ -85,6 +94,16 @@ inline KernelActivation kernel_activation(Activation a) {
   if (a == Activation::Relu) return KernelActivation::Relu;
   if (a == Activation::Relu6) return KernelActivation::Relu6;
   return KernelActivation::None;
+}
+
+// Note [bf16 weights]
+// A bf16 convolution or GEMM reads its weight in bf16 (cuDNN requires the filter in the data's
+// type; cuBLAS's bf16 GEMMs take both operands in bf16). No persistent bf16 copy exists: each
+// call rounds the FP32 master weight into the node's workspace first (Note [bf16 execution]'s
+// bf16_operands, so the CPU reference reads the same values), which costs 2 bytes per weight of
+// workspace and one elementwise kernel, small next to the GEMM it feeds.
+inline int64_t bf16_copy_bytes(const TensorDesc& weight) {
+  return alloc_bytes(checked_mul(weight.numel(), int64_t{2}, "", "bf16 weight copy bytes"));
 }
 
 // "2x3x4x5" for cache keys.

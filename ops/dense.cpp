@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "ops/cpu_gemm.h"
+#include "ops/cpu_storage.h"
 #include "ops/fused_activation.h"
 #include "ops/registry.h"
 #ifdef REMAT_HAVE_CUDA
@@ -138,53 +139,94 @@ void dense_grad_bias_cpu(const ExecContext& ctx) {
 #ifdef REMAT_HAVE_CUDA
 // The CUDA path. cuBLAS is column-major: a row-major [r, c] matrix is the column-major [c, r]
 // matrix, so each row-major product C = A * B is issued as C^T = B^T * A^T.
-// FP32 compute (PEDANTIC: no TF32 or BF16x9 emulation whatever the handle's math mode) unless
-// the backend allows TF32. cuBLAS is bit-reproducible run to run on one GPU and stream (atomics
-// are off by default), which recomputation relies on.
+// FP32 data: FP32 compute (PEDANTIC: no TF32 or BF16x9 emulation whatever the handle's math
+// mode) unless the backend allows TF32. BF16 data (Note [bf16 GEMMs]): bf16 operands, the
+// weight rounded into the workspace (Note [bf16 weights] in cudnn_util.h), CUBLAS_COMPUTE_32F.
+// cuBLAS is bit-reproducible run to run on one GPU and stream (atomics are off by default),
+// which recomputation relies on.
+//
+// Note [bf16 GEMMs]
+// cuBLAS takes bf16 A and B with FP32 accumulation (CUBLAS_COMPUTE_32F; PEDANTIC would forbid
+// the tensor-core paths bf16 exists for) and writes C in bf16 (activations) or FP32 (dense's
+// weight gradient, then rounded to bf16 in place: OpDef::bf16_rounds_output, as a bf16 weight
+// gradient of cuDNN's). The bias and fused activation follow in a kernels/ epilogue on the bf16
+// output, a second rounding the CPU reference (one rounding after the epilogue) does not make.
 void gemm_cuda(const ExecContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
-               int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-               int64_t ldc) {
+               int64_t k, const void* a, int64_t lda, const void* b, int64_t ldb, void* c,
+               int64_t ldc, DType ab, DType c_type) {
   const CudaContext& cc = cuda_context(ctx);
   const float one = 1.0f, zero = 0.0f;
+  const bool bf16 = ab == DType::BF16;
+  const cudaDataType_t t_ab = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t t_c = c_type == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t compute = bf16              ? CUBLAS_COMPUTE_32F
+                                      : cc.matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                       : CUBLAS_COMPUTE_32F_PEDANTIC;
   REMAT_CUBLAS_CHECK(cublasGemmEx(
       cc.cublas, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-      to_int(m, "gemm m"), to_int(n, "gemm n"), to_int(k, "gemm k"), &one, a, CUDA_R_32F,
-      to_int(lda, "lda"), b, CUDA_R_32F, to_int(ldb, "ldb"), &zero, c, CUDA_R_32F,
-      to_int(ldc, "ldc"), cc.matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC,
-      CUBLAS_GEMM_DEFAULT));
+      to_int(m, "gemm m"), to_int(n, "gemm n"), to_int(k, "gemm k"), &one, a, t_ab,
+      to_int(lda, "lda"), b, t_ab, to_int(ldb, "ldb"), &zero, c, t_c, to_int(ldc, "ldc"),
+      compute, CUBLAS_GEMM_DEFAULT));
+}
+
+// The weight (inputs[1]) as the GEMM reads it: FP32, or rounded to bf16 in the workspace.
+const void* dense_weight(const ExecContext& ctx) {
+  const TensorView& w = ctx.inputs[1];
+  if (ctx.inputs[0].desc->dtype != DType::BF16) return w.data;
+  REMAT_CHECK(ctx.workspace && ctx.workspace_bytes >= bf16_copy_bytes(*w.desc),
+              "node '" << ctx.node->name << "': no workspace for the bf16 weight copy");
+  auto* copy = static_cast<uint16_t*>(ctx.workspace);
+  bf16_narrow(copy, w.f32(), w.numel(), cuda_context(ctx).stream);
+  return copy;
+}
+
+// Forward and data gradient need the bf16 weight copy (Note [bf16 weights]).
+int64_t dense_weight_workspace(const ExecContext& ctx) {
+  return ctx.inputs[0].desc->dtype == DType::BF16 ? bf16_copy_bytes(*ctx.inputs[1].desc) : 0;
 }
 
 // y[N, U] = act(x[N, F] W[U, F]^T + b): column-major y^T[U, N] = W^T^T[U, F] x^T[F, N].
 void dense_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<DenseAttrs>(*ctx.node);
   const int64_t n = rows_of(ctx.inputs[0].shape()), f = ctx.inputs[0].shape().back(), u = a.units;
-  float* y = ctx.output.f32();
-  gemm_cuda(ctx, true, false, u, n, f, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), f, y, u);
+  const DType t = ctx.inputs[0].desc->dtype;
+  gemm_cuda(ctx, true, false, u, n, f, dense_weight(ctx), f, ctx.inputs[0].data, f,
+            ctx.output.data, u, t, t);
   if (a.bias || a.activation != Activation::None)
-    bias_act_forward(y, a.bias ? ctx.inputs[2].f32() : nullptr, n, u, 1,
-                     kernel_activation(a.activation), cuda_context(ctx).stream);
+    with_storage(t, [&](auto tag) {
+      bias_act_forward(storage<decltype(tag)>(ctx.output), a.bias ? ctx.inputs[2].f32() : nullptr,
+                       n, u, 1, kernel_activation(a.activation), cuda_context(ctx).stream);
+    });
 }
 
 // dx[N, F] = dz[N, U] W[U, F]: column-major dx^T[F, N] = W^T[F, U] dz^T[U, N].
 void dense_grad_input_cuda(const ExecContext& ctx) {
   const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
                 f = ctx.inputs[1].dim(1);
-  gemm_cuda(ctx, false, false, f, n, u, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
-            ctx.output.f32(), f);
+  const DType t = ctx.inputs[0].desc->dtype;
+  gemm_cuda(ctx, false, false, f, n, u, dense_weight(ctx), f, ctx.inputs[0].data, u,
+            ctx.output.data, f, t, t);
 }
 
-// dW[U, F] = dz[N, U]^T x[N, F]: column-major dW^T[F, U] = x^T[F, N] (dz^T[U, N])^T.
+// dW[U, F] = dz[N, U]^T x[N, F]: column-major dW^T[F, U] = x^T[F, N] (dz^T[U, N])^T. The
+// gradient is FP32; in bf16 it is then rounded to bf16 values (Note [bf16 GEMMs]).
 void dense_grad_weight_cuda(const ExecContext& ctx) {
   const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
                 f = ctx.inputs[1].shape().back();
-  gemm_cuda(ctx, false, true, f, u, n, ctx.inputs[1].f32(), f, ctx.inputs[0].f32(), u,
-            ctx.output.f32(), f);
+  const DType t = ctx.inputs[0].desc->dtype;
+  gemm_cuda(ctx, false, true, f, u, n, ctx.inputs[1].data, f, ctx.inputs[0].data, u,
+            ctx.output.data, f, t, DType::F32);
+  if (t == DType::BF16)
+    bf16_round(ctx.output.f32(), ctx.output.f32(), ctx.output.numel(), cuda_context(ctx).stream);
 }
 
 // db[U] = column sums of dz[N, U] (deterministic reduction).
 void dense_grad_bias_cuda(const ExecContext& ctx) {
-  bias_grad_reduce(ctx.output.f32(), ctx.inputs[0].f32(), rows_of(ctx.inputs[0].shape()),
-                   ctx.inputs[0].shape().back(), 1, nullptr, cuda_context(ctx).stream);
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]),
+                     rows_of(ctx.inputs[0].shape()), ctx.inputs[0].shape().back(), 1, nullptr,
+                     cuda_context(ctx).stream);
+  });
 }
 #endif
 
@@ -228,6 +270,8 @@ OpDef dense_forward_op(const std::string& name) {
   f.cpu = dense_cpu;
 #ifdef REMAT_HAVE_CUDA
   f.cuda = dense_cuda;
+  f.cuda_workspace = dense_weight_workspace;
+  f.bf16_cuda_native = true;
 #endif
   f.gradient = dense_gradient;
   with_bf16_per_sample(f, 1).autocast_bf16 = true;
@@ -256,6 +300,8 @@ void register_dense_ops(OpRegistry& r) {
   gi.cpu = dense_grad_input_cpu;
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = dense_grad_input_cuda;
+  gi.cuda_workspace = dense_weight_workspace;
+  gi.bf16_cuda_native = true;
 #endif
   with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
   r.add(std::move(gi));
@@ -273,6 +319,7 @@ void register_dense_ops(OpRegistry& r) {
   gw.cpu = dense_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = dense_grad_weight_cuda;
+  gw.bf16_cuda_native = true;
 #endif
   with_bf16(gw).bf16_rounds_output = true;
   r.add(std::move(gw));
@@ -287,6 +334,7 @@ void register_dense_ops(OpRegistry& r) {
   gb.cpu = dense_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
   gb.cuda = dense_grad_bias_cuda;
+  gb.bf16_cuda_native = true;
 #endif
   r.add(std::move(with_bf16(gb)));
 }

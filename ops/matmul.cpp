@@ -105,15 +105,20 @@ void matmul_cuda(const ExecContext& ctx) {
   const MatmulDims d = matmul_dims(a, ctx.inputs[0].shape(), ctx.inputs[1].shape());
   const CudaContext& cc = cuda_context(ctx);
   const float alpha = static_cast<float>(a.scale), zero = 0.0f;
+  // bf16: Note [bf16 GEMMs] in dense.cpp (bf16 operands and output, FP32 accumulation).
+  const bool bf16 = ctx.output.desc->dtype == DType::BF16;
+  const cudaDataType_t t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   REMAT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       cc.cublas, a.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, a.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       to_int(d.n, "matmul N"), to_int(d.m, "matmul M"), to_int(d.k, "matmul K"), &alpha,
-      ctx.inputs[1].f32(), CUDA_R_32F, to_int(ldb_of(a, d), "matmul ldb"),
-      static_cast<long long>(d.k * d.n), ctx.inputs[0].f32(), CUDA_R_32F,
+      ctx.inputs[1].data, t, to_int(ldb_of(a, d), "matmul ldb"),
+      static_cast<long long>(d.k * d.n), ctx.inputs[0].data, t,
       to_int(lda_of(a, d), "matmul lda"), static_cast<long long>(d.m * d.k), &zero,
-      ctx.output.f32(), CUDA_R_32F, to_int(d.n, "matmul ldc"), static_cast<long long>(d.m * d.n),
+      ctx.output.data, t, to_int(d.n, "matmul ldc"), static_cast<long long>(d.m * d.n),
       to_int(d.batch, "matmul batch"),
-      cc.matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC,
+      bf16             ? CUBLAS_COMPUTE_32F
+      : cc.matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                       : CUBLAS_COMPUTE_32F_PEDANTIC,
       CUBLAS_GEMM_DEFAULT));
 }
 #endif
@@ -170,6 +175,7 @@ void register_matmul_ops(OpRegistry& r) {
 #endif
   f.gradient = matmul_gradient;
   with_bf16(f).autocast_bf16 = true;
+  f.bf16_cuda_native = true;  // Note [bf16 GEMMs] in dense.cpp
   r.add(std::move(f));
 }
 

@@ -273,7 +273,8 @@ void register_max_pool(OpRegistry& r) {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
     return {g.emit("grad", "maxpool_grad", {dy, fwd.inputs.at(0), fwd.output}, x)};
   };
-  r.add(std::move(with_bf16_per_sample(mp, 1)));
+  with_bf16_per_sample(mp, 1).bf16_cuda_native = true;
+  r.add(std::move(mp));
 
   OpDef mg = pool_op("maxpool_grad", "maxpool input gradient [dy, x, y]", false, 3);
   mg.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool_grad", false); };
@@ -287,7 +288,8 @@ void register_max_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(mg, true, true);
 #endif
-  r.add(std::move(with_bf16_per_sample(mg, 3)));
+  with_bf16_per_sample(mg, 3).bf16_cuda_native = true;
+  r.add(std::move(mg));
 }
 
 void register_avg_pool(OpRegistry& r) {
@@ -307,7 +309,8 @@ void register_avg_pool(OpRegistry& r) {
     return {g.emit("grad", "avgpool_grad", {dy}, x, with_input_size(fwd, x),
                    with_input_size_typed(fwd, x))};
   };
-  r.add(std::move(with_bf16_per_sample(ap, 1)));
+  with_bf16_per_sample(ap, 1).bf16_cuda_native = true;
+  r.add(std::move(ap));
 
   OpDef ag = pool_op("avgpool_grad", "avgpool input gradient [dy]", false, 1);
   ag.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool_grad", true); };
@@ -319,7 +322,8 @@ void register_avg_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(ag, false, true);
 #endif
-  r.add(std::move(with_bf16_per_sample(ag, 1)));
+  with_bf16_per_sample(ag, 1).bf16_cuda_native = true;
+  r.add(std::move(ag));
 }
 
 void register_global_pool(OpRegistry& r) {
@@ -339,7 +343,8 @@ void register_global_pool(OpRegistry& r) {
     return {g.emit("grad", "global_avgpool_grad", {dy}, x, with_input_size(fwd, x),
                    with_input_size_typed(fwd, x))};
   };
-  r.add(std::move(with_bf16_per_sample(gp, 1)));
+  with_bf16_per_sample(gp, 1).bf16_cuda_native = true;
+  r.add(std::move(gp));
 
   OpDef gg = pool_op("global_avgpool_grad", "global_avgpool input gradient [dy]", false, 1);
   gg.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool_grad", true); };
@@ -355,7 +360,8 @@ void register_global_pool(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gg.cuda = global_avgpool_backward_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(gg, 1)));
+  with_bf16_per_sample(gg, 1).bf16_cuda_native = true;
+  r.add(std::move(gg));
 }
 
 }  // namespace

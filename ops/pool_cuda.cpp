@@ -1,12 +1,14 @@
 // Pooling on the GPU. maxpool: CUDNN_POOLING_MAX_DETERMINISTIC (plain CUDNN_POOLING_MAX's
 // backward is not reproducible); padding never wins a max, as on the CPU. avgpool:
 // CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, the CPU's divisor kh * kw. global_avgpool: the
-// kernels/ launchers (sums in double, like the CPU).
+// kernels/ launchers (sums in double, like the CPU). bf16: the tensors' descriptors say
+// CUDNN_DATA_BFLOAT16 (cuDNN pools in FP32 and rounds the result once).
 #include "ops/pool_cuda.h"
 
 #include <sstream>
 
 #include "kernels/kernels.h"
+#include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
 
 namespace remat {
@@ -18,10 +20,11 @@ struct PoolDescs {
 };
 
 const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, const Shape& x,
-                            const Shape& y) {
+                            const Shape& y, DType dtype) {
   std::ostringstream key;
   key << (p.max ? "maxpool:" : "avgpool:") << shape_key(x) << ":" << shape_key(y) << ":k" << p.kh
-      << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.ph << "," << p.pw;
+      << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.ph << "," << p.pw
+      << (dtype == DType::BF16 ? ":bf16" : "");
   return cuda_cache(ctx).get_or_create<PoolDescs>(key.str(), [&] {
     PoolDescs d;
     d.pool = cudnn_pool_desc();
@@ -31,8 +34,8 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
         CUDNN_PROPAGATE_NAN, to_int(p.kh, "kernel_h"), to_int(p.kw, "kernel_w"),
         to_int(p.ph, "pad_h"), to_int(p.pw, "pad_w"), to_int(p.sh, "stride_h"),
         to_int(p.sw, "stride_w")));
-    d.x = cudnn_tensor_of(x);
-    d.y = cudnn_tensor_of(y);
+    d.x = cudnn_tensor_of(x, dtype);
+    d.y = cudnn_tensor_of(y, dtype);
     int n = 0, c = 0, h = 0, w = 0;
     REMAT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(d.pool.get(), d.x.get(), &n, &c, &h, &w));
     REMAT_CHECK(y[0] == n && y[1] == c && y[2] == h && y[3] == w,
@@ -45,7 +48,8 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
 }  // namespace
 
 void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
-  const PoolDescs& d = pool_descs(p, ctx, ctx.inputs[0].shape(), ctx.output.shape());
+  const PoolDescs& d =
+      pool_descs(p, ctx, ctx.inputs[0].shape(), ctx.output.shape(), ctx.output.desc->dtype);
   const float one = 1.0f, zero = 0.0f;
   REMAT_CUDNN_CHECK(cudnnPoolingForward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.x.get(),
                                         ctx.inputs[0].data, &zero, d.y.get(), ctx.output.data));
@@ -53,7 +57,8 @@ void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
 
 void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
   const TensorView& dy = ctx.inputs[0];
-  const PoolDescs& d = pool_descs(p, ctx, ctx.output.shape(), dy.shape());
+  const PoolDescs& d =
+      pool_descs(p, ctx, ctx.output.shape(), dy.shape(), ctx.output.desc->dtype);
   // Average pooling's gradient does not depend on x or y, but cuDNN's API takes them: y is
   // given dy's memory and x dx's (same shapes; values unused in average mode).
   const void* x = p.max ? ctx.inputs.at(1).data : ctx.output.data;
@@ -66,14 +71,20 @@ void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
 
 void global_avgpool_forward_cuda(const ExecContext& ctx) {
   const TensorView& x = ctx.inputs[0];
-  global_avgpool_forward(ctx.output.f32(), x.f32(), x.dim(0) * x.dim(1), x.dim(2) * x.dim(3),
-                         cuda_context(ctx).stream);
+  with_storage(x.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    global_avgpool_forward(storage<T>(ctx.output), storage<T>(x), x.dim(0) * x.dim(1),
+                           x.dim(2) * x.dim(3), cuda_context(ctx).stream);
+  });
 }
 
 void global_avgpool_backward_cuda(const ExecContext& ctx) {
   const TensorView& dx = ctx.output;
-  global_avgpool_backward(dx.f32(), ctx.inputs[0].f32(), dx.dim(0) * dx.dim(1),
-                          dx.dim(2) * dx.dim(3), cuda_context(ctx).stream);
+  with_storage(dx.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    global_avgpool_backward(storage<T>(dx), storage<T>(ctx.inputs[0]), dx.dim(0) * dx.dim(1),
+                            dx.dim(2) * dx.dim(3), cuda_context(ctx).stream);
+  });
 }
 
 }  // namespace remat

@@ -2,6 +2,8 @@
 // on a backend" routine shared by both sides, and value-by-value comparison.
 #include "tests/cuda_op_harness.h"
 
+#include "runtime/core/bf16.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -152,11 +154,31 @@ class BackendBuffers {
   std::vector<void*> ptrs_;
 };
 
-// Uploads `bytes` of NaN (F32) so unwritten elements are visible.
+// Uploads `bytes` of 0xFF (a NaN in F32 and in BF16) so unwritten elements are visible.
 void fill_nan(Backend& b, void* dst, int64_t bytes) {
-  std::vector<float> nan(static_cast<size_t>((bytes + 3) / 4),
-                         std::numeric_limits<float>::quiet_NaN());
+  std::vector<unsigned char> nan(static_cast<size_t>(bytes), 0xFF);
   b.copy_from_host(dst, nan.data(), bytes);
+}
+
+// Uploads floats as a tensor of dtype `t` (F32, or BF16 rounded to nearest even).
+void upload(Backend& b, void* dst, const std::vector<float>& host, DType t) {
+  if (t == DType::BF16) {
+    std::vector<uint16_t> h(host.size());
+    bf16_narrow(host.data(), h.data(), static_cast<int64_t>(h.size()));
+    b.copy_from_host(dst, h.data(), static_cast<int64_t>(h.size() * 2));
+    return;
+  }
+  b.copy_from_host(dst, host.data(), static_cast<int64_t>(host.size() * 4));
+}
+
+// The bf16 part of a tolerance (Note [bf16 CUDA tolerance]).
+constexpr double kBf16Rel = 3.0 * kBf16UnitRoundoff;
+
+bool node_runs_in_bf16(const Graph& g, const Node& n) {
+  if (g.value(n.output).desc.dtype == DType::BF16) return true;
+  for (ValueId v : n.inputs)
+    if (g.value(v).desc.dtype == DType::BF16) return true;
+  return false;
 }
 
 // The node whose op's tolerance applies to value v: its producer, else the first node writing
@@ -203,14 +225,15 @@ GraphRun CudaOpHarness::run_graph(Backend& b, int steps) {
   for (size_t k = 0; k < fwd.inputs.size(); ++k) {
     const ValueId v = fwd.inputs[k];
     const TensorDesc& d = g.value(v).desc;
-    const void* src = d.dtype == DType::F32
-                          ? static_cast<const void*>(host_.input(static_cast<int>(k)).data())
-                          : host_.input_i32(static_cast<int>(k)).data();
-    b.copy_from_host(data[static_cast<size_t>(v)], src, d.bytes());
+    if (d.dtype == DType::I32)
+      b.copy_from_host(data[static_cast<size_t>(v)], host_.input_i32(static_cast<int>(k)).data(),
+                       d.bytes());
+    else
+      upload(b, data[static_cast<size_t>(v)], host_.value(v), d.dtype);
   }
   if (dy_id != kNoValue) {
     REMAT_CHECK(static_cast<int64_t>(dy_.size()) == g.value(dy_id).desc.numel(), "dy size");
-    b.copy_from_host(data[static_cast<size_t>(dy_id)], dy_.data(), g.value(dy_id).desc.bytes());
+    upload(b, data[static_cast<size_t>(dy_id)], dy_, g.value(dy_id).desc.dtype);
   }
   for (int s = 0; s < steps; ++s)
     for (const Node& n : g.nodes) {
@@ -241,6 +264,11 @@ GraphRun CudaOpHarness::run_graph(Backend& b, int steps) {
     if (d.dtype == DType::F32) {
       out.f[v].resize(static_cast<size_t>(d.numel()));
       b.copy_to_host(out.f[v].data(), data[v], d.bytes());
+    } else if (d.dtype == DType::BF16) {
+      std::vector<uint16_t> h(static_cast<size_t>(d.numel()));
+      b.copy_to_host(h.data(), data[v], d.bytes());
+      out.f[v].resize(h.size());
+      bf16_widen(h.data(), out.f[v].data(), d.numel());
     } else {
       out.i[v].resize(static_cast<size_t>(d.numel()));
       b.copy_to_host(out.i[v].data(), data[v], d.bytes());
@@ -281,6 +309,7 @@ GraphRun CudaOpHarness::run_graph(Backend& b, int steps) {
     } else if (tol.by_magnitude) {
       tol = kCudaBatchNorm;  // a value the op only passes through (an update's param)
     }
+    if (!bitwise && node_runs_in_bf16(g, writer)) tol.rel += kBf16Rel;
     int64_t mismatches = 0;
     double max_abs = 0;
     std::ostringstream first;
@@ -316,21 +345,26 @@ GraphRun CudaOpHarness::run_graph(Backend& b, int steps) {
 
 const GraphRun& CudaOpHarness::magnitude_run(Backend& cpu, int steps) {
   // The same graph on |inputs| and |dy|: every sum of products becomes a sum of magnitudes.
+  // (|x| of a bf16 value is a bf16 value: the magnitudes are exact.)
   std::vector<std::vector<float>> saved;
   for (int i = 0; i < host_.num_inputs(); ++i) {
-    if (host_.input_desc(i).dtype != DType::F32) {
+    const ValueId v = host_.node().inputs[static_cast<size_t>(i)];
+    if (!dtype_is_float(host_.input_desc(i).dtype)) {
       saved.emplace_back();
       continue;
     }
-    saved.push_back(host_.input(i));
-    for (float& x : host_.input(i)) x = std::fabs(x);
+    saved.push_back(host_.value(v));
+    std::vector<float> abs = saved.back();
+    for (float& x : abs) x = std::fabs(x);
+    host_.set_input(i, abs);
   }
   const std::vector<float> saved_dy = dy_;
   for (float& x : dy_) x = std::fabs(x);
   magnitude_ = run_graph(cpu, steps);
   dy_ = saved_dy;
   for (int i = 0; i < host_.num_inputs(); ++i)
-    if (host_.input_desc(i).dtype == DType::F32) host_.input(i) = saved[static_cast<size_t>(i)];
+    if (dtype_is_float(host_.input_desc(i).dtype))
+      host_.set_input(i, saved[static_cast<size_t>(i)]);
   return magnitude_;
 }
 

@@ -49,9 +49,14 @@ struct CudaTolerance {
 //              the reduction length and the magnitude of the summed terms (Note [GEMM
 //              tolerance] in cuda_op_harness.cpp);
 //   batchnorm: cuDNN's statistics and our channel reductions: 1e-5 abs, 1e-4 rel.
+// Note [bf16 CUDA tolerance]: a value whose writer runs in bf16 gets 3u relative more (u = 2^-8):
+// the CPU and the GPU each round an FP32 result to bf16 once (the GPU twice for a convolution or
+// GEMM followed by its bias epilogue), and two FP32 results within the F32 tolerance can round
+// to neighbouring bf16 values, so |gpu - cpu| <= F32 tolerance + 2u |cpu| (+ u |cpu|).
 CudaTolerance cuda_tolerance(const std::string& op);
 
-// Values of every graph value after a run: F32 values in f, I32 values in i (index = ValueId).
+// Values of every graph value after a run: F32 and BF16 (widened) values in f, I32 values in i
+// (index = ValueId).
 struct GraphRun {
   std::vector<std::vector<float>> f;
   std::vector<std::vector<int32_t>> i;

@@ -76,4 +76,90 @@ inline std::vector<TransformerCase> transformer_cases() {
   };
 }
 
+// ---- bf16 (Note [bf16 execution]): every op with a bf16 path, shared by test_ops_bf16.cpp and
+// test_cuda_ops_bf16.cpp -------------------------------------------------------------------
+// How the bf16 result relates to the FP32 one when both start from the same bf16-representable
+// data (the FP32 run's accumulation order is the bf16 run's: the same kernels).
+enum class Bf16Family {
+  // Every node reads the data, dy or values that bf16 stores exactly (relu's and max-pool's
+  // outputs are inputs' values), so each result is the FP32 result rounded once: bit-equal to
+  // rne(fp32) for BF16 results, equal for F32 ones (the loss, parameter gradients of reductions).
+  Exact,
+  // conv2d, dense: the weight is rounded (|dw| <= u |w|), so y = sum_k x_k w_k moves by at most
+  // u sum_k |x_k w_k| <= K u max |x_k w_k| (K the reduction length), and the result is rounded
+  // once more: |y16 - y32| <= u |y32| + u mag, mag = the same op on |x|, |w|, |dy| (computed by
+  // running the FP32 graph on absolute values). grad_input reads the rounded weight the same way;
+  // grad_weight and grad_bias read exact data (bit-equal after rounding), within the same bound.
+  Gemm,
+  // softmax: the forward is Exact; its gradient dx_i = y_i (dy_i - s), s = sum_j dy_j y_j, reads
+  // the stored (rounded) probabilities y16 = y (1 + d), |d| <= u, so before its own rounding it
+  // moves by at most E_i = u y_i |dy_i - s| + (1 + u) u y_i sum_j |dy_j| y_j, and after it by
+  // u |dx_i| + (1 + u) E_i.
+  Softmax,
+};
+
+struct Bf16OpCase {
+  const char* name;
+  OpCase c;
+  Bf16Family family;
+  bool compare_fp32 = true;  // false: emulation check only (fused activations, see below)
+};
+
+// The case with its float data inputs in BF16.
+inline OpCase as_bf16(OpCase c) {
+  for (TensorDesc& d : c.inputs)
+    if (d.dtype == DType::F32) d.dtype = DType::BF16;
+  return c;
+}
+
+inline std::vector<Bf16OpCase> bf16_op_cases() {
+  std::vector<Bf16OpCase> out = {
+      {"relu", {"relu", {}, {f32({2, 3, 4})}}, Bf16Family::Exact},
+      {"relu6", {"relu6", {}, {f32({2, 3, 4})}}, Bf16Family::Exact},
+      {"add3", {"add", {}, {f32({2, 5}), f32({2, 5}), f32({2, 5})}}, Bf16Family::Exact},
+      {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
+      {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
+      {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},
+      {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
+      {"maxpool", {"maxpool", attr_map({{"kernel", int64_t{2}}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
+      {"avgpool", {"avgpool", attr_map({{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}}),
+                   {f32({2, 2, 5, 5})}}, Bf16Family::Exact},
+      {"global_avgpool", {"global_avgpool", {}, {f32({2, 3, 3, 4})}}, Bf16Family::Exact},
+      {"batchnorm", {"batchnorm", {}, {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
+      {"batchnorm_2d", {"batchnorm", {}, {f32({6, 4})}}, Bf16Family::Exact},
+      {"batchnorm_inference", {"batchnorm", attr_map({{"mode", std::string("inference")}}), {f32({2, 3, 2, 2})}},
+       Bf16Family::Exact},
+      {"softmax_xent", {"softmax_xent", {}, {f32({4, 5}), i32({4})}, {}, 3, 5}, Bf16Family::Exact},
+      {"softmax_xent_pixel", {"softmax_xent_pixel", {}, {f32({2, 3, 2, 2}), i32({2, 2, 2})}, {}, 5, 3},
+       Bf16Family::Exact},
+      {"cast_to_f32", {"cast", attr_map({{"to", std::string("f32")}}), {f32({2, 7})}}, Bf16Family::Exact},
+      {"dense", {"dense", attr_map({{"units", 5}}), {f32({3, 8})}}, Bf16Family::Gemm},
+      // Large enough for OpenBLAS's blocked kernels: staged one sample (32 rows) at a time, the
+      // rows must still equal the whole-batch GEMM's.
+      {"dense_blocked", {"dense", attr_map({{"units", 96}}), {f32({4, 32, 160})}}, Bf16Family::Gemm},
+      {"conv_blocked", {"conv2d", attr_map({{"filters", 32}, {"kernel", 3}, {"padding", 1}}),
+                        {f32({3, 16, 12, 12})}}, Bf16Family::Gemm},
+      {"dense_relu", {"dense", attr_map({{"units", 4}, {"activation", std::string("relu")}}), {f32({3, 6})}},
+       Bf16Family::Gemm, false},
+      {"softmax", {"softmax", {}, {f32({3, 6})}}, Bf16Family::Softmax},
+      {"softmax_causal", {"softmax", attr_map({{"causal", true}}), {f32({2, 2, 5, 5})}}, Bf16Family::Softmax},
+  };
+  for (const ConvCase& cc : conv2d_cases()) {
+    // A fused activation reads the stored output, whose sign can differ from FP32's where the
+    // rounded weights move a pre-activation across 0: emulation check only (relu alone is Exact).
+    const bool fused = cc.attrs.values.count("activation") > 0;
+    out.push_back({cc.name, {"conv2d", cc.attrs, {f32(cc.x)}}, Bf16Family::Gemm, !fused});
+  }
+  for (const TransformerCase& tc : transformer_cases()) {
+    const std::string op = tc.c.op;
+    if (op == "embedding") continue;  // int ids in, the F32 table's rows out: no bf16 path
+    Bf16Family f = Bf16Family::Exact;  // layernorm, gelu, heads, matmul (no weights), token_xent, ...
+    if (op == "dense" || op == "linear") f = Bf16Family::Gemm;
+    if (op == "softmax") f = Bf16Family::Softmax;
+    if (op == "softmax") continue;  // listed above
+    out.push_back({tc.name, tc.c, f});
+  }
+  return out;
+}
+
 }  // namespace remat

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""tools/bench/bench_pytorch.py on the CPU: the small CNN at 16x16, remat against PyTorch.
+"""tools/bench/bench_pytorch.py on the CPU: the small CNN at 16x16, remat against PyTorch, in fp32
+and in bf16 (PyTorch's CPU autocast).
 Checks the JSON it writes (every row measured, remat's budgeted run inside its budget, the
 max-batch row present), that a budget below the minimum is reported as 'does not fit' and not
 as a failure, and that bad flags are usage errors (exit 2).
@@ -35,7 +36,10 @@ def main():
         check(r.returncode == 0, f"bench exit {r.returncode}: {r.stderr[-2000:]}")
         check("small_cnn" in r.stdout and "pytorch eager" in r.stdout, "no table: " + r.stdout)
         if os.path.exists(out):
-            res = json.load(open(out))["results"][0]
+            results = json.load(open(out))["results"]
+            check([r.get("precision") for r in results] == ["tf32", "bf16"],
+                  f"one table per precision: {[r.get('precision') for r in results]}")
+            res = results[0]
             rows = {(row["memory"].split(" ")[0], row["system"].split("(")[0]): row for row in res["rows"]}
             keep = rows.get(("keep", "remat"), {})
             check(keep.get("samples_per_second", 0) > 0, f"remat keep row: {keep}")
@@ -51,6 +55,24 @@ def main():
             mb = res.get("max_batch", {})
             check(isinstance(mb.get("remat checkmate"), int) and mb["remat checkmate"] >=
                   mb.get("remat all-keep", 0) > 0, f"max batch row: {mb}")
+            # bf16 (autocast on PyTorch's side): every row measured, remat's activations in
+            # bf16 hold less than fp32's at the same batch, and a larger batch fits the cap.
+            if len(results) > 1:
+                b16 = {(row["memory"].split(" ")[0], row["system"].split("(")[0]): row
+                       for row in results[1]["rows"]}
+                kb = b16.get(("keep", "remat"), {})
+                check(kb.get("precision") == "bf16", f"bf16 keep row: {kb}")
+                check(0 < kb.get("measured_peak_bytes", 0) < keep.get("measured_peak_bytes", 0),
+                      f"bf16 keep peak {kb.get('measured_peak_bytes')} vs fp32 "
+                      f"{keep.get('measured_peak_bytes')}")
+                check(b16.get(("keep", "pytorch eager"), {}).get("samples_per_second", 0) > 0,
+                      "pytorch autocast keep row missing")
+                l16 = b16.get(("95%", "remat checkmate"), {})
+                check(l16.get("measured_peak_bytes") == l16.get("predicted_peak_bytes"),
+                      f"bf16 95% row: {l16}")
+                mb16 = results[1].get("max_batch", {})
+                check(mb16.get("remat all-keep", 0) > mb.get("remat all-keep", 0),
+                      f"bf16 max batch {mb16} vs fp32 {mb}")
         else:
             failures.append("no JSON written")
         bad = run(bin_dir, "--fractions", "1.5")

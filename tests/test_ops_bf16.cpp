@@ -23,90 +23,6 @@ namespace {
 using Floats = std::vector<float>;
 constexpr double kU = kBf16UnitRoundoff;
 
-// How the bf16 result relates to the FP32 one when both start from the same bf16-representable
-// data (the FP32 run's accumulation order is the bf16 run's: the same kernels).
-enum class Family {
-  // Every node reads the data, dy or values that bf16 stores exactly (relu's and max-pool's
-  // outputs are inputs' values), so each result is the FP32 result rounded once: bit-equal to
-  // rne(fp32) for BF16 results, equal for F32 ones (the loss, parameter gradients of reductions).
-  Exact,
-  // conv2d, dense: the weight is rounded (|dw| <= u |w|), so y = sum_k x_k w_k moves by at most
-  // u sum_k |x_k w_k| <= K u max |x_k w_k| (K the reduction length), and the result is rounded
-  // once more: |y16 - y32| <= u |y32| + u mag, mag = the same op on |x|, |w|, |dy| (computed by
-  // running the FP32 graph on absolute values). grad_input reads the rounded weight the same way;
-  // grad_weight and grad_bias read exact data (bit-equal after rounding), within the same bound.
-  Gemm,
-  // softmax: the forward is Exact; its gradient dx_i = y_i (dy_i - s), s = sum_j dy_j y_j, reads
-  // the stored (rounded) probabilities y16 = y (1 + d), |d| <= u, so before its own rounding it
-  // moves by at most E_i = u y_i |dy_i - s| + (1 + u) u y_i sum_j |dy_j| y_j, and after it by
-  // u |dx_i| + (1 + u) E_i.
-  Softmax,
-};
-
-struct Bf16Case {
-  const char* name;
-  OpCase c;
-  Family family;
-  bool compare_fp32 = true;  // false: emulation check only (fused activations, see below)
-};
-
-// The case with its float data inputs in BF16.
-OpCase as_bf16(OpCase c) {
-  for (TensorDesc& d : c.inputs)
-    if (d.dtype == DType::F32) d.dtype = DType::BF16;
-  return c;
-}
-
-std::vector<Bf16Case> cases() {
-  std::vector<Bf16Case> out = {
-      {"relu", {"relu", {}, {f32({2, 3, 4})}}, Family::Exact},
-      {"relu6", {"relu6", {}, {f32({2, 3, 4})}}, Family::Exact},
-      {"add3", {"add", {}, {f32({2, 5}), f32({2, 5}), f32({2, 5})}}, Family::Exact},
-      {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Family::Exact},
-      {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Family::Exact},
-      {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Family::Exact},
-      {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Family::Exact},
-      {"maxpool", {"maxpool", attr_map({{"kernel", int64_t{2}}}), {f32({2, 3, 4, 4})}}, Family::Exact},
-      {"avgpool", {"avgpool", attr_map({{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}}),
-                   {f32({2, 2, 5, 5})}}, Family::Exact},
-      {"global_avgpool", {"global_avgpool", {}, {f32({2, 3, 3, 4})}}, Family::Exact},
-      {"batchnorm", {"batchnorm", {}, {f32({2, 3, 4, 4})}}, Family::Exact},
-      {"batchnorm_2d", {"batchnorm", {}, {f32({6, 4})}}, Family::Exact},
-      {"batchnorm_inference", {"batchnorm", attr_map({{"mode", std::string("inference")}}), {f32({2, 3, 2, 2})}},
-       Family::Exact},
-      {"softmax_xent", {"softmax_xent", {}, {f32({4, 5}), i32({4})}, {}, 3, 5}, Family::Exact},
-      {"softmax_xent_pixel", {"softmax_xent_pixel", {}, {f32({2, 3, 2, 2}), i32({2, 2, 2})}, {}, 5, 3},
-       Family::Exact},
-      {"cast_to_f32", {"cast", attr_map({{"to", std::string("f32")}}), {f32({2, 7})}}, Family::Exact},
-      {"dense", {"dense", attr_map({{"units", 5}}), {f32({3, 8})}}, Family::Gemm},
-      // Large enough for OpenBLAS's blocked kernels: staged one sample (32 rows) at a time, the
-      // rows must still equal the whole-batch GEMM's.
-      {"dense_blocked", {"dense", attr_map({{"units", 96}}), {f32({4, 32, 160})}}, Family::Gemm},
-      {"conv_blocked", {"conv2d", attr_map({{"filters", 32}, {"kernel", 3}, {"padding", 1}}),
-                        {f32({3, 16, 12, 12})}}, Family::Gemm},
-      {"dense_relu", {"dense", attr_map({{"units", 4}, {"activation", std::string("relu")}}), {f32({3, 6})}},
-       Family::Gemm, false},
-      {"softmax", {"softmax", {}, {f32({3, 6})}}, Family::Softmax},
-      {"softmax_causal", {"softmax", attr_map({{"causal", true}}), {f32({2, 2, 5, 5})}}, Family::Softmax},
-  };
-  for (const ConvCase& cc : conv2d_cases()) {
-    // A fused activation reads the stored output, whose sign can differ from FP32's where the
-    // rounded weights move a pre-activation across 0: emulation check only (relu alone is Exact).
-    const bool fused = cc.attrs.values.count("activation") > 0;
-    out.push_back({cc.name, {"conv2d", cc.attrs, {f32(cc.x)}}, Family::Gemm, !fused});
-  }
-  for (const TransformerCase& tc : transformer_cases()) {
-    const std::string op = tc.c.op;
-    if (op == "embedding") continue;  // int ids in, the F32 table's rows out: no bf16 path
-    Family f = Family::Exact;  // layernorm, gelu, heads, matmul (no weights), token_xent, ...
-    if (op == "dense" || op == "linear") f = Family::Gemm;
-    if (op == "softmax") f = Family::Softmax;
-    if (op == "softmax") continue;  // listed above
-    out.push_back({tc.name, tc.c, f});
-  }
-  return out;
-}
-
 // The harness's random inputs and parameters, rounded to bf16, so that the FP32 and bf16 runs
 // start from the same values (data inputs first, then params).
 std::vector<Floats> bf16_representable_inputs(const OpHarness& h) {
@@ -183,7 +99,7 @@ void expect_emulation_exact(const OpCase& c32) {
 }
 
 // 2. Against the FP32 reference on the same data.
-void expect_within_bounds(const Bf16Case& bc) {
+void expect_within_bounds(const Bf16OpCase& bc) {
   OpHarness h32(builtin_registry(), bc.c), h16(builtin_registry(), as_bf16(bc.c));
   const std::vector<Floats> in = bf16_representable_inputs(h32);
   set_all(h32, in);
@@ -204,15 +120,15 @@ void expect_within_bounds(const Bf16Case& bc) {
   const std::vector<Floats> gm = hm.gradients(mag_dy);
 
   // Exact: bit-equal to the reference rounded once (BF16 results) or equal (F32 results);
-  // Gemm: |bf16 - fp32| <= u |fp32| + u mag (Family::Gemm).
+  // Gemm: |bf16 - fp32| <= u |fp32| + u mag (Bf16Family::Gemm).
   auto check = [&](const std::string& what, const Floats& ref, const Floats& got,
-                   const Floats& mag, bool bf16_result, Family rule) {
+                   const Floats& mag, bool bf16_result, Bf16Family rule) {
     SCOPED_TRACE(what);
     ASSERT_EQ(ref.size(), got.size());
     int bad = 0;
     for (size_t e = 0; e < ref.size() && bad < 5; ++e) {
       const double r = ref[e], x = got[e];
-      if (rule == Family::Exact) {
+      if (rule == Bf16Family::Exact) {
         const float want = bf16_result ? bf16_round(ref[e]) : ref[e];
         if (got[e] == want) continue;
         ++bad;
@@ -226,15 +142,15 @@ void expect_within_bounds(const Bf16Case& bc) {
       ADD_FAILURE() << "element " << e << ": bf16 " << x << ", FP32 " << r << ", bound " << bound;
     }
   };
-  const Family forward_rule = bc.family == Family::Gemm ? Family::Gemm : Family::Exact;
+  const Bf16Family forward_rule = bc.family == Bf16Family::Gemm ? Bf16Family::Gemm : Bf16Family::Exact;
   check("output", y32, y16, ym, h16.output_desc().dtype == DType::BF16, forward_rule);
-  for (size_t i = 0; i < g32.size() && bc.family != Family::Softmax; ++i) {
+  for (size_t i = 0; i < g32.size() && bc.family != Bf16Family::Softmax; ++i) {
     if (g32[i].empty()) continue;
     const bool bf16_grad = h16.input_desc(static_cast<int>(i)).dtype == DType::BF16;
     check("gradient of input " + std::to_string(i), g32[i], g16[i], gm[i], bf16_grad, bc.family);
   }
-  if (bc.family != Family::Softmax) return;
-  // The softmax gradient's bound (Family::Softmax) from the FP32 probabilities and dy.
+  if (bc.family != Bf16Family::Softmax) return;
+  // The softmax gradient's bound (Bf16Family::Softmax) from the FP32 probabilities and dy.
   const int64_t len = h32.output_desc().shape.back();
   const Floats& dx32 = g32[0];
   const Floats& dx16 = g16[0];
@@ -259,14 +175,14 @@ void expect_within_bounds(const Bf16Case& bc) {
 }
 
 TEST(Bf16Ops, EveryNodeIsItsFp32KernelRoundedOnce) {
-  for (const Bf16Case& bc : cases()) {
+  for (const Bf16OpCase& bc : bf16_op_cases()) {
     SCOPED_TRACE(bc.name);
     expect_emulation_exact(bc.c);
   }
 }
 
 TEST(Bf16Ops, WithinTheDerivedBoundsOfTheFp32Reference) {
-  for (const Bf16Case& bc : cases()) {
+  for (const Bf16OpCase& bc : bf16_op_cases()) {
     if (!bc.compare_fp32) continue;
     SCOPED_TRACE(bc.name);
     expect_within_bounds(bc);

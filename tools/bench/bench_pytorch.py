@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """remat against PyTorch on the same machine, model, batch and precision, back to back.
 
-For each model (default VGG19 and ResNet-50 at their configs' batch) it prints one table:
+For each model (default VGG19 and ResNet-50 at their configs' batch) and precision (default
+tf32, then bf16) it prints one table:
   - img/s and peak memory keeping every activation (remat `train` without a budget; PyTorch eager);
   - img/s and peak at 50 % and 70 % of remat's keep-everything peak: remat's plan under that
     budget against torch.utils.checkpoint.checkpoint_sequential with the fastest segment count
@@ -11,6 +12,9 @@ For each model (default VGG19 and ResNet-50 at their configs' batch) it prints o
     segments), found by doubling and bisection with PyTorch's allocator capped;
   - the achieved FLOP/s (3 x the forward convolution and dense FLOPs per step) and its fraction
     of the device's peak for the precision.
+bf16: remat `train --precision bf16` (activations in bfloat16, Note [bf16 autocast]) against
+PyTorch's torch.autocast(dtype=torch.bfloat16) around the forward pass and the loss, with the
+model and batch in channels_last on the GPU (cuDNN's fastest layout for bf16 convolutions).
 Peaks: remat's measured peak (the exact bytes its plan holds: weights, gradients, optimizer
 state, batch, activations, workspace); PyTorch's torch.cuda.max_memory_allocated (the same
 things through its caching allocator). On the CPU PyTorch has no peak counter or cap, so those
@@ -29,8 +33,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# Dense peak FLOP/s by device-name fragment: (fp32 CUDA cores, tf32 tensor cores), SXM parts.
-PEAK_FLOPS = [("H200", 67e12, 494.7e12), ("H100", 67e12, 494.7e12), ("A100", 19.5e12, 156e12)]
+# Dense peak FLOP/s by device-name fragment: (fp32 CUDA cores, tf32 and bf16 tensor cores), SXM
+# parts.
+PEAK_FLOPS = [("H200", 67e12, 494.7e12, 989.4e12), ("H100", 67e12, 494.7e12, 989.4e12),
+              ("A100", 19.5e12, 156e12, 312e12)]
+PRECISIONS = ("fp32", "tf32", "tf32-all", "bf16")
 
 UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
@@ -76,8 +83,8 @@ class Bench:
                "--log-every", str(steps + 1), "--summary", summary]
         if self.a.input:
             cmd += ["--input", self.a.input]
-        if self.a.device == "cuda":
-            cmd += ["--precision", self.a.precision]
+        if self.a.device == "cuda" or self.prec == "bf16":
+            cmd += ["--precision", self.prec]
         if budget is not None:
             cmd += ["--budget", str(int(budget)), "--strategy", strategy,
                     "--time-limit", str(self.a.time_limit)]
@@ -96,6 +103,8 @@ class Bench:
                "--strategies", self.a.strategies, "--json", "--time-limit", str(self.a.time_limit)]
         if self.a.input:
             cmd += ["--input", self.a.input]
+        if self.prec == "bf16":
+            cmd += ["--precision", "bf16"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         self.log(cmd, r)
         if r.returncode != 0:
@@ -120,10 +129,22 @@ class Bench:
             if not torch.cuda.is_available():
                 raise SystemExit("bench_pytorch: --device cuda but PyTorch sees no CUDA device")
             torch.backends.cudnn.benchmark = True
-            torch.backends.cudnn.allow_tf32 = self.a.precision != "fp32"
-            torch.backends.cuda.matmul.allow_tf32 = self.a.precision == "tf32-all"
         else:
             torch.set_num_threads(os.cpu_count() or 1)
+
+    def set_precision(self, prec):
+        """The precision the next measurements run in (remat's flag, PyTorch's math flags)."""
+        self.prec = prec
+        if self.a.device == "cuda":  # bf16 keeps PyTorch's defaults for anything left in FP32
+            self.torch.backends.cudnn.allow_tf32 = prec != "fp32"
+            self.torch.backends.cuda.matmul.allow_tf32 = prec == "tf32-all"
+
+    def autocast(self):
+        """PyTorch's mixed precision for bf16 (a no-op context otherwise)."""
+        import contextlib
+        if self.prec != "bf16":
+            return contextlib.nullcontext()
+        return self.torch.autocast(device_type=self.a.device, dtype=self.torch.bfloat16)
 
     def torch_model(self, cfg, path):
         from bench_pytorch_model import build_segments
@@ -155,17 +176,21 @@ class Bench:
         model, opt = self.torch_model(cfg, path)
         shape = [batch] + [int(x) for x in cfg["input"]]
         x = torch.randn(shape, device=dev)
+        if self.prec == "bf16" and dev == "cuda" and len(shape) == 4:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, int(cfg["classes"]), (batch,), device=dev)
         if segments > 0 and not ckpt_kwargs:
             x.requires_grad_(True)  # reentrant checkpointing drops parameter gradients otherwise
         try:
             def step():
                 opt.zero_grad(set_to_none=True)
-                if segments > 0:
-                    out = checkpoint_sequential(model, segments, x, **ckpt_kwargs)
-                else:
-                    out = model(x)
-                loss = torch.nn.functional.cross_entropy(out, y)
+                with self.autocast():
+                    if segments > 0:
+                        out = checkpoint_sequential(model, segments, x, **ckpt_kwargs)
+                    else:
+                        out = model(x)
+                    loss = torch.nn.functional.cross_entropy(out, y)
                 loss.backward()
                 opt.step()
                 return loss
@@ -218,7 +243,8 @@ class Bench:
         batch = self.a.batch or int(cfg["batch"])
         if self.a.input:  # the same override remat's tools get
             cfg["input"] = [int(x) for x in self.a.input.split("x")]
-        res = {"model": cfg["name"], "config": config, "batch": batch, "rows": []}
+        res = {"model": cfg["name"], "config": config, "batch": batch, "precision": self.prec,
+               "rows": []}
         nseg = len(self.torch_model(cfg, config)[0])
 
         keep = self.remat_train(config, batch)
@@ -283,15 +309,15 @@ class Bench:
 
     def peak_flops(self):
         name = self.device_name()
-        for frag, fp32, tf32 in PEAK_FLOPS:
+        for frag, fp32, tf32, bf16 in PEAK_FLOPS:
             if frag in name:
-                return tf32 if self.a.precision != "fp32" else fp32
+                return {"fp32": fp32, "bf16": bf16}.get(self.prec, tf32)
         return None
 
     def print_table(self, res):
         peak = self.peak_flops()
-        print(f"\n{res['model']}  batch {res['batch']}  on {self.device_name()}  "
-              f"precision {self.a.precision if self.a.device == 'cuda' else 'fp32'}")
+        shown = self.prec if self.a.device == "cuda" or self.prec == "bf16" else "fp32"
+        print(f"\n{res['model']}  batch {res['batch']}  on {self.device_name()}  precision {shown}")
         print(f"{'memory':<18} {'system':<34} {'img/s':>9} {'peak':>10} {'TFLOP/s':>8} "
               f"{'of peak':>7}  note")
         base = {}
@@ -337,7 +363,8 @@ def main():
     p.add_argument("--input", help="per-sample input override, e.g. 3x32x32")
     p.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     p.add_argument("--warmup", type=int, default=3, help="PyTorch warm-up steps")
-    p.add_argument("--precision", choices=["fp32", "tf32", "tf32-all"], default="tf32")
+    p.add_argument("--precision", default="tf32,bf16",
+                   help="comma-separated, each of fp32, tf32, tf32-all, bf16: one table each")
     p.add_argument("--strategy", default="checkmate", help="remat strategy under a budget")
     p.add_argument("--strategies", default="all-keep,chen-sqrtn,chen-greedy,checkmate",
                    help="remat strategies for the max-batch row")
@@ -356,6 +383,9 @@ def main():
         p.error(f"bad --fractions or --cap: {e}")
     if any(not 0 < f < 1 for f in a.fractions):
         p.error("--fractions must lie between 0 and 1")
+    a.precisions = a.precision.split(",")
+    if not a.precisions or any(x not in PRECISIONS for x in a.precisions):
+        p.error(f"--precision: each of {', '.join(PRECISIONS)}, comma-separated")
     a.config = a.config or [os.path.join(root, "configs", "vgg19.yaml"),
                             os.path.join(root, "configs", "resnet50.yaml")]
     if not os.access(os.path.join(a.bin, "train"), os.X_OK):
@@ -364,12 +394,14 @@ def main():
     b.torch_setup()
     results = []
     for config in a.config:
-        res = b.model(config)
-        b.print_table(res)
-        results.append(res)
-        sys.stdout.flush()
+        for prec in a.precisions:
+            b.set_precision(prec)
+            res = b.model(config)
+            b.print_table(res)
+            results.append(res)
+            sys.stdout.flush()
     if a.json:
-        out = {"device": b.device_name(), "precision": a.precision, "cap_bytes": a.cap,
+        out = {"device": b.device_name(), "precisions": a.precisions, "cap_bytes": a.cap,
                "results": [dict(r, rows=[{"memory": l, "system": s, **(x or {})} for l, s, x in r["rows"]])
                            for r in results], "failures": b.failures}
         tmp = a.json + ".tmp"

@@ -7,7 +7,8 @@
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
 #          measured costs (predicted against measured peak and step time);
-#   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50.
+#   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
+#          bf16 rows).
 # Library paths come from the NVIDIA Python wheels when present (PyTorch's cuDNN and cuBLAS).
 # Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; the benchmark
 # REMAT_BENCH_TIMEOUT, default 1800); exit 1 if any failed.
@@ -40,7 +41,7 @@ run() {  # name command...
 for step in $steps; do
   case $step in
     tests)
-      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_train test_profiler test_nccl; do
+      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_bf16 test_finite_check test_cuda_train test_profiler test_nccl; do
         run "$t" "$build/tests/$t"
       done ;;
     train)
@@ -50,7 +51,17 @@ for step in $steps; do
       run profile_vgg19_b64 "$build/tools/profile" --config configs/vgg19.yaml --device cuda --batch 64 \
           -o "$out/vgg19_b64_costs.json"
       run train_vgg19_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB \
-          --steps 20 --cost-model "$out/vgg19_b64_costs.json" --batch 64 --trace "$out/vgg19_trace.json" ;;
+          --steps 20 --cost-model "$out/vgg19_b64_costs.json" --batch 64 --trace "$out/vgg19_trace.json"
+      # bf16 (issue 20): the small CNN, VGG19 at 15 GB with its own measured costs, gpt2_tiny.
+      run train_small_bf16 "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 30 \
+          --precision bf16 --log-every 10
+      run profile_vgg19_b64_bf16 "$build/tools/profile" --config configs/vgg19.yaml --device cuda \
+          --batch 64 --precision bf16 -o "$out/vgg19_b64_bf16_costs.json"
+      run train_vgg19_bf16_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda \
+          --precision bf16 --budget 15GB --steps 20 --cost-model "$out/vgg19_b64_bf16_costs.json" \
+          --batch 64
+      run train_gpt2_tiny_bf16 "$build/tools/train" --config configs/gpt2_tiny.yaml --device cuda \
+          --precision bf16 --steps 30 --log-every 10 ;;
     bench)
       limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch python3 tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" \
           --json "$out/bench_pytorch.json" ;;

@@ -1,0 +1,61 @@
+// The CUDA paths in bf16 against the CPU reference in bf16 (Note [bf16 execution]): every op of
+// tests/op_cases.h's bf16 list, forward and backward, within the CUDA tolerance table plus Note
+// [bf16 CUDA tolerance], and bit-identical on a rerun (recomputation). GPU cases skip without a
+// device. Without a GPU, the registry check still runs: every op with a bf16 path and a CUDA
+// path runs bf16 natively there, so no step stages FP32 copies on the GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ops/registry.h"
+#include "tests/cuda_op_harness.h"
+#include "tests/op_cases.h"
+
+namespace remat {
+namespace {
+
+TEST(CudaBf16, EveryBf16OpIsNativeOnCuda) {
+  const OpRegistry ops = make_builtin_registry();
+  for (const std::string& name : ops.names(false)) {
+    const OpDef& op = ops.get(name);
+    if (!op.bf16 || !op.cuda) continue;
+    EXPECT_TRUE(op.bf16_cuda_native) << name << " would run in bf16 on staged FP32 copies";
+  }
+}
+
+using CudaBf16Ops = CudaOpTest;
+
+TEST_F(CudaBf16Ops, EveryOpMatchesTheCpuAndRerunsBitIdentically) {
+  for (const Bf16OpCase& bc : bf16_op_cases()) {
+    SCOPED_TRACE(bc.name);
+    CudaOpHarness h(registry(), as_bf16(bc.c));
+    EXPECT_TRUE(h.compare_with_cpu(cuda()));
+    EXPECT_TRUE(h.check_rerun_identical(cuda()));
+  }
+}
+
+// The bf16 convolution at a size where cuDNN picks tensor-core algorithms, with the bias and
+// relu epilogue, and a weight gradient over many samples.
+TEST_F(CudaBf16Ops, ConvolutionAtTensorCoreSizes) {
+  CudaOpHarness h(registry(),
+                  as_bf16({"conv2d",
+                           attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1},
+                                     {"activation", std::string("relu")}}),
+                           {f32({8, 32, 16, 16})}}));
+  EXPECT_TRUE(h.compare_with_cpu(cuda()));
+  EXPECT_TRUE(h.check_rerun_identical(cuda()));
+}
+
+TEST_F(CudaBf16Ops, DenseAndMatmulAtTensorCoreSizes) {
+  CudaOpHarness d(registry(), as_bf16({"dense", attr_map({{"units", 128}}), {f32({4, 16, 96})}}));
+  EXPECT_TRUE(d.compare_with_cpu(cuda()));
+  EXPECT_TRUE(d.check_rerun_identical(cuda()));
+  CudaOpHarness m(registry(),
+                  as_bf16({"matmul", attr_map({{"transpose_b", true}, {"scale", 0.125}}),
+                           {f32({2, 4, 64, 32}), f32({2, 4, 64, 32})}}));
+  EXPECT_TRUE(m.compare_with_cpu(cuda()));
+  EXPECT_TRUE(m.check_rerun_identical(cuda()));
+}
+
+}  // namespace
+}  // namespace remat
