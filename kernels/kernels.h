@@ -100,11 +100,17 @@ void permute_0213(uint16_t* out, const uint16_t* inp, int64_t d0, int64_t d1, in
                   int64_t d3, cudaStream_t stream);
 
 // ---- upsample nearest (upsample.cu) ------------------------------------------------------------
+// The bf16 overloads copy bf16 values (forward) and sum each block in FP32, rounding the sum
+// once (backward).
 // out (planes, H*f, W*f) from inp (planes, H, W); out[p, h, w] = inp[p, h / f, w / f].
 void upsample_nearest_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
                               int64_t factor, cudaStream_t stream);
+void upsample_nearest_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H,
+                              int64_t W, int64_t factor, cudaStream_t stream);
 // dinp (planes, H, W) = sum of each f x f block of dout (planes, H*f, W*f), row-major order.
 void upsample_nearest_backward(float* dinp, const float* dout, int64_t planes, int64_t H,
+                               int64_t W, int64_t factor, cudaStream_t stream);
+void upsample_nearest_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t H,
                                int64_t W, int64_t factor, cudaStream_t stream);
 
 // ---- dropout (dropout.cu), mask from kernels/rng.h ---------------------------------------------
