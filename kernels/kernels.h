@@ -116,10 +116,15 @@ void upsample_nearest_backward(uint16_t* dinp, const uint16_t* dout, int64_t pla
 // ---- dropout (dropout.cu), mask from kernels/rng.h ---------------------------------------------
 // out[e] = rng_uniform(seed, step, first + e) >= rate ? inp[e] * (1 / (1 - rate)) : 0, rate in
 // [0, 1); `first` is the global index of element 0 (data parallel: this rank's part of the
-// global batch). The backward is the same map applied to dout. out may equal inp.
+// global batch). The backward is the same map applied to dout. out may equal inp. The bf16
+// overloads draw the same mask and round each kept inp[e] * scale (an FP32 product) once.
 void dropout_forward(float* out, const float* inp, int64_t n, float rate, uint64_t seed,
                      uint64_t step, uint64_t first, cudaStream_t stream);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float rate, uint64_t seed,
+                      uint64_t step, uint64_t first, cudaStream_t stream);
+void dropout_forward(uint16_t* out, const uint16_t* inp, int64_t n, float rate, uint64_t seed,
+                     uint64_t step, uint64_t first, cudaStream_t stream);
+void dropout_backward(uint16_t* dinp, const uint16_t* dout, int64_t n, float rate, uint64_t seed,
                       uint64_t step, uint64_t first, cudaStream_t stream);
 
 // ---- softmax cross-entropy (softmax_xent.cu) ---------------------------------------------------
