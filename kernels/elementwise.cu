@@ -1,14 +1,42 @@
 // Elementwise and data-movement kernels: fill, copies (plain and strided: concat,
 // concat_slice; the 0213 permutation of attention heads), relu / relu6 forward and backward,
 // bias + activation epilogue, n-ary add.
-// Operation order and rounding follow the CPU reference (Note [kernel vs CPU rounding]).
+// Operation order and rounding follow the CPU reference (Note [kernel vs CPU rounding]). The
+// kernels are templated on their tensors' storage type T, float or __nv_bfloat16 (common.cuh):
+// a bf16 kernel computes in float exactly as the F32 one and rounds each stored result once,
+// which is what the backends' staging of an FP32 kernel gives (Note [bf16 execution]). Copies
+// move bf16 values unchanged.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
 namespace remat {
 namespace {
 
-// ---- generic unary / binary maps with a float4 fast path -----------------------------------
+// ---- sixteen-byte packs for the vectorised paths ----------------------------------------------
+// Pack16<T>::type holds kLanes values of T in 16 bytes, loaded and stored as one vector.
+struct alignas(16) Bf16x8 {
+  __nv_bfloat16 v[8];
+};
+template <typename T>
+struct Pack16;
+template <>
+struct Pack16<float> {
+  using type = float4;
+  static constexpr int kLanes = 4;
+};
+template <>
+struct Pack16<__nv_bfloat16> {
+  using type = Bf16x8;
+  static constexpr int kLanes = 8;
+};
+__device__ __forceinline__ float* lanes(float4& v) { return &v.x; }
+__device__ __forceinline__ __nv_bfloat16* lanes(Bf16x8& v) { return v.v; }
+
+// Host pointers as the kernels' storage types (the launchers' uint16_t* is __nv_bfloat16*).
+inline const float* typed_ptr(const float* p) { return p; }
+inline const __nv_bfloat16* typed_ptr(const uint16_t* p) { return bf16_ptr(p); }
+
+// ---- generic unary / binary maps with a 16-byte fast path -------------------------------------
 
 struct ReluOp {
   __device__ float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
@@ -29,50 +57,77 @@ struct Relu6GradOp {
   }
 };
 
+// op on every value of a pack: float4 as the F32 kernels always did, bf16 widened and rounded
+// back one value at a time.
 template <typename Op>
-__global__ void unary_kernel(float* out, const float* inp, int64_t n, Op op) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = op(inp[i]);
+__device__ __forceinline__ float4 map_pack(float4 v, Op op) {
+  return make_float4(op(v.x), op(v.y), op(v.z), op(v.w));
+}
+template <typename Op>
+__device__ __forceinline__ Bf16x8 map_pack(Bf16x8 v, Op op) {
+  Bf16x8 r;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) r.v[j] = st<__nv_bfloat16>(op(ld(v.v[j])));
+  return r;
+}
+template <typename Op>
+__device__ __forceinline__ float4 map_pack(float4 x, float4 y, Op op) {
+  return make_float4(op(x.x, y.x), op(x.y, y.y), op(x.z, y.z), op(x.w, y.w));
+}
+template <typename Op>
+__device__ __forceinline__ Bf16x8 map_pack(Bf16x8 x, Bf16x8 y, Op op) {
+  Bf16x8 r;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) r.v[j] = st<__nv_bfloat16>(op(ld(x.v[j]), ld(y.v[j])));
+  return r;
 }
 
-template <typename Op>
-__global__ void unary_kernel_vec4(float4* out, const float4* inp, int64_t n4, Op op) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
+template <typename T, typename Op>
+__global__ void unary_kernel(T* out, const T* inp, int64_t n, Op op) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = st<T>(op(ld(inp[i])));
+}
+
+// P: a Pack16 type; nv packs.
+template <typename P, typename Op>
+__global__ void unary_kernel_vec(P* out, const P* inp, int64_t nv, Op op) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nv;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float4 v = inp[i];
-    out[i] = make_float4(op(v.x), op(v.y), op(v.z), op(v.w));
+    const P v = inp[i];
+    out[i] = map_pack(v, op);
   }
 }
 
-template <typename Op>
-__global__ void binary_kernel(float* out, const float* a, const float* b, int64_t n, Op op) {
+template <typename T, typename Op>
+__global__ void binary_kernel(T* out, const T* a, const T* b, int64_t n, Op op) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = op(a[i], b[i]);
+    out[i] = st<T>(op(ld(a[i]), ld(b[i])));
 }
 
-template <typename Op>
-__global__ void binary_kernel_vec4(float4* out, const float4* a, const float4* b, int64_t n4,
-                                   Op op) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
+template <typename P, typename Op>
+__global__ void binary_kernel_vec(P* out, const P* a, const P* b, int64_t nv, Op op) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nv;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float4 x = a[i], y = b[i];
-    out[i] = make_float4(op(x.x, y.x), op(x.y, y.y), op(x.z, y.z), op(x.w, y.w));
+    const P x = a[i], y = b[i];
+    out[i] = map_pack(x, y, op);
   }
 }
 
-// The first 4 * (n / 4) elements as float4 when the pointers allow it, the tail scalar.
-template <typename Op>
-void launch_unary(float* out, const float* inp, int64_t n, Op op, cudaStream_t stream) {
+// The first kLanes * (n / kLanes) elements as packs when the pointers allow it, the tail scalar.
+template <typename T, typename Op>
+void launch_unary(T* out, const T* inp, int64_t n, Op op, cudaStream_t stream) {
+  using P = typename Pack16<T>::type;
+  constexpr int64_t kLanes = Pack16<T>::kLanes;
   if (n <= 0) return;
-  const int64_t n4 = aligned16(out, inp) ? n / 4 : 0;
-  if (n4 > 0) {
-    unary_kernel_vec4<<<grid_for(n4), kBlockSize, 0, stream>>>(
-        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(inp), n4, op);
+  const int64_t nv = aligned16(out, inp) ? n / kLanes : 0;
+  if (nv > 0) {
+    unary_kernel_vec<<<grid_for(nv), kBlockSize, 0, stream>>>(
+        reinterpret_cast<P*>(out), reinterpret_cast<const P*>(inp), nv, op);
     REMAT_CUDA_LAUNCH_CHECK();
   }
-  const int64_t done = 4 * n4;
+  const int64_t done = kLanes * nv;
   if (n > done) {
     unary_kernel<<<grid_for(n - done), kBlockSize, 0, stream>>>(out + done, inp + done, n - done,
                                                                  op);
@@ -80,18 +135,19 @@ void launch_unary(float* out, const float* inp, int64_t n, Op op, cudaStream_t s
   }
 }
 
-template <typename Op>
-void launch_binary(float* out, const float* a, const float* b, int64_t n, Op op,
-                   cudaStream_t stream) {
+template <typename T, typename Op>
+void launch_binary(T* out, const T* a, const T* b, int64_t n, Op op, cudaStream_t stream) {
+  using P = typename Pack16<T>::type;
+  constexpr int64_t kLanes = Pack16<T>::kLanes;
   if (n <= 0) return;
-  const int64_t n4 = aligned16(out, a, b) ? n / 4 : 0;
-  if (n4 > 0) {
-    binary_kernel_vec4<<<grid_for(n4), kBlockSize, 0, stream>>>(
-        reinterpret_cast<float4*>(out), reinterpret_cast<const float4*>(a),
-        reinterpret_cast<const float4*>(b), n4, op);
+  const int64_t nv = aligned16(out, a, b) ? n / kLanes : 0;
+  if (nv > 0) {
+    binary_kernel_vec<<<grid_for(nv), kBlockSize, 0, stream>>>(
+        reinterpret_cast<P*>(out), reinterpret_cast<const P*>(a), reinterpret_cast<const P*>(b),
+        nv, op);
     REMAT_CUDA_LAUNCH_CHECK();
   }
-  const int64_t done = 4 * n4;
+  const int64_t done = kLanes * nv;
   if (n > done) {
     binary_kernel<<<grid_for(n - done), kBlockSize, 0, stream>>>(out + done, a + done, b + done,
                                                                   n - done, op);
@@ -107,9 +163,10 @@ __global__ void fill_kernel(float* out, float value, int64_t n) {
     out[i] = value;
 }
 
-// T is float or float4; strides and row_len are in units of T.
-template <typename T>
-__global__ void strided_copy_kernel(T* out, int64_t out_stride, const T* inp, int64_t inp_stride,
+// U is the unit copied: float or float4 (F32), or an unsigned integer of 1 to 16 bytes (bf16,
+// strided_copy_bytes); strides and row_len are in units of U.
+template <typename U>
+__global__ void strided_copy_kernel(U* out, int64_t out_stride, const U* inp, int64_t inp_stride,
                                     int64_t rows, int64_t row_len) {
   const int64_t total = rows * row_len;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -119,58 +176,133 @@ __global__ void strided_copy_kernel(T* out, int64_t out_stride, const T* inp, in
   }
 }
 
+template <typename U>
+void launch_strided_copy(void* out, int64_t out_stride, const void* inp, int64_t inp_stride,
+                         int64_t rows, int64_t row_bytes, cudaStream_t stream) {
+  constexpr int64_t s = sizeof(U);
+  strided_copy_kernel<U><<<grid_for(rows * (row_bytes / s)), kBlockSize, 0, stream>>>(
+      static_cast<U*>(out), out_stride / s, static_cast<const U*>(inp), inp_stride / s, rows,
+      row_bytes / s);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+// Rows of row_bytes bytes, strides in bytes, copied in the widest unit (16, 8, 4, 2 or 1 bytes)
+// that divides both addresses, both strides and the row: a copy converts nothing, so the unit
+// need not be the element (8 bf16 values per 16-byte unit when the shapes allow it).
+void strided_copy_bytes(void* out, int64_t out_stride, const void* inp, int64_t inp_stride,
+                        int64_t rows, int64_t row_bytes, cudaStream_t stream) {
+  if (rows <= 0 || row_bytes <= 0) return;
+  const uint64_t all = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(out)) |
+                       static_cast<uint64_t>(reinterpret_cast<uintptr_t>(inp)) |
+                       static_cast<uint64_t>(out_stride) | static_cast<uint64_t>(inp_stride) |
+                       static_cast<uint64_t>(row_bytes);
+  if (all % 16 == 0)
+    launch_strided_copy<uint4>(out, out_stride, inp, inp_stride, rows, row_bytes, stream);
+  else if (all % 8 == 0)
+    launch_strided_copy<uint2>(out, out_stride, inp, inp_stride, rows, row_bytes, stream);
+  else if (all % 4 == 0)
+    launch_strided_copy<uint32_t>(out, out_stride, inp, inp_stride, rows, row_bytes, stream);
+  else if (all % 2 == 0)
+    launch_strided_copy<uint16_t>(out, out_stride, inp, inp_stride, rows, row_bytes, stream);
+  else
+    launch_strided_copy<uint8_t>(out, out_stride, inp, inp_stride, rows, row_bytes, stream);
+}
+
 // ---- bias + activation, n-ary add -------------------------------------------------------------
 
-__global__ void bias_act_kernel(float* out, const float* bias, int64_t n, int64_t c,
-                                int64_t plane, KernelActivation act) {
+__device__ __forceinline__ float activate(float x, KernelActivation act) {
+  if (act == KernelActivation::Relu) x = x > 0.0f ? x : 0.0f;
+  else if (act == KernelActivation::Relu6) x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
+  return x;
+}
+
+// The bias is an FP32 parameter whatever T is: v = out + bias in float, then the activation,
+// then one rounding into T.
+template <typename T>
+__global__ void bias_act_kernel(T* out, const float* bias, int64_t n, int64_t c, int64_t plane,
+                                KernelActivation act) {
   const int64_t total = n * c * plane;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float v = out[i];
+    float v = ld(out[i]);
     if (bias) v = __fadd_rn(v, bias[(i / plane) % c]);
-    if (act == KernelActivation::Relu) v = v > 0.0f ? v : 0.0f;
-    else if (act == KernelActivation::Relu6) v = fminf(v > 0.0f ? v : 0.0f, 6.0f);
+    out[i] = st<T>(activate(v, act));
+  }
+}
+
+// plane % kLanes == 0 and 16-byte aligned: one pack of one channel per thread, and one 32-bit
+// division per pack (the 64-bit division per value above dominates its run time).
+template <typename T>
+__global__ void bias_act_kernel_vec(typename Pack16<T>::type* out, const float* bias, uint32_t c,
+                                    uint32_t plane_v, uint32_t total_v, KernelActivation act) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_v;
+       i += gridDim.x * blockDim.x) {
+    const float b = bias[(i / plane_v) % c];
+    typename Pack16<T>::type v = out[i];
+    T* e = lanes(v);
+    for (int j = 0; j < Pack16<T>::kLanes; ++j)
+      e[j] = st<T>(activate(__fadd_rn(ld(e[j]), b), act));
     out[i] = v;
   }
 }
 
-// plane % 4 == 0 and 16-byte aligned: four values of one channel per thread, and one 32-bit
-// division per four values (the 64-bit division per value above dominates its run time).
-__global__ void bias_act_kernel_vec4(float4* out, const float* bias, uint32_t c, uint32_t plane4,
-                                     uint32_t total4, KernelActivation act) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total4; i += gridDim.x * blockDim.x) {
-    const float b = bias[(i / plane4) % c];
-    float4 v = out[i];
-    float* e = &v.x;
-    for (int j = 0; j < 4; ++j) {
-      float x = __fadd_rn(e[j], b);
-      if (act == KernelActivation::Relu) x = x > 0.0f ? x : 0.0f;
-      else if (act == KernelActivation::Relu6) x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
-      e[j] = x;
-    }
-    out[i] = v;
+template <typename T>
+void launch_bias_act(T* out, const float* bias, int64_t n, int64_t c, int64_t plane,
+                     KernelActivation act, cudaStream_t stream) {
+  constexpr int64_t kLanes = Pack16<T>::kLanes;
+  const int64_t total = n * c * plane;
+  if (total <= 0 || (!bias && act == KernelActivation::None)) return;
+  if (!bias) {  // activation only: the vectorised maps
+    if (act == KernelActivation::Relu) launch_unary(out, out, total, ReluOp{}, stream);
+    else launch_unary(out, out, total, Relu6Op{}, stream);
+    return;
   }
+  if (plane % kLanes == 0 && aligned16(out) && total / kLanes < (int64_t{1} << 31)) {
+    bias_act_kernel_vec<T><<<grid_for(total / kLanes), kBlockSize, 0, stream>>>(
+        reinterpret_cast<typename Pack16<T>::type*>(out), bias, static_cast<uint32_t>(c),
+        static_cast<uint32_t>(plane / kLanes), static_cast<uint32_t>(total / kLanes), act);
+  } else {
+    bias_act_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, bias, n, c, plane, act);
+  }
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 constexpr int kAddChunk = 8;  // input pointers per launch, passed by value
+template <typename T, int Cap>
 struct AddPtrs {
-  const float* p[kAddChunk];
+  const T* p[Cap];
 };
 
 // out = (first ? p[0] : out) + p[1] + ... (left to right, like the CPU's y += x loop).
-__global__ void add_kernel(float* out, AddPtrs ptrs, int k, bool first, int64_t n) {
+template <typename T, int Cap>
+__global__ void add_kernel(T* out, AddPtrs<T, Cap> ptrs, int k, bool first, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float acc = first ? ptrs.p[0][i] : __fadd_rn(out[i], ptrs.p[0][i]);
-    for (int j = 1; j < k; ++j) acc = __fadd_rn(acc, ptrs.p[j][i]);
-    out[i] = acc;
+    float acc = first ? ld(ptrs.p[0][i]) : __fadd_rn(ld(out[i]), ld(ptrs.p[0][i]));
+    for (int j = 1; j < k; ++j) acc = __fadd_rn(acc, ld(ptrs.p[j][i]));
+    out[i] = st<T>(acc);
+  }
+}
+
+// Inputs in chunks of Cap pointers, one launch per chunk; each launch after the first adds to
+// `out`, so only an F32 output can take more than one chunk (a bf16 output would round the
+// partial sum). In is the launcher's pointer type (float or uint16_t).
+template <typename T, int Cap, typename In>
+void launch_add(T* out, const In* const* inps, int k, int64_t n, cudaStream_t stream) {
+  for (int base = 0; base < k; base += Cap) {
+    AddPtrs<T, Cap> ptrs{};
+    const int m = k - base < Cap ? k - base : Cap;
+    for (int j = 0; j < m; ++j) ptrs.p[j] = typed_ptr(inps[base + j]);
+    add_kernel<T, Cap><<<grid_for(n), kBlockSize, 0, stream>>>(out, ptrs, m, base == 0, n);
+    REMAT_CUDA_LAUNCH_CHECK();
   }
 }
 
 // out[a, c, b, d] = inp[a, b, c, d]; one thread per output element (reads are strided by d3
-// runs, writes coalesced).
-__global__ void permute_0213_kernel(float* out, const float* inp, int64_t d1, int64_t d2,
-                                    int64_t d3, int64_t total) {
+// runs, writes coalesced). Moves T values unchanged.
+template <typename T>
+__global__ void permute_0213_kernel(T* out, const T* inp, int64_t d1, int64_t d2, int64_t d3,
+                                    int64_t total) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t d = e % d3;
@@ -180,6 +312,15 @@ __global__ void permute_0213_kernel(float* out, const float* inp, int64_t d1, in
     const int64_t c = rest % d2, a = rest / d2;
     out[e] = inp[((a * d1 + b) * d2 + c) * d3 + d];
   }
+}
+
+template <typename T>
+void launch_permute_0213(T* out, const T* inp, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                         cudaStream_t stream) {
+  const int64_t total = d0 * d1 * d2 * d3;
+  if (total <= 0) return;
+  permute_0213_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, d1, d2, d3, total);
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -193,6 +334,11 @@ void fill(float* out, float value, int64_t n, cudaStream_t stream) {
 void copy_forward(float* out, const float* inp, int64_t n, cudaStream_t stream) {
   if (n <= 0 || out == inp) return;
   REMAT_CUDA_CHECK(cudaMemcpyAsync(out, inp, static_cast<size_t>(n) * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream));
+}
+void copy_forward(uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream) {
+  if (n <= 0 || out == inp) return;
+  REMAT_CUDA_CHECK(cudaMemcpyAsync(out, inp, static_cast<size_t>(n) * sizeof(uint16_t),
                                    cudaMemcpyDeviceToDevice, stream));
 }
 
@@ -210,39 +356,48 @@ void strided_copy(float* out, int64_t out_stride, const float* inp, int64_t inp_
   }
   REMAT_CUDA_LAUNCH_CHECK();
 }
+void strided_copy(uint16_t* out, int64_t out_stride, const uint16_t* inp, int64_t inp_stride,
+                  int64_t rows, int64_t row_len, cudaStream_t stream) {
+  const int64_t e = sizeof(uint16_t);
+  strided_copy_bytes(out, e * out_stride, inp, e * inp_stride, rows, e * row_len, stream);
+}
 
 void relu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream) {
   launch_unary(out, inp, n, ReluOp{}, stream);
 }
+void relu_forward(uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream) {
+  launch_unary(bf16_ptr(out), bf16_ptr(inp), n, ReluOp{}, stream);
+}
 void relu6_forward(float* out, const float* inp, int64_t n, cudaStream_t stream) {
   launch_unary(out, inp, n, Relu6Op{}, stream);
+}
+void relu6_forward(uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream) {
+  launch_unary(bf16_ptr(out), bf16_ptr(inp), n, Relu6Op{}, stream);
 }
 void relu_backward(float* dinp, const float* dout, const float* out, int64_t n,
                    cudaStream_t stream) {
   launch_binary(dinp, dout, out, n, ReluGradOp{}, stream);
 }
+void relu_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* out, int64_t n,
+                   cudaStream_t stream) {
+  launch_binary(bf16_ptr(dinp), bf16_ptr(dout), bf16_ptr(out), n, ReluGradOp{}, stream);
+}
 void relu6_backward(float* dinp, const float* dout, const float* out, int64_t n,
                     cudaStream_t stream) {
   launch_binary(dinp, dout, out, n, Relu6GradOp{}, stream);
 }
+void relu6_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* out, int64_t n,
+                    cudaStream_t stream) {
+  launch_binary(bf16_ptr(dinp), bf16_ptr(dout), bf16_ptr(out), n, Relu6GradOp{}, stream);
+}
 
 void bias_act_forward(float* out, const float* bias, int64_t n, int64_t c, int64_t plane,
                       KernelActivation act, cudaStream_t stream) {
-  const int64_t total = n * c * plane;
-  if (total <= 0 || (!bias && act == KernelActivation::None)) return;
-  if (!bias) {  // activation only: the vectorised maps
-    if (act == KernelActivation::Relu) relu_forward(out, out, total, stream);
-    else relu6_forward(out, out, total, stream);
-    return;
-  }
-  if (plane % 4 == 0 && aligned16(out) && total / 4 < (int64_t{1} << 31)) {
-    bias_act_kernel_vec4<<<grid_for(total / 4), kBlockSize, 0, stream>>>(
-        reinterpret_cast<float4*>(out), bias, static_cast<uint32_t>(c),
-        static_cast<uint32_t>(plane / 4), static_cast<uint32_t>(total / 4), act);
-  } else {
-    bias_act_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, bias, n, c, plane, act);
-  }
-  REMAT_CUDA_LAUNCH_CHECK();
+  launch_bias_act(out, bias, n, c, plane, act, stream);
+}
+void bias_act_forward(uint16_t* out, const float* bias, int64_t n, int64_t c, int64_t plane,
+                      KernelActivation act, cudaStream_t stream) {
+  launch_bias_act(bf16_ptr(out), bias, n, c, plane, act, stream);
 }
 
 void add_forward(float* out, const float* const* inps, int k, int64_t n, cudaStream_t stream) {
@@ -252,16 +407,32 @@ void add_forward(float* out, const float* const* inps, int k, int64_t n, cudaStr
     launch_binary(out, inps[0], inps[1], n, AddOp{}, stream);
     return;
   }
-  for (int base = 0; base < k; base += kAddChunk) {
-    AddPtrs ptrs{};
-    const int m = k - base < kAddChunk ? k - base : kAddChunk;
-    for (int j = 0; j < m; ++j) ptrs.p[j] = inps[base + j];
-    add_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(out, ptrs, m, base == 0, n);
-    REMAT_CUDA_LAUNCH_CHECK();
+  launch_add<float, kAddChunk>(out, inps, k, n, stream);
+}
+void add_forward(uint16_t* out, const uint16_t* const* inps, int k, int64_t n,
+                 cudaStream_t stream) {
+  REMAT_CHECK(k >= 1, "add_forward: needs at least one input, got " << k);
+  REMAT_CHECK(k <= kAddMaxBf16Inputs, "add_forward: a bf16 sum takes at most "
+                                          << kAddMaxBf16Inputs << " inputs, got " << k);
+  if (n <= 0) return;
+  __nv_bfloat16* y = bf16_ptr(out);
+  if (k == 2) {
+    launch_binary(y, bf16_ptr(inps[0]), bf16_ptr(inps[1]), n, AddOp{}, stream);
+    return;
   }
+  // One launch whatever k (launch_add): 8 pointers of parameters in the common case, else the
+  // 2 KB of kAddMaxBf16Inputs.
+  if (k <= kAddChunk) launch_add<__nv_bfloat16, kAddChunk>(y, inps, k, n, stream);
+  else launch_add<__nv_bfloat16, kAddMaxBf16Inputs>(y, inps, k, n, stream);
 }
 
 void concat_forward(float* out, const float* inp, int64_t n, int64_t c_in, int64_t c_out,
+                    int64_t offset, int64_t inner, cudaStream_t stream) {
+  REMAT_CHECK(offset >= 0 && offset + c_in <= c_out,
+              "concat_forward: channels [" << offset << ", +" << c_in << ") outside " << c_out);
+  strided_copy(out + offset * inner, c_out * inner, inp, c_in * inner, n, c_in * inner, stream);
+}
+void concat_forward(uint16_t* out, const uint16_t* inp, int64_t n, int64_t c_in, int64_t c_out,
                     int64_t offset, int64_t inner, cudaStream_t stream) {
   REMAT_CHECK(offset >= 0 && offset + c_in <= c_out,
               "concat_forward: channels [" << offset << ", +" << c_in << ") outside " << c_out);
@@ -276,13 +447,22 @@ void concat_slice_forward(float* dinp, const float* dout, int64_t n, int64_t c_t
   strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
                channels * inner, stream);
 }
+void concat_slice_forward(uint16_t* dinp, const uint16_t* dout, int64_t n, int64_t c_total,
+                          int64_t offset, int64_t channels, int64_t inner, cudaStream_t stream) {
+  REMAT_CHECK(offset >= 0 && offset + channels <= c_total,
+              "concat_slice_forward: channels [" << offset << ", +" << channels << ") outside "
+                                                 << c_total);
+  strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
+               channels * inner, stream);
+}
 
 void permute_0213(float* out, const float* inp, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
                   cudaStream_t stream) {
-  const int64_t total = d0 * d1 * d2 * d3;
-  if (total <= 0) return;
-  permute_0213_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, d1, d2, d3, total);
-  REMAT_CUDA_LAUNCH_CHECK();
+  launch_permute_0213(out, inp, d0, d1, d2, d3, stream);
+}
+void permute_0213(uint16_t* out, const uint16_t* inp, int64_t d0, int64_t d1, int64_t d2,
+                  int64_t d3, cudaStream_t stream) {
+  launch_permute_0213(bf16_ptr(out), bf16_ptr(inp), d0, d1, d2, d3, stream);
 }
 
 }  // namespace remat

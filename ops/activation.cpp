@@ -1,6 +1,7 @@
 // relu and relu6 (user ops) and their gradients relu_grad / relu6_grad [dy, y], which read the
 // forward OUTPUT y (so the input need not be kept). CPU loops live in fused_activation.h,
 // shared with conv2d/dense's fused activation.
+#include "ops/cpu_storage.h"
 #include "ops/fused_activation.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -36,20 +37,35 @@ void relu6_grad_kernel_cpu(const ExecContext& c) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// The launchers' F32 or bf16 overload, for the dtype the data share (bf16_cuda_native).
 void relu_cuda(const ExecContext& c) {
-  relu_forward(c.output.f32(), c.inputs[0].f32(), c.output.numel(), cuda_stream(c));
+  with_storage(c.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu_forward(storage<T>(c.output), storage<T>(c.inputs[0]), c.output.numel(),
+                 cuda_stream(c));
+  });
 }
 void relu6_cuda(const ExecContext& c) {
-  relu6_forward(c.output.f32(), c.inputs[0].f32(), c.output.numel(), cuda_stream(c));
+  with_storage(c.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu6_forward(storage<T>(c.output), storage<T>(c.inputs[0]), c.output.numel(),
+                  cuda_stream(c));
+  });
 }
 // inputs [dy, y] -> dx.
 void relu_grad_cuda(const ExecContext& c) {
-  relu_backward(c.output.f32(), c.inputs[0].f32(), c.inputs[1].f32(), c.output.numel(),
-                cuda_stream(c));
+  with_storage(c.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu_backward(storage<T>(c.output), storage<T>(c.inputs[0]), storage<T>(c.inputs[1]),
+                  c.output.numel(), cuda_stream(c));
+  });
 }
 void relu6_grad_cuda(const ExecContext& c) {
-  relu6_backward(c.output.f32(), c.inputs[0].f32(), c.inputs[1].f32(), c.output.numel(),
-                 cuda_stream(c));
+  with_storage(c.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    relu6_backward(storage<T>(c.output), storage<T>(c.inputs[0]), storage<T>(c.inputs[1]),
+                   c.output.numel(), cuda_stream(c));
+  });
 }
 #endif
 
@@ -67,7 +83,7 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
-  with_bf16_per_sample(op, 1);
+  with_bf16_per_sample(op, 1).bf16_cuda_native = true;
   op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
     return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};
@@ -91,7 +107,8 @@ OpDef make_activation_grad(const std::string& name, KernelFn cpu, KernelFn cuda,
   };
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
-  return with_bf16_per_sample(op, 2);
+  with_bf16_per_sample(op, 2).bf16_cuda_native = true;
+  return op;
 }
 
 }  // namespace

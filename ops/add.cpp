@@ -2,6 +2,7 @@
 // for every input, so it emits no backward node.
 #include <algorithm>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -32,11 +33,15 @@ void add_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or bf16 (bf16_cuda_native: the bf16 launcher sums in FP32 and rounds once).
 void add_cuda(const ExecContext& ctx) {
-  std::vector<const float*> in;
-  for (const TensorView& x : ctx.inputs) in.push_back(x.f32());
-  add_forward(ctx.output.f32(), in.data(), static_cast<int>(in.size()), ctx.output.numel(),
-              cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<const T*> in;
+    for (const TensorView& x : ctx.inputs) in.push_back(storage<T>(x));
+    add_forward(storage<T>(ctx.output), in.data(), static_cast<int>(in.size()),
+                ctx.output.numel(), cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -57,7 +62,7 @@ void register_add_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   op.cuda = add_cuda;
 #endif
-  with_bf16_per_sample(op, -1);
+  with_bf16_per_sample(op, -1).bf16_cuda_native = true;
   op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
     return std::vector<ValueId>(fwd.inputs.size(), dy);
   };

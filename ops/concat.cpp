@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -87,21 +88,29 @@ void concat_slice_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// Copies of F32 or bf16 values (bf16_cuda_native).
 void concat_cuda(const ExecContext& ctx) {
   const int64_t n = ctx.output.dim(0), c_out = ctx.output.dim(1);
   const int64_t inner = inner_size(ctx.output.shape());
-  int64_t off = 0;
-  for (const TensorView& x : ctx.inputs) {
-    concat_forward(ctx.output.f32(), x.f32(), n, x.dim(1), c_out, off, inner, cuda_stream(ctx));
-    off += x.dim(1);
-  }
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    int64_t off = 0;
+    for (const TensorView& x : ctx.inputs) {
+      concat_forward(storage<T>(ctx.output), storage<T>(x), n, x.dim(1), c_out, off, inner,
+                     cuda_stream(ctx));
+      off += x.dim(1);
+    }
+  });
 }
 
 void concat_slice_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  concat_slice_forward(ctx.output.f32(), dy.f32(), dy.dim(0), dy.dim(1), a.offset, a.channels,
-                       inner_size(dy.shape()), cuda_stream(ctx));
+  with_storage(dy.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    concat_slice_forward(storage<T>(ctx.output), storage<T>(dy), dy.dim(0), dy.dim(1), a.offset,
+                         a.channels, inner_size(dy.shape()), cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -144,7 +153,8 @@ void register_concat_ops(OpRegistry& r) {
   op.cuda = concat_cuda;
 #endif
   op.gradient = concat_gradient;
-  r.add(std::move(with_bf16_per_sample(op, -1)));
+  with_bf16_per_sample(op, -1).bf16_cuda_native = true;
+  r.add(std::move(op));
 
   OpDef s;
   s.name = "concat_slice";
@@ -161,7 +171,8 @@ void register_concat_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   s.cuda = concat_slice_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(s, 1)));
+  with_bf16_per_sample(s, 1).bf16_cuda_native = true;
+  r.add(std::move(s));
 }
 
 }  // namespace remat

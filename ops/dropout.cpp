@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/rng.h"
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -66,12 +67,17 @@ void dropout_cpu(const ExecContext& ctx) {
 
 #ifdef REMAT_HAVE_CUDA
 // The same map as dropout_cpu (forward on x, backward on dy); rate is rounded to float the same
-// way so the kept/dropped test agrees with the CPU element for element.
+// way so the kept/dropped test agrees with the CPU element for element. F32 or bf16
+// (bf16_cuda_native): the whole tensor in one launch, element indices from first_element as
+// the CPU's per-sample staging numbers them.
 void dropout_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<DropoutAttrs>(*ctx.node);
-  dropout_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(),
-                  static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
-                  first_element(ctx), cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), ctx.output.numel(),
+                    static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+                    first_element(ctx), cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -88,7 +94,8 @@ OpDef dropout_op(const std::string& name, const std::string& summary, bool visib
 #ifdef REMAT_HAVE_CUDA
   op.cuda = dropout_cuda;
 #endif
-  return with_bf16_per_sample(op, 1);
+  with_bf16_per_sample(op, 1).bf16_cuda_native = true;
+  return op;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -47,8 +48,13 @@ void copy_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or bf16 values, copied as they are (bf16_cuda_native).
 void copy_cuda(const ExecContext& ctx) {
-  copy_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(), cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    copy_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), ctx.output.numel(),
+                 cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -81,7 +87,8 @@ void register_flatten_ops(OpRegistry& r) {
   f.cuda = copy_cuda;
 #endif
   f.gradient = flatten_gradient;
-  r.add(std::move(with_bf16_per_sample(f, 1)));
+  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  r.add(std::move(f));
 
   OpDef g;
   g.name = "flatten_grad";
@@ -94,7 +101,8 @@ void register_flatten_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   g.cuda = copy_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(g, 1)));
+  with_bf16_per_sample(g, 1).bf16_cuda_native = true;
+  r.add(std::move(g));
 }
 
 }  // namespace remat

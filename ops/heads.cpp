@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -73,10 +74,15 @@ void permute_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or bf16 values, moved as they are (bf16_cuda_native).
 template <View4 (*view)(const ExecContext&)>
 void permute_cuda(const ExecContext& ctx) {
   const View4 v = view(ctx);
-  permute_0213(ctx.output.f32(), ctx.inputs[0].f32(), v.d0, v.d1, v.d2, v.d3, cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    permute_0213(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), v.d0, v.d1, v.d2, v.d3,
+                 cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -103,7 +109,8 @@ void register_heads_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "merge_heads", {dy}, x, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(with_bf16_per_sample(split, 1)));
+  with_bf16_per_sample(split, 1).bf16_cuda_native = true;
+  r.add(std::move(split));
 
   OpDef merge;
   merge.name = "merge_heads";
@@ -124,7 +131,8 @@ void register_heads_ops(OpRegistry& r) {
     OpAttrsPtr typed = split_parse(rd);
     return {g.emit("grad", "split_heads", {dy}, x, m, typed)};
   };
-  r.add(std::move(with_bf16_per_sample(merge, 1)));
+  with_bf16_per_sample(merge, 1).bf16_cuda_native = true;
+  r.add(std::move(merge));
 }
 
 }  // namespace remat

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -87,17 +88,25 @@ void upsample_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or bf16 (bf16_cuda_native: the bf16 backward sums each block in FP32, rounding once).
 void upsample_cuda(const ExecContext& ctx) {
   const TensorView& x = ctx.inputs[0];
-  upsample_nearest_forward(ctx.output.f32(), x.f32(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3),
-                           attrs_of<UpsampleAttrs>(*ctx.node).factor, cuda_stream(ctx));
+  with_storage(x.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    upsample_nearest_forward(storage<T>(ctx.output), storage<T>(x), x.dim(0) * x.dim(1),
+                             x.dim(2), x.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
+                             cuda_stream(ctx));
+  });
 }
 
 void upsample_grad_cuda(const ExecContext& ctx) {
   const TensorView& dx = ctx.output;
-  upsample_nearest_backward(dx.f32(), ctx.inputs[0].f32(), dx.dim(0) * dx.dim(1), dx.dim(2),
-                            dx.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
-                            cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    upsample_nearest_backward(storage<T>(dx), storage<T>(ctx.inputs[0]), dx.dim(0) * dx.dim(1),
+                              dx.dim(2), dx.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
+                              cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -117,7 +126,8 @@ void register_upsample_ops(OpRegistry& r) {
   up.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     return {g.emit("grad", "upsample_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
   };
-  r.add(std::move(with_bf16_per_sample(up, 1)));
+  with_bf16_per_sample(up, 1).bf16_cuda_native = true;
+  r.add(std::move(up));
 
   OpDef ug;
   ug.name = "upsample_grad";
@@ -131,7 +141,8 @@ void register_upsample_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   ug.cuda = upsample_grad_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(ug, 1)));
+  with_bf16_per_sample(ug, 1).bf16_cuda_native = true;
+  r.add(std::move(ug));
 }
 
 }  // namespace remat
