@@ -1,5 +1,8 @@
 // Per-channel reductions over (n, plane) of NCHW tensors, deterministic and spread over the
 // whole GPU: the bias gradient and batch-norm's gamma gradient. See Note [channel reductions].
+// Templated on the storage type T of the activations read (dout, x, dy: float or __nv_bfloat16,
+// kernels/common.cuh): bf16 values are widened exactly and summed as the F32 kernels sum them;
+// the gradients written (dbias, dgamma) stay float.
 #include <algorithm>
 
 #include "kernels/common.cuh"
@@ -42,14 +45,15 @@ __device__ __forceinline__ void for_slice(int64_t ch, int64_t c, int64_t plane, 
 }
 
 // partial[(ch * splits + s)] = sum of dout over slice s of channel ch.
-__global__ void bias_grad_partial_kernel(double* partial, const float* dout, int64_t n, int64_t c,
+template <typename T>
+__global__ void bias_grad_partial_kernel(double* partial, const T* dout, int64_t n, int64_t c,
                                          int64_t plane, int64_t splits) {
   __shared__ double scratch[32];
   const int64_t ch = blockIdx.x / splits, s = blockIdx.x % splits, m = n * plane;
   const int64_t len = (m + splits - 1) / splits, begin = s * len;
   const int64_t end = begin + len < m ? begin + len : m;
   double acc = 0.0;
-  for_slice(ch, c, plane, begin, end, [&](int64_t o) { acc += dout[o]; });
+  for_slice(ch, c, plane, begin, end, [&](int64_t o) { acc += ld(dout[o]); });
   acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -66,25 +70,27 @@ __global__ void bias_grad_final_kernel(float* dbias, const double* partial, int6
 
 // plane == 1 ([N, C], dense): a thread per column, rows summed in order like the CPU
 // (bit-identical to it), consecutive threads reading consecutive columns. No workspace.
-__global__ void bias_grad_columns_kernel(float* dbias, const float* dout, int64_t n, int64_t c) {
+template <typename T>
+__global__ void bias_grad_columns_kernel(float* dbias, const T* dout, int64_t n, int64_t c) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < c;
        j += int64_t{gridDim.x} * blockDim.x) {
     double s = 0.0;
-    for (int64_t i = 0; i < n; ++i) s += dout[i * c + j];
+    for (int64_t i = 0; i < n; ++i) s += ld(dout[i * c + j]);
     dbias[j] = static_cast<float>(s);
   }
 }
 
 // Four sums per (channel, slice): x, x^2, dy, dy * x.
-__global__ void bn_gamma_partial_kernel(double* partial, const float* x, const float* dy,
-                                        int64_t n, int64_t c, int64_t plane, int64_t splits) {
+template <typename T>
+__global__ void bn_gamma_partial_kernel(double* partial, const T* x, const T* dy, int64_t n,
+                                        int64_t c, int64_t plane, int64_t splits) {
   __shared__ double scratch[32];
   const int64_t ch = blockIdx.x / splits, s = blockIdx.x % splits, m = n * plane;
   const int64_t len = (m + splits - 1) / splits, begin = s * len;
   const int64_t end = begin + len < m ? begin + len : m;
   double sx = 0.0, sxx = 0.0, sdy = 0.0, sdyx = 0.0;
   for_slice(ch, c, plane, begin, end, [&](int64_t o) {
-    const double xv = x[o], g = dy[o];
+    const double xv = ld(x[o]), g = ld(dy[o]);
     sx += xv;
     sxx += xv * xv;
     sdy += g;
@@ -118,29 +124,24 @@ __global__ void bn_gamma_final_kernel(float* dgamma, const double* partial, int6
   }
 }
 
-}  // namespace
-
-int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
-  if (plane <= 1 || n <= 0 || c <= 0) return 0;
-  return c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double));
-}
-
-void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int64_t plane,
-                      void* workspace, cudaStream_t stream) {
+template <typename T>
+void bias_grad_reduce_impl(float* dbias, const T* dout, int64_t n, int64_t c, int64_t plane,
+                           void* workspace, cudaStream_t stream) {
   if (c <= 0) return;
   if (n <= 0 || plane <= 0) {
     fill(dbias, 0.0f, c, stream);
     return;
   }
   if (plane == 1) {
-    bias_grad_columns_kernel<<<grid_for(c, kThreads), kThreads, 0, stream>>>(dbias, dout, n, c);
+    bias_grad_columns_kernel<T><<<grid_for(c, kThreads), kThreads, 0, stream>>>(dbias, dout, n,
+                                                                               c);
     REMAT_CUDA_LAUNCH_CHECK();
     return;
   }
   REMAT_CHECK(workspace, "bias_grad_reduce: needs bias_grad_workspace_bytes of workspace");
   const int64_t splits = splits_for(n, c, plane);
   auto* partial = static_cast<double*>(workspace);
-  bias_grad_partial_kernel<<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+  bias_grad_partial_kernel<T><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
       partial, dout, n, c, plane, splits);
   REMAT_CUDA_LAUNCH_CHECK();
   bias_grad_final_kernel<<<grid_for(c, kThreads), kThreads, 0, stream>>>(dbias, partial, c,
@@ -148,13 +149,9 @@ void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
-int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
-  if (n <= 0 || c <= 0 || plane <= 0) return 0;
-  return 4 * c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double));
-}
-
-void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
-                          int64_t plane, double eps, void* workspace, cudaStream_t stream) {
+template <typename T>
+void batchnorm_grad_gamma_impl(float* dgamma, const T* x, const T* dy, int64_t n, int64_t c,
+                               int64_t plane, double eps, void* workspace, cudaStream_t stream) {
   if (c <= 0) return;
   if (n <= 0 || plane <= 0) {
     fill(dgamma, 0.0f, c, stream);
@@ -164,12 +161,44 @@ void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_
   const int64_t splits = splits_for(n, c, plane);
   REMAT_CHECK(c * splits < (int64_t{1} << 31), "batchnorm_grad_gamma: too many channels");
   auto* partial = static_cast<double*>(workspace);
-  bn_gamma_partial_kernel<<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
+  bn_gamma_partial_kernel<T><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
       partial, x, dy, n, c, plane, splits);
   REMAT_CUDA_LAUNCH_CHECK();
   bn_gamma_final_kernel<<<grid_for(c, kThreads), kThreads, 0, stream>>>(
       dgamma, partial, c, splits, static_cast<double>(n * plane), eps);
   REMAT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
+  if (plane <= 1 || n <= 0 || c <= 0) return 0;
+  return c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double));
+}
+
+void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int64_t plane,
+                      void* workspace, cudaStream_t stream) {
+  bias_grad_reduce_impl(dbias, dout, n, c, plane, workspace, stream);
+}
+void bias_grad_reduce(float* dbias, const uint16_t* dout, int64_t n, int64_t c, int64_t plane,
+                      void* workspace, cudaStream_t stream) {
+  bias_grad_reduce_impl(dbias, bf16_ptr(dout), n, c, plane, workspace, stream);
+}
+
+int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
+  if (n <= 0 || c <= 0 || plane <= 0) return 0;
+  return 4 * c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double));
+}
+
+void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
+                          int64_t plane, double eps, void* workspace, cudaStream_t stream) {
+  batchnorm_grad_gamma_impl(dgamma, x, dy, n, c, plane, eps, workspace, stream);
+}
+void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, int64_t n,
+                          int64_t c, int64_t plane, double eps, void* workspace,
+                          cudaStream_t stream) {
+  batchnorm_grad_gamma_impl(dgamma, bf16_ptr(x), bf16_ptr(dy), n, c, plane, eps, workspace,
+                            stream);
 }
 
 }  // namespace remat

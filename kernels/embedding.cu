@@ -1,7 +1,9 @@
 // Token and position embeddings on the device: the table lookup, its deterministic gradient
 // (CUB's stable radix sort of (id, position) pairs, then one warp per id summing its rows in
 // position order; Note [deterministic embedding gradient] in ops/embedding.cpp) and the
-// broadcast add of learned positions.
+// broadcast add of learned positions. The token embedding is F32 only; the position add is
+// templated on the storage type T of its input and output (float or __nv_bfloat16,
+// kernels/common.cuh), the table staying float.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
@@ -51,12 +53,23 @@ __global__ void embedding_runs_kernel(float* dweight, const float* dout, const i
   }
 }
 
-__global__ void position_add_kernel(float* out, const float* inp, const float* table, int64_t n,
+// The sum in FP32, rounded once into a bf16 out: the CPU's x + w[k], then the staging's rounding.
+template <typename T>
+__global__ void position_add_kernel(T* out, const T* inp, const float* table, int64_t n,
                                     int64_t inner) {
   const int64_t total = n * inner;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x)
-    out[e] = __fadd_rn(inp[e], table[e % inner]);
+    out[e] = st<T>(__fadd_rn(ld(inp[e]), table[e % inner]));
+}
+
+template <typename T>
+void position_embedding_forward_impl(T* out, const T* inp, const float* table, int64_t n,
+                                     int64_t inner, cudaStream_t stream) {
+  if (n <= 0 || inner <= 0) return;
+  position_add_kernel<T><<<grid_for(n * inner), kBlockSize, 0, stream>>>(out, inp, table, n,
+                                                                          inner);
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 // Workspace layout: keys out, positions in, positions out (int32 each, rows), then CUB's scratch;
@@ -118,9 +131,11 @@ void embedding_backward(float* dweight, const float* dout, const int32_t* ids, i
 
 void position_embedding_forward(float* out, const float* inp, const float* table, int64_t n,
                                 int64_t inner, cudaStream_t stream) {
-  if (n <= 0 || inner <= 0) return;
-  position_add_kernel<<<grid_for(n * inner), kBlockSize, 0, stream>>>(out, inp, table, n, inner);
-  REMAT_CUDA_LAUNCH_CHECK();
+  position_embedding_forward_impl(out, inp, table, n, inner, stream);
+}
+void position_embedding_forward(uint16_t* out, const uint16_t* inp, const float* table, int64_t n,
+                                int64_t inner, cudaStream_t stream) {
+  position_embedding_forward_impl(bf16_ptr(out), bf16_ptr(inp), table, n, inner, stream);
 }
 
 }  // namespace remat

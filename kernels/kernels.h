@@ -127,9 +127,24 @@ void dropout_forward(uint16_t* out, const uint16_t* inp, int64_t n, float rate, 
 void dropout_backward(uint16_t* dinp, const uint16_t* dout, int64_t n, float rate, uint64_t seed,
                       uint64_t step, uint64_t first, cudaStream_t stream);
 
+// Note [bf16 launchers]
+// The launchers of the sections below (softmax cross-entropy, transformer layers but the token
+// embedding, per-channel reductions, reductions) each have a bf16 overload of the same name:
+// activation tensors are uint16_t* bf16 (__nv_bfloat16 inside the .cu files), parameters
+// (layer-norm weight and bias, the position table) and everything they reduce into (losses,
+// column sums, bias, weight and gamma gradients) stay float. The kernel is the F32 one templated
+// on its storage type (kernels/common.cuh): it widens each bf16 value exactly, computes in FP32 /
+// double in the F32 kernel's order, and rounds each bf16 output once from the FP32 value the F32
+// kernel would store: it is meant to equal the F32 kernel run on widened copies with its output
+// rounded (the backend's staging, Note [bf16 execution]) bit for bit, so a native bf16 node and
+// a staged one agree, and it keeps Note [kernel determinism] (the grid and the order of every
+// sum are those of the F32 kernel). Workspace sizes do not depend on the dtype.
+
 // ---- softmax cross-entropy (softmax_xent.cu) ---------------------------------------------------
 // Logits (outer, k, inner): [N, K] has outer = N, inner = 1; [N, K, H, W] has outer = N,
 // inner = H * W (a softmax per pixel). Labels (outer, inner) int32. count = outer * inner.
+//
+// bf16 overloads (Note [bf16 launchers]): bf16 logits and dlogits; the loss stays float.
 //
 // Token losses ([N, T, V] logits as N*T rows) may skip rows whose label is `ignore_index`: they
 // count neither in the mean nor get a gradient. kXentNoIgnore: no label is skipped. Only with
@@ -148,6 +163,9 @@ int64_t softmax_xent_workspace_bytes(int64_t outer, int64_t inner);
 void softmax_xent_forward(float* loss, void* workspace, const float* logits,
                           const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
                           int64_t ignore_index, cudaStream_t stream);
+void softmax_xent_forward(float* loss, void* workspace, const uint16_t* logits,
+                          const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
+                          int64_t ignore_index, cudaStream_t stream);
 // dlogits (outer, k, inner) = (softmax - onehot(label)) / count, 0 for ignored rows; count =
 // outer * inner, or with an ignore index the rows counted, computed on the device into the
 // workspace (softmax_xent_backward_workspace_bytes: 8 bytes, or 0 without an ignore index).
@@ -157,12 +175,16 @@ int64_t softmax_xent_backward_workspace_bytes(int64_t ignore_index);
 void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* labels,
                            int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
                            void* workspace, cudaStream_t stream);
+void softmax_xent_backward(uint16_t* dlogits, const uint16_t* logits, const int32_t* labels,
+                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
+                           void* workspace, cudaStream_t stream);
 // SYNCHRONIZES `stream`: returns the error slot of `workspace` (UINT64_MAX: no error) and, when
 // set, the offending label in *bad_label.
 uint64_t softmax_xent_read_error(const void* workspace, const int32_t* labels,
                                  int32_t* bad_label, cudaStream_t stream);
 
 // ---- transformer layers (embedding.cu, layernorm.cu, gelu.cu, softmax.cu) ----------------------
+// bf16 overloads (Note [bf16 launchers]) for all but the token embedding, which stays F32.
 // Token embedding: out (rows, dim) = weight[ids[r]] for weight (vocab, dim); an id outside
 // [0, vocab) gives a NaN row (the data sources reject such ids; the CPU path throws). Exact.
 void embedding_forward(float* out, const int32_t* ids, const float* weight, int64_t rows,
@@ -178,13 +200,20 @@ void embedding_backward(float* dweight, const float* dout, const int32_t* ids, i
 // position table, inner = T * C). Exact.
 void position_embedding_forward(float* out, const float* inp, const float* table, int64_t n,
                                 int64_t inner, cudaStream_t stream);
+void position_embedding_forward(uint16_t* out, const uint16_t* inp, const float* table, int64_t n,
+                                int64_t inner, cudaStream_t stream);
 
 // Layer norm over rows of `cols` values (ops/layernorm.cpp is the spec: statistics and every
 // output in double, rounded once; row sums in a warp's tree order, so within ~1 ulp of the
 // CPU). weight and bias (cols) may be null (no affine).
 void layernorm_forward(float* out, const float* inp, const float* weight, const float* bias,
                        int64_t rows, int64_t cols, double eps, cudaStream_t stream);
+void layernorm_forward(uint16_t* out, const uint16_t* inp, const float* weight, const float* bias,
+                       int64_t rows, int64_t cols, double eps, cudaStream_t stream);
 void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
+                              const float* weight, int64_t rows, int64_t cols, double eps,
+                              cudaStream_t stream);
+void layernorm_backward_input(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp,
                               const float* weight, int64_t rows, int64_t cols, double eps,
                               cudaStream_t stream);
 // Column sums over rows (Note [column sums] in layernorm.cu: fixed row slices, partial sums in
@@ -192,29 +221,44 @@ void layernorm_backward_input(float* dinp, const float* dout, const float* inp,
 int64_t column_sum_workspace_bytes(int64_t rows, int64_t cols);
 void column_sum(float* out, const float* inp, int64_t rows, int64_t cols, void* workspace,
                 cudaStream_t stream);
+void column_sum(float* out, const uint16_t* inp, int64_t rows, int64_t cols, void* workspace,
+                cudaStream_t stream);
 // dweight (cols) = sum over rows of dout * (inp - mean) * rstd, the row statistics recomputed.
 int64_t layernorm_grad_weight_workspace_bytes(int64_t rows, int64_t cols);
 void layernorm_grad_weight(float* dweight, const float* dout, const float* inp, int64_t rows,
                            int64_t cols, double eps, void* workspace, cudaStream_t stream);
+void layernorm_grad_weight(float* dweight, const uint16_t* dout, const uint16_t* inp,
+                           int64_t rows, int64_t cols, double eps, void* workspace,
+                           cudaStream_t stream);
 
 // GELU, tanh approximation, in double (ops/gelu.cpp is the spec). dinp from dout and the input.
 void gelu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream);
+void gelu_forward(uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
+                   cudaStream_t stream);
+void gelu_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
                    cudaStream_t stream);
 
 // Softmax over rows of `len` values; causal: row r keeps entries 0 .. r % len, the rest are 0
 // (square scores [.., T, T]). Max in float, exponentials and sums in double (ops/softmax.cpp).
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t len, bool causal,
                      cudaStream_t stream);
+void softmax_forward(uint16_t* out, const uint16_t* inp, int64_t rows, int64_t len, bool causal,
+                     cudaStream_t stream);
 // dinp = out * (dout - sum(dout * out)) per row, 0 where masked.
 void softmax_backward(float* dinp, const float* dout, const float* out, int64_t rows,
                       int64_t len, bool causal, cudaStream_t stream);
+void softmax_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* out, int64_t rows,
+                      int64_t len, bool causal, cudaStream_t stream);
 
 // ---- per-channel reductions (channel_reduce.cu), Note [channel reductions] ----------------------
+// bf16 overloads (Note [bf16 launchers]): bf16 dout, x, dy; dbias and dgamma stay float.
 // dbias (c) = sum over n and plane of dout (n, c, plane); conv2d: plane = H * W, dense: 1.
 // workspace: bias_grad_workspace_bytes(n, c, plane) bytes (0, and null allowed, for plane 1).
 int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int64_t plane,
+                      void* workspace, cudaStream_t stream);
+void bias_grad_reduce(float* dbias, const uint16_t* dout, int64_t n, int64_t c, int64_t plane,
                       void* workspace, cudaStream_t stream);
 // dgamma (c) = sum over n and plane of dy * (x - mean) / sqrt(var + eps), mean and biased var
 // the batch statistics of x (n, c, plane) per channel: batch-norm's scale gradient in train
@@ -222,13 +266,21 @@ void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int
 int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
                           int64_t plane, double eps, void* workspace, cudaStream_t stream);
+void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, int64_t n,
+                          int64_t c, int64_t plane, double eps, void* workspace,
+                          cudaStream_t stream);
 
 // ---- reductions (reduce.cu) --------------------------------------------------------------------
+// bf16 overloads (Note [bf16 launchers]) with bf16 inputs and outputs.
 // out (planes) = mean over hw of inp (planes, hw), accumulated in double.
 void global_avgpool_forward(float* out, const float* inp, int64_t planes, int64_t hw,
                             cudaStream_t stream);
+void global_avgpool_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t hw,
+                            cudaStream_t stream);
 // dinp (planes, hw) = dout[p] / hw.
 void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int64_t hw,
+                             cudaStream_t stream);
+void global_avgpool_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t hw,
                              cudaStream_t stream);
 
 // ---- finite check (finite.cu) ------------------------------------------------------------------

@@ -1,6 +1,8 @@
 // Deterministic reductions: global average pooling with its gradient (the per-channel ones are
 // in channel_reduce.cu). Sums are in double in an order fixed by the shapes
-// (Note [kernel determinism]); no atomics.
+// (Note [kernel determinism]); no atomics. Templated on the storage type T of the activations
+// (float or __nv_bfloat16, kernels/common.cuh): loads widen, the math is the F32 kernel's, and a
+// bf16 output is rounded from the FP32 result (Note [bf16 execution]).
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -10,45 +12,66 @@ namespace {
 constexpr int kReduceThreads = 256;
 
 // A warp per plane: out[p] = mean of its hw values.
-__global__ void global_avgpool_forward_kernel(float* out, const float* inp, int64_t planes,
-                                              int64_t hw) {
+template <typename T>
+__global__ void global_avgpool_forward_kernel(T* out, const T* inp, int64_t planes, int64_t hw) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x >> 5);
   for (int64_t p = blockIdx.x * int64_t{blockDim.x >> 5} + (threadIdx.x >> 5); p < planes;
        p += warps) {
-    const float* x = inp + p * hw;
+    const T* x = inp + p * hw;
     double s = 0.0;
-    for (int64_t i = lane; i < hw; i += 32) s += x[i];
+    for (int64_t i = lane; i < hw; i += 32) s += ld(x[i]);
     s = warp_sum(s);
-    if (lane == 0) out[p] = static_cast<float>(s / static_cast<double>(hw));
+    if (lane == 0) out[p] = st<T>(static_cast<float>(s / static_cast<double>(hw)));
   }
 }
 
-__global__ void global_avgpool_backward_kernel(float* dinp, const float* dout, int64_t planes,
+template <typename T>
+__global__ void global_avgpool_backward_kernel(T* dinp, const T* dout, int64_t planes,
                                                int64_t hw) {
   const float div = static_cast<float>(hw);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < planes * hw;
        i += int64_t{gridDim.x} * blockDim.x)
-    dinp[i] = __fdiv_rn(dout[i / hw], div);
+    dinp[i] = st<T>(__fdiv_rn(ld(dout[i / hw]), div));
+}
+
+template <typename T>
+void global_avgpool_forward_impl(T* out, const T* inp, int64_t planes, int64_t hw,
+                                 cudaStream_t stream) {
+  REMAT_CHECK(hw > 0, "global_avgpool_forward: empty plane");
+  if (planes <= 0) return;
+  global_avgpool_forward_kernel<T><<<grid_for(planes, kReduceThreads / 32), kReduceThreads, 0,
+                                     stream>>>(out, inp, planes, hw);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void global_avgpool_backward_impl(T* dinp, const T* dout, int64_t planes, int64_t hw,
+                                  cudaStream_t stream) {
+  if (planes <= 0 || hw <= 0) return;
+  global_avgpool_backward_kernel<T><<<grid_for(planes * hw), kBlockSize, 0, stream>>>(
+      dinp, dout, planes, hw);
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void global_avgpool_forward(float* out, const float* inp, int64_t planes, int64_t hw,
                             cudaStream_t stream) {
-  REMAT_CHECK(hw > 0, "global_avgpool_forward: empty plane");
-  if (planes <= 0) return;
-  global_avgpool_forward_kernel<<<grid_for(planes, kReduceThreads / 32), kReduceThreads, 0,
-                                  stream>>>(out, inp, planes, hw);
-  REMAT_CUDA_LAUNCH_CHECK();
+  global_avgpool_forward_impl(out, inp, planes, hw, stream);
+}
+void global_avgpool_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t hw,
+                            cudaStream_t stream) {
+  global_avgpool_forward_impl(bf16_ptr(out), bf16_ptr(inp), planes, hw, stream);
 }
 
 void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int64_t hw,
                              cudaStream_t stream) {
-  if (planes <= 0 || hw <= 0) return;
-  global_avgpool_backward_kernel<<<grid_for(planes * hw), kBlockSize, 0, stream>>>(dinp, dout,
-                                                                                   planes, hw);
-  REMAT_CUDA_LAUNCH_CHECK();
+  global_avgpool_backward_impl(dinp, dout, planes, hw, stream);
+}
+void global_avgpool_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t hw,
+                             cudaStream_t stream) {
+  global_avgpool_backward_impl(bf16_ptr(dinp), bf16_ptr(dout), planes, hw, stream);
 }
 
 }  // namespace remat

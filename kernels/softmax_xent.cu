@@ -2,7 +2,10 @@
 // double: per-block partial sums over a grid fixed by the shape, then one block sums them in a
 // fixed tree, so a recomputed loss is bit-identical) and the logits gradient. Labels outside
 // [0, K) are recorded in an error slot of the workspace (the smallest bad sample index; an
-// integer atomicMin, whose result does not depend on timing) for the op to report.
+// integer atomicMin, whose result does not depend on timing) for the op to report. The
+// kernels are templated on the storage type T of the logits and their gradient (float or
+// __nv_bfloat16, kernels/common.cuh): logits are widened exactly, the math is the F32 kernels',
+// and a bf16 gradient is rounded from the FP32 result (Note [bf16 execution]); the loss is F32.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -31,8 +34,9 @@ __device__ __forceinline__ bool label_ok(int32_t y, int64_t k) { return y >= 0 &
 
 // inner == 1: per-block partial sums of logsumexp(z) - z[y] over rows, and of the number of
 // rows counted (rows labelled `ignore` are skipped): partial[b] and partial[gridDim.x + b].
+template <typename T>
 __global__ void xent_rows_partial_kernel(double* partial, unsigned long long* error,
-                                         const float* logits, const int32_t* labels,
+                                         const T* logits, const int32_t* labels,
                                          int64_t outer, int64_t k, int64_t ignore) {
   __shared__ double scratch[32];
   const int lane = threadIdx.x & 31;
@@ -42,16 +46,16 @@ __global__ void xent_rows_partial_kernel(double* partial, unsigned long long* er
   for (int64_t o = warp0; o < outer; o += warps) {
     const int32_t y = labels[o];
     if (y == ignore) continue;  // the whole warp reads the same label
-    const float* z = logits + o * k;
+    const T* z = logits + o * k;
     float m = -INFINITY;
-    for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, z[c]);
+    for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, ld(z[c]));
     m = warp_max(m);
     double s = 0.0;
-    for (int64_t c = lane; c < k; c += 32) s += exp(static_cast<double>(z[c]) - m);
+    for (int64_t c = lane; c < k; c += 32) s += exp(static_cast<double>(ld(z[c])) - m);
     s = warp_sum(s);
     if (lane == 0) {
       counted += 1.0;
-      if (label_ok(y, k)) acc += (m + log(s)) - static_cast<double>(z[y]);
+      if (label_ok(y, k)) acc += (m + log(s)) - static_cast<double>(ld(z[y]));
       else atomicMin(error, static_cast<unsigned long long>(o));
     }
   }
@@ -64,8 +68,9 @@ __global__ void xent_rows_partial_kernel(double* partial, unsigned long long* er
 }
 
 // inner > 1: per-block partial sums over pixels (sample s = o * inner + i).
+template <typename T>
 __global__ void xent_pixels_partial_kernel(double* partial, unsigned long long* error,
-                                           const float* logits, const int32_t* labels,
+                                           const T* logits, const int32_t* labels,
                                            int64_t outer, int64_t k, int64_t inner) {
   __shared__ double scratch[32];
   const int64_t count = outer * inner;
@@ -73,13 +78,13 @@ __global__ void xent_pixels_partial_kernel(double* partial, unsigned long long* 
   for (int64_t s = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; s < count;
        s += int64_t{gridDim.x} * blockDim.x) {
     const int64_t o = s / inner, i = s - o * inner;
-    const float* z = logits + o * k * inner + i;
-    float m = z[0];
-    for (int64_t c = 1; c < k; ++c) m = fmaxf(m, z[c * inner]);
+    const T* z = logits + o * k * inner + i;
+    float m = ld(z[0]);
+    for (int64_t c = 1; c < k; ++c) m = fmaxf(m, ld(z[c * inner]));
     double e = 0.0;
-    for (int64_t c = 0; c < k; ++c) e += exp(static_cast<double>(z[c * inner]) - m);
+    for (int64_t c = 0; c < k; ++c) e += exp(static_cast<double>(ld(z[c * inner])) - m);
     const int32_t y = labels[s];
-    if (label_ok(y, k)) acc += (m + log(e)) - static_cast<double>(z[y * inner]);
+    if (label_ok(y, k)) acc += (m + log(e)) - static_cast<double>(ld(z[y * inner]));
     else atomicMin(error, static_cast<unsigned long long>(s));
   }
   const double total = block_sum(acc, scratch);
@@ -114,7 +119,8 @@ __global__ void xent_count_kernel(unsigned long long* count, const int32_t* labe
 // ---- backward ---------------------------------------------------------------------------------
 
 // `count`: rows counted (device; null: inv_count is given).
-__global__ void xent_rows_backward_kernel(float* dlogits, const float* logits,
+template <typename T>
+__global__ void xent_rows_backward_kernel(T* dlogits, const T* logits,
                                           const int32_t* labels, int64_t outer, int64_t k,
                                           double inv_count, int64_t ignore,
                                           const unsigned long long* count) {
@@ -123,29 +129,30 @@ __global__ void xent_rows_backward_kernel(float* dlogits, const float* logits,
   const int64_t warps = int64_t{gridDim.x} * kXentWarps;
   if (count) inv_count = *count > 0 ? 1.0 / static_cast<double>(*count) : 0.0;
   for (int64_t o = warp0; o < outer; o += warps) {
-    const float* z = logits + o * k;
-    float* dz = dlogits + o * k;
+    const T* z = logits + o * k;
+    T* dz = dlogits + o * k;
     if (labels[o] == ignore) {
-      for (int64_t c = lane; c < k; c += 32) dz[c] = 0.0f;
+      for (int64_t c = lane; c < k; c += 32) dz[c] = st<T>(0.0f);
       continue;
     }
     float m = -INFINITY;
-    for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, z[c]);
+    for (int64_t c = lane; c < k; c += 32) m = fmaxf(m, ld(z[c]));
     m = warp_max(m);
     double s = 0.0;
-    for (int64_t c = lane; c < k; c += 32) s += exp(static_cast<double>(z[c]) - m);
+    for (int64_t c = lane; c < k; c += 32) s += exp(static_cast<double>(ld(z[c])) - m);
     s = warp_sum(s);
     const double lse = m + log(s);
     const int32_t y = labels[o];
     const bool ok = label_ok(y, k);
     for (int64_t c = lane; c < k; c += 32) {
-      const double p = exp(static_cast<double>(z[c]) - lse);
-      dz[c] = ok ? static_cast<float>((p - (c == y ? 1.0 : 0.0)) * inv_count) : NAN;
+      const double p = exp(static_cast<double>(ld(z[c])) - lse);
+      dz[c] = st<T>(ok ? static_cast<float>((p - (c == y ? 1.0 : 0.0)) * inv_count) : NAN);
     }
   }
 }
 
-__global__ void xent_pixels_backward_kernel(float* dlogits, const float* logits,
+template <typename T>
+__global__ void xent_pixels_backward_kernel(T* dlogits, const T* logits,
                                             const int32_t* labels, int64_t outer, int64_t k,
                                             int64_t inner, double inv_count) {
   const int64_t count = outer * inner;
@@ -153,32 +160,26 @@ __global__ void xent_pixels_backward_kernel(float* dlogits, const float* logits,
        s += int64_t{gridDim.x} * blockDim.x) {
     const int64_t o = s / inner, i = s - o * inner;
     const int64_t base = o * k * inner + i;
-    const float* z = logits + base;
-    float m = z[0];
-    for (int64_t c = 1; c < k; ++c) m = fmaxf(m, z[c * inner]);
+    const T* z = logits + base;
+    float m = ld(z[0]);
+    for (int64_t c = 1; c < k; ++c) m = fmaxf(m, ld(z[c * inner]));
     double e = 0.0;
-    for (int64_t c = 0; c < k; ++c) e += exp(static_cast<double>(z[c * inner]) - m);
+    for (int64_t c = 0; c < k; ++c) e += exp(static_cast<double>(ld(z[c * inner])) - m);
     const double lse = m + log(e);
     const int32_t y = labels[s];
     const bool ok = label_ok(y, k);
     for (int64_t c = 0; c < k; ++c) {
-      const double p = exp(static_cast<double>(z[c * inner]) - lse);
+      const double p = exp(static_cast<double>(ld(z[c * inner])) - lse);
       dlogits[base + c * inner] =
-          ok ? static_cast<float>((p - (c == y ? 1.0 : 0.0)) * inv_count) : NAN;
+          st<T>(ok ? static_cast<float>((p - (c == y ? 1.0 : 0.0)) * inv_count) : NAN);
     }
   }
 }
 
-}  // namespace
-
-int64_t softmax_xent_workspace_bytes(int64_t outer, int64_t inner) {
-  return static_cast<int64_t>(sizeof(uint64_t)) +
-         2 * static_cast<int64_t>(xent_blocks(outer, inner)) * static_cast<int64_t>(sizeof(double));
-}
-
-void softmax_xent_forward(float* loss, void* workspace, const float* logits,
-                          const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
-                          int64_t ignore_index, cudaStream_t stream) {
+template <typename T>
+void softmax_xent_forward_impl(float* loss, void* workspace, const T* logits,
+                               const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
+                               int64_t ignore_index, cudaStream_t stream) {
   REMAT_CHECK(outer > 0 && k > 0 && inner > 0 && workspace != nullptr,
               "softmax_xent_forward: outer " << outer << ", k " << k << ", inner " << inner
                                              << ", workspace " << workspace);
@@ -189,24 +190,22 @@ void softmax_xent_forward(float* loss, void* workspace, const float* logits,
   REMAT_CHECK(inner == 1 || ignore_index == kXentNoIgnore,
               "softmax_xent_forward: an ignore index applies to rows (inner 1) only");
   if (inner == 1)
-    xent_rows_partial_kernel<<<blocks, kXentThreads, 0, stream>>>(partial, error, logits, labels,
-                                                                  outer, k, ignore_index);
+    xent_rows_partial_kernel<T><<<blocks, kXentThreads, 0, stream>>>(partial, error, logits,
+                                                                     labels, outer, k,
+                                                                     ignore_index);
   else
-    xent_pixels_partial_kernel<<<blocks, kXentThreads, 0, stream>>>(partial, error, logits,
-                                                                    labels, outer, k, inner);
+    xent_pixels_partial_kernel<T><<<blocks, kXentThreads, 0, stream>>>(partial, error, logits,
+                                                                       labels, outer, k, inner);
   REMAT_CUDA_LAUNCH_CHECK();
   xent_finish_kernel<<<1, kXentMaxBlocks, 0, stream>>>(loss, partial, blocks,
                                                        inner == 1 ? 0 : outer * inner);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
-int64_t softmax_xent_backward_workspace_bytes(int64_t ignore_index) {
-  return ignore_index == kXentNoIgnore ? 0 : static_cast<int64_t>(sizeof(uint64_t));
-}
-
-void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* labels,
-                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
-                           void* workspace, cudaStream_t stream) {
+template <typename T>
+void softmax_xent_backward_impl(T* dlogits, const T* logits, const int32_t* labels, int64_t outer,
+                                int64_t k, int64_t inner, int64_t ignore_index, void* workspace,
+                                cudaStream_t stream) {
   REMAT_CHECK(outer > 0 && k > 0 && inner > 0,
               "softmax_xent_backward: outer " << outer << ", k " << k << ", inner " << inner);
   REMAT_CHECK(inner == 1 || ignore_index == kXentNoIgnore,
@@ -222,12 +221,49 @@ void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* l
     REMAT_CUDA_LAUNCH_CHECK();
   }
   if (inner == 1)
-    xent_rows_backward_kernel<<<blocks, kXentThreads, 0, stream>>>(dlogits, logits, labels, outer,
-                                                                   k, inv_count, ignore_index, count);
+    xent_rows_backward_kernel<T><<<blocks, kXentThreads, 0, stream>>>(
+        dlogits, logits, labels, outer, k, inv_count, ignore_index, count);
   else
-    xent_pixels_backward_kernel<<<blocks, kXentThreads, 0, stream>>>(dlogits, logits, labels,
-                                                                     outer, k, inner, inv_count);
+    xent_pixels_backward_kernel<T><<<blocks, kXentThreads, 0, stream>>>(
+        dlogits, logits, labels, outer, k, inner, inv_count);
   REMAT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+int64_t softmax_xent_workspace_bytes(int64_t outer, int64_t inner) {
+  return static_cast<int64_t>(sizeof(uint64_t)) +
+         2 * static_cast<int64_t>(xent_blocks(outer, inner)) * static_cast<int64_t>(sizeof(double));
+}
+
+void softmax_xent_forward(float* loss, void* workspace, const float* logits,
+                          const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
+                          int64_t ignore_index, cudaStream_t stream) {
+  softmax_xent_forward_impl(loss, workspace, logits, labels, outer, k, inner, ignore_index,
+                            stream);
+}
+void softmax_xent_forward(float* loss, void* workspace, const uint16_t* logits,
+                          const int32_t* labels, int64_t outer, int64_t k, int64_t inner,
+                          int64_t ignore_index, cudaStream_t stream) {
+  softmax_xent_forward_impl(loss, workspace, bf16_ptr(logits), labels, outer, k, inner,
+                            ignore_index, stream);
+}
+
+int64_t softmax_xent_backward_workspace_bytes(int64_t ignore_index) {
+  return ignore_index == kXentNoIgnore ? 0 : static_cast<int64_t>(sizeof(uint64_t));
+}
+
+void softmax_xent_backward(float* dlogits, const float* logits, const int32_t* labels,
+                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
+                           void* workspace, cudaStream_t stream) {
+  softmax_xent_backward_impl(dlogits, logits, labels, outer, k, inner, ignore_index, workspace,
+                             stream);
+}
+void softmax_xent_backward(uint16_t* dlogits, const uint16_t* logits, const int32_t* labels,
+                           int64_t outer, int64_t k, int64_t inner, int64_t ignore_index,
+                           void* workspace, cudaStream_t stream) {
+  softmax_xent_backward_impl(bf16_ptr(dlogits), bf16_ptr(logits), labels, outer, k, inner,
+                             ignore_index, workspace, stream);
 }
 
 uint64_t softmax_xent_read_error(const void* workspace, const int32_t* labels,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -40,12 +41,20 @@ void gelu_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or BF16 data, all of one dtype (bf16-native: Note [bf16 launchers] in kernels/kernels.h).
 void gelu_cuda(const ExecContext& ctx) {
-  gelu_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.output.numel(), cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gelu_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), ctx.output.numel(),
+                 cuda_stream(ctx));
+  });
 }
 void gelu_grad_cuda(const ExecContext& ctx) {
-  gelu_backward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(), ctx.output.numel(),
-                cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    gelu_backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
+                  ctx.output.numel(), cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -75,7 +84,8 @@ void register_gelu_ops(OpRegistry& r) {
     m.origin = fwd.attrs.origin;
     return {g.emit("grad", "gelu_grad", {dy, x}, d, m, std::make_shared<EmptyAttrs>())};
   };
-  r.add(std::move(with_bf16_per_sample(f, 1)));
+  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  r.add(std::move(f));
 
   OpDef gd;
   gd.name = "gelu_grad";
@@ -91,7 +101,8 @@ void register_gelu_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = gelu_grad_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(gd, 2)));
+  with_bf16_per_sample(gd, 2).bf16_cuda_native = true;
+  r.add(std::move(gd));
 }
 
 }  // namespace remat

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -132,20 +133,29 @@ void layernorm_grad_bias_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// The CUDA paths are bf16-native (Note [bf16 launchers] in kernels/kernels.h): x, y, dy and dx
+// are F32 or BF16, all of one dtype; the weight, the bias and their gradients are F32.
 void layernorm_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
   const Shape& s = ctx.inputs[0].shape();
-  layernorm_forward(ctx.output.f32(), ctx.inputs[0].f32(), a.affine ? ctx.inputs[1].f32() : nullptr,
-                    a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
-                    cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                      a.affine ? ctx.inputs[1].f32() : nullptr,
+                      a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
+                      cuda_stream(ctx));
+  });
 }
 
 void layernorm_grad_input_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
   const Shape& s = ctx.inputs[0].shape();
-  layernorm_backward_input(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(),
-                           a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
-                           cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_backward_input(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                             storage<T>(ctx.inputs[1]), a.affine ? ctx.inputs[2].f32() : nullptr,
+                             rows_of(s), s.back(), a.eps, cuda_stream(ctx));
+  });
 }
 
 int64_t layernorm_grad_weight_cuda_workspace(const ExecContext& ctx) {
@@ -158,8 +168,11 @@ void layernorm_grad_weight_cuda(const ExecContext& ctx) {
   const Shape& s = ctx.inputs[0].shape();
   REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_weight_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': layernorm_grad_weight workspace too small");
-  layernorm_grad_weight(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(), rows_of(s),
-                        s.back(), a.eps, ctx.workspace, cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_grad_weight(ctx.output.f32(), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
+                          rows_of(s), s.back(), a.eps, ctx.workspace, cuda_stream(ctx));
+  });
 }
 
 int64_t layernorm_grad_bias_cuda_workspace(const ExecContext& ctx) {
@@ -171,8 +184,11 @@ void layernorm_grad_bias_cuda(const ExecContext& ctx) {
   const Shape& s = ctx.inputs[0].shape();
   REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_bias_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': layernorm_grad_bias workspace too small");
-  column_sum(ctx.output.f32(), ctx.inputs[0].f32(), rows_of(s), s.back(), ctx.workspace,
-             cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    column_sum(ctx.output.f32(), storage<T>(ctx.inputs[0]), rows_of(s), s.back(), ctx.workspace,
+               cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -220,7 +236,8 @@ void register_layernorm_ops(OpRegistry& r) {
   f.cuda = layernorm_cuda;
 #endif
   f.gradient = layernorm_gradient;
-  r.add(std::move(with_bf16_per_sample(f, 1)));
+  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  r.add(std::move(f));
 
   OpDef gi = layernorm_backward_op("layernorm_grad_input", "layernorm input gradient [dy, x (, weight)]", 2);
   gi.max_inputs = 3;
@@ -232,7 +249,8 @@ void register_layernorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = layernorm_grad_input_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(gi, 2)));
+  with_bf16_per_sample(gi, 2).bf16_cuda_native = true;
+  r.add(std::move(gi));
 
   auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     return TensorDesc{{in.at(0).shape.back()}, DType::F32};
@@ -247,7 +265,8 @@ void register_layernorm_ops(OpRegistry& r) {
   gw.cuda = layernorm_grad_weight_cuda;
   gw.cuda_workspace = layernorm_grad_weight_cuda_workspace;
 #endif
-  r.add(std::move(with_bf16(gw)));
+  with_bf16(gw).bf16_cuda_native = true;
+  r.add(std::move(gw));
 
   OpDef gb = layernorm_backward_op("layernorm_grad_bias", "layernorm bias gradient [dy]", 1);
   gb.infer = column_grad;
@@ -259,7 +278,8 @@ void register_layernorm_ops(OpRegistry& r) {
   gb.cuda = layernorm_grad_bias_cuda;
   gb.cuda_workspace = layernorm_grad_bias_cuda_workspace;
 #endif
-  r.add(std::move(with_bf16(gb)));
+  with_bf16(gb).bf16_cuda_native = true;
+  r.add(std::move(gb));
 }
 
 }  // namespace remat

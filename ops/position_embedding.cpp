@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -78,10 +79,15 @@ void position_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// x and y are F32 or BF16 (bf16-native: Note [bf16 launchers] in kernels/kernels.h); the
+// table and its gradient are F32.
 void position_cuda(const ExecContext& ctx) {
   const int64_t n = ctx.inputs[0].dim(0), inner = ctx.inputs[0].dim(1) * ctx.inputs[0].dim(2);
-  position_embedding_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(), n, inner,
-                             cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    position_embedding_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                               ctx.inputs[1].f32(), n, inner, cuda_stream(ctx));
+  });
 }
 
 // The column sums of dy viewed as [N, T * C] (bias_grad_reduce, plane 1: n in order, like the
@@ -89,7 +95,10 @@ void position_cuda(const ExecContext& ctx) {
 void position_grad_cuda(const ExecContext& ctx) {
   const int64_t n = ctx.inputs[0].dim(0), inner = ctx.inputs[0].dim(1) * ctx.inputs[0].dim(2);
   float* dw = ctx.output.f32();
-  bias_grad_reduce(dw, ctx.inputs[0].f32(), n, inner, 1, nullptr, cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    bias_grad_reduce(dw, storage<T>(ctx.inputs[0]), n, inner, 1, nullptr, cuda_stream(ctx));
+  });
   if (ctx.output.numel() > inner) fill(dw + inner, 0.0f, ctx.output.numel() - inner, cuda_stream(ctx));
 }
 #endif
@@ -114,7 +123,8 @@ void register_position_embedding_ops(OpRegistry& r) {
     const TensorDesc wd = g.graph().value(fwd.inputs.at(1)).desc;  // a copy: emit grows the graph
     return {dy, g.emit("grad_weight", "position_embedding_grad_weight", {dy}, wd)};
   };
-  r.add(std::move(with_bf16_per_sample(f, 1)));
+  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  r.add(std::move(f));
 
   OpDef gw;
   gw.name = "position_embedding_grad_weight";
@@ -133,7 +143,8 @@ void register_position_embedding_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = position_grad_cuda;
 #endif
-  r.add(std::move(with_bf16(gw)));
+  with_bf16(gw).bf16_cuda_native = true;
+  r.add(std::move(gw));
 }
 
 }  // namespace remat

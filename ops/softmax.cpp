@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -72,16 +73,24 @@ void softmax_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// F32 or BF16 data, all of one dtype (bf16-native: Note [bf16 launchers] in kernels/kernels.h).
 void softmax_cuda(const ExecContext& ctx) {
   const int64_t len = ctx.inputs[0].shape().back();
-  softmax_forward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[0].numel() / len, len,
-                  attrs_of<SoftmaxAttrs>(*ctx.node).causal, cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                    ctx.inputs[0].numel() / len, len, attrs_of<SoftmaxAttrs>(*ctx.node).causal,
+                    cuda_stream(ctx));
+  });
 }
 void softmax_grad_cuda(const ExecContext& ctx) {
   const int64_t len = ctx.inputs[0].shape().back();
-  softmax_backward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].f32(),
-                   ctx.inputs[0].numel() / len, len, attrs_of<SoftmaxAttrs>(*ctx.node).causal,
-                   cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
+                     ctx.inputs[0].numel() / len, len, attrs_of<SoftmaxAttrs>(*ctx.node).causal,
+                     cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -105,7 +114,8 @@ void register_softmax_ops(OpRegistry& r) {
     const TensorDesc d = g.graph().value(fwd.output).desc;
     return {g.emit("grad", "softmax_grad", {dy, fwd.output}, d)};
   };
-  r.add(std::move(with_bf16_per_sample(f, 1)));
+  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  r.add(std::move(f));
 
   OpDef gd;
   gd.name = "softmax_grad";
@@ -121,7 +131,8 @@ void register_softmax_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gd.cuda = softmax_grad_cuda;
 #endif
-  r.add(std::move(with_bf16_per_sample(gd, 2)));
+  with_bf16_per_sample(gd, 2).bf16_cuda_native = true;
+  r.add(std::move(gd));
 }
 
 }  // namespace remat

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -185,7 +186,8 @@ int64_t xent_cuda_workspace(const ExecContext& ctx) {
 }
 
 // inputs [logits, labels] -> [1]. Reads the kernel's label check back (one stream sync per
-// loss evaluation) so a bad label fails like on the CPU, naming the sample.
+// loss evaluation) so a bad label fails like on the CPU, naming the sample. F32 or BF16 logits
+// (bf16-native: Note [bf16 launchers] in kernels/kernels.h); the loss is F32 either way.
 void xent_cuda(const ExecContext& ctx) {
   const XentDims d = xent_dims(ctx.inputs[0].shape());
   REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= xent_cuda_workspace(ctx),
@@ -193,8 +195,11 @@ void xent_cuda(const ExecContext& ctx) {
                        << " workspace bytes, got " << ctx.workspace_bytes);
   const cudaStream_t stream = cuda_stream(ctx);
   const int32_t* labels = ctx.inputs[1].i32();
-  softmax_xent_forward(ctx.output.f32(), ctx.workspace, ctx.inputs[0].f32(), labels, d.outer,
-                       d.k, d.inner, ignore_of(ctx), stream);
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_xent_forward(ctx.output.f32(), ctx.workspace, storage<T>(ctx.inputs[0]), labels,
+                         d.outer, d.k, d.inner, ignore_of(ctx), stream);
+  });
   int32_t bad = 0;
   const uint64_t s = softmax_xent_read_error(ctx.workspace, labels, &bad, stream);
   if (s != ~uint64_t{0}) {
@@ -203,12 +208,17 @@ void xent_cuda(const ExecContext& ctx) {
   }
 }
 
-// inputs [logits, labels] -> dlogits. No label check here: the loss, which runs first in every
-// step, has reported bad labels; the kernel writes NaN for such samples.
+// inputs [logits, labels] -> dlogits (the logits' dtype, F32 or BF16). No label check here:
+// the loss, which runs first in every step, has reported bad labels; the kernel writes NaN for
+// such samples.
 void xent_grad_cuda(const ExecContext& ctx) {
   const XentDims d = xent_dims(ctx.inputs[0].shape());
-  softmax_xent_backward(ctx.output.f32(), ctx.inputs[0].f32(), ctx.inputs[1].i32(), d.outer, d.k,
-                        d.inner, ignore_of(ctx), ctx.workspace, cuda_stream(ctx));
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_xent_backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), ctx.inputs[1].i32(),
+                          d.outer, d.k, d.inner, ignore_of(ctx), ctx.workspace,
+                          cuda_stream(ctx));
+  });
 }
 #endif
 
@@ -242,7 +252,8 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
     return {g.emit("grad", grad_name, {logits, labels}, g.graph().value(logits).desc), kNoValue};
   };
   loss.index_bound = xent_index_bound;
-  r.add(std::move(with_bf16(loss)));
+  with_bf16(loss).bf16_cuda_native = true;
+  r.add(std::move(loss));
 
   OpDef grad;
   grad.name = grad_name;
@@ -264,7 +275,8 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
   };
 #endif
   grad.index_bound = xent_index_bound;
-  r.add(std::move(with_bf16(grad)));
+  with_bf16(grad).bf16_cuda_native = true;
+  r.add(std::move(grad));
 }
 
 }  // namespace
