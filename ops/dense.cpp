@@ -6,6 +6,7 @@
 
 #include "ops/cpu_gemm.h"
 #include "ops/cpu_storage.h"
+#include "ops/gemm_bf16_cpu.h"
 #include "ops/fused_activation.h"
 #include "ops/registry.h"
 #ifdef REMAT_HAVE_CUDA
@@ -84,10 +85,18 @@ OpCost gemm_cost(int64_t n, int64_t f, int64_t units, const std::vector<TensorDe
   return c;
 }
 
+// The CPU path's workspace: none in FP32; in bf16 the widened blocks (ops/gemm_bf16_cpu.h).
+int64_t dense_cpu_workspace(DensePass pass, const TensorDesc& data, int64_t rows, int64_t f,
+                            int64_t u) {
+  return data.dtype == DType::BF16 ? dense_bf16_workspace(pass, rows, f, u) : 0;
+}
+
 OpCost dense_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
   const auto& a = static_cast<const DenseAttrs&>(at);
   const Shape& x = in.at(0).shape;
   OpCost c = gemm_cost(rows_of(x), x.back(), a.units, in, out);
+  c.workspace_bytes =
+      dense_cpu_workspace(DensePass::Forward, in[0], rows_of(x), x.back(), a.units);
   double extra = (a.bias ? 1.0 : 0.0) + (a.activation != Activation::None ? 1.0 : 0.0);
   c.flops += extra * static_cast<double>(out.numel());
   return c;
@@ -98,6 +107,10 @@ OpCost dense_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const Te
 void dense_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<DenseAttrs>(*ctx.node);
   const int64_t n = rows_of(ctx.inputs[0].shape()), f = ctx.inputs[0].shape().back(), u = a.units;
+  if (ctx.inputs[0].desc->dtype == DType::BF16)
+    return dense_forward_bf16_cpu(ctx.inputs[0].bf16(), ctx.inputs[1].f32(),
+                                  a.bias ? ctx.inputs[2].f32() : nullptr, a.activation, n, f, u,
+                                  ctx.output.bf16(), ctx.workspace);
   float* y = ctx.output.f32();
   cpu_gemm(false, true, n, u, f, 1.0f, ctx.inputs[0].f32(), f, ctx.inputs[1].f32(), f, 0.0f, y, u);
   if (a.bias) {
@@ -112,6 +125,9 @@ void dense_cpu(const ExecContext& ctx) {
 void dense_grad_input_cpu(const ExecContext& ctx) {
   const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
                 f = ctx.inputs[1].dim(1);
+  if (ctx.inputs[0].desc->dtype == DType::BF16)
+    return dense_grad_input_bf16_cpu(ctx.inputs[0].bf16(), ctx.inputs[1].f32(), n, u, f,
+                                     ctx.output.bf16(), ctx.workspace);
   cpu_gemm(false, false, n, f, u, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
            ctx.output.f32(), f);
 }
@@ -120,20 +136,29 @@ void dense_grad_input_cpu(const ExecContext& ctx) {
 void dense_grad_weight_cpu(const ExecContext& ctx) {
   const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back(),
                 f = ctx.inputs[1].shape().back();
+  if (ctx.inputs[0].desc->dtype == DType::BF16)
+    return dense_grad_weight_bf16_cpu(ctx.inputs[0].bf16(), ctx.inputs[1].bf16(), n, u, f,
+                                      ctx.output.f32(), ctx.workspace);
   cpu_gemm(true, false, u, f, n, 1.0f, ctx.inputs[0].f32(), u, ctx.inputs[1].f32(), f, 0.0f,
            ctx.output.f32(), f);
 }
 
-// db[U] = column sums of dz[N, U]. inputs [dz].
-void dense_grad_bias_cpu(const ExecContext& ctx) {
+// db[U] = column sums of dz[N, U]. inputs [dz] (F32 or bf16: ops/cpu_storage.h).
+template <typename T>
+void dense_grad_bias_cpu_t(const ExecContext& ctx) {
   const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back();
-  const float* dz = ctx.inputs[0].f32();
+  const T* dz = storage<T>(ctx.inputs[0]);
   float* db = ctx.output.f32();
   for (int64_t j = 0; j < u; ++j) {
     double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += dz[i * u + j];
+    for (int64_t i = 0; i < n; ++i) s += load(dz, i * u + j);
     db[j] = static_cast<float>(s);
   }
+}
+
+void dense_grad_bias_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto t) { dense_grad_bias_cpu_t<decltype(t)>(ctx); });
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -274,7 +299,7 @@ OpDef dense_forward_op(const std::string& name) {
   f.bf16_cuda_native = true;
 #endif
   f.gradient = dense_gradient;
-  with_bf16_per_sample(f, 1).autocast_bf16 = true;
+  with_bf16(f).autocast_bf16 = f.bf16_cpu_native = true;  // ops/gemm_bf16_cpu.h
   f.bf16_operands = {1};  // the weight; the bias is added in FP32
   return f;
 }
@@ -295,7 +320,10 @@ void register_dense_ops(OpRegistry& r) {
     return TensorDesc{dx, t};
   };
   gi.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return gemm_cost(rows_of(out.shape), out.shape.back(), in.at(0).shape.back(), in, out);
+    OpCost c = gemm_cost(rows_of(out.shape), out.shape.back(), in.at(0).shape.back(), in, out);
+    c.workspace_bytes = dense_cpu_workspace(DensePass::GradInput, in[0], rows_of(out.shape),
+                                            out.shape.back(), in[0].shape.back());
+    return c;
   };
   gi.cpu = dense_grad_input_cpu;
 #ifdef REMAT_HAVE_CUDA
@@ -303,7 +331,8 @@ void register_dense_ops(OpRegistry& r) {
   gi.cuda_workspace = dense_weight_workspace;
   gi.bf16_cuda_native = true;
 #endif
-  with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
+  with_bf16(gi).bf16_operands = {1};  // the weight
+  gi.bf16_cpu_native = true;
   r.add(std::move(gi));
 
   OpDef gw = dense_backward_op("dense_grad_weight", "dense weight gradient [dy, x]");
@@ -314,14 +343,17 @@ void register_dense_ops(OpRegistry& r) {
     return TensorDesc{{in[0].shape.back(), in[1].shape.back()}, DType::F32};
   };
   gw.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return gemm_cost(rows_of(in.at(0).shape), out.shape[1], out.shape[0], in, out);
+    OpCost c = gemm_cost(rows_of(in.at(0).shape), out.shape[1], out.shape[0], in, out);
+    c.workspace_bytes = dense_cpu_workspace(DensePass::GradWeight, in[0], rows_of(in[0].shape),
+                                            out.shape[1], out.shape[0]);
+    return c;
   };
   gw.cpu = dense_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = dense_grad_weight_cuda;
   gw.bf16_cuda_native = true;
 #endif
-  with_bf16(gw).bf16_rounds_output = true;
+  with_bf16(gw).bf16_rounds_output = gw.bf16_cpu_native = true;
   r.add(std::move(gw));
 
   OpDef gb = dense_backward_op("dense_grad_bias", "dense bias gradient [dy]");
@@ -336,6 +368,7 @@ void register_dense_ops(OpRegistry& r) {
   gb.cuda = dense_grad_bias_cuda;
   gb.bf16_cuda_native = true;
 #endif
+  gb.bf16_cpu_native = true;
   r.add(std::move(with_bf16(gb)));
 }
 

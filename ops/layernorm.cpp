@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_storage.h"
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -51,85 +52,109 @@ std::vector<ParamSpec> layernorm_params(const OpAttrs& at, const std::vector<Ten
   return {w, b};
 }
 
-// Mean and 1 / sqrt(biased variance + eps) of one row, in double (two passes).
-void row_stats(const float* x, int64_t c, double eps, double* mean, double* rstd) {
+// Mean and 1 / sqrt(biased variance + eps) of one row, in double (two passes). T: the row's
+// storage (ops/cpu_storage.h); every kernel below reads and writes bf16 itself, with the F32
+// kernel's arithmetic (Note [bf16 execution]).
+template <typename T>
+void row_stats(const T* x, int64_t c, double eps, double* mean, double* rstd) {
   double s = 0;
-  for (int64_t j = 0; j < c; ++j) s += x[j];
+  for (int64_t j = 0; j < c; ++j) s += load(x, j);
   const double m = s / static_cast<double>(c);
   double v = 0;
-  for (int64_t j = 0; j < c; ++j) v += (x[j] - m) * (x[j] - m);
+  for (int64_t j = 0; j < c; ++j) v += (load(x, j) - m) * (load(x, j) - m);
   *mean = m;
   *rstd = 1.0 / std::sqrt(v / static_cast<double>(c) + eps);
 }
 
 // inputs [x, (weight, bias)] -> y like x.
-void layernorm_cpu(const ExecContext& ctx) {
+template <typename T>
+void layernorm_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
   const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
   const float* w = a.affine ? ctx.inputs[1].f32() : nullptr;
   const float* b = a.affine ? ctx.inputs[2].f32() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* x = ctx.inputs[0].f32() + r * c;
-    float* y = ctx.output.f32() + r * c;
+    const T* x = storage<T>(ctx.inputs[0]) + r * c;
+    T* y = storage<T>(ctx.output) + r * c;
     double mean = 0, rstd = 0;
     row_stats(x, c, a.eps, &mean, &rstd);
     for (int64_t j = 0; j < c; ++j) {
-      const double xhat = (x[j] - mean) * rstd;
-      y[j] = static_cast<float>(w ? xhat * w[j] + b[j] : xhat);
+      const double xhat = (load(x, j) - mean) * rstd;
+      store(y, j, static_cast<float>(w ? xhat * w[j] + b[j] : xhat));
     }
   }
 }
 
 // inputs [dy, x, (weight)] -> dx: with g = dy * weight and xhat the normalized x,
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-void layernorm_grad_input_cpu(const ExecContext& ctx) {
+template <typename T>
+void layernorm_grad_input_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
   const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
   const float* w = a.affine ? ctx.inputs[2].f32() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* dy = ctx.inputs[0].f32() + r * c;
-    const float* x = ctx.inputs[1].f32() + r * c;
-    float* dx = ctx.output.f32() + r * c;
+    const T* dy = storage<T>(ctx.inputs[0]) + r * c;
+    const T* x = storage<T>(ctx.inputs[1]) + r * c;
+    T* dx = storage<T>(ctx.output) + r * c;
     double mean = 0, rstd = 0;
     row_stats(x, c, a.eps, &mean, &rstd);
     double sum_g = 0, sum_gx = 0;
     for (int64_t j = 0; j < c; ++j) {
-      const double g = w ? static_cast<double>(dy[j]) * w[j] : dy[j];
+      const double g = w ? static_cast<double>(load(dy, j)) * w[j] : load(dy, j);
       sum_g += g;
-      sum_gx += g * (x[j] - mean) * rstd;
+      sum_gx += g * (load(x, j) - mean) * rstd;
     }
     const double mg = sum_g / static_cast<double>(c), mgx = sum_gx / static_cast<double>(c);
     for (int64_t j = 0; j < c; ++j) {
-      const double g = w ? static_cast<double>(dy[j]) * w[j] : dy[j];
-      dx[j] = static_cast<float>(rstd * (g - mg - (x[j] - mean) * rstd * mgx));
+      const double g = w ? static_cast<double>(load(dy, j)) * w[j] : load(dy, j);
+      store(dx, j, static_cast<float>(rstd * (g - mg - (load(x, j) - mean) * rstd * mgx)));
     }
   }
 }
 
 // inputs [dy, x] -> dweight [C] = sum over rows of dy * xhat (double, rows in order).
-void layernorm_grad_weight_cpu(const ExecContext& ctx) {
+template <typename T>
+void layernorm_grad_weight_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
   const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
   std::vector<double> acc(static_cast<size_t>(c), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* dy = ctx.inputs[0].f32() + r * c;
-    const float* x = ctx.inputs[1].f32() + r * c;
+    const T* dy = storage<T>(ctx.inputs[0]) + r * c;
+    const T* x = storage<T>(ctx.inputs[1]) + r * c;
     double mean = 0, rstd = 0;
     row_stats(x, c, a.eps, &mean, &rstd);
-    for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += dy[j] * ((x[j] - mean) * rstd);
+    for (int64_t j = 0; j < c; ++j)
+      acc[static_cast<size_t>(j)] += load(dy, j) * ((load(x, j) - mean) * rstd);
   }
   for (int64_t j = 0; j < c; ++j) ctx.output.f32()[j] = static_cast<float>(acc[static_cast<size_t>(j)]);
 }
 
 // inputs [dy] -> dbias [C] = sum over rows of dy (double, rows in order).
-void layernorm_grad_bias_cpu(const ExecContext& ctx) {
+template <typename T>
+void layernorm_grad_bias_cpu_t(const ExecContext& ctx) {
   const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
-  const float* dy = ctx.inputs[0].f32();
+  const T* dy = storage<T>(ctx.inputs[0]);
   for (int64_t j = 0; j < c; ++j) {
     double s = 0;
-    for (int64_t r = 0; r < rows; ++r) s += dy[r * c + j];
+    for (int64_t r = 0; r < rows; ++r) s += load(dy, r * c + j);
     ctx.output.f32()[j] = static_cast<float>(s);
   }
+}
+
+void layernorm_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto t) { layernorm_cpu_t<decltype(t)>(ctx); });
+}
+void layernorm_grad_input_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto t) { layernorm_grad_input_cpu_t<decltype(t)>(ctx); });
+}
+void layernorm_grad_weight_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto t) { layernorm_grad_weight_cpu_t<decltype(t)>(ctx); });
+}
+void layernorm_grad_bias_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype,
+               [&](auto t) { layernorm_grad_bias_cpu_t<decltype(t)>(ctx); });
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -236,7 +261,7 @@ void register_layernorm_ops(OpRegistry& r) {
   f.cuda = layernorm_cuda;
 #endif
   f.gradient = layernorm_gradient;
-  with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  with_bf16_per_sample(f, 1).bf16_cuda_native = f.bf16_cpu_native = true;
   r.add(std::move(f));
 
   OpDef gi = layernorm_backward_op("layernorm_grad_input", "layernorm input gradient [dy, x (, weight)]", 2);
@@ -249,7 +274,7 @@ void register_layernorm_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   gi.cuda = layernorm_grad_input_cuda;
 #endif
-  with_bf16_per_sample(gi, 2).bf16_cuda_native = true;
+  with_bf16_per_sample(gi, 2).bf16_cuda_native = gi.bf16_cpu_native = true;
   r.add(std::move(gi));
 
   auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -265,7 +290,7 @@ void register_layernorm_ops(OpRegistry& r) {
   gw.cuda = layernorm_grad_weight_cuda;
   gw.cuda_workspace = layernorm_grad_weight_cuda_workspace;
 #endif
-  with_bf16(gw).bf16_cuda_native = true;
+  with_bf16(gw).bf16_cuda_native = gw.bf16_cpu_native = true;
   r.add(std::move(gw));
 
   OpDef gb = layernorm_backward_op("layernorm_grad_bias", "layernorm bias gradient [dy]", 1);
@@ -278,7 +303,7 @@ void register_layernorm_ops(OpRegistry& r) {
   gb.cuda = layernorm_grad_bias_cuda;
   gb.cuda_workspace = layernorm_grad_bias_cuda_workspace;
 #endif
-  with_bf16(gb).bf16_cuda_native = true;
+  with_bf16(gb).bf16_cuda_native = gb.bf16_cpu_native = true;
   r.add(std::move(gb));
 }
 

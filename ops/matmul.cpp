@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_gemm.h"
+#include "ops/gemm_bf16_cpu.h"
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #ifdef REMAT_HAVE_CUDA
@@ -77,6 +78,8 @@ OpCost matmul_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const T
   c.flops = 2.0 * static_cast<double>(d.batch) * static_cast<double>(d.m) *
             static_cast<double>(d.n) * static_cast<double>(d.k);
   c.bytes_moved = io_bytes(in, out);
+  // The CPU path in bf16 widens one product's operands and result (ops/gemm_bf16_cpu.h).
+  if (out.dtype == DType::BF16) c.workspace_bytes = matmul_bf16_workspace(d.m, d.n, d.k);
   return c;
 }
 
@@ -87,6 +90,16 @@ int64_t ldb_of(const MatmulAttrs& a, const MatmulDims& d) { return a.transpose_b
 void matmul_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<MatmulAttrs>(*ctx.node);
   const MatmulDims d = matmul_dims(a, ctx.inputs[0].shape(), ctx.inputs[1].shape());
+  if (ctx.output.desc->dtype == DType::BF16) {
+    const uint16_t* pa = ctx.inputs[0].bf16();
+    const uint16_t* pb = ctx.inputs[1].bf16();
+    uint16_t* pc = ctx.output.bf16();
+    for (int64_t b = 0; b < d.batch; ++b)
+      matmul_bf16_cpu(a.transpose_a, a.transpose_b, d.m, d.n, d.k, static_cast<float>(a.scale),
+                      pa + b * d.m * d.k, lda_of(a, d), pb + b * d.k * d.n, ldb_of(a, d),
+                      pc + b * d.m * d.n, ctx.workspace);
+    return;
+  }
   const float* pa = ctx.inputs[0].f32();
   const float* pb = ctx.inputs[1].f32();
   float* pc = ctx.output.f32();
@@ -174,7 +187,7 @@ void register_matmul_ops(OpRegistry& r) {
   f.cuda = matmul_cuda;
 #endif
   f.gradient = matmul_gradient;
-  with_bf16(f).autocast_bf16 = true;
+  with_bf16(f).autocast_bf16 = f.bf16_cpu_native = true;
   f.bf16_cuda_native = true;  // Note [bf16 GEMMs] in dense.cpp
   r.add(std::move(f));
 }

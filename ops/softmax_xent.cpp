@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/cpu_storage.h"
+#include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -110,11 +111,12 @@ int32_t xent_label(const int32_t* labels, const XentDims& d, int64_t o, int64_t 
 }
 
 // log(sum_k exp(z_k)) for the K logits starting at z with stride `inner`, stable (max shifted).
-double log_sum_exp(const float* z, const XentDims& d, double* max_out) {
-  double m = z[0];
-  for (int64_t k = 1; k < d.k; ++k) m = std::max(m, static_cast<double>(z[k * d.inner]));
+template <typename T>
+double log_sum_exp(const T* z, const XentDims& d, double* max_out) {
+  double m = load(z, 0);
+  for (int64_t k = 1; k < d.k; ++k) m = std::max(m, static_cast<double>(load(z, k * d.inner)));
   double s = 0;
-  for (int64_t k = 0; k < d.k; ++k) s += std::exp(z[k * d.inner] - m);
+  for (int64_t k = 0; k < d.k; ++k) s += std::exp(load(z, k * d.inner) - m);
   *max_out = m;
   return m + std::log(s);
 }
@@ -129,19 +131,21 @@ int64_t counted(const int32_t* labels, const XentDims& d, int64_t ignore) {
 
 // inputs [logits, labels] -> [1] = mean over counted samples of logsumexp(z) - z[label]
 // (0 when every sample is ignored).
-void xent_cpu(const ExecContext& ctx) {
+// T: the logits' storage (ops/cpu_storage.h); the loss is F32 either way.
+template <typename T>
+void xent_cpu_t(const ExecContext& ctx) {
   const XentDims d = xent_dims(ctx.inputs[0].shape());
   const int64_t ignore = attrs_of<XentAttrs>(*ctx.node).ignore_index;
-  const float* z = ctx.inputs[0].f32();
+  const T* z = storage<T>(ctx.inputs[0]);
   const int32_t* labels = ctx.inputs[1].i32();
   double total = 0;
   for (int64_t o = 0; o < d.outer; ++o)
     for (int64_t i = 0; i < d.inner; ++i) {
       if (labels[o * d.inner + i] == ignore) continue;
-      const float* zi = z + o * d.k * d.inner + i;
+      const T* zi = z + o * d.k * d.inner + i;
       const int32_t y = xent_label(labels, d, o, i, *ctx.node);
       double m = 0;
-      total += log_sum_exp(zi, d, &m) - zi[y * d.inner];
+      total += log_sum_exp(zi, d, &m) - load(zi, y * d.inner);
     }
   const int64_t count = counted(labels, d, ignore);
   ctx.output.f32()[0] = count > 0 ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
@@ -149,29 +153,37 @@ void xent_cpu(const ExecContext& ctx) {
 
 // inputs [logits, labels] -> dlogits like logits = (softmax - onehot(label)) / count; 0 for
 // ignored samples.
-void xent_grad_cpu(const ExecContext& ctx) {
+template <typename T>
+void xent_grad_cpu_t(const ExecContext& ctx) {
   const XentDims d = xent_dims(ctx.inputs[0].shape());
   const int64_t ignore = attrs_of<XentAttrs>(*ctx.node).ignore_index;
-  const float* z = ctx.inputs[0].f32();
+  const T* z = storage<T>(ctx.inputs[0]);
   const int32_t* labels = ctx.inputs[1].i32();
-  float* dz = ctx.output.f32();
+  T* dz = storage<T>(ctx.output);
   const int64_t count = counted(labels, d, ignore);
   const double inv_count = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
   for (int64_t o = 0; o < d.outer; ++o)
     for (int64_t i = 0; i < d.inner; ++i) {
       const int64_t base = o * d.k * d.inner + i;
       if (labels[o * d.inner + i] == ignore) {
-        for (int64_t k = 0; k < d.k; ++k) dz[base + k * d.inner] = 0.0f;
+        for (int64_t k = 0; k < d.k; ++k) store(dz, base + k * d.inner, 0.0f);
         continue;
       }
       const int32_t y = xent_label(labels, d, o, i, *ctx.node);
       double m = 0;
       const double lse = log_sum_exp(z + base, d, &m);
       for (int64_t k = 0; k < d.k; ++k) {
-        const double p = std::exp(z[base + k * d.inner] - lse);
-        dz[base + k * d.inner] = static_cast<float>((p - (k == y ? 1.0 : 0.0)) * inv_count);
+        const double p = std::exp(load(z, base + k * d.inner) - lse);
+        store(dz, base + k * d.inner, static_cast<float>((p - (k == y ? 1.0 : 0.0)) * inv_count));
       }
     }
+}
+
+void xent_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto t) { xent_cpu_t<decltype(t)>(ctx); });
+}
+void xent_grad_cpu(const ExecContext& ctx) {
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto t) { xent_grad_cpu_t<decltype(t)>(ctx); });
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -252,7 +264,7 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
     return {g.emit("grad", grad_name, {logits, labels}, g.graph().value(logits).desc), kNoValue};
   };
   loss.index_bound = xent_index_bound;
-  with_bf16(loss).bf16_cuda_native = true;
+  with_bf16(loss).bf16_cuda_native = loss.bf16_cpu_native = true;
   r.add(std::move(loss));
 
   OpDef grad;
@@ -275,7 +287,7 @@ void register_xent_pair(OpRegistry& r, const std::string& name, XentLayout layou
   };
 #endif
   grad.index_bound = xent_index_bound;
-  with_bf16(grad).bf16_cuda_native = true;
+  with_bf16(grad).bf16_cuda_native = grad.bf16_cpu_native = true;
   r.add(std::move(grad));
 }
 

@@ -3,12 +3,17 @@
 
 #include <algorithm>
 
+#include "runtime/backends/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/executor.h"
 
 namespace remat {
 
 CostTable flops_costs(const Graph& g, const OpRegistry& ops,
                       const std::function<int64_t(NodeId)>& workspace) {
+  // The CPU path's workspace is what the CPU backend asks for: the op's own, plus in a bf16
+  // node the FP32 copies it stages (Note [bf16 execution]).
+  std::unique_ptr<Backend> cpu = workspace ? nullptr : make_cpu_backend();
   CostTable t;
   t.model = g.name;
   t.device = "flops-model";
@@ -25,7 +30,8 @@ CostTable flops_costs(const Graph& g, const OpRegistry& ops,
     nc.name = n.name;
     nc.cost = std::max(c.flops, static_cast<double>(out.desc.numel()));
     nc.bytes = out.kind == ValueKind::Activation ? out.desc.bytes() : 0;
-    nc.workspace_bytes = workspace ? workspace(static_cast<NodeId>(i)) : c.workspace_bytes;
+    nc.workspace_bytes = workspace ? workspace(static_cast<NodeId>(i))
+                                   : node_workspace_bytes(g, ops, *cpu, static_cast<NodeId>(i));
     t.nodes.push_back(std::move(nc));
   }
   return t;

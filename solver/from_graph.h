@@ -17,7 +17,8 @@ namespace remat {
 // Every non-update node's cost from its op's cost function: max(FLOPs, output elements), so
 // data-movement ops (concat, flatten) are never free to recompute. Output bytes are the
 // activation's bytes (0 for persistent outputs such as parameter gradients); workspace is the
-// CPU path's, or `workspace(node)` when given (a device backend's choice).
+// CPU backend's (the op's own, and in bf16 its staging: Note [bf16 execution]), or
+// `workspace(node)` when given (a device backend's choice).
 CostTable flops_costs(const Graph& g, const OpRegistry& ops,
                       const std::function<int64_t(NodeId)>& workspace = nullptr);
 

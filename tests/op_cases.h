@@ -137,6 +137,10 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       // Large enough for OpenBLAS's blocked kernels: staged one sample (32 rows) at a time, the
       // rows must still equal the whole-batch GEMM's.
       {"dense_blocked", {"dense", attr_map({{"units", 96}}), {f32({4, 32, 160})}}, Bf16Family::Gemm},
+      // Weight gradients blocked over dW's rows (U > F) and columns (F > U), and a forward
+      // over several row blocks (ops/gemm_bf16_cpu.h).
+      {"dense_wide", {"dense", attr_map({{"units", 300}}), {f32({2, 8, 40})}}, Bf16Family::Gemm},
+      {"dense_tall", {"dense", attr_map({{"units", 20}}), {f32({2, 150, 300})}}, Bf16Family::Gemm},
       {"conv_blocked", {"conv2d", attr_map({{"filters", 32}, {"kernel", 3}, {"padding", 1}}),
                         {f32({3, 16, 12, 12})}}, Bf16Family::Gemm},
       {"dense_relu", {"dense", attr_map({{"units", 4}, {"activation", std::string("relu")}}), {f32({3, 6})}},
