@@ -219,10 +219,13 @@ void conv2d_grad_weight_cpu_t(const ExecContext& ctx) {
   const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
   const int64_t group_in = d.cg * d.geo.height * d.geo.width;
   float* col = static_cast<float*>(ctx.workspace);
-  char* next = static_cast<char*>(ctx.workspace) +
-               (a.pointwise() ? 0 : alloc_bytes(rows * plane * int64_t{4}));
-  float* dz_f = reinterpret_cast<float*>(next);  // one image's group of dz, widened (bf16)
-  float* x_f = reinterpret_cast<float*>(next + alloc_bytes(d.kg * plane * int64_t{4}));
+  float *dz_f = nullptr, *x_f = nullptr;  // one image's group of dz and of x, widened (bf16)
+  if constexpr (!std::is_same_v<T, float>) {
+    char* next = static_cast<char*>(ctx.workspace) +
+                 (a.pointwise() ? 0 : alloc_bytes(rows * plane * int64_t{4}));
+    dz_f = reinterpret_cast<float*>(next);
+    x_f = reinterpret_cast<float*>(next + alloc_bytes(d.kg * plane * int64_t{4}));
+  }
   for (int64_t g = 0; g < a.groups; ++g) {
     for (int64_t n = 0; n < d.n; ++n) {
       const T* xg = x + n * d.in_image() + g * group_in;
