@@ -426,34 +426,42 @@ void add_forward(uint16_t* out, const uint16_t* const* inps, int k, int64_t n,
   else launch_add<__nv_bfloat16, kAddMaxBf16Inputs>(y, inps, k, n, stream);
 }
 
-void concat_forward(float* out, const float* inp, int64_t n, int64_t c_in, int64_t c_out,
-                    int64_t offset, int64_t inner, cudaStream_t stream) {
+namespace {
+// concat and its slice for either storage type (strided_copy has an overload per element size).
+template <typename T>
+void concat_into(T* out, const T* inp, int64_t n, int64_t c_in, int64_t c_out, int64_t offset,
+                 int64_t inner, cudaStream_t stream) {
   REMAT_CHECK(offset >= 0 && offset + c_in <= c_out,
               "concat_forward: channels [" << offset << ", +" << c_in << ") outside " << c_out);
   strided_copy(out + offset * inner, c_out * inner, inp, c_in * inner, n, c_in * inner, stream);
 }
+template <typename T>
+void concat_slice_of(T* dinp, const T* dout, int64_t n, int64_t c_total, int64_t offset,
+                     int64_t channels, int64_t inner, cudaStream_t stream) {
+  REMAT_CHECK(offset >= 0 && offset + channels <= c_total,
+              "concat_slice_forward: channels [" << offset << ", +" << channels << ") outside "
+                                                 << c_total);
+  strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
+               channels * inner, stream);
+}
+}  // namespace
+
+void concat_forward(float* out, const float* inp, int64_t n, int64_t c_in, int64_t c_out,
+                    int64_t offset, int64_t inner, cudaStream_t stream) {
+  concat_into(out, inp, n, c_in, c_out, offset, inner, stream);
+}
 void concat_forward(uint16_t* out, const uint16_t* inp, int64_t n, int64_t c_in, int64_t c_out,
                     int64_t offset, int64_t inner, cudaStream_t stream) {
-  REMAT_CHECK(offset >= 0 && offset + c_in <= c_out,
-              "concat_forward: channels [" << offset << ", +" << c_in << ") outside " << c_out);
-  strided_copy(out + offset * inner, c_out * inner, inp, c_in * inner, n, c_in * inner, stream);
+  concat_into(out, inp, n, c_in, c_out, offset, inner, stream);
 }
 
 void concat_slice_forward(float* dinp, const float* dout, int64_t n, int64_t c_total,
                           int64_t offset, int64_t channels, int64_t inner, cudaStream_t stream) {
-  REMAT_CHECK(offset >= 0 && offset + channels <= c_total,
-              "concat_slice_forward: channels [" << offset << ", +" << channels << ") outside "
-                                                 << c_total);
-  strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
-               channels * inner, stream);
+  concat_slice_of(dinp, dout, n, c_total, offset, channels, inner, stream);
 }
 void concat_slice_forward(uint16_t* dinp, const uint16_t* dout, int64_t n, int64_t c_total,
                           int64_t offset, int64_t channels, int64_t inner, cudaStream_t stream) {
-  REMAT_CHECK(offset >= 0 && offset + channels <= c_total,
-              "concat_slice_forward: channels [" << offset << ", +" << channels << ") outside "
-                                                 << c_total);
-  strided_copy(dinp, channels * inner, dout + offset * inner, c_total * inner, n,
-               channels * inner, stream);
+  concat_slice_of(dinp, dout, n, c_total, offset, channels, inner, stream);
 }
 
 void permute_0213(float* out, const float* inp, int64_t d0, int64_t d1, int64_t d2, int64_t d3,

@@ -51,38 +51,50 @@ int64_t dense_bf16_workspace(DensePass pass, int64_t rows, int64_t f, int64_t u)
   return 0;
 }
 
+// out[rows, n_out] = gemm(in[rows, n_in] widened, wr) a block of rows at a time, `epilogue` on
+// each FP32 block before it is rounded into `out`.
+template <typename Gemm, typename Epilogue>
+void by_row_blocks(const uint16_t* in, int64_t rows, int64_t n_in, int64_t n_out, uint16_t* out,
+                   Carve& c, Gemm gemm, Epilogue epilogue) {
+  const int64_t rb = std::min(rows, kBlock);
+  float* ib = c.take(rb * n_in);
+  float* ob = c.take(rb * n_out);
+  for (int64_t r0 = 0; r0 < rows; r0 += rb) {
+    const int64_t n = std::min(rb, rows - r0);
+    bf16_widen(in + r0 * n_in, ib, n * n_in);
+    gemm(n, ib, ob);
+    epilogue(n, ob);
+    bf16_narrow(ob, out + r0 * n_out, n * n_out);
+  }
+}
+
 void dense_forward_bf16_cpu(const uint16_t* x, const float* w, const float* b, Activation act,
                             int64_t rows, int64_t f, int64_t u, uint16_t* y, void* ws) {
   Carve c{static_cast<char*>(ws)};
   const float* wr = rounded_weight(w, u * f, c);
-  const int64_t rb = std::min(rows, kBlock);
-  float* xb = c.take(rb * f);
-  float* yb = c.take(rb * u);
-  for (int64_t r0 = 0; r0 < rows; r0 += rb) {
-    const int64_t n = std::min(rb, rows - r0);
-    bf16_widen(x + r0 * f, xb, n * f);
-    cpu_gemm(false, true, n, u, f, 1.0f, xb, f, wr, f, 0.0f, yb, u);
-    if (b)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < u; ++j) yb[i * u + j] += b[j];
-    activation_forward_cpu(act, yb, n * u);
-    bf16_narrow(yb, y + r0 * u, n * u);
-  }
+  by_row_blocks(
+      x, rows, f, u, y, c,
+      [&](int64_t n, const float* xb, float* yb) {
+        cpu_gemm(false, true, n, u, f, 1.0f, xb, f, wr, f, 0.0f, yb, u);
+      },
+      [&](int64_t n, float* yb) {
+        if (b)
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < u; ++j) yb[i * u + j] += b[j];
+        activation_forward_cpu(act, yb, n * u);
+      });
 }
 
 void dense_grad_input_bf16_cpu(const uint16_t* dz, const float* w, int64_t rows, int64_t u,
                                int64_t f, uint16_t* dx, void* ws) {
   Carve c{static_cast<char*>(ws)};
   const float* wr = rounded_weight(w, u * f, c);
-  const int64_t rb = std::min(rows, kBlock);
-  float* dzb = c.take(rb * u);
-  float* dxb = c.take(rb * f);
-  for (int64_t r0 = 0; r0 < rows; r0 += rb) {
-    const int64_t n = std::min(rb, rows - r0);
-    bf16_widen(dz + r0 * u, dzb, n * u);
-    cpu_gemm(false, false, n, f, u, 1.0f, dzb, u, wr, f, 0.0f, dxb, f);
-    bf16_narrow(dxb, dx + r0 * f, n * f);
-  }
+  by_row_blocks(
+      dz, rows, u, f, dx, c,
+      [&](int64_t n, const float* dzb, float* dxb) {
+        cpu_gemm(false, false, n, f, u, 1.0f, dzb, u, wr, f, 0.0f, dxb, f);
+      },
+      [](int64_t, float*) {});
 }
 
 // dW = dz^T x with the narrower operand widened whole and the wider one a block of columns at a
