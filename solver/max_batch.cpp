@@ -71,6 +71,7 @@ std::optional<Schedule> strategy_at(Batches& batches, const std::string& strateg
   if (problem_min_budget(pb) > budget) return std::nullopt;
   opt.time_limit_seconds = std::max(0.05, d.left());
   opt.progress = nullptr;
+  opt.phase = nullptr;  // the line shows the batch bracket, not the solves inside it
   SolveResult r = solve(pb, strategy, budget, opt);
   if (!r.feasible || r.sim.total_cost > cost_cap(pb) * (1 + 1e-9)) return std::nullopt;
   return r.schedule;

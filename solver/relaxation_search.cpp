@@ -150,8 +150,10 @@ RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const So
     best.s->lower_bound = std::min(out.bound, best.cost);
     out.best = std::move(best.s);
   } else if (out.failure.empty()) {
-    out.failure = "the LP relaxation was solved, but none of its roundings could be repaired to "
-                  "fit the budget in the time left";
+    out.failure = left() > 0 ? "the LP relaxation was solved, but neither its roundings nor the "
+                               "keep-everything schedule could be repaired to fit the budget"
+                             : "the LP relaxation was solved, but none of its roundings could be "
+                               "repaired to fit the budget before the time limit";
   }
   return out;
 }

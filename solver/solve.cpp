@@ -122,7 +122,11 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     return opt.time_limit_seconds -
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  auto phase = [&](const char* name) {
+    if (opt.phase) opt.phase(name, opt.progress_user);
+  };
   Incumbent best{p, budget, std::nullopt, 0};
+  phase("baselines");
   best.offer(best_baseline(p, budget, opt.time_limit_seconds / 10));
   double bound = 0;
   std::string source = "every node runs once";
@@ -139,6 +143,8 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   std::string lp_why;
   SolveOptions lp_opt = opt;
   lp_opt.time_limit_seconds = std::max(0.05, left());
+  lp_opt.phase = nullptr;  // its stages are this one
+  phase("LP relaxation and rounding");
   std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis, &lp_why);
   if (lp) raise(lp_bound, lp->bound_source), solved(lp->models);
   if (!best.s && lp_why.find("(a proof)") != std::string::npos) {
@@ -149,6 +155,7 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   const bool small = full_milp_is_small(p);
   auto open_gap = [&] { return !best.s || (best.cost - bound) / best.cost > opt.relative_gap; };
   auto full_milp = [&](double seconds) {
+    phase("Checkmate MILP");
     SolveOptions mo = opt;
     mo.time_limit_seconds = seconds;
     std::optional<Schedule> m =
@@ -162,6 +169,7 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   bool searchable = p.size() <= kHeldSetMaxNodes;
   auto held_sets = [&](int64_t probe_cap, int64_t cap, double share, bool probe_decides) {
     if (!searchable || left() <= 0.5 || !open_gap()) return true;
+    phase("held-set search");
     const double stop_at = left() * (1 - share);
     auto limits = [&](int64_t transitions) {
       return HeldSetLimits{transitions, std::max(0.0, left() - stop_at)};
@@ -204,6 +212,7 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   }
   if (small && left() > 0.5 && open_gap()) full_milp(0.3 * left());
   if (left() > 0.5 && open_gap()) {
+    phase("relaxation MILP");
     RelaxationSearch rm = relaxation_milp_search(p, budget, opt, 0.8 * left(),
                                                  best.s ? &*best.s : nullptr);
     raise(rm.bound, rm.bound_source);
@@ -213,14 +222,16 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
       *why = rm.failure;
       return std::nullopt;
     }
-    if (!best.s) lp_why += "; " + rm.failure;
+    if (!best.s && !rm.failure.empty()) lp_why += "; " + rm.failure;
   }
   if (!best.s) {
     *why = "no schedule found within the time limit (" + lp_why + ")";
     return std::nullopt;
   }
-  if (left() > 0 && (best.cost - bound) / best.cost > opt.relative_gap)
+  if (left() > 0 && (best.cost - bound) / best.cost > opt.relative_gap) {
+    phase("local improvement");
     best.offer(schedule_improve(p, *best.s, budget, left()));
+  }
   Schedule s = std::move(*best.s);
   const double cost = best.cost;
   s.strategy = "checkmate";
@@ -278,6 +289,7 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   } else if (strategy == "lp") {
     double bound = 0;
     std::string why;
+    if (opt.phase) opt.phase("LP relaxation and rounding", opt.progress_user);
     s = solve_lp_rounding(p, budget, opt, &bound, nullptr, &why);
     if (s && s->lower_bound <= 0) s->lower_bound = bound;
     if (!s) r.message = "lp: " + why;

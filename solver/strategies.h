@@ -27,6 +27,10 @@ struct SolveOptions {
   // Called while max batch bisects: elapsed seconds, the largest batch known to fit, the
   // smallest batch proven not to (or the bracket's open end).
   void (*batch_progress)(double elapsed, int64_t lo, int64_t hi, void* user) = nullptr;
+  // Called when a strategy starts a stage ("baselines", "LP relaxation", "held-set search",
+  // "Checkmate MILP", "relaxation MILP", "local improvement"), so that progress shows what
+  // runs from the first second.
+  void (*phase)(const char* name, void* user) = nullptr;
 };
 
 struct SolveResult {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -113,6 +114,8 @@ TEST_F(TrainCli, SigintSavesACheckpointThatResumesBitIdentically) {
   EXPECT_EQ(WEXITSTATUS(status), 130) << log;
   EXPECT_NE(log.find("stopped by SIGINT after step "), std::string::npos) << log;
   EXPECT_NE(log.find("stopped: "), std::string::npos) << "the summary is printed:\n" << log;
+  EXPECT_NE(log.find("to continue: "), std::string::npos) << log;
+  EXPECT_NE(log.find(" --resume " + ck), std::string::npos) << log;
   ASSERT_TRUE(exists(ck)) << log;
   const int64_t k = std::stoll(safetensors_load(ck).metadata.at("step"));
   ASSERT_GE(k, 3);
@@ -127,8 +130,37 @@ TEST_F(TrainCli, SigintSavesACheckpointThatResumesBitIdentically) {
     EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
 }
 
+// One key press delivered twice (two signals within kStopGraceSeconds) is one stop: the step
+// ends, the checkpoint is written, exit 130.
+TEST_F(TrainCli, TwoSignalsWithinTheGracePeriodAreOneStop) {
+  const std::string ck = path("stopped.safetensors"), out = path("run.out");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' " +
+                            small("--steps 1000000 --save '" + ck + "'") + " >'" + out + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (read_whole_file(out).find(" 2/1000000 ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string log = read_whole_file(out);
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
+  EXPECT_EQ(log.find("stopped at once"), std::string::npos) << log;
+  EXPECT_TRUE(exists(ck)) << "the checkpoint must survive a doubled key press:\n" << log;
+}
+
 // A second signal stops at once: here both arrive while the solver works on ResNet-50 (with a
-// two-minute limit), and train is gone long before the limit, with 128 + SIGTERM.
+// two-minute limit), the second after the grace period, and train is gone long before the
+// limit, with 128 + SIGTERM.
 TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
   const std::string out = path("run.out");
   const pid_t pid = ::fork();
@@ -146,7 +178,7 @@ TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const auto signalled = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past kStopGraceSeconds
   ::kill(pid, SIGTERM);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -158,6 +190,37 @@ TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
   EXPECT_LT(waited, 30) << log;
   EXPECT_NE(log.find("stopped at once (second signal)"), std::string::npos) << log;
   EXPECT_FALSE(exists(path("ck.safetensors"))) << "nothing trained, nothing written";
+}
+
+// Note [side outputs]: the metrics file meets a full disk (a 8 KiB file-size limit, SIGXFSZ
+// ignored, so writes fail with EFBIG): train says why, keeps the metrics file on its last whole
+// line, trains every step, writes the checkpoint and exits 4.
+TEST_F(TrainCli, AFailedMetricsFileStopsTheMetricsNotTheRun) {
+  const std::string cfg = path("tiny.yaml"), m = path("m.jsonl"), ck = path("ck.safetensors");
+  {
+    std::ofstream f(cfg);
+    f << "name: tiny\ninput: [1, 4, 4]\nclasses: 2\nbatch: 2\nlayers:\n"
+         "  - {name: flat, op: flatten}\n  - {name: fc, op: dense, units: 2}\n";
+  }
+  RunResult r = run(TRAIN_EXE, "--config '" + cfg + "' --steps 80 --log-every 1000 --metrics '" +
+                                   m + "' --save '" + ck + "'",
+                    "trap '' XFSZ; ulimit -f 8;");
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("warning: --metrics " + m + ": cannot write (File too large) after step "),
+            std::string::npos)
+      << r.err;
+  const std::vector<std::string> lines = lines_of(read_whole_file(m));
+  ASSERT_GT(lines.size(), 5u);
+  ASSERT_LT(lines.size(), 80u);
+  int64_t step = 0;
+  for (const std::string& l : lines) {
+    if (l.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(l);  // throws on a cut line
+    EXPECT_EQ(j.at("step").get<int64_t>(), ++step);
+  }
+  EXPECT_EQ(read_whole_file(m).back(), '\n');
+  ASSERT_TRUE(exists(ck));
+  EXPECT_EQ(safetensors_load(ck).metadata.at("step"), "80");
 }
 
 // ---- periodic checkpoints and metrics --------------------------------------------------------

@@ -100,6 +100,12 @@ std::vector<std::vector<NodeId>> Graph::users() const {
   return u;
 }
 
+int64_t planned_nodes(const Graph& g) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes) n += node.kind != NodeKind::Update;
+  return n;
+}
+
 DType Graph::activation_precision() const {
   for (const Value& v : values)
     if (v.desc.dtype == DType::BF16) return DType::BF16;

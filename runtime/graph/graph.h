@@ -109,6 +109,10 @@ class Graph {
   void validate() const;
 };
 
+// Nodes a plan orders: every node but the optimizer's Update nodes (which run after the plan).
+// What plan, maxbatch, train and profile call a graph's "nodes".
+int64_t planned_nodes(const Graph& g);
+
 // JSON file format "remat-graph/1". Loading re-parses each node's attrs through `ops`.
 std::string graph_to_json_text(const Graph& g);
 Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const std::string& src);

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "runtime/core/attrs.h"
 #include "runtime/core/check.h"
 #include "runtime/core/checked.h"
 #include "tools/common/version.h"
@@ -101,13 +102,22 @@ FlagParser& FlagParser::alias(const std::string& short_name, const std::string& 
 
 std::string FlagParser::usage() const {
   std::ostringstream os;
-  os << "usage: " << program_;
+  // The synopsis wrapped at 100 columns, continuation lines indented under the first flag.
+  const std::string head = "usage: " + program_;
+  std::string line = head;
+  auto word = [&](const std::string& w) {
+    if (line.size() + 1 + w.size() > 100 && line.size() > head.size()) {
+      os << line << "\n";
+      line = std::string(head.size(), ' ');
+    }
+    line += " " + w;
+  };
   for (const auto& n : order_) {
     const Flag& f = flags_.at(n);
-    os << " [--" << n << (f.value_name.empty() ? "" : " " + f.value_name) << "]";
+    word("[--" + n + (f.value_name.empty() ? "" : " " + f.value_name) + "]");
   }
-  if (!positional_name_.empty()) os << " [" << positional_name_ << " ...]";
-  os << "\n" << summary_ << "\n";
+  if (!positional_name_.empty()) word("[" + positional_name_ + " ...]");
+  os << line << "\n" << summary_ << "\n";
   for (const auto& n : order_) {
     const Flag& f = flags_.at(n);
     std::string left = "  --" + n + (f.value_name.empty() ? "" : " " + f.value_name);
@@ -158,8 +168,12 @@ bool FlagParser::parse(int argc, char** argv) {
       throw UsageError(program_ + ": unexpected argument '" + arg + "'" + short_usage());
     }
     auto it = flags_.find(name);
-    if (it == flags_.end())
-      throw UsageError(program_ + ": unknown flag '" + arg + "'" + short_usage());
+    if (it == flags_.end()) {
+      std::vector<std::string> known;
+      for (const auto& n : order_) known.push_back("--" + n);
+      throw UsageError(program_ + ": unknown flag '" + arg + "'" +
+                       did_you_mean("--" + name, known) + short_usage());
+    }
     if (it->second.value_name.empty()) {
       if (has_value) throw UsageError(program_ + ": flag --" + name + " takes no value");
       given_[name] = "true";

@@ -15,7 +15,9 @@ namespace remat {
 // Note [exit codes]: every tool exits 0 on success, 2 for a usage error (a flag that is unknown,
 // missing, malformed or conflicting: the command line itself is wrong), 1 for every other failure
 // (a bad file, a budget that does not fit, a failed write), 3 when `train` stopped at a non-finite
-// loss or gradient, and 128 + N when `train` was stopped by signal N (Note [graceful stop]).
+// loss or gradient, 4 when `train` finished but a side output (metrics, a periodic checkpoint,
+// the trace, the summary) could not be written (Note [side outputs]), and 128 + N when `train`
+// was stopped by signal N (Note [graceful stop]).
 class UsageError : public UserError {
  public:
   explicit UsageError(const std::string& what) : UserError(what) {}

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace remat {
@@ -13,10 +14,13 @@ namespace remat {
 // stream_is_terminal() and, when the answer is no, prints plain lines at an interval instead.
 bool stream_is_terminal(std::FILE* stream);
 
-// The solver's live line: "<label>: 12.3s  incumbent ...  bound ...  gap ...". The best
-// incumbent seen under one label is kept, so the line never goes back to "no incumbent" when a
-// later sub-solve (LP rounding, then the MILP; the relaxation's models) starts without one.
+// The solver's live line: "<label>: 12.3s  [phase]  incumbent ...  bound ...  gap ...". The
+// time is the line's own (from progress_line_next, or its construction), not a sub-solver's.
+// The best incumbent and the highest bound seen under one label are kept: the line never goes
+// back to "no incumbent" when a later sub-solve starts without one, and a proven bound only
+// rises (a later model's weaker bound is not shown). A new phase is shown at once, in a log too.
 struct ProgressLine {
+  ProgressLine();
   std::string label;
   std::FILE* out = stderr;
   bool terminal = stream_is_terminal(stderr);
@@ -25,11 +29,18 @@ struct ProgressLine {
   bool printed = false;       // terminal: a redrawn line is open (needs a newline)
   double last_logged = -1;    // log mode: elapsed seconds of the last plain line, -1 none
   double best_incumbent = -1; // < 0: none yet
+  double best_bound = -1;     // < 0: none yet
+  std::string phase;          // the stage running (SolveOptions::phase), "" before any
+  double start = 0;           // seconds on the clock when the label started
+  // Seconds on a monotonic clock; the steady clock unless a test sets another.
+  std::function<double()> clock;
+  double now() const;
 };
 
 // SolveOptions::progress and ::batch_progress callbacks; `user` is a ProgressLine*.
 void progress_solve(double elapsed, double incumbent, double bound, void* user);
 void progress_batch(double elapsed, int64_t lo, int64_t hi, void* user);
+void progress_phase(const char* name, void* user);
 // Ends an open terminal line with a newline and starts the next under `label` (fresh state).
 void progress_line_next(ProgressLine* line, const std::string& label);
 // Terminal: erases the open line (for output that replaces it). Log mode: nothing.

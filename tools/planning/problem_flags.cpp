@@ -147,7 +147,9 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
 void add_solve_flags(FlagParser& flags) {
   flags.add("strategies", "S", "'all' or a comma-separated list of strategy names", "all")
       .alias("--strategy", "strategies")
-      .add("time-limit", "SEC", "MILP / LP wall-clock limit in seconds", "60")
+      .add("time-limit", "SEC", "wall-clock limit of each strategy (and of each budget a sweep "
+                                "solves) in seconds; the solver strategies keep to it, the "
+                                "command takes their sum", "60")
       .add("threads", "N", "solver threads", "1")
       .add("gap", "G", "MILP relative gap to stop at", "0.0001")
       .add("log-level", "N", "0 silent, 1 live progress line, 2 solver log", "1");
@@ -199,6 +201,7 @@ void progress_line_attach(SolveOptions& opt, ProgressLine* line) {
   if (opt.log_level < 1) return;
   opt.progress = progress_solve;
   opt.batch_progress = progress_batch;
+  opt.phase = progress_phase;
   opt.progress_user = line;
 }
 

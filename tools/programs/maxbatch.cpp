@@ -145,7 +145,7 @@ int run(int argc, char** argv) {
   ProgressLine line;
   progress_line_attach(opt, &line);
   if (!json) {
-    std::printf("problem %s: %d nodes, measured at batch %lld, constant %s, budget %s\n",
+    std::printf("problem %s: %d nodes, costs at batch %lld, constant %s, budget %s\n",
                 p.name.c_str(), p.size(), static_cast<long long>(p.batch),
                 format_bytes(p.constant_bytes).c_str(), format_bytes(budget).c_str());
     if (vary_seq)

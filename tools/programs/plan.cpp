@@ -2,6 +2,7 @@
 // one or more strategies, prints a comparison table (or JSON lines), and optionally writes the
 // chosen schedule, the problem, and SVG figures of each feasible schedule.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -144,6 +145,7 @@ int run(int argc, char** argv) {
                 "overhead", "peak", "time(s)", "gap", "status");
   }
   std::optional<SolveResult> chosen;
+  const auto started = std::chrono::steady_clock::now();
   for (const std::string& name : strategies) {
     progress_line_next(&line, name);
     SolveResult r = solve(p, name, budget, opt);
@@ -185,6 +187,10 @@ int run(int argc, char** argv) {
     bool better = r.feasible && (!chosen || r.sim.total_cost < chosen->sim.total_cost);
     if (better || (strategies.size() == 1 && !chosen)) chosen = std::move(r);
   }
+  if (!json && strategies.size() > 1)  // --time-limit is each strategy's
+    std::printf("total %.1f s for %zu strategies (--time-limit %s s each)\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                strategies.size(), flags.get("time-limit").c_str());
   if (flags.has("output")) {
     if (!chosen || !chosen->feasible)
       REMAT_USER_ERROR("plan: no feasible schedule at budget " << format_bytes(budget)

@@ -85,9 +85,10 @@ int profile_main(int argc, char** argv) {
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
 
   std::unique_ptr<Backend> be = make_backend(device, precision);
-  std::printf("model %s, input %s, batch %lld: %zu nodes; device %s; precision %s\n",
+  std::printf("model %s, input %s, batch %lld: %s to measure (the optimizer updates are not); "
+              "device %s; precision %s\n",
               g.name.c_str(), profile_cache_key(g).c_str(), static_cast<long long>(g.batch),
-              g.nodes.size(), be->name().c_str(), precision.c_str());
+              plural(planned_nodes(g), "node").c_str(), be->name().c_str(), precision.c_str());
   if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
 
   if (isatty(fileno(stderr))) {

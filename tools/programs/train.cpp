@@ -23,6 +23,30 @@ namespace {
 // rank and host, and calls MPI_Abort with its exit code, which makes mpirun stop every other
 // rank (even one blocked in a collective waiting for it) and exit with that code. A rank that
 // dies without a word (a signal) is noticed by mpirun, which also stops the rest.
+// The command that continues a stopped run: this one with `--resume CHECKPOINT` instead of any
+// --resume it had (arguments quoted for a POSIX shell where they need it).
+std::string resume_command(int argc, char** argv, const std::string& checkpoint) {
+  auto quoted = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                          "0123456789-_./=:,+@%") == std::string::npos)
+      return a;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string cmd = quoted(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--resume") {
+      ++i;  // and its value
+      continue;
+    }
+    if (a.rfind("--resume=", 0) == 0) continue;
+    cmd += " " + quoted(a);
+  }
+  return cmd + " --resume " + quoted(checkpoint);
+}
+
 int train_main(int argc, char** argv, remat::MpiSession& session) {
   std::vector<std::string> strategies = remat::strategy_names();
   std::string known;
@@ -127,7 +151,10 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   }
   remat::StopSignals stop;  // Note [graceful stop]
   const remat::TrainSummary sum = remat::run_training(opt, &session);
-  return sum.stop_signal ? 128 + sum.stop_signal : 0;
+  if (sum.stop_signal && !opt.save_file.empty() && sum.steps_done > 0 && session.rank() == 0)
+    std::printf("to continue: %s\n", resume_command(argc, argv, opt.save_file).c_str());
+  if (sum.stop_signal) return 128 + sum.stop_signal;
+  return sum.side_output_failures.empty() ? 0 : 4;  // Note [side outputs]
 }
 
 }  // namespace

@@ -82,7 +82,8 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
     so.log_level = opt.log_level;
     ProgressLine line;  // Note [live lines]
     line.label = "solving";
-    if (opt.log_level >= 1) so.progress = progress_solve, so.progress_user = &line;
+    if (opt.log_level >= 1)
+      so.progress = progress_solve, so.phase = progress_phase, so.progress_user = &line;
     SolveResult r = solve(gp.problem, opt.strategy, solver_budget, so);
     progress_line_clear(&line);
     if (!r.feasible)

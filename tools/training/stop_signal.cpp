@@ -1,6 +1,7 @@
 // SIGINT/SIGTERM handlers for Note [graceful stop]: a flag on the first, _exit on the second.
 #include "tools/training/stop_signal.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -15,6 +16,7 @@ namespace {
 // A signal handler can only reach state through a global; this one is written by the handler
 // and read by the training loop, and is the only state the handlers have.
 volatile std::sig_atomic_t g_received = 0;
+struct timespec g_first_at {};  // when the first signal came (CLOCK_MONOTONIC)
 bool g_installed = false;
 struct sigaction g_old_int, g_old_term;
 
@@ -23,13 +25,20 @@ void write_stderr(const char* text) {
   (void)ignored;
 }
 
+// Only async-signal-safe calls here (write, clock_gettime, _exit).
 extern "C" void on_stop_signal(int sig) {
-  if (g_received != 0) {  // the second signal: at once (only async-signal-safe calls here)
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  if (g_received != 0) {
+    const double since = static_cast<double>(now.tv_sec - g_first_at.tv_sec) +
+                         1e-9 * static_cast<double>(now.tv_nsec - g_first_at.tv_nsec);
+    if (since < kStopGraceSeconds) return;  // the same key press, delivered twice
     write_stderr("\nstopped at once (second signal)\n");
     ::_exit(128 + sig);
   }
+  g_first_at = now;
   g_received = sig;
-  write_stderr("\nstopping after this step (signal again to stop at once)\n");
+  write_stderr("\nstopping after this step (signal again after a second to stop at once)\n");
 }
 
 }  // namespace

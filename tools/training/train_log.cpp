@@ -1,7 +1,12 @@
 // Step lines with elapsed time and ETA, and the per-step metrics file.
 #include "tools/training/train_log.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -40,13 +45,43 @@ std::string metrics_json_line(const StepRecord& r, double elapsed_seconds) {
 
 StepLog::StepLog(StepLogOptions opt) : opt_(std::move(opt)) {
   if (opt_.metrics_file.empty()) return;
-  metrics_.open(opt_.metrics_file, std::ios::trunc);
-  if (!metrics_) REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot open for writing");
+  metrics_fd_ = ::open(opt_.metrics_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (metrics_fd_ < 0)
+    REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot open for writing ("
+                                  << std::strerror(errno) << ")");
+}
+
+StepLog::~StepLog() {
+  if (metrics_fd_ >= 0) ::close(metrics_fd_);
+}
+
+// One line in one write; a short or failed write is cut back to the last complete line.
+void StepLog::write_metrics(const std::string& text) {
+  if (metrics_fd_ < 0) return;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(metrics_fd_, text.data() + done, text.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    failure_ = "--metrics " + opt_.metrics_file + ": cannot write (" +
+               std::strerror(n < 0 ? errno : ENOSPC) + ")";
+    if (::ftruncate(metrics_fd_, metrics_bytes_) != 0) {  // the partial line goes
+      failure_ += "; the last line may be incomplete";
+    }
+    ::close(metrics_fd_);
+    metrics_fd_ = -1;
+    return;
+  }
+  metrics_bytes_ += static_cast<int64_t>(text.size());
 }
 
 std::string StepLog::line(const StepRecord& r, double elapsed) const {
   char buf[256];
   const int width = static_cast<int>(std::to_string(opt_.total_steps).size());
+  // Both speeds from one mean: the steps after this run's first (which warms up), or the first.
   const double ms = timed_steps_ > 0 ? 1000 * timed_seconds_ / static_cast<double>(timed_steps_)
                                      : 1000 * r.seconds;
   const double eta = ms / 1000 * static_cast<double>(opt_.total_steps - r.step);
@@ -54,7 +89,7 @@ std::string StepLog::line(const StepRecord& r, double elapsed) const {
                 "step %*lld/%lld  loss %.4f  %9.1f samples/s  %8.1f ms/step  peak %s  "
                 "elapsed %s  eta %s",
                 width, static_cast<long long>(r.step), static_cast<long long>(opt_.total_steps),
-                r.loss, r.seconds > 0 ? static_cast<double>(r.batch) / r.seconds : 0.0, ms,
+                r.loss, ms > 0 ? 1000 * static_cast<double>(r.batch) / ms : 0.0, ms,
                 format_bytes(r.peak_bytes).c_str(), format_duration(elapsed).c_str(),
                 format_duration(eta).c_str());
   return buf;
@@ -64,11 +99,7 @@ void StepLog::record(const StepRecord& r) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (r.step > opt_.first_step + 1) timed_seconds_ += r.seconds, ++timed_steps_;
-  if (metrics_.is_open()) {
-    metrics_ << metrics_json_line(r, elapsed) << "\n";
-    metrics_.flush();
-    if (!metrics_) REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot write");
-  }
+  write_metrics(metrics_json_line(r, elapsed) + "\n");
   const bool first = r.step == opt_.first_step + 1, last = r.step == opt_.total_steps;
   const std::string text = line(r, elapsed);
   if (opt_.terminal && opt_.log_every == 0) {  // one live line (Note [live lines])

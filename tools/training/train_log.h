@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 namespace remat {
@@ -22,6 +21,8 @@ struct StepRecord {
   int recomputes = 0;      // rematerialized computes in the step
 };
 
+// The step line's samples/s and ms/step are both means over this run's steps after its first;
+// the --metrics line holds each step's own.
 struct StepLogOptions {
   int64_t first_step = 0;      // steps done before this run (a resumed run)
   int64_t total_steps = 0;     // --steps
@@ -38,20 +39,36 @@ std::string format_duration(double seconds);
 // "peak_bytes", "recomputes", "elapsed_seconds"}.
 std::string metrics_json_line(const StepRecord& r, double elapsed_seconds);
 
+// Note [side outputs]: the metrics file, periodic checkpoints and the trace serve the run; the
+// run is the training state. When one of them cannot be written (a full disk, a quota), `train`
+// says why (the system's reason), keeps what it wrote whole (the metrics file ends on its last
+// complete line; checkpoints and traces are atomic) and trains on; it ends with exit code 4
+// (training done, a side output failed) instead of 0. The final --save is the state itself: its
+// failure is an error (exit 1).
+
 class StepLog {
  public:
   // Opens (truncates) the metrics file; UserError naming it when it cannot be opened.
   explicit StepLog(StepLogOptions opt);
-  // Prints the step's line as the options say and appends its metrics line (flushed, so a run
-  // that is stopped keeps every step it did).
+  ~StepLog();
+  StepLog(const StepLog&) = delete;
+  StepLog& operator=(const StepLog&) = delete;
+  // Prints the step's line as the options say and appends its metrics line (one write, so a run
+  // that is stopped keeps every step it did). A metrics line that cannot be written is taken
+  // back whole, the metrics stop, and failure() says why (Note [side outputs]).
   void record(const StepRecord& r);
   // Ends an open live line (before other output).
   void end_line();
+  // Why the metrics stopped ("" while they are written).
+  const std::string& failure() const { return failure_; }
 
  private:
   std::string line(const StepRecord& r, double elapsed) const;
+  void write_metrics(const std::string& text);
   StepLogOptions opt_;
-  std::ofstream metrics_;
+  int metrics_fd_ = -1;
+  int64_t metrics_bytes_ = 0;  // bytes of complete lines written
+  std::string failure_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double timed_seconds_ = 0;  // steps after this run's first (which warms up)
   int64_t timed_steps_ = 0;

@@ -71,6 +71,14 @@ std::unique_ptr<Backend> make_backend(const Graph& g, const TrainOptions& opt,
   return be;
 }
 
+// Note [side outputs]: says why on stderr, and the run ends with exit code 4.
+void side_output_failed(StepLog& log, TrainSummary& sum, const std::string& why) {
+  log.end_line();
+  std::fflush(stdout);
+  std::fprintf(stderr, "warning: %s\n", why.c_str());
+  sum.side_output_failures.push_back(why);
+}
+
 // The run header's words for a precision: what is stored in which dtype and, on the GPU, the math.
 std::string precision_description(const std::string& precision, const std::string& device) {
   if (precision == "bf16")
@@ -230,8 +238,13 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), batch %lld, input %s\n",
               cfg.name.c_str(), cfg.layers.size(), params, static_cast<long long>(param_numel),
               static_cast<long long>(g.batch), shape_str(in_desc.shape).c_str());
-  std::printf("training graph: %zu nodes, persistent %s; device %s, %s; data %s\n",
-              g.nodes.size(), format_bytes(layout.constant_bytes).c_str(),
+  // "nodes" are the ones a plan orders (as plan and maxbatch count them); the optimizer's updates
+  // run after every plan.
+  std::printf("training graph: %s + %s, persistent %s; device %s, %s; data %s\n",
+              plural(planned_nodes(g), "node").c_str(),
+              plural(static_cast<int64_t>(g.nodes.size()) - planned_nodes(g), "optimizer update")
+                  .c_str(),
+              format_bytes(layout.constant_bytes).c_str(),
               backend->name().c_str(), precision_description(precision, opt.device).c_str(),
               data->describe().c_str());
   if (job) print_parallel(*job, g, layout, *job->grads);
@@ -304,6 +317,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const LrSchedule lr = optimizer_lr_schedule(cfg);
   int64_t steps_done = first_step;
   TraceWriter trace;  // the last opt.trace_steps steps, laid end to end
+  bool metrics_failed = false;
   int64_t traced = 0;
   for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
     data->next_batch(step, input, labels);
@@ -344,12 +358,23 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     rec.peak_bytes = r.peak_bytes;
     rec.recomputes = r.recomputes;
     log.record(rec);
+    if (!log.failure().empty() && !metrics_failed) {
+      metrics_failed = true;
+      side_output_failed(log, sum, log.failure() + " after step " + std::to_string(steps_done) +
+                                       "; the metrics stop here, training goes on");
+    }
     if (!last) {
-      const std::string written = periodic.after_step(ex, steps_done);
-      if (!written.empty()) {
-        log.end_line();
-        std::printf("checkpoint after step %lld written to %s\n",
-                    static_cast<long long>(steps_done), written.c_str());
+      try {
+        const std::string written = periodic.after_step(ex, steps_done);
+        if (!written.empty()) {
+          log.end_line();
+          std::printf("checkpoint after step %lld written to %s\n",
+                      static_cast<long long>(steps_done), written.c_str());
+        }
+      } catch (const UserError& e) {
+        side_output_failed(log, sum, std::string("periodic checkpoint after step ") +
+                                         std::to_string(steps_done) + ": " + e.what() +
+                                         "; training goes on");
       }
     }
     std::fflush(stdout);
@@ -362,13 +387,24 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     }
   }
   log.end_line();
+  // The training state first (Note [side outputs]): a failed --save is an error.
+  if (!opt.save_file.empty() && steps_done > first_step) {
+    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, steps_done);
+    else checkpoint_save(ex, opt.save_file, steps_done);
+    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(steps_done),
+                opt.save_file.c_str());
+  }
   if (traced > 0) {
     trace.process_name("remat " + g.name + ", " + plural(traced, "step") + " to step " +
                        std::to_string(steps_done));
     trace.thread_name(1, backend->name());
-    trace.save(opt.trace_file);
-    std::printf("trace of %s (to step %lld) written to %s\n", plural(traced, "step").c_str(),
-                static_cast<long long>(steps_done), opt.trace_file.c_str());
+    try {
+      trace.save(opt.trace_file);
+      std::printf("trace of %s (to step %lld) written to %s\n", plural(traced, "step").c_str(),
+                  static_cast<long long>(steps_done), opt.trace_file.c_str());
+    } catch (const UserError& e) {
+      side_output_failed(log, sum, std::string("--trace: ") + e.what());
+    }
   }
   sum.steps_done = steps_done;
   sum.stop_signal = stop_signal_received();
@@ -386,12 +422,12 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     sum.comm_wait_ms = timed_steps > 0 ? 1000.0 * mean_over_ranks(*job, comm_seconds) / timed_steps : 0;
   }
   print_run_summary(g, opt, sp, ex, sum, base_ms);
-  if (writer && !opt.summary_file.empty()) write_summary(opt.summary_file, g, opt, sp, sum);
-  if (!opt.save_file.empty() && steps_done > first_step) {
-    if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, steps_done);
-    else checkpoint_save(ex, opt.save_file, steps_done);
-    std::printf("checkpoint after step %lld written to %s\n", static_cast<long long>(steps_done),
-                opt.save_file.c_str());
+  if (writer && !opt.summary_file.empty()) {
+    try {
+      write_summary(opt.summary_file, g, opt, sp, sum);
+    } catch (const UserError& e) {
+      side_output_failed(log, sum, std::string("--summary: ") + e.what());
+    }
   }
   return sum;
 }

@@ -65,6 +65,8 @@ struct TrainSummary {
   int64_t steps_done = 0;          // after the run (resumed steps included)
   int stop_signal = 0;             // the signal that stopped it early (Note [graceful stop]), or 0
   std::string precision;           // the precision it ran in (resolve_precision)
+  // Side outputs that failed (Note [side outputs] in train_log.h): why, one line each.
+  std::vector<std::string> side_output_failures;
 };
 
 class MpiSession;
