@@ -122,15 +122,21 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     return opt.time_limit_seconds -
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // Each stage is announced, and what it found reported, so a progress line shows the best
+  // schedule and bound between the MILPs' own reports (the times are the line's).
+  double bound = 0;
+  Incumbent best{p, budget, std::nullopt, 0};
+  auto report = [&] {
+    if (opt.progress) opt.progress(0, best.s ? best.cost : -1, bound, opt.progress_user);
+  };
   auto phase = [&](const char* name) {
+    report();
     if (opt.phase) opt.phase(name, opt.progress_user);
   };
-  Incumbent best{p, budget, std::nullopt, 0};
-  phase("baselines");
-  best.offer(best_baseline(p, budget, opt.time_limit_seconds / 10));
-  double bound = 0;
   std::string source = "every node runs once";
   for (const auto& nd : p.nodes) bound += nd.cost;
+  phase("baselines");
+  best.offer(best_baseline(p, budget, opt.time_limit_seconds / 10));
   auto raise = [&](double b, const std::string& why) {
     if (b > bound) bound = b, source = why;
   };
