@@ -60,6 +60,12 @@ std::pair<std::string, double> svg_byte_unit(double max_bytes) {
   return {"B", 1};
 }
 
+double svg_text_width(const std::string& s, double size) {
+  size_t chars = 0;
+  for (unsigned char c : s) chars += (c & 0xC0) != 0x80;  // UTF-8 code points
+  return 0.6 * size * static_cast<double>(chars);
+}
+
 namespace {
 
 std::string num(double v) {
@@ -84,6 +90,33 @@ std::string tick_label(double v, double step) {
     scaled *= 10, ++decimals;
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
+}
+
+// An axis-aligned box in canvas units.
+struct Box {
+  double x0, y0, x1, y1;
+  bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+
+// Whether the segment (ax, ay)-(bx, by) passes through the box (Liang-Barsky clipping).
+bool segment_hits(const Box& b, double ax, double ay, double bx, double by) {
+  double t0 = 0, t1 = 1;
+  const double dx = bx - ax, dy = by - ay;
+  auto clip = [&](double p, double q) {  // p * t <= q
+    if (p == 0) return q >= 0;
+    const double t = q / p;
+    if (p < 0) t0 = std::max(t0, t);
+    else t1 = std::min(t1, t);
+    return t0 <= t1;
+  };
+  return clip(-dx, ax - b.x0) && clip(dx, b.x1 - ax) && clip(-dy, ay - b.y0) && clip(dy, b.y1 - ay);
+}
+
+// The box a 12-unit label takes with its baseline at y, anchored at x.
+Box label_box(double x, double y, const std::string& s, const std::string& anchor) {
+  const double w = svg_text_width(s, 12);
+  const double x0 = anchor == "end" ? x - w : anchor == "middle" ? x - w / 2 : x;
+  return {x0, y - 12 * 0.8, x0 + w, y + 12 * 0.25};
 }
 
 }  // namespace
@@ -171,16 +204,18 @@ std::string svg_line_chart(const SvgLineChart& c, double width, double height) {
   if (c.x_min < c.x_max) xlo = std::min(xlo, c.x_min), xhi = std::max(xhi, c.x_max);
   if (!std::isfinite(xlo)) xlo = 0, xhi = 1;
   if (!std::isfinite(ylo)) ylo = 0, yhi = 1;
-  if (c.y_from_zero) ylo = std::min(ylo, 0.0);
+  // A broken axis starts below the data, with room under the lowest line for a label.
+  const bool broken = c.y_from_zero && c.y_break && ylo > 0 && yhi - ylo < yhi / 3;
+  if (c.y_from_zero && !broken) ylo = std::min(ylo, 0.0);
   if (xhi <= xlo) xhi = xlo + 1;
   if (yhi <= ylo) yhi = ylo + 1;
   // Dots at the ends stay inside the plot; a zero-based axis keeps its origin.
   const double xpad = (xhi - xlo) * 0.03;
   if (xlo != 0) xlo -= xpad;
   xhi += xpad;
-  const double ypad = (yhi - ylo) * 0.05;
+  const double ypad = (yhi - ylo) * (broken ? 0.08 : 0.05);
   yhi += ypad;
-  if (!c.y_from_zero || ylo < 0) ylo -= ypad;
+  if (!c.y_from_zero || broken || ylo < 0) ylo -= ypad;
   const std::vector<double> xt = svg_nice_ticks(xlo, xhi), yt = svg_nice_ticks(ylo, yhi);
   auto sx = [&](double x) { return left + (x - xlo) / (xhi - xlo) * pw; };
   auto sy = [&](double y) { return top + ph - (y - ylo) / (yhi - ylo) * ph; };
@@ -201,41 +236,66 @@ std::string svg_line_chart(const SvgLineChart& c, double width, double height) {
   }
   cv.line(left, top + ph, left + pw, top + ph, "#444", 1.2);
   cv.line(left, top, left, top + ph, "#444", 1.2);
+  if (broken) {  // the axis does not reach zero: a gap with two slanted strokes
+    const double by = top + ph - 10;
+    cv.rect(left - 6, by - 3, 12, 6, "#ffffff");
+    cv.line(left - 6, by + 1, left + 6, by - 5, "#444", 1.2);
+    cv.line(left - 6, by + 5, left + 6, by - 1, "#444", 1.2);
+  }
   cv.text(left + pw / 2, height - 16, c.x_label, 14, "middle");
   cv.text(22, top + ph / 2, c.y_label, 14, "middle", "#222", -90);
 
-  // Labels at the right end, above the line; one that would overprint a label already placed
-  // goes below its line, then to the left end.
-  std::vector<std::pair<double, bool>> placed;  // label baseline y, at the right end
-  for (const auto& h : c.hlines) {
+  std::vector<std::vector<std::pair<double, double>>> curves;  // the series in canvas units
+  for (const SvgSeries& s : c.series) {
+    curves.emplace_back();
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (s.step && i > 0) curves.back().emplace_back(sx(s.x[i]), sy(s.y[i - 1]));
+      curves.back().emplace_back(sx(s.x[i]), sy(s.y[i]));
+    }
+  }
+  // Each line's label goes to the first of six places (above, then below the line; at the right
+  // end, the left end, the middle) where it crosses no other line, no curve, no label placed
+  // before it and stays inside the plot; where every place crosses something, to the one that
+  // crosses least.
+  std::vector<Box> placed;
+  for (size_t k = 0; k < c.hlines.size(); ++k) {
+    const SvgHLine& h = c.hlines[k];
     cv.line(left, sy(h.y), left + pw, sy(h.y), h.color, 1.5, true);
     if (!h.axis_label.empty()) {
       cv.line(left - 5, sy(h.y), left, sy(h.y), h.color, 1.5);
       cv.text(left - 8, sy(h.y) + 4, h.axis_label, 12, "end", h.color, 0, true);
     }
-    auto free_at = [&](double y, bool right) {
-      for (const auto& p : placed)
-        if (p.second == right && std::fabs(p.first - y) < 14) return false;
-      return true;
+    auto crossings = [&](const Box& b) {
+      int n = 0;
+      if (b.x0 < left || b.x1 > left + pw || b.y0 < top || b.y1 > top + ph) ++n;
+      for (size_t o = 0; o < c.hlines.size(); ++o)
+        n += o != k && segment_hits(b, left, sy(c.hlines[o].y), left + pw, sy(c.hlines[o].y));
+      for (const Box& p : placed) n += b.overlaps(p);
+      for (const auto& pts : curves)
+        for (size_t i = 1; i < pts.size(); ++i)
+          n += segment_hits(b, pts[i - 1].first, pts[i - 1].second, pts[i].first, pts[i].second);
+      return n;
     };
-    double y = sy(h.y) - 5;
-    bool right = true;
-    if (!free_at(y, true)) y = sy(h.y) + 15;
-    if (!free_at(y, true)) y = sy(h.y) - 5, right = false;
-    placed.emplace_back(y, right);
-    if (right) cv.text(left + pw - 6, y, h.label, 12, "end", h.color);
-    else cv.text(left + 6, y, h.label, 12, "start", h.color);
+    struct Place { double x; const char* anchor; };
+    const Place places[] = {{left + pw - 6, "end"}, {left + 6, "start"}, {left + pw / 2, "middle"}};
+    Box best{};
+    double best_x = 0, best_y = 0;
+    const char* best_anchor = "end";
+    int best_n = std::numeric_limits<int>::max();
+    for (const Place& pl : places)
+      for (double y : {sy(h.y) - 5, sy(h.y) + 15}) {
+        const Box b = label_box(pl.x, y, h.label, pl.anchor);
+        const int n = crossings(b);
+        if (n < best_n) best_n = n, best = b, best_x = pl.x, best_y = y, best_anchor = pl.anchor;
+      }
+    placed.push_back(best);
+    cv.text(best_x, best_y, h.label, 12, best_anchor, h.color);
   }
   double ly = top + 10;
   for (size_t k = 0; k < c.series.size(); ++k) {
     const SvgSeries& s = c.series[k];
     const std::string color = svg_color(static_cast<int>(k));
-    std::vector<std::pair<double, double>> pts;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (s.step && i > 0) pts.emplace_back(sx(s.x[i]), sy(s.y[i - 1]));
-      pts.emplace_back(sx(s.x[i]), sy(s.y[i]));
-    }
-    cv.polyline(pts, color, s.markers ? 2 : 1.5, s.dash);
+    cv.polyline(curves[k], color, s.markers ? 2 : 1.5, s.dash);
     // Earlier series get bigger markers, and every other one is a square, so coinciding points
     // stay visible as rings and shapes.
     const double n = static_cast<double>(c.series.size());

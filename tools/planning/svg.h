@@ -22,6 +22,10 @@ std::vector<double> svg_nice_ticks(double lo, double hi, int target = 6);
 // {"B", 1}. Axes divide byte values by the scale.
 std::pair<std::string, double> svg_byte_unit(double max_bytes);
 
+// The width a text line of `size` units takes, estimated from its characters (0.6 em each:
+// wider than Helvetica's average, so estimated boxes contain the drawn text).
+double svg_text_width(const std::string& s, double size);
+
 // The SVG primitives, in user units (= pixels at 100%). str() is a complete document with a
 // viewBox, a <title> and a white background.
 class SvgCanvas {
@@ -67,8 +71,9 @@ struct SvgSeries {
 
 struct SvgHLine {
   double y = 0;
-  std::string label;             // at the right end; moved below the line or left when it
-                                 // would overprint another line's label
+  std::string label;             // above or below the line, at its right end, left end or
+                                 // middle: the first place where it crosses no other line, no
+                                 // curve and no label (see svg_line_chart)
   std::string color = "#d62728";
   std::string axis_label;        // non-empty: also a tick on the y axis with this text
 };
@@ -77,7 +82,9 @@ struct SvgLineChart {
   std::string title, x_label, y_label;
   std::vector<SvgSeries> series;  // colours from svg_color(index)
   std::vector<SvgHLine> hlines;   // dashed, labelled at the right end
-  bool y_from_zero = true;        // include 0 on the y axis
+  bool y_from_zero = true;        // include 0 on the y axis ...
+  bool y_break = false;           // ... unless the data sits in a band under a third of its top:
+                                  // then the axis starts just below the data, with a break mark
   double x_min = 0, x_max = 0;    // x range to show at least (ignored unless x_min < x_max)
 };
 std::string svg_line_chart(const SvgLineChart& chart, double width = 860, double height = 520);

@@ -81,6 +81,7 @@ std::string memory_svg(const Problem& p, const SimResult& sim, int64_t budget,
   c.title = title;
   c.x_label = "schedule step (compute / free, in schedule order)";
   c.y_label = "memory (" + unit.first + ")";
+  c.y_break = true;  // a large model's steps all happen just above its constant bytes
   c.series.push_back(std::move(mem));
   char budget_tick[32];
   std::snprintf(budget_tick, sizeof budget_tick, "%.2f", static_cast<double>(budget) / unit.second);
