@@ -299,6 +299,10 @@ void bf16_narrow(uint16_t* out, const float* inp, int64_t n, cudaStream_t stream
 void bf16_round(float* out, const float* inp, int64_t n, cudaStream_t stream);      // rne, as f32
 void bf16_widen_add(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream);  // out += x
 
+// ---- gradient accumulation (optimizer.cu), ops/grad_accumulate.cpp's spec ----------------------
+// acc = (acc + grad) * scale, the product skipped when scale is 1. acc, grad: (n).
+void grad_accumulate(float* acc, const float* grad, int64_t n, float scale, cudaStream_t stream);
+
 // ---- optimizer updates (optimizer.cu), in place, PyTorch semantics like ops/sgd.cpp, adam.cpp -
 // g = grad + wd * p; with momentum: buf = momentum * buf + g, step = nesterov ? g + momentum *
 // buf : buf; p -= lr * step. momentum_buf null: plain SGD. param, grad, buf: (n).

@@ -26,6 +26,14 @@ __global__ void sgd_kernel(float* param, const float* grad, float* buf, int64_t 
   }
 }
 
+__global__ void grad_accumulate_kernel(float* acc, const float* g, int64_t n, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const float sum = __fadd_rn(acc[i], g[i]);
+    acc[i] = scale == 1.0f ? sum : __fmul_rn(sum, scale);
+  }
+}
+
 // torch.lerp(m, g, w): the small-weight branch below 0.5 (ATen's formula).
 __device__ __forceinline__ float lerp_rn(float m, float g, float w) {
   return fabsf(w) < 0.5f ? __fadd_rn(m, __fmul_rn(w, __fsub_rn(g, m)))
@@ -100,6 +108,12 @@ void sgd_update(float* param, const float* grad, float* momentum_buf, int64_t n,
   if (n <= 0) return;
   sgd_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(param, grad, momentum_buf, n, lr, momentum,
                                                      weight_decay, nesterov);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+void grad_accumulate(float* acc, const float* grad, int64_t n, float scale, cudaStream_t stream) {
+  if (n <= 0) return;
+  grad_accumulate_kernel<<<grid_for(n), kBlockSize, 0, stream>>>(acc, grad, n, scale);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "models/config_parser.h"
+#include "runtime/graph/graph.h"
 #include "runtime/io/input_file.h"
 
 namespace remat {
@@ -28,9 +29,10 @@ DType precision_from_name(const std::string& name) {
 namespace config_detail {
 
 namespace {
-const std::vector<std::string> kTopKeys = {"name",      "input",  "classes", "sequence",
-                                           "vocab",     "batch",  "loss",    "seed",
-                                           "precision", "optimizer", "data", "layers"};
+const std::vector<std::string> kTopKeys = {"name",      "input",      "classes",   "sequence",
+                                           "vocab",     "batch",      "accumulate", "loss",
+                                           "seed",      "precision",  "optimizer", "data",
+                                           "layers"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -85,12 +87,14 @@ ModelConfig ConfigParser::parse(const std::string& text,
   }
   if (!r.has("batch")) r.fail("batch", "is required");
   cfg_.batch = r.require_int("batch", 1, 1 << 24);
+  cfg_.accumulate = static_cast<int>(r.get_int("accumulate", 1, 1, kMaxMicroBatches));
   cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
   cfg_.precision = precision_from_name(r.get_choice("precision", "fp32", {"fp32", "bf16"}));
   r.finish("model");
   cfg_.where_input = where_of("input");
   cfg_.where_classes = where_of("classes");
   cfg_.where_batch = where_of("batch");
+  cfg_.where_accumulate = where_of("accumulate");
   cfg_.where_sequence = where_of("sequence");
   cfg_.where_vocab = where_of("vocab");
   cfg_.where_precision = where_of("precision");

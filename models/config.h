@@ -10,7 +10,11 @@
 //   vocab: 256                    #   input and classes) and V, the vocabulary: the input is
 //                                 #   int32 token ids [N, T] in [0, V), the labels the next
 //                                 #   tokens [N, T], the last layer outputs logits [N, T, V]
-//   batch: 32                     # required: N, samples per step (>= 1)
+//   batch: 32                     # required: N, samples per step (>= 1); with accumulate,
+//                                 #   samples per micro-batch
+//   accumulate: 4                 # K micro-batches of N per optimizer step, gradients summed
+//                                 #   (default 1; Note [gradient accumulation] in
+//                                 #   runtime/graph/accumulate.h); train --accumulate overrides
 //   loss: softmax_xent            # softmax_xent (image default) | softmax_xent_pixel |
 //                                 # token_xent (token default); or a map {op: token_xent,
 //                                 # ignore_index: -1} whose other keys are the loss op's attrs
@@ -129,7 +133,8 @@ struct ModelConfig {
   int64_t vocab = 0;    // token models: V
   std::string loss = "softmax_xent";
   AttrMap loss_attrs;   // the loss op's attributes (`loss` as a map)
-  int64_t batch = 0;
+  int64_t batch = 0;    // samples per pass (per micro-batch when accumulate > 1)
+  int accumulate = 1;   // micro-batches per optimizer step
   uint64_t seed = 0;
   DType precision = DType::F32;  // `precision`: fp32 -> F32, bf16 -> BF16 (activations)
   OptimizerConfig optimizer;
@@ -138,7 +143,7 @@ struct ModelConfig {
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,
-      where_precision;
+      where_precision, where_accumulate;
 
   bool tokens() const { return sequence > 0; }  // a token model (input [N, T] int32)
 

@@ -57,7 +57,9 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
                                  << pool_format_bytes(layout_.region_bytes)
                                  << ": parameters, gradients, optimizer state, batch)");
   }
-  loss_host_ = static_cast<float*>(backend_alloc(be_, sizeof(float), "the loss's host copy", true));
+  // One loss per micro-batch (Note [gradient accumulation]), read after the step's synchronize.
+  loss_host_ = static_cast<float*>(backend_alloc(
+      be_, static_cast<int64_t>(sizeof(float)) * g_.micro_batches, "the losses' host copy", true));
   try {
     allocate_persistent();
     if (opt_.parallel.active())
@@ -72,6 +74,11 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   const Node& node = g_.node(n);
   const Value& out = g_.value(node.output);
   const bool activation = out.kind == ValueKind::Activation;
+  // A persistent value is written once a step: adding a micro-batch's gradient twice would be
+  // wrong, and rewriting any other is useless (lower_schedule never plans it).
+  if (recompute && !activation)
+    REMAT_USER_ERROR("plan recomputes node '" << node.name << "', which writes the persistent '"
+                                              << out.name << "'; such a node runs once a step");
   const bool arena = opt_.memory == MemoryMode::Arena && plan_step >= 0;
   void*& out_ptr = ptr_[static_cast<size_t>(node.output)];
   if (activation) {
@@ -131,7 +138,7 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     }
     const double start = trace ? step_elapsed_us() : 0;
     run_node(s.node, s.recompute, step, static_cast<int>(i));
-    if (sync_ && !scan) sync_->after_plan_step(static_cast<int>(i));
+    if (sync_ && !scan && last_micro_batch()) sync_->after_plan_step(static_cast<int>(i));
     if (trace) trace_span(trace, s.node, s.recompute ? "recompute" : "compute", start);
     if (scan && !value_finite(g_.node(s.node).output)) {
       release_activations();
@@ -140,7 +147,8 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     ++(s.recompute ? r->recomputes : r->computes);
     if (g_.node(s.node).output == g_.loss && !loss_read) {
       // Read after the step's final synchronize: no host wait in the middle of the step.
-      be_.copy_to_host_async(loss_host_, ptr_[static_cast<size_t>(g_.loss)], sizeof(float));
+      be_.copy_to_host_async(loss_host_ + micro_, ptr_[static_cast<size_t>(g_.loss)],
+                             sizeof(float));
       loss_read = true;
     }
   }
@@ -160,29 +168,44 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
   step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;
-  be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)], input, g_.value(g_.input).desc.bytes());
-  be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)], labels, g_.value(g_.label).desc.bytes());
   if (pool_) pool_->reset_peak();
   peak_ = in_use_;
   if (sync_ && !plan_steps_equal(plan.steps, sync_steps_)) {
     sync_->prepare(plan);
     sync_steps_ = plan.steps;
   }
-  if (sync_) sync_->begin_step();
-  run_plan_steps(plan, step, trace, &r, /*scan=*/false);
-  if (sync_) {
-    const double start = trace ? step_elapsed_us() : 0;
-    sync_->finish_gradients();
-    if (trace) trace_span(trace, "gradient collectives (wait)", "communication", start);
-  }
-  if (opt_.check_finite) {
-    try {
-      check_finite(plan, step);
-    } catch (...) {
-      be_.range_pop();
-      throw;
+  // Micro-batch k reads samples [k N, (k + 1) N) of the step's (Note [gradient accumulation]).
+  const int64_t input_bytes = g_.value(g_.input).desc.bytes();
+  const int64_t label_bytes = g_.value(g_.label).desc.bytes();
+  for (micro_ = 0; micro_ < g_.micro_batches; ++micro_) {
+    if (g_.micro_batches > 1)
+      be_.range_push("micro-batch " + std::to_string(micro_ + 1) + " of " +
+                         std::to_string(g_.micro_batches),
+                     kRangePhase);
+    be_.copy_from_host(ptr_[static_cast<size_t>(g_.input)],
+                       static_cast<const char*>(input) + micro_ * input_bytes, input_bytes);
+    be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)],
+                       reinterpret_cast<const char*>(labels) + micro_ * label_bytes, label_bytes);
+    if (sync_ && last_micro_batch()) sync_->begin_step();
+    run_plan_steps(plan, step, trace, &r, /*scan=*/false);
+    if (sync_ && last_micro_batch()) {
+      const double start = trace ? step_elapsed_us() : 0;
+      sync_->finish_gradients();
+      if (trace) trace_span(trace, "gradient collectives (wait)", "communication", start);
     }
+    if (opt_.check_finite) {
+      try {
+        check_finite(plan, step);
+      } catch (...) {
+        if (g_.micro_batches > 1) be_.range_pop();
+        be_.range_pop();
+        micro_ = 0;
+        throw;
+      }
+    }
+    if (g_.micro_batches > 1) be_.range_pop();
   }
+  micro_ = g_.micro_batches - 1;  // the updates run once, after the last micro-batch
   if (opt_.parallel.shard_optimizer && sync_) {  // this rank's shards (Note [gradient buckets])
     const double start = trace ? step_elapsed_us() : 0;
     be_.range_push("optimizer shard", kRangeUpdate);
@@ -203,7 +226,10 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
   be_.synchronize();
   if (sync_) r.comm_wait_seconds = sync_->wait_seconds();
   be_.range_pop();
-  r.loss = *loss_host_;
+  micro_ = 0;
+  double losses = 0;  // the step's loss: the mean of its micro-batches' losses
+  for (int k = 0; k < g_.micro_batches; ++k) losses += loss_host_[k];
+  r.loss = g_.micro_batches == 1 ? loss_host_[0] : static_cast<float>(losses / g_.micro_batches);
   for (size_t v = 0; v < g_.values.size(); ++v)
     REMAT_CHECK(value_is_persistent(g_.values[v].kind) || !ptr_[v],
                 "activation '" << g_.values[v].name << "' still resident after the step (plan "

@@ -106,7 +106,10 @@ class Executor {
                                     const ExecutionPlan& plan, const ParallelConfig& parallel = {});
 
   // One training step: uploads the batch (the graph's input: [N, C, H, W] floats or [N, T]
-  // token ids; the label ints), runs the plan's steps, then every Update node. With `trace`,
+  // token ids; the label ints), runs the plan's steps, then every Update node. A graph of K
+  // micro-batches (Note [gradient accumulation]) takes K batches one after another in `input`
+  // and `labels`, runs the plan on each, and the updates once; the loss is the mean of theirs,
+  // computes and recomputes their sums, the peak the largest. With `trace`,
   // records spans per node (synchronising after each), frees and a memory counter. Data
   // parallel: the gradient buckets are averaged over the ranks while the plan runs
   // (runtime/comm/grad_sync.h), this rank's updates run (its shards only, when sharded) and the
@@ -152,6 +155,8 @@ class Executor {
   void trace_span(TraceWriter* trace, const std::string& name, const char* category,
                   double start_us, const std::map<std::string, std::string>& args = {});
 
+  bool last_micro_batch() const { return micro_ + 1 == g_.micro_batches; }
+
   const Graph& g_;
   const OpRegistry& ops_;
   Backend& be_;
@@ -163,7 +168,9 @@ class Executor {
   std::vector<PlanStep> sync_steps_;  // the plan sync_ was prepared for
   char* persistent_ = nullptr;      // the persistent region (layout_)
   void* region_ = nullptr;          // Arena: the single allocation
-  float* loss_host_ = nullptr;      // host_alloc'd: the loss, copied without a mid-step sync
+  float* loss_host_ = nullptr;      // host_alloc'd: each micro-batch's loss, copied without a
+                                    // mid-step sync
+  int micro_ = 0;                   // the running micro-batch (Note [gradient accumulation])
   int64_t arena_base_ = 0;          // Arena: offset of the activation arena in region_
   std::vector<PlanStep> arena_steps_;  // the plan the arena was prepared for
   PlanBuffers arena_buffers_;

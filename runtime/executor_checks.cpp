@@ -40,8 +40,8 @@ bool Executor::value_finite(ValueId v) {
 void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
   be_.synchronize();  // the loss's host copy is complete
   std::string what;
-  if (!std::isfinite(*loss_host_)) {
-    what = "the loss is " + std::to_string(*loss_host_);
+  if (!std::isfinite(loss_host_[micro_])) {
+    what = "the loss is " + std::to_string(loss_host_[micro_]);
   } else if (opt_.parallel.shard_optimizer && sync_) {
     // Only this rank's shard of each bucket holds averaged gradients (the rest is scratch).
     for (size_t b = 0; b < layout_.buckets.size() && what.empty(); ++b)
@@ -66,7 +66,9 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
   StepResult scratch;
   const int at = run_plan_steps(plan, step, nullptr, &scratch, /*scan=*/true);
   std::ostringstream os;
-  os << "step " << step + 1 << ": " << what << "; ";
+  os << "step " << step + 1;
+  if (g_.micro_batches > 1) os << " (micro-batch " << micro_ + 1 << " of " << g_.micro_batches << ")";
+  os << ": " << what << "; ";
   if (at >= 0) {
     const Node& n = g_.node(plan.steps[static_cast<size_t>(at)].node);
     os << "the first non-finite output is node '" << n.name << "' (" << node_kind_name(n.kind)

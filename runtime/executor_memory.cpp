@@ -140,7 +140,11 @@ ExecContext Executor::make_context(NodeId n, bool require_resident) {
   }
   ctx.output = TensorView{&g_.value(node.output).desc, ptr_[static_cast<size_t>(node.output)]};
   ctx.comm = opt_.op_comm;
-  ctx.batch_offset = opt_.parallel.rank * g_.batch;
+  // The global index of this pass's first sample: rank r's micro-batch k holds samples
+  // [(r K + k) N, (r K + k + 1) N) of the step's (Note [gradient accumulation]).
+  ctx.batch_offset = (static_cast<int64_t>(opt_.parallel.rank) * g_.micro_batches + micro_) * g_.batch;
+  ctx.micro_batch = micro_;
+  ctx.micro_batches = g_.micro_batches;
   return ctx;
 }
 

@@ -197,7 +197,9 @@ std::string profile_cache_key(const Graph& g) {
   const Shape& s = g.value(g.input).desc.shape;  // [N, C, H, W]
   std::string k = g.name + "-";
   for (size_t i = 1; i < s.size(); ++i) k += (i > 1 ? "x" : "") + std::to_string(s[i]);
-  // A bf16 graph has other nodes (casts) and other timings: cached apart.
+  // A bf16 graph has other nodes (casts) and other timings, an accumulating one other nodes
+  // (grad_accumulate): cached apart.
+  if (g.micro_batches > 1) k += "-accumulate";
   for (const Value& v : g.values)
     if (v.desc.dtype == DType::BF16) return k + "-bf16";
   return k;

@@ -89,8 +89,17 @@ GraphProblem problem_from_graph(const Graph& g, const CostTable& costs, int64_t 
   return gp;
 }
 
-ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Schedule& s,
+ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Schedule& schedule,
                              int64_t budget) {
+  // A node that writes a persistent value (a parameter's gradient, Note [gradient accumulation])
+  // runs once, in its own stage: a recomputation would rewrite it for nothing, or add a
+  // micro-batch's gradient twice. Its value costs no bytes, so holding it from then on is free.
+  Schedule s = schedule;
+  for (int k = 0; k < s.R.cols(); ++k) {
+    if (g.value(g.node(gp.node_of[static_cast<size_t>(k)]).output).kind == ValueKind::Activation)
+      continue;
+    for (int t = k + 1; t < s.R.rows(); ++t) s.R.set(t, k, false), s.S.set(t, k, true);
+  }
   SimResult sim = simulate(gp.problem, s);
   REMAT_CHECK(sim.valid, "cannot lower an invalid " << s.strategy << " schedule: " << sim.error);
   ExecutionPlan plan;

@@ -86,6 +86,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"position_embedding_grad_weight", kCudaExact},  // bias_grad_reduce, plane 1
           {"split_heads", kCudaExact},
           {"cast", kCudaExact},  // the same round-to-nearest-even as bf16_from_float
+          {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's
           {"merge_heads", kCudaExact},
           {"layernorm", kCudaReduction},
           {"layernorm_grad_input", kCudaReduction},

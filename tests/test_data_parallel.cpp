@@ -188,6 +188,23 @@ TEST_F(DataParallel, TokenModelTwoRanksEqualOneProcessAtTheGlobalBatch) {
   EXPECT_NE(sh.err.find("--shard-optimizer: node 'grad_clip'"), std::string::npos) << sh.err;
 }
 
+// Gradient accumulation on two ranks: 2 ranks x 2 micro-batches of 1 give the weights one
+// process gives at batch 4 (rank r's micro-batch k holds sample 2 r + k of the global batch; the
+// gradients are averaged once, after the last micro-batch), and so does one process with 2
+// micro-batches of 2.
+TEST_F(DataParallel, AccumulationOnTwoRanksEqualsOneProcessAtTheGlobalBatch) {
+  const std::string common = "--config '" + config("gpt2_tiny") + "' --steps 3 ";
+  JobResult dp = train_ok(mpirun(2) + train() + common + "--batch 1 --accumulate 2 --check-every 1 "
+                          "--save '" + path("dp.st") + "' --summary '" + path("dp.json") + "'");
+  expect_rank_count(dp, 2);
+  EXPECT_NE(dp.out.find("2 ranks x batch 2 = global batch 4"), std::string::npos) << dp.out;
+  train_ok(train() + common + "--batch 4 --save '" + path("one.st") + "'");
+  train_ok(train() + common + "--batch 2 --accumulate 2 --save '" + path("acc.st") + "'");
+  expect_close(path("dp.st"), path("one.st"));
+  expect_close(path("acc.st"), path("one.st"));
+  EXPECT_EQ(summary(path("dp.json")).at("global_batch"), 4);
+}
+
 // TCP instead of shared memory: the transport ranks on different hosts use.
 TEST_F(DataParallel, OverTcp) {
   const std::string common = "--config '" + config("small_cnn") + "' --steps 2 ";

@@ -249,6 +249,44 @@ TEST_F(TrainCli, SaveEveryKeepsTheLastKAndMetricsHasOneLinePerStep) {
   EXPECT_NE(no_save.err.find("--save-every needs --save"), std::string::npos) << no_save.err;
 }
 
+// ---- gradient accumulation (Note [gradient accumulation]) ------------------------------------
+// The header says how a step's samples are split, the metrics and the summary count a step's
+// samples, the YAML key and the flag agree (the flag wins), and a run resumed from step 2
+// ends with the weights of the uninterrupted run, bit for bit, under a budget.
+TEST_F(TrainCli, AccumulateSplitsAStepIntoMicroBatches) {
+  const std::string m = path("m.jsonl"), sum = path("s.json"), whole = path("whole.st");
+  const std::string common =
+      "--config '" + kSmallCnn + "' --batch 4 --budget 3MB --strategy chen-greedy ";
+  RunResult r = run(TRAIN_EXE, common + "--steps 4 --accumulate 3 --metrics '" + m +
+                                   "' --summary '" + sum + "' --save '" + whole + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("batch 12 per step (3 micro-batches of 4, gradients accumulated)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(exact match)"), std::string::npos) << r.out;
+  for (const std::string& l : lines_of(read_whole_file(m)))
+    EXPECT_EQ(nlohmann::json::parse(l).at("batch"), 12) << l;
+  const nlohmann::json s = nlohmann::json::parse(read_whole_file(sum));
+  EXPECT_EQ(s.at("micro_batches"), 3);
+  EXPECT_EQ(s.at("global_batch"), 12);
+  RunResult yaml = run(TRAIN_EXE, common + "--steps 1 accumulate=2");
+  EXPECT_NE(yaml.out.find("batch 8 per step (2 micro-batches of 4"), std::string::npos) << yaml.out;
+  RunResult flag = run(TRAIN_EXE, common + "--steps 1 accumulate=2 --accumulate 3");
+  EXPECT_NE(flag.out.find("batch 12 per step (3 micro-batches"), std::string::npos) << flag.out;
+
+  const std::string half = path("half.st"), resumed = path("resumed.st");
+  ASSERT_EQ(run(TRAIN_EXE, common + "--steps 2 --accumulate 3 --save '" + half + "'").code, 0);
+  RunResult rest = run(TRAIN_EXE, common + "--steps 4 --accumulate 3 --resume '" + half +
+                                      "' --save '" + resumed + "'");
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  const SafeTensorFile a = safetensors_load(whole), b = safetensors_load(resumed);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const SafeTensor& t : a.tensors) {
+    const SafeTensor* u = b.find(t.name);
+    ASSERT_TRUE(u) << t.name;
+    EXPECT_EQ(t.f32(), u->f32()) << t.name;
+  }
+}
+
 // ---- the slowdown against keep-everything ----------------------------------------------------
 TEST_F(TrainCli, CompareReportsTheMeasuredSlowdownAgainstAKeepEverythingRun) {
   const std::string keep = path("keep.json"), tight = path("tight.json");

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/core/check.h"
+#include "runtime/graph/accumulate.h"
 
 namespace remat {
 
@@ -153,7 +154,8 @@ Graph prune_dead_backward(const Graph& g) {
 }  // namespace
 
 Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
-                          const std::string& optimizer_op, const AttrMap& optimizer_attrs) {
+                          const std::string& optimizer_op, const AttrMap& optimizer_attrs,
+                          int micro_batches) {
   REMAT_CHECK(forward.loss != kNoValue, "graph '" << forward.name << "' has no loss");
   const NodeId loss_node = forward.value(forward.loss).producer;
   REMAT_CHECK(loss_node >= 0 && forward.node(loss_node).kind == NodeKind::Loss,
@@ -241,6 +243,7 @@ Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
   }
 
   g = prune_dead_backward(g);
+  add_gradient_accumulation(g, ops, micro_batches);
 
   // One optimizer update node per trainable parameter, with its state values.
   const OpDef& opt = ops.get(optimizer_op);

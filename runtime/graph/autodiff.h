@@ -16,9 +16,12 @@ namespace remat {
 // pruned. `optimizer_attrs` are parsed by the optimizer op (errors carry their positions);
 // the op may give each parameter's update node its own attrs (OpDef::optimizer_param_attrs)
 // and ask for global-norm gradient clipping (OpDef::optimizer_clip_norm, Note [gradient
-// clipping] in autodiff.cpp). Ends with graph_check_sizes().
+// clipping] in autodiff.cpp). With micro_batches > 1, parameter gradients accumulate over that
+// many micro-batches per step (Note [gradient accumulation] in runtime/graph/accumulate.h).
+// Ends with graph_check_sizes().
 Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
-                          const std::string& optimizer_op, const AttrMap& optimizer_attrs);
+                          const std::string& optimizer_op, const AttrMap& optimizer_attrs,
+                          int micro_batches = 1);
 
 // Note [checked sizes] for a whole graph: every node's op cost (bytes moved, workspace) is in
 // range, and the bytes of all values together (persistent and activations) plus the largest

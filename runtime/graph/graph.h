@@ -78,10 +78,14 @@ struct Node {
 // statistics Buffers, once per step, on first computation only). Both touch persistent values
 // only, so the rematerialization problem and recomputation never see the writes.
 
+// The most micro-batches one optimizer step may accumulate (Note [gradient accumulation]).
+constexpr int kMaxMicroBatches = 1 << 16;
+
 class Graph {
  public:
   std::string name;
-  int64_t batch = 0;
+  int64_t batch = 0;         // samples of one pass (a micro-batch when micro_batches > 1)
+  int micro_batches = 1;     // passes per optimizer step (runtime/graph/accumulate.h)
   std::vector<Value> values;
   std::vector<Node> nodes;
   ValueId input = kNoValue;  // the input batch [N, C, H, W]

@@ -84,6 +84,7 @@ std::string graph_to_json_text(const Graph& g) {
   json j = {{"format", "remat-graph/1"}, {"name", g.name},   {"batch", g.batch},
             {"input", g.input},          {"label", g.label}, {"loss", g.loss},
             {"values", values},          {"nodes", nodes}};
+  if (g.micro_batches > 1) j["micro_batches"] = g.micro_batches;
   return j.dump(1);
 }
 
@@ -99,6 +100,10 @@ Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const
     g.input = j.at("input").get<int>();
     g.label = j.at("label").get<int>();
     g.loss = j.at("loss").get<int>();
+    g.micro_batches = j.value("micro_batches", 1);
+    if (g.micro_batches < 1 || g.micro_batches > kMaxMicroBatches)
+      REMAT_USER_ERROR(src << ": field 'micro_batches': " << g.micro_batches << " is not in [1, "
+                           << kMaxMicroBatches << "]");
     for (size_t i = 0; i < j.at("values").size(); ++i) {
       const json& jv = j["values"][i];
       where = src + ": values[" + std::to_string(i) + "]";

@@ -64,6 +64,10 @@ struct ExecContext {
   // sample (dropout masks are those of the global batch).
   Communicator* comm = nullptr;
   int64_t batch_offset = 0;
+  // Gradient accumulation (Note [gradient accumulation] in runtime/graph/accumulate.h): this
+  // micro-batch's index in the step, of micro_batches.
+  int micro_batch = 0;
+  int micro_batches = 1;
 };
 
 using KernelFn = std::function<void(const ExecContext&)>;

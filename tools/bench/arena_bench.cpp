@@ -52,7 +52,7 @@ void bench_config(const std::string& path, const FlagParser& f,
   BuildOptions bo;
   if (f.has("batch")) bo.batch = f.get_int("batch", 1, 1 << 20);
   Graph g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
-                                cfg.optimizer.attrs);
+                                cfg.optimizer.attrs, cfg.accumulate);
   auto be = make_cpu_backend();
   auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, *be, n); };
   GraphProblem gp = problem_from_graph(g, flops_costs(g, ops, workspace));

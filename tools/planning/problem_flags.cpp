@@ -28,6 +28,8 @@ void add_problem_flags(FlagParser& flags) {
       .add("shard-optimizer", "", "with --world: 1/N of the optimizer state per rank")
       .add("precision", "fp32|bf16", "activations' dtype, overriding the config's (with "
                                     "--config; tf32 and tf32-all plan as fp32)")
+      .add("accumulate", "K", "K micro-batches per optimizer step (with --config): the problem "
+                              "is one micro-batch's, its gradients accumulated")
       .allow_positional("KEY=VALUE", "override a config field (with --config), e.g. "
                                      "precision=bf16 batch=64");
 }
@@ -52,12 +54,15 @@ ConfigProblem config_problem_from_flags(const FlagParser& flags) {
   c.parallel = parallel_from_flags(flags);
   if (flags.has("precision"))
     c.precision = precision_storage(flags.get_choice("precision", kPrecisionChoices));
+  if (flags.has("accumulate"))
+    c.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
   c.overrides = flags.positional();
   return c;
 }
 
 Problem problem_from_config(const ConfigProblem& c) {
-  const ModelConfig cfg = load_model_config(c.config, c.overrides);
+  ModelConfig cfg = load_model_config(c.config, c.overrides);
+  if (c.accumulate) cfg.accumulate = *c.accumulate;
   std::optional<int64_t> batch = c.batch;
   std::optional<CostTable> table;
   if (c.cost_model != "flops") {
@@ -72,12 +77,18 @@ Problem problem_from_config(const ConfigProblem& c) {
   bo.sequence = c.sequence;
   bo.precision = c.precision;
   const Graph fwd = build_forward_graph(cfg, ops, bo);
-  const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+  const Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs, cfg.accumulate);
   const CostTable costs = table ? *table : flops_costs(g, ops);
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
   return p;
+}
+
+int micro_batches_from_flags(const FlagParser& flags) {
+  if (!flags.has("config")) return 1;
+  const ConfigProblem c = config_problem_from_flags(flags);
+  return c.accumulate ? *c.accumulate : load_model_config(c.config, c.overrides).accumulate;
 }
 
 int64_t max_buildable_sequence(const ConfigProblem& c) {
@@ -120,7 +131,8 @@ Problem problem_from_flags(const FlagParser& flags) {
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
-    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer", "precision"})
+    for (const char* f : {"input", "seq", "cost-model", "world", "shard-optimizer", "precision",
+                          "accumulate"})
       if (flags.has(f))
         throw UsageError(std::string("--") + f + " needs --config; a --problem file already has "
                                                  "its sizes and costs");

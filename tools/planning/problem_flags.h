@@ -30,6 +30,8 @@ namespace remat {
 //   --shard-optimizer     ... with 1/N of the optimizer state per rank (ZeRO-1)
 //   --precision P         fp32 | bf16 (tf32 and tf32-all plan as fp32): the activations'
 //                         dtype, overriding the config's `precision` (config only)
+//   --accumulate K        K micro-batches per optimizer step: the graph gets its accumulate
+//                         nodes (runtime/graph/accumulate.h), the batch is a micro-batch's
 //   KEY=VALUE ...         config overrides, as train takes them (config only)
 void add_problem_flags(FlagParser& flags);
 
@@ -51,16 +53,21 @@ struct ConfigProblem {
   std::string cost_model = "flops";     // "flops" or a remat-costs/1 cost table path
   ParallelConfig parallel;              // one rank of a data-parallel job (default: one process)
   std::optional<DType> precision;       // overrides the config's `precision`
+  std::optional<int> accumulate;        // overrides the config's `accumulate`
   std::vector<std::string> overrides;   // KEY=VALUE config overrides
 };
 
 // The ConfigProblem of the --config flags (--cost-model, --input, --seq, --world,
-// --shard-optimizer, --precision, KEY=VALUE); --batch is left to the caller.
+// --shard-optimizer, --precision, --accumulate, KEY=VALUE); --batch is left to the caller.
 ConfigProblem config_problem_from_flags(const FlagParser& flags);
 
 // The Problem a model config defines: the training graph uses the config's optimizer. With a
 // cost table and no batch, the graph is built at the table's batch so the two match.
 Problem problem_from_config(const ConfigProblem& c);
+
+// Micro-batches per optimizer step the flags describe: --accumulate, else the config's
+// `accumulate` (1 for a --problem file).
+int micro_batches_from_flags(const FlagParser& flags);
 
 // --world and --shard-optimizer as a ParallelConfig (rank 0: every rank's constant is the same);
 // UserError for --shard-optimizer without --world N >= 2.

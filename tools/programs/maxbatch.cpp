@@ -76,6 +76,8 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
       t.input = parse_flag_value(
           [&] { return parse_input_size(flags.get("input"), "maxbatch: --input"); });
     if (flags.has("precision")) t.precision = flags.get("precision");
+    if (flags.has("accumulate"))
+      t.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
     t.overrides = flags.positional();
     t.plan.budget = budget;
     t.plan.strategy = r.strategy;
@@ -144,10 +146,17 @@ int run(int argc, char** argv) {
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
   progress_line_attach(opt, &line);
+  // Note [gradient accumulation]: the batch searched is a micro-batch; a step takes K of them.
+  const int micro_batches = micro_batches_from_flags(flags);
   if (!json) {
     std::printf("problem %s: %d nodes, costs at batch %lld, constant %s, budget %s\n",
                 p.name.c_str(), p.size(), static_cast<long long>(p.batch),
                 format_bytes(p.constant_bytes).c_str(), format_bytes(budget).c_str());
+    if (micro_batches > 1)
+      std::printf("accumulating %d micro-batches per step: the %s is a micro-batch's, a step "
+                  "takes %d times its samples\n",
+                  micro_batches, vary_seq ? "sequence length applies to each" : "batch",
+                  micro_batches);
     if (vary_seq)
       std::printf("varying the sequence length (1 to %lld, the model's position table) at batch "
                   "%lld\n", static_cast<long long>(family.max_size), static_cast<long long>(p.batch));
@@ -171,6 +180,7 @@ int run(int argc, char** argv) {
     if (json) {
       nlohmann::json j = {{"strategy", name},
                           {size_name, applies ? nlohmann::json(r.batch) : nlohmann::json()},
+                          {"micro_batches", micro_batches},
                           {"upper_bound", applies ? nlohmann::json(r.upper_bound) : nlohmann::json()},
                           {"solve_seconds", r.solve_seconds},
                           {"status", r.status}};
@@ -178,9 +188,12 @@ int run(int argc, char** argv) {
     } else if (!applies) {
       std::printf("%-20s %10s %12s %9s  %s\n", name.c_str(), "n/a", "n/a", "-", r.status.c_str());
     } else {
+      std::string status = r.status;
+      if (micro_batches > 1 && !vary_seq && r.batch > 0)
+        status += " (" + std::to_string(r.batch * micro_batches) + " samples per step)";
       std::printf("%-20s %10lld %12lld %9.3f  %s\n", name.c_str(),
                   static_cast<long long>(r.batch), static_cast<long long>(r.upper_bound),
-                  r.solve_seconds, r.status.c_str());
+                  r.solve_seconds, status.c_str());
     }
     std::fflush(stdout);
     results.push_back(std::move(r));

@@ -82,7 +82,7 @@ int profile_main(int argc, char** argv) {
     bo.input = parse_flag_value([&] { return parse_input_size(f.get("input"), "profile: --input"); });
   if (f.has("seq")) bo.sequence = f.get_int("seq", 1, 1 << 24);
   Graph fwd = build_forward_graph(cfg, ops, bo);
-  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs, cfg.accumulate);
 
   std::unique_ptr<Backend> be = make_backend(device, precision);
   std::printf("model %s, input %s, batch %lld: %s to measure (the optimizer updates are not); "

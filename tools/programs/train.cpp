@@ -55,7 +55,8 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   f.add("config", "FILE", "model YAML (required)")
       .add("device", "cpu|cuda", "where to train", "cpu")
       .add("steps", "N", "training steps (total, when resuming)", "50")
-      .add("batch", "N", "override the config's batch size (per rank under mpirun)")
+      .add("batch", "N", "override the config's batch size (per rank under mpirun; per micro-batch with --accumulate)")
+      .add("accumulate", "K", "K micro-batches per optimizer step, gradients summed (overrides the config's accumulate)")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
       .add("seq", "T", "override a token model's sequence length")
       .add("seed", "S", "override the config's seed (weights, dropout)")
@@ -97,6 +98,8 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.device = f.get_choice("device", {"cpu", "cuda"});
   opt.steps = f.get_int("steps", 1, 100000000);
   if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
+  if (f.has("accumulate"))
+    opt.accumulate = static_cast<int>(f.get_int("accumulate", 1, remat::kMaxMicroBatches));
   if (f.has("input")) opt.input = remat::parse_flag_value(
       [&] { return remat::parse_input_size(f.get("input"), "train: --input"); });
   if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);

@@ -13,15 +13,25 @@
 
 namespace remat {
 
+namespace {
+
+// Samples per optimizer step over all ranks (Note [gradient accumulation]: K micro-batches each).
+int64_t global_batch_of(const Graph& g, const TrainSummary& sum) {
+  return g.batch * g.micro_batches * sum.world;
+}
+
+}  // namespace
+
 void write_summary(const std::string& path, const Graph& g, const TrainOptions& opt,
                    const StepPlan& sp, const TrainSummary& sum) {
   nlohmann::ordered_json j;
   j["format"] = "remat-train-summary/1";
   j["model"] = g.name;
   j["batch"] = g.batch;
+  j["micro_batches"] = g.micro_batches;
   j["device"] = opt.device;
   j["world"] = sum.world;
-  j["global_batch"] = g.batch * sum.world;
+  j["global_batch"] = global_batch_of(g, sum);
   // On the CPU only the storage differs: tf32 and tf32-all run as fp32.
   j["precision"] = opt.device == "cpu" && sum.precision != "bf16" ? "fp32" : sum.precision;
   j["steps"] = sum.losses.size();
@@ -34,7 +44,7 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
   j["recomputes_per_step"] = sum.recomputes_per_step;
   j["samples_per_second"] = sum.samples_per_second;
   j["ms_per_step"] = sum.samples_per_second > 0
-                         ? 1000.0 * static_cast<double>(g.batch * sum.world) /
+                         ? 1000.0 * static_cast<double>(global_batch_of(g, sum)) /
                                sum.samples_per_second
                          : 0.0;
   j["comm_wait_ms_per_step"] = sum.comm_wait_ms;
@@ -56,10 +66,17 @@ double compared_ms_per_step(const Graph& g, const TrainOptions& opt) {
   const std::string model = field("model").get<std::string>();
   const std::string device = field("device").get<std::string>();
   const int64_t batch = field("batch").get<int64_t>();
-  if (model != g.name || batch != g.batch || device != opt.device)
-    REMAT_USER_ERROR(opt.compare_file << ": a run of '" << model << "' at batch " << batch << " on "
-                                      << device << ", not of this one ('" << g.name
-                                      << "' at batch " << g.batch << " on " << opt.device << ")");
+  const int micro = j.value("micro_batches", 1);
+  auto batch_words = [](int64_t n, int k) {
+    return "batch " + std::to_string(n) +
+           (k > 1 ? " x " + std::to_string(k) + " micro-batches" : std::string());
+  };
+  if (model != g.name || batch != g.batch || micro != g.micro_batches || device != opt.device)
+    REMAT_USER_ERROR(opt.compare_file << ": a run of '" << model << "' at "
+                                      << batch_words(batch, micro) << " on " << device
+                                      << ", not of this one ('" << g.name << "' at "
+                                      << batch_words(g.batch, g.micro_batches) << " on "
+                                      << opt.device << ")");
   if (field("strategy") != "all-keep")
     REMAT_USER_ERROR(opt.compare_file << ": the compared run must keep everything (strategy "
                                          "all-keep, train without --budget); it ran "
@@ -90,10 +107,10 @@ void print_run_summary(const Graph& g, const TrainOptions& opt, const StepPlan& 
   if (opt.plan.budget) std::printf(", budget %s", format_bytes(*opt.plan.budget).c_str());
   if (sum.world > 1) std::printf(" (largest of %d ranks)", sum.world);
   std::printf("\n");
-  const double global_batch = static_cast<double>(g.batch * sum.world);
-  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)
-    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n", sp.cost,
-                1000.0 * global_batch / sum.samples_per_second);
+  const double global_batch = static_cast<double>(global_batch_of(g, sum));
+  if (sp.cost_unit == "ms" && sum.samples_per_second > 0)  // the plan runs once per micro-batch
+    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n",
+                sp.cost * g.micro_batches, 1000.0 * global_batch / sum.samples_per_second);
   if (sum.world > 1)
     std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
                 "gradient collectives %.2f ms per step\n",

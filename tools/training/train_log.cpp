@@ -35,6 +35,7 @@ std::string metrics_json_line(const StepRecord& r, double elapsed_seconds) {
   j["step"] = r.step;
   j["loss"] = std::isfinite(r.loss) ? nlohmann::ordered_json(r.loss) : nullptr;  // JSON has no NaN
   j["lr"] = r.lr;
+  j["batch"] = r.batch;
   j["samples_per_second"] = r.seconds > 0 ? static_cast<double>(r.batch) / r.seconds : 0.0;
   j["ms_per_step"] = 1000 * r.seconds;
   j["peak_bytes"] = r.peak_bytes;

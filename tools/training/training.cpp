@@ -19,6 +19,7 @@
 #include "runtime/io/atomic_file.h"
 #include "runtime/backends/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/core/checked.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/comm/mpi_session.h"
@@ -176,15 +177,15 @@ void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
 }
 
 // One line on how the ranks share the work and the memory (Note [gradient buckets]).
-void print_parallel(const ParallelJob& job, const Graph& g, const PersistentLayout& L,
+void print_parallel(const ParallelJob& job, int64_t step_batch, const PersistentLayout& L,
                     const Communicator& grads) {
   int64_t largest = 0;
   for (const auto& b : L.buckets) largest = std::max(largest, b.bytes);
   std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %zu buckets "
               "(largest %s, in place, padding %s) averaged with %s while the backward runs; "
               "optimizer state %s per rank%s\n",
-              job.world, static_cast<long long>(g.batch),
-              static_cast<long long>(g.batch * job.world), L.buckets.size(),
+              job.world, static_cast<long long>(step_batch),
+              static_cast<long long>(step_batch * job.world), L.buckets.size(),
               format_bytes(largest).c_str(), format_bytes(L.padding_bytes).c_str(),
               grads.name().c_str(), format_bytes(L.state_kinds * L.state_block_bytes).c_str(),
               L.parallel.shard_optimizer
@@ -199,6 +200,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const bool parallel = session && session->size() > 1;
   ModelConfig cfg = load_model_config(opt.config, opt.overrides);
   if (opt.seed != 0) cfg.seed = opt.seed;
+  if (opt.accumulate) cfg.accumulate = *opt.accumulate;
   const OpRegistry ops = make_builtin_registry();
   const std::string precision = resolve_precision(opt.precision, cfg.precision);
   BuildOptions bo;
@@ -207,7 +209,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   bo.sequence = opt.sequence;
   bo.precision = precision_storage(precision);
   Graph fwd = build_forward_graph(cfg, ops, bo);
-  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs);
+  Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs, cfg.accumulate);
 
   const double base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
   std::unique_ptr<Backend> backend =
@@ -221,8 +223,14 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     eo.grad_comm = job->grads.get();
     eo.op_comm = job->ops.get();
     eo.host_comm = job->host.get();  // the finite check's shared decision
-    shard = DataShard{job->rank * g.batch, job->world * g.batch};
   }
+  // One step's samples on this rank: K micro-batches of N (Note [gradient accumulation]); the
+  // ranks' together are the global batch.
+  const int64_t K = g.micro_batches;
+  const int64_t step_batch = checked_mul(g.batch, K, "--accumulate", "samples per step");
+  if (job)
+    shard = DataShard{job->rank * step_batch,
+                      checked_mul(step_batch, job->world, "--accumulate", "global batch")};
   const PersistentLayout layout = persistent_layout(g, eo.parallel);
   if (job && opt.save_every > 0)
     REMAT_USER_ERROR("--save-every is not available under mpirun with " << job->world
@@ -230,14 +238,20 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
                         "use --save, which writes at the end and when stopped");
   const TensorDesc& in_desc = g.value(g.input).desc;
   const TensorDesc& label_desc = g.value(g.label).desc;
-  std::unique_ptr<DataSource> data = make_data_source(cfg, in_desc, label_desc, cfg.dir, shard);
+  TensorDesc step_in = in_desc, step_labels = label_desc;  // the K micro-batches, one after another
+  step_in.shape[0] = step_labels.shape[0] = step_batch;
+  std::unique_ptr<DataSource> data = make_data_source(cfg, step_in, step_labels, cfg.dir, shard);
   int params = 0;
   int64_t param_numel = 0;
   for (const auto& v : g.values)
     if (v.kind == ValueKind::Param) ++params, param_numel += v.desc.numel();
-  std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), batch %lld, input %s\n",
+  const std::string batch_words =
+      K == 1 ? "batch " + std::to_string(g.batch)
+             : "batch " + std::to_string(step_batch) + " per step (" + std::to_string(K) +
+                   " micro-batches of " + std::to_string(g.batch) + ", gradients accumulated)";
+  std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), %s, input %s\n",
               cfg.name.c_str(), cfg.layers.size(), params, static_cast<long long>(param_numel),
-              static_cast<long long>(g.batch), shape_str(in_desc.shape).c_str());
+              batch_words.c_str(), shape_str(in_desc.shape).c_str());
   // "nodes" are the ones a plan orders (as plan and maxbatch count them); the optimizer's updates
   // run after every plan.
   std::printf("training graph: %s + %s, persistent %s; device %s, %s; data %s\n",
@@ -247,7 +261,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
               format_bytes(layout.constant_bytes).c_str(),
               backend->name().c_str(), precision_description(precision, opt.device).c_str(),
               data->describe().c_str());
-  if (job) print_parallel(*job, g, layout, *job->grads);
+  if (job) print_parallel(*job, step_batch, layout, *job->grads);
   std::fflush(stdout);
   StepPlan sp;
   std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, eo, job.get(), &sp);
@@ -294,8 +308,8 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
 
   // The batch in host memory the device reads without staging (pinned on the GPU): the
   // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer input_buf(*backend, in_desc.bytes(), "the input batch " + shape_str(in_desc.shape));
-  HostBuffer labels_buf(*backend, label_desc.bytes(), "the labels " + shape_str(label_desc.shape));
+  HostBuffer input_buf(*backend, step_in.bytes(), "the input batch " + shape_str(step_in.shape));
+  HostBuffer labels_buf(*backend, step_labels.bytes(), "the labels " + shape_str(step_labels.shape));
   void* input = input_buf.data;
   auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
@@ -303,7 +317,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   sum.precision = precision;
   sum.constant_bytes = layout.constant_bytes;
   sum.predicted_peak = sp.plan.predicted_peak;
-  const int64_t global_batch = g.batch * sum.world;
+  const int64_t global_batch = step_batch * sum.world;
   double timed_seconds = 0, comm_seconds = 0;
   int64_t timed_samples = 0;
   StepLogOptions lo;

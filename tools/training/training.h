@@ -19,7 +19,8 @@ struct TrainOptions {
   std::string config;              // model YAML
   std::string device = "cpu";      // cpu | cuda
   int64_t steps = 50;              // total steps (a resumed run continues up to this count)
-  std::optional<int64_t> batch;    // overrides the config's batch
+  std::optional<int64_t> batch;    // overrides the config's batch (a micro-batch's samples)
+  std::optional<int> accumulate;   // overrides the config's micro-batches per optimizer step
   std::optional<Shape> input;      // overrides the config's per-sample input size
   std::optional<int64_t> sequence; // overrides a token model's sequence length T
   uint64_t seed = 0;               // 0: use the config's seed
