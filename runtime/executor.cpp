@@ -107,6 +107,16 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   if (ws) release(ws);
 }
 
+void Executor::capture(ValueId v, void* host) {
+  REMAT_CHECK(v >= 0 && static_cast<size_t>(v) < g_.values.size() &&
+                  g_.value(v).kind == ValueKind::Activation,
+              "capture: value " << v << " is not an activation of '" << g_.name << "'");
+  captures_.erase(std::remove_if(captures_.begin(), captures_.end(),
+                                 [&](const auto& c) { return c.first == v; }),
+                  captures_.end());
+  if (host) captures_.emplace_back(v, host);
+}
+
 void Executor::run_update_slice(const UpdateSlice& sl, int64_t step) {
   const Node& node = g_.node(sl.update);
   const OpDef& op = ops_.get(node.op);
@@ -139,6 +149,9 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     const double start = trace ? step_elapsed_us() : 0;
     run_node(s.node, s.recompute, step, static_cast<int>(i));
     if (sync_ && !scan && last_micro_batch()) sync_->after_plan_step(static_cast<int>(i));
+    for (const auto& [v, host] : captures_)
+      if (!s.recompute && !scan && v == g_.node(s.node).output)
+        be_.copy_to_host(host, ptr_[static_cast<size_t>(v)], g_.value(v).desc.bytes());
     if (trace) trace_span(trace, s.node, s.recompute ? "recompute" : "compute", start);
     if (scan && !value_finite(g_.node(s.node).output)) {
       release_activations();

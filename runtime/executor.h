@@ -119,6 +119,11 @@ class Executor {
   StepResult run_step(const ExecutionPlan& plan, const void* input, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
+  // After each step computes activation `v` for the first time, its bytes are copied to `host`
+  // (synchronously, before the plan can free it): how `sample` reads the logits of a forward
+  // graph. `host` must hold v's bytes and outlive the steps; null stops the copies.
+  void capture(ValueId v, void* host);
+
   // Host copies of persistent float values held whole on this rank.
   std::vector<float> read(ValueId v) const;
   void write(ValueId v, const std::vector<float>& host);
@@ -171,6 +176,7 @@ class Executor {
   float* loss_host_ = nullptr;      // host_alloc'd: each micro-batch's loss, copied without a
                                     // mid-step sync
   int micro_ = 0;                   // the running micro-batch (Note [gradient accumulation])
+  std::vector<std::pair<ValueId, void*>> captures_;  // capture()
   int64_t arena_base_ = 0;          // Arena: offset of the activation arena in region_
   std::vector<PlanStep> arena_steps_;  // the plan the arena was prepared for
   PlanBuffers arena_buffers_;

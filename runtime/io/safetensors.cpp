@@ -123,7 +123,7 @@ const SafeTensor* SafeTensorFile::find(const std::string& name) const {
 }
 
 void safetensors_save(const std::string& path, const std::vector<SafeTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+                      const std::map<std::string, std::string>& metadata, bool checksums) {
   REMAT_CHECK(host_is_little_endian(), "safetensors needs a little-endian host");
   Json header = Json::object();
   std::set<std::string> names;
@@ -147,7 +147,8 @@ void safetensors_save(const std::string& path, const std::vector<SafeTensor>& te
                 "metadata key '" << k << "' is reserved for checksums (Note [tensor checksums])");
     meta[k] = v;
   }
-  for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = checksum_text(t.data);
+  if (checksums)
+    for (const auto& t : tensors) meta[kChecksumPrefix + t.name] = checksum_text(t.data);
   if (!meta.empty()) header[kMetadataKey] = meta;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');

@@ -40,14 +40,15 @@ struct SafeTensorFile {
 };
 
 // Writes `tensors` (in this order, data contiguous) and `metadata` atomically, with each
-// tensor's CRC-32C in the metadata (Note [tensor checksums] in safetensors.cpp): to
+// tensor's CRC-32C in the metadata unless `checksums` is false (Note [tensor checksums] in
+// safetensors.cpp; `export` writes weights for other readers without them): to
 // path + ".tmp", fsync, rename over `path`, fsync the directory, so a crash leaves either the
 // old file or the new one. The header is padded with spaces to a multiple of 8 bytes.
 // Throws Error for invalid tensors (duplicate or reserved name, data size not matching the
 // shape), for metadata keys starting with "checksum.", and UserError naming the path when the
 // file cannot be written.
 void safetensors_save(const std::string& path, const std::vector<SafeTensor>& tensors,
-                      const std::map<std::string, std::string>& metadata);
+                      const std::map<std::string, std::string>& metadata, bool checksums = true);
 
 // Reads and validates a whole file: header length within the file, valid JSON, known dtypes
 // (F32, I32), shapes, offsets inside the data section, not overlapping and matching

@@ -196,3 +196,69 @@ def forward_flops(cfg, path, batch):
             flops += 2 * batch * shapes[ins[0]][0] * out[0]
         shapes[full] = out
     return flops
+
+
+def remat_state(model):
+    """{remat name ('conv1.weight', 'bn1.running_mean'): the module's tensor} for a model
+    build_segments made: the names and PyTorch layouts remat's checkpoints and `export` use.
+    (BatchNorm's num_batches_tracked has no remat counterpart and is left out.)"""
+    out = {}
+    for seg in model:
+        for full, _op, _ins, key in seg.layers:
+            if key not in seg.mods:
+                continue
+            mod = seg.mods[key]
+            if isinstance(mod, nn.Sequential) and len(mod) and isinstance(mod[0], (nn.Conv2d, nn.Linear)):
+                mod = mod[0]  # (conv or linear, activation)
+            for name, t in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):
+                if name != "num_batches_tracked":
+                    out[f"{full}.{name}"] = t
+    return out
+
+
+_ST_DTYPES = {"F32": (torch.float32, 4), "I32": (torch.int32, 4), "BF16": (torch.bfloat16, 2)}
+
+
+def read_safetensors(path):
+    """({name: tensor}, metadata) of a safetensors file (the format's own layout: an 8-byte
+    little-endian header length, a JSON header, the data), without the safetensors package."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = blob[8 + n:]
+    out = {}
+    for name, h in header.items():
+        dtype, size = _ST_DTYPES[h["dtype"]]
+        begin, end = h["data_offsets"]
+        count = math.prod(h["shape"]) if h["shape"] else 1
+        if end - begin != count * size:
+            raise ConfigError(f"{path}: tensor '{name}' has {end - begin} bytes for shape {h['shape']}")
+        t = torch.frombuffer(bytearray(data[begin:end]), dtype=dtype) if count else torch.empty(0, dtype=dtype)
+        out[name] = t.reshape(h["shape"])
+    return out, meta
+
+
+def load_remat_safetensors(model, path):
+    """Copies the weights `export` wrote (or a checkpoint's parameters and buffers) into a model
+    build_segments made from the same YAML. Every tensor of the model must be in the file with
+    its shape; file tensors the model lacks are an error unless they are optimizer state of a
+    checkpoint (".momentum", ".adam_m", ...). Returns the names loaded."""
+    tensors, _meta = read_safetensors(path)
+    state = remat_state(model)
+    missing = [n for n in state if n not in tensors]
+    if missing:
+        raise ConfigError(f"{path}: no tensor for {missing[:5]} (of {len(missing)} missing)")
+    extra = [n for n in tensors if n not in state and n.rsplit(".", 1)[0] not in state]
+    if extra:
+        raise ConfigError(f"{path}: tensors the model does not have: {extra[:5]}")
+    with torch.no_grad():
+        for name, t in state.items():
+            src = tensors[name]
+            if tuple(src.shape) != tuple(t.shape):
+                raise ConfigError(f"{path}: tensor '{name}' is {list(src.shape)}, the model's {list(t.shape)}")
+            t.copy_(src.to(t.dtype))
+    return list(state)

@@ -92,7 +92,9 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
                                     << (r.message.empty() ? "" : ": " + r.message)
                                     << " (any schedule needs at least "
                                     << format_bytes(problem_min_budget(gp.problem))
-                                    << "; try --strategy checkmate or a larger budget)");
+                                    << (opt.strategy == "checkmate"
+                                            ? "; try a larger budget)"
+                                            : "; try --strategy checkmate or a larger budget)"));
     schedule = r.schedule;
     sp.solve_seconds = r.solve_seconds;
     sp.gap = r.gap;

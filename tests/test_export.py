@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""`export` read back by PyTorch: small_cnn trained two steps by remat on a small CIFAR-10 file,
+its checkpoint exported, and the weights loaded into the module tools/bench/bench_pytorch_model.py
+builds from the same YAML (load_remat_safetensors). The file holds the parameters and running
+statistics alone (no optimizer state, metadata {"format": "pt"}), every tensor equals the
+checkpoint's, and PyTorch's loss on the batch of step 3 equals the loss remat reported for that
+step (both FP32 on the CPU: within 1e-4 relative). A model of another YAML refuses the file.
+Usage: test_export.py TOOLS_DIR"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+import bench_pytorch_model as bpm  # noqa: E402
+
+CONFIG = os.path.join(ROOT, "configs", "small_cnn.yaml")
+MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)  # models/data.h
+RECORDS, BATCH = 24, 8
+
+
+def main():
+    tools = sys.argv[1]
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    def run(*args):
+        r = subprocess.run([os.path.join(tools, args[0]), *args[1:]], capture_output=True, text=True)
+        check(r.returncode == 0, f"{' '.join(args)}: exit {r.returncode}: {r.stderr[-2000:]}")
+        return r
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = random.Random(5)
+        records = [bytes([rng.randrange(10)]) + bytes(rng.randrange(256) for _ in range(3072))
+                   for _ in range(RECORDS)]
+        with open(os.path.join(tmp, "test_batch.bin"), "wb") as f:
+            f.write(b"".join(records))
+        text = open(CONFIG).read()
+        synthetic = "data: {source: synthetic, seed: 7}"
+        check(synthetic in text, "configs/small_cnn.yaml changed: update this test")
+        config = os.path.join(tmp, "small_cnn.yaml")
+        with open(config, "w") as f:
+            f.write(text.replace(synthetic, "data: {source: cifar10, path: ., split: test}"))
+        ck, w, m = (os.path.join(tmp, n) for n in ("ck.safetensors", "w.safetensors", "m.jsonl"))
+        common = ["--config", config, "--batch", str(BATCH)]
+        run("train", *common, "--steps", "2", "--save", ck)
+        run("train", *common, "--steps", "3", "--metrics", m)
+        out = run("export", "--config", config, "--checkpoint", ck, "-o", w).stdout
+        check("exported 16 tensors" in out, f"export said: {out}")
+        if failures:
+            return report(failures)
+
+        tensors, meta = bpm.read_safetensors(w)
+        check(meta == {"format": "pt"}, f"metadata {meta}")
+        check(not any(n.endswith(".momentum") for n in tensors), f"optimizer state: {list(tensors)}")
+        saved, _ = bpm.read_safetensors(ck)
+        for name, t in tensors.items():
+            check(torch.equal(t, saved[name]), f"{name} differs from the checkpoint")
+
+        cfg = yaml.safe_load(open(config))
+        model = bpm.build_segments(cfg, config)
+        loaded = bpm.load_remat_safetensors(model, w)
+        check(sorted(loaded) == sorted(tensors), f"loaded {sorted(loaded)} of {sorted(tensors)}")
+        # The batch of step 3 (0-based 2): records (2 * BATCH + i) mod RECORDS, normalised.
+        idx = [(2 * BATCH + i) % RECORDS for i in range(BATCH)]
+        x = torch.tensor([list(records[i][1:]) for i in idx], dtype=torch.float32).reshape(BATCH, 3, 32, 32)
+        x = (x / 255 - torch.tensor(MEAN).reshape(1, 3, 1, 1)) / torch.tensor(STD).reshape(1, 3, 1, 1)
+        y = torch.tensor([records[i][0] for i in idx])
+        model.train()  # batch statistics, as remat's training step
+        with torch.no_grad():
+            loss = F.cross_entropy(model(x), y).item()
+        remat_loss = json.loads(open(m).read().splitlines()[2])["loss"]
+        check(abs(loss - remat_loss) <= 1e-4 * abs(remat_loss),
+              f"PyTorch loss {loss} vs remat's step 3 loss {remat_loss}")
+        print(f"step 3 loss: PyTorch {loss:.7f}, remat {remat_loss:.7f}")
+
+        wrong = subprocess.run([os.path.join(tools, "export"), "--config",
+                                os.path.join(ROOT, "configs", "gpt2_tiny.yaml"), "--checkpoint", ck,
+                                "-o", os.path.join(tmp, "x.safetensors")], capture_output=True, text=True)
+        check(wrong.returncode == 1 and "checkpoint of model 'small_cnn'" in wrong.stderr,
+              f"export of another model's checkpoint: exit {wrong.returncode}: {wrong.stderr}")
+        check(not os.path.exists(os.path.join(tmp, "x.safetensors")), "a file written after an error")
+        usage = subprocess.run([os.path.join(tools, "export"), "--config", config],
+                               capture_output=True, text=True)
+        check(usage.returncode == 2 and "--checkpoint is required" in usage.stderr,
+              f"export without --checkpoint: exit {usage.returncode}: {usage.stderr}")
+
+        other = bpm.build_segments(yaml.safe_load(open(os.path.join(ROOT, "configs", "small_dag.yaml"))),
+                                   "small_dag.yaml")
+        try:
+            bpm.load_remat_safetensors(other, w)
+            failures.append("small_dag's module accepted small_cnn's weights")
+        except bpm.ConfigError as e:
+            check("no tensor for" in str(e) or "does not have" in str(e), f"message: {e}")
+    return report(failures)
+
+
+def report(failures):
+    for f in failures:
+        print("FAIL: " + f)
+    print("ok" if not failures else f"{len(failures)} checks failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
