@@ -158,6 +158,13 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   return config_detail::ConfigParser(source_name).parse(yaml_text, overrides);
 }
 
+int64_t loss_ignore_index(const ModelConfig& cfg) {
+  auto it = cfg.loss_attrs.values.find("ignore_index");
+  if (it != cfg.loss_attrs.values.end() && std::holds_alternative<int64_t>(it->second))
+    return std::get<int64_t>(it->second);
+  return cfg.tokens() ? -100 : kNoIgnoreIndex;  // token_xent's default
+}
+
 ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {
   ModelConfig cfg = parse_model_config(read_file(path, "model config"), path, overrides);
   cfg.dir = std::filesystem::path(path).parent_path().string();

@@ -180,6 +180,10 @@ struct ModelConfig {
   const LayerConfig* find_layer(const std::string& full_name) const;  // nullptr if absent
 };
 
+// The label the loss skips (its ignore_index attribute), or kNoIgnoreIndex when it has none.
+constexpr int64_t kNoIgnoreIndex = INT64_MIN;
+int64_t loss_ignore_index(const ModelConfig& cfg);
+
 // Reads and validates a YAML model file; errors are UserErrors naming path:line:col.
 // `overrides` ("optimizer.lr=0.01", "layers.conv1.filters=32") edit it first and are validated
 // as the file is; their errors name the override (Note [config overrides] in

@@ -71,10 +71,7 @@ std::unique_ptr<DataSource> make_image_data(const ModelConfig& cfg, const DataCo
   } catch (const UserError& e) {
     throw UserError(where + ": " + e.what());
   }
-  int64_t ignore = kNoIgnoreIndex;
-  auto it = cfg.loss_attrs.values.find("ignore_index");
-  if (it != cfg.loss_attrs.values.end() && std::holds_alternative<int64_t>(it->second))
-    ignore = std::get<int64_t>(it->second);
+  const int64_t ignore = loss_ignore_index(cfg);
   if (d.source == "segmentation" && labels.shape.size() != 3)
     REMAT_USER_ERROR(d.where << ": " << d.section << ": source segmentation needs a per-pixel loss "
                                 "(loss: softmax_xent_pixel), got " << cfg.loss);

@@ -19,6 +19,7 @@
 #include "models/data_rng.h"
 #include "models/images/image_decode.h"
 #include "models/images/image_source.h"
+#include "models/prefetch.h"
 #include "runtime/core/check.h"
 #include "tests/tool_runner.h"
 
@@ -142,6 +143,31 @@ TEST_F(ImageData, BatchesDependOnlyOnTheStepNotOnThreadsOrRanks) {
     EXPECT_EQ(w.x, h0.x);
     EXPECT_EQ(w.y, h0.y);
   }
+}
+
+// The prefetching loader gives the batches the source gives, in the order asked, across jumps
+// (a resume), and a batch that fails fails at its own step.
+TEST_F(ImageData, PrefetchingChangesNoBatch) {
+  classification_tree();
+  const ModelConfig cfg = config("{source: folder, path: tree, seed: 9}");
+  LoaderOptions two;
+  two.threads = 2;
+  auto direct = make_data_source(cfg, images(5), classes(5), dir_, {}, two);
+  PrefetchSource ahead(make_data_source(cfg, images(5), classes(5), dir_, {}, two),
+                       5 * 3 * 16 * 16 * 4, 5 * 4, 3);
+  for (int64_t step : {0, 1, 2, 3, 7, 8, 2, 3}) {
+    const Batch a = batch(*direct, 5, step), b = batch(ahead, 5, step);
+    EXPECT_EQ(a.x, b.x) << "step " << step;
+    EXPECT_EQ(a.y, b.y) << "step " << step;
+  }
+  EXPECT_HAS(ahead.describe(), "3 batches prefetched");
+  write("tree/dog/broken.jpg", "\xFF\xD8\xFF garbage");
+  PrefetchSource failing(make_data_source(cfg, images(5), classes(5), dir_, {}, two),
+                         5 * 3 * 16 * 16 * 4, 5 * 4);
+  int failed = 0;
+  for (int64_t step = 0; step < 4; ++step)  // an epoch of 11 samples: the broken one is in it
+    failed += error_of([&] { batch(failing, 5, step); }).find("broken.jpg") != std::string::npos;
+  EXPECT_GE(failed, 1);
 }
 
 TEST_F(ImageData, EvaluationServesTheSortedOrderWithCenterCrops) {

@@ -40,8 +40,7 @@ std::vector<ImageSample> read_segmentation_list(const std::string& list);
 
 // classes: the model's classes; labels must be in [0, classes) or equal `ignore_index` (a
 // segmentation loss's, kNoIgnoreIndex when it has none); a label map's other values are
-// errors naming the file and pixel.
-constexpr int64_t kNoIgnoreIndex = INT64_MIN;
+// errors naming the file and pixel (kNoIgnoreIndex: models/config.h).
 std::unique_ptr<DataSource> make_image_source(std::vector<ImageSample> samples, std::string what,
                                               const DataConfig& d, int64_t classes,
                                               int64_t ignore_index, const TensorDesc& input,
