@@ -16,6 +16,7 @@
 #include "models/data_rng.h"
 #include "runtime/core/check.h"
 #include "models/images/image_decode.h"
+#include "tests/data_files.h"
 #include "tests/tool_runner.h"
 #include "tools/training/metrics.h"
 #include "tools/training/training.h"
@@ -77,41 +78,9 @@ TEST(EvalMetrics, SegmentationByHand) {
 class ImageTrain : public ScratchDirTest {
  protected:
   void write(const std::string& rel, const std::string& bytes) {
-    fs::create_directories(fs::path(path(rel)).parent_path());
-    std::ofstream(path(rel), std::ios::binary) << bytes;
+    test::write_file_bytes(path(rel), bytes);
   }
-  // Class c of 3 is a noisy image of colour c (red, green, blue), of a random size.
-  void tree(const std::string& root, int per_class, uint64_t seed) {
-    Rng rng(seed);
-    for (int c = 0; c < 3; ++c)
-      for (int i = 0; i < per_class; ++i) {
-        const int64_t w = 18 + rng.below(20), h = 18 + rng.below(20);
-        std::vector<uint8_t> px(static_cast<size_t>(w * h * 3));
-        for (size_t p = 0; p < px.size(); ++p)
-          px[p] = static_cast<uint8_t>(std::clamp<double>(
-              (static_cast<int>(p % 3) == c ? 170 : 60) + 40 * rng.normal(), 0, 255));
-        const std::string name = root + "/" + "rgb"[c] + std::string("/") + std::to_string(i);
-        if (i % 2) write(name + ".jpg", encode_jpeg(px.data(), w, h, 3, 90));
-        else write(name + ".png", encode_png(px.data(), w, h, 3));
-      }
-  }
-  std::string config() {
-    tree("train", 12, 1);
-    tree("val", 4, 2);
-    const std::string yaml = path("colours.yaml");
-    std::ofstream(yaml) << "name: colours\ninput: [3, 16, 16]\nclasses: 3\nbatch: 12\nseed: 4\n"
-                           "optimizer: {op: sgd, lr: 0.1, momentum: 0.9}\n"
-                           "data: {source: folder, path: train, seed: 5}\n"
-                           "val: {source: folder, path: val}\n"
-                           "layers:\n"
-                           "  - {name: conv, op: conv2d, filters: 8, kernel: 3, padding: 1, activation: relu}\n"
-                           "  - {name: bn, op: batchnorm}\n"
-                           "  - {name: conv2, op: conv2d, filters: 8, kernel: 3, padding: 1, activation: relu}\n"
-                           "  - {name: conv3, op: conv2d, filters: 8, kernel: 3, padding: 1, activation: relu}\n"
-                           "  - {name: gap, op: global_avgpool}\n"
-                           "  - {name: fc, op: dense, units: 3}\n";
-    return yaml;
-  }
+  std::string config() { return test::write_colours_dataset(dir_); }
 };
 
 TEST_F(ImageTrain, LearnsColoursAndValidatesEveryKSteps) {

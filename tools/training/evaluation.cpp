@@ -115,6 +115,8 @@ EvalMetrics Evaluator::run(double* seconds) {
                        valid, &m);
   }
   ex_->capture(logits_, nullptr);
+  samples_ = full > 0 && m.kind != MetricKind::Tokens ? std::min(size, batches * global)
+                                                      : batches * global;
   if (opt_.host_comm) {  // data parallel: every rank's sums
     std::vector<double> v = m.to_vector();
     opt_.host_comm->all_reduce_now(v.data(), static_cast<int64_t>(v.size()), CommType::F64,
@@ -129,11 +131,17 @@ EvalMetrics Evaluator::run(double* seconds) {
   return m;
 }
 
+int Evaluator::recomputes() const {
+  int n = 0;
+  for (const auto& s : sp_.plan.steps) n += s.kind == PlanStepKind::Compute && s.recompute;
+  return n;
+}
+
 std::string Evaluator::describe() const {
   std::ostringstream os;
   os << "validation: " << data_->describe() << "; plan " << sp_.plan.strategy << ", peak "
-     << format_bytes(sp_.plan.predicted_peak) << " (inference: batch norm from running "
-     << "statistics, dropout off)";
+     << format_bytes(sp_.plan.predicted_peak) << ", " << plural(recomputes(), "recompute")
+     << " (inference: batch norm from running statistics, dropout off)";
   return os.str();
 }
 

@@ -54,7 +54,9 @@ class Evaluator {
   // One pass over the validation data, then the ranks' sums added. Returns the metrics and the
   // seconds it took.
   EvalMetrics run(double* seconds = nullptr);
-  std::string describe() const;  // "val: <data>; plan <strategy>, peak ..."
+  int64_t samples() const { return samples_; }  // the last pass's samples (all ranks, counted once)
+  std::string describe() const;  // "validation: <data>; plan <strategy>, peak ..."
+  int recomputes() const;        // the plan's recomputations per pass
 
  private:
   const ModelConfig cfg_;
@@ -66,6 +68,7 @@ class Evaluator {
   ValueId logits_ = kNoValue;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<Executor> ex_;
+  int64_t samples_ = 0;
 };
 
 }  // namespace remat
