@@ -50,16 +50,16 @@ std::vector<int64_t> parse_list(const std::string& text, const std::string& flag
 
 // `count` JPEGs (quality 90) of about w x h in 10 class folders under `root`: smooth colour
 // fields with edges and noise, so that they compress like photographs (ImageNet's average:
-// about 400 x 350 pixels, 110 KB).
-int64_t make_images(const std::string& root, int64_t count, int64_t w, int64_t h) {
+// about 400 x 350 pixels, 110 KB); a class's images share a tint, so a model can learn them.
+int64_t make_images(const std::string& root, int64_t count, int64_t w, int64_t h, uint64_t seed) {
   int64_t bytes = 0;
-  Rng rng(12345);
+  Rng rng(seed);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t iw = w * (80 + rng.below(41)) / 100, ih = h * (80 + rng.below(41)) / 100;
     std::vector<uint8_t> px(static_cast<size_t>(iw * ih * 3));
     double base[3], fx[3], fy[3];
     for (int c = 0; c < 3; ++c)
-      base[c] = 60 + rng.below(120), fx[c] = 0.005 + 0.05 * rng.uniform(), fy[c] = 0.005 + 0.05 * rng.uniform();
+      base[c] = 50 + (i % 10 * 37 * (c + 1)) % 130 + rng.below(20), fx[c] = 0.005 + 0.05 * rng.uniform(), fy[c] = 0.005 + 0.05 * rng.uniform();
     const int64_t edge = iw / 4 + rng.below(iw / 2);
     for (int64_t y = 0; y < ih; ++y)
       for (int64_t x = 0; x < iw; ++x)
@@ -84,6 +84,7 @@ int loader_bench_main(int argc, char** argv) {
       .add("data", "DIR", "an image folder (root/<class>/<image>); with --make, where to write")
       .add("make", "N", "write N JPEGs into --data first (10 class folders)")
       .add("image-size", "WxH", "size of the images --make writes (+-20 %)", "500x375")
+      .add("make-seed", "S", "seed of the images --make writes", "1")
       .add("batch", "N", "samples per batch (default the config's)")
       .add("threads", "LIST", "decode thread counts, e.g. 1,2,4 (default 1 .. the cores)")
       .add("batches", "N", "batches timed per thread count (after one untimed)", "4")
@@ -103,7 +104,8 @@ int loader_bench_main(int argc, char** argv) {
                        f.get("image-size") + "'");
     const int64_t n = f.get_int("make", 10, 1000000);
     const auto t0 = Clock::now();
-    const int64_t bytes = make_images(root, n, w, h);
+    const int64_t bytes =
+        make_images(root, n, w, h, static_cast<uint64_t>(f.get_int("make-seed", 0, INT64_MAX)));
     std::printf("wrote %lld JPEGs of about %lldx%lld (mean %.0f KB) to %s in %.1f s\n",
                 static_cast<long long>(n), static_cast<long long>(w), static_cast<long long>(h),
                 bytes / 1e3 / n, root.c_str(),
