@@ -31,6 +31,10 @@ struct SolveOptions {
   // "Checkmate MILP", "relaxation MILP", "local improvement"), so that progress shows what
   // runs from the first second.
   void (*phase)(const char* name, void* user) = nullptr;
+  // Note [monotone sweeps]: schedules found earlier for the same problem (a sweep's answers at
+  // smaller budgets). `checkmate` offers each that fits as an incumbent after its baselines, so
+  // its answer never costs more than any of them. Not owned; may be null.
+  const std::vector<Schedule>* candidates = nullptr;
 };
 
 struct SolveResult {
