@@ -22,6 +22,7 @@ out=${OUT:-gpu-logs}
 limit=${REMAT_STEP_TIMEOUT:-300}
 steps=${*:-tests train bench loader}
 mkdir -p "$out"
+: > "$out/summary.txt"
 out_abs=$(cd "$out" && pwd)  # data paths in configs are relative to the config's folder
 if [ ! -x "$build/tools/train" ] && [ -f build-carry/remat-portable.tar.xz ]; then
   tar xJf build-carry/remat-portable.tar.xz  # tools/scripts/pack_portable.sh's archive
@@ -40,7 +41,8 @@ run() {  # name command...
   timeout "$limit" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || failed=1
-  printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)"
+  printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)" \
+    | tee -a "$out/summary.txt"
 }
 for step in $steps; do
   case $step in
@@ -81,4 +83,7 @@ for step in $steps; do
     *) echo "gpu_verify: unknown step '$step' (known: tests train bench loader)" >&2; exit 2 ;;
   esac
 done
+# The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
+bash tools/scripts/gpu_results_entry.sh "$out" "$steps" "$build" > "$out/gpu_results_entry.md"
+echo "gpu_verify: GPU_RESULTS.md entry in $out/gpu_results_entry.md"
 exit $failed
