@@ -52,6 +52,7 @@ std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double s
   consider(solve_chen_greedy(p, budget, false, seconds));
   consider(solve_chen_greedy(p, budget, true, seconds));
   consider(solve_griewank(p, budget));
+  consider(solve_cheap_drops(p, budget, seconds));
   return best;
 }
 
@@ -80,8 +81,8 @@ struct Incumbent {
 
 // Note [checkmate at scale]
 // `checkmate` runs, in order, each step only while the wall-clock limit lasts:
-// 1. every baseline (milliseconds to a second; the greedy searches get a tenth of the limit
-//    each);
+// 1. every baseline and cheap drops (Note [cheap drops]; milliseconds to a second; the greedy
+//    searches and cheap drops get a tenth of the limit each);
 // 2. exactly what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
 //    never worse than lp or a baseline at the same limit when they finish within it;
 // 3. on graphs of at most kHeldSetMaxNodes nodes, a quick round of the held-set searches
