@@ -48,6 +48,7 @@ std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, doub
       prev = j;
     }
   }
+  if (drops.empty()) return std::nullopt;  // nothing is held across a stage: keep-everything
   std::stable_sort(drops.begin(), drops.end(),
                    [](const Drop& a, const Drop& b) { return a.score < b.score; });
   // The schedule of the drops marked in `on`, simulated.

@@ -58,6 +58,17 @@ TEST(CheapDrops, EveryScheduleItReturnsFits) {
     }
   }
   EXPECT_GE(found, 12);
+  // A graph where every value is read only by the very next stage: nothing to drop.
+  Problem next_only;
+  for (int i = 0; i < 3; ++i) {
+    ProblemNode nd;
+    nd.name = "n" + std::to_string(i);
+    nd.cost = 1;
+    nd.bytes = 4;
+    if (i > 0) nd.deps = {i - 1};
+    next_only.nodes.push_back(nd);
+  }
+  EXPECT_FALSE(solve_cheap_drops(next_only, 100, 1).has_value());
 }
 
 }  // namespace
