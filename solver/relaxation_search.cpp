@@ -246,6 +246,7 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
     for (int t = 1; t < n && since(t0) < seconds; ++t)
       for (int i = 0; i < t; ++i) {
         if (!s.R(t, i)) continue;
+        if (since(t0) >= seconds) break;  // each move simulates the whole schedule
         int from = t - 1;  // hold i from where it was last available
         while (from > i && !s.R(from, i) && !s.S(from, i)) --from;
         Schedule c;
