@@ -106,6 +106,45 @@ std::vector<ZooCase> zoo_cases() {
   z.push_back({"fcn8", fcn8_params(), 0, {8, kSegClasses, 416, 608},
                {{"conv2d", 21}, {"maxpool", 5}, {"upsample", 3}, {"add", 2}, {"dropout", 2}},
                {3, 32, 32}, 1});
+  // Keras's applications (model.summary(): trainable, non-trainable = the BN moving statistics).
+  // DenseNet121: 8,062,504 = 7,978,856 + 83,648; 169: 14,307,880 = 14,149,480 + 158,400;
+  // 201: 20,242,984 = 20,013,928 + 229,056. Convs: the stem, 2 per conv block, 3 transitions.
+  const Shape s32 = {3, 32, 32};
+  z.push_back({"densenet121", 7978856, 83648, {64, 1000},
+               {{"conv2d", 120}, {"batchnorm", 121}, {"concat", 58}, {"avgpool", 3}, {"maxpool", 1}},
+               s32, 2});
+  z.push_back({"densenet169", 14149480, 158400, {64, 1000},
+               {{"conv2d", 168}, {"batchnorm", 169}, {"concat", 82}, {"avgpool", 3}}, s32, 2});
+  z.push_back({"densenet201", 20013928, 229056, {64, 1000},
+               {{"conv2d", 200}, {"batchnorm", 201}, {"concat", 98}, {"avgpool", 3}}, s32, 2});
+  // ResNet101: 44,707,176 = 44,601,832 + 105,344; ResNet152: 60,419,944 = 60,268,520 + 151,424.
+  z.push_back({"resnet101", 44601832, 105344, {64, 1000},
+               {{"conv2d", 104}, {"batchnorm", 104}, {"add", 33}, {"relu", 100}}, s32, 2});
+  z.push_back({"resnet152", 60268520, 151424, {64, 1000},
+               {{"conv2d", 155}, {"batchnorm", 155}, {"add", 50}, {"relu", 151}}, s32, 2});
+  // ResNet50V2: 25,613,800 = 25,568,360 + 45,440; 101V2: 44,675,560 = 44,577,896 + 97,664;
+  // 152V2: 60,380,648 = 60,236,904 + 143,744. One zero padding (before the first max pool),
+  // and a 1x1 max pool as the shortcut of each stage's strided last block.
+  z.push_back({"resnet50_v2", 25568360, 45440, {64, 1000},
+               {{"conv2d", 53}, {"batchnorm", 49}, {"add", 16}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  z.push_back({"resnet101_v2", 44577896, 97664, {64, 1000},
+               {{"conv2d", 104}, {"batchnorm", 100}, {"add", 33}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  z.push_back({"resnet152_v2", 60236904, 143744, {64, 1000},
+               {{"conv2d", 155}, {"batchnorm", 151}, {"add", 50}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  // MobileNetV2: 3,538,984 = 3,504,872 + 34,112 (17 inverted residual blocks, 10 of them added
+  // to their input).
+  z.push_back({"mobilenet_v2", 3504872, 34112, {512, 1000},
+               {{"conv2d", 52}, {"batchnorm", 52}, {"relu6", 35}, {"add", 10}}, s32, 2});
+  // InceptionV3: 23,851,784 = 23,817,352 + 34,432 (94 conv2d_bn, 11 mixed blocks; Keras needs an
+  // input of at least 75x75).
+  z.push_back({"inception_v3", 23817352, 34432, {64, 1000},
+               {{"conv2d", 94}, {"batchnorm", 94}, {"relu", 94}, {"concat", 15}, {"avgpool", 9},
+                {"maxpool", 4}},
+               {3, 75, 75}, 2});
+  // Xception: 22,910,480 = 22,855,952 + 54,528 (34 separable convs as depthwise + pointwise
+  // pairs, 4 strided 1x1 shortcuts, 2 stem convs; at least 71x71).
+  z.push_back({"xception", 22855952, 54528, {64, 1000},
+               {{"conv2d", 74}, {"batchnorm", 40}, {"maxpool", 4}, {"add", 12}}, {3, 71, 71}, 2});
   // Checkmate's linear_model(16): 16 convs 64x3x3 without bias, dense 64 -> 1000.
   z.push_back({"linear16", conv_params(3, 64, 3, false) + 15 * conv_params(64, 64, 3, false) +
                                dense_params(64, 1000),
