@@ -246,6 +246,23 @@ std::vector<ZooCase> zoo_cases() {
   // pairs, 4 strided 1x1 shortcuts, 2 stem convs; at least 71x71).
   z.push_back({"xception", 22855952, 54528, {64, 1000},
                {{"conv2d", 74}, {"batchnorm", 40}, {"maxpool", 4}, {"add", 12}}, {3, 71, 71}, 2});
+  // NASNetMobile: 5,326,716 = 5,289,978 + 36,738; NASNetLarge: 88,949,818 = 88,753,150 + 196,668.
+  // Convs: each cell has a 1x1 conv and 5 separable blocks of 2 separable convs (4 conv2d); p's
+  // adjustment adds 2 convs when it halves p (the first cell after a reduction, stem_2), 1 when
+  // it projects p (every other cell but stem_1). Mobile: stem 1, stem_1 21, stem_2 23, 3 x 23,
+  // 9 x 22, 2 reductions x 22 = 356; Large (6 cells per stage): 1 + 21 + 23 + 3 x 23 + 15 x 22 +
+  // 2 x 22 = 488. A concat per cell and per halving adjustment, which pads and crops once; each
+  // of the 4 reduction cells zero-pads h once for its two max pools and its strided average pool;
+  // average pools: 2 per halving adjustment and per reduction cell, 3 per normal cell. Large's
+  // small input, 43x43, has the parities of 331x331 at every reduction (its pads are Keras's).
+  z.push_back({"nasnet_mobile", 5289978, 36738, {64, 1000},
+               {{"conv2d", 356}, {"concat", 20}, {"zeropad", 8}, {"crop", 4}, {"maxpool", 8},
+                {"avgpool", 8 + 8 + 12 * 3}},
+               s32, 2});
+  z.push_back({"nasnet_large", 88753150, 196668, {16, 1000},
+               {{"conv2d", 488}, {"concat", 26}, {"zeropad", 8}, {"crop", 4}, {"maxpool", 8},
+                {"avgpool", 8 + 8 + 18 * 3}},
+               {3, 43, 43}, 2});
   // keras_segmentation's networks with 19 classes (counts worked out above, layer by layer).
   z.push_back({"fcn32", fcn32_params(), 0, {8, kSegClasses, 416, 608},
                {{"conv2d", 17}, {"maxpool", 5}, {"upsample", 1}, {"dropout", 2}}, s32, 1});

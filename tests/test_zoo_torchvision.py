@@ -6,10 +6,15 @@ multiset of convolution and linear weight shapes (every layer's kernel, channels
 the trainable parameter count, equal after the documented differences between Keras (which the
 configs follow) and torchvision: Keras's ResNet v1 convolutions have biases, torchvision's none;
 Keras's InceptionV3 batch norms have no learned scale (scale=False), torchvision's do. Each YAML
-module also runs a forward pass at the config's input size and gives [1, classes].
+module also runs a forward pass at the config's input size and gives [1, classes]. And for every
+config whose header states "Parameters: N trainable", the PyTorch module has N trainable
+parameters (the benchmark trains the network the header describes; NASNet exercises the
+two-input repeat blocks of the translation).
 Usage: test_zoo_torchvision.py (exit 0 on success, 1 with the differences listed)."""
 import collections
+import glob
 import os
+import re
 import sys
 
 import torch
@@ -58,9 +63,24 @@ CASES = {
 }
 
 
+def header_counts(failures):
+    """Every config's stated trainable count against the module the benchmark builds."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml"))):
+        text = open(path).read()
+        header = " ".join(l[1:].strip() for l in text.splitlines() if l.startswith("#"))
+        m = re.search(r"Parameters: ([\d,]+) trainable", header)
+        if not m:
+            continue
+        want = int(m.group(1).replace(",", ""))
+        got = trainable(bpm.build_segments(yaml.safe_load(text), path))
+        if got != want:
+            failures.append(f"{os.path.basename(path)}: header says {want:,} trainable, module {got:,}")
+
+
 def main():
     failures = []
     torch.manual_seed(0)
+    header_counts(failures)
     for name, (make_tv, adjust) in CASES.items():
         path = os.path.join(ROOT, "configs", name + ".yaml")
         cfg = yaml.safe_load(open(path))

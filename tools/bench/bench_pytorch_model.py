@@ -30,6 +30,8 @@ def flatten_layers(cfg, path):
     defined = set()
 
     def resolve(name, scopes, where):
+        if name == "previous" and "previous" not in scopes[0]:
+            raise ConfigError(f"{path}: layer '{where}': 'previous' outside a two-input block")
         for scope in scopes:
             if name in scope:
                 return scope[name]
@@ -37,19 +39,26 @@ def flatten_layers(cfg, path):
             return name
         raise ConfigError(f"{path}: layer '{where}': input '{name}' is not defined earlier")
 
-    def expand(layers, prefix, outer, block_input):
+    def expand(layers, prefix, outer, block_input, previous=None):
         local = {"input": block_input}
+        if previous is not None:  # a two-input block (models/config.h, Note [two-input blocks])
+            local["previous"] = previous
         prev = block_input
         for layer in layers:
             name = layer["name"]
             scopes = [local] + outer
             if "layers" in layer:
-                inp = prev
+                inp, carried = prev, None
                 if "inputs" in layer:
                     ins = layer["inputs"]
-                    inp = resolve(ins if isinstance(ins, str) else ins[0], scopes, name)
+                    ins = [ins] if isinstance(ins, str) else list(ins)
+                    inp = resolve(ins[0], scopes, name)
+                    if len(ins) == 2:
+                        carried = resolve(ins[1], scopes, name)
                 for i in range(int(layer.get("repeat", 1))):
-                    inp = expand(layer["layers"], f"{prefix}{name}.{i}.", scopes, inp)
+                    last = expand(layer["layers"], f"{prefix}{name}.{i}.", scopes, inp, carried)
+                    carried = inp if carried is not None else None
+                    inp = last
                 local[name] = inp
                 prev = inp
                 continue
