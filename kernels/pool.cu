@@ -125,77 +125,59 @@ void check_window(const PoolWindow& g, const char* what) {
               what << ": bad window " << g.kh << "x" << g.kw << " stride " << g.sh << "x" << g.sw);
 }
 
-template <typename T>
-void launch_max_forward(T* out, const T* inp, const PoolWindow& g, cudaStream_t stream) {
-  check_window(g, "pool_max_forward");
-  const int64_t total = g.planes * g.Ho * g.Wo;
+// Checks the window and runs `kernel` with one thread per element of `total` (outputs for a
+// forward, inputs for a backward); nothing to do when it is empty.
+template <typename... Params, typename... Args>
+void launch(const char* what, const PoolWindow& g, int64_t total, void (*kernel)(Params...),
+            cudaStream_t stream, Args... args) {
+  check_window(g, what);
   if (total <= 0) return;
-  max_forward_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, g);
+  kernel<<<grid_for(total), kBlockSize, 0, stream>>>(args...);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
-template <typename T>
-void launch_max_backward(T* dinp, const T* dout, const T* inp, const PoolWindow& g,
-                         cudaStream_t stream) {
-  check_window(g, "pool_max_backward");
-  const int64_t total = g.planes * g.H * g.W;
-  if (total <= 0) return;
-  max_backward_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(dinp, dout, inp, g);
-  REMAT_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T>
-void launch_avg_forward(T* out, const T* inp, const PoolWindow& g, bool count_pad,
-                        cudaStream_t stream) {
-  check_window(g, "pool_avg_forward");
-  const int64_t total = g.planes * g.Ho * g.Wo;
-  if (total <= 0) return;
-  avg_forward_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, g, count_pad);
-  REMAT_CUDA_LAUNCH_CHECK();
-}
-
-template <typename T>
-void launch_avg_backward(T* dinp, const T* dout, const PoolWindow& g, bool count_pad,
-                         cudaStream_t stream) {
-  check_window(g, "pool_avg_backward");
-  const int64_t total = g.planes * g.H * g.W;
-  if (total <= 0) return;
-  avg_backward_kernel<<<grid_for(total), kBlockSize, 0, stream>>>(dinp, dout, g, count_pad);
-  REMAT_CUDA_LAUNCH_CHECK();
-}
+int64_t outputs(const PoolWindow& g) { return g.planes * g.Ho * g.Wo; }
+int64_t inputs(const PoolWindow& g) { return g.planes * g.H * g.W; }
 
 }  // namespace
 
 void pool_max_forward(float* out, const float* inp, const PoolWindow& g, cudaStream_t stream) {
-  launch_max_forward(out, inp, g, stream);
+  launch("pool_max_forward", g, outputs(g), max_forward_kernel<float>, stream, out, inp, g);
 }
 void pool_max_forward(uint16_t* out, const uint16_t* inp, const PoolWindow& g,
                       cudaStream_t stream) {
-  launch_max_forward(bf16_ptr(out), bf16_ptr(inp), g, stream);
+  launch("pool_max_forward", g, outputs(g), max_forward_kernel<__nv_bfloat16>, stream,
+         bf16_ptr(out), bf16_ptr(inp), g);
 }
 void pool_max_backward(float* dinp, const float* dout, const float* inp, const PoolWindow& g,
                        cudaStream_t stream) {
-  launch_max_backward(dinp, dout, inp, g, stream);
+  launch("pool_max_backward", g, inputs(g), max_backward_kernel<float>, stream, dinp, dout, inp,
+         g);
 }
 void pool_max_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp,
                        const PoolWindow& g, cudaStream_t stream) {
-  launch_max_backward(bf16_ptr(dinp), bf16_ptr(dout), bf16_ptr(inp), g, stream);
+  launch("pool_max_backward", g, inputs(g), max_backward_kernel<__nv_bfloat16>, stream,
+         bf16_ptr(dinp), bf16_ptr(dout), bf16_ptr(inp), g);
 }
 void pool_avg_forward(float* out, const float* inp, const PoolWindow& g, bool count_pad,
                       cudaStream_t stream) {
-  launch_avg_forward(out, inp, g, count_pad, stream);
+  launch("pool_avg_forward", g, outputs(g), avg_forward_kernel<float>, stream, out, inp, g,
+         count_pad);
 }
 void pool_avg_forward(uint16_t* out, const uint16_t* inp, const PoolWindow& g, bool count_pad,
                       cudaStream_t stream) {
-  launch_avg_forward(bf16_ptr(out), bf16_ptr(inp), g, count_pad, stream);
+  launch("pool_avg_forward", g, outputs(g), avg_forward_kernel<__nv_bfloat16>, stream,
+         bf16_ptr(out), bf16_ptr(inp), g, count_pad);
 }
 void pool_avg_backward(float* dinp, const float* dout, const PoolWindow& g, bool count_pad,
                        cudaStream_t stream) {
-  launch_avg_backward(dinp, dout, g, count_pad, stream);
+  launch("pool_avg_backward", g, inputs(g), avg_backward_kernel<float>, stream, dinp, dout, g,
+         count_pad);
 }
 void pool_avg_backward(uint16_t* dinp, const uint16_t* dout, const PoolWindow& g, bool count_pad,
                        cudaStream_t stream) {
-  launch_avg_backward(bf16_ptr(dinp), bf16_ptr(dout), g, count_pad, stream);
+  launch("pool_avg_backward", g, inputs(g), avg_backward_kernel<__nv_bfloat16>, stream,
+         bf16_ptr(dinp), bf16_ptr(dout), g, count_pad);
 }
 
 }  // namespace remat
