@@ -72,6 +72,22 @@ else()
   target_link_libraries(remat_cbc INTERFACE PkgConfig::CBC)
 endif()
 
+# Image decoding for the image-folder and segmentation data sources: libjpeg-turbo's TurboJPEG
+# API and libpng (which needs zlib), via pkg-config; static archives in the portable build.
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+pkg_check_modules(LIBPNG REQUIRED IMPORTED_TARGET libpng)
+add_library(remat_images_io INTERFACE)
+if(REMAT_PORTABLE)
+  remat_find_static(REMAT_TURBOJPEG_STATIC turbojpeg ${TURBOJPEG_LIBRARY_DIRS})
+  remat_find_static(REMAT_PNG_STATIC png16 ${LIBPNG_LIBRARY_DIRS})
+  remat_find_static(REMAT_z_STATIC z)
+  target_include_directories(remat_images_io INTERFACE ${TURBOJPEG_INCLUDE_DIRS} ${LIBPNG_INCLUDE_DIRS})
+  target_link_libraries(remat_images_io INTERFACE ${REMAT_TURBOJPEG_STATIC} ${REMAT_PNG_STATIC}
+                        ${REMAT_z_STATIC} m)
+else()
+  target_link_libraries(remat_images_io INTERFACE PkgConfig::TURBOJPEG PkgConfig::LIBPNG)
+endif()
+
 # CUDA: optional. Without nvcc the project builds CPU-only and says so once.
 set(REMAT_HAVE_CUDA OFF)
 if(REMAT_WITH_CUDA)

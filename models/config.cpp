@@ -32,7 +32,7 @@ namespace {
 const std::vector<std::string> kTopKeys = {"name",      "input",      "classes",   "sequence",
                                            "vocab",     "batch",      "accumulate", "loss",
                                            "seed",      "precision",  "optimizer", "data",
-                                           "layers"};
+                                           "val",       "layers"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -58,7 +58,7 @@ ModelConfig ConfigParser::parse(const std::string& text,
   }
 
   // Scalar settings go through AttrReader, so types and ranges are reported uniformly.
-  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "layers", "loss"});
+  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "val", "layers", "loss"});
   AttrReader r(top);
   if (!r.has("name")) r.fail("name", "is required");
   cfg_.name = r.get_string("name", "");
@@ -108,7 +108,8 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.optimizer.attrs.origin = pos(root) + ": optimizer";
   cfg_.optimizer.attrs.set("lr", 0.01);
   if (root["optimizer"]) parse_optimizer(root["optimizer"]);
-  if (root["data"]) parse_data(root["data"]);
+  if (root["data"]) parse_data(root["data"], "data", &cfg_.data);
+  if (root["val"]) parse_data(root["val"], "val", &cfg_.val.emplace());
 
   const YAML::Node layers = root["layers"];
   if (!layers) fail(root, "model", "field 'layers' is required");
@@ -150,47 +151,18 @@ void ConfigParser::parse_optimizer(const YAML::Node& n) {
   cfg_.optimizer.attrs = to_attr_map(n, "optimizer", {"op"});
 }
 
-void ConfigParser::parse_data(const YAML::Node& n) {
-  if (!n.IsMap()) fail(n, "data", "expected a map such as {source: synthetic, seed: 1}");
-  check_unique_keys(n, "data");
-  DataConfig& d = cfg_.data;
-  d.where = pos(n);
-  AttrMap m = to_attr_map(n, "data", {});
-  AttrReader r(m);
-  const std::vector<std::string> sources =
-      cfg_.tokens() ? std::vector<std::string>{"synthetic", "text", "tokens"}
-                    : std::vector<std::string>{"synthetic", "cifar10"};
-  if (r.has("source") && std::holds_alternative<std::string>(m.values.at("source")) &&
-      !contains(sources, std::get<std::string>(m.values.at("source"))))
-    r.fail("source", "'" + std::get<std::string>(m.values.at("source")) + "' is not one of: " +
-                         join(sources) + " (the sources of " +
-                         (cfg_.tokens() ? "a token" : "an image") + " model)");
-  d.source = r.get_choice("source", "synthetic", sources);
-  std::vector<std::string> known = {"source"};
-  if (d.source == "synthetic") {
-    d.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
-    known.push_back("seed");
-  } else {
-    if (!r.has("path")) r.fail("path", "is required for source " + d.source);
-    d.path = r.get_string("path", "");
-    d.path_where = m.where.at("path");
-    known.push_back("path");
-    if (d.source == "cifar10") {
-      d.split = r.get_choice("split", "train", {"train", "test"});
-      known.push_back("split");
-    }
-  }
-  for (const auto& kv : m.values)
-    if (!contains(known, kv.first))
-      r.fail(kv.first, "unknown field for data source '" + d.source + "'" +
-                           did_you_mean(kv.first, known) + " (known: " + join(known) + ")");
-}
-
 }  // namespace config_detail
 
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source_name,
                                const std::vector<std::string>& overrides) {
   return config_detail::ConfigParser(source_name).parse(yaml_text, overrides);
+}
+
+int64_t loss_ignore_index(const ModelConfig& cfg) {
+  auto it = cfg.loss_attrs.values.find("ignore_index");
+  if (it != cfg.loss_attrs.values.end() && std::holds_alternative<int64_t>(it->second))
+    return std::get<int64_t>(it->second);
+  return cfg.tokens() ? -100 : kNoIgnoreIndex;  // token_xent's default
 }
 
 ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {

@@ -30,7 +30,15 @@
 //         {source: cifar10, path: data/cifar-10-batches-bin, split: train}  # split: train|test
 //         {source: text, path: input.txt}       # token models: bytes as tokens (V >= 256)
 //         {source: tokens, path: train.bin}     # token models: llm.c / nanoGPT uint16 tokens
+//         {source: folder, path: imagenet/train}  # root/<class>/<image> (JPEG, PNG), classes
+//                                 #   sorted by name, as torchvision's ImageFolder
+//         {source: segmentation, images: img, labels: lbl}  # or {..., list: train.txt}: image +
+//                                 #   PNG label map pairs (VOC / Cityscapes layouts)
+//                                 # folder and segmentation also take seed, augment, mean, std,
+//                                 # scale, ratio, flip, crop_pct (ImageTransformConfig)
 //                                 # (paths relative to the config file's directory)
+//   val: {source: folder, path: imagenet/val}   # validation data, the same keys as `data`
+//                                 #   (never augmented); train --eval-every evaluates on it
 //   layers:                       # required, non-empty, in order
 //     - {name: conv1, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
 //     - {name: bn1, op: batchnorm}
@@ -126,12 +134,33 @@ struct OptimizerConfig {
   AttrMap attrs;       // everything but `op`
 };
 
+// Image sources' transforms (models/images/transforms.h): training crops as torchvision's
+// RandomResizedCrop + RandomHorizontalFlip, evaluation as Resize(size / crop_pct) + CenterCrop,
+// then per-channel (x / 255 - mean) / std. ImageNet's defaults.
+struct ImageTransformConfig {
+  bool augment = true;                         // data: true (training crops); val: always false
+  double mean[3] = {0.485, 0.456, 0.406};
+  double std[3] = {0.229, 0.224, 0.225};
+  double scale[2] = {0.08, 1.0};               // crop area, fraction of the image
+  double ratio[2] = {3.0 / 4.0, 4.0 / 3.0};    // crop aspect ratio w / h
+  bool flip = true;                            // random horizontal flip (training)
+  double crop_pct = 0.875;                     // evaluation: the center crop's share
+};
+
 struct DataConfig {
-  std::string source = "synthetic";  // synthetic | cifar10 | text | tokens
-  uint64_t seed = 0;                 // synthetic: patterns and samples
-  std::string path;                  // cifar10: folder with the binary batches; text, tokens: file
+  std::string source = "synthetic";  // synthetic | cifar10 | folder | segmentation | text | tokens
+  uint64_t seed = 0;                 // synthetic: patterns and samples; folder, segmentation:
+                                     // the shuffling and the augmentation
+  std::string path;                  // cifar10: folder with the binary batches; folder: the root of
+                                     // the class folders; text, tokens: file
   std::string path_where;            // "file:line:col" of `path`
   std::string split = "train";       // cifar10: train (data_batch_1..5.bin) | test (test_batch.bin)
+  // segmentation: parallel folders of images and label maps (same file stems), or a list file
+  // of "image label" path pairs, one per line (relative to the list's folder).
+  std::string images, labels, list;
+  std::string images_where, labels_where, list_where;
+  ImageTransformConfig transform;    // folder, segmentation
+  std::string section = "data";      // "data" or "val", for messages
   std::string where;                 // "file:line:col" of the `data` section (or of the file)
 };
 
@@ -151,6 +180,7 @@ struct ModelConfig {
   DType precision = DType::F32;  // `precision`: fp32 -> F32, bf16 -> BF16 (activations)
   OptimizerConfig optimizer;
   DataConfig data;
+  std::optional<DataConfig> val;    // `val`: the validation data (same keys as `data`)
   std::vector<LayerConfig> layers;  // flattened, in definition order
 
   // Positions of top-level fields, for errors found later (builder, data).
@@ -161,6 +191,10 @@ struct ModelConfig {
 
   const LayerConfig* find_layer(const std::string& full_name) const;  // nullptr if absent
 };
+
+// The label the loss skips (its ignore_index attribute), or kNoIgnoreIndex when it has none.
+constexpr int64_t kNoIgnoreIndex = INT64_MIN;
+int64_t loss_ignore_index(const ModelConfig& cfg);
 
 // Reads and validates a YAML model file; errors are UserErrors naming path:line:col.
 // `overrides` ("optimizer.lr=0.01", "layers.conv1.filters=32") edit it first and are validated

@@ -65,7 +65,13 @@ class ConfigParser {
                             const std::string& key) const;
   void parse_loss(const YAML::Node& key, const YAML::Node& n);
   void parse_optimizer(const YAML::Node& n);
-  void parse_data(const YAML::Node& n);
+  // `data` or `val` (section) into *d (config_data.cpp).
+  void parse_data(const YAML::Node& n, const std::string& section, DataConfig* d);
+  void parse_transform(const YAML::Node& n, const std::string& section, AttrReader& r,
+                       ImageTransformConfig* t);
+  // A list of `count` reals, each in [lo, hi] (a position-naming UserError otherwise).
+  void real_list(const YAML::Node& n, const std::string& ctx, size_t count, double lo, double hi,
+                 double* out) const;
   void parse_share(const YAML::Node& m, LayerConfig& l, const std::vector<Scope>& scopes);
   void parse_list(const YAML::Node& seq, std::vector<Scope>& scopes);
   void parse_layer(const YAML::Node& m, const std::string& local, std::vector<Scope>& scopes);

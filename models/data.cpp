@@ -1,9 +1,11 @@
 // make_data_source: picks the data source named in the config and checks that it can serve the
-// graph's input and labels. The sources live in synthetic.cpp, cifar10.cpp and tokens.cpp.
+// graph's input and labels. The sources live in synthetic.cpp, cifar10.cpp, tokens.cpp and
+// images/image_source.cpp.
 #include "models/data.h"
 
 #include <filesystem>
 
+#include "models/images/image_source.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -17,11 +19,10 @@ std::string resolve_path(const std::string& path, const std::string& config_dir)
 }
 
 // Token models: synthetic patterns, a text file or a token file.
-std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const TensorDesc& input,
-                                              const TensorDesc& labels,
+std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const DataConfig& d,
+                                              const TensorDesc& input, const TensorDesc& labels,
                                               const std::string& config_dir,
                                               const DataShard& shard) {
-  const DataConfig& d = cfg.data;
   REMAT_CHECK(input.dtype == DType::I32 && input.shape.size() == 2 && labels.shape == input.shape &&
                   labels.dtype == DType::I32,
               "data: a token model's input and labels must be int32 [N, T], got "
@@ -39,9 +40,46 @@ std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const Tens
       return make_token_window_source(read_token_file(path, cfg.vocab), "tokens " + path, input,
                                       shard);
   } catch (const UserError& e) {
-    throw UserError(d.path_where + ": data: field 'path': " + e.what());
+    throw UserError(d.path_where + ": " + d.section + ": field 'path': " + e.what());
   }
   REMAT_USER_ERROR(d.where << ": data: unknown source '" << d.source << "' for a token model");
+}
+
+// Image folders and segmentation pairs (models/images/image_source.h).
+std::unique_ptr<DataSource> make_image_data(const ModelConfig& cfg, const DataConfig& d,
+                                            const TensorDesc& input, const TensorDesc& labels,
+                                            const std::string& config_dir, const DataShard& shard,
+                                            const LoaderOptions& opt) {
+  std::vector<ImageSample> samples;
+  std::string what;
+  std::string where = d.where;
+  try {
+    if (d.source == "folder") {
+      where = d.path_where + ": " + d.section + ": field 'path'";
+      what = "folder " + resolve_path(d.path, config_dir);
+      samples = scan_image_folder(resolve_path(d.path, config_dir), nullptr);
+    } else if (!d.list.empty()) {
+      where = d.list_where + ": " + d.section + ": field 'list'";
+      what = "segmentation list " + resolve_path(d.list, config_dir);
+      samples = read_segmentation_list(resolve_path(d.list, config_dir));
+    } else {
+      where = d.labels_where + ": " + d.section + ": field 'labels'";
+      what = "segmentation " + resolve_path(d.images, config_dir);
+      samples = scan_segmentation_folders(resolve_path(d.images, config_dir),
+                                          resolve_path(d.labels, config_dir));
+    }
+  } catch (const UserError& e) {
+    throw UserError(where + ": " + e.what());
+  }
+  const int64_t ignore = loss_ignore_index(cfg);
+  if (d.source == "segmentation" && labels.shape.size() != 3)
+    REMAT_USER_ERROR(d.where << ": " << d.section << ": source segmentation needs a per-pixel loss "
+                                "(loss: softmax_xent_pixel), got " << cfg.loss);
+  if (d.source == "folder" && labels.shape.size() != 1)
+    REMAT_USER_ERROR(d.where << ": " << d.section << ": source folder serves one class per image; loss "
+                             << cfg.loss << " needs label maps (source segmentation)");
+  return make_image_source(std::move(samples), what, d, cfg.classes, ignore, input, labels, shard,
+                           opt);
 }
 
 }  // namespace
@@ -49,14 +87,15 @@ std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const Tens
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,
                                              const std::string& config_dir,
-                                             const DataShard& shard) {
+                                             const DataShard& shard, const LoaderOptions& opt,
+                                             const DataConfig* section) {
   REMAT_CHECK(shard.first >= 0 && (shard.global_batch == 0 ||
                                     shard.first + input.shape.at(0) <= shard.global_batch),
               "data: shard of samples " << shard.first << ".." << shard.first + input.shape.at(0)
                                         << " outside the global batch " << shard.global_batch);
-  if (cfg.tokens()) return make_token_source(cfg, input, labels, config_dir, shard);
-  const DataConfig& d = cfg.data;
-  const std::string prefix = d.where + ": data: source " + d.source + ": ";
+  const DataConfig& d = section ? *section : cfg.data;
+  if (cfg.tokens()) return make_token_source(cfg, d, input, labels, config_dir, shard);
+  const std::string prefix = d.where + ": " + d.section + ": source " + d.source + ": ";
   REMAT_CHECK(input.shape.size() == 4, "data: input must be [N, C, H, W], got "
                                            << shape_str(input.shape));
   REMAT_CHECK(labels.dtype == DType::I32 && (labels.shape.size() == 1 || labels.shape.size() == 3)
@@ -64,6 +103,8 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
               "data: labels must be I32 [N] or [N, H, W], got " << shape_str(labels.shape));
   if (d.source == "synthetic")
     return make_synthetic_source(d.seed, cfg.classes, input, labels, shard);
+  if (d.source == "folder" || d.source == "segmentation")
+    return make_image_data(cfg, d, input, labels, config_dir, shard, opt);
   if (d.source != "cifar10") REMAT_USER_ERROR(prefix << "unknown data source");
 
   const Shape want = {input.shape[0], 3, 32, 32};

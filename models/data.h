@@ -24,6 +24,20 @@ class DataSource {
   virtual void next_batch(int64_t step, void* input, int32_t* labels) = 0;
   // One line for logs: "synthetic (seed 7, 10 classes)", "cifar10 train: 50000 records ...".
   virtual std::string describe() const = 0;
+  // Samples in one pass over the data (an epoch); 0 for generated data, which has no end.
+  virtual int64_t size() const { return 0; }
+  // Unreadable samples replaced so far (LoaderOptions::skip_bad_samples).
+  virtual int64_t skipped_samples() const { return 0; }
+};
+
+// Source settings that are not the model's: decode threads (image sources), whether an
+// unreadable sample is replaced by the next readable one (a warning on stderr and a count)
+// instead of stopping the run, and evaluation order (samples in their sorted order, wrapping
+// around; evaluation crops; no shuffling) for validation.
+struct LoaderOptions {
+  int threads = 1;
+  bool skip_bad_samples = false;
+  bool evaluation = false;
 };
 
 // Data parallel: which part of the global batch this rank's batch is. Sample i of a rank's
@@ -38,10 +52,13 @@ struct DataShard {
 // `labels` its labels [N], [N, H, W] or [N, T]; relative data paths are taken from
 // `config_dir`. Throws UserError at the config's `data:` position (or its `path`) for settings
 // or files the source cannot serve.
+// `section` is the data section to serve: cfg.data (null) or cfg.val.
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,
                                              const std::string& config_dir,
-                                             const DataShard& shard = {});
+                                             const DataShard& shard = {},
+                                             const LoaderOptions& opt = {},
+                                             const DataConfig* section = nullptr);
 
 // Synthetic data. Classification (labels [N]): class k has a fixed pattern
 //   P_k[c, h, w] = a_kc + b_kc * sin(fx_k * w + fy_k * h + phi_kc)

@@ -1,6 +1,7 @@
 // Loss ops: softmax_xent (logits [N, K], labels [N]), softmax_xent_pixel (logits [N, K, H, W],
 // labels [N, H, W]) and token_xent (logits [N, T, V], targets [N, T]; tokens whose target is
-// ignore_index, default -100, count neither in the mean nor get a gradient): mean softmax
+// ignore_index, default -100, count neither in the mean nor get a gradient; the image losses skip
+// the labels equal to their ignore_index when one is given, e.g. 255 for VOC masks): mean softmax
 // cross-entropy as a [1] tensor, and their backward ops, which produce (softmax - onehot) /
 // count. Labels (i32) are not differentiable. The CUDA loss checks labels on the device and
 // synchronizes once to report a bad one (kernels/softmax_xent.cu).
@@ -24,7 +25,7 @@ namespace {
 enum class XentLayout { Rows, Pixels, Tokens };
 
 struct XentAttrs : OpAttrs {
-  int64_t ignore_index = kNoIgnore;  // token_xent: targets to skip
+  int64_t ignore_index = kNoIgnore;  // labels to skip (token_xent: default -100)
   static constexpr int64_t kNoIgnore = INT64_MIN;
 };
 
@@ -32,6 +33,8 @@ OpAttrsPtr xent_parse(AttrReader& r, const std::string& op_name, XentLayout layo
   auto a = std::make_shared<XentAttrs>();
   if (layout == XentLayout::Tokens)  // negative, so that it never names a token
     a->ignore_index = r.get_int("ignore_index", -100, INT32_MIN, -1);
+  else if (r.has("ignore_index"))  // VOC and Cityscapes mark unlabelled pixels 255
+    a->ignore_index = r.get_int("ignore_index", 255, INT32_MIN, INT32_MAX);
   r.finish(op_name);
   return a;
 }

@@ -38,7 +38,13 @@ MemoryMode memory_mode_from_name(const std::string& s) {
 Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, ExecutorOptions opt)
     : g_(g), ops_(ops), be_(backend), opt_(opt), layout_(persistent_layout(g, opt.parallel)),
       ptr_(g.values.size(), nullptr) {
+  if (opt_.borrow) {
+    opt_.memory = opt_.borrow->opt_.memory;
+    opt_.budget = opt_.borrow->opt_.budget;
+    REMAT_CHECK(!opt_.parallel.active(), "a borrowing executor runs one rank's graph alone");
+  }
   constant_bytes_ = layout_.constant_bytes;
+  persistent_bytes_ = layout_.region_bytes;
   if (opt_.parallel.active()) {
     REMAT_CHECK(opt_.grad_comm, "data parallel executor without a gradient communicator");
     for (Communicator* c : {opt_.grad_comm, opt_.op_comm})
@@ -48,7 +54,7 @@ Executor::Executor(const Graph& g, const OpRegistry& ops, Backend& backend, Exec
     REMAT_CHECK(!opt_.host_comm || opt_.host_comm->memory() == DeviceKind::Cpu,
                 "the finite check's communicator must work on host memory");
   }
-  if (opt_.memory != MemoryMode::Direct) {
+  if (opt_.memory != MemoryMode::Direct && !opt_.borrow) {
     REMAT_CHECK(opt_.budget > 0, "memory mode " << memory_mode_name(opt_.memory)
                                                 << " needs a budget");
     if (layout_.region_bytes > opt_.budget)

@@ -19,6 +19,7 @@
 namespace remat {
 
 class Communicator;
+class Executor;
 class GradSync;
 class PoolAllocator;
 class TraceWriter;
@@ -33,6 +34,15 @@ class TraceWriter;
 //         and workspace of the plan at an offset assigned ahead of time (runtime/memory/arena.h), so
 //         a step does no allocator work and cannot fragment. A plan whose arena does not fit
 //         the budget is rejected before the step runs.
+//
+// Note [borrowed memory]
+// An executor made with ExecutorOptions::borrow (the validation pass's forward graph of the same
+// model, tools/training/evaluation.h) owns no persistent memory: each of its persistent values
+// (parameters, buffers, input, labels) is the value of the same name and descriptor of the
+// borrowed executor, and its activations and workspaces take that executor's memory in its
+// mode — the arena region past the persistent values (with offsets of its own plan), or its
+// pool. So it runs inside the same budget, between the other's steps (never during one), and
+// must be destroyed first.
 enum class MemoryMode { Direct, Pool, Arena };
 const char* memory_mode_name(MemoryMode m);
 MemoryMode memory_mode_from_name(const std::string& s);  // UserError on unknown names
@@ -59,6 +69,9 @@ struct ExecutorOptions {
   // when sharded) and this rank's loss are checked after the all-reduce, and the ranks agree
   // over host_comm, so either every rank stops at that step or none does.
   bool check_finite = true;
+  // Note [borrowed memory]: the executor whose persistent values and memory this one uses
+  // (memory mode and budget are then that executor's).
+  Executor* borrow = nullptr;
 };
 
 struct StepResult {
@@ -140,6 +153,7 @@ class Executor {
  private:
   ExecContext make_context(NodeId n, bool require_resident);
   void allocate_persistent();  // the budget's region or pool, and every persistent value
+  void borrow_persistent();    // Note [borrowed memory]
   void release_all();          // everything allocate_persistent and the constructor took
   void* acquire(int64_t bytes, const std::string& who, int arena_request);
   void release(void* p);
@@ -168,11 +182,13 @@ class Executor {
   ExecutorOptions opt_;
   PersistentLayout layout_;
   std::vector<void*> ptr_;  // per value: its memory, or null while not resident
-  std::unique_ptr<PoolAllocator> pool_;
+  std::shared_ptr<PoolAllocator> pool_;  // shared with a borrowing executor
   std::unique_ptr<GradSync> sync_;  // data parallel only
   std::vector<PlanStep> sync_steps_;  // the plan sync_ was prepared for
   char* persistent_ = nullptr;      // the persistent region (layout_)
   void* region_ = nullptr;          // Arena: the single allocation
+  bool borrowed_ = false;           // Note [borrowed memory]: region_, pool_, persistent values
+  int64_t persistent_bytes_ = 0;    // what the persistent region holds (the borrowed one's)
   float* loss_host_ = nullptr;      // host_alloc'd: each micro-batch's loss, copied without a
                                     // mid-step sync
   int micro_ = 0;                   // the running micro-batch (Note [gradient accumulation])

@@ -16,12 +16,38 @@ namespace {
 constexpr int64_t kArenaAlignment = kPoolAlignment;
 }  // namespace
 
+// Note [borrowed memory]: the other executor's values by name, and its memory.
+void Executor::borrow_persistent() {
+  const Executor& o = *opt_.borrow;
+  for (size_t v = 0; v < g_.values.size(); ++v) {
+    const Value& val = g_.values[v];
+    if (!value_is_persistent(val.kind)) continue;
+    const ValueId w = o.g_.find_value(val.name);
+    if (w == kNoValue || o.g_.value(w).desc.shape != val.desc.shape ||
+        o.g_.value(w).desc.dtype != val.desc.dtype || !o.ptr_[static_cast<size_t>(w)])
+      REMAT_USER_ERROR("graph '" << g_.name << "': value '" << val.name << "' "
+                                 << shape_str(val.desc.shape) << " is not a value of the same "
+                                 << "shape held by '" << o.g_.name << "' (the validation graph "
+                                 << "must be the model's at the training batch)");
+    ptr_[v] = o.ptr_[static_cast<size_t>(w)];
+  }
+  borrowed_ = true;
+  region_ = o.region_;
+  pool_ = o.pool_;
+  persistent_ = o.persistent_;
+  arena_base_ = o.arena_base_;
+  persistent_bytes_ = o.persistent_bytes_;
+  constant_bytes_ = o.constant_bytes_;
+  in_use_ = peak_ = constant_bytes_;
+}
+
 void Executor::allocate_persistent() {
+  if (opt_.borrow) return borrow_persistent();
   const int64_t bytes = std::max<int64_t>(layout_.region_bytes, 1);
   switch (opt_.memory) {
     case MemoryMode::Direct: persistent_ = static_cast<char*>(acquire(bytes, "the persistent values", -1)); break;
     case MemoryMode::Pool:
-      pool_ = std::make_unique<PoolAllocator>(be_, opt_.budget);
+      pool_ = std::make_shared<PoolAllocator>(be_, opt_.budget);
       persistent_ = static_cast<char*>(pool_->allocate(bytes, "the persistent values"));
       break;
     case MemoryMode::Arena:
@@ -42,7 +68,12 @@ void Executor::release_all() {
   sync_.reset();
   be_.host_free(loss_host_);
   loss_host_ = nullptr;
-  if (region_) {
+  if (borrowed_) {  // only the activations of a step that failed are this executor's
+    for (size_t v = 0; v < ptr_.size(); ++v)
+      if (ptr_[v] && !value_is_persistent(g_.values[v].kind) && opt_.memory != MemoryMode::Arena)
+        release(ptr_[v]);
+    region_ = nullptr;
+  } else if (region_) {
     be_.raw_free(region_);
     region_ = nullptr;
   } else {
@@ -170,7 +201,7 @@ int64_t Executor::arena_region_bytes(const Graph& g, const OpRegistry& ops, Back
 int64_t Executor::prepare(const ExecutionPlan& plan) {
   if (opt_.memory == MemoryMode::Pool) {
     PoolReplay r = replay_pool(g_, plan, [&](NodeId n) { return workspace_bytes(n); }, opt_.budget,
-                               layout_.region_bytes);
+                               persistent_bytes_);
     return r.fits ? r.peak_in_use : opt_.budget + r.shortfall;
   }
   if (opt_.memory != MemoryMode::Arena) return 0;

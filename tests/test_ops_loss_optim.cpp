@@ -153,6 +153,28 @@ TEST(SoftmaxXentPixel, ByHandAndGradient) {
   EXPECT_HAS(user_error([&] { bad.forward(); }), "label 7 of sample 0 at pixel (1, 1)");
 }
 
+// VOC's masks mark unlabelled pixels 255: with ignore_index 255 they count neither in the mean
+// nor get a gradient; without it, 255 is an out-of-range label.
+TEST(SoftmaxXentPixel, IgnoreIndexSkipsPixels) {
+  // The pixels of ByHandAndGradient plus a fourth, ignored, with huge logits.
+  OpHarness h(builtin_registry(), {"softmax_xent_pixel", attr_map({{"ignore_index", 255}}),
+                                   {f32({1, 2, 1, 4}), i32({1, 1, 4})},
+                                   {{0, 2, 0, 50, 0, 0, 3, -50}, {1, 0, 0, 255}}});
+  const double l = std::log(2.0) + std::log(1 + std::exp(-2.0)) + std::log(1 + std::exp(3.0));
+  expect_near_all(h.forward(), {l / 3}, 1e-6);
+  const auto g = h.gradients({});
+  EXPECT_EQ(g[0][3], 0.0f);  // class 0 of the ignored pixel
+  EXPECT_EQ(g[0][7], 0.0f);  // class 1
+  EXPECT_NEAR(g[0][0], 0.5 / 3, 1e-6);  // (softmax - onehot) / 3, the counted pixels' count
+  OpCase c{"softmax_xent_pixel", attr_map({{"ignore_index", 2}}), {f32({2, 3, 2, 2}), i32({2, 2, 2})}};
+  c.int_max = 3;  // labels 0..2: the pixels labelled 2 are skipped
+  OpHarness fd(builtin_registry(), c);
+  EXPECT_TRUE(fd.check_gradients(kTolLoss));
+  OpHarness plain(builtin_registry(), {"softmax_xent_pixel", {}, {f32({1, 2, 1, 2}), i32({1, 1, 2})},
+                                       {{0, 0, 0, 0}, {0, 255}}});
+  EXPECT_HAS(user_error([&] { plain.forward(); }), "label 255 of sample 0 at pixel (0, 1)");
+}
+
 // ---------------------------------------------------------------- optimizers
 
 // Runs `steps` updates of `op` on [param, grad, state...] (state starts at zero) with the same

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "models/data.h"
+#include "tests/data_files.h"
 #include "tests/model_test_util.h"
 
 namespace remat {
@@ -44,20 +45,10 @@ class TokenFiles : public ::testing::Test {
     std::ofstream o(dir_ / name, std::ios::binary);
     o.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   }
-  // llm.c's layout: 256 little-endian int32 (magic, version, count, zeros), uint16 tokens.
   void write_tokens(const std::string& name, const std::vector<uint16_t>& tokens,
                     int32_t magic = kTokenFileMagic, int32_t version = kTokenFileVersion,
                     int64_t declared = -1) {
-    std::vector<unsigned char> b(1024, 0);
-    const int32_t header[3] = {magic, version,
-                               static_cast<int32_t>(declared >= 0 ? declared : tokens.size())};
-    for (int k = 0; k < 3; ++k)
-      for (int j = 0; j < 4; ++j) b[4 * k + j] = static_cast<unsigned char>(header[k] >> (8 * j));
-    for (uint16_t t : tokens) {
-      b.push_back(static_cast<unsigned char>(t & 0xFF));
-      b.push_back(static_cast<unsigned char>(t >> 8));
-    }
-    write_bytes(name, b);
+    test::write_llmc_tokens((dir_ / name).string(), tokens, magic, version, declared);
   }
   // A token model of sequence T reading `data` (a YAML map).
   ModelConfig config(const std::string& data, int64_t vocab = 50257) {

@@ -85,6 +85,13 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
       .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
       .add("no-check-finite", "",
            "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
+      .add("data-threads", "N", "image decode threads (default: the cores but one)")
+      .add("skip-bad-samples", "", "replace an unreadable image or label map by the next sample "
+                                   "(a warning and a count) instead of stopping")
+      .add("eval-every", "K", "validate on the config's `val` data every K steps (and at the end)")
+      .add("eval-batches", "N", "validation batches per pass (default: the whole set; 20 for "
+                                "token files and generated data)")
+      .add("no-eval", "", "do not validate, even when the config has `val` data")
       .add("shard-optimizer", "", "mpirun: each rank keeps 1/N of the optimizer state (ZeRO-1)")
       .add("bucket-size", "BYTES", "mpirun: gradient bucket size", "25MB")
       .add("check-every", "K", "mpirun: check that all ranks hold the same weights every K steps "
@@ -137,6 +144,13 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
   opt.overrides = f.positional();
   opt.check_finite = !f.has("no-check-finite");
+  if (f.has("data-threads")) opt.data_threads = static_cast<int>(f.get_int("data-threads", 1, 1024));
+  opt.skip_bad_samples = f.has("skip-bad-samples");
+  if (f.has("eval-every")) opt.eval_every = f.get_int("eval-every", 1, 100000000);
+  if (f.has("eval-batches")) opt.eval_batches = f.get_int("eval-batches", 1, 100000000);
+  opt.no_eval = f.has("no-eval");
+  if (opt.no_eval && opt.eval_every > 0)
+    throw remat::UsageError("train: --no-eval and --eval-every contradict each other");
   opt.shard_optimizer = f.has("shard-optimizer");
   opt.bucket_bytes = f.get_bytes("bucket-size");
   if (opt.bucket_bytes < 1)

@@ -13,12 +13,12 @@ if [ "$#" -gt 0 ]; then
 else
   cmake --build "$build" -j"$jobs"
 fi
-for tool in train plan profile maxbatch; do
+for tool in train plan profile maxbatch sample evaluate; do
   bin="$build/tools/$tool"
   [ -x "$bin" ] || continue
   echo "$bin needs:"
   readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/  \1/p'
-  if readelf -d "$bin" | grep -Eq 'lib(Cbc|Clp|CoinUtils|yaml-cpp|openblas|gfortran|bz2|z)\.so'; then
+  if readelf -d "$bin" | grep -Eq 'lib(Cbc|Clp|CoinUtils|yaml-cpp|openblas|gfortran|bz2|z|turbojpeg|png16)\.so'; then
     echo "build_portable: $bin still needs a library that should be static" >&2
     exit 1
   fi

@@ -50,6 +50,12 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
   j["comm_wait_ms_per_step"] = sum.comm_wait_ms;
   j["first_loss"] = sum.first_loss;
   j["last_loss"] = sum.last_loss;
+  j["data_wait_ms_per_step"] = sum.data_wait_ms;
+  j["skipped_samples"] = sum.skipped_samples;
+  if (sum.val) {  // the last validation
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse("{" + sum.val->json_fields() + "}");
+    for (auto it = v.begin(); it != v.end(); ++it) j[it.key()] = it.value();
+  }
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
@@ -111,6 +117,12 @@ void print_run_summary(const Graph& g, const TrainOptions& opt, const StepPlan& 
   if (sp.cost_unit == "ms" && sum.samples_per_second > 0)  // the plan runs once per micro-batch
     std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n",
                 sp.cost * g.micro_batches, 1000.0 * global_batch / sum.samples_per_second);
+  std::printf("data: waited %.2f ms per step for its batch (%s)", sum.data_wait_ms,
+              sum.data_wait_ms < 0.5 ? "prefetched in time" : "the step waited on data");
+  if (sum.skipped_samples > 0)
+    std::printf(", %lld unreadable samples replaced (--skip-bad-samples)",
+                static_cast<long long>(sum.skipped_samples));
+  std::printf("\n");
   if (sum.world > 1)
     std::printf("ranks: weights identical on all %d ranks (checksum %016llx), waiting for "
                 "gradient collectives %.2f ms per step\n",

@@ -57,6 +57,8 @@ class StepLog {
   // that is stopped keeps every step it did). A metrics line that cannot be written is taken
   // back whole, the metrics stop, and failure() says why (Note [side outputs]).
   void record(const StepRecord& r);
+  // Appends one more metrics line (a validation result), as record() does its own.
+  void record_metrics_line(const std::string& json) { write_metrics(json + "\n"); }
   // Ends an open live line (before other output).
   void end_line();
   // Why the metrics stopped ("" while they are written).

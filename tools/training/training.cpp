@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,7 +29,9 @@
 #include "runtime/io/trace.h"
 #include "ops/lr_schedule.h"
 #include "tools/common/cli.h"
+#include "models/prefetch.h"
 #include "tools/training/data_parallel.h"
+#include "tools/training/evaluation.h"
 #include "tools/training/periodic_save.h"
 #include "tools/common/progress.h"
 #include "tools/training/run_summary.h"
@@ -95,9 +98,11 @@ std::string precision_description(const std::string& precision, const std::strin
 // the plan also fits the real allocation: the arena's aligned, packed layout, or the pool's
 // replayed requests with their fragmentation. Data parallel: rank 0 plans, every rank runs its
 // plan, and a plan fits when it fits on every rank (each measures its own workspaces).
+// Without a budget, the reservation also holds `eval_arena` bytes of activations past the
+// persistent values: the validation plan's, which runs in the same memory (Note [borrowed memory]).
 std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& ops, Backend& be,
                                              const TrainOptions& opt, ExecutorOptions eo,
-                                             ParallelJob* job, StepPlan* sp) {
+                                             ParallelJob* job, StepPlan* sp, int64_t eval_arena) {
   StepPlanOptions po = opt.plan;
   if (job) po.constant_bytes = persistent_layout(g, eo.parallel).constant_bytes;
   int64_t solver_budget = opt.plan.budget.value_or(0);
@@ -114,7 +119,8 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
     eo.budget = *opt.plan.budget;
   } else {  // keep everything, in one reservation of exactly what the plan needs
     eo.memory = MemoryMode::Arena;
-    eo.budget = on_all_ranks(Executor::arena_region_bytes(g, ops, be, sp->plan, eo.parallel));
+    eo.budget = on_all_ranks(std::max(Executor::arena_region_bytes(g, ops, be, sp->plan, eo.parallel),
+                                      persistent_layout(g, eo.parallel).region_bytes + eval_arena));
   }
   auto ex = std::make_unique<Executor>(g, ops, be, eo);
   int64_t best_need = INT64_MAX;  // the smallest memory any plan tried needs
@@ -240,7 +246,30 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const TensorDesc& label_desc = g.value(g.label).desc;
   TensorDesc step_in = in_desc, step_labels = label_desc;  // the K micro-batches, one after another
   step_in.shape[0] = step_labels.shape[0] = step_batch;
-  std::unique_ptr<DataSource> data = make_data_source(cfg, step_in, step_labels, cfg.dir, shard);
+  LoaderOptions loader;  // decode threads: the cores the loop leaves (one process per machine)
+  loader.threads = opt.data_threads > 0
+                       ? opt.data_threads
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  loader.skip_bad_samples = opt.skip_bad_samples;
+  auto data = std::make_unique<PrefetchSource>(
+      make_data_source(cfg, step_in, step_labels, cfg.dir, shard, loader), step_in.bytes(),
+      step_labels.bytes());
+  std::unique_ptr<Evaluator> eval;
+  if (cfg.val && !opt.no_eval) {  // validation: its own plan, in the same budget
+    EvalOptions eopt;
+    eopt.plan = opt.plan;
+    eopt.loader = loader;
+    eopt.batches = opt.eval_batches;
+    if (job) {
+      eopt.shard = DataShard{job->rank * g.batch, job->world * g.batch};
+      eopt.host_comm = job->host.get();
+    }
+    eval = std::make_unique<Evaluator>(cfg, bo, ops, *backend, eopt,
+                                       persistent_layout(g, eo.parallel).constant_bytes);
+  } else if (opt.eval_every > 0) {
+    REMAT_USER_ERROR(opt.config << ": --eval-every needs a `val` section in the config (e.g. val: "
+                                   "{source: folder, path: val})");
+  }
   int params = 0;
   int64_t param_numel = 0;
   for (const auto& v : g.values)
@@ -264,8 +293,13 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   if (job) print_parallel(*job, step_batch, layout, *job->grads);
   std::fflush(stdout);
   StepPlan sp;
-  std::unique_ptr<Executor> exec = executor_with_plan(g, ops, *backend, opt, eo, job.get(), &sp);
+  std::unique_ptr<Executor> exec =
+      executor_with_plan(g, ops, *backend, opt, eo, job.get(), &sp, eval ? eval->arena_bytes() : 0);
   Executor& ex = *exec;
+  if (eval) {
+    eval->executor(&ex);
+    std::printf("%s\n", eval->describe().c_str());
+  }
   ex.init_parameters(cfg.seed);
   int64_t first_step = 0;
   if (!opt.resume_file.empty()) {
@@ -333,6 +367,17 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   TraceWriter trace;  // the last opt.trace_steps steps, laid end to end
   bool metrics_failed = false;
   int64_t traced = 0;
+  double first_wait = 0;  // seconds the first step waited for its batch
+  // Validation after `after` steps: one line, a --metrics line, the summary's last result.
+  auto validate = [&](int64_t after) {
+    log.end_line();
+    double seconds = 0;
+    const EvalMetrics m = eval->run(&seconds);
+    std::printf("eval after step %lld: %s, %.1f s\n", static_cast<long long>(after),
+                m.describe().c_str(), seconds);
+    if (writer) log.record_metrics_line("{\"step\": " + std::to_string(after) + ", " + m.json_fields() + "}");
+    sum.val = m;
+  };
   for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
     data->next_batch(step, input, labels);
     const bool last = step + 1 == opt.steps;
@@ -352,6 +397,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
         check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
     }
     steps_done = step + 1;
+    if (sum.losses.empty()) first_wait = data->wait_seconds();  // the cold start: not counted
     if (sum.losses.empty()) sum.first_loss = r.loss;
     sum.last_loss = r.loss;
     sum.losses.push_back(r.loss);
@@ -391,6 +437,8 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
                                          "; training goes on");
       }
     }
+    if (eval && opt.eval_every > 0 && steps_done % opt.eval_every == 0 && !last)
+      validate(steps_done);
     std::fflush(stdout);
     if (traces) {  // the step as a span around its nodes; the next starts after a gap
       trace.span("step " + std::to_string(step + 1), "step", 0, r.seconds * 1e6, 1,
@@ -401,6 +449,12 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     }
   }
   log.end_line();
+  if (eval && steps_done > first_step && !stop_signal_received()) validate(steps_done);
+  sum.data_wait_ms = steps_done > first_step + 1  // the steps after the first, as samples/s
+                         ? 1000.0 * (data->wait_seconds() - first_wait) /
+                               static_cast<double>(steps_done - first_step - 1)
+                         : 0;
+  sum.skipped_samples = data->skipped_samples();
   // The training state first (Note [side outputs]): a failed --save is an error.
   if (!opt.save_file.empty() && steps_done > first_step) {
     if (job) checkpoint_save_replicas(ex, *job->host, opt.save_file, steps_done);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/core/tensor.h"
+#include "tools/training/metrics.h"
 #include "tools/training/step_plan.h"
 
 namespace remat {
@@ -44,6 +45,15 @@ struct TrainOptions {
   // tf32 for fp32 configs). bf16 stores activations in bfloat16; the others choose the GPU math.
   std::string precision;
   bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
+  // Data: decode threads of image sources (0: the cores left over), replacing unreadable samples
+  // instead of stopping (models/data.h LoaderOptions).
+  int data_threads = 0;
+  bool skip_bad_samples = false;
+  // Validation (tools/training/evaluation.h) on the config's `val` data: every eval_every steps
+  // (0: only at the end) and at the end; eval_batches per pass (0: the whole set / 20).
+  int64_t eval_every = 0;
+  int64_t eval_batches = 0;
+  bool no_eval = false;            // skip validation even when the config has `val`
   // Data parallel (an MPI job of several ranks; ignored for one process).
   bool shard_optimizer = false;       // each rank keeps 1/world of the optimizer state (ZeRO-1)
   int64_t bucket_bytes = 25'000'000;  // gradient bucket size (Note [gradient buckets])
@@ -66,6 +76,10 @@ struct TrainSummary {
   int64_t steps_done = 0;          // after the run (resumed steps included)
   int stop_signal = 0;             // the signal that stopped it early (Note [graceful stop]), or 0
   std::string precision;           // the precision it ran in (resolve_precision)
+  // The last validation's metrics (tools/training/metrics.h), if any ran.
+  std::optional<EvalMetrics> val;
+  double data_wait_ms = 0;         // mean ms the steps after the first waited for their batch
+  int64_t skipped_samples = 0;     // unreadable samples replaced (--skip-bad-samples)
   // Side outputs that failed (Note [side outputs] in train_log.h): why, one line each.
   std::vector<std::string> side_output_failures;
 };
