@@ -1,15 +1,44 @@
-// PrefetchSource: one producer thread, a queue of ready batches, restarts on an out-of-order step.
+// PrefetchSource: one producer thread filling a fixed ring of host slots, restarts on an
+// out-of-order step.
 #include "models/prefetch.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace remat {
 
+HostMemory heap_memory() {
+  return HostMemory{[](int64_t bytes) {
+                      void* p = std::malloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+                      if (!p) throw std::bad_alloc();
+                      return p;
+                    },
+                    [](void* p) { std::free(p); }};
+}
+
 PrefetchSource::PrefetchSource(std::unique_ptr<DataSource> inner, int64_t input_bytes,
-                               int64_t label_bytes, int depth)
+                               int64_t label_bytes, int depth, HostMemory memory)
     : inner_(std::move(inner)), input_bytes_(input_bytes), label_bytes_(label_bytes),
-      depth_(std::max(depth, 1)), thread_([this] { produce(); }) {}
+      depth_(std::max(depth, 1)), memory_(std::move(memory)) {
+  // depth slots being filled or ready, and one the caller holds.
+  slots_.resize(static_cast<size_t>(depth_ + 1));
+  try {
+    for (Slot& s : slots_) {
+      s.input = memory_.alloc(input_bytes_);
+      s.labels = memory_.alloc(label_bytes_);
+    }
+  } catch (...) {
+    for (Slot& s : slots_) {
+      if (s.input) memory_.free(s.input);
+      if (s.labels) memory_.free(s.labels);
+    }
+    throw;
+  }
+  thread_ = std::thread([this] { produce(); });
+}
 
 PrefetchSource::~PrefetchSource() {
   {
@@ -18,55 +47,85 @@ PrefetchSource::~PrefetchSource() {
   }
   cv_.notify_all();
   thread_.join();
+  for (Slot& s : slots_) memory_.free(s.input), memory_.free(s.labels);
 }
 
 void PrefetchSource::produce() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    Slot* slot = nullptr;
     cv_.wait(lock, [&] {
-      return stop_ || (next_ >= 0 && static_cast<int>(ready_.size()) < depth_);
+      if (stop_) return true;
+      if (next_ < 0) return false;
+      int pending = 0;  // filling or ready: at most depth ahead
+      for (Slot& s : slots_) {
+        pending += s.state == SlotState::Filling || s.state == SlotState::Ready;
+        if (s.state == SlotState::Free && !slot) slot = &s;
+      }
+      if (pending >= depth_) slot = nullptr;
+      return slot != nullptr;
     });
     if (stop_) return;
-    Ready r;
-    r.step = next_;
+    slot->state = SlotState::Filling;
+    slot->step = next_;
+    slot->error = nullptr;
     const uint64_t generation = generation_;
     lock.unlock();
-    r.input.resize(static_cast<size_t>(input_bytes_));
-    r.labels.resize(static_cast<size_t>(label_bytes_));
     try {
-      inner_->next_batch(r.step, r.input.data(), reinterpret_cast<int32_t*>(r.labels.data()));
+      inner_->next_batch(slot->step, slot->input, static_cast<int32_t*>(slot->labels));
     } catch (...) {
-      r.error = std::current_exception();
+      slot->error = std::current_exception();
     }
     lock.lock();
-    if (generation != generation_) continue;  // restarted meanwhile: not wanted
-    ready_.push_back(std::move(r));
-    ++next_;
+    if (generation != generation_) {  // restarted meanwhile: not wanted
+      slot->state = SlotState::Free;
+    } else {
+      slot->state = SlotState::Ready;
+      ++next_;
+    }
     cv_.notify_all();
   }
 }
 
-void PrefetchSource::next_batch(int64_t step, void* input, int32_t* labels) {
+PrefetchSource::Slot* PrefetchSource::ready_slot(int64_t step) {
+  for (Slot& s : slots_)
+    if (s.state == SlotState::Ready && s.step == step) return &s;
+  return nullptr;
+}
+
+PrefetchSource::Batch PrefetchSource::acquire(int64_t step) {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!ready_.empty() && ready_.front().step < step) ready_.pop_front();  // skipped steps
-  const bool coming = (!ready_.empty() && ready_.front().step == step) ||
-                      (ready_.empty() && next_ == step);
+  for (Slot& s : slots_) {  // the caller is done with its slot; skipped steps are dropped
+    if (s.state == SlotState::Held || (s.state == SlotState::Ready && s.step < step))
+      s.state = SlotState::Free;
+  }
+  bool coming = ready_slot(step) != nullptr || next_ == step;
+  for (const Slot& s : slots_) coming = coming || (s.state == SlotState::Filling && s.step == step);
   if (!coming) {  // out of order: start over at `step`
-    ready_.clear();
+    for (Slot& s : slots_)
+      if (s.state == SlotState::Ready) s.state = SlotState::Free;
     next_ = step;
     ++generation_;
-    cv_.notify_all();
   }
+  cv_.notify_all();
   const auto t0 = std::chrono::steady_clock::now();
-  cv_.wait(lock, [&] { return !ready_.empty() && ready_.front().step == step; });
+  Slot* slot = nullptr;
+  cv_.wait(lock, [&] { return (slot = ready_slot(step)) != nullptr; });
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Ready r = std::move(ready_.front());
-  ready_.pop_front();
-  cv_.notify_all();  // room for the next batch
-  lock.unlock();
-  if (r.error) std::rethrow_exception(r.error);
-  std::memcpy(input, r.input.data(), r.input.size());
-  std::memcpy(labels, r.labels.data(), r.labels.size());
+  slot->state = SlotState::Held;
+  cv_.notify_all();
+  if (slot->error) {
+    std::exception_ptr e = slot->error;
+    slot->state = SlotState::Free;
+    std::rethrow_exception(e);
+  }
+  return Batch{slot->input, static_cast<const int32_t*>(slot->labels)};
+}
+
+void PrefetchSource::next_batch(int64_t step, void* input, int32_t* labels) {
+  const Batch b = acquire(step);
+  std::memcpy(input, b.input, static_cast<size_t>(input_bytes_));
+  std::memcpy(labels, b.labels, static_cast<size_t>(label_bytes_));
 }
 
 std::string PrefetchSource::describe() const {

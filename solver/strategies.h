@@ -31,6 +31,10 @@ struct SolveOptions {
   // "Checkmate MILP", "relaxation MILP", "local improvement"), so that progress shows what
   // runs from the first second.
   void (*phase)(const char* name, void* user) = nullptr;
+  // Note [monotone sweeps]: schedules found earlier for the same problem (a sweep's answers at
+  // smaller budgets). `checkmate` offers each that fits as an incumbent after its baselines, so
+  // its answer never costs more than any of them. Not owned; may be null.
+  const std::vector<Schedule>* candidates = nullptr;
 };
 
 struct SolveResult {
@@ -66,6 +70,9 @@ std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool 
 std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized,
                                           double seconds = 1e30);
 std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
+// Keep everything but the values cheapest to recompute per byte held (Note [cheap drops] in
+// solver/cheap_drops.cpp); checkmate's baselines include it. Stops after `seconds`.
+std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, double seconds);
 // An optimal LP basis: a status (0 free, 1 basic, 2 at upper, 3 at lower bound) per column, then
 // per row, of the LP relaxation of the Checkmate MILP at one budget. LP rounding hands it to the
 // MILP, whose root LP then takes no iterations (it can take a minute on ~250-node graphs).

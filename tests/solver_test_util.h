@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "solver/chain.h"
@@ -119,59 +120,90 @@ inline Problem varied_chain(int layers) {
   return p;
 }
 
-// A residual network's shape at a few hundred nodes: blocks of conv (expensive), batch-norm
-// and relu (cheap), a skip add per block; backward nodes read what the forward kept; weight
-// gradients are zero-byte sinks. Costs and bytes are deterministic and varied.
-inline Problem residual_problem(int blocks) {
-  Problem p;
-  p.name = "residual";
-  p.constant_bytes = 1000;
-  auto add = [&](ProblemNodeKind kind, double cost, int64_t bytes, std::vector<int> deps) {
+// Builds test problems the way the training graph is built: forward nodes, a loss, then for
+// each forward node in reverse the sum of its output's gradients (when several), its weight
+// gradient (a zero-byte sink) and one gradient per input, reading what the forward kept.
+class TrainingProblemBuilder {
+ public:
+  explicit TrainingProblemBuilder(const std::string& name, int64_t constant_bytes) {
+    p_.name = name;
+    p_.constant_bytes = constant_bytes;
+  }
+  // A forward node of `cost` whose output has `bytes`, reading `in`.
+  int forward(double cost, int64_t bytes, std::vector<int> in) {
+    const int n = add(ProblemNodeKind::Forward, cost, bytes, in);
+    fwd_.push_back({n, in});
+    return n;
+  }
+  Problem finish(int last) {
+    const int loss = add(ProblemNodeKind::Loss, 5, 1, {last});
+    std::vector<std::vector<int>> grads(p_.nodes.size());
+    grads[size_t(last)].push_back(loss);
+    for (auto it = fwd_.rbegin(); it != fwd_.rend(); ++it) {
+      auto& parts = grads[size_t(it->node)];
+      if (parts.empty()) continue;
+      const int64_t bytes = p_.nodes[size_t(it->node)].bytes;
+      const double cost = p_.nodes[size_t(it->node)].cost;
+      int dy = parts.size() == 1 ? parts[0] : add(ProblemNodeKind::Backward, 1, bytes, parts);
+      add(ProblemNodeKind::Backward, cost, 0, {dy, it->node});  // weight gradient
+      for (int in : it->in)
+        grads[size_t(in)].push_back(
+            add(ProblemNodeKind::Backward, cost, p_.nodes[size_t(in)].bytes, {dy, in}));
+    }
+    return p_;
+  }
+
+ private:
+  int add(ProblemNodeKind kind, double cost, int64_t bytes, std::vector<int> deps) {
     ProblemNode nd;
-    nd.name = "n" + std::to_string(p.nodes.size());
+    nd.name = "n" + std::to_string(p_.nodes.size());
     nd.kind = kind;
     nd.cost = cost;
     nd.bytes = bytes;
     nd.workspace_bytes = bytes / 4;
     std::sort(deps.begin(), deps.end());
     nd.deps = deps;
-    p.nodes.push_back(nd);
-    return p.size() - 1;
-  };
-  using K = ProblemNodeKind;
+    p_.nodes.push_back(nd);
+    return p_.size() - 1;
+  }
   struct Fwd {
     int node;
     std::vector<int> in;
   };
-  std::vector<Fwd> fwd;
-  int x = add(K::Forward, 50, 100, {});
-  fwd.push_back({x, {}});
-  for (int b = 0; b < blocks; ++b) {
-    const int64_t sz = 100 + 20 * (b % 3);
-    int c = add(K::Forward, 400 + 50 * (b % 4), sz, {x});
-    fwd.push_back({c, {x}});
-    int n = add(K::Forward, 4, sz, {c});
-    fwd.push_back({n, {c}});
-    int r = add(K::Forward, 1, sz, {n});
-    fwd.push_back({r, {n}});
-    int s = add(K::Forward, 1, sz, {r, x});
-    fwd.push_back({s, {r, x}});
-    x = s;
+  Problem p_;
+  std::vector<Fwd> fwd_;
+};
+
+// A residual network's shape at a few hundred nodes: blocks of conv (expensive), batch-norm
+// and relu (cheap), a skip add per block. Costs and bytes are deterministic and varied.
+inline Problem residual_problem(int blocks) {
+  TrainingProblemBuilder b("residual", 1000);
+  int x = b.forward(50, 100, {});
+  for (int k = 0; k < blocks; ++k) {
+    const int64_t sz = 100 + 20 * (k % 3);
+    const int c = b.forward(400 + 50 * (k % 4), sz, {x});
+    const int n = b.forward(4, sz, {c});
+    const int r = b.forward(1, sz, {n});
+    x = b.forward(1, sz, {r, x});
   }
-  int loss = add(K::Loss, 5, 1, {x});
-  std::vector<std::vector<int>> grads(p.nodes.size());
-  grads[size_t(x)].push_back(loss);
-  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it) {
-    auto& parts = grads[size_t(it->node)];
-    if (parts.empty()) continue;
-    int dy = parts.size() == 1 ? parts[0]
-                               : add(K::Backward, 1, p.nodes[size_t(it->node)].bytes, parts);
-    add(K::Backward, p.nodes[size_t(it->node)].cost, 0, {dy, it->node});  // weight gradient
-    for (int in : it->in)
-      grads[size_t(in)].push_back(add(K::Backward, p.nodes[size_t(it->node)].cost,
-                                      p.nodes[size_t(in)].bytes, {dy, in}));
+  return b.finish(x);
+}
+
+// A dense block's shape (DenseNet): each layer normalises and rectifies the concatenation of
+// everything before it (cheap, and as large as that concatenation), convolves it to a few new
+// channels (expensive, small) and concatenates them to it: the concatenations grow.
+inline Problem dense_problem(int layers) {
+  TrainingProblemBuilder b("dense", 1000);
+  int x = b.forward(300, 64, {});
+  int64_t width = 64;
+  for (int k = 0; k < layers; ++k) {
+    const int n = b.forward(2, width, {x});
+    const int r = b.forward(1, width, {n});
+    const int c = b.forward(10 * width, 16, {r});
+    width += 16;
+    x = b.forward(0.5, width, {x, c});
   }
-  return p;
+  return b.finish(x);
 }
 
 // The budget constant + fraction x keep-everything's activation bytes.

@@ -2,7 +2,8 @@
 // process at the global batch — same weights within float tolerance, the ranks identical after
 // every step (train checks it with --check-every 1), also under a budget with recomputation,
 // over TCP, with a sharded optimizer (and its smaller constant), resumed across world sizes;
-// and a rank that fails ends the whole job with its message, without a hang.
+// validation split over the ranks; plain log lines under mpirun; and a rank that fails ends the
+// whole job with its message, without a hang.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/memory/param_layout.h"
 #include "runtime/io/safetensors.h"
+#include "tests/data_files.h"
 #include "tests/source_dir.h"
 #include "tests/tool_runner.h"
 
@@ -203,6 +205,36 @@ TEST_F(DataParallel, AccumulationOnTwoRanksEqualsOneProcessAtTheGlobalBatch) {
   expect_close(path("dp.st"), path("one.st"));
   expect_close(path("acc.st"), path("one.st"));
   EXPECT_EQ(summary(path("dp.json")).at("global_batch"), 4);
+}
+
+// Validation on two ranks: each evaluates its half of every validation batch and rank 0 prints
+// the sums of both, which equal one process's at the global batch (within the weights'
+// tolerance: the ranks add their gradients in another order).
+TEST_F(DataParallel, ValidationOnTwoRanksEqualsOneProcessAtTheGlobalBatch) {
+  const std::string common = "--config '" + test::write_colours_dataset(dir_) + "' --steps 6 "
+                             "--eval-every 3 --data-threads 1 ";
+  JobResult dp = train_ok(mpirun(2) + train() + common + "--batch 6 --summary '" + path("dp.json") + "'");
+  train_ok(train() + common + "--batch 12 --summary '" + path("one.json") + "'");
+  const auto s = summary(path("dp.json")), o = summary(path("one.json"));
+  EXPECT_EQ(s.at("val_count"), 12) << "every validation image once, on one of the ranks";
+  EXPECT_EQ(s.at("val_top1"), o.at("val_top1"));
+  const double loss = o.at("val_loss").get<double>();
+  EXPECT_NEAR(s.at("val_loss").get<double>(), loss, 1e-4 + 1e-3 * loss);
+  size_t lines = 0;
+  for (size_t at = dp.out.find("eval after step 3:"); at != std::string::npos;
+       at = dp.out.find("eval after step 3:", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << "rank 0 alone reports:\n" << dp.out;
+}
+
+// Under mpirun a rank's stdout is a pseudo-terminal (OpenMPI's), whatever the user redirected;
+// the log still gets plain lines, no redraws (Note [live lines]).
+TEST_F(DataParallel, ALogOfARunUnderMpirunHasPlainLines) {
+  JobResult dp = train_ok(mpirun(2) + train() + "--config '" + config("small_cnn") +
+                          "' --batch 8 --steps 4");
+  EXPECT_EQ(dp.out.find('\r'), std::string::npos) << dp.out;
+  EXPECT_EQ(dp.out.find("\x1b["), std::string::npos) << dp.out;
+  EXPECT_NE(dp.out.find("step 4/4"), std::string::npos) << dp.out;
 }
 
 // TCP instead of shared memory: the transport ranks on different hosts use.

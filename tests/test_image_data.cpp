@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -161,6 +163,25 @@ TEST_F(ImageData, PrefetchingChangesNoBatch) {
     EXPECT_EQ(a.y, b.y) << "step " << step;
   }
   EXPECT_HAS(ahead.describe(), "3 batches prefetched");
+  // The slots come from the caller's allocator (pinned memory on a device), depth + 1 of them
+  // allocated once; acquire hands out one of them.
+  std::vector<void*> given;
+  int64_t freed = 0;
+  HostMemory counting{[&](int64_t bytes) { given.push_back(std::malloc(static_cast<size_t>(bytes))); return given.back(); },
+                      [&](void* p) { ++freed, std::free(p); }};
+  {
+    PrefetchSource pinned(make_data_source(cfg, images(5), classes(5), dir_, {}, two),
+                          5 * 3 * 16 * 16 * 4, 5 * 4, 2, counting);
+    EXPECT_EQ(given.size(), 6u) << "3 slots of input and labels";
+    for (int64_t step = 0; step < 6; ++step) {
+      const PrefetchSource::Batch held = pinned.acquire(step);
+      EXPECT_NE(std::find(given.begin(), given.end(), held.input), given.end());
+      const Batch a = batch(*direct, 5, step);
+      EXPECT_EQ(std::memcmp(held.input, a.x.data(), a.x.size() * sizeof(float)), 0) << step;
+      EXPECT_EQ(given.size(), 6u) << "no allocation per step";
+    }
+  }
+  EXPECT_EQ(freed, 6);
   write("tree/dog/broken.jpg", "\xFF\xD8\xFF garbage");
   PrefetchSource failing(make_data_source(cfg, images(5), classes(5), dir_, {}, two),
                          5 * 3 * 16 * 16 * 4, 5 * 4);

@@ -1,7 +1,8 @@
 // Training and validation on image data the test writes: validation metrics on hand-computed
 // batches (top-1 / top-5 with ties, loss, confusion matrix, mean IoU, ignored pixels, wrapped
 // last batches); a small CNN learns colour classes from an image folder and its validation
-// accuracy says so, with and without a budget (the validation plan runs in the same memory);
+// accuracy says so, with and without a budget (the validation plan runs in the same memory),
+// and a resumed run sees the samples an uninterrupted one sees;
 // a fully convolutional net learns a segmentation set and reports its mean IoU.
 #include <gtest/gtest.h>
 
@@ -133,6 +134,30 @@ TEST_F(ImageTrain, ValidationRunsInsideTheTrainingBudget) {
   ASSERT_TRUE(tight.val && free_run.val);
   EXPECT_EQ(tight.val->loss(), free_run.val->loss());
   EXPECT_EQ(tight.val->top1, free_run.val->top1);
+}
+
+// A resumed run trains on exactly the batches (crops, flips, epoch order) of an uninterrupted
+// one: sample i of step s depends only on (seed, s, i). Bit-identical losses and validation.
+TEST_F(ImageTrain, AResumedRunSeesTheSameSamples) {
+  TrainOptions o;
+  o.config = config();
+  o.steps = 8;  // 96 samples: into the third epoch of 36 images
+  o.log_every = 100;
+  o.data_threads = 3;
+  const TrainSummary whole = run_training(o);
+  o.steps = 5;
+  o.data_threads = 1;
+  o.save_file = path("ck.safetensors");
+  const TrainSummary first = run_training(o);
+  o.steps = 8;
+  o.save_file.clear();
+  o.resume_file = path("ck.safetensors");
+  const TrainSummary rest = run_training(o);
+  std::vector<float> joined = first.losses;
+  joined.insert(joined.end(), rest.losses.begin(), rest.losses.end());
+  EXPECT_EQ(joined, whole.losses);
+  ASSERT_TRUE(rest.val && whole.val);
+  EXPECT_EQ(rest.val->loss_sum, whole.val->loss_sum);
 }
 
 TEST_F(ImageTrain, SegmentationReportsMeanIou) {

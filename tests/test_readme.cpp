@@ -3,7 +3,8 @@
 // repository root (configs/ and build/tools/ linked in), and must exit 0. Only these are not
 // run, each class named: commands for a GPU (`--device cuda`), `mpirun -H` across other hosts,
 // and the setup scripts (the two commands themselves, which CI runs, and the portable build and
-// GPU verification, which run on a GPU machine). As root, OpenMPI needs `--allow-run-as-root`
+// GPU verification, which run on a GPU machine); and runs of minutes, which the README puts in
+// ```sh fenced blocks and says so beside them (the tests of those paths run them small). As root, OpenMPI needs `--allow-run-as-root`
 // and more ranks than cores `--oversubscribe` (the README says so): they are added after
 // `mpirun` then.
 #include <gtest/gtest.h>

@@ -49,7 +49,9 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
     std::istringstream is(l);
     std::string name, b, ub, secs;
     is >> name >> b >> ub >> secs;
-    if (name == "griewank") EXPECT_EQ(b, "n/a") << "small_cnn is not a chain: " << l;
+    if (name == "griewank") {
+      EXPECT_EQ(b, "n/a") << "small_cnn is not a chain: " << l;
+    }
     if (name == "all-keep" || name == "chen-sqrtn" || name == "chen-greedy" ||
         name == "checkmate")
       batch[name] = std::stoll(b);

@@ -163,7 +163,7 @@ TEST_F(ToolsTest, SolverLogsStayOffStdout) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<std::string> ls = lines_of(r.out);
   ASSERT_EQ(ls.size(), 2u) << r.out;
-  for (const std::string& l : ls) EXPECT_NO_THROW((void)nlohmann::json::parse(l)) << l;
+  for (const std::string& l : ls) EXPECT_TRUE(nlohmann::json::accept(l)) << l;
   EXPECT_FALSE(r.err.empty());  // the logs went somewhere: stderr
 }
 

@@ -130,8 +130,8 @@ std::vector<std::string> label_crossings(const std::string& svg, const std::stri
           break;
         }
     for (const TextItem& o : all) {
-      if (&o == &t || o.text.rfind("budget", 0) != 0 && o.text.rfind("peak", 0) != 0 &&
-                          o.text.rfind("constant", 0) != 0)
+      if (&o == &t || (o.text.rfind("budget", 0) != 0 && o.text.rfind("peak", 0) != 0 &&
+                           o.text.rfind("constant", 0) != 0))
         continue;
       double c[4];
       box(o, c);
@@ -144,7 +144,7 @@ std::vector<std::string> label_crossings(const std::string& svg, const std::stri
 TEST(SvgLabels, TheCheckerSeesACrossing) {
   SvgLineChart c;
   c.series.push_back({"s", {0, 10}, {0, 10}, false, false});
-  c.hlines.push_back({5, "budget x", "#d62728"});
+  c.hlines.push_back({5, "budget x", "#d62728", ""});
   std::string svg = svg_line_chart(c);
   EXPECT_TRUE(label_crossings(svg, "budget").empty()) << svg;
   // Move the label onto the curve's middle by hand: the checker must object.
@@ -161,9 +161,9 @@ TEST(SvgLabels, ALabelMovesOffACurveThatRunsThroughItsFirstPlace) {
   // every label must find a place where it crosses nothing.
   SvgLineChart c;
   c.series.push_back({"s", {0, 40, 50, 60, 97, 100}, {9, 9, 4.8, 9, 9, 5.2}, false, false});
-  c.hlines.push_back({5, "budget 5 MB", "#d62728"});
-  c.hlines.push_back({5.1, "peak 5.1 MB", "#9467bd"});
-  c.hlines.push_back({0.2, "constant 0.2 MB", "#7f7f7f"});
+  c.hlines.push_back({5, "budget 5 MB", "#d62728", ""});
+  c.hlines.push_back({5.1, "peak 5.1 MB", "#9467bd", ""});
+  c.hlines.push_back({0.2, "constant 0.2 MB", "#7f7f7f", ""});
   const std::string svg = svg_line_chart(c);
   EXPECT_EQ(xml_check(svg), "");
   for (const char* label : {"budget", "peak", "constant"}) {
@@ -180,7 +180,7 @@ TEST(Svg, ChartsAreWellFormedAndEscapeText) {
   c.y_label = "y";
   c.series.push_back({"s<1>", {0, 1, 2}, {1, 3, 2}, true, false});
   c.series.push_back({"empty", {}, {}, true, false});
-  c.hlines.push_back({2.5, "budget & more", "#d62728"});
+  c.hlines.push_back({2.5, "budget & more", "#d62728", ""});
   const std::string line = svg_line_chart(c);
   EXPECT_EQ(xml_check(line), "") << line;
   EXPECT_NE(line.find("viewBox=\"0 0 "), std::string::npos);
@@ -190,7 +190,7 @@ TEST(Svg, ChartsAreWellFormedAndEscapeText) {
   SvgBarChart b{"bars", "batch", {"all-keep", "checkmate"}, {3, 7}, {}};
   EXPECT_EQ(xml_check(svg_bar_chart(b)), "");
 
-  SvgHeatmap h{"R", "stage", "node", 2, 3, {1, 0, 0, 2, 1, 3}};
+  SvgHeatmap h{"R", "stage", "node", 2, 3, {1, 0, 0, 2, 1, 3}, {}, {}, -1, -1, ""};
   const std::string hm = svg_heatmaps("maps", {h, h}, {{"a", "#000"}, {"b", "#111"}, {"c", "#222"}});
   EXPECT_EQ(xml_check(hm), "");
   // Row 1 is three different categories -> three cells; row 0 one cell; two maps; 3 legend keys

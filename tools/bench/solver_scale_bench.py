@@ -9,7 +9,7 @@ keep-everything), its proven lower bound and where the bound comes from, the gap
 of checkmate's cost to the best baseline's (and to lp's).
 
 Rows (default): mobilenet b512, resnet50 b64, unet b32, fcn8 b8, segnet b8 at 50/60/80 %
-(60 s); a 12-layer GPT-2-shaped graph at 50 % (300 s; generated here unless --gpt2-config
+(60 s); densenet121 b32 at 40/60/80 % (60 s; when configs/densenet121.yaml exists); a 12-layer GPT-2-shaped graph at 50 % (300 s; generated here unless --gpt2-config
 names a config); linear8/16 at 50 %, VGG16 b64 at 70 and 85 % (50 % is below its minimum);
 linear16 at 6, 5 and 4 units (one layer's activation) above its constant (60 s). --quick runs one row per model at 60 % with 20 s.
 Usage: tools/bench/solver_scale_bench.py [--bin build/tools] [--quick] [--rows NAME,...] [--json FILE]
@@ -159,6 +159,10 @@ def main():
     for name, batch in zoo:
         for f in fracs:
             rows.append((f"{name} b{batch} {int(f * 100)}%", (name, batch), ("frac", f), limit))
+    # Issue 23's dense rows: DenseNet-121 b32 (1,333 nodes) at 40/60/80 % (60 s each).
+    if os.path.exists(os.path.join(root, "configs", "densenet121.yaml")):
+        for f in ([0.6] if a.quick else [0.4, 0.6, 0.8]):
+            rows.append((f"densenet121 b32 {int(f * 100)}%", ("densenet121", 32), ("frac", f), limit))
     if not a.quick:
         rows.append(("gpt2-shape 12L 50%", "gpt2", ("frac", 0.5), 300))
         for n in (8, 16):

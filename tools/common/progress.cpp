@@ -4,10 +4,19 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 
 namespace remat {
 
-bool stream_is_terminal(std::FILE* stream) { return ::isatty(::fileno(stream)) == 1; }
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v)) return true;
+  return std::getenv("SLURM_STEP_ID") && std::getenv("SLURM_PROCID");
+}
+
+bool stream_is_terminal(std::FILE* stream) {
+  return ::isatty(::fileno(stream)) == 1 && !launched_by_mpi();
+}
 
 namespace {
 

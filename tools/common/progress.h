@@ -12,7 +12,13 @@ namespace remat {
 // Note [live lines]: a line redrawn with '\r' is for a person watching a terminal; written to a
 // log it turns into hundreds of overwritten copies. Every live line in the tools asks
 // stream_is_terminal() and, when the answer is no, prints plain lines at an interval instead.
+// Under an MPI launcher the answer is always no: OpenMPI hands every rank a pseudo-terminal
+// whatever the user redirected (`mpirun ... > log` would fill the log with redraws), and a
+// launcher's forwarded output is read as a log anyway. Detected from the launchers' variables:
+// OMPI_COMM_WORLD_SIZE (OpenMPI), PMI_SIZE (MPICH, Intel MPI), PMIX_RANK (PMIx), SLURM_STEP_ID
+// with SLURM_PROCID (srun).
 bool stream_is_terminal(std::FILE* stream);
+bool launched_by_mpi();
 
 // The solver's live line: "<label>: 12.3s  [phase]  incumbent ...  bound ...  gap ...". The
 // time is the line's own (from progress_line_next, or its construction), not a sub-solver's.

@@ -31,8 +31,8 @@ std::string status_of(const SolveResult& r) {
 // stage number as ticks and the forward/backward boundary (the loss) marked.
 std::string schedule_svg(const Problem& p, const Schedule& s, const std::string& title) {
   const int T = s.R.rows(), n = s.R.cols();
-  SvgHeatmap r{"R: computed in stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
-  SvgHeatmap k{"S: held entering stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n)};
+  SvgHeatmap r{"R: computed in stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n), {}, {}, -1, -1, ""};
+  SvgHeatmap k{"S: held entering stage", "stage t", "node i", T, n, std::vector<int>(size_t(T) * n), {}, {}, -1, -1, ""};
   std::vector<bool> seen(static_cast<size_t>(n), false);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < n; ++i) {

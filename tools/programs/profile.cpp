@@ -7,8 +7,6 @@
 #include <memory>
 #include <string>
 
-#include <unistd.h>
-
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
@@ -19,6 +17,7 @@
 #include "runtime/backends/cuda_backend.h"
 #include "runtime/profiler.h"
 #include "tools/common/cli.h"
+#include "tools/common/progress.h"
 
 namespace remat {
 namespace {
@@ -91,7 +90,7 @@ int profile_main(int argc, char** argv) {
               plural(planned_nodes(g), "node").c_str(), be->name().c_str(), precision.c_str());
   if (device == "cuda") std::printf("libraries: %s\n", cuda_library_versions().c_str());
 
-  if (isatty(fileno(stderr))) {
+  if (stream_is_terminal(stderr)) {  // Note [live lines]
     po.on_node = [](size_t i, size_t n, const NodeCost& c) {
       std::fprintf(stderr, "\r[%zu/%zu] %-40s", i + 1, n, c.name.c_str());
       if (i + 1 == n) std::fprintf(stderr, "\n");

@@ -128,9 +128,13 @@ int run(int argc, char** argv) {
               "cost", "overhead", "peak", "time(s)", "gap", "status");
   std::vector<SweepPoint> pts;
   for (const std::string& s : strategies) {
+    std::vector<Schedule> found;  // this strategy's answers at the smaller budgets
     for (int64_t budget : budgets) {
       progress_line_next(&line, s + " @ " + format_bytes(budget));
-      SolveResult r = solve(p, s, budget, opt);
+      SolveOptions at = opt;
+      at.candidates = &found;  // Note [monotone sweeps]: checkmate starts from the best of them
+      SolveResult r = solve(p, s, budget, at);
+      if (r.feasible) found.push_back(r.schedule);
       progress_line_next(&line, "");
       SweepPoint q;
       q.strategy = s;

@@ -13,7 +13,7 @@ if [ "$#" -gt 0 ]; then
 else
   cmake --build "$build" -j"$jobs"
 fi
-for tool in train plan profile maxbatch sample evaluate; do
+for tool in train plan profile maxbatch sample evaluate loader_bench; do
   bin="$build/tools/$tool"
   [ -x "$bin" ] || continue
   echo "$bin needs:"

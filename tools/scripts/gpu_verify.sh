@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
-# ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train] [bench]
-# (default: all three).
+# ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
+# [bench] [loader] (default: all four).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
 #          measured costs (predicted against measured peak and step time);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
-#          bf16 rows).
+#          bf16 rows);
+#   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
+#          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
+#          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
 # Library paths come from the NVIDIA Python wheels when present (PyTorch's cuDNN and cuBLAS).
 # Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; the benchmark
 # REMAT_BENCH_TIMEOUT, default 1800); exit 1 if any failed.
@@ -17,8 +20,10 @@ cd "$(dirname "$0")/../.."
 build=${REMAT_PORTABLE_DIR:-build-portable}
 out=${OUT:-gpu-logs}
 limit=${REMAT_STEP_TIMEOUT:-300}
-steps=${*:-tests train bench}
+steps=${*:-tests train bench loader}
 mkdir -p "$out"
+: > "$out/summary.txt"
+out_abs=$(cd "$out" && pwd)  # data paths in configs are relative to the config's folder
 if [ ! -x "$build/tools/train" ] && [ -f build-carry/remat-portable.tar.xz ]; then
   tar xJf build-carry/remat-portable.tar.xz  # tools/scripts/pack_portable.sh's archive
 fi
@@ -36,7 +41,8 @@ run() {  # name command...
   timeout "$limit" "$@" > "$out/$name.txt" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || failed=1
-  printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)"
+  printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)" \
+    | tee -a "$out/summary.txt"
 }
 for step in $steps; do
   case $step in
@@ -65,7 +71,19 @@ for step in $steps; do
     bench)
       limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch python3 tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" \
           --json "$out/bench_pytorch.json" ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train bench)" >&2; exit 2 ;;
+    loader)
+      run loader_bench "$build/tools/loader_bench" --config configs/resnet50.yaml --data "$out/imgs/train" \
+          --make 2000 --threads 1,4,8,15 --batches 8 --step-ms 25,50 --json "$out/loader_bench.json"
+      run loader_bench_val "$build/tools/loader_bench" --config configs/resnet50.yaml --data "$out/imgs/val" \
+          --make 200 --make-seed 2 --threads 15 --batches 2 --eval
+      run train_resnet50_folder "$build/tools/train" --config configs/resnet50.yaml --device cuda \
+          classes=10 layers.predictions.units=10 "data={source: folder, path: $out_abs/imgs/train}" \
+          "val={source: folder, path: $out_abs/imgs/val}" --steps 100 --eval-every 50 --log-every 10 \
+          --summary "$out/resnet50_folder.json" ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train bench loader)" >&2; exit 2 ;;
   esac
 done
+# The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
+bash tools/scripts/gpu_results_entry.sh "$out" "$steps" "$build" > "$out/gpu_results_entry.md"
+echo "gpu_verify: GPU_RESULTS.md entry in $out/gpu_results_entry.md"
 exit $failed

@@ -11,7 +11,7 @@ build=${REMAT_PORTABLE_DIR:-build-portable}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build-portable/tools" "$stage/build-portable/tests" build-carry
-for t in train plan profile maxbatch sweep sample evaluate; do
+for t in train plan profile maxbatch sweep sample evaluate loader_bench; do
   strip -o "$stage/build-portable/tools/$t" "$build/tools/$t"
 done
 for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_bf16 test_finite_check test_cuda_train test_profiler test_nccl; do

@@ -42,17 +42,6 @@ namespace remat {
 
 namespace {
 
-// Host memory from Backend::host_alloc, freed with it.
-struct HostBuffer {
-  HostBuffer(Backend& be, int64_t bytes, const std::string& who)
-      : be(be), data(backend_alloc(be, bytes, who, /*host=*/true)) {}
-  ~HostBuffer() { be.host_free(data); }
-  HostBuffer(const HostBuffer&) = delete;
-  HostBuffer& operator=(const HostBuffer&) = delete;
-  Backend& be;
-  void* data;
-};
-
 // The most workspace one convolution may use: an eighth of what the budget leaves after the
 // persistent values (so that a tight budget is not made infeasible by one hungry algorithm;
 // Note [conv algorithm choice] then takes smaller batch chunks or slower algorithms), and
@@ -251,9 +240,18 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
                        ? opt.data_threads
                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
   loader.skip_bad_samples = opt.skip_bad_samples;
+  // The batches the step reads, in host memory the device reads without staging (pinned on the
+  // GPU): the upload is asynchronous, and the step's final synchronize ends it before the next
+  // acquire hands the slot back to the loader.
+  Backend* host_mem = backend.get();
   auto data = std::make_unique<PrefetchSource>(
       make_data_source(cfg, step_in, step_labels, cfg.dir, shard, loader), step_in.bytes(),
-      step_labels.bytes());
+      step_labels.bytes(), 2,
+      HostMemory{[host_mem, &step_in](int64_t bytes) {
+                   return backend_alloc(*host_mem, bytes, "a prefetched batch of " +
+                                        shape_str(step_in.shape), /*host=*/true);
+                 },
+                 [host_mem](void* p) { host_mem->host_free(p); }});
   std::unique_ptr<Evaluator> eval;
   if (cfg.val && !opt.no_eval) {  // validation: its own plan, in the same budget
     EvalOptions eopt;
@@ -340,12 +338,6 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     std::printf("execution plan written to %s\n", opt.save_plan_file.c_str());
   }
 
-  // The batch in host memory the device reads without staging (pinned on the GPU): the
-  // upload is asynchronous, and the step's final synchronize ends it before the next batch.
-  HostBuffer input_buf(*backend, step_in.bytes(), "the input batch " + shape_str(step_in.shape));
-  HostBuffer labels_buf(*backend, step_labels.bytes(), "the labels " + shape_str(step_labels.shape));
-  void* input = input_buf.data;
-  auto* labels = static_cast<int32_t*>(labels_buf.data);
   TrainSummary sum;
   sum.world = job ? job->world : 1;
   sum.precision = precision;
@@ -379,13 +371,13 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     sum.val = m;
   };
   for (int64_t step = first_step; step < opt.steps && !stop_signal_received(); ++step) {
-    data->next_batch(step, input, labels);
+    const PrefetchSource::Batch batch = data->acquire(step);
     const bool last = step + 1 == opt.steps;
     const bool traces =
         writer && !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
     StepResult r;
     try {
-      r = ex.run_step(sp.plan, input, labels, step, traces ? &trace : nullptr);
+      r = ex.run_step(sp.plan, batch.input, batch.labels, step, traces ? &trace : nullptr);
     } catch (const NonFiniteError& e) {
       log.end_line();
       throw NonFiniteError(std::string(e.what()) +

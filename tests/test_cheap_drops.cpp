@@ -1,0 +1,64 @@
+// Cheap drops (Note [cheap drops] in solver/cheap_drops.cpp): on a dense block's graph, where
+// the large values are the cheap ones, it keeps the overhead to the cheap nodes' cost where the
+// Chen baselines pay for whole segments, and checkmate (which starts from it) is no worse; on
+// residual graphs and chains every schedule it returns is valid and fits.
+#include <gtest/gtest.h>
+
+#include "solver/baselines.h"
+#include "solver/strategies.h"
+#include "tests/solver_test_util.h"
+
+namespace remat {
+namespace {
+
+double all_keep_cost(const Problem& p) { return simulate(p, all_keep_schedule(p)).total_cost; }
+
+TEST(CheapDrops, DenseBlockPaysOnlyForItsCheapNodes) {
+  const Problem p = dense_problem(12);
+  const double keep = all_keep_cost(p);
+  // Everything that is not a convolution (normalise, rectify, concatenate: 3.5 per layer and
+  // their gradients) is what dropping may cost; the convolutions alone are 10 x width each.
+  double cheap = 0;
+  for (const ProblemNode& nd : p.nodes)
+    if (nd.kind == ProblemNodeKind::Forward && nd.cost < 10) cheap += nd.cost;
+  for (double fraction : {0.8, 0.6}) {
+    SCOPED_TRACE(fraction);
+    const int64_t budget = budget_at(p, fraction);
+    const std::optional<Schedule> s = solve_cheap_drops(p, budget, 10);
+    ASSERT_TRUE(s.has_value());
+    const SimResult sim = simulate(p, *s);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_LE(sim.peak_bytes, budget);
+    // At most every cheap node recomputed once per later reader (at most 3 of them).
+    EXPECT_LE(sim.total_cost, keep + 3 * cheap) << "keep " << keep << ", cheap " << cheap;
+    const std::optional<Schedule> greedy = solve_chen_greedy(p, budget, false, 10);
+    if (greedy) {
+      EXPECT_LT(sim.total_cost, simulate(p, *greedy).total_cost) << "chen-greedy recomputes convs";
+    }
+    SolveOptions opt;
+    opt.time_limit_seconds = 2;
+    const SolveResult cm = solve(p, "checkmate", budget, opt);
+    ASSERT_TRUE(cm.feasible) << cm.message;
+    EXPECT_LE(cm.sim.total_cost, sim.total_cost * (1 + 1e-12));
+  }
+}
+
+TEST(CheapDrops, EveryScheduleItReturnsFits) {
+  int found = 0;
+  for (const Problem& p : {residual_problem(12), varied_chain(30), dense_problem(6), skip_dag()}) {
+    for (double fraction : {0.2, 0.4, 0.6, 0.8, 1.0}) {
+      const int64_t budget = budget_at(p, fraction);
+      const std::optional<Schedule> s = solve_cheap_drops(p, budget, 5);
+      if (!s) continue;
+      ++found;
+      const SimResult sim = simulate(p, *s);
+      EXPECT_TRUE(sim.valid) << p.name << " at " << fraction << ": " << sim.error;
+      EXPECT_LE(sim.peak_bytes, budget) << p.name << " at " << fraction;
+      EXPECT_EQ(s->strategy, "cheap-drops");
+    }
+  }
+  EXPECT_GE(found, 12);
+}
+
+}  // namespace
+}  // namespace remat

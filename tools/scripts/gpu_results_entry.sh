@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Writes one entry of GPU_RESULTS.md (markdown, on stdout) from a gpu_verify.sh log folder:
+# device, driver, CUDA / cuDNN / cuBLAS / PyTorch versions, the build's revision, the command,
+# every step's result, each training run's plan, peak (predicted against measured) and speed,
+# the PyTorch benchmark's tables and the loader benchmark's. gpu_verify.sh calls it at its end
+# (entry in $OUT/gpu_results_entry.md); append that file to GPU_RESULTS.md and commit it.
+# Usage: tools/scripts/gpu_results_entry.sh LOG_DIR "STEPS" BUILD_DIR
+set -uo pipefail
+out=$1
+steps=$2
+build=${3:-build-portable}
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+torch=$(python3 -c 'import torch; print("PyTorch %s (CUDA %s, cuDNN %s)" % (torch.__version__, torch.version.cuda, torch.backends.cudnn.version()))' 2>/dev/null || echo "PyTorch: not importable")
+version=$("$build/tools/train" --version 2>/dev/null)
+rev=$(sed -n 's/.*(git \([^)]*\)).*/\1/p' <<< "$version" | head -1)
+echo "## $(date -u +%Y-%m-%d) — ${gpu:-unknown device}, revision ${rev:-unknown}"
+echo
+echo "Command: \`tools/scripts/gpu_verify.sh $steps\`; $torch."
+echo
+echo '```'
+echo "$version"
+echo '```'
+echo
+echo "| step | exit | seconds | last line |"
+echo "|---|---|---|---|"
+if [ -f "$out/summary.txt" ]; then
+  while read -r name rc secs rest; do
+    echo "| $name | ${rc#rc=} | ${secs%s} | $(sed 's/|/\\|/g' <<< "$rest") |"
+  done < "$out/summary.txt"
+fi
+for log in "$out"/train_*.txt; do
+  [ -f "$log" ] || continue
+  echo
+  echo "**$(basename "$log" .txt)**"
+  echo
+  echo '```'
+  grep -E '^(model |plan |memory: |done: |data: |eval after)|slowdown' "$log" | cut -c1-200
+  echo '```'
+done
+for bench in bench_pytorch loader_bench loader_bench_val; do
+  [ -f "$out/$bench.txt" ] || continue
+  echo
+  echo "**$bench**"
+  echo
+  echo '```'
+  grep -vE '^\s*(solving|\[)' "$out/$bench.txt" | cut -c1-200
+  echo '```'
+done
