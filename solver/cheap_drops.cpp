@@ -48,6 +48,8 @@ std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, doub
       prev = j;
     }
   }
+  // No value waits between two reads (a forward-only chain, an evaluation graph): nothing to drop.
+  if (drops.empty()) return std::nullopt;
   std::stable_sort(drops.begin(), drops.end(),
                    [](const Drop& a, const Drop& b) { return a.score < b.score; });
   // The schedule of the drops marked in `on`, simulated.

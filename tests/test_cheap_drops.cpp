@@ -60,5 +60,26 @@ TEST(CheapDrops, EveryScheduleItReturnsFits) {
   EXPECT_GE(found, 12);
 }
 
+// An evaluation graph (train's validation plans one): every value is read by the next node
+// only, so there is no stretch to drop a value across; the strategy finds nothing (it wrote
+// past an empty list before).
+TEST(CheapDrops, AGraphWithNothingToDropFindsNothing) {
+  Problem p;
+  p.name = "forward-only";
+  for (int i = 0; i < 4; ++i) {
+    ProblemNode nd;
+    nd.name = "x" + std::to_string(i);
+    nd.kind = ProblemNodeKind::Forward;
+    nd.cost = 1;
+    nd.bytes = 4;
+    if (i > 0) nd.deps = {i - 1};
+    p.nodes.push_back(nd);
+  }
+  EXPECT_FALSE(solve_cheap_drops(p, 8, 5).has_value());
+  SolveOptions opt;
+  opt.time_limit_seconds = 2;
+  EXPECT_TRUE(solve(p, "checkmate", 8, opt).feasible);
+}
+
 }  // namespace
 }  // namespace remat
