@@ -99,19 +99,64 @@ void permute_0213(float* out, const float* inp, int64_t d0, int64_t d1, int64_t 
 void permute_0213(uint16_t* out, const uint16_t* inp, int64_t d0, int64_t d1, int64_t d2,
                   int64_t d3, cudaStream_t stream);
 
-// ---- upsample nearest (upsample.cu) ------------------------------------------------------------
-// The bf16 overloads copy bf16 values (forward) and sum each block in FP32, rounding the sum
-// once (backward).
-// out (planes, H*f, W*f) from inp (planes, H, W); out[p, h, w] = inp[p, h / f, w / f].
+// ---- upsample nearest and bilinear (upsample.cu) -----------------------------------------------
+// The bf16 overloads copy bf16 values (nearest forward) or compute in FP32 and round each result
+// once.
+// out (planes, H*fh, W*fw) from inp (planes, H, W); out[p, h, w] = inp[p, h / fh, w / fw].
 void upsample_nearest_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
-                              int64_t factor, cudaStream_t stream);
+                              int64_t fh, int64_t fw, cudaStream_t stream);
 void upsample_nearest_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H,
-                              int64_t W, int64_t factor, cudaStream_t stream);
-// dinp (planes, H, W) = sum of each f x f block of dout (planes, H*f, W*f), row-major order.
+                              int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+// dinp (planes, H, W) = sum of each fh x fw block of dout (planes, H*fh, W*fw), row-major order.
 void upsample_nearest_backward(float* dinp, const float* dout, int64_t planes, int64_t H,
-                               int64_t W, int64_t factor, cudaStream_t stream);
+                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
 void upsample_nearest_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t H,
-                               int64_t W, int64_t factor, cudaStream_t stream);
+                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+// Bilinear with half-pixel centres (kernels/bilinear.h, Note [bilinear arithmetic]): out
+// (planes, H*fh, W*fw) from inp (planes, H, W); the backward gathers dinp (planes, H, W) from
+// dout. Both equal the CPU reference bit for bit.
+void upsample_bilinear_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
+                               int64_t fh, int64_t fw, cudaStream_t stream);
+void upsample_bilinear_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H,
+                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+void upsample_bilinear_backward(float* dinp, const float* dout, int64_t planes, int64_t H,
+                                int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+void upsample_bilinear_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t H,
+                                int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+
+// ---- window copy (pad.cu): zeropad, crop, conv2d's asymmetric padding ---------------------------
+// out (planes, Ho, Wo)[p, h, w] = inp (planes, H, W)[p, h + dh, w + dw], 0 outside inp. Exact.
+void window_copy(float* out, const float* inp, int64_t planes, int64_t H, int64_t W, int64_t Ho,
+                 int64_t Wo, int64_t dh, int64_t dw, cudaStream_t stream);
+void window_copy(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H, int64_t W,
+                 int64_t Ho, int64_t Wo, int64_t dh, int64_t dw, cudaStream_t stream);
+
+// ---- pooling with per-side padding (pool.cu) ---------------------------------------------------
+// Windows of kh x kw with strides (sh, sw) over (planes, H, W) inputs padded by `top` rows above
+// and `left` columns to the left (the bottom and right pads only set Ho, Wo), windows clipped to
+// the input: padding never wins a maximum, and an average divides by kh * kw (count_pad) or by
+// the window's real elements. Each equals the CPU reference (ops/pool.cpp) bit for bit: the
+// same scan order and FP32 rounding; the backward gathers over the outputs covering an input.
+struct PoolWindow {
+  int64_t planes, H, W, Ho, Wo;
+  int64_t kh, kw, sh, sw, top, left;
+};
+void pool_max_forward(float* out, const float* inp, const PoolWindow& g, cudaStream_t stream);
+void pool_max_forward(uint16_t* out, const uint16_t* inp, const PoolWindow& g,
+                      cudaStream_t stream);
+// dinp (planes, H, W): each dout element goes to its window's first maximum of inp.
+void pool_max_backward(float* dinp, const float* dout, const float* inp, const PoolWindow& g,
+                       cudaStream_t stream);
+void pool_max_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp,
+                       const PoolWindow& g, cudaStream_t stream);
+void pool_avg_forward(float* out, const float* inp, const PoolWindow& g, bool count_pad,
+                      cudaStream_t stream);
+void pool_avg_forward(uint16_t* out, const uint16_t* inp, const PoolWindow& g, bool count_pad,
+                      cudaStream_t stream);
+void pool_avg_backward(float* dinp, const float* dout, const PoolWindow& g, bool count_pad,
+                       cudaStream_t stream);
+void pool_avg_backward(uint16_t* dinp, const uint16_t* dout, const PoolWindow& g, bool count_pad,
+                       cudaStream_t stream);
 
 // ---- dropout (dropout.cu), mask from kernels/rng.h ---------------------------------------------
 // out[e] = rng_uniform(seed, step, first + e) >= rate ? inp[e] * (1 / (1 - rate)) : 0, rate in

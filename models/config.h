@@ -63,12 +63,22 @@
 // layer runs in that dtype whatever the model's precision; its float inputs are cast to it). Every other key is an attribute of the op,
 // checked by the op's parser: YAML integers -> int, decimals -> double, true/false -> bool,
 // other scalars -> string, lists of integers -> int list.
-// Block keys: `name`, `repeat`, `layers`, `inputs` (at most one name: the block's input).
+// Block keys: `name`, `repeat`, `layers`, `inputs` (the block's input, or two names [x, p]: see
+// Note [two-input blocks]).
 // Name resolution, innermost first: `input` (the model input at top level, the iteration's
-// input inside a block); a layer of the same iteration defined earlier; then the enclosing
+// input inside a block); `previous` (in a two-input block); a layer of the same iteration
+// defined earlier; then the enclosing
 // scopes' layers defined earlier (a finished block's name means its last layer); finally a
 // full name ("stage.0.b") defined earlier. Iteration i+1's input is iteration i's last layer.
-// Forward references and cycles are errors. The builder appends the loss node
+// Forward references and cycles are errors.
+//
+// Note [two-input blocks]
+// A block with `inputs: [x, p]` carries two values from iteration to iteration, as NASNet's
+// cells do (each cell reads the previous cell's output and the one before it): iteration 0 sees
+// x as `input` and p as `previous`; iteration i + 1 sees iteration i's last layer as `input` and
+// iteration i's `input` as `previous`. `previous` anywhere else is an error.
+//
+// The builder appends the loss node
 // (inputs: last layer, labels); the last layer must output [N, classes] for softmax_xent,
 // [N, classes, H, W] for softmax_xent_pixel and [N, T, vocab] for token_xent.
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +107,8 @@ DType precision_from_name(const std::string& name);
 
 // "input": the model input value name that layer inputs may refer to.
 constexpr const char* kModelInputName = "input";
+// "previous": the previous iteration's input inside a two-input repeat block.
+constexpr const char* kPreviousInputName = "previous";
 
 struct LayerConfig {
   std::string name;                      // full name: "conv1", "stage.0.a"

@@ -11,7 +11,7 @@ namespace config_detail {
 
 namespace {
 const std::vector<std::string> kBlockKeys = {"inputs", "layers", "name", "repeat"};
-const std::vector<std::string> kReserved = {"input", "labels", "loss"};
+const std::vector<std::string> kReserved = {"input", "labels", "loss", "previous"};
 }  // namespace
 
 void ConfigParser::define(std::vector<Scope>& scopes, const std::string& local,
@@ -24,6 +24,13 @@ void ConfigParser::define(std::vector<Scope>& scopes, const std::string& local,
 std::string ConfigParser::resolve(const std::string& name, const std::vector<Scope>& scopes,
                                   const YAML::Node& at, const std::string& ctx) const {
   if (name == kModelInputName) return scopes.back().input;
+  if (name == kPreviousInputName) {
+    if (scopes.back().previous.empty())
+      fail(at, ctx, "input 'previous' names the previous iteration's input of a repeat block with "
+                    "two inputs (inputs: [x, p], p the first iteration's); this layer is not in "
+                    "one");
+    return scopes.back().previous;
+  }
   for (auto s = scopes.rbegin(); s != scopes.rend(); ++s) {
     auto it = s->defined.find(name);
     if (it != s->defined.end()) return it->second;
@@ -169,21 +176,36 @@ void ConfigParser::parse_block(const YAML::Node& m, const std::string& local,
       fail(r, ctx + ": field 'repeat'",
            "value " + std::to_string(repeat) + " out of range [1, 100000]");
   }
+  // `inputs`: the first iteration's input, and optionally what `previous` names in it (Note
+  // [two-input blocks] in config.h): iteration i + 1 then gets iteration i's output as `input`
+  // and iteration i's input as `previous`.
   std::string input = scopes.back().last.empty() ? scopes.back().input : scopes.back().last;
+  std::string previous;
   if (const YAML::Node in = m["inputs"]) {
-    YAML::Node name_node = in;
-    if (in.IsSequence() && in.size() == 1) name_node = in[0];
-    if (!name_node.IsScalar())
-      fail(in, ctx + ": field 'inputs'", "a repeat block takes exactly one input name");
-    input = resolve(scalar_string(name_node, ctx, "inputs"), scopes, name_node, ctx);
+    std::vector<YAML::Node> names;
+    if (in.IsSequence())
+      for (const auto& e : in) names.push_back(e);
+    else
+      names.push_back(in);
+    if (names.empty() || names.size() > 2)
+      fail(in, ctx + ": field 'inputs'",
+           "a repeat block takes one input name, or two: [x, p] (p is what 'previous' names in "
+           "the first iteration)");
+    for (const YAML::Node& n : names)
+      if (!n.IsScalar()) fail(n, ctx + ": field 'inputs'", "expected a layer name");
+    input = resolve(scalar_string(names[0], ctx, "inputs"), scopes, names[0], ctx);
+    if (names.size() == 2)
+      previous = resolve(scalar_string(names[1], ctx, "inputs"), scopes, names[1], ctx);
   }
   blocks_.emplace_back(full, m["repeat"] ? m["repeat"] : m);
   for (int64_t i = 0; i < repeat; ++i) {
     Scope s;
     s.prefix = full + "." + std::to_string(i) + ".";
     s.input = input;
+    s.previous = previous;
     scopes.push_back(std::move(s));
     parse_list(m["layers"], scopes);
+    if (!previous.empty()) previous = input;
     input = scopes.back().last;
     scopes.pop_back();
   }

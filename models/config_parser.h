@@ -29,6 +29,9 @@ bool parse_double(const std::string& s, double* out);
 struct Scope {
   std::string prefix;                          // "" or "stage.0."
   std::string input;                           // full name of this scope's input
+  // A repeat block with two inputs: the previous iteration's input (the block's second input
+  // for the first iteration), named `previous`; "" elsewhere.
+  std::string previous;
   std::map<std::string, std::string> defined;  // local name -> full name of its output
   std::set<std::string> all_local;             // every name in this list, for forward refs
   std::string last;                            // output of the latest layer ("" before any)

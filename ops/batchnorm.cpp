@@ -1,6 +1,8 @@
 // batchnorm: per-channel normalisation of [N, C, H, W] (or [N, F]) with a learned scale and
 // shift and running statistics, PyTorch conventions; its three backward ops. Backward recomputes
-// the batch statistics from x so the forward stays single-output.
+// the batch statistics from x so the forward stays single-output. `scale: false` drops the
+// learned scale (Keras's BatchNormalization(scale=False), InceptionV3's): gamma is 1 and the
+// node has no weight parameter and no weight gradient.
 #include <cmath>
 #include <vector>
 
@@ -18,7 +20,23 @@ struct BatchNormAttrs : OpAttrs {
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
   double eps = 1e-5;
   bool train = true;  // train: batch statistics; inference: running statistics
+  bool scale = true;  // a learned scale (weight); false: gamma = 1, no weight parameter
 };
+
+// Positions of the parameters among a node's inputs; -1 where absent. Forward:
+// [x, weight (scale only), bias, running_mean, running_var]; grad_input: [dy, x, weight (scale
+// only), running_mean, running_var (inference only)]; grad_weight: [dy, x, running_mean,
+// running_var (inference only)].
+struct BnSlots {
+  int weight, bias, mean, var;
+};
+BnSlots bn_forward_slots(bool scale) { return scale ? BnSlots{1, 2, 3, 4} : BnSlots{-1, 1, 2, 3}; }
+BnSlots bn_grad_input_slots(bool scale) {
+  return scale ? BnSlots{2, -1, 3, 4} : BnSlots{-1, -1, 2, 3};
+}
+
+// gamma[c], 1 without a learned scale.
+inline float gamma_at(const float* gamma, int64_t c) { return gamma ? gamma[c] : 1.0f; }
 
 OpAttrsPtr bn_parse(AttrReader& r, const std::string& op_name) {
   auto a = std::make_shared<BatchNormAttrs>();
@@ -26,6 +44,7 @@ OpAttrsPtr bn_parse(AttrReader& r, const std::string& op_name) {
   a->eps = r.get_double("eps", 1e-5, 0.0, 1.0);
   if (a->eps <= 0) r.fail("eps", "must be greater than 0");
   a->train = r.get_choice("mode", "train", {"train", "inference"}) == "train";
+  a->scale = r.get_bool("scale", true);
   r.finish(op_name);
   return a;
 }
@@ -61,12 +80,15 @@ TensorDesc bn_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   return x;
 }
 
-std::vector<ParamSpec> bn_params(const OpAttrs&, const std::vector<TensorDesc>& in) {
+std::vector<ParamSpec> bn_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   TensorDesc c{{in.at(0).shape.at(1)}, DType::F32};
-  return {{"weight", c, ValueKind::Param, InitKind::Ones, 0, 0},
-          {"bias", c, ValueKind::Param, InitKind::Zeros, 0, 0},
-          {"running_mean", c, ValueKind::Buffer, InitKind::Zeros, 0, 0},
-          {"running_var", c, ValueKind::Buffer, InitKind::Ones, 0, 0}};
+  std::vector<ParamSpec> out;
+  if (static_cast<const BatchNormAttrs&>(at).scale)
+    out.push_back({"weight", c, ValueKind::Param, InitKind::Ones, 0, 0});
+  out.push_back({"bias", c, ValueKind::Param, InitKind::Zeros, 0, 0});
+  out.push_back({"running_mean", c, ValueKind::Buffer, InitKind::Zeros, 0, 0});
+  out.push_back({"running_var", c, ValueKind::Buffer, InitKind::Ones, 0, 0});
+  return out;
 }
 
 OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, double per_elem) {
@@ -140,26 +162,28 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const T* x, const BnDims& d,
   return st;
 }
 
-// inputs [x [N,C,..], weight [C], bias [C], running_mean [C], running_var [C]] -> y like x.
-// Updates the running buffers in place on first computation only (Note [in-place updates]).
-// T: x's and y's storage (ops/cpu_storage.h); the parameters and statistics are F32.
+// inputs [x [N,C,..], weight [C] (scale only), bias [C], running_mean [C], running_var [C]]
+// -> y like x. Updates the running buffers in place on first computation only (Note [in-place
+// updates]). T: x's and y's storage (ops/cpu_storage.h); the parameters and statistics are F32.
 template <typename T>
 void bn_forward_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnSlots at = bn_forward_slots(a.scale);
   const BnDims d = bn_dims(ctx.inputs[0].shape());
   const T* x = storage<T>(ctx.inputs[0]);
-  const float* gamma = ctx.inputs[1].f32();
-  const float* beta = ctx.inputs[2].f32();
-  float* running_mean = ctx.inputs[3].f32();
-  float* running_var = ctx.inputs[4].f32();
+  const float* gamma = a.scale ? ctx.inputs[at.weight].f32() : nullptr;
+  const float* beta = ctx.inputs[at.bias].f32();
+  float* running_mean = ctx.inputs[at.mean].f32();
+  float* running_var = ctx.inputs[at.var].f32();
   T* y = storage<T>(ctx.output);
   const double count = bn_count(d, ctx.comm);
   const BnStats st = bn_norm_stats(a, x, d, running_mean, running_var, ctx.comm);
   for (int64_t c = 0; c < d.c; ++c) {
     const double mean = st.mean[c], var = st.var[c];
     const double inv_std = 1.0 / std::sqrt(var + a.eps);
-    const float scale = static_cast<float>(gamma[c] * inv_std);
-    const float shift = static_cast<float>(beta[c] - mean * gamma[c] * inv_std);
+    const float g = gamma_at(gamma, c);
+    const float scale = static_cast<float>(g * inv_std);
+    const float shift = static_cast<float>(beta[c] - mean * g * inv_std);
     for (int64_t n = 0; n < d.n; ++n) {
       const int64_t base = (n * d.c + c) * d.inner;
       for (int64_t i = 0; i < d.inner; ++i) store(y, base + i, load(x, base + i) * scale + shift);
@@ -173,23 +197,24 @@ void bn_forward_cpu_t(const ExecContext& ctx) {
   }
 }
 
-// inputs [dy, x, weight (, running_mean, running_var in inference mode)] -> dx like x.
+// inputs [dy, x, weight (scale only) (, running_mean, running_var in inference mode)] -> dx.
 template <typename T>
 void bn_grad_input_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnSlots at = bn_grad_input_slots(a.scale);
   const BnDims d = bn_dims(ctx.inputs[1].shape());
   const T* dy = storage<T>(ctx.inputs[0]);
   const T* x = storage<T>(ctx.inputs[1]);
-  const float* gamma = ctx.inputs[2].f32();
-  const float* rm = a.train ? nullptr : ctx.inputs[3].f32();
-  const float* rv = a.train ? nullptr : ctx.inputs[4].f32();
+  const float* gamma = a.scale ? ctx.inputs[at.weight].f32() : nullptr;
+  const float* rm = a.train ? nullptr : ctx.inputs[at.mean].f32();
+  const float* rv = a.train ? nullptr : ctx.inputs[at.var].f32();
   T* dx = storage<T>(ctx.output);
   const BnStats st = bn_norm_stats(a, x, d, rm, rv, ctx.comm);
   std::vector<double> inv_std(static_cast<size_t>(d.c));
   for (int64_t c = 0; c < d.c; ++c) inv_std[c] = 1.0 / std::sqrt(st.var[c] + a.eps);
   if (!a.train) {  // running statistics are constants: dx = dy * gamma / std
     for (int64_t c = 0; c < d.c; ++c) {
-      const float k = static_cast<float>(gamma[c] * inv_std[c]);
+      const float k = static_cast<float>(gamma_at(gamma, c) * inv_std[c]);
       for (int64_t n = 0; n < d.n; ++n) {
         const int64_t base = (n * d.c + c) * d.inner;
         for (int64_t i = 0; i < d.inner; ++i) store(dx, base + i, load(dy, base + i) * k);
@@ -222,7 +247,7 @@ void bn_grad_input_cpu_t(const ExecContext& ctx) {
       for (int64_t i = 0; i < d.inner; ++i) {
         const double xhat = (load(x, base + i) - mean) * is;
         store(dx, base + i,
-              static_cast<float>(gamma[c] * is *
+              static_cast<float>(gamma_at(gamma, c) * is *
                                  (load(dy, base + i) - mean_dy - xhat * mean_dy_xhat)));
       }
     }
@@ -291,20 +316,26 @@ void bn_grad_bias_cpu(const ExecContext& ctx) {
 
 std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const auto& a = attrs_of<BatchNormAttrs>(fwd);
-  REMAT_CHECK(fwd.inputs.size() == 5,
-              "batchnorm node '" << fwd.name << "' has " << fwd.inputs.size() << " inputs, not 5");
-  const ValueId x = fwd.inputs[0], w = fwd.inputs[1], b = fwd.inputs[2];
-  const ValueId rm = fwd.inputs[3], rv = fwd.inputs[4];
+  const BnSlots at = bn_forward_slots(a.scale);
+  const size_t n = a.scale ? 5 : 4;
+  REMAT_CHECK(fwd.inputs.size() == n, "batchnorm node '" << fwd.name << "' has "
+                                                          << fwd.inputs.size() << " inputs, not "
+                                                          << n);
+  const ValueId x = fwd.inputs[0], b = fwd.inputs[at.bias];
+  const ValueId rm = fwd.inputs[at.mean], rv = fwd.inputs[at.var];
   const Graph& gr = g.graph();
-  std::vector<ValueId> gi_in = {dy, x, w}, gw_in = {dy, x};
+  std::vector<ValueId> gi_in = {dy, x}, gw_in = {dy, x};
+  if (a.scale) gi_in.push_back(fwd.inputs[at.weight]);
   if (!a.train) {
     gi_in.insert(gi_in.end(), {rm, rv});
     gw_in.insert(gw_in.end(), {rm, rv});
   }
-  const ValueId dx = g.emit("grad_input", "batchnorm_grad_input", gi_in, gr.value(x).desc);
-  const ValueId dw = g.emit("grad_weight", "batchnorm_grad_weight", gw_in, gr.value(w).desc);
-  const ValueId db = g.emit("grad_bias", "batchnorm_grad_bias", {dy}, gr.value(b).desc);
-  return {dx, dw, db, kNoValue, kNoValue};
+  const TensorDesc x_desc = gr.value(x).desc, c_desc = gr.value(b).desc;
+  std::vector<ValueId> out(n, kNoValue);
+  out[0] = g.emit("grad_input", "batchnorm_grad_input", gi_in, x_desc);
+  if (a.scale) out[at.weight] = g.emit("grad_weight", "batchnorm_grad_weight", gw_in, c_desc);
+  out[at.bias] = g.emit("grad_bias", "batchnorm_grad_bias", {dy}, c_desc);
+  return out;
 }
 
 // A backward op sharing batchnorm's attributes.
@@ -332,6 +363,7 @@ BnCudaParams bn_cuda_params(const Node& n) {
   p.momentum = a.momentum;
   p.eps = a.eps;
   p.train = a.train;
+  p.scale = a.scale;
   return p;
 }
 
@@ -362,7 +394,7 @@ void set_bn_cuda(OpDef& op, void (*run)(const BnCudaParams&, const ExecContext&)
 void register_batchnorm_ops(OpRegistry& r) {
   OpDef bn;
   bn.name = "batchnorm";
-  bn.summary = "batch normalisation per channel (momentum, eps, mode train|inference)";
+  bn.summary = "batch normalisation per channel (momentum, eps, mode train|inference, scale)";
   bn.min_inputs = bn.max_inputs = 1;
   bn.parse = [](AttrReader& rd) { return bn_parse(rd, "batchnorm"); };
   bn.infer = bn_infer;
@@ -378,7 +410,7 @@ void register_batchnorm_ops(OpRegistry& r) {
   with_bf16(bn).bf16_cpu_native = bn.bf16_cuda_native = true;
   r.add(std::move(bn));
 
-  OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 3, 5);
+  OpDef gi = bn_backward_op("batchnorm_grad_input", "batchnorm input gradient", 2, 5);
   gi.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     bn_check_input(in.at(1), "batchnorm_grad_input");
     return in.at(1);

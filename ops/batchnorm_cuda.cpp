@@ -34,6 +34,9 @@ namespace {
 //   ForwardInference on a [1, C, 1, 1] tensor of ones.
 // - cuDNN's batch-norm routines are not in its list of non-reproducible routines (cuDNN
 //   developer guide, "Reproducibility"), so reruns are bit-identical.
+// - Without a learned scale (scale: false) cuDNN still takes a scale vector: a vector of ones in
+//   the workspace (filled on every call: the workspace is not kept between calls), so the
+//   arithmetic is that of gamma = 1; no weight gradient node exists.
 // - bf16: x, y, dy and dx are CUDNN_DATA_BFLOAT16; the derived scale/bias/mean/variance
 //   descriptor is FP32 (cuDNN's rule for reduced-precision data), so the parameters, running
 //   statistics and their gradients stay FP32 and the statistics are computed in FP32.
@@ -80,17 +83,32 @@ float* carve_start(const ExecContext& ctx, int64_t need) {
 
 int64_t channels(const ExecContext& ctx, int x_input) { return ctx.inputs.at(x_input).dim(1); }
 
+// Bytes of the ones vector standing in for gamma without a learned scale (at the workspace's
+// end); 0 with a scale.
+int64_t ones_bytes(const BnCudaParams& p, int64_t c) { return p.scale ? 0 : round_up(c * 4); }
+
+// gamma: the weight input `slot`, or (scale: false) c ones written at `ws`.
+const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, int64_t c, void* ws,
+                     cudaStream_t stream) {
+  if (p.scale) return ctx.inputs.at(slot).data;
+  fill(static_cast<float*>(ws), 1.0f, c, stream);
+  return ws;
+}
+
 }  // namespace
 
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
   const float one = 1.0f, zero = 0.0f;
+  const int64_t c = channels(ctx, 0);
+  const int s = p.scale ? 1 : 0;  // inputs [x, weight (scale only), bias, mean, var]
+  char* ws_end = static_cast<char*>(ctx.workspace) + (p.train ? 2 * round_up(c * 4) : 0);
   const void* x = ctx.inputs[0].data;
-  const void* gamma = ctx.inputs[1].data;
-  const void* beta = ctx.inputs[2].data;
-  void* rm = ctx.inputs[3].data;
-  void* rv = ctx.inputs[4].data;
+  const void* gamma = gamma_of(p, ctx, 1, c, ws_end, cc.stream);
+  const void* beta = ctx.inputs[1 + s].data;
+  void* rm = ctx.inputs[2 + s].data;
+  void* rv = ctx.inputs[3 + s].data;
   if (!p.train) {
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
         cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
@@ -98,7 +116,6 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     return;
   }
   if (!ctx.first_compute) {  // Note [batchnorm on cuDNN]: scratch absorbs the update
-    const int64_t c = channels(ctx, 0);
     Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_forward_cuda_workspace(p, ctx)))};
     float* rm_scratch = ws.take(c);
     float* rv_scratch = ws.take(c);
@@ -114,13 +131,14 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
 
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   // The same on first computation and recomputation, so a plan's workspace does not depend on
-  // which one a step runs.
-  return p.train ? 2 * round_up(channels(ctx, 0) * 4) : 0;
+  // which one a step runs: [running-statistics scratch (train)][ones (scale: false)].
+  const int64_t c = channels(ctx, 0);
+  return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const int64_t c = channels(ctx, 1);
-  return p.train ? 2 * round_up(c * 4) : round_up(c * 4);
+  return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
 }
 
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
@@ -131,15 +149,17 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const float one = 1.0f, zero = 0.0f;
   const void* dy = ctx.inputs[0].data;
   const void* x = ctx.inputs[1].data;
-  const void* gamma = ctx.inputs[2].data;
+  const int s = p.scale ? 1 : 0;  // inputs [dy, x, weight (scale only), mean, var]
   if (!p.train) {  // dx = gamma * (dy - 0) / sqrt(running_var + eps) + 0
     float* zeros = ws.take(c);
+    const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
     fill(zeros, 0.0f, c, cc.stream);
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
         cc.cudnn, kMode, &one, &zero, d.x.get(), dy, d.x.get(), ctx.output.data, d.bn.get(),
-        gamma, zeros, zeros, ctx.inputs[4].data, p.eps));
+        gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
     return;
   }
+  const void* gamma = gamma_of(p, ctx, 2, c, ws.base + 2 * round_up(c * 4), cc.stream);
   float* dscale = ws.take(c);  // scratch
   float* dbias = ws.take(c);   // scratch
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(

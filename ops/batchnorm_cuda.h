@@ -15,13 +15,15 @@ struct BnCudaParams {
   double momentum = 0.1;  // PyTorch convention = cuDNN's exponentialAverageFactor
   double eps = 1e-5;
   bool train = true;
+  bool scale = true;  // false: no weight input; gamma = 1 from a workspace vector of ones
 };
 
-// inputs [x, weight, bias, running_mean, running_var] -> y; running stats updated on the
-// first computation only (train mode).
+// inputs [x, weight (scale only), bias, running_mean, running_var] -> y; running stats updated
+// on the first computation only (train mode).
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx);
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
-// train: [dy, x, weight]; inference: [dy, x, weight, running_mean, running_var] -> dx.
+// train: [dy, x, weight]; inference: [dy, x, weight, running_mean, running_var] -> dx (no weight
+// without scale).
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx);
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
 // train: [dy, x]; inference: [dy, x, running_mean, running_var] -> dweight [C].

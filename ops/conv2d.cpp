@@ -1,8 +1,10 @@
 // conv2d: 2-D convolution over NCHW input with KCRS weights (groups, depthwise, stride,
-// padding, dilation, optional bias and fused relu/relu6), and its backward ops
+// padding — per side or TensorFlow's 'same', Note [same padding] in ops/padding.h —, dilation,
+// optional bias and fused relu/relu6), and its backward ops
 // conv2d_grad_input [dy, weight], conv2d_grad_weight [dy, x], conv2d_grad_bias [dy].
 // CPU path: per image and group, im2col + GEMM (Caffe's scheme); the im2col buffer is the op's
-// workspace. CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops.
+// workspace. CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops; per-side
+// padding through ops/conv2d_pad_cuda.cpp (an explicitly padded copy in the workspace).
 #include <memory>
 #include <type_traits>
 
@@ -11,6 +13,7 @@
 #include "ops/cpu_storage.h"
 #include "ops/fused_activation.h"
 #include "ops/im2col.h"
+#include "ops/padding.h"
 #include "ops/registry.h"
 
 namespace remat {
@@ -20,15 +23,20 @@ struct Conv2dAttrs : OpAttrs {
   int64_t filters = 0;                          // K
   int64_t kernel_h = 1, kernel_w = 1;           // R, S
   int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0;
+  PaddingSpec pad;
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
   bool bias = true;
   Activation activation = Activation::None;
-  // 1x1, stride 1, no padding: the input already is the im2col matrix (no workspace).
+  // 1x1, stride 1, no padding: the input already is the im2col matrix (no workspace). ('same'
+  // pads nothing at 1x1, stride 1.)
   bool pointwise() const {
-    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 &&
-           pad_w == 0;
+    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 &&
+           (pad.same || (pad.top == 0 && pad.bottom == 0 && pad.left == 0 && pad.right == 0));
+  }
+  Pads pads(int64_t h, int64_t w) const {
+    return padding_resolve(pad, h, w, kernel_h, kernel_w, stride_h, stride_w, dilation_h,
+                           dilation_w);
   }
 };
 
@@ -39,11 +47,10 @@ OpAttrsPtr conv2d_parse(AttrReader& r, const std::string& op_name) {
   if (!r.has("kernel")) r.fail("kernel", "is required");
   auto k = r.get_ints("kernel", 2, {1, 1}, 1, 1024);
   auto s = r.get_ints("stride", 2, {1, 1}, 1, 1024);
-  auto p = r.get_ints("padding", 2, {0, 0}, 0, 1024);
+  a->pad = padding_parse(r, "padding", 1024, true);
   auto d = r.get_ints("dilation", 2, {1, 1}, 1, 1024);
   a->kernel_h = k[0], a->kernel_w = k[1];
   a->stride_h = s[0], a->stride_w = s[1];
-  a->pad_h = p[0], a->pad_w = p[1];
   a->dilation_h = d[0], a->dilation_w = d[1];
   a->groups = r.get_int("groups", 1, 1, int64_t{1} << 24);
   if (a->filters % a->groups != 0)
@@ -64,20 +71,33 @@ struct ConvDims {
   int64_t weight_group() const { return kg * geo.col_rows(); }
 };
 
-int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dil) {
+// Output size along one dimension; `pads` is the sum of both sides' padding.
+int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pads, int64_t dil) {
   int64_t span = dil * (kernel - 1) + 1;
-  if (in + 2 * pad < span) return 0;
-  return (in + 2 * pad - span) / stride + 1;
+  if (in + pads < span) return 0;
+  return (in + pads - span) / stride + 1;
 }
 
+// The geometry's pad_h / pad_w are the top and left pads (im2col's offsets); the bottom and
+// right ones only enter the output size.
 ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
   ConvDims d;
   d.n = x[0], d.c = x[1], d.k = a.filters;
   d.cg = d.c / a.groups, d.kg = d.k / a.groups;
-  d.geo = ConvGeometry{d.cg,        x[2],         x[3],         a.kernel_h, a.kernel_w,
-                       a.pad_h,     a.pad_w,      a.stride_h,   a.stride_w, a.dilation_h,
-                       a.dilation_w, conv_out_size(x[2], a.kernel_h, a.stride_h, a.pad_h, a.dilation_h),
-                       conv_out_size(x[3], a.kernel_w, a.stride_w, a.pad_w, a.dilation_w)};
+  const Pads p = a.pads(x[2], x[3]);
+  d.geo = ConvGeometry{d.cg,
+                       x[2],
+                       x[3],
+                       a.kernel_h,
+                       a.kernel_w,
+                       p.top,
+                       p.left,
+                       a.stride_h,
+                       a.stride_w,
+                       a.dilation_h,
+                       a.dilation_w,
+                       conv_out_size(x[2], a.kernel_h, a.stride_h, p.top + p.bottom, a.dilation_h),
+                       conv_out_size(x[3], a.kernel_w, a.stride_w, p.left + p.right, a.dilation_w)};
   return d;
 }
 
@@ -95,7 +115,7 @@ TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   if (d.geo.out_h < 1 || d.geo.out_w < 1)
     REMAT_USER_ERROR("conv2d output would be empty: input " << shape_str(x) << " with kernel "
                      << a.kernel_h << "x" << a.kernel_w << ", dilation " << a.dilation_h << "x"
-                     << a.dilation_w << ", padding " << a.pad_h << "x" << a.pad_w);
+                     << a.dilation_w << ", padding " << padding_str(a.pad));
   return TensorDesc{{d.n, d.k, d.geo.out_h, d.geo.out_w}, t};
 }
 
@@ -309,8 +329,13 @@ TensorDesc grad_input_infer(const OpAttrs& at, const std::vector<TensorDesc>& in
   const Shape& w = in.at(1).shape;
   REMAT_CHECK(dy.size() == 4 && w.size() == 4, "conv2d_grad_input expects 4-D dy and weight");
   const DType t = require_float("conv2d_grad_input", in, 1);
-  int64_t h = (dy[2] - 1) * a.stride_h - 2 * a.pad_h + a.dilation_h * (a.kernel_h - 1) + 1;
-  int64_t wd = (dy[3] - 1) * a.stride_w - 2 * a.pad_w + a.dilation_w * (a.kernel_w - 1) + 1;
+  // 'same': the smallest input with ceil(in / stride) = dy's size.
+  const PaddingSpec& p = a.pad;
+  int64_t h = (dy[2] - 1) * a.stride_h + 1, wd = (dy[3] - 1) * a.stride_w + 1;
+  if (!p.same) {
+    h = (dy[2] - 1) * a.stride_h - p.top - p.bottom + a.dilation_h * (a.kernel_h - 1) + 1;
+    wd = (dy[3] - 1) * a.stride_w - p.left - p.right + a.dilation_w * (a.kernel_w - 1) + 1;
+  }
   return TensorDesc{{dy[0], w[1] * a.groups, h, wd}, t};
 }
 
@@ -332,12 +357,15 @@ OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
 }
 
 #ifdef REMAT_HAVE_CUDA
-ConvCudaParams cuda_params(const Node& n) {
+// The pass's parameters, with the pads resolved for x (forward: input 0; grad_input: the
+// output; grad_weight: input 1).
+ConvCudaParams cuda_params(const Node& n, const Shape& x) {
   const auto& a = attrs_of<Conv2dAttrs>(n);
+  const Pads pads = a.pads(x.at(2), x.at(3));
   ConvCudaParams p;
   p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w;
   p.stride_h = a.stride_h, p.stride_w = a.stride_w;
-  p.pad_h = a.pad_h, p.pad_w = a.pad_w;
+  p.pad_h = pads.top, p.pad_w = pads.left, p.pad_bottom = pads.bottom, p.pad_right = pads.right;
   p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w;
   p.groups = a.groups;
   p.bias = a.bias;
@@ -345,12 +373,19 @@ ConvCudaParams cuda_params(const Node& n) {
   return p;
 }
 
-// Attaches a conv pass's CUDA kernel and its workspace query (which chooses the algorithm).
-void set_cuda(OpDef& op, void (*run)(const ConvCudaParams&, const ExecContext&),
-              int64_t (*workspace)(const ConvCudaParams&, const ExecContext&)) {
-  op.cuda = [run](const ExecContext& ctx) { run(cuda_params(*ctx.node), ctx); };
-  op.cuda_workspace = [workspace](const ExecContext& ctx) {
-    return workspace(cuda_params(*ctx.node), ctx);
+// Attaches a conv pass's CUDA kernel and its workspace query (which chooses the algorithm); x
+// is the pass's convolution input (ConvPass in conv2d_pad_cuda.h).
+void set_cuda(OpDef& op, ConvPass pass) {
+  auto x_of = [pass](const ExecContext& ctx) -> const Shape& {
+    return pass == ConvPass::Forward        ? ctx.inputs.at(0).shape()
+           : pass == ConvPass::BackwardData ? ctx.output.shape()
+                                            : ctx.inputs.at(1).shape();
+  };
+  op.cuda = [pass, x_of](const ExecContext& ctx) {
+    conv2d_pass_cuda(pass, cuda_params(*ctx.node, x_of(ctx)), ctx);
+  };
+  op.cuda_workspace = [pass, x_of](const ExecContext& ctx) {
+    return conv2d_pass_cuda_workspace(pass, cuda_params(*ctx.node, x_of(ctx)), ctx);
   };
 }
 #endif
@@ -368,7 +403,7 @@ void register_conv2d_ops(OpRegistry& r) {
   f.cpu = conv2d_cpu;
   f.gradient = conv2d_gradient;
 #ifdef REMAT_HAVE_CUDA
-  set_cuda(f, conv2d_forward_cuda, conv2d_forward_cuda_workspace);
+  set_cuda(f, ConvPass::Forward);
 #endif
   with_bf16_per_sample(f, 1).autocast_bf16 = true;
   f.bf16_operands = {1};  // the weight; the bias is added in FP32
@@ -383,7 +418,7 @@ void register_conv2d_ops(OpRegistry& r) {
   };
   gi.cpu = conv2d_grad_input_cpu;
 #ifdef REMAT_HAVE_CUDA
-  set_cuda(gi, conv2d_grad_input_cuda, conv2d_grad_input_cuda_workspace);
+  set_cuda(gi, ConvPass::BackwardData);
 #endif
   with_bf16_per_sample(gi, 1).bf16_operands = {1};  // the weight
   gi.bf16_cuda_native = true;
@@ -400,7 +435,7 @@ void register_conv2d_ops(OpRegistry& r) {
   };
   gw.cpu = conv2d_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA
-  set_cuda(gw, conv2d_grad_weight_cuda, conv2d_grad_weight_cuda_workspace);
+  set_cuda(gw, ConvPass::BackwardFilter);
 #endif
   with_bf16(gw).bf16_rounds_output = true;
   gw.bf16_cpu_native = gw.bf16_cuda_native = true;

@@ -47,8 +47,6 @@ namespace {
 // [bf16 weight or weight-gradient copy][cuDNN's workspace]. Any math type but an FP16
 // down-conversion is accepted: bf16 has no FP32-only mode to protect.
 
-enum class ConvPass { Forward, BackwardData, BackwardFilter };
-
 const char* pass_name(ConvPass p) {
   switch (p) {
     case ConvPass::Forward: return "conv2d_fwd";

@@ -12,11 +12,18 @@
 
 namespace remat {
 
-// conv2d's attributes as the CUDA path needs them (the typed attrs stay private to conv2d.cpp).
+// The three convolution passes: [x, w] -> y, [dy, w] -> dx, [dy, x] -> dw.
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
+
+// conv2d's attributes as the CUDA path needs them (the typed attrs stay private to conv2d.cpp),
+// the pads resolved for the pass's input: pad_h / pad_w above and left, pad_bottom / pad_right
+// below and right. cuDNN pads symmetrically: the functions below require pad_h == pad_bottom and
+// pad_w == pad_right; conv2d_pass_cuda takes any pads.
 struct ConvCudaParams {
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
+  int64_t pad_bottom = 0, pad_right = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
   bool bias = true;
@@ -32,6 +39,10 @@ int64_t conv2d_grad_input_cuda_workspace(const ConvCudaParams& p, const ExecCont
 // dw from [dz, x].
 void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx);
 int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);
+// Any pass with any pads (ops/conv2d_pad_cuda.cpp): the functions above when the pads are
+// symmetric, else the same on an explicitly padded copy in the workspace.
+void conv2d_pass_cuda(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
+int64_t conv2d_pass_cuda_workspace(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
 // db[k] = sum of dz over N, H, W (deterministic reduction, kernels/). inputs [dz].
 void conv2d_grad_bias_cuda(const ExecContext& ctx);
 int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx);

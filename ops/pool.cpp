@@ -1,5 +1,7 @@
-// Pooling over [N, C, H, W]: maxpool, avgpool (padding counted in the divisor) and
-// global_avgpool ([N, C, H, W] -> [N, C]), with their backward ops.
+// Pooling over [N, C, H, W]: maxpool, avgpool (the divisor counts the padding, or with
+// count_include_pad: false only the window's real elements, TensorFlow's rule) and
+// global_avgpool ([N, C, H, W] -> [N, C]), with their backward ops. Padding may differ per side
+// or be TensorFlow's 'same' (Note [same padding] in ops/padding.h); padding never wins a max.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "ops/op_common.h"
+#include "ops/padding.h"
 #include "ops/pool_cuda.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -18,8 +21,11 @@ namespace {
 // Window geometry. Backward ops that see only dy also carry the input size (in_h, in_w), read
 // from the attribute "input_size" their gradient rule adds (floor division loses it).
 struct PoolAttrs : OpAttrs {
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;
+  PaddingSpec pad;
+  bool count_pad = true;  // avgpool: divide by kh * kw (else by the window's real elements)
   int64_t in_h = 0, in_w = 0;
+  Pads pads(int64_t h, int64_t w) const { return padding_resolve(pad, h, w, kh, kw, sh, sw); }
 };
 
 constexpr int64_t kMaxDim = int64_t(1) << 20;
@@ -35,17 +41,23 @@ void read_input_size(AttrReader& r, PoolAttrs* a) {
   a->in_w = s[1];
 }
 
-OpAttrsPtr window_parse(AttrReader& r, const std::string& op_name, bool with_input_size) {
+// `average`: the op reads count_include_pad (avgpool and its gradient).
+OpAttrsPtr window_parse(AttrReader& r, const std::string& op_name, bool with_input_size,
+                        bool average) {
   auto a = std::make_shared<PoolAttrs>();
   if (!r.has("kernel")) r.fail("kernel", "is required");
   auto k = r.get_ints("kernel", 2, {}, 1, kMaxDim);
   auto s = r.get_ints("stride", 2, k, 1, kMaxDim);
-  auto p = r.get_ints("padding", 2, {0, 0}, 0, kMaxDim);
-  for (int i = 0; i < 2; ++i)
-    if (p[i] > k[i] / 2)
-      r.fail("padding", "padding " + std::to_string(p[i]) + " must be at most half the kernel " +
-                            std::to_string(k[i]));
-  a->kh = k[0], a->kw = k[1], a->sh = s[0], a->sw = s[1], a->ph = p[0], a->pw = p[1];
+  a->pad = padding_parse(r, "padding", kMaxDim, true);
+  const PaddingSpec& p = a->pad;  // 'same' pads at most ceil((kernel - 1) / 2) = kernel / 2
+  for (int axis = 0; axis < 2; ++axis)
+    for (int64_t side : axis == 0 ? std::vector<int64_t>{p.top, p.bottom}
+                                  : std::vector<int64_t>{p.left, p.right})
+      if (side > k[axis] / 2)
+        r.fail("padding", "padding " + std::to_string(side) +
+                              " must be at most half the kernel " + std::to_string(k[axis]));
+  a->kh = k[0], a->kw = k[1], a->sh = s[0], a->sw = s[1];
+  if (average) a->count_pad = r.get_bool("count_include_pad", true);
   if (with_input_size) read_input_size(r, a.get());
   r.finish(op_name);
   return a;
@@ -66,7 +78,8 @@ void check_nchw(const TensorDesc& x, const std::string& op) {
 
 TensorDesc window_out(const PoolAttrs& a, const TensorDesc& x, const std::string& op) {
   check_nchw(x, op);
-  const int64_t h = x.shape[2] + 2 * a.ph, w = x.shape[3] + 2 * a.pw;
+  const Pads p = a.pads(x.shape[2], x.shape[3]);
+  const int64_t h = x.shape[2] + p.top + p.bottom, w = x.shape[3] + p.left + p.right;
   if (a.kh > h || a.kw > w)
     REMAT_USER_ERROR(op << " kernel " << hw_str(a.kh, a.kw) << " larger than padded input " << h
                         << "x" << w);
@@ -98,8 +111,9 @@ OpCost simple_cost(const std::vector<TensorDesc>& in, const TensorDesc& out, dou
 struct Window {
   int64_t h0, h1, w0, w1;
 };
-Window window_at(const PoolAttrs& a, int64_t oh, int64_t ow, int64_t H, int64_t W) {
-  const int64_t hs = oh * a.sh - a.ph, ws = ow * a.sw - a.pw;
+Window window_at(const PoolAttrs& a, const Pads& p, int64_t oh, int64_t ow, int64_t H,
+                 int64_t W) {
+  const int64_t hs = oh * a.sh - p.top, ws = ow * a.sw - p.left;
   return {std::max<int64_t>(hs, 0), std::min(hs + a.kh, H), std::max<int64_t>(ws, 0),
           std::min(ws + a.kw, W)};
 }
@@ -119,12 +133,13 @@ void maxpool_cpu(const ExecContext& ctx) {
   const TensorView& x = ctx.inputs[0];
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
+  const Pads pads = a.pads(H, W);
   float* y = ctx.output.f32();
   for (int64_t p = 0; p < planes; ++p) {
     const float* xp = x.f32() + p * H * W;
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        y[(p * Ho + oh) * Wo + ow] = xp[window_argmax(xp, window_at(a, oh, ow, H, W), W)];
+        y[(p * Ho + oh) * Wo + ow] = xp[window_argmax(xp, window_at(a, pads, oh, ow, H, W), W)];
   }
 }
 
@@ -136,6 +151,7 @@ void maxpool_grad_cpu(const ExecContext& ctx) {
   const TensorView& x = ctx.inputs[1];
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
+  const Pads pads = a.pads(H, W);
   float* dx = ctx.output.f32();
   std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
   for (int64_t p = 0; p < planes; ++p) {
@@ -143,46 +159,54 @@ void maxpool_grad_cpu(const ExecContext& ctx) {
     const float* dyp = dy.f32() + p * Ho * Wo;
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        dx[p * H * W + window_argmax(xp, window_at(a, oh, ow, H, W), W)] += dyp[oh * Wo + ow];
+        dx[p * H * W + window_argmax(xp, window_at(a, pads, oh, ow, H, W), W)] +=
+            dyp[oh * Wo + ow];
   }
 }
 
-// inputs [x] -> y; the divisor is always kh * kw (padding counts, count_include_pad).
+// 1 / the divisor of a window's average: kh * kw (padding counts), or the window's real
+// elements (count_include_pad: false). kernels/pool.cu computes the same float.
+float avg_scale(const PoolAttrs& a, const Window& win) {
+  const int64_t n = a.count_pad ? a.kh * a.kw : (win.h1 - win.h0) * (win.w1 - win.w0);
+  return 1.0f / static_cast<float>(n);
+}
+
+// inputs [x] -> y = (sum of the window, row-major) * avg_scale.
 void avgpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
   const TensorView& x = ctx.inputs[0];
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
-  const float inv = 1.0f / static_cast<float>(a.kh * a.kw);
+  const Pads pads = a.pads(H, W);
   float* y = ctx.output.f32();
   for (int64_t p = 0; p < planes; ++p) {
     const float* xp = x.f32() + p * H * W;
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
-        const Window win = window_at(a, oh, ow, H, W);
+        const Window win = window_at(a, pads, oh, ow, H, W);
         float s = 0;
         for (int64_t h = win.h0; h < win.h1; ++h)
           for (int64_t w = win.w0; w < win.w1; ++w) s += xp[h * W + w];
-        y[(p * Ho + oh) * Wo + ow] = s * inv;
+        y[(p * Ho + oh) * Wo + ow] = s * avg_scale(a, win);
       }
   }
 }
 
-// inputs [dy] -> dx [N,C,in_h,in_w]: each window spreads dy / (kh * kw).
+// inputs [dy] -> dx [N,C,in_h,in_w]: each window spreads dy * avg_scale.
 void avgpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
   const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
   const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3);
   const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
-  const float inv = 1.0f / static_cast<float>(a.kh * a.kw);
+  const Pads pads = a.pads(H, W);
   float* dx = ctx.output.f32();
   std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
   for (int64_t p = 0; p < planes; ++p)
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
-        const Window win = window_at(a, oh, ow, H, W);
-        const float g = dy.f32()[(p * Ho + oh) * Wo + ow] * inv;
+        const Window win = window_at(a, pads, oh, ow, H, W);
+        const float g = dy.f32()[(p * Ho + oh) * Wo + ow] * avg_scale(a, win);
         for (int64_t h = win.h0; h < win.h1; ++h)
           for (int64_t w = win.w0; w < win.w1; ++w) dx[p * H * W + h * W + w] += g;
       }
@@ -245,12 +269,17 @@ OpCost plain_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Tenso
 }
 
 #ifdef REMAT_HAVE_CUDA
-// Attaches the cuDNN pooling path (ops/pool_cuda.cpp) for a window op.
+// Attaches the CUDA pooling path (ops/pool_cuda.cpp) for a window op; the pads are those of
+// the op's input (the forward's x, the backward's dx).
 void set_pool_cuda(OpDef& op, bool max, bool backward) {
   op.cuda = [max, backward](const ExecContext& ctx) {
     const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+    const TensorView& x = backward ? ctx.output : ctx.inputs.at(0);
+    const Pads pads = a.pads(x.dim(2), x.dim(3));
     PoolCudaParams p;
-    p.kh = a.kh, p.kw = a.kw, p.sh = a.sh, p.sw = a.sw, p.ph = a.ph, p.pw = a.pw;
+    p.kh = a.kh, p.kw = a.kw, p.sh = a.sh, p.sw = a.sw;
+    p.top = pads.top, p.bottom = pads.bottom, p.left = pads.left, p.right = pads.right;
+    p.count_pad = a.count_pad;
     p.max = max;
     if (backward) pool_backward_cuda(p, ctx);
     else pool_forward_cuda(p, ctx);
@@ -259,8 +288,9 @@ void set_pool_cuda(OpDef& op, bool max, bool backward) {
 #endif
 
 void register_max_pool(OpRegistry& r) {
-  OpDef mp = pool_op("maxpool", "max pooling (kernel, stride = kernel, padding 0)", true, 1);
-  mp.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool", false); };
+  OpDef mp = pool_op("maxpool", "max pooling (kernel, stride = kernel, padding: n, [h, w], "
+                                "[top, bottom, left, right] or same)", true, 1);
+  mp.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool", false, false); };
   mp.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     return window_out(static_cast<const PoolAttrs&>(a), in.at(0), "maxpool");
   };
@@ -277,7 +307,7 @@ void register_max_pool(OpRegistry& r) {
   r.add(std::move(mp));
 
   OpDef mg = pool_op("maxpool_grad", "maxpool input gradient [dy, x, y]", false, 3);
-  mg.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool_grad", false); };
+  mg.parse = [](AttrReader& rd) { return window_parse(rd, "maxpool_grad", false, false); };
   mg.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
     check_nchw(in.at(1), "maxpool_grad");
     require_float("maxpool_grad", in);
@@ -294,8 +324,8 @@ void register_max_pool(OpRegistry& r) {
 
 void register_avg_pool(OpRegistry& r) {
   OpDef ap =
-      pool_op("avgpool", "average pooling, padding counted (kernel, stride, padding)", true, 1);
-  ap.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool", false); };
+      pool_op("avgpool", "average pooling (kernel, stride, padding, count_include_pad)", true, 1);
+  ap.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool", false, true); };
   ap.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     return window_out(static_cast<const PoolAttrs&>(a), in.at(0), "avgpool");
   };
@@ -313,7 +343,7 @@ void register_avg_pool(OpRegistry& r) {
   r.add(std::move(ap));
 
   OpDef ag = pool_op("avgpool_grad", "avgpool input gradient [dy]", false, 1);
-  ag.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool_grad", true); };
+  ag.parse = [](AttrReader& rd) { return window_parse(rd, "avgpool_grad", true, true); };
   ag.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     return grad_input_desc(static_cast<const PoolAttrs&>(a), in.at(0), "avgpool_grad", false);
   };

@@ -1,8 +1,10 @@
 // Pooling on the GPU. maxpool: CUDNN_POOLING_MAX_DETERMINISTIC (plain CUDNN_POOLING_MAX's
 // backward is not reproducible); padding never wins a max, as on the CPU. avgpool:
-// CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, the CPU's divisor kh * kw. global_avgpool: the
-// kernels/ launchers (sums in double, like the CPU). bf16: the tensors' descriptors say
-// CUDNN_DATA_BFLOAT16 (cuDNN pools in FP32 and rounds the result once).
+// CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, the CPU's divisor kh * kw. cuDNN pads
+// symmetrically: per-side padding (TensorFlow's 'same') and averages over the real elements go to
+// kernels/pool.cu, which equals the CPU bit for bit. global_avgpool: the kernels/ launchers (sums
+// in double, like the CPU). bf16: the tensors' descriptors say CUDNN_DATA_BFLOAT16 (cuDNN pools
+// in FP32 and rounds the result once); kernels/pool.cu loads bf16 and rounds once too.
 #include "ops/pool_cuda.h"
 
 #include <sstream>
@@ -23,7 +25,7 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
                             const Shape& y, DType dtype) {
   std::ostringstream key;
   key << (p.max ? "maxpool:" : "avgpool:") << shape_key(x) << ":" << shape_key(y) << ":k" << p.kh
-      << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.ph << "," << p.pw
+      << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.top << "," << p.left
       << (dtype == DType::BF16 ? ":bf16" : "");
   return cuda_cache(ctx).get_or_create<PoolDescs>(key.str(), [&] {
     PoolDescs d;
@@ -32,7 +34,7 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
         d.pool.get(),
         p.max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
         CUDNN_PROPAGATE_NAN, to_int(p.kh, "kernel_h"), to_int(p.kw, "kernel_w"),
-        to_int(p.ph, "pad_h"), to_int(p.pw, "pad_w"), to_int(p.sh, "stride_h"),
+        to_int(p.top, "pad_h"), to_int(p.left, "pad_w"), to_int(p.sh, "stride_h"),
         to_int(p.sw, "stride_w")));
     d.x = cudnn_tensor_of(x, dtype);
     d.y = cudnn_tensor_of(y, dtype);
@@ -45,9 +47,38 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
   });
 }
 
+// cuDNN serves symmetric padding with max pooling or an average counting the padding.
+bool cudnn_pools(const PoolCudaParams& p) {
+  return p.top == p.bottom && p.left == p.right && (p.max || p.count_pad);
+}
+
+PoolWindow window_of(const PoolCudaParams& p, const Shape& x, const Shape& y) {
+  return PoolWindow{x[0] * x[1], x[2], x[3], y[2], y[3], p.kh, p.kw, p.sh, p.sw, p.top, p.left};
+}
+
+// kernels/pool.cu: [x] -> y, or the backward [dy (, x, y)] -> dx.
+void pool_kernels(const PoolCudaParams& p, const ExecContext& ctx, bool backward) {
+  const TensorView& x = backward ? ctx.output : ctx.inputs[0];
+  const TensorView& y = backward ? ctx.inputs[0] : ctx.output;
+  const PoolWindow g = window_of(p, x.shape(), y.shape());
+  const cudaStream_t stream = cuda_context(ctx).stream;
+  with_storage(x.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (!backward && p.max) pool_max_forward(storage<T>(ctx.output), storage<T>(x), g, stream);
+    if (!backward && !p.max)
+      pool_avg_forward(storage<T>(ctx.output), storage<T>(x), g, p.count_pad, stream);
+    if (backward && p.max)
+      pool_max_backward(storage<T>(ctx.output), storage<T>(y), storage<T>(ctx.inputs.at(1)), g,
+                        stream);
+    if (backward && !p.max)
+      pool_avg_backward(storage<T>(ctx.output), storage<T>(y), g, p.count_pad, stream);
+  });
+}
+
 }  // namespace
 
 void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
+  if (!cudnn_pools(p)) return pool_kernels(p, ctx, false);
   const PoolDescs& d =
       pool_descs(p, ctx, ctx.inputs[0].shape(), ctx.output.shape(), ctx.output.desc->dtype);
   const float one = 1.0f, zero = 0.0f;
@@ -56,6 +87,7 @@ void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
 }
 
 void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
+  if (!cudnn_pools(p)) return pool_kernels(p, ctx, true);
   const TensorView& dy = ctx.inputs[0];
   const PoolDescs& d =
       pool_descs(p, ctx, ctx.output.shape(), dy.shape(), ctx.output.desc->dtype);

@@ -1,5 +1,7 @@
 // Pooling's CUDA path, called from ops/pool.cpp's OpDef::cuda: maxpool / avgpool and their
-// grads through cuDNN pooling, global_avgpool and its grad through kernels/ launchers.
+// grads through cuDNN pooling (symmetric padding, an average counting it) or kernels/pool.cu
+// (per-side padding, an average over the real elements), global_avgpool and its grad through
+// kernels/ launchers.
 // CUDA builds only.
 #pragma once
 
@@ -11,10 +13,12 @@
 
 namespace remat {
 
-// Window geometry (pool.cpp's PoolAttrs without the input size).
+// Window geometry (pool.cpp's PoolAttrs with the pads resolved for the input).
 struct PoolCudaParams {
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  bool max = true;  // max pooling (deterministic mode); else average counting the padding
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;
+  int64_t top = 0, bottom = 0, left = 0, right = 0;
+  bool max = true;        // max pooling (deterministic mode); else average
+  bool count_pad = true;  // average: divide by kh * kw, else by the window's real elements
 };
 
 // [x] -> y.

@@ -14,6 +14,7 @@ OpRegistry make_builtin_registry() {
   register_batchnorm_ops(r);
   register_pool_ops(r);
   register_upsample_ops(r);
+  register_pad_crop_ops(r);
   register_dropout_ops(r);
   register_softmax_xent_ops(r);
   register_embedding_ops(r);

@@ -14,7 +14,8 @@ void register_concat_ops(OpRegistry& r);       // concat (channels), concat_slic
 void register_flatten_ops(OpRegistry& r);      // flatten and its grad (reshape copies)
 void register_batchnorm_ops(OpRegistry& r);    // batchnorm (train / inference), grads
 void register_pool_ops(OpRegistry& r);         // maxpool, avgpool, global_avgpool, grads
-void register_upsample_ops(OpRegistry& r);     // upsample (nearest, integer factor), grad
+void register_upsample_ops(OpRegistry& r);     // upsample (nearest / bilinear, integer factors), grad
+void register_pad_crop_ops(OpRegistry& r);     // zeropad, crop (each the other's gradient)
 void register_dropout_ops(OpRegistry& r);      // dropout (seeded, replayable), grad
 void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, token_xent, grads
 void register_embedding_ops(OpRegistry& r);    // embedding (token ids -> rows), its grad

@@ -1,9 +1,13 @@
-// upsample: nearest-neighbour upsampling of [N, C, H, W] by an integer factor, and its backward
-// op upsample_grad, which sums each factor x factor block of dy.
+// upsample: [N, C, H, W] -> [N, C, H fh, W fw] by integer factors, nearest-neighbour (each input
+// repeated in an fh x fw block) or bilinear with half-pixel centres (TensorFlow 2's
+// resize(bilinear), Keras's UpSampling2D(interpolation='bilinear'), PyTorch's
+// interpolate(align_corners=False): kernels/bilinear.h); its backward op upsample_grad (block
+// sums for nearest, the transposed interpolation for bilinear).
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kernels/bilinear.h"
 #include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
@@ -14,13 +18,16 @@ namespace remat {
 namespace {
 
 struct UpsampleAttrs : OpAttrs {
-  int64_t factor = 2;
+  int64_t fh = 2, fw = 2;
+  bool bilinear = false;
 };
 
 OpAttrsPtr upsample_parse(AttrReader& r, const std::string& op_name) {
   auto a = std::make_shared<UpsampleAttrs>();
-  a->factor = r.require_int("factor", 1, 1 << 16);
-  r.get_choice("mode", "nearest", {"nearest"});
+  if (!r.has("factor")) r.fail("factor", "is required");
+  const auto f = r.get_ints("factor", 2, {}, 1, 1 << 16);
+  a->fh = f[0], a->fw = f[1];
+  a->bilinear = r.get_choice("mode", "nearest", {"nearest", "bilinear"}) == "bilinear";
   r.finish(op_name);
   return a;
 }
@@ -35,77 +42,111 @@ TensorDesc upsample_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) 
   const auto& a = static_cast<const UpsampleAttrs&>(at);
   const TensorDesc& x = in.at(0);
   check_nchw(x, "upsample");
-  return TensorDesc{{x.shape[0], x.shape[1], x.shape[2] * a.factor, x.shape[3] * a.factor},
-                    x.dtype};
+  return checked_desc({x.shape[0], x.shape[1], checked_mul(x.shape[2], a.fh, "upsample height"),
+                       checked_mul(x.shape[3], a.fw, "upsample width")},
+                      x.dtype, "upsample output");
 }
 
 TensorDesc upsample_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const UpsampleAttrs&>(at);
   const TensorDesc& dy = in.at(0);
   check_nchw(dy, "upsample_grad");
-  if (dy.shape[2] % a.factor || dy.shape[3] % a.factor)
+  if (dy.shape[2] % a.fh || dy.shape[3] % a.fw)
     REMAT_USER_ERROR("upsample_grad: gradient " << shape_str(dy.shape)
-                                                << " is not divisible by factor " << a.factor);
-  return TensorDesc{{dy.shape[0], dy.shape[1], dy.shape[2] / a.factor, dy.shape[3] / a.factor},
+                                                << " is not divisible by factor " << a.fh << "x"
+                                                << a.fw);
+  return TensorDesc{{dy.shape[0], dy.shape[1], dy.shape[2] / a.fh, dy.shape[3] / a.fw},
                     dy.dtype};
 }
 
-OpCost upsample_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+// Nearest: one move per element of the larger side; bilinear: 4 taps (7 flops) per output.
+OpCost upsample_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  const auto& a = static_cast<const UpsampleAttrs&>(at);
   OpCost c;
-  c.flops = static_cast<double>(std::max(in.at(0).numel(), out.numel()));
+  c.flops = (a.bilinear ? 7.0 : 1.0) * static_cast<double>(std::max(in.at(0).numel(), out.numel()));
   c.bytes_moved = in.at(0).bytes() + out.bytes();
   return c;
 }
 
-// inputs [x [N,C,H,W]] -> y [N,C,H*f,W*f], y[.., h, w] = x[.., h/f, w/f].
+// A plane's elements as floats (kernels/bilinear.h's accessor).
+struct PlaneLoad {
+  const float* p;
+  float operator()(int64_t i) const { return p[i]; }
+};
+
+// inputs [x [N,C,H,W]] -> y [N,C,H*fh,W*fw]: nearest y[.., h, w] = x[.., h/fh, w/fw], or
+// bilinear (Note [bilinear arithmetic]).
 void upsample_cpu(const ExecContext& ctx) {
-  const int64_t f = attrs_of<UpsampleAttrs>(*ctx.node).factor;
+  const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& x = ctx.inputs[0];
   const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t Ho = H * f, Wo = W * f;
+  const int64_t Ho = H * a.fh, Wo = W * a.fw;
   float* y = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p)
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* xp = x.f32() + p * H * W;
     for (int64_t h = 0; h < Ho; ++h)
       for (int64_t w = 0; w < Wo; ++w)
-        y[(p * Ho + h) * Wo + w] = x.f32()[(p * H + h / f) * W + w / f];
+        y[(p * Ho + h) * Wo + w] = a.bilinear
+                                       ? bilinear_value(PlaneLoad{xp}, h, w, H, W, a.fh, a.fw)
+                                       : xp[(h / a.fh) * W + w / a.fw];
+  }
 }
 
-// inputs [dy [N,C,H*f,W*f]] -> dx [N,C,H,W], each the sum of its f x f block (row-major order).
+// inputs [dy [N,C,H*fh,W*fw]] -> dx [N,C,H,W]: nearest sums each fh x fw block (row-major
+// order); bilinear gathers the outputs that read each input.
 void upsample_grad_cpu(const ExecContext& ctx) {
-  const int64_t f = attrs_of<UpsampleAttrs>(*ctx.node).factor;
+  const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
   const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
-  const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3), Wo = W * f;
+  const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3), Wo = W * a.fw;
   float* dx = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p)
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* dyp = dy.f32() + p * H * a.fh * Wo;
     for (int64_t h = 0; h < H; ++h)
       for (int64_t w = 0; w < W; ++w) {
         float s = 0;
-        for (int64_t i = 0; i < f; ++i)
-          for (int64_t j = 0; j < f; ++j) s += dy.f32()[(p * H * f + h * f + i) * Wo + w * f + j];
+        if (a.bilinear) {
+          s = bilinear_grad(PlaneLoad{dyp}, h, w, H, W, a.fh, a.fw);
+        } else {
+          for (int64_t i = 0; i < a.fh; ++i)
+            for (int64_t j = 0; j < a.fw; ++j) s += dyp[(h * a.fh + i) * Wo + w * a.fw + j];
+        }
         dx[(p * H + h) * W + w] = s;
       }
+  }
 }
 
 #ifdef REMAT_HAVE_CUDA
-// F32 or bf16 (bf16_cuda_native: the bf16 backward sums each block in FP32, rounding once).
+// F32 or bf16 (bf16_cuda_native: computed in FP32, each result rounded once).
 void upsample_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& x = ctx.inputs[0];
   with_storage(x.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    upsample_nearest_forward(storage<T>(ctx.output), storage<T>(x), x.dim(0) * x.dim(1),
-                             x.dim(2), x.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
-                             cuda_stream(ctx));
+    T* y = storage<T>(ctx.output);
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (a.bilinear)
+      upsample_bilinear_forward(y, storage<T>(x), planes, x.dim(2), x.dim(3), a.fh, a.fw,
+                                cuda_stream(ctx));
+    else
+      upsample_nearest_forward(y, storage<T>(x), planes, x.dim(2), x.dim(3), a.fh, a.fw,
+                               cuda_stream(ctx));
   });
 }
 
 void upsample_grad_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& dx = ctx.output;
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    upsample_nearest_backward(storage<T>(dx), storage<T>(ctx.inputs[0]), dx.dim(0) * dx.dim(1),
-                              dx.dim(2), dx.dim(3), attrs_of<UpsampleAttrs>(*ctx.node).factor,
-                              cuda_stream(ctx));
+    const T* dy = storage<T>(ctx.inputs[0]);
+    const int64_t planes = dx.dim(0) * dx.dim(1);
+    if (a.bilinear)
+      upsample_bilinear_backward(storage<T>(dx), dy, planes, dx.dim(2), dx.dim(3), a.fh, a.fw,
+                                 cuda_stream(ctx));
+    else
+      upsample_nearest_backward(storage<T>(dx), dy, planes, dx.dim(2), dx.dim(3), a.fh, a.fw,
+                                cuda_stream(ctx));
   });
 }
 #endif
@@ -115,7 +156,7 @@ void upsample_grad_cuda(const ExecContext& ctx) {
 void register_upsample_ops(OpRegistry& r) {
   OpDef up;
   up.name = "upsample";
-  up.summary = "nearest-neighbour upsampling by an integer factor (factor, mode nearest)";
+  up.summary = "upsampling by integer factors (factor: f or [fh, fw]; mode nearest | bilinear)";
   up.parse = [](AttrReader& rd) { return upsample_parse(rd, "upsample"); };
   up.infer = upsample_infer;
   up.cost = upsample_cost;
@@ -131,7 +172,7 @@ void register_upsample_ops(OpRegistry& r) {
 
   OpDef ug;
   ug.name = "upsample_grad";
-  ug.summary = "upsample input gradient [dy]: sums each factor x factor block";
+  ug.summary = "upsample input gradient [dy]: block sums (nearest), transposed interpolation";
   ug.user_visible = false;
   ug.kind = NodeKind::Backward;
   ug.parse = [](AttrReader& rd) { return upsample_parse(rd, "upsample_grad"); };

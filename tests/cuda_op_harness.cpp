@@ -64,8 +64,10 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"concat_slice", kCudaExact},
           {"flatten", kCudaExact},
           {"flatten_grad", kCudaExact},
-          {"upsample", kCudaExact},
+          {"upsample", kCudaExact},       // nearest, and bilinear: Note [bilinear arithmetic]
           {"upsample_grad", kCudaExact},
+          {"zeropad", kCudaExact},
+          {"crop", kCudaExact},
           {"dropout", kCudaExact},
           {"dropout_grad", kCudaExact},
           {"global_avgpool_grad", kCudaExact},

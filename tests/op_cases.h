@@ -76,6 +76,70 @@ inline std::vector<TransformerCase> transformer_cases() {
   };
 }
 
+// The spatial ops and attributes of the Keras networks (tests/test_ops_spatial.cpp,
+// test_cuda_ops_spatial.cpp and the bf16 list below): zeropad and crop, per-side and 'same'
+// padding of conv2d and the pools (even and odd inputs, strides 1 and 2, depthwise, 1x7),
+// averages over the real elements, batch norm without a scale, bilinear and per-axis upsampling.
+struct SpatialCase {
+  const char* name;
+  OpCase c;
+  GradTolerance tol;
+};
+
+// n distinct values 0.1 apart, scrambled and centred (no max-pooling ties within eps).
+inline std::vector<float> spread_values(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j)
+    v[static_cast<size_t>(j)] = 0.1f * static_cast<float>((j * 37) % n) - 0.05f * n;
+  return v;
+}
+
+inline std::vector<SpatialCase> spatial_op_cases() {
+  using Ints = std::vector<int64_t>;
+  const AttrValue same = std::string("same");
+  const AttrValue bilinear = std::string("bilinear");
+  return {
+      {"zeropad_all", {"zeropad", attr_map({{"padding", 1}}), {f32({2, 2, 3, 4})}}, kTolLinear},
+      {"zeropad_sides", {"zeropad", attr_map({{"padding", Ints{1, 0, 2, 1}}}), {f32({1, 3, 2, 3})}}, kTolLinear},
+      {"crop_sides", {"crop", attr_map({{"cropping", Ints{1, 0, 0, 2}}}), {f32({2, 2, 4, 5})}}, kTolLinear},
+      {"conv_same_s2", {"conv2d", attr_map({{"filters", 3}, {"kernel", 3}, {"stride", 2}, {"padding", same}}),
+                        {f32({2, 2, 6, 6})}}, kTolLinear},
+      {"conv_same_s2_odd", {"conv2d", attr_map({{"filters", 2}, {"kernel", 3}, {"stride", 2}, {"padding", same}}),
+                            {f32({1, 2, 7, 5})}}, kTolLinear},
+      {"conv_sides", {"conv2d", attr_map({{"filters", 2}, {"kernel", 3}, {"padding", Ints{0, 1, 2, 0}}}),
+                      {f32({2, 2, 5, 5})}}, kTolLinear},
+      {"depthwise_same_s2", {"conv2d", attr_map({{"filters", 4}, {"groups", 4}, {"kernel", 3}, {"stride", 2},
+                                                 {"padding", same}, {"bias", false}}),
+                             {f32({1, 4, 6, 6})}}, kTolLinear},
+      {"conv_same_1x7", {"conv2d", attr_map({{"filters", 2}, {"kernel", Ints{1, 7}}, {"padding", same}}),
+                         {f32({1, 2, 5, 9})}}, kTolLinear},
+      {"maxpool_same_s2", {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", same}}),
+                           {f32({1, 2, 6, 6})}, {spread_values(72)}}, kTolPiecewise},
+      {"maxpool_sides", {"maxpool", attr_map({{"kernel", 2}, {"padding", Ints{0, 1, 0, 1}}}),
+                         {f32({2, 1, 5, 5})}, {spread_values(50)}}, kTolPiecewise},
+      {"avgpool_same_exclude", {"avgpool", attr_map({{"kernel", 3}, {"stride", 1}, {"padding", same},
+                                                     {"count_include_pad", false}}),
+                                {f32({2, 2, 5, 4})}}, kTolLinear},
+      {"avgpool_same_s2_exclude", {"avgpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", same},
+                                                        {"count_include_pad", false}}),
+                                   {f32({1, 2, 6, 7})}}, kTolLinear},
+      {"avgpool_sides_include", {"avgpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", Ints{1, 0, 0, 1}}}),
+                                 {f32({1, 2, 6, 6})}}, kTolLinear},
+      {"avgpool_pyramid", {"avgpool", attr_map({{"kernel", Ints{2, 3}}, {"padding", same},
+                                                {"count_include_pad", false}}),
+                           {f32({1, 2, 4, 6})}}, kTolLinear},
+      {"batchnorm_no_scale", {"batchnorm", attr_map({{"scale", false}}), {f32({2, 3, 2, 2})}}, kTolNormalize},
+      {"batchnorm_no_scale_inference",
+       {"batchnorm", attr_map({{"scale", false}, {"mode", std::string("inference")}}), {f32({2, 2, 2, 2})}},
+       kTolNormalize},
+      {"upsample_bilinear", {"upsample", attr_map({{"factor", 2}, {"mode", bilinear}}), {f32({2, 2, 3, 3})}}, kTolLinear},
+      {"upsample_bilinear_rect", {"upsample", attr_map({{"factor", Ints{3, 2}}, {"mode", bilinear}}),
+                                  {f32({1, 2, 2, 3})}}, kTolLinear},
+      {"upsample_bilinear_1", {"upsample", attr_map({{"factor", 1}, {"mode", bilinear}}), {f32({1, 1, 2, 3})}}, kTolLinear},
+      {"upsample_nearest_rect", {"upsample", attr_map({{"factor", Ints{1, 3}}}), {f32({1, 2, 2, 2})}}, kTolLinear},
+  };
+}
+
 // ---- bf16 (Note [bf16 execution]): every op with a bf16 path, shared by test_ops_bf16.cpp and
 // test_cuda_ops_bf16.cpp -------------------------------------------------------------------
 // How the bf16 result relates to the FP32 one when both start from the same bf16-representable
@@ -154,6 +218,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
     const bool fused = cc.attrs.values.count("activation") > 0;
     out.push_back({cc.name, {"conv2d", cc.attrs, {f32(cc.x)}}, Bf16Family::Gemm, !fused});
   }
+  for (const SpatialCase& sc : spatial_op_cases())
+    out.push_back({sc.name, sc.c, sc.c.op == "conv2d" ? Bf16Family::Gemm : Bf16Family::Exact});
   for (const TransformerCase& tc : transformer_cases()) {
     const std::string op = tc.c.op;
     if (op == "embedding") continue;  // int ids in, the F32 table's rows out: no bf16 path

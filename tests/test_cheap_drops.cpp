@@ -58,17 +58,27 @@ TEST(CheapDrops, EveryScheduleItReturnsFits) {
     }
   }
   EXPECT_GE(found, 12);
-  // A graph where every value is read only by the very next stage: nothing to drop.
-  Problem next_only;
-  for (int i = 0; i < 3; ++i) {
+}
+
+// An evaluation graph (train's validation plans one): every value is read by the next node
+// only, so there is no stretch to drop a value across; the strategy finds nothing (it wrote
+// past an empty list before).
+TEST(CheapDrops, AGraphWithNothingToDropFindsNothing) {
+  Problem p;
+  p.name = "forward-only";
+  for (int i = 0; i < 4; ++i) {
     ProblemNode nd;
-    nd.name = "n" + std::to_string(i);
+    nd.name = "x" + std::to_string(i);
+    nd.kind = ProblemNodeKind::Forward;
     nd.cost = 1;
     nd.bytes = 4;
     if (i > 0) nd.deps = {i - 1};
-    next_only.nodes.push_back(nd);
+    p.nodes.push_back(nd);
   }
-  EXPECT_FALSE(solve_cheap_drops(next_only, 100, 1).has_value());
+  EXPECT_FALSE(solve_cheap_drops(p, 8, 5).has_value());
+  SolveOptions opt;
+  opt.time_limit_seconds = 2;
+  EXPECT_TRUE(solve(p, "checkmate", 8, opt).feasible);
 }
 
 }  // namespace

@@ -149,6 +149,39 @@ TEST(Config, NestedBlocksAndBlockInput) {
   EXPECT_EQ(c.find_layer("outer.1.inner.0.r")->inputs, (V{"outer.0.s", "y"}));
 }
 
+// Note [two-input blocks]: NASNet's cells read the previous cell's output and the one before.
+TEST(Config, TwoInputBlocksCarryThePreviousIterationsInput) {
+  YamlText y{{
+      "name: t", "input: [3, 8, 8]", "classes: 4", "batch: 2", "layers:",
+      "  - {name: p0, op: relu}",
+      "  - {name: x0, op: relu}",
+      "  - name: cell",
+      "    repeat: 3",
+      "    inputs: [x0, p0]",
+      "    layers:",
+      "      - {name: sum, op: add, inputs: [input, previous]}",
+      "  - {name: out, op: add, inputs: [cell, cell.1.sum]}",
+  }};
+  ModelConfig c = parse(y);
+  using V = std::vector<std::string>;
+  EXPECT_EQ(c.find_layer("cell.0.sum")->inputs, (V{"x0", "p0"}));
+  EXPECT_EQ(c.find_layer("cell.1.sum")->inputs, (V{"cell.0.sum", "x0"}));
+  EXPECT_EQ(c.find_layer("cell.2.sum")->inputs, (V{"cell.1.sum", "cell.0.sum"}));
+  EXPECT_EQ(c.find_layer("out")->inputs, (V{"cell.2.sum", "cell.1.sum"}));
+  // `previous` belongs to the innermost block, which must have two inputs.
+  y.lines[9] = "    inputs: x0";
+  EXPECT_THAT(parse_error(y), HasSubstr(y.at("previous]") + ": layer 'cell.0.sum': input "
+                                                            "'previous' names the previous "
+                                                            "iteration's input"));
+  YamlText top = base_yaml();
+  top.lines[6] = "  - {name: gap, op: global_avgpool, inputs: previous}";
+  EXPECT_THAT(parse_error(top), HasSubstr(top.at("previous}") + ": layer 'gap': input "
+                                                                "'previous'"));
+  top = base_yaml();
+  top.lines[6] = "  - {name: previous, op: global_avgpool}";
+  EXPECT_THAT(parse_error(top), HasSubstr("'previous' is reserved"));
+}
+
 TEST(Config, LocalNameShadowsOuterName) {
   YamlText y{{
       "name: t", "input: [3, 8, 8]", "classes: 4", "batch: 2", "layers:",
@@ -344,7 +377,9 @@ TEST(ConfigErrors, RepeatBlocks) {
       {"    repeat: two", "two", "block 'stage': field 'repeat': expected an integer"},
       {"    op: relu", "op", "block 'stage': unknown key 'op' for a repeat block (known: "
                              "inputs, layers, name, repeat)"},
-      {"    inputs: [stem, stem]", "[stem", "a repeat block takes exactly one input name"},
+      {"    inputs: [stem, stem, stem]", "[stem",
+       "a repeat block takes one input name, or two: [x, p]"},
+      {"    inputs: [stem, [stem]]", "[stem]", "field 'inputs': expected a layer name"},
   };
   for (const auto& c : cases) {
     YamlText y = repeat_yaml();

@@ -67,6 +67,94 @@ int64_t fcn8_params() {
          3 * conv_params(k, k, 3, false);
 }
 
+// keras_segmentation's encoders and decoders (models/resnet50.py, mobilenet.py, unet.py,
+// segnet.py, pspnet.py), counted layer by layer: conv weights (and biases) in the return value,
+// batch-norm channels added to *bn (each has a scale and a shift, and two running statistics).
+// ResNet-50 with conv biases, stages 2..last_stage; returns the last stage's channels in *out_c.
+int64_t seg_resnet50_params(int last_stage, int64_t* bn, int64_t* out_c) {
+  int64_t total = conv_params(3, 64, 7);
+  *bn += 64;
+  int64_t c = 64;
+  const int64_t widths[4] = {64, 128, 256, 512}, blocks[4] = {3, 4, 6, 3};
+  for (int s = 0; s + 2 <= last_stage; ++s) {
+    const int64_t f = widths[s];
+    total += conv_params(c, f, 1) + conv_params(f, f, 3) + conv_params(f, 4 * f, 1) +
+             conv_params(c, 4 * f, 1);  // the conv block, its projection shortcut
+    *bn += f + f + 4 * f + 4 * f;
+    total += (blocks[s] - 1) *
+             (conv_params(4 * f, f, 1) + conv_params(f, f, 3) + conv_params(f, 4 * f, 1));
+    *bn += (blocks[s] - 1) * (f + f + 4 * f);
+    c = 4 * f;
+  }
+  *out_c = c;
+  return total;
+}
+// MobileNet v1 blocks 1..11 (no biases): conv 3x3 32, then depthwise 3x3 + pointwise 1x1.
+int64_t seg_mobilenet_params(int64_t* bn) {
+  int64_t total = conv_params(3, 32, 3, false);
+  *bn += 32;
+  const int64_t widths[11] = {64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512};
+  int64_t c = 32;
+  for (int64_t f : widths) {
+    total += c * 9 + conv_params(c, f, 1, false);
+    *bn += c + f;
+    c = f;
+  }
+  return total;
+}
+// _unet's decoder on skips of f4, f3, f2, f1 channels; segnet_decoder on f4; the PSP head on f5.
+int64_t seg_unet_decoder(int64_t f4, int64_t f3, int64_t f2, int64_t f1, int64_t* bn) {
+  *bn += 512 + 256 + 128 + 64;
+  return conv_params(f4, 512, 3) + conv_params(512 + f3, 256, 3) + conv_params(256 + f2, 128, 3) +
+         conv_params(128 + f1, 64, 3) + conv_params(64, kSegClasses, 3);
+}
+int64_t seg_segnet_decoder(int64_t f4, int64_t* bn) {
+  *bn += 512 + 256 + 128 + 64;
+  return conv_params(f4, 512, 3) + conv_params(512, 256, 3) + conv_params(256, 128, 3) +
+         conv_params(128, 64, 3) + conv_params(64, kSegClasses, 3);
+}
+int64_t seg_psp_head(int64_t f5, int64_t* bn) {
+  *bn += 5 * 512;
+  return 4 * conv_params(f5, 512, 1, false) + conv_params(f5 + 4 * 512, 512, 1, false) +
+         conv_params(512, kSegClasses, 3);
+}
+
+// Trainable and buffer counts of a segmentation network: its convs plus 2 values per BN channel
+// each.
+struct SegCount {
+  int64_t trainable, buffers;
+};
+SegCount seg_count(int64_t convs, int64_t bn) { return {convs + 2 * bn, 2 * bn}; }
+
+SegCount resnet50_pspnet_count() {
+  int64_t bn = 0, c = 0;
+  const int64_t convs = seg_resnet50_params(5, &bn, &c) + seg_psp_head(c, &bn);
+  return seg_count(convs, bn);
+}
+SegCount resnet50_unet_count(bool unet) {
+  int64_t bn = 0, c = 0;
+  int64_t convs = seg_resnet50_params(4, &bn, &c);  // f1 64 (conv1), f2 256, f3 512, f4 1024
+  convs += unet ? seg_unet_decoder(c, 512, 256, 64, &bn) : seg_segnet_decoder(c, &bn);
+  return seg_count(convs, bn);
+}
+SegCount mobilenet_unet_count(bool unet) {
+  int64_t bn = 0;
+  int64_t convs = seg_mobilenet_params(&bn);  // f1 64, f2 128, f3 256, f4 512
+  convs += unet ? seg_unet_decoder(512, 256, 128, 64, &bn) : seg_segnet_decoder(512, &bn);
+  return seg_count(convs, bn);
+}
+SegCount vgg_pspnet_count() {
+  int64_t bn = 0;
+  const int64_t convs = vgg16_encoder_params(5) + seg_psp_head(512, &bn);
+  return seg_count(convs, bn);
+}
+// FCN-32s with a nearest x32 upsample + 3x3 conv (no bias) in place of the transposed conv.
+int64_t fcn32_params() {
+  const int64_t k = kSegClasses;
+  return vgg16_encoder_params(5) + conv_params(512, 4096, 7) + conv_params(4096, 4096, 1) +
+         conv_params(4096, k, 1) + conv_params(k, k, 3, false);
+}
+
 struct ZooCase {
   std::string name;
   int64_t trainable;   // sum of Param numel
@@ -75,7 +163,20 @@ struct ZooCase {
   std::map<std::string, int> forward_ops;  // forward node counts by op
   Shape small_input;   // per-sample [C, H, W] for the CPU step
   int64_t small_batch;
+  std::vector<std::string> small_overrides = {};  // config overrides for the CPU step
 };
+
+// PSPNet's pyramid at a 192x192 input (f5 6x6): Keras's pool kernels and upsampling factors for
+// that size (the configs hold those of 384x576, Keras computes them from f5's size).
+std::vector<std::string> psp_overrides_6x6() {
+  std::vector<std::string> o;
+  for (int bins : {1, 2, 3, 6}) {
+    const std::string k = std::to_string(6 / bins);
+    o.push_back("layers.psp" + std::to_string(bins) + "_pool.kernel=[" + k + "," + k + "]");
+    o.push_back("layers.psp" + std::to_string(bins) + "_up.factor=[" + k + "," + k + "]");
+  }
+  return o;
+}
 
 std::vector<ZooCase> zoo_cases() {
   std::vector<ZooCase> z;
@@ -106,6 +207,86 @@ std::vector<ZooCase> zoo_cases() {
   z.push_back({"fcn8", fcn8_params(), 0, {8, kSegClasses, 416, 608},
                {{"conv2d", 21}, {"maxpool", 5}, {"upsample", 3}, {"add", 2}, {"dropout", 2}},
                {3, 32, 32}, 1});
+  // Keras's applications (model.summary(): trainable, non-trainable = the BN moving statistics).
+  // DenseNet121: 8,062,504 = 7,978,856 + 83,648; 169: 14,307,880 = 14,149,480 + 158,400;
+  // 201: 20,242,984 = 20,013,928 + 229,056. Convs: the stem, 2 per conv block, 3 transitions.
+  const Shape s32 = {3, 32, 32};
+  z.push_back({"densenet121", 7978856, 83648, {64, 1000},
+               {{"conv2d", 120}, {"batchnorm", 121}, {"concat", 58}, {"avgpool", 3}, {"maxpool", 1}},
+               s32, 2});
+  z.push_back({"densenet169", 14149480, 158400, {64, 1000},
+               {{"conv2d", 168}, {"batchnorm", 169}, {"concat", 82}, {"avgpool", 3}}, s32, 2});
+  z.push_back({"densenet201", 20013928, 229056, {64, 1000},
+               {{"conv2d", 200}, {"batchnorm", 201}, {"concat", 98}, {"avgpool", 3}}, s32, 2});
+  // ResNet101: 44,707,176 = 44,601,832 + 105,344; ResNet152: 60,419,944 = 60,268,520 + 151,424.
+  z.push_back({"resnet101", 44601832, 105344, {64, 1000},
+               {{"conv2d", 104}, {"batchnorm", 104}, {"add", 33}, {"relu", 100}}, s32, 2});
+  z.push_back({"resnet152", 60268520, 151424, {64, 1000},
+               {{"conv2d", 155}, {"batchnorm", 155}, {"add", 50}, {"relu", 151}}, s32, 2});
+  // ResNet50V2: 25,613,800 = 25,568,360 + 45,440; 101V2: 44,675,560 = 44,577,896 + 97,664;
+  // 152V2: 60,380,648 = 60,236,904 + 143,744. One zero padding (before the first max pool),
+  // and a 1x1 max pool as the shortcut of each stage's strided last block.
+  z.push_back({"resnet50_v2", 25568360, 45440, {64, 1000},
+               {{"conv2d", 53}, {"batchnorm", 49}, {"add", 16}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  z.push_back({"resnet101_v2", 44577896, 97664, {64, 1000},
+               {{"conv2d", 104}, {"batchnorm", 100}, {"add", 33}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  z.push_back({"resnet152_v2", 60236904, 143744, {64, 1000},
+               {{"conv2d", 155}, {"batchnorm", 151}, {"add", 50}, {"zeropad", 1}, {"maxpool", 4}}, s32, 2});
+  // MobileNetV2: 3,538,984 = 3,504,872 + 34,112 (17 inverted residual blocks, 10 of them added
+  // to their input).
+  z.push_back({"mobilenet_v2", 3504872, 34112, {512, 1000},
+               {{"conv2d", 52}, {"batchnorm", 52}, {"relu6", 35}, {"add", 10}}, s32, 2});
+  // InceptionV3: 23,851,784 = 23,817,352 + 34,432 (94 conv2d_bn, 11 mixed blocks; Keras needs an
+  // input of at least 75x75).
+  z.push_back({"inception_v3", 23817352, 34432, {64, 1000},
+               {{"conv2d", 94}, {"batchnorm", 94}, {"relu", 94}, {"concat", 15}, {"avgpool", 9},
+                {"maxpool", 4}},
+               {3, 75, 75}, 2});
+  // Xception: 22,910,480 = 22,855,952 + 54,528 (34 separable convs as depthwise + pointwise
+  // pairs, 4 strided 1x1 shortcuts, 2 stem convs; at least 71x71).
+  z.push_back({"xception", 22855952, 54528, {64, 1000},
+               {{"conv2d", 74}, {"batchnorm", 40}, {"maxpool", 4}, {"add", 12}}, {3, 71, 71}, 2});
+  // NASNetMobile: 5,326,716 = 5,289,978 + 36,738; NASNetLarge: 88,949,818 = 88,753,150 + 196,668.
+  // Convs: each cell has a 1x1 conv and 5 separable blocks of 2 separable convs (4 conv2d); p's
+  // adjustment adds 2 convs when it halves p (the first cell after a reduction, stem_2), 1 when
+  // it projects p (every other cell but stem_1). Mobile: stem 1, stem_1 21, stem_2 23, 3 x 23,
+  // 9 x 22, 2 reductions x 22 = 356; Large (6 cells per stage): 1 + 21 + 23 + 3 x 23 + 15 x 22 +
+  // 2 x 22 = 488. A concat per cell and per halving adjustment, which pads and crops once; each
+  // of the 4 reduction cells zero-pads h once for its two max pools and its strided average pool;
+  // average pools: 2 per halving adjustment and per reduction cell, 3 per normal cell. Large's
+  // small input, 43x43, has the parities of 331x331 at every reduction (its pads are Keras's).
+  z.push_back({"nasnet_mobile", 5289978, 36738, {64, 1000},
+               {{"conv2d", 356}, {"concat", 20}, {"zeropad", 8}, {"crop", 4}, {"maxpool", 8},
+                {"avgpool", 8 + 8 + 12 * 3}},
+               s32, 2});
+  z.push_back({"nasnet_large", 88753150, 196668, {16, 1000},
+               {{"conv2d", 488}, {"concat", 26}, {"zeropad", 8}, {"crop", 4}, {"maxpool", 8},
+                {"avgpool", 8 + 8 + 18 * 3}},
+               {3, 43, 43}, 2});
+  // keras_segmentation's networks with 19 classes (counts worked out above, layer by layer).
+  z.push_back({"fcn32", fcn32_params(), 0, {8, kSegClasses, 416, 608},
+               {{"conv2d", 17}, {"maxpool", 5}, {"upsample", 1}, {"dropout", 2}}, s32, 1});
+  const SegCount psp = vgg_pspnet_count(), rpsp = resnet50_pspnet_count();
+  const Shape s192 = {3, 192, 192};
+  z.push_back({"pspnet", psp.trainable, psp.buffers, {8, kSegClasses, 96, 144},
+               {{"conv2d", 19}, {"batchnorm", 5}, {"avgpool", 4}, {"upsample", 5}, {"concat", 1}},
+               s192, 2, psp_overrides_6x6()});
+  z.push_back({"resnet50_pspnet", rpsp.trainable, rpsp.buffers, {8, kSegClasses, 96, 144},
+               {{"conv2d", 59}, {"batchnorm", 58}, {"add", 16}, {"avgpool", 4}, {"upsample", 5}},
+               s192, 2, psp_overrides_6x6()});
+  const SegCount ru = resnet50_unet_count(true), rs = resnet50_unet_count(false);
+  z.push_back({"resnet50_unet", ru.trainable, ru.buffers, {8, kSegClasses, 208, 304},
+               {{"conv2d", 48}, {"batchnorm", 47}, {"add", 13}, {"zeropad", 1}, {"upsample", 3},
+                {"concat", 3}},
+               s32, 2});
+  z.push_back({"resnet50_segnet", rs.trainable, rs.buffers, {8, kSegClasses, 208, 304},
+               {{"conv2d", 48}, {"batchnorm", 47}, {"add", 13}, {"upsample", 3}, {"relu", 40}}, s32, 2});
+  const SegCount mu = mobilenet_unet_count(true), ms = mobilenet_unet_count(false);
+  z.push_back({"mobilenet_unet", mu.trainable, mu.buffers, {32, kSegClasses, 112, 112},
+               {{"conv2d", 28}, {"batchnorm", 27}, {"relu6", 23}, {"upsample", 3}, {"concat", 3}},
+               s32, 2});
+  z.push_back({"mobilenet_segnet", ms.trainable, ms.buffers, {32, kSegClasses, 112, 112},
+               {{"conv2d", 28}, {"batchnorm", 27}, {"relu6", 23}, {"upsample", 3}}, s32, 2});
   // Checkmate's linear_model(16): 16 convs 64x3x3 without bias, dense 64 -> 1000.
   z.push_back({"linear16", conv_params(3, 64, 3, false) + 15 * conv_params(64, 64, 3, false) +
                                dense_params(64, 1000),
@@ -165,7 +346,7 @@ TEST_P(Zoo, FullSizeGraphsHaveReferenceParamsAndStructure) {
 TEST_P(Zoo, OneCpuTrainingStepAtSmallInputHasFiniteLoss) {
   const ZooCase& z = GetParam();
   const OpRegistry ops = make_builtin_registry();
-  ModelConfig cfg = load_model_config(config_path(z.name));
+  ModelConfig cfg = load_model_config(config_path(z.name), z.small_overrides);
   BuildOptions bo;
   bo.batch = z.small_batch;
   bo.input = z.small_input;

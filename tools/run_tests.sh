@@ -30,8 +30,9 @@ stages=${REMAT_TEST_STAGES:-normal sanitize fuzz}
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
 
 if has_stage normal; then
-  # The PyTorch comparison benchmark's CPU test needs PyTorch and PyYAML (Debian's packages).
-  REMAT_EXTRA_PACKAGES="python3-torch python3-yaml" bash tools/scripts/setup.sh
+  # The PyTorch comparison benchmark's CPU test needs PyTorch and PyYAML, the zoo's cross-check
+  # torchvision (Debian's packages).
+  REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-yaml" bash tools/scripts/setup.sh
   build=${REMAT_BUILD_DIR:-build}
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
 fi

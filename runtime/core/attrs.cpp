@@ -162,6 +162,34 @@ std::vector<int64_t> AttrReader::get_ints(const std::string& k, size_t n, std::v
   return out;
 }
 
+std::vector<int64_t> AttrReader::get_int_list(const std::string& k,
+                                              const std::vector<size_t>& sizes,
+                                              std::vector<int64_t> def, int64_t min_v,
+                                              int64_t max_v) {
+  const AttrValue* v = find(k);
+  if (!v) return def;
+  std::string lengths;
+  for (size_t n : sizes) lengths += (lengths.empty() ? "" : " or ") + std::to_string(n);
+  std::vector<int64_t> out;
+  if (auto i = std::get_if<int64_t>(v)) out.assign(1, *i);
+  else if (auto l = std::get_if<std::vector<int64_t>>(v)) out = *l;
+  else fail(k, "expected an integer or a list of " + lengths + " integers, got " +
+                   attr_value_str(*v));
+  if (out.size() != 1 && std::find(sizes.begin(), sizes.end(), out.size()) == sizes.end())
+    fail(k, "expected an integer or a list of " + lengths + " integers, got " +
+                std::to_string(out.size()) + " values");
+  for (int64_t x : out)
+    if (x < min_v || x > max_v)
+      fail(k, "value " + std::to_string(x) + " out of range [" + std::to_string(min_v) + ", " +
+                  std::to_string(max_v) + "]");
+  return out;
+}
+
+bool AttrReader::is_string(const std::string& k) const {
+  auto it = m_.values.find(k);
+  return it != m_.values.end() && std::holds_alternative<std::string>(it->second);
+}
+
 void AttrReader::finish(const std::string& op_name) {
   for (const auto& kv : m_.values) {
     if (read_.count(kv.first)) continue;

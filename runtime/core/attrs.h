@@ -48,6 +48,13 @@ class AttrReader {
   // An int or a list of `n` ints (an int x means [x, x, ...]); each in [min_v, max_v].
   std::vector<int64_t> get_ints(const std::string& k, size_t n, std::vector<int64_t> def,
                                 int64_t min_v, int64_t max_v);
+  // An int (returned as a list of one) or a list whose length is one of `sizes`; each value in
+  // [min_v, max_v]. The error names the accepted lengths.
+  std::vector<int64_t> get_int_list(const std::string& k, const std::vector<size_t>& sizes,
+                                    std::vector<int64_t> def, int64_t min_v, int64_t max_v);
+  // True when key k is present and holds a string (for attributes that take a word or numbers,
+  // like padding: same | [1, 1]).
+  bool is_string(const std::string& k) const;
 
   // Throws naming the first key that was never read (with the list of keys this op knows).
   void finish(const std::string& op_name);

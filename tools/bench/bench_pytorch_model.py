@@ -30,6 +30,8 @@ def flatten_layers(cfg, path):
     defined = set()
 
     def resolve(name, scopes, where):
+        if name == "previous" and "previous" not in scopes[0]:
+            raise ConfigError(f"{path}: layer '{where}': 'previous' outside a two-input block")
         for scope in scopes:
             if name in scope:
                 return scope[name]
@@ -37,19 +39,26 @@ def flatten_layers(cfg, path):
             return name
         raise ConfigError(f"{path}: layer '{where}': input '{name}' is not defined earlier")
 
-    def expand(layers, prefix, outer, block_input):
+    def expand(layers, prefix, outer, block_input, previous=None):
         local = {"input": block_input}
+        if previous is not None:  # a two-input block (models/config.h, Note [two-input blocks])
+            local["previous"] = previous
         prev = block_input
         for layer in layers:
             name = layer["name"]
             scopes = [local] + outer
             if "layers" in layer:
-                inp = prev
+                inp, carried = prev, None
                 if "inputs" in layer:
                     ins = layer["inputs"]
-                    inp = resolve(ins if isinstance(ins, str) else ins[0], scopes, name)
+                    ins = [ins] if isinstance(ins, str) else list(ins)
+                    inp = resolve(ins[0], scopes, name)
+                    if len(ins) == 2:
+                        carried = resolve(ins[1], scopes, name)
                 for i in range(int(layer.get("repeat", 1))):
-                    inp = expand(layer["layers"], f"{prefix}{name}.{i}.", scopes, inp)
+                    last = expand(layer["layers"], f"{prefix}{name}.{i}.", scopes, inp, carried)
+                    carried = inp if carried is not None else None
+                    inp = last
                 local[name] = inp
                 prev = inp
                 continue
@@ -67,6 +76,82 @@ def flatten_layers(cfg, path):
 
     expand(cfg["layers"], "", [], "input")
     return out
+
+
+def _sides(v):
+    """padding / cropping as written (n, [h, w] or [top, bottom, left, right]) -> 4 sides."""
+    if v is None:
+        return (0, 0, 0, 0)
+    if isinstance(v, int):
+        return (v, v, v, v)
+    if len(v) == 2:
+        return (v[0], v[0], v[1], v[1])
+    return tuple(v)
+
+
+def _resolve_padding(v, size, kernel, stride, dilation=(1, 1)):
+    """The (top, bottom, left, right) pads of `padding` for an input of `size` (H, W):
+    TensorFlow's 'same' puts the odd pixel at the bottom / right (ops/padding.h)."""
+    if v == "valid":
+        return (0, 0, 0, 0)
+    if v != "same":
+        return _sides(v)
+    out = []
+    for n, k, st, d in zip(size, kernel, stride, dilation):
+        o = (n + st - 1) // st
+        total = max((o - 1) * st + d * (k - 1) + 1 - n, 0)
+        out += [total // 2, total - total // 2]
+    return tuple(out)
+
+
+class Pad(nn.Module):
+    """Pads (top, bottom, left, right) with `value` (0, or -inf so that padding never wins a max)."""
+
+    def __init__(self, sides, value=0.0):
+        super().__init__()
+        self.sides, self.value = sides, value
+
+    def forward(self, x):
+        t, b, l, r = self.sides
+        return F.pad(x, (l, r, t, b), value=self.value) if any(self.sides) else x
+
+
+class Crop(nn.Module):
+    def __init__(self, sides):
+        super().__init__()
+        self.sides = sides
+
+    def forward(self, x):
+        t, b, l, r = self.sides
+        return x[:, :, t:x.shape[2] - b, l:x.shape[3] - r]
+
+
+class AvgPoolRealElements(nn.Module):
+    """Average pooling over zero-padded windows divided by each window's real elements
+    (count_include_pad: false) with any per-side pads."""
+
+    def __init__(self, kernel, stride, sides):
+        super().__init__()
+        self.kernel, self.stride, self.pad = kernel, stride, Pad(sides)
+
+    def forward(self, x):
+        ones = torch.ones_like(x[:1, :1])
+        s = F.avg_pool2d(self.pad(x), self.kernel, self.stride)
+        n = F.avg_pool2d(self.pad(ones), self.kernel, self.stride)
+        return s / n
+
+
+class BatchNormNoScale(nn.BatchNorm2d):
+    """Batch norm with a shift but no learned scale (Keras's scale=False)."""
+
+    def __init__(self, c, eps, momentum):
+        super().__init__(c, eps=eps, momentum=momentum, affine=False)
+        self.bias = nn.Parameter(torch.zeros(c))
+
+    def forward(self, x):
+        train = self.training
+        return F.batch_norm(x, self.running_mean, self.running_var, None, self.bias, train,
+                            self.momentum, self.eps)
 
 
 class Act(nn.Module):
@@ -88,28 +173,46 @@ def make_layer(op, attrs, in_shapes, where):
     if op == "conv2d":
         k = _pair(attrs.get("kernel"), (1, 1))
         st = _pair(attrs.get("stride"), (1, 1))
-        p = _pair(attrs.get("padding"), (0, 0))
         d = _pair(attrs.get("dilation"), (1, 1))
+        t, b, l, r = _resolve_padding(attrs.get("padding"), s[1:], k, st, d)
         g = int(attrs.get("groups", 1))
-        conv = nn.Conv2d(s[0], int(attrs["filters"]), k, st, p, d, g, bias=bool(attrs.get("bias", True)))
-        ho = (s[1] + 2 * p[0] - d[0] * (k[0] - 1) - 1) // st[0] + 1
-        wo = (s[2] + 2 * p[1] - d[1] * (k[1] - 1) - 1) // st[1] + 1
-        return nn.Sequential(conv, Act(attrs.get("activation", "none"))), (conv.out_channels, ho, wo)
+        sym = t == b and l == r
+        conv = nn.Conv2d(s[0], int(attrs["filters"]), k, st, (t, l) if sym else 0, d, g,
+                         bias=bool(attrs.get("bias", True)))
+        ho = (s[1] + t + b - d[0] * (k[0] - 1) - 1) // st[0] + 1
+        wo = (s[2] + l + r - d[1] * (k[1] - 1) - 1) // st[1] + 1
+        mods = ([] if sym else [Pad((t, b, l, r))]) + [conv, Act(attrs.get("activation", "none"))]
+        return nn.Sequential(*mods), (conv.out_channels, ho, wo)
     if op == "dense":
         lin = nn.Linear(s[0], int(attrs["units"]), bias=bool(attrs.get("bias", True)))
         return nn.Sequential(lin, Act(attrs.get("activation", "none"))), (lin.out_features,)
     if op == "batchnorm":
-        return nn.BatchNorm2d(s[0], eps=float(attrs.get("eps", 1e-5)),
-                              momentum=float(attrs.get("momentum", 0.1))), s
+        eps, momentum = float(attrs.get("eps", 1e-5)), float(attrs.get("momentum", 0.1))
+        if not attrs.get("scale", True):
+            return BatchNormNoScale(s[0], eps, momentum), s
+        return nn.BatchNorm2d(s[0], eps=eps, momentum=momentum), s
     if op in ("relu", "relu6"):
         return Act(op), s
     if op in ("maxpool", "avgpool"):
         k = _pair(attrs.get("kernel"), (1, 1))
         st = _pair(attrs.get("stride"), k)
-        p = _pair(attrs.get("padding"), (0, 0))
-        mod = (nn.MaxPool2d(k, st, p) if op == "maxpool"
-               else nn.AvgPool2d(k, st, p, count_include_pad=False))
-        return mod, (s[0], (s[1] + 2 * p[0] - k[0]) // st[0] + 1, (s[2] + 2 * p[1] - k[1]) // st[1] + 1)
+        t, b, l, r = sides = _resolve_padding(attrs.get("padding"), s[1:], k, st)
+        out = (s[0], (s[1] + t + b - k[0]) // st[0] + 1, (s[2] + l + r - k[1]) // st[1] + 1)
+        count_pad = bool(attrs.get("count_include_pad", True))
+        if op == "maxpool":
+            mod = (nn.MaxPool2d(k, st, (t, l)) if t == b and l == r
+                   else nn.Sequential(Pad(sides, float("-inf")), nn.MaxPool2d(k, st)))
+        elif not count_pad and any(sides):
+            mod = AvgPoolRealElements(k, st, sides)
+        else:  # the padding counts (or there is none): zeros in every window
+            mod = nn.Sequential(Pad(sides), nn.AvgPool2d(k, st))
+        return mod, out
+    if op == "zeropad":
+        t, b, l, r = sides = _sides(attrs["padding"])
+        return Pad(sides), (s[0], s[1] + t + b, s[2] + l + r)
+    if op == "crop":
+        t, b, l, r = sides = _sides(attrs["cropping"])
+        return Crop(sides), (s[0], s[1] - t - b, s[2] - l - r)
     if op == "global_avgpool":
         return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()), (s[0],)
     if op == "flatten":
@@ -117,8 +220,11 @@ def make_layer(op, attrs, in_shapes, where):
     if op == "dropout":
         return nn.Dropout(float(attrs.get("rate", 0.5))), s
     if op == "upsample":
-        f = int(attrs.get("factor", 2))
-        return nn.Upsample(scale_factor=f, mode="nearest"), (s[0], s[1] * f, s[2] * f)
+        f = _pair(attrs.get("factor"), (2, 2))
+        mode = attrs.get("mode", "nearest")
+        up = (nn.Upsample(scale_factor=f, mode="bilinear", align_corners=False) if mode == "bilinear"
+              else nn.Upsample(scale_factor=f, mode="nearest"))
+        return up, (s[0], s[1] * f[0], s[2] * f[1])
     if op == "add":
         return None, s
     if op == "concat":
@@ -208,8 +314,8 @@ def remat_state(model):
             if key not in seg.mods:
                 continue
             mod = seg.mods[key]
-            if isinstance(mod, nn.Sequential) and len(mod) and isinstance(mod[0], (nn.Conv2d, nn.Linear)):
-                mod = mod[0]  # (conv or linear, activation)
+            if isinstance(mod, nn.Sequential):  # ((pad,) conv or linear, activation)
+                mod = next((m for m in mod if isinstance(m, (nn.Conv2d, nn.Linear))), mod)
             for name, t in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):
                 if name != "num_batches_tracked":
                     out[f"{full}.{name}"] = t
