@@ -37,7 +37,18 @@ std::vector<Bf16ZooCase> zoo() {
           {"unet", 2, s32, 0},               {"segnet", 2, s32, 0},
           {"fcn8", 1, s32, 0},               {"linear16", 2, {3, 36, 36}, 0},
           {"gpt2_tiny", 2, {}, 16},          {"gpt2", 1, {}, 8},
-          {"gpt2_medium", 1, {}, 8}};
+          {"gpt2_medium", 1, {}, 8},
+          // The Checkmate artifact's networks (issue 22) at test_zoo's small inputs; the PSPNets
+          // need their pyramid's pools resized for a small input and are left to test_zoo.
+          {"densenet121", 2, s32, 0},        {"densenet169", 2, s32, 0},
+          {"densenet201", 2, s32, 0},        {"resnet101", 2, s32, 0},
+          {"resnet152", 2, s32, 0},          {"resnet50_v2", 2, s32, 0},
+          {"resnet101_v2", 2, s32, 0},       {"resnet152_v2", 2, s32, 0},
+          {"mobilenet_v2", 2, s32, 0},       {"inception_v3", 2, {3, 75, 75}, 0},
+          {"xception", 2, {3, 71, 71}, 0},   {"nasnet_mobile", 2, s32, 0},
+          {"nasnet_large", 2, {3, 43, 43}, 0}, {"fcn32", 1, s32, 0},
+          {"resnet50_unet", 2, s32, 0},      {"resnet50_segnet", 2, s32, 0},
+          {"mobilenet_unet", 2, s32, 0},     {"mobilenet_segnet", 2, s32, 0}};
 }
 
 class Bf16Zoo : public ::testing::TestWithParam<Bf16ZooCase> {};
@@ -80,7 +91,9 @@ float one_step(Built& b, const OpRegistry& ops, Backend& be, const ExecutionPlan
   data->next_batch(0, x.data(), y.data());
   const StepResult r = ex.run_step(plan, x.data(), y.data(), 0);
   EXPECT_EQ(r.peak_bytes, plan.predicted_peak) << plan.strategy;
-  if (eo.memory != MemoryMode::Direct) EXPECT_LE(r.reserved_peak_bytes, eo.budget);
+  if (eo.memory != MemoryMode::Direct) {
+    EXPECT_LE(r.reserved_peak_bytes, eo.budget);
+  }
   return r.loss;
 }
 
