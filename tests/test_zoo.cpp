@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/source_dir.h"
+#include "tests/zoo_overrides.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
@@ -166,18 +167,6 @@ struct ZooCase {
   std::vector<std::string> small_overrides = {};  // config overrides for the CPU step
 };
 
-// PSPNet's pyramid at a 192x192 input (f5 6x6): Keras's pool kernels and upsampling factors for
-// that size (the configs hold those of 384x576, Keras computes them from f5's size).
-std::vector<std::string> psp_overrides_6x6() {
-  std::vector<std::string> o;
-  for (int bins : {1, 2, 3, 6}) {
-    const std::string k = std::to_string(6 / bins);
-    o.push_back("layers.psp" + std::to_string(bins) + "_pool.kernel=[" + k + "," + k + "]");
-    o.push_back("layers.psp" + std::to_string(bins) + "_up.factor=[" + k + "," + k + "]");
-  }
-  return o;
-}
-
 std::vector<ZooCase> zoo_cases() {
   std::vector<ZooCase> z;
   // Keras: VGG16 138,357,544; VGG19 143,667,240 (no batch-norm).
@@ -270,10 +259,10 @@ std::vector<ZooCase> zoo_cases() {
   const Shape s192 = {3, 192, 192};
   z.push_back({"pspnet", psp.trainable, psp.buffers, {8, kSegClasses, 96, 144},
                {{"conv2d", 19}, {"batchnorm", 5}, {"avgpool", 4}, {"upsample", 5}, {"concat", 1}},
-               s192, 2, psp_overrides_6x6()});
+               s192, 2, test::psp_overrides_6x6()});
   z.push_back({"resnet50_pspnet", rpsp.trainable, rpsp.buffers, {8, kSegClasses, 96, 144},
                {{"conv2d", 59}, {"batchnorm", 58}, {"add", 16}, {"avgpool", 4}, {"upsample", 5}},
-               s192, 2, psp_overrides_6x6()});
+               s192, 2, test::psp_overrides_6x6()});
   const SegCount ru = resnet50_unet_count(true), rs = resnet50_unet_count(false);
   z.push_back({"resnet50_unet", ru.trainable, ru.buffers, {8, kSegClasses, 208, 304},
                {{"conv2d", 48}, {"batchnorm", 47}, {"add", 13}, {"zeropad", 1}, {"upsample", 3},

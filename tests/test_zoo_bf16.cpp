@@ -18,6 +18,7 @@
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 #include "tests/source_dir.h"
+#include "tests/zoo_overrides.h"
 
 namespace remat {
 namespace {
@@ -27,6 +28,7 @@ struct Bf16ZooCase {
   int64_t batch;
   Shape input;       // image models
   int64_t sequence;  // token models (0: an image model)
+  std::vector<std::string> overrides = {};  // config overrides for the small input
 };
 
 std::vector<Bf16ZooCase> zoo() {
@@ -38,8 +40,7 @@ std::vector<Bf16ZooCase> zoo() {
           {"fcn8", 1, s32, 0},               {"linear16", 2, {3, 36, 36}, 0},
           {"gpt2_tiny", 2, {}, 16},          {"gpt2", 1, {}, 8},
           {"gpt2_medium", 1, {}, 8},
-          // The Checkmate artifact's networks (issue 22) at test_zoo's small inputs; the PSPNets
-          // need their pyramid's pools resized for a small input and are left to test_zoo.
+          // The Checkmate artifact's networks (issue 22) at test_zoo's small inputs.
           {"densenet121", 2, s32, 0},        {"densenet169", 2, s32, 0},
           {"densenet201", 2, s32, 0},        {"resnet101", 2, s32, 0},
           {"resnet152", 2, s32, 0},          {"resnet50_v2", 2, s32, 0},
@@ -48,7 +49,11 @@ std::vector<Bf16ZooCase> zoo() {
           {"xception", 2, {3, 71, 71}, 0},   {"nasnet_mobile", 2, s32, 0},
           {"nasnet_large", 2, {3, 43, 43}, 0}, {"fcn32", 1, s32, 0},
           {"resnet50_unet", 2, s32, 0},      {"resnet50_segnet", 2, s32, 0},
-          {"mobilenet_unet", 2, s32, 0},     {"mobilenet_segnet", 2, s32, 0}};
+          {"mobilenet_unet", 2, s32, 0},     {"mobilenet_segnet", 2, s32, 0},
+          // PSPNet's head at a 192x192 input; the VGG-encoder PSPNet (whose ops all run here and
+          // in vgg16) is left out: no strategy found a schedule below keep-everything in 5 s
+          // at this small input, which the budgeted half of the test needs.
+          {"resnet50_pspnet", 2, {3, 192, 192}, 0, test::psp_overrides_6x6()}};
 }
 
 class Bf16Zoo : public ::testing::TestWithParam<Bf16ZooCase> {};
@@ -60,7 +65,7 @@ struct Built {
 
 Built build(const Bf16ZooCase& z, const OpRegistry& ops, DType precision) {
   Built b;
-  b.cfg = load_model_config(test_source_dir() + "/configs/" + z.name + ".yaml");
+  b.cfg = load_model_config(test_source_dir() + "/configs/" + z.name + ".yaml", z.overrides);
   BuildOptions bo;
   bo.batch = z.batch;
   if (z.sequence > 0) bo.sequence = z.sequence;
@@ -120,7 +125,8 @@ TEST_P(Bf16Zoo, TrainsAStepWithThePlannedPeak) {
   EXPECT_GT(loss, 0.0f);
 
   // Under the tightest of 30, 50, 70 and 90 % of the way from the minimum to keeping everything
-  // that chen-greedy (or lp) fits; the full-size GPT-2s are left to gpt2_tiny (same ops).
+  // that chen-greedy (or lp, or checkmate) fits; the full-size GPT-2s are left to gpt2_tiny
+  // (same ops).
   if (z.name == "gpt2" || z.name == "gpt2_medium") return;
   GraphProblem gp = problem_from_graph(b16.g, flops_costs(b16.g, ops, ws));
   const int64_t lo = problem_min_budget(gp.problem), hi = keep.predicted_peak;
@@ -130,8 +136,10 @@ TEST_P(Bf16Zoo, TrainsAStepWithThePlannedPeak) {
   int64_t budget = 0;
   for (int pct : {30, 50, 70, 90}) {
     budget = lo + (hi - lo) * pct / 100;
-    r = solve(gp.problem, "chen-greedy", budget, so);
-    if (!r.feasible) r = solve(gp.problem, "lp", budget, so);
+    for (const char* strategy : {"chen-greedy", "lp", "checkmate"}) {
+      r = solve(gp.problem, strategy, budget, so);
+      if (r.feasible) break;
+    }
     if (r.feasible) break;
   }
   ASSERT_TRUE(r.feasible) << z.name << " up to " << budget;
