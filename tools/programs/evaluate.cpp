@@ -94,12 +94,8 @@ int evaluate_main(int argc, char** argv) {
   if (f.has("batches")) eo.batches = f.get_int("batches", 1, int64_t{1} << 40);
   Evaluator ev(cfg, bo, ops, *be, eo, /*constant_bytes=*/-1);
   const Graph& g = ev.graph();
-  const CheckpointData ck = checkpoint_read(g, f.get("checkpoint"));
   be->end_setup();
-  Executor& ex = ev.executor(nullptr);
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].kind == ValueKind::Param || g.values[v].kind == ValueKind::Buffer)
-      ex.write(static_cast<ValueId>(v), ck.values[v]);
+  const CheckpointInfo ck = checkpoint_load(ev.executor(nullptr), f.get("checkpoint"));
   std::printf("evaluate: %s after step %lld, batch %lld, %s, %s\n", g.name.c_str(),
               static_cast<long long>(ck.step), static_cast<long long>(g.batch),
               be->name().c_str(), on_cpu && precision != "bf16" ? "fp32" : precision.c_str());
