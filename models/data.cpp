@@ -3,7 +3,9 @@
 // images/image_source.cpp.
 #include "models/data.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "models/images/image_source.h"
 #include "runtime/core/check.h"
@@ -83,6 +85,10 @@ std::unique_ptr<DataSource> make_image_data(const ModelConfig& cfg, const DataCo
 }
 
 }  // namespace
+
+int default_loader_threads() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+}
 
 std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const TensorDesc& input,
                                              const TensorDesc& labels,

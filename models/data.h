@@ -39,6 +39,8 @@ struct LoaderOptions {
   bool skip_bad_samples = false;
   bool evaluation = false;
 };
+// --data-threads' default: the cores the training loop leaves (one process per machine), >= 1.
+int default_loader_threads();
 
 // Data parallel: which part of the global batch this rank's batch is. Sample i of a rank's
 // batch at step s is sample first + i of the global batch of step s, so N ranks together see

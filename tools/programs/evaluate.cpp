@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -89,7 +88,7 @@ int evaluate_main(int argc, char** argv) {
   eo.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
   eo.loader.threads = f.has("data-threads")
                           ? static_cast<int>(f.get_int("data-threads", 1, 1024))
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+                          : default_loader_threads();
   eo.loader.skip_bad_samples = f.has("skip-bad-samples");
   if (f.has("batches")) eo.batches = f.get_int("batches", 1, int64_t{1} << 40);
   Evaluator ev(cfg, bo, ops, *be, eo, /*constant_bytes=*/-1);

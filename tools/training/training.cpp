@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -235,10 +234,8 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   const TensorDesc& label_desc = g.value(g.label).desc;
   TensorDesc step_in = in_desc, step_labels = label_desc;  // the K micro-batches, one after another
   step_in.shape[0] = step_labels.shape[0] = step_batch;
-  LoaderOptions loader;  // decode threads: the cores the loop leaves (one process per machine)
-  loader.threads = opt.data_threads > 0
-                       ? opt.data_threads
-                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+  LoaderOptions loader;
+  loader.threads = opt.data_threads > 0 ? opt.data_threads : default_loader_threads();
   loader.skip_bad_samples = opt.skip_bad_samples;
   // The batches the step reads, in host memory the device reads without staging (pinned on the
   // GPU): the upload is asynchronous, and the step's final synchronize ends it before the next
