@@ -12,20 +12,30 @@ tf32, then bf16) it prints one table:
     segments), found by doubling and bisection with PyTorch's allocator capped;
   - the achieved FLOP/s (3 x the forward convolution and dense FLOPs per step) and its fraction
     of the device's peak for the precision.
+GPT-2 configs (a `vocab` / `sequence`, e.g. configs/gpt2.yaml) run the same table in tokens/s
+(samples/s x sequence; a sample is one sequence, the max batch counts sequences) against a
+nanoGPT-style PyTorch GPT-2 built from the YAML (bench_pytorch_gpt2.py: fused
+scaled_dot_product_attention on PyTorch 2, AdamW with the YAML's decay rule and clip_norm,
+random token ids and targets); checkpoint_sequential cuts between its blocks, the embeddings
+running outside. Its FLOPs: 3 x the forward matmuls, attention's T x T products and the lm head.
 bf16: remat `train --precision bf16` (activations in bfloat16, Note [bf16 autocast]) against
 PyTorch's torch.autocast(dtype=torch.bfloat16) around the forward pass and the loss, with the
-model and batch in channels_last on the GPU (cuDNN's fastest layout for bf16 convolutions).
+model and batch in channels_last on the GPU (cuDNN's fastest layout for bf16 convolutions; not
+for GPT-2). Each table's header and the JSON record PyTorch's settings (version, cudnn.benchmark,
+TF32 flags, channels_last, the SDPA backends enabled, the attention used).
 Peaks: remat's measured peak (the exact bytes its plan holds: weights, gradients, optimizer
 state, batch, activations, workspace); PyTorch's torch.cuda.max_memory_allocated (the same
 things through its caching allocator). On the CPU PyTorch has no peak counter or cap, so those
 cells are '-' (the CPU run is for testing the script: use a small --input).
 Usage: tools/bench/bench_pytorch.py [--device cuda] [--config configs/vgg19.yaml ...] [--json FILE]
+       tools/bench/bench_pytorch.py --config configs/gpt2.yaml --precision bf16 [--json FILE]
 Exit 0 when every measurement ran, 1 when one failed (its cell says so), 2 for usage errors.
 """
 import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -69,6 +79,7 @@ class Bench:
         self.a = args
         self.failures = []
         self.tmp = tempfile.mkdtemp(prefix="remat-bench-")
+        self.gpt2 = False  # the model at hand is a GPT-2 (tokens/s, bench_pytorch_gpt2.py)
 
     # ---- remat -------------------------------------------------------------------------------
     def tool(self, name):
@@ -81,7 +92,7 @@ class Bench:
         cmd = [self.tool("train"), "--config", config, "--device", self.a.device,
                "--batch", str(batch), "--steps", str(steps + 1),
                "--log-every", str(steps + 1), "--summary", summary]
-        if self.a.input:
+        if self.a.input and not self.gpt2:
             cmd += ["--input", self.a.input]
         if self.a.device == "cuda" or self.prec == "bf16":
             cmd += ["--precision", self.prec]
@@ -96,12 +107,17 @@ class Bench:
             last = (r.stderr.strip() or r.stdout.strip()).splitlines()
             return {"error": last[-1] if last else f"exit {r.returncode}"}
         with open(summary) as f:
-            return json.load(f)
+            out = json.load(f)
+        # "model gpt2: 5 layers, 29 parameter tensors (124439808 weights), ..."
+        m = re.search(r"parameter tensors \((\d+) weights\)", r.stdout)
+        if m:
+            out["parameters"] = int(m.group(1))
+        return out
 
     def remat_maxbatch(self, config):
         cmd = [self.tool("maxbatch"), "--config", config, "--budget", str(self.a.cap),
                "--strategies", self.a.strategies, "--json", "--time-limit", str(self.a.time_limit)]
-        if self.a.input:
+        if self.a.input and not self.gpt2:
             cmd += ["--input", self.a.input]
         if self.prec == "bf16":
             cmd += ["--precision", "bf16"]
@@ -139,6 +155,25 @@ class Bench:
             self.torch.backends.cudnn.allow_tf32 = prec != "fp32"
             self.torch.backends.cuda.matmul.allow_tf32 = prec == "tf32-all"
 
+    def torch_settings(self):
+        """PyTorch's configuration for the current precision (the JSON's `pytorch`, the header)."""
+        torch = self.torch
+        cuda = self.a.device == "cuda"
+        out = {"version": torch.__version__,
+               "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if cuda else None,
+               "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32) if cuda else None,
+               "matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
+               "autocast": "bfloat16" if self.prec == "bf16" else None,
+               "channels_last": bool(cuda and self.prec == "bf16" and not self.gpt2)}
+        if self.gpt2:
+            from bench_pytorch_gpt2 import HAS_SDPA
+            b = torch.backends.cuda
+            out["attention"] = ("scaled_dot_product_attention(is_causal=True)" if HAS_SDPA
+                                else "explicit masked softmax (no scaled_dot_product_attention)")
+            for name in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
+                out[name] = bool(getattr(b, name)()) if HAS_SDPA and hasattr(b, name) else None
+        return out
+
     def autocast(self):
         """PyTorch's mixed precision for bf16 (a no-op context otherwise)."""
         import contextlib
@@ -147,12 +182,28 @@ class Bench:
         return self.torch.autocast(device_type=self.a.device, dtype=self.torch.bfloat16)
 
     def torch_model(self, cfg, path):
-        from bench_pytorch_model import build_segments
         torch = self.torch
         torch.manual_seed(int(cfg.get("seed", 0)))
-        model = build_segments(cfg, path).to(self.a.device)
+        if self.gpt2:
+            from bench_pytorch_gpt2 import build_gpt2
+            model = build_gpt2(cfg, path).to(self.a.device)
+        else:
+            from bench_pytorch_model import build_segments
+            model = build_segments(cfg, path).to(self.a.device)
         o = cfg.get("optimizer", {"op": "sgd", "lr": 0.01})
-        if o.get("op", "sgd") == "adam":
+        if o.get("op", "sgd") == "adamw":  # remat's decay rule (ops/adam.cpp)
+            from bench_pytorch_gpt2 import optimizer_groups
+            wd, all_ = o.get("weight_decay", 0.01), o.get("decay") == "all"
+            groups = ([{"params": p, "weight_decay": wd if d else 0.0}
+                       for p, d in optimizer_groups(model, o.get("decay", "weights"))]
+                      if self.gpt2 else  # conv and dense weights: the parameters of 2+ dims
+                      [{"params": [p for p in model.parameters() if p.dim() >= 2 or all_], "weight_decay": wd},
+                       {"params": [p for p in model.parameters() if p.dim() < 2 and not all_],
+                        "weight_decay": 0.0}])
+            opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=o.get("lr", 1e-3),
+                                    betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
+                                    eps=o.get("eps", 1e-8))
+        elif o.get("op", "sgd") == "adam":
             opt = torch.optim.Adam(model.parameters(), lr=o.get("lr", 1e-3),
                                    betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)),
                                    eps=o.get("eps", 1e-8), weight_decay=o.get("weight_decay", 0))
@@ -174,24 +225,43 @@ class Bench:
         steps = self.a.steps if steps is None else steps
         dev = self.a.device
         model, opt = self.torch_model(cfg, path)
-        shape = [batch] + [int(x) for x in cfg["input"]]
-        x = torch.randn(shape, device=dev)
-        if self.prec == "bf16" and dev == "cuda" and len(shape) == 4:
-            model = model.to(memory_format=torch.channels_last)
-            x = x.contiguous(memory_format=torch.channels_last)
-        y = torch.randint(0, int(cfg["classes"]), (batch,), device=dev)
-        if segments > 0 and not ckpt_kwargs:
-            x.requires_grad_(True)  # reentrant checkpointing drops parameter gradients otherwise
+        clip = cfg.get("optimizer", {}).get("clip_norm")
+        if self.gpt2:  # random token ids and next-token targets, [batch, T]
+            from bench_pytorch_gpt2 import gpt2_hparams
+            hp = gpt2_hparams(cfg, path)
+            x = torch.randint(0, hp["vocab"], (batch, hp["T"]), device=dev)
+            y = torch.randint(0, hp["vocab"], (batch, hp["T"]), device=dev)
+        else:
+            shape = [batch] + [int(x) for x in cfg["input"]]
+            x = torch.randn(shape, device=dev)
+            if self.prec == "bf16" and dev == "cuda" and len(shape) == 4:
+                model = model.to(memory_format=torch.channels_last)
+                x = x.contiguous(memory_format=torch.channels_last)
+            y = torch.randint(0, int(cfg["classes"]), (batch,), device=dev)
+            if segments > 0 and not ckpt_kwargs:
+                x.requires_grad_(True)  # reentrant checkpointing drops parameter gradients otherwise
         try:
+            def forward():
+                if not self.gpt2:
+                    if segments > 0:
+                        return checkpoint_sequential(model, segments, x, **ckpt_kwargs)
+                    return model(x)
+                # The embeddings run outside the checkpoints (token ids carry no gradient, which
+                # reentrant checkpointing needs); the blocks and head are the segments.
+                h = model[0](x)
+                if segments > 0:
+                    return checkpoint_sequential(model[1:], segments, h, **ckpt_kwargs)
+                return model[1:](h)
+
             def step():
                 opt.zero_grad(set_to_none=True)
                 with self.autocast():
-                    if segments > 0:
-                        out = checkpoint_sequential(model, segments, x, **ckpt_kwargs)
-                    else:
-                        out = model(x)
-                    loss = torch.nn.functional.cross_entropy(out, y)
+                    out = forward()
+                    loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                             y.reshape(-1))
                 loss.backward()
+                if clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip))
                 opt.step()
                 return loss
             for _ in range(self.a.warmup):
@@ -240,12 +310,21 @@ class Bench:
         import yaml
         with open(config) as f:
             cfg = yaml.safe_load(f)
+        from bench_pytorch_gpt2 import is_gpt2
+        self.gpt2 = is_gpt2(cfg)
         batch = self.a.batch or int(cfg["batch"])
-        if self.a.input:  # the same override remat's tools get
+        if self.a.input and not self.gpt2:  # the same override remat's tools get
             cfg["input"] = [int(x) for x in self.a.input.split("x")]
         res = {"model": cfg["name"], "config": config, "batch": batch, "precision": self.prec,
-               "rows": []}
-        nseg = len(self.torch_model(cfg, config)[0])
+               "pytorch": self.torch_settings(), "rows": []}
+        model = self.torch_model(cfg, config)[0]
+        # checkpoint_sequential's stages (GPT-2: the blocks and the head; the embeddings run outside)
+        nseg = len(model) - (1 if self.gpt2 else 0)
+        if self.gpt2:
+            from bench_pytorch_gpt2 import gpt2_hparams, parameter_count
+            res["sequence"] = gpt2_hparams(cfg, config)["T"]
+            res["pytorch_parameters"] = parameter_count(model)
+        del model
 
         keep = self.remat_train(config, batch)
         tk = self.torch_run(cfg, config, batch)
@@ -261,7 +340,8 @@ class Bench:
             res["rows"].append((label, f"remat {self.a.strategy}", r))
             res["rows"].append((label, "pytorch checkpoint_sequential",
                                 self.torch_best_checkpoint(cfg, config, batch, budget, nseg)))
-        flops = 3 * __import__("bench_pytorch_model").forward_flops(cfg, config, batch)
+        counter = __import__("bench_pytorch_gpt2" if self.gpt2 else "bench_pytorch_model")
+        flops = 3 * counter.forward_flops(cfg, config, batch)
         res["flops_per_step"] = flops
         if self.a.cap and self.a.maxbatch:
             mb = self.remat_maxbatch(config)
@@ -279,6 +359,11 @@ class Bench:
                 k = max(1, round(math.sqrt(nseg)))
                 res["max_batch"][f"pytorch checkpoint_sequential({k})"] = \
                     self.torch_max_batch(cfg, config, k)
+        if self.gpt2:
+            for _, _, r in res["rows"]:
+                if r and "samples_per_second" in r:
+                    r["tokens_per_second"] = r["samples_per_second"] * res["sequence"]
+            res["remat_parameters"] = keep.get("parameters")
         return res
 
     def torch_best_checkpoint(self, cfg, path, batch, budget, nseg):
@@ -311,14 +396,20 @@ class Bench:
         name = self.device_name()
         for frag, fp32, tf32, bf16 in PEAK_FLOPS:
             if frag in name:
-                return {"fp32": fp32, "bf16": bf16}.get(self.prec, tf32)
+                no_tf32 = self.prec == "fp32" or (self.prec == "tf32" and self.gpt2)
+                return fp32 if no_tf32 else bf16 if self.prec == "bf16" else tf32
         return None
 
     def print_table(self, res):
         peak = self.peak_flops()
         shown = self.prec if self.a.device == "cuda" or self.prec == "bf16" else "fp32"
-        print(f"\n{res['model']}  batch {res['batch']}  on {self.device_name()}  precision {shown}")
-        print(f"{'memory':<18} {'system':<34} {'img/s':>9} {'peak':>10} {'TFLOP/s':>8} "
+        seq = res.get("sequence")
+        what = f"batch {res['batch']}" + (f" x {seq} tokens" if seq else "")
+        print(f"\n{res['model']}  {what}  on {self.device_name()}  precision {shown}")
+        pt = res["pytorch"]
+        print("pytorch " + ", ".join(f"{k} {'-' if v is None else v}" for k, v in pt.items()))
+        unit = "tok/s" if seq else "img/s"
+        print(f"{'memory':<18} {'system':<34} {unit:>9} {'peak':>10} {'TFLOP/s':>8} "
               f"{'of peak':>7}  note")
         base = {}
         for label, system, r in res["rows"]:
@@ -332,6 +423,7 @@ class Bench:
                 continue
             ips = r["samples_per_second"]
             tf = res["flops_per_step"] * ips / res["batch"] / 1e12
+            rate = ips * seq if seq else ips
             note = []
             if "segments" in r:
                 system = f"{system}({r['segments']})"
@@ -343,7 +435,7 @@ class Bench:
             elif label in base and ips > 0:
                 note.append(f"remat {base[label] / ips:.2f}x")
             frac = f"{100 * tf * 1e12 / peak:.1f}%" if peak else "-"
-            print(f"{label:<18} {system:<34} {ips:9.1f} {fmt_bytes(r.get('measured_peak_bytes')):>10} "
+            print(f"{label:<18} {system:<34} {rate:9.1f} {fmt_bytes(r.get('measured_peak_bytes')):>10} "
                   f"{tf:8.2f} {frac:>7}  {'; '.join(note)}")
         if "max_batch" in res:
             mb = res["max_batch"]
