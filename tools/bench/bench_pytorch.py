@@ -480,6 +480,16 @@ def main():
         p.error(f"--precision: each of {', '.join(PRECISIONS)}, comma-separated")
     a.config = a.config or [os.path.join(root, "configs", "vgg19.yaml"),
                             os.path.join(root, "configs", "resnet50.yaml")]
+    import yaml
+    from bench_pytorch_gpt2 import is_gpt2
+    for config in a.config:
+        try:
+            with open(config) as f:
+                gpt2 = is_gpt2(yaml.safe_load(f))
+        except (OSError, yaml.YAMLError) as e:
+            p.error(f"--config {config}: {e}")
+        if gpt2 and a.input:
+            p.error(f"--input is for image models; {config} is a token model (its `sequence` sets T)")
     if not os.access(os.path.join(a.bin, "train"), os.X_OK):
         p.error(f"no remat train in {a.bin} (build first, or pass --bin)")
     b = Bench(a)
