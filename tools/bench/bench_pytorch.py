@@ -272,7 +272,7 @@ class Bench:
             t0 = time.perf_counter()
             for _ in range(steps):
                 loss = step()
-            float(loss)  # synchronizes
+            float(loss.detach())  # synchronizes
             seconds = time.perf_counter() - t0
             peak = torch.cuda.max_memory_allocated() if dev == "cuda" else None
             return {"samples_per_second": batch * steps / seconds, "measured_peak_bytes": peak}
