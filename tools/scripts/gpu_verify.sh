@@ -2,11 +2,14 @@
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [bench] [loader] (default: all four).
+# [gpt2] [bench] [loader] (default: all five, in that order; steps run in the order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
 #          measured costs (predicted against measured peak and step time);
+#   gpt2:  GPT-2 124M (T = 1024, batch 8) on the GPU: keep-everything in tf32 and bf16, and bf16
+#          under a 6 GB budget (checkmate, FLOPs costs; keep-everything needs 11.23 GB): tokens/s = samples/s x 1024 in
+#          each run's summary JSON;
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
@@ -14,13 +17,14 @@
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
 # Library paths come from the NVIDIA Python wheels when present (PyTorch's cuDNN and cuBLAS).
 # Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; the benchmark
-# REMAT_BENCH_TIMEOUT, default 1800); exit 1 if any failed.
+# REMAT_BENCH_TIMEOUT, default 1800; REMAT_BENCH_ARGS, extra arguments for it such as
+# "--no-maxbatch --fractions 0.5" for a short run); exit 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${REMAT_PORTABLE_DIR:-build-portable}
 out=${OUT:-gpu-logs}
 limit=${REMAT_STEP_TIMEOUT:-300}
-steps=${*:-tests train bench loader}
+steps=${*:-tests train gpt2 bench loader}
 mkdir -p "$out"
 : > "$out/summary.txt"
 out_abs=$(cd "$out" && pwd)  # data paths in configs are relative to the config's folder
@@ -56,7 +60,7 @@ for step in $steps; do
           --budget 12MB --strategy checkmate --trace "$out/small_trace.json"
       run profile_vgg19_b64 "$build/tools/profile" --config configs/vgg19.yaml --device cuda --batch 64 \
           -o "$out/vgg19_b64_costs.json"
-      run train_vgg19_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB \
+      run train_vgg19_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB --time-limit 20 \
           --steps 20 --cost-model "$out/vgg19_b64_costs.json" --batch 64 --trace "$out/vgg19_trace.json"
       # bf16 (issue 20): the small CNN, VGG19 at 15 GB with its own measured costs, gpt2_tiny.
       run train_small_bf16 "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 30 \
@@ -64,13 +68,22 @@ for step in $steps; do
       run profile_vgg19_b64_bf16 "$build/tools/profile" --config configs/vgg19.yaml --device cuda \
           --batch 64 --precision bf16 -o "$out/vgg19_b64_bf16_costs.json"
       run train_vgg19_bf16_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda \
-          --precision bf16 --budget 15GB --steps 20 --cost-model "$out/vgg19_b64_bf16_costs.json" \
+          --precision bf16 --budget 15GB --time-limit 20 --steps 20 --cost-model "$out/vgg19_b64_bf16_costs.json" \
           --batch 64
       run train_gpt2_tiny_bf16 "$build/tools/train" --config configs/gpt2_tiny.yaml --device cuda \
           --precision bf16 --steps 30 --log-every 10 ;;
+    gpt2)
+      for prec in tf32 bf16; do
+        run train_gpt2_$prec "$build/tools/train" --config configs/gpt2.yaml --device cuda \
+            --precision $prec --steps 11 --log-every 5 --summary "$out/gpt2_$prec.json"
+      done
+      run train_gpt2_bf16_6GB "$build/tools/train" --config configs/gpt2.yaml --device cuda \
+          --precision bf16 --budget 6GB --strategy checkmate --time-limit 30 --steps 11 \
+          --log-every 5 --summary "$out/gpt2_bf16_6GB.json" ;;
     bench)
+      # shellcheck disable=SC2086  # REMAT_BENCH_ARGS is a list of arguments
       limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch python3 tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" \
-          --json "$out/bench_pytorch.json" ;;
+          --json "$out/bench_pytorch.json" ${REMAT_BENCH_ARGS:-} ;;
     loader)
       run loader_bench "$build/tools/loader_bench" --config configs/resnet50.yaml --data "$out/imgs/train" \
           --make 2000 --threads 1,4,8,15 --batches 8 --step-ms 25,50 --json "$out/loader_bench.json"
@@ -80,7 +93,7 @@ for step in $steps; do
           classes=10 layers.predictions.units=10 "data={source: folder, path: $out_abs/imgs/train}" \
           "val={source: folder, path: $out_abs/imgs/val}" --steps 100 --eval-every 50 --log-every 10 \
           --summary "$out/resnet50_folder.json" ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train bench loader)" >&2; exit 2 ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
