@@ -77,16 +77,18 @@ __global__ void sumsq_partial_kernel(double* partial, const float* grad, int64_t
 }
 
 // One block of kGradClipBlocks threads: total += sum(partial) in a fixed tree; with `finish`,
-// also state[0] = norm and state[1] = scale.
+// also state[0] = norm and state[1] = scale, and the sums are cleared: the state then holds what
+// the CPU path leaves in it ([norm, scale, zeros]), so checkpoints and comparisons agree.
 __global__ void sumsq_accumulate_kernel(float* state, int blocks, bool first, bool finish,
                                         double max_norm) {
   __shared__ double scratch[32];
   double* sums = clip_sums(state);
   const double v = static_cast<int>(threadIdx.x) < blocks ? sums[1 + threadIdx.x] : 0.0;
-  const double total = block_sum(v, scratch);
+  const double total = block_sum(v, scratch);  // every thread has read its slot after this
+  if (finish) sums[1 + threadIdx.x] = 0.0;
   if (threadIdx.x != 0) return;
   const double acc = (first ? 0.0 : sums[0]) + total;
-  sums[0] = acc;
+  sums[0] = finish ? 0.0 : acc;
   if (!finish) return;
   const double norm = sqrt(acc);
   const double scale = fmin(1.0, max_norm / (norm + 1e-6));
