@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "runtime/core/bf16.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -35,6 +36,8 @@ class NodeBuffers {
   std::vector<void*> ptrs_;
 };
 
+constexpr int64_t kFillBlock = int64_t{1} << 20;  // random elements drawn per float input
+
 // Valid contents for input `v` of `node`: indices below the op's bound (OpDef::index_bound;
 // otherwise labels in [0, classes), classes = dim 1 of the first input), positive buffers
 // (running variances must be), other floats in [-1, 1].
@@ -59,11 +62,29 @@ void fill_input(Backend& be, const Graph& g, const Node& node, const OpDef& op, 
     be.copy_from_host(dst, host.data(), val.desc.bytes());
     return;
   }
+  // Floats: one block of random values (bf16-rounded for a BF16 value), uploaded once and
+  // repeated on the device by doubling copies. Drawing every element on the host took about a
+  // second per node of VGG19 at batch 64 on an H100 machine; the timings do not depend on
+  // the values beyond their range.
   const bool positive = val.kind == ValueKind::Buffer;
   std::uniform_real_distribution<float> d(positive ? 0.5f : -1.0f, positive ? 1.5f : 1.0f);
-  std::vector<float> host(static_cast<size_t>(n));
+  const int64_t block = std::min<int64_t>(n, kFillBlock);
+  std::vector<float> host(static_cast<size_t>(block));
   for (auto& x : host) x = d(rng);
-  be.copy_from_host(dst, host.data(), val.desc.bytes());
+  const int64_t elem = dtype_size(val.desc.dtype);
+  if (val.desc.dtype == DType::BF16) {
+    std::vector<uint16_t> narrow(host.size());
+    bf16_narrow(host.data(), narrow.data(), block);
+    be.copy_from_host(dst, narrow.data(), block * elem);
+  } else {
+    be.copy_from_host(dst, host.data(), block * elem);
+  }
+  auto* bytes = static_cast<char*>(dst);
+  for (int64_t filled = block; filled < n;) {
+    const int64_t more = std::min(filled, n - filled);
+    be.copy(bytes + filled * elem, bytes, more * elem);
+    filled += more;
+  }
 }
 
 double median_of(std::vector<double> v) {

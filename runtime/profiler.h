@@ -24,8 +24,9 @@ struct ProfileOptions {
 
 // Measures each non-Update node of `g` in graph order. Each node runs alone: its inputs
 // (persistent ones included) and output get their own raw_alloc'ed buffers, filled with
-// valid data (floats in [-1, 1]; Buffers such as running variances in [0.5, 1.5]; int labels
-// in [0, classes) with classes = dim 1 of the node's first input), plus its workspace; all
+// valid data (floats in [-1, 1], BF16 values rounded from them; Buffers such as running
+// variances in [0.5, 1.5]; a block of 2^20 random floats repeated over a larger tensor; int
+// labels in [0, classes) with classes = dim 1 of the node's first input), plus its workspace; all
 // are freed right after. The table has unit "ms", device be.name(), model g.name, batch
 // g.batch; bytes = output bytes for an Activation output, else 0. Errors name the node.
 CostTable profile_graph(const Graph& g, const OpRegistry& ops, Backend& be,
