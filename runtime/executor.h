@@ -64,7 +64,8 @@ struct ExecutorOptions {
   Communicator* host_comm = nullptr;
   // Note [finite check]: before the optimizer updates, the step's loss and every parameter
   // gradient must be finite; otherwise run_step locates the first node with a non-finite output
-  // and throws NonFiniteError. Costs one synchronisation and one read of the gradients a step;
+  // and throws NonFiniteError. Costs one read of the gradients a step (one flag for them all:
+  // two synchronisations on a GPU, whatever the number of tensors);
   // off, a NaN trains on silently. Data parallel: the averaged gradients (this rank's shards
   // when sharded) and this rank's loss are checked after the all-reduce, and the ranks agree
   // over host_comm, so either every rank stops at that step or none does.

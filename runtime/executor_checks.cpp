@@ -50,9 +50,14 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
                           layout_.shard_bytes(b) / 4, DType::F32))
         what = "a gradient in bucket " + std::to_string(b) + " is not finite";
   } else {
-    for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)
-      if (g_.values[v].kind == ValueKind::ParamGrad && !value_finite(static_cast<ValueId>(v)))
-        what = "the gradient '" + g_.values[v].name + "' is not finite";
+    std::vector<Backend::FloatSpan> grads;  // all at once; one by one only to name a bad one
+    for (size_t v = 0; v < g_.values.size(); ++v)
+      if (g_.values[v].kind == ValueKind::ParamGrad && dtype_is_float(g_.values[v].desc.dtype))
+        grads.push_back({ptr_[v], g_.values[v].desc.numel(), g_.values[v].desc.dtype});
+    if (!be_.all_finite(grads))
+      for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)
+        if (g_.values[v].kind == ValueKind::ParamGrad && !value_finite(static_cast<ValueId>(v)))
+          what = "the gradient '" + g_.values[v].name + "' is not finite";
   }
   if (opt_.host_comm) {  // data parallel: every rank stops, or none (Note [finite check])
     double bad = what.empty() ? 0 : 1;

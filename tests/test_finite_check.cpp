@@ -172,6 +172,54 @@ TEST(FiniteCheck, CpuBackendScansEveryElement) {
   }
 }
 
+// Several spans at once (the finite check's one call for every gradient): any bad element in
+// any span fails the whole; empty spans and an empty list pass.
+void expect_spans_checked(Backend& be, float* a, uint16_t* b, float* dev_a = nullptr,
+                          uint16_t* dev_b = nullptr) {
+  float* pa = dev_a ? dev_a : a;
+  uint16_t* pb = dev_b ? dev_b : b;
+  auto upload = [&] {
+    if (dev_a) be.copy_from_host(dev_a, a, 37 * 4);
+    if (dev_b) be.copy_from_host(dev_b, b, 5 * 2);
+  };
+  const std::vector<Backend::FloatSpan> spans{
+      {pa, 37, DType::F32}, {pb, 5, DType::BF16}, {pa, 0, DType::F32}};
+  upload();
+  EXPECT_TRUE(be.all_finite(spans));
+  EXPECT_TRUE(be.all_finite(std::vector<Backend::FloatSpan>{}));
+  a[20] = kNaN;
+  upload();
+  EXPECT_FALSE(be.all_finite(spans));
+  a[20] = 1.0f;
+  b[4] = bf16_from_float(-std::numeric_limits<float>::infinity());
+  upload();
+  EXPECT_FALSE(be.all_finite(spans));
+  b[4] = bf16_from_float(2.0f);
+  upload();
+  EXPECT_TRUE(be.all_finite(spans));  // a clean scan after a dirty one
+}
+
+TEST(FiniteCheck, CpuBackendScansSpans) {
+  auto be = make_cpu_backend();
+  std::vector<float> a(37, 1.0f);
+  std::vector<uint16_t> b(5, bf16_from_float(1.0f));
+  expect_spans_checked(*be, a.data(), b.data());
+}
+
+TEST(FiniteCheck, CudaBackendScansSpans) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  auto be = make_cuda_backend(0, &why);
+  ASSERT_TRUE(be) << why;
+  std::vector<float> a(37, 1.0f);
+  std::vector<uint16_t> b(5, bf16_from_float(1.0f));
+  auto* da = static_cast<float*>(be->raw_alloc(37 * 4));
+  auto* db = static_cast<uint16_t*>(be->raw_alloc(5 * 2));
+  expect_spans_checked(*be, a.data(), b.data(), da, db);
+  be->raw_free(da);
+  be->raw_free(db);
+}
+
 // bf16 values: NaN and +-inf have all eight exponent bits set, as in FP32; the largest finite
 // bf16 (0x7F7F) and a subnormal are finite.
 TEST(FiniteCheck, CpuBackendScansBf16) {

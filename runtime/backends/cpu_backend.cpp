@@ -82,6 +82,7 @@ class CpuBackend : public Backend {
   }
   void fill_zero(void* dst, int64_t bytes) override { std::memset(dst, 0, static_cast<size_t>(bytes)); }
   void synchronize() override {}
+  using Backend::all_finite;  // the span list: each span in turn
   bool all_finite(const void* p, int64_t count, DType dtype) override {
     // A float is NaN or +-inf exactly when its exponent bits are all ones: an integer test
     // the compiler vectorises, without a branch per element. bf16 keeps FP32's exponent in

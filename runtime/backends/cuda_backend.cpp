@@ -155,7 +155,11 @@ class CudaBackend : public Backend {
   // The flag lives in mapped pinned host memory: the kernel writes it over the bus, so the
   // check needs no device memory outside the budget's pool.
   bool all_finite(const void* p, int64_t count, DType dtype) override {
-    REMAT_CHECK(dtype_is_float(dtype), "all_finite of " << dtype_name(dtype) << " values");
+    return all_finite(std::vector<FloatSpan>{{p, count, dtype}});
+  }
+  bool all_finite(const std::vector<FloatSpan>& spans) override {
+    for (const FloatSpan& s : spans)
+      REMAT_CHECK(dtype_is_float(s.dtype), "all_finite of " << dtype_name(s.dtype) << " values");
     if (!finite_flag_) {
       REMAT_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&finite_flag_), sizeof(unsigned int),
                                      cudaHostAllocMapped));
@@ -164,11 +168,14 @@ class CudaBackend : public Backend {
     }
     synchronize();  // no earlier kernel may still write the flag
     *finite_flag_ = 0;
-    if (dtype == DType::BF16)
-      flag_nonfinite_bf16(static_cast<const uint16_t*>(p), count, finite_flag_device_,
-                          ctx_.stream);
-    else
-      flag_nonfinite(static_cast<const float*>(p), count, finite_flag_device_, ctx_.stream);
+    for (const FloatSpan& s : spans) {  // each kernel only ever sets the flag
+      if (s.dtype == DType::BF16)
+        flag_nonfinite_bf16(static_cast<const uint16_t*>(s.data), s.count, finite_flag_device_,
+                            ctx_.stream);
+      else
+        flag_nonfinite(static_cast<const float*>(s.data), s.count, finite_flag_device_,
+                       ctx_.stream);
+    }
     synchronize();
     return *const_cast<volatile unsigned int*>(finite_flag_) == 0;
   }
