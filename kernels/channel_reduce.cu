@@ -68,8 +68,13 @@ __global__ void bias_grad_final_kernel(float* dbias, const double* partial, int6
   }
 }
 
-// plane == 1 ([N, C], dense): a thread per column, rows summed in order like the CPU
-// (bit-identical to it), consecutive threads reading consecutive columns. No workspace.
+// plane == 1 ([N, C], dense). Up to kDirectRows rows: a thread per column, rows summed in
+// order in double like the CPU (bit-identical to it), consecutive threads reading consecutive
+// columns, no workspace. More rows: column_sum (layernorm.cu's fixed row slices), since a thread
+// per column over all rows starves the GPU (768 threads over GPT-2's 8,192 rows: milliseconds
+// per bias).
+constexpr int64_t kDirectRows = 64;
+
 template <typename T>
 __global__ void bias_grad_columns_kernel(float* dbias, const T* dout, int64_t n, int64_t c) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < c;
@@ -78,6 +83,14 @@ __global__ void bias_grad_columns_kernel(float* dbias, const T* dout, int64_t n,
     for (int64_t i = 0; i < n; ++i) s += ld(dout[i * c + j]);
     dbias[j] = static_cast<float>(s);
   }
+}
+
+void column_sum_of(float* out, const float* inp, int64_t n, int64_t c, void* ws, cudaStream_t s) {
+  column_sum(out, inp, n, c, ws, s);
+}
+void column_sum_of(float* out, const __nv_bfloat16* inp, int64_t n, int64_t c, void* ws,
+                   cudaStream_t s) {
+  column_sum(out, reinterpret_cast<const uint16_t*>(inp), n, c, ws, s);
 }
 
 // Four sums per (channel, slice): x, x^2, dy, dy * x.
@@ -132,13 +145,14 @@ void bias_grad_reduce_impl(float* dbias, const T* dout, int64_t n, int64_t c, in
     fill(dbias, 0.0f, c, stream);
     return;
   }
-  if (plane == 1) {
+  if (plane == 1 && n <= kDirectRows) {
     bias_grad_columns_kernel<T><<<grid_for(c, kThreads), kThreads, 0, stream>>>(dbias, dout, n,
                                                                                c);
     REMAT_CUDA_LAUNCH_CHECK();
     return;
   }
   REMAT_CHECK(workspace, "bias_grad_reduce: needs bias_grad_workspace_bytes of workspace");
+  if (plane == 1) return column_sum_of(dbias, dout, n, c, workspace, stream);
   const int64_t splits = splits_for(n, c, plane);
   auto* partial = static_cast<double*>(workspace);
   bias_grad_partial_kernel<T><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
@@ -172,7 +186,8 @@ void batchnorm_grad_gamma_impl(float* dgamma, const T* x, const T* dy, int64_t n
 }  // namespace
 
 int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
-  if (plane <= 1 || n <= 0 || c <= 0) return 0;
+  if (n <= 0 || c <= 0 || plane <= 0) return 0;
+  if (plane == 1) return n <= kDirectRows ? 0 : column_sum_workspace_bytes(n, c);
   return c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double));
 }
 

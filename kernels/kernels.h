@@ -299,7 +299,8 @@ void softmax_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* out,
 // ---- per-channel reductions (channel_reduce.cu), Note [channel reductions] ----------------------
 // bf16 overloads (Note [bf16 launchers]): bf16 dout, x, dy; dbias and dgamma stay float.
 // dbias (c) = sum over n and plane of dout (n, c, plane); conv2d: plane = H * W, dense: 1.
-// workspace: bias_grad_workspace_bytes(n, c, plane) bytes (0, and null allowed, for plane 1).
+// workspace: bias_grad_workspace_bytes(n, c, plane) bytes (plane 1: none, and null allowed, up
+// to 64 rows, summed in order as on the CPU; more rows: column_sum's).
 int64_t bias_grad_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int64_t plane,
                       void* workspace, cudaStream_t stream);

@@ -245,12 +245,20 @@ void dense_grad_weight_cuda(const ExecContext& ctx) {
     bf16_round(ctx.output.f32(), ctx.output.f32(), ctx.output.numel(), cuda_context(ctx).stream);
 }
 
-// db[U] = column sums of dz[N, U] (deterministic reduction).
+// db[U] = column sums of dz[N, U] (deterministic reduction over fixed row slices, partial sums
+// in the workspace).
+int64_t dense_grad_bias_workspace(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs.at(0).shape();
+  return bias_grad_workspace_bytes(rows_of(s), s.back(), 1);
+}
+
 void dense_grad_bias_cuda(const ExecContext& ctx) {
+  REMAT_CHECK(ctx.workspace_bytes >= dense_grad_bias_workspace(ctx),
+              "node '" << ctx.node->name << "': dense_grad_bias workspace too small");
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]),
-                     rows_of(ctx.inputs[0].shape()), ctx.inputs[0].shape().back(), 1, nullptr,
-                     cuda_context(ctx).stream);
+                     rows_of(ctx.inputs[0].shape()), ctx.inputs[0].shape().back(), 1,
+                     ctx.workspace, cuda_context(ctx).stream);
   });
 }
 #endif
@@ -366,6 +374,7 @@ void register_dense_ops(OpRegistry& r) {
   gb.cpu = dense_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
   gb.cuda = dense_grad_bias_cuda;
+  gb.cuda_workspace = dense_grad_bias_workspace;
   gb.bf16_cuda_native = true;
 #endif
   gb.bf16_cpu_native = true;

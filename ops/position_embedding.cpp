@@ -90,14 +90,21 @@ void position_cuda(const ExecContext& ctx) {
   });
 }
 
-// The column sums of dy viewed as [N, T * C] (bias_grad_reduce, plane 1: n in order, like the
-// CPU), then zeros for the rows past T.
+// The column sums of dy viewed as [N, T * C] (bias_grad_reduce, plane 1: up to 64 samples n in
+// order, like the CPU; more in fixed row slices, with a workspace), then zeros for the rows past T.
+int64_t position_grad_workspace(const ExecContext& ctx) {
+  const int64_t n = ctx.inputs.at(0).dim(0), inner = ctx.inputs[0].dim(1) * ctx.inputs[0].dim(2);
+  return bias_grad_workspace_bytes(n, inner, 1);
+}
+
 void position_grad_cuda(const ExecContext& ctx) {
   const int64_t n = ctx.inputs[0].dim(0), inner = ctx.inputs[0].dim(1) * ctx.inputs[0].dim(2);
+  REMAT_CHECK(ctx.workspace_bytes >= position_grad_workspace(ctx),
+              "node '" << ctx.node->name << "': position_embedding_grad_weight workspace too small");
   float* dw = ctx.output.f32();
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    bias_grad_reduce(dw, storage<T>(ctx.inputs[0]), n, inner, 1, nullptr, cuda_stream(ctx));
+    bias_grad_reduce(dw, storage<T>(ctx.inputs[0]), n, inner, 1, ctx.workspace, cuda_stream(ctx));
   });
   if (ctx.output.numel() > inner) fill(dw + inner, 0.0f, ctx.output.numel() - inner, cuda_stream(ctx));
 }
@@ -142,6 +149,7 @@ void register_position_embedding_ops(OpRegistry& r) {
   gw.cpu = position_grad_cpu;
 #ifdef REMAT_HAVE_CUDA
   gw.cuda = position_grad_cuda;
+  gw.cuda_workspace = position_grad_workspace;
 #endif
   with_bf16(gw).bf16_cuda_native = true;
   r.add(std::move(gw));

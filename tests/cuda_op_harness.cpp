@@ -85,7 +85,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"embedding", kCudaExact},
           {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
           {"position_embedding", kCudaExact},
-          {"position_embedding_grad_weight", kCudaExact},  // bias_grad_reduce, plane 1
+          {"position_embedding_grad_weight", kCudaReduction},  // bias_grad_reduce, plane 1: sliced past 64 rows
           {"split_heads", kCudaExact},
           {"cast", kCudaExact},  // the same round-to-nearest-even as bf16_from_float
           {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's

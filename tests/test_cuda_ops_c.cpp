@@ -45,6 +45,20 @@ TEST_F(CudaOpsC, EmbeddingWithManyRepeatedIds) {
                      {"position_embedding", attr_map({{"max_len", 300}}), {f32({4, 256, 96})}});
 }
 
+// Bias gradients over more than 64 rows take the sliced column sums (kernels/channel_reduce.cu),
+// at most 64 the in-order columns: GPT-2's dense layers (8,192 rows) and a position table
+// gradient over 70 sequences, in fp32 and bf16.
+TEST_F(CudaOpsC, BiasGradientsOverManyRows) {
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    auto as = [&](OpCase c) { return bf16 ? as_bf16(std::move(c)) : c; };
+    expect_matches_cpu(cuda(), registry(), as({"dense", attr_map({{"units", 96}}), {f32({4, 300, 40})}}));
+    expect_matches_cpu(cuda(), registry(), as({"dense", attr_map({{"units", 33}}), {f32({64, 7})}}));
+    expect_matches_cpu(cuda(), registry(),
+                       as({"position_embedding", attr_map({{"max_len", 20}}), {f32({70, 16, 24})}}));
+  }
+}
+
 TEST_F(CudaOpsC, LayerNormAndGeluAtModelWidths) {
   expect_matches_cpu(cuda(), registry(), {"layernorm", {}, {f32({3, 300, 768})}});
   expect_matches_cpu(cuda(), registry(), {"layernorm", attr_map({{"affine", false}}), {f32({5000, 40})}});
