@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/build.h"
 #include "models/config.h"
@@ -30,6 +33,31 @@ std::unique_ptr<Backend> make_backend(const std::string& device, const std::stri
   return be;
 }
 
+// Where the measured time goes, op by op (largest first): the sum over nodes of each op, its
+// share of the step, and the node count. Against a training step's measured time, the
+// difference is what running the nodes one after another costs beyond the nodes themselves.
+void print_by_op(const Graph& g, const CostTable& t, double total) {
+  struct OpTime {
+    double ms = 0;
+    int nodes = 0;
+  };
+  std::map<std::string, OpTime> by_op;
+  size_t i = 0;
+  for (const Node& n : g.nodes) {
+    if (n.kind == NodeKind::Update) continue;
+    OpTime& o = by_op[n.op];
+    o.ms += t.nodes.at(i++).cost;
+    ++o.nodes;
+  }
+  std::vector<std::pair<std::string, OpTime>> rows(by_op.begin(), by_op.end());
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::printf("%-36s %11s %7s %6s\n", "by op", "total ms", "share", "nodes");
+  for (const auto& [op, o] : rows)
+    std::printf("op %-33s %11.3f %6.1f%% %6d\n", op.c_str(), o.ms,
+                total > 0 ? 100.0 * o.ms / total : 0.0, o.nodes);
+}
+
 void print_table(const Graph& g, const CostTable& t) {
   std::printf("%-36s %-9s %11s %8s %12s %12s\n", "node", "kind", "median ms", "spread", "output",
               "workspace");
@@ -45,6 +73,7 @@ void print_table(const Graph& g, const CostTable& t) {
   }
   std::printf("total: forward (with loss) %.3f ms, backward %.3f ms, step without updates %.3f ms\n",
               fwd, bwd, fwd + bwd);
+  print_by_op(g, t, fwd + bwd);
 }
 
 int profile_main(int argc, char** argv) {

@@ -37,6 +37,16 @@ for log in "$out"/train_*.txt; do
   grep -E '^(model |plan |memory: |done: |data: |eval after)|slowdown' "$log" | cut -c1-200
   echo '```'
 done
+for log in "$out"/profile_*.txt; do
+  [ -f "$log" ] || continue
+  echo
+  echo "**$(basename "$log" .txt)** (the ten largest ops)"
+  echo
+  echo '```'
+  grep -E '^(total:|by op)' "$log" | cut -c1-200
+  grep -E '^op ' "$log" | head -10 | cut -c1-200
+  echo '```'
+done
 for bench in bench_pytorch loader_bench loader_bench_val; do
   [ -f "$out/$bench.txt" ] || continue
   echo
