@@ -372,4 +372,32 @@ constexpr int64_t kGradClipStateFloats = 2 + 2 * (kGradClipBlocks + 1);
 void clip_grad_norm(float* const* grads, const int64_t* sizes, int k, double max_norm,
                     float* state, cudaStream_t stream);
 
+// ---- fused attention (attention.cu), Note [fused attention] in ops/attention.cpp -------------
+// q, k, v, out: bh = N * heads rows of [t, d] (row-major [N, heads, t, d]); t <= 4096 (else
+// throws). For each block b and query row i, keys j < w_i (w_i = causal ? i + 1 : t):
+// s_ij = scale * q_i . k_j, p = softmax_j(s), c_ij = dropout factor (1 when rate == 0, else
+// rng_uniform(seed, step, first + (b * t + i) * t + j) >= rate ? 1 / (1 - rate) : 0),
+// out_i = sum_j p_ij c_ij v_j; dot products and sums in double, each output rounded once.
+// bf16 overloads (Note [bf16 launchers]): bf16 q, k, v, out, dout and grads.
+// Deterministic (no atomics); Note [attention kernels] in attention.cu for the launch layout.
+void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t bh,
+                       int64_t t, int64_t d, double scale, bool causal, float rate, uint64_t seed,
+                       uint64_t step, uint64_t first, cudaStream_t stream);
+void attention_forward(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                       int64_t bh, int64_t t, int64_t d, double scale, bool causal, float rate,
+                       uint64_t seed, uint64_t step, uint64_t first, cudaStream_t stream);
+// Workspace of attention_backward: 3 * bh * t doubles (row statistics m, l, delta).
+int64_t attention_backward_workspace_bytes(int64_t bh, int64_t t);
+// grads: [N, 3 * heads, t, d]: for sample n and head h (b = n * heads + h), dq at channel h,
+// dk at channel heads + h, dv at channel 2 * heads + h (each a [t, d] block). dout: like out.
+// The same dropout masks as the forward (same seed, step, first).
+void attention_backward(float* grads, const float* dout, const float* q, const float* k,
+                        const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
+                        double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                        uint64_t first, void* workspace, cudaStream_t stream);
+void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
+                        const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads, int64_t t,
+                        int64_t d, double scale, bool causal, float rate, uint64_t seed,
+                        uint64_t step, uint64_t first, void* workspace, cudaStream_t stream);
+
 }  // namespace remat
