@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "ops/concat.h"
 #include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
@@ -122,20 +123,25 @@ std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy
   std::vector<ValueId> out;
   int64_t off = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    auto a = std::make_shared<ConcatSliceAttrs>();
-    a->offset = off;
-    a->channels = descs[i].shape[1];
-    AttrMap m;
-    m.origin = origin;
-    m.set("offset", a->offset);
-    m.set("channels", a->channels);
-    out.push_back(g.emit("grad_" + std::to_string(i), "concat_slice", {dy}, descs[i], m, a));
-    off += a->channels;
+    out.push_back(emit_concat_slice(g, "grad_" + std::to_string(i), dy, off, descs[i], origin));
+    off += descs[i].shape[1];
   }
   return out;
 }
 
 }  // namespace
+
+ValueId emit_concat_slice(GradEmitter& g, const std::string& suffix, ValueId from, int64_t offset,
+                          const TensorDesc& out, const std::string& origin) {
+  auto a = std::make_shared<ConcatSliceAttrs>();
+  a->offset = offset;
+  a->channels = out.shape.at(1);
+  AttrMap m;
+  m.origin = origin;
+  m.set("offset", a->offset);
+  m.set("channels", a->channels);
+  return g.emit(suffix, "concat_slice", {from}, out, m, a);
+}
 
 void register_concat_ops(OpRegistry& r) {
   OpDef op;

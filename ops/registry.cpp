@@ -24,6 +24,7 @@ OpRegistry make_builtin_registry() {
   register_matmul_ops(r);
   register_heads_ops(r);
   register_softmax_ops(r);
+  register_attention_ops(r);
   register_sgd_ops(r);
   register_adam_ops(r);
   register_clip_grad_norm_ops(r);

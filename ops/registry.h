@@ -24,6 +24,7 @@ void register_layernorm_ops(OpRegistry& r);    // layernorm (last dim), grads
 void register_gelu_ops(OpRegistry& r);         // gelu (tanh approximation), its grad
 void register_matmul_ops(OpRegistry& r);       // matmul (batched, transposes, scale)
 void register_heads_ops(OpRegistry& r);        // split_heads, merge_heads
+void register_attention_ops(OpRegistry& r);    // attention (fused, causal, dropout), its grad
 void register_softmax_ops(OpRegistry& r);      // softmax (last dim, causal), its grad
 void register_sgd_ops(OpRegistry& r);          // sgd (momentum, weight decay)
 void register_adam_ops(OpRegistry& r);         // adam, adamw

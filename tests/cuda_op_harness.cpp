@@ -86,6 +86,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
           {"position_embedding", kCudaExact},
           {"position_embedding_grad_weight", kCudaReduction},  // bias_grad_reduce, plane 1: sliced past 64 rows
+          {"attention", kCudaReduction},       // double sums, block reductions' order
+          {"attention_grad", kCudaReduction},
           {"split_heads", kCudaExact},
           {"cast", kCudaExact},  // the same round-to-nearest-even as bf16_from_float
           {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's

@@ -45,7 +45,8 @@ inline std::vector<ConvCase> conv2d_cases() {
 
 // The transformer ops (and dense over rank 3) at small shapes: every op of a GPT block, both
 // softmax modes, every matmul transpose combination with batch dimensions, the token loss with
-// an ignored target, and the optimizer ops GPT training uses. `tol` is the gradient check's.
+// an ignored target, fused attention (causal, scaled, with dropout), and the optimizer ops GPT
+// training uses. `tol` is the gradient check's.
 struct TransformerCase {
   const char* name;
   OpCase c;
@@ -73,6 +74,12 @@ inline std::vector<TransformerCase> transformer_cases() {
       {"softmax", {"softmax", {}, {f32({3, 6})}}, kTolNormalize},
       {"softmax_causal", {"softmax", attr_map({{"causal", true}}), {f32({2, 2, 5, 5})}}, kTolNormalize},
       {"token_xent", {"token_xent", {}, {f32({2, 3, 6}), i32({2, 3})}, {}, 4, 6}, kTolLoss},
+      {"attention_causal", {"attention", {}, {f32({2, 2, 5, 3}), f32({2, 2, 5, 3}), f32({2, 2, 5, 3})}},
+       kTolNormalize},
+      {"attention_scaled", {"attention", attr_map({{"causal", false}, {"scale", 0.7}}),
+                            {f32({1, 3, 4, 2}), f32({1, 3, 4, 2}), f32({1, 3, 4, 2})}}, kTolNormalize},
+      {"attention_dropout", {"attention", attr_map({{"dropout", 0.3}}),
+                             {f32({1, 2, 6, 2}), f32({1, 2, 6, 2}), f32({1, 2, 6, 2})}}, kTolNormalize},
   };
 }
 
