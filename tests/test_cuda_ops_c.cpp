@@ -1,10 +1,11 @@
 // CUDA paths of the transformer ops (embedding, position_embedding, layernorm, gelu, dense over
 // rank 3, matmul, split_heads / merge_heads, softmax with and without the causal mask,
-// token_xent) and of what GPT training adds to the optimizer (adamw with a schedule,
-// clip_grad_norm), against the CPU reference through the CUDA op harness, each also rerun for
-// bit-identical results. The small cases are the CPU gradient tests' (tests/op_cases.h); the
-// larger ones reach the kernels' loops (rows longer than a warp, many repeated token ids, a
-// 1024-wide causal softmax, column sums over many row slices). GPU cases skip without a device.
+// token_xent, fused attention) and of what GPT training adds to the optimizer (adamw with a
+// schedule, clip_grad_norm), against the CPU reference through the CUDA op harness, each also
+// rerun for bit-identical results. The small cases are the CPU gradient tests'
+// (tests/op_cases.h); the larger ones reach the kernels' loops (rows longer than a warp, many
+// repeated token ids, a 1024-wide causal softmax, column sums over many row slices, attention
+// rows longer than a block). GPU cases skip without a device.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -56,6 +57,21 @@ TEST_F(CudaOpsC, BiasGradientsOverManyRows) {
     expect_matches_cpu(cuda(), registry(), as({"dense", attr_map({{"units", 33}}), {f32({64, 7})}}));
     expect_matches_cpu(cuda(), registry(),
                        as({"position_embedding", attr_map({{"max_len", 20}}), {f32({70, 16, 24})}}));
+  }
+}
+
+// The fused attention kernels' loops (kernels/attention.cu): rows longer than a block, head
+// sizes over one staged chunk (256), causal with dropout and full, fp32 and bf16.
+TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    auto as = [&](OpCase c) { return bf16 ? as_bf16(std::move(c)) : c; };
+    expect_matches_cpu(cuda(), registry(),
+                       as({"attention", attr_map({{"dropout", 0.1}}),
+                           {f32({2, 3, 300, 64}), f32({2, 3, 300, 64}), f32({2, 3, 300, 64})}}));
+    expect_matches_cpu(cuda(), registry(),
+                       as({"attention", attr_map({{"causal", false}}),
+                           {f32({1, 2, 40, 272}), f32({1, 2, 40, 272}), f32({1, 2, 40, 272})}}));
   }
 }
 

@@ -9,8 +9,8 @@
 #          measured costs (predicted against measured peak and step time);
 #   gpt2:  GPT-2 124M (T = 1024, batch 8) on the GPU: keep-everything in tf32 and bf16, and bf16
 #          under a 6 GB budget (checkmate, FLOPs costs; keep-everything needs 11.23 GB):
-#          tokens/s = samples/s x 1024 in each run's summary JSON; then `profile` in bf16 (the
-#          time op by op, against the step's);
+#          tokens/s = samples/s x 1024 in each run's summary JSON; gpt2_fused (the fused
+#          attention op) in bf16; then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
@@ -81,6 +81,9 @@ for step in $steps; do
       run train_gpt2_bf16_6GB "$build/tools/train" --config configs/gpt2.yaml --device cuda \
           --precision bf16 --budget 6GB --strategy checkmate --time-limit 30 --steps 11 \
           --log-every 5 --summary "$out/gpt2_bf16_6GB.json"
+      # The fused attention op (configs/gpt2_fused.yaml): no T x T values, its own kernels.
+      run train_gpt2_fused_bf16 "$build/tools/train" --config configs/gpt2_fused.yaml --device cuda \
+          --precision bf16 --steps 11 --log-every 5 --summary "$out/gpt2_fused_bf16.json"
       # Where the bf16 step's time goes: each node alone, summed op by op, against 133 ms a step.
       run profile_gpt2_bf16 "$build/tools/profile" --config configs/gpt2.yaml --device cuda \
           --precision bf16 --repeats 5 -o "$out/gpt2_bf16_costs.json" ;;
