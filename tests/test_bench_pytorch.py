@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(os.path.dirname(HERE), "tools", "bench", "bench_pytorch.py")
 CONFIG = os.path.join(os.path.dirname(HERE), "configs", "small_cnn.yaml")
@@ -24,11 +26,7 @@ def run(bin_dir, *extra):
 
 def main():
     bin_dir = sys.argv[1]
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    check = Checks()
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
@@ -74,13 +72,10 @@ def main():
                 check(mb16.get("remat all-keep", 0) > mb.get("remat all-keep", 0),
                       f"bf16 max batch {mb16} vs fp32 {mb}")
         else:
-            failures.append("no JSON written")
+            check(False, "no JSON written")
         bad = run(bin_dir, "--fractions", "1.5")
         check(bad.returncode == 2, f"--fractions 1.5 exit {bad.returncode}, want 2")
-    for f in failures:
-        print("FAIL: " + f)
-    print("ok" if not failures else f"{len(failures)} checks failed")
-    return 1 if failures else 0
+    return check.report()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(os.path.dirname(HERE), "tools", "bench", "bench_pytorch.py")
 CONFIG = os.path.join(os.path.dirname(HERE), "configs", "gpt2_tiny.yaml")
@@ -27,11 +29,7 @@ def run(bin_dir, *extra):
 
 def main():
     bin_dir = sys.argv[1]
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    check = Checks()
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
@@ -66,13 +64,10 @@ def main():
                         check(abs(x.get("tokens_per_second", 0) - want) <= 1e-9 * want,
                               f"{prec}: {key} tokens/s {x.get('tokens_per_second')}, want {want}")
         else:
-            failures.append("no JSON written")
+            check(False, "no JSON written")
         bad = run(bin_dir, "--input", "3x16x16")
         check(bad.returncode == 2, f"--input with GPT-2: exit {bad.returncode}, want 2")
-    for f in failures:
-        print("FAIL: " + f)
-    print("ok" if not failures else f"{len(failures)} checks failed")
-    return 1 if failures else 0
+    return check.report()
 
 
 if __name__ == "__main__":

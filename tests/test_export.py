@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from checks import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
@@ -29,11 +31,7 @@ RECORDS, BATCH = 24, 8
 
 def main():
     tools = sys.argv[1]
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    check = Checks()
 
     def run(*args):
         r = subprocess.run([os.path.join(tools, args[0]), *args[1:]], capture_output=True, text=True)
@@ -58,8 +56,8 @@ def main():
         run("train", *common, "--steps", "3", "--metrics", m)
         out = run("export", "--config", config, "--checkpoint", ck, "-o", w).stdout
         check("exported 16 tensors" in out, f"export said: {out}")
-        if failures:
-            return report(failures)
+        if check.failures:
+            return check.report()
 
         tensors, meta = bpm.read_safetensors(w)
         check(meta == {"format": "pt"}, f"metadata {meta}")
@@ -100,17 +98,10 @@ def main():
                                    "small_dag.yaml")
         try:
             bpm.load_remat_safetensors(other, w)
-            failures.append("small_dag's module accepted small_cnn's weights")
+            check(False, "small_dag's module accepted small_cnn's weights")
         except bpm.ConfigError as e:
             check("no tensor for" in str(e) or "does not have" in str(e), f"message: {e}")
-    return report(failures)
-
-
-def report(failures):
-    for f in failures:
-        print("FAIL: " + f)
-    print("ok" if not failures else f"{len(failures)} checks failed")
-    return 1 if failures else 0
+    return check.report()
 
 
 if __name__ == "__main__":
