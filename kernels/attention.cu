@@ -109,6 +109,28 @@ __device__ void block_dots(double* acc1, const T* x1, const T* m1, double* acc2,
   __syncthreads();
 }
 
+// A row's dot products dots[0, w) become s_j = scale * dots[j] and then exp(s_j - m); m (the
+// max of the s_j) and l (the sum of the exponentials, a fixed-tree block sum) are returned to
+// every thread. Every thread must call it; each thread touches the j it owns in block_dots.
+__device__ __forceinline__ void softmax_row_stats(double* dots, int64_t w, double scale,
+                                                  double* red, double* m_out, double* l_out) {
+  double mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
+    const double s = __dmul_rn(scale, dots[j]);
+    dots[j] = s;
+    mx = fmax(mx, s);
+  }
+  const double m = block_max_all(mx, red);
+  double part = 0.0;
+  for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
+    const double ex = exp(dots[j] - m);
+    dots[j] = ex;
+    part += ex;
+  }
+  *m_out = m;
+  *l_out = block_sum_all(part, red);
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 // Dynamic shared memory: t doubles.
 template <typename T>
@@ -127,20 +149,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     const T* kb = k + b * t * d;
     const T* vb = v + b * t * d;
     block_dots<T>(sc, q + row * d, kb, nullptr, nullptr, nullptr, 0, w, d, stage);
-    double mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
-      const double s = __dmul_rn(scale, sc[j]);
-      sc[j] = s;
-      mx = fmax(mx, s);
-    }
-    const double m = block_max_all(mx, red);
-    double part = 0.0;
-    for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
-      const double ex = exp(sc[j] - m);
-      sc[j] = ex;
-      part += ex;
-    }
-    const double l = block_sum_all(part, red);
+    double m, l;
+    softmax_row_stats(sc, w, scale, red, &m, &l);
     const uint64_t base = first + static_cast<uint64_t>(row * t);  // + j: (b t + i) t + j
     for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
       const double p = sc[j] / l;
@@ -179,20 +189,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     const T* kb = k + b * t * d;
     const T* vb = v + b * t * d;
     block_dots<T>(A, q + row * d, kb, B, dout + row * d, vb, 0, w, d, stage);
-    double mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
-      const double s = __dmul_rn(scale, A[j]);
-      A[j] = s;
-      mx = fmax(mx, s);
-    }
-    const double m = block_max_all(mx, red);
-    double part = 0.0;
-    for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
-      const double ex = exp(A[j] - m);
-      A[j] = ex;
-      part += ex;
-    }
-    const double l = block_sum_all(part, red);
+    double m, l;
+    softmax_row_stats(A, w, scale, red, &m, &l);
     const uint64_t base = first + static_cast<uint64_t>(row * t);
     double dpart = 0.0;
     for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
