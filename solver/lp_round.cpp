@@ -68,7 +68,8 @@ uint64_t matrix_hash(const BoolMatrix& m) {
 // taken instead: one that leaves the total as it is but lowers the peak stage's own excess,
 // to a schedule not seen before (some repairs need two moves, the first only shifting the
 // excess to a neighbouring stage). Repeat until the schedule fits, no move helps, or the
-// deadline passes.
+// deadline passes (checked before every candidate: the best move among those judged in time
+// is still taken).
 std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& S0,
                                             int64_t budget, double deadline_seconds) {
   const auto t0 = Clock::now();
@@ -121,7 +122,10 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
     std::optional<SimResult> side_sim;
     // Candidates are read as is (R with retention): trimming and the repaired reading happen
     // once per accepted move, not per candidate, which keeps an iteration cheap at n ~ 1000.
+    // Each candidate simulates the whole schedule: at n ~ 3,500 a stage's candidates take a
+    // minute, so the deadline is checked per candidate, not only per accepted move.
     auto consider = [&](const BoolMatrix& S) {
+      if (elapsed() > deadline_seconds) return;
       Schedule c;
       c.S = S;
       c.R = derive_cheapest_r(p, c.S);
