@@ -68,8 +68,9 @@ TensorDesc attention_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
       REMAT_USER_ERROR("attention expects q, k and v of one shape and dtype, got "
                        << shape_str(in[0].shape) << " and " << shape_str(x.shape));
   }
-  checked_mul(checked_mul(in[0].shape[0] * in[0].shape[1], in[0].shape[2], "attention rows"),
-              in[0].shape[2], "attention scores");  // the mask numbering's range
+  const Shape& x = in[0].shape;  // the mask numbering's range: N H T T elements
+  checked_mul(checked_mul(checked_mul(x[0], x[1], "attention heads"), x[2], "attention rows"), x[2],
+              "attention scores");
   return in[0];
 }
 
