@@ -68,13 +68,6 @@ __device__ __forceinline__ double block_sum_all(double v, double* scratch) {
   return r;
 }
 
-// The dropout factor c_ij of score element `index` (= first + (b * t + i) * t + j).
-__device__ __forceinline__ double drop_factor(float rate, double keep_scale, uint64_t seed,
-                                              uint64_t step, uint64_t index) {
-  if (rate == 0.0f) return 1.0;
-  return rng_uniform(seed, step, index) >= rate ? keep_scale : 0.0;
-}
-
 // acc1[j] = x1 . m1[j] and (when x2) acc2[j] = x2 . m2[j] for j in [j0, j1): rows of d values,
 // summed in double in ascending e. x1, x2 are staged in `stage` (2 * kAttnChunk floats) one
 // chunk at a time; the running sums live in acc1 / acc2 (shared), each owned by one thread.
@@ -154,7 +147,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     const uint64_t base = first + static_cast<uint64_t>(row * t);  // + j: (b t + i) t + j
     for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
       const double p = sc[j] / l;
-      const double c = drop_factor(rate, keep_scale, seed, step, base + static_cast<uint64_t>(j));
+      const double c =
+          rng_dropout_factor(rate, keep_scale, seed, step, base + static_cast<uint64_t>(j));
       sc[j] = __dmul_rn(p, c);
     }
     __syncthreads();
@@ -195,7 +189,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     double dpart = 0.0;
     for (int64_t j = threadIdx.x; j < w; j += blockDim.x) {
       const double p = A[j] / l;
-      const double c = drop_factor(rate, keep_scale, seed, step, base + static_cast<uint64_t>(j));
+      const double c =
+          rng_dropout_factor(rate, keep_scale, seed, step, base + static_cast<uint64_t>(j));
       const double dp = __dmul_rn(c, B[j]);
       A[j] = p;
       B[j] = dp;
@@ -247,7 +242,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       const double m = ws[3 * ri], l = ws[3 * ri + 1], delta = ws[3 * ri + 2];
       const double s = __dmul_rn(scale, A[i]);  // as pass 1: no FMA with - m
       const double p = exp(s - m) / l;
-      const double c = drop_factor(rate, keep_scale, seed, step,
+      const double c = rng_dropout_factor(rate, keep_scale, seed, step,
                                    first + static_cast<uint64_t>(ri * t + j));
       const double dp = __dmul_rn(c, B[i]);
       A[i] = __dmul_rn(p, dp - delta);
@@ -279,9 +274,6 @@ void check_attention_args(int64_t bh, int64_t t, int64_t d, float rate) {
                                                                       << " outside [0, 1)");
 }
 
-// 1 / (1 - rate) in double, as the CPU (unused when rate == 0).
-double keep_scale_of(float rate) { return 1.0 / (1.0 - static_cast<double>(rate)); }
-
 // Allows `bytes` of dynamic shared memory for `kernel` (above the default 48 KB: opt-in).
 template <typename K>
 void allow_shared(K* kernel, size_t bytes) {
@@ -299,7 +291,7 @@ void attention_forward_impl(T* out, const T* q, const T* k, const T* v, int64_t 
   const size_t smem = static_cast<size_t>(t) * sizeof(double);
   allow_shared(attention_forward_kernel<T>, smem);
   attention_forward_kernel<T><<<grid_for(bh * t, 1), kAttnThreads, smem, stream>>>(
-      out, q, k, v, bh, t, d, scale, causal, rate, keep_scale_of(rate), seed, step, first);
+      out, q, k, v, bh, t, d, scale, causal, rate, rng_keep_scale(rate), seed, step, first);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
@@ -316,7 +308,7 @@ void attention_backward_impl(T* grads, const T* dout, const T* q, const T* k, co
   REMAT_CHECK(workspace != nullptr, "attention_backward: null workspace");
   auto* ws = static_cast<double*>(workspace);
   const size_t smem = 2 * static_cast<size_t>(t) * sizeof(double);
-  const double keep_scale = keep_scale_of(rate);
+  const double keep_scale = rng_keep_scale(rate);
   const unsigned grid = grid_for(bh * t, 1);
   allow_shared(attention_backward_rows_kernel<T>, smem);
   attention_backward_rows_kernel<T><<<grid, kAttnThreads, smem, stream>>>(

@@ -35,4 +35,16 @@ REMAT_RNG_FN float rng_uniform(uint64_t seed, uint64_t step, uint64_t index) {
   return static_cast<float>(rng_hash(seed, step, index) >> 40) * (1.0f / 16777216.0f);
 }
 
+// Inverted dropout's factor for element `index`: 0 when dropped (u < rate, so with probability
+// `rate`), else keep_scale = 1 / (1 - rate); exactly 1 when rate is 0. The fused attention's
+// CPU reference and its kernels both draw their masks here.
+REMAT_RNG_FN double rng_dropout_factor(float rate, double keep_scale, uint64_t seed, uint64_t step,
+                                       uint64_t index) {
+  if (rate == 0.0f) return 1.0;
+  return rng_uniform(seed, step, index) >= rate ? keep_scale : 0.0;
+}
+
+// 1 / (1 - rate) in double, the scale of rng_dropout_factor.
+REMAT_RNG_FN double rng_keep_scale(float rate) { return 1.0 / (1.0 - static_cast<double>(rate)); }
+
 }  // namespace remat
