@@ -84,11 +84,10 @@ uint64_t first_element(const ExecContext& ctx, const Dims& m) {
   return static_cast<uint64_t>(ctx.batch_offset * m.heads * m.t * m.t);
 }
 
-// The dropout factor c_ij of Note [fused attention].
+// The dropout factor c_ij of Note [fused attention] (the kernels' too: kernels/rng.h).
 double keep_factor(double rate, uint64_t seed, uint64_t step, uint64_t index) {
-  if (rate == 0.0) return 1.0;
   const float r = static_cast<float>(rate);
-  return rng_uniform(seed, step, index) >= r ? 1.0 / (1.0 - static_cast<double>(r)) : 0.0;
+  return rng_dropout_factor(r, rng_keep_scale(r), seed, step, index);
 }
 
 // FLOPs: scores and the weighted sum are two products of T x T x D per head (half of them
@@ -111,6 +110,13 @@ OpCost attention_cost(const OpAttrs& at, const Shape& s, double products, int64_
 int64_t forward_workspace(const Dims& m) { return 2 * m.t * 8; }
 int64_t backward_workspace(const Dims& m) { return (3 * m.n * m.heads * m.t + 3 * m.t) * 8; }
 
+// sum_e a_e b_e over d elements, in double, e ascending.
+double dot(const float* a, const float* b, int64_t d) {
+  double acc = 0;
+  for (int64_t e = 0; e < d; ++e) acc += static_cast<double>(a[e]) * b[e];
+  return acc;
+}
+
 // Scores of query row i of head b against the visible keys into s[0, w); returns w, and m_i,
 // l_i through max / sum.
 int64_t score_row(const float* q, const float* k, const Dims& m, double scale, bool causal,
@@ -119,10 +125,7 @@ int64_t score_row(const float* q, const float* k, const Dims& m, double scale, b
   const float* qi = q + i * m.d;
   double mx = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < w; ++j) {
-    const float* kj = k + j * m.d;
-    double dot = 0;
-    for (int64_t e = 0; e < m.d; ++e) dot += static_cast<double>(qi[e]) * kj[e];
-    s[j] = scale * dot;
+    s[j] = scale * dot(qi, k + j * m.d, m.d);
     mx = std::max(mx, s[j]);
   }
   double l = 0;
@@ -186,11 +189,7 @@ void attention_grad_cpu(const ExecContext& ctx) {
     float* dq = ctx.output.f32() + ((n * 3 * m.heads) + h) * block;
     float* dk = dq + m.heads * block;
     float* dv = dk + m.heads * block;
-    auto dw = [&](int64_t i, int64_t j) {
-      double dot = 0;
-      for (int64_t e = 0; e < m.d; ++e) dot += static_cast<double>(dout[i * m.d + e]) * v[j * m.d + e];
-      return dot;
-    };
+    auto dw = [&](int64_t i, int64_t j) { return dot(dout + i * m.d, v + j * m.d, m.d); };
     for (int64_t i = 0; i < m.t; ++i) {  // pass 1
       double* st = stats + 3 * (b * m.t + i);
       const int64_t w = score_row(q, k, m, scale, a.causal, i, s, &st[0], &st[1]);
@@ -214,9 +213,7 @@ void attention_grad_cpu(const ExecContext& ctx) {
       const int64_t i0 = a.causal ? j : 0;
       for (int64_t i = i0; i < m.t; ++i) {
         const double* st = stats + 3 * (b * m.t + i);
-        double dot = 0;
-        for (int64_t e = 0; e < m.d; ++e) dot += static_cast<double>(q[i * m.d + e]) * k[j * m.d + e];
-        const double p = std::exp(scale * dot - st[0]) / st[1];
+        const double p = std::exp(scale * dot(q + i * m.d, k + j * m.d, m.d) - st[0]) / st[1];
         const double c = keep_factor(a.rate, ctx.node->seed, step,
                                      first + static_cast<uint64_t>((b * m.t + i) * m.t + j));
         ds[i] = p * (c * dw(i, j) - st[2]);
@@ -292,7 +289,8 @@ void register_attention_ops(OpRegistry& r) {
   f.parse = [](AttrReader& rd) { return attention_parse(rd, "attention"); };
   f.infer = attention_infer;
   f.cost = [](const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return attention_cost(at, out.shape, 2, io_bytes(in, out), forward_workspace(dims_of(out.shape)));
+    const Dims m = dims_of(out.shape);
+    return attention_cost(at, out.shape, 2, io_bytes(in, out), forward_workspace(m));
   };
   f.cpu = attention_cpu;
 #ifdef REMAT_HAVE_CUDA

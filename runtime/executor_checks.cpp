@@ -50,14 +50,18 @@ void Executor::check_finite(const ExecutionPlan& plan, int64_t step) {
                           layout_.shard_bytes(b) / 4, DType::F32))
         what = "a gradient in bucket " + std::to_string(b) + " is not finite";
   } else {
-    std::vector<Backend::FloatSpan> grads;  // all at once; one by one only to name a bad one
-    for (size_t v = 0; v < g_.values.size(); ++v)
-      if (g_.values[v].kind == ValueKind::ParamGrad && dtype_is_float(g_.values[v].desc.dtype))
-        grads.push_back({ptr_[v], g_.values[v].desc.numel(), g_.values[v].desc.dtype});
-    if (!be_.all_finite(grads))
-      for (size_t v = 0; v < g_.values.size() && what.empty(); ++v)
-        if (g_.values[v].kind == ValueKind::ParamGrad && !value_finite(static_cast<ValueId>(v)))
-          what = "the gradient '" + g_.values[v].name + "' is not finite";
+    std::vector<ValueId> grads;  // all at once; one by one only to name a bad one
+    std::vector<Backend::FloatSpan> spans;
+    for (size_t v = 0; v < g_.values.size(); ++v) {
+      const Value& val = g_.values[v];
+      if (val.kind != ValueKind::ParamGrad || !dtype_is_float(val.desc.dtype)) continue;
+      grads.push_back(static_cast<ValueId>(v));
+      spans.push_back({ptr_[v], val.desc.numel(), val.desc.dtype});
+    }
+    if (!be_.all_finite(spans))
+      for (size_t k = 0; k < grads.size() && what.empty(); ++k)
+        if (!value_finite(grads[k]))
+          what = "the gradient '" + g_.value(grads[k]).name + "' is not finite";
   }
   if (opt_.host_comm) {  // data parallel: every rank stops, or none (Note [finite check])
     double bad = what.empty() ? 0 : 1;
