@@ -15,16 +15,21 @@ BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S, bool compute
   BoolMatrix R(n, n);
   std::vector<uint8_t> need(n, 0);
   for (int t = 0; t < n; ++t) {
-    std::fill(need.begin(), need.end(), 0);
-    need[t] = 1;
+    const uint8_t* held = S.row(t);
     // Retention: S[t+1][i] <= R[t][i] + S[t][i].
-    for (int i = 0; compute_held && i < t && t + 1 < n; ++i)
-      if (S(t + 1, i) && !S(t, i)) need[i] = 1;
-    for (int i = t; i >= 0; --i) {
-      if (!need[i]) continue;
+    if (compute_held && t + 1 < n) {
+      const uint8_t* held_next = S.row(t + 1);
+      for (int i = 0; i < t; ++i) need[size_t(i)] = held_next[i] & ~held[i];
+    } else {
+      std::fill(need.begin(), need.begin() + t, 0);
+    }
+    need[size_t(t)] = 1;
+    // Walking down, every needed node is computed (Note [row scans] skips the others).
+    for (int i = last_set(need.data(), 0, t + 1); i >= 0; i = last_set(need.data(), 0, i)) {
       R.set(t, i, true);
       for (int d : p.nodes[i].deps)
-        if (!S(t, d)) need[d] = 1;
+        if (!held[d]) need[size_t(d)] = 1;
+      need[size_t(i)] = 0;
     }
   }
   return R;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@ class BoolMatrix {
   int cols() const { return cols_; }
   bool operator()(int r, int c) const { return v_[size_t(r) * cols_ + c] != 0; }
   void set(int r, int c, bool x) { v_[size_t(r) * cols_ + c] = x ? 1 : 0; }
+  // Row r's entries, one byte (0 or 1) each, for the scans below.
+  const uint8_t* row(int r) const { return v_.data() + size_t(r) * cols_; }
   bool operator==(const BoolMatrix& o) const {
     return rows_ == o.rows_ && cols_ == o.cols_ && v_ == o.v_;
   }
@@ -27,6 +30,37 @@ class BoolMatrix {
   int rows_ = 0, cols_ = 0;
   std::vector<uint8_t> v_;
 };
+
+// Note [row scans]
+// Schedules are sparse: a stage computes a few nodes of hundreds and holds a fraction of them,
+// and the simulator and the derivation of R run on every candidate a search judges (thousands
+// of times per repair). Their loops over a row therefore skip eight zero entries at a time.
+
+// Index of the first nonzero entry of row[from, to), or `to` if none (Note [row scans]).
+inline int first_set(const uint8_t* row, int from, int to) {
+  int i = from;
+  for (; i + 8 <= to; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, row + i, 8);
+    if (w) break;
+  }
+  for (; i < to; ++i)
+    if (row[i]) return i;
+  return to;
+}
+
+// Index of the last nonzero entry of row[from, to), or from - 1 if none.
+inline int last_set(const uint8_t* row, int from, int to) {
+  int i = to;
+  for (; i - 8 >= from; i -= 8) {
+    uint64_t w;
+    std::memcpy(&w, row + i - 8, 8);
+    if (w) break;
+  }
+  for (; i > from; --i)
+    if (row[i - 1]) return i - 1;
+  return from - 1;
+}
 
 // Note [frontier-advancing stages]
 // A schedule has T = n stages. Stage t computes node t for the first time (R[t][t] = 1) and may

@@ -21,36 +21,39 @@ std::string check_schedule(const Problem& p, const Schedule& s) {
        << s.S.cols() << " does not match the problem's " << n << " nodes";
     return os.str();
   }
+  // Each test scans for its first violation (Note [row scans]); the error names that one.
+  // Held entering t, but neither held entering t-1 nor computed in it.
+  std::vector<uint8_t> unavailable(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t) {
-    if (!s.R(t, t)) {
+    const uint8_t* r = s.R.row(t);
+    const uint8_t* h = s.S.row(t);
+    if (!r[t]) {
       os << "stage " << t << ": does not compute its frontier node " << node_label(p, t);
       return os.str();
     }
-    for (int i = t + 1; i < n; ++i) {
-      if (s.R(t, i)) {
-        os << "stage " << t << ": computes node " << node_label(p, i)
-           << " beyond the frontier";
-        return os.str();
-      }
+    if (int i = first_set(r, t + 1, n); i < n) {
+      os << "stage " << t << ": computes node " << node_label(p, i) << " beyond the frontier";
+      return os.str();
     }
-    for (int i = t; i < n; ++i) {
-      if (s.S(t, i)) {
-        os << "stage " << t << ": holds node " << node_label(p, i)
-           << ", which is not computed before stage " << t;
-        return os.str();
-      }
+    if (int i = first_set(h, t, n); i < n) {
+      os << "stage " << t << ": holds node " << node_label(p, i)
+         << ", which is not computed before stage " << t;
+      return os.str();
     }
-    for (int i = 0; i < t; ++i) {
-      if (s.S(t, i) && !s.S(t - 1, i) && !s.R(t - 1, i)) {
+    if (t > 0) {
+      const uint8_t* held_before = s.S.row(t - 1);
+      const uint8_t* computed_before = s.R.row(t - 1);
+      for (int i = 0; i < t; ++i)
+        unavailable[size_t(i)] = h[i] & ~(held_before[i] | computed_before[i]);
+      if (int i = first_set(unavailable.data(), 0, t); i < t) {
         os << "stage " << t << ": holds node " << node_label(p, i)
            << ", which is neither held entering stage " << t - 1 << " nor computed in it";
         return os.str();
       }
     }
-    for (int i = 0; i <= t; ++i) {
-      if (!s.R(t, i)) continue;
+    for (int i = first_set(r, 0, t + 1); i <= t; i = first_set(r, i + 1, t + 1)) {
       for (int d : p.nodes[i].deps) {
-        if (s.R(t, d) || s.S(t, d)) continue;  // d < i: computed earlier in the stage, or held
+        if (r[d] || h[d]) continue;  // d < i: computed earlier in the stage, or held
         os << "stage " << t << ": computing node " << node_label(p, i) << " needs "
            << node_label(p, d) << ", which is neither held entering stage " << t
            << " nor computed earlier in it";
@@ -75,9 +78,11 @@ SimResult simulate(const Problem& p, const Schedule& s) {
     int stage, node;
   };
   std::vector<Event> events;
-  for (int t = 0; t < n; ++t)
-    for (int i = 0; i <= t; ++i)
-      if (s.R(t, i)) events.push_back({t, i});
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* r = s.R.row(t);
+    for (int i = first_set(r, 0, t + 1); i <= t; i = first_set(r, i + 1, t + 1))
+      events.push_back({t, i});
+  }
   const int m = static_cast<int>(events.size());
   std::vector<int> last_use(m, -1);
   std::vector<int> current(n, -1);  // event that produced the live instance of each node
@@ -90,6 +95,7 @@ SimResult simulate(const Problem& p, const Schedule& s) {
   for (int e = 0; e < m; ++e) frees_after[last_use[e] < 0 ? e : last_use[e]].push_back(e);
 
   std::vector<uint8_t> computed(n, 0);
+  r.steps.reserve(2 * size_t(m));
   int64_t in_use = p.constant_bytes;
   r.peak_bytes = in_use;
   auto note_peak = [&](int64_t bytes) {
@@ -114,7 +120,7 @@ SimResult simulate(const Problem& p, const Schedule& s) {
     r.total_cost += node.cost;
     ++r.computes;
     if (c.recompute) ++r.recomputes;
-    std::vector<int> dying = frees_after[e];
+    std::vector<int>& dying = frees_after[e];
     std::sort(dying.begin(), dying.end(),
               [&](int a, int b) { return events[a].node < events[b].node; });
     for (int d : dying) {

@@ -2,8 +2,12 @@
 // by stage/node/dependency; derive_cheapest_r recomputes exactly the missing transitive deps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "runtime/core/check.h"
 #include "solver/chain.h"
+#include "solver/milp_model.h"
 #include "solver/schedule.h"
 
 namespace remat {
@@ -205,6 +209,124 @@ TEST(DeriveCheapestR, MakesAnyRetentionValidSchedule) {
   // b4 holds loss, needs f3, f4 -> recompute f0..f4 (5); b3 needs f2, f3 -> 4; b2 -> 3;
   // b1 -> 2; b0 needs f0 -> 1. Total recomputes 15.
   EXPECT_EQ(r.recomputes, 15);
+}
+
+// Note [row scans]: first_set and last_set equal a byte-by-byte scan at every offset and length,
+// across word boundaries and with the set entry in either half of a word.
+TEST(RowScans, EqualAByteByByteScan) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int len = int(rng() % 40);
+    std::vector<uint8_t> row(size_t(len) + 1, 0);
+    for (int k = int(rng() % 3); k > 0 && len > 0; --k) row[rng() % size_t(len)] = 1;
+    for (int from = 0; from <= len; ++from)
+      for (int to = from; to <= len; ++to) {
+        int first = to, last = from - 1;
+        for (int i = from; i < to; ++i)
+          if (row[size_t(i)]) first = std::min(first, i), last = i;
+        ASSERT_EQ(first_set(row.data(), from, to), first) << from << " " << to;
+        ASSERT_EQ(last_set(row.data(), from, to), last) << from << " " << to;
+      }
+  }
+}
+
+// A DAG of n nodes where node i reads up to three earlier ones (wide enough for word scans).
+Problem random_dag(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  Problem p;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int> deps;
+    for (int k = 0; i > 0 && k < 3; ++k) {
+      const int d = i - 1 - int(rng() % std::min(i, 20));
+      if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
+    }
+    std::sort(deps.begin(), deps.end());
+    p.nodes.push_back(node("n" + std::to_string(i), 1, 1 + int64_t(rng() % 9), deps));
+  }
+  return p;
+}
+
+// derive_cheapest_r as first written: a full pass per stage, one entry at a time.
+BoolMatrix cheapest_r_by_entries(const Problem& p, const BoolMatrix& S) {
+  const int n = p.size();
+  BoolMatrix R(n, n);
+  for (int t = 0; t < n; ++t) {
+    std::vector<uint8_t> need(size_t(n), 0);
+    need[size_t(t)] = 1;
+    for (int i = 0; i < t && t + 1 < n; ++i)
+      if (S(t + 1, i) && !S(t, i)) need[size_t(i)] = 1;
+    for (int i = t; i >= 0; --i) {
+      if (!need[size_t(i)]) continue;
+      R.set(t, i, true);
+      for (int d : p.nodes[size_t(i)].deps)
+        if (!S(t, d)) need[size_t(d)] = 1;
+    }
+  }
+  return R;
+}
+
+TEST(DeriveCheapestR, EqualsTheEntryByEntryDerivationOnWideGraphs) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    const Problem p = random_dag(90, seed);
+    std::mt19937 rng(seed);
+    for (double density : {0.0, 0.05, 0.3, 0.9}) {
+      BoolMatrix S(p.size(), p.size());
+      for (int t = 1; t < p.size(); ++t)
+        for (int i = 0; i < t; ++i) S.set(t, i, std::uniform_real_distribution<>()(rng) < density);
+      const BoolMatrix R = derive_cheapest_r(p, S);
+      ASSERT_TRUE(R == cheapest_r_by_entries(p, S)) << "seed " << seed << ", density " << density;
+      Schedule s;
+      s.S = schedule_repair_s(p, S, &s.R);
+      EXPECT_TRUE(simulate(p, s).valid) << simulate(p, s).error;
+    }
+  }
+}
+
+// Each rule of a valid schedule, broken past the first words of a 90-node schedule, is named
+// at the entry that breaks it.
+TEST(Simulate, InvalidEntriesFoundPastTheFirstWords) {
+  const Problem p = random_dag(90, 5);
+  Schedule keep;
+  keep.S = BoolMatrix(p.size(), p.size());
+  for (int t = 1; t < p.size(); ++t)
+    for (int i = 0; i < t; ++i) keep.S.set(t, i, true);
+  keep.R = derive_cheapest_r(p, keep.S);
+  ASSERT_TRUE(simulate(p, keep).valid) << simulate(p, keep).error;
+  auto error_of = [&](auto&& change) {
+    Schedule s = keep;
+    change(s);
+    const SimResult r = simulate(p, s);
+    EXPECT_FALSE(r.valid);
+    return r.error;
+  };
+  EXPECT_NE(error_of([](Schedule& s) { s.R.set(61, 61, false); })
+                .find("stage 61: does not compute its frontier node 'n61'"),
+            std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.R.set(40, 77, true); })
+                .find("stage 40: computes node 'n77' (77) beyond the frontier"),
+            std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.S.set(40, 53, true); })
+                .find("stage 40: holds node 'n53' (53), which is not computed before"),
+            std::string::npos);
+  const std::string unavailable = error_of([](Schedule& s) {
+    s.S.set(70, 37, false);  // dropped entering 70; stage 70 does not compute it
+    s.R.set(70, 37, false);
+  });
+  EXPECT_NE(unavailable.find("stage 71: holds node 'n37' (37), which is neither held entering"),
+            std::string::npos)
+      << unavailable;
+  // A stage whose node reads a dependency (index 9 or more) it neither holds nor computes.
+  int t = 20;
+  while (t < p.size() && (p.nodes[size_t(t)].deps.empty() || p.nodes[size_t(t)].deps.back() < 9))
+    ++t;
+  ASSERT_LT(t, p.size());
+  const int d = p.nodes[size_t(t)].deps.back();
+  const std::string missing = error_of([&](Schedule& s) { s.S.set(t, d, false); });
+  EXPECT_NE(missing.find("stage " + std::to_string(t) + ": computing node 'n" +
+                         std::to_string(t) + "' (" + std::to_string(t) + ") needs 'n" +
+                         std::to_string(d) + "'"),
+            std::string::npos)
+      << missing;
 }
 
 TEST(ScheduleIo, JsonRoundTripAndErrors) {
