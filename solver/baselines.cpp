@@ -127,34 +127,37 @@ Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
   s.status = "heuristic";
   s.R = BoolMatrix(n, n);
   s.S = BoolMatrix(n, n);
-  std::vector<uint8_t> need(n), seg_done(members.size(), 0);
+  std::vector<uint8_t> need(n), available(n), seg_done(members.size(), 0);
   for (int t = 0; t < n; ++t) {
+    const uint8_t* held = s.S.row(t);
     std::fill(need.begin(), need.end(), 0);
     need[t] = 1;
     bool grew = true;
     while (grew) {  // closure over needs; in the backward pass, whole segments at once
       grew = false;
-      for (int i = t; i >= 0; --i) {
-        if (!need[i]) continue;
+      // Walking down from t, each needed node's missing deps (Note [row scans]).
+      for (int i = last_set(need.data(), 0, t + 1); i >= 0; i = last_set(need.data(), 0, i))
         for (int d : p.nodes[i].deps)
-          if (!s.S(t, d)) need[d] = 1;
-      }
+          if (!held[d]) need[d] = 1;
       if (t < backward_start) break;
-      for (int i = 0; i < t; ++i) {
-        if (!need[i] || segment[i] < 0 || seg_done[segment[i]]) continue;
+      // Nodes needed here whose segment is not recomputed yet: the whole segment. Members set
+      // here belong to a segment now done, so the scan need not revisit them.
+      for (int i = first_set(need.data(), 0, t); i < t; i = first_set(need.data(), i + 1, t)) {
+        if (segment[i] < 0 || seg_done[segment[i]]) continue;
         seg_done[segment[i]] = 1;
         for (int m : members[segment[i]])
-          if (m < t && last_user[m] >= t && !s.S(t, m) && !need[m]) {
+          if (m < t && last_user[m] >= t && !held[m] && !need[m]) {
             need[m] = 1;
             grew = true;
           }
       }
     }
-    for (int i = 0; i <= t; ++i) s.R.set(t, i, need[i] != 0);
+    s.R.set_row(t, need.data(), t + 1);
     if (t + 1 >= n) break;
-    for (int i = 0; i <= t; ++i) {
-      bool available = s.R(t, i) || s.S(t, i);
-      if (!available || last_user[i] <= t) continue;
+    for (int i = 0; i <= t; ++i) available[i] = need[i] | held[i];
+    for (int i = first_set(available.data(), 0, t + 1); i <= t;
+         i = first_set(available.data(), i + 1, t + 1)) {
+      if (last_user[i] <= t) continue;
       bool droppable = segment[i] >= 0 && t + 1 <= backward_start;
       if (droppable && t + 1 < backward_start) droppable = !forward_needs_after(i, t);
       if (!droppable || t + 1 > backward_start) s.S.set(t + 1, i, true);
@@ -174,6 +177,22 @@ std::optional<Schedule> if_fits(const Problem& p, Schedule s, int64_t budget, Si
   *sim = simulate(p, s);
   if (!sim->valid || sim->peak_bytes > budget) return std::nullopt;
   return s;
+}
+
+// The thresholds in an order that covers their whole range early: every 2^k-th first, then
+// those halfway between, and so on. A search cut short by its time limit has then tried
+// thresholds from the whole range (each probe takes ~10 ms at 2,000 nodes and there are up to
+// ~800), not only the smallest ones.
+std::vector<int64_t> coarse_to_fine(const std::vector<int64_t>& sorted) {
+  const size_t m = sorted.size();
+  size_t stride = 1;
+  while (stride * 2 < m) stride *= 2;
+  std::vector<int64_t> out;
+  out.reserve(m);
+  for (size_t i = 0; i < m; i += stride) out.push_back(sorted[i]);
+  for (; stride > 1; stride /= 2)
+    for (size_t i = stride / 2; i < m; i += stride) out.push_back(sorted[i]);
+  return out;
 }
 
 }  // namespace
@@ -223,7 +242,7 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
   std::set<std::vector<int>> tried;
   std::optional<Schedule> best;
   SimResult best_sim;
-  for (int64_t b : thresholds) {
+  for (int64_t b : coarse_to_fine(std::vector<int64_t>(thresholds.begin(), thresholds.end()))) {
     if (late()) break;
     std::vector<int> chosen;
     int64_t running = 0;

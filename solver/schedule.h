@@ -22,6 +22,10 @@ class BoolMatrix {
   void set(int r, int c, bool x) { v_[size_t(r) * cols_ + c] = x ? 1 : 0; }
   // Row r's entries, one byte (0 or 1) each, for the scans below.
   const uint8_t* row(int r) const { return v_.data() + size_t(r) * cols_; }
+  // Sets row r's first `count` entries from `v` (each 0 or 1).
+  void set_row(int r, const uint8_t* v, int count) {
+    std::memcpy(v_.data() + size_t(r) * cols_, v, size_t(count));
+  }
   bool operator==(const BoolMatrix& o) const {
     return rows_ == o.rows_ && cols_ == o.cols_ && v_ == o.v_;
   }
@@ -36,13 +40,15 @@ class BoolMatrix {
 // and the simulator and the derivation of R run on every candidate a search judges (thousands
 // of times per repair). Their loops over a row therefore skip eight zero entries at a time.
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "row scans read words little-endian");
+
 // Index of the first nonzero entry of row[from, to), or `to` if none (Note [row scans]).
 inline int first_set(const uint8_t* row, int from, int to) {
   int i = from;
   for (; i + 8 <= to; i += 8) {
     uint64_t w;
     std::memcpy(&w, row + i, 8);
-    if (w) break;
+    if (w) return i + __builtin_ctzll(w) / 8;
   }
   for (; i < to; ++i)
     if (row[i]) return i;

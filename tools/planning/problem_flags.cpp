@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <optional>
 
 #include "models/build.h"
@@ -165,6 +168,13 @@ void add_solve_flags(FlagParser& flags) {
       .add("threads", "N", "solver threads", "1")
       .add("gap", "G", "MILP relative gap to stop at", "0.0001")
       .add("log-level", "N", "0 silent, 1 live progress line, 2 solver log", "1");
+}
+
+void tune_allocator_for_solving() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
 }
 
 SolveOptions solve_options_from_flags(const FlagParser& flags) {

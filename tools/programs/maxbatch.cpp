@@ -141,6 +141,7 @@ int run(int argc, char** argv) {
     family.max_size = max_buildable_sequence(c);
   }
   const char* size_name = vary_seq ? "seq" : "batch";
+  tune_allocator_for_solving();  // Note [allocator for solving]
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;

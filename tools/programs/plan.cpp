@@ -128,6 +128,7 @@ int run(int argc, char** argv) {
   if (!flags.has("budget")) throw UsageError("plan: --budget is required");
   const int64_t budget = flags.get_bytes("budget");
   const std::vector<std::string> strategies = strategies_from_flags(flags);
+  tune_allocator_for_solving();  // Note [allocator for solving]
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;

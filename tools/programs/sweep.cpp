@@ -108,6 +108,7 @@ int run(int argc, char** argv) {
   const Problem p = problem_from_flags(flags);
   const int k = static_cast<int>(flags.get_int("points", 1, 1000));
   const std::vector<std::string> strategies = strategies_from_flags(flags);
+  tune_allocator_for_solving();  // Note [allocator for solving]
   SolveOptions opt = solve_options_from_flags(flags);
   ProgressLine line;
   progress_line_attach(opt, &line);
