@@ -124,10 +124,10 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
     // once per accepted move, not per candidate, which keeps an iteration cheap at n ~ 1000.
     // Each candidate simulates the whole schedule: at n ~ 3,500 a stage's candidates take a
     // minute, so the deadline is checked per candidate, not only per accepted move.
-    auto consider = [&](const BoolMatrix& S) {
+    auto consider = [&](BoolMatrix S) {
       if (elapsed() > deadline_seconds) return;
       Schedule c;
-      c.S = S;
+      c.S = std::move(S);
       c.R = derive_cheapest_r(p, c.S);
       SimResult cs = simulate(p, c);
       if (!cs.valid) return;
@@ -147,13 +147,13 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
       while (from > i && !s.R(from, i) && !s.S(from, i)) --from;
       BoolMatrix S = s.S;
       for (int v = from + 1; v <= u; ++v) S.set(v, i, true);
-      consider(S);
+      consider(std::move(S));
     };
     // Stops holding i from stage `from` until (not including) stage `until`.
     auto release = [&](int i, int from, int until) {
       BoolMatrix S = s.S;
       for (int v = from; v < until && v < n; ++v) S.set(v, i, false);
-      consider(S);
+      consider(std::move(S));
     };
     // Values resident at the peak: only moves that touch one of them, or a recomputation of
     // the peak stage, can lower the peak.
@@ -171,7 +171,7 @@ std::optional<Schedule> schedule_fit_budget(const Problem& p, const BoolMatrix& 
         if (t > i + 1 && !s.S(t - 1, i)) {  // or compute it in the stage before, to hold
           BoolMatrix S = s.S;
           S.set(t, i, true);
-          consider(S);
+          consider(std::move(S));
         }
       }
     }

@@ -248,20 +248,20 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
 BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) {
   const int n = p.size();
   for (int t = 0; t < n; ++t) S.set(0, t, false);
-  for (;;) {
-    BoolMatrix R = derive_cheapest_r(p, S, /*compute_held=*/false);
-    int bad_stage = -1;
-    for (int t = 0; t + 1 < n && bad_stage < 0; ++t)
-      for (int i = 0; i <= t; ++i)
-        if (S(t + 1, i) && !R(t, i) && !(i < t && S(t, i))) bad_stage = t + 1;
-    if (bad_stage < 0) {
-      if (R_out) *R_out = R;
-      return S;
-    }
-    int t = bad_stage - 1;
-    for (int i = 0; i <= t; ++i)
-      if (S(t + 1, i) && !R(t, i) && !(i < t && S(t, i))) S.set(t + 1, i, false);
+  // Stage by stage: R's row t reads only S's row t (no retention), and dropping a hold from
+  // row t + 1 changes only what comes after, so one forward pass repairs every stage.
+  BoolMatrix R(n, n);
+  std::vector<uint8_t> need(size_t(n), 0);
+  for (int t = 0; t < n; ++t) {
+    derive_cheapest_r_row(p, S, t, /*compute_held=*/false, need, R);
+    if (t + 1 >= n) break;
+    const uint8_t* computed = R.row(t);
+    const uint8_t* held = S.row(t);
+    for (int i = first_set(S.row(t + 1), 0, t + 1); i <= t; i = first_set(S.row(t + 1), i + 1, t + 1))
+      if (!computed[i] && !(i < t && held[i])) S.set(t + 1, i, false);
   }
+  if (R_out) *R_out = std::move(R);
+  return S;
 }
 
 BoolMatrix schedule_trim_s(const Problem& p, const BoolMatrix& S_in) {

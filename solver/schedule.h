@@ -61,7 +61,7 @@ inline int last_set(const uint8_t* row, int from, int to) {
   for (; i - 8 >= from; i -= 8) {
     uint64_t w;
     std::memcpy(&w, row + i - 8, 8);
-    if (w) break;
+    if (w) return i - 1 - __builtin_clzll(w) / 8;
   }
   for (; i > from; --i)
     if (row[i - 1]) return i - 1;
@@ -97,6 +97,10 @@ struct Schedule {
 // values nothing in the stage needs are left to the caller (rounding drops them instead).
 // See Note [frontier-advancing stages].
 BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S, bool compute_held = true);
+// Row t of that R, written into R (which is n x n); `need` is scratch of n zero entries, left
+// zero. Row t reads only rows t and (with compute_held) t + 1 of S.
+void derive_cheapest_r_row(const Problem& p, const BoolMatrix& S, int t, bool compute_held,
+                           std::vector<uint8_t>& need, BoolMatrix& R);
 
 // Note [memory semantics]
 // Identical in the MILP, the simulator and the executor. While node k runs, everything resident
