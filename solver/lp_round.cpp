@@ -336,7 +336,8 @@ bool full_milp_is_small(const Problem& p) {
 // too (its basis then starts the MILP's root). The result is the cheapest schedule of either
 // that fits, and the larger of the two LP bounds.
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
-                                          double* lp_bound, LpBasis* basis, std::string* why) {
+                                          double* lp_bound, LpBasis* basis, std::string* why,
+                                          std::string* bound_source) {
   const auto t0 = Clock::now();
   auto left = [&] {
     return opt.time_limit_seconds - std::chrono::duration<double>(Clock::now() - t0).count();
@@ -364,6 +365,7 @@ std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, cons
     if (full_bound > bound) bound = full_bound, source = "Checkmate LP";
   }
   if (lp_bound) *lp_bound = bound;
+  if (bound_source) *bound_source = source;
   if (!best) {
     if (why) *why = rs.failure;
     return std::nullopt;

@@ -162,8 +162,11 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   lp_opt.time_limit_seconds = std::max(0.05, left());
   lp_opt.phase = nullptr;  // its stages are this one
   phase("LP relaxation and rounding");
-  std::optional<Schedule> lp = solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis, &lp_why);
-  if (lp) raise(lp_bound, lp->bound_source), solved(lp->models);
+  std::string lp_source;
+  std::optional<Schedule> lp =
+      solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis, &lp_why, &lp_source);
+  raise(lp_bound, lp_source);  // a proof whether or not a rounding fitted
+  if (lp) solved(lp->models);
   if (!best.s && lp_why.find("(a proof)") != std::string::npos) {
     *why = lp_why;
     return std::nullopt;

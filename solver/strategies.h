@@ -78,10 +78,12 @@ std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, doub
 // MILP, whose root LP then takes no iterations (it can take a minute on ~250-node graphs).
 using LpBasis = std::vector<unsigned char>;
 // Without a schedule, `why` (when given) says what happened: a proof that none fits, an LP
-// that did not finish, or roundings that could not be repaired in time.
+// that did not finish, or roundings that could not be repaired in time. `lp_bound` and
+// `bound_source` (the relaxation that proves it) are set with or without a schedule.
 std::optional<Schedule> solve_lp_rounding(const Problem& p, int64_t budget, const SolveOptions& opt,
                                           double* lp_bound = nullptr, LpBasis* basis = nullptr,
-                                          std::string* why = nullptr);
+                                          std::string* why = nullptr,
+                                          std::string* bound_source = nullptr);
 std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                                              const SolveOptions& opt,
                                              const Schedule* warm_start = nullptr,

@@ -63,7 +63,12 @@ void check_bounds_and_baselines(const Problem& p, int budgets) {
     const int64_t budget = lo + (hi - lo) * b / (budgets - 1);
     SolveOptions opt = fast_options();
     double lp_bound = -1;
-    auto lp = solve_lp_rounding(p, budget, opt, &lp_bound);
+    std::string source, why;
+    auto lp = solve_lp_rounding(p, budget, opt, &lp_bound, nullptr, &why, &source);
+    EXPECT_FALSE(source.empty()) << "the LP bound names its relaxation, schedule or not: " << why;
+    if (lp) {
+      EXPECT_EQ(source, lp->bound_source);
+    }
     auto milp = solve_checkmate_milp(p, budget, opt);
     if (!milp) continue;
     SimResult ms = simulate(p, *milp);
