@@ -162,6 +162,38 @@ TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   EXPECT_EQ(cm.upper_bound, cm.batch);
 }
 
+// On a dense block the cheap drops (Note [cheap drops]) fit batches the segment baselines do
+// not; checkmate's max batch reaches at least the largest batch whose cheap drops fit within
+// the cost cap (Note [max-batch bisection]), within its limit.
+TEST(MilpMaxBatch, CheckmateReachesTheCheapDropsBatch) {
+  Problem p = dense_problem(12);
+  p.batch = 4;
+  const int64_t budget = budget_at(p, 0.5) * 3;  // about 12 images at half the activations
+  auto cap = [](const Problem& pb) {
+    double all = 0, fwd = 0;
+    for (const auto& nd : pb.nodes)
+      all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
+    return all + fwd;
+  };
+  int64_t drops_batch = 0;
+  for (int64_t b = 1; b < 200; ++b) {
+    const Problem pb = problem_at_batch(p, b);
+    const std::optional<Schedule> s = solve_cheap_drops(pb, budget, 5);
+    if (!s) break;
+    const SimResult sim = simulate(pb, *s);
+    if (!sim.valid || sim.peak_bytes > budget || sim.total_cost > cap(pb) * (1 + 1e-9)) break;
+    drops_batch = b;
+  }
+  ASSERT_GT(drops_batch, 0);
+  SolveOptions opt;
+  opt.time_limit_seconds = 5;  // all of it: the bracket stays open
+  const MaxBatchResult cm = max_batch(p, "checkmate", budget, opt);
+  EXPECT_GE(cm.batch, drops_batch) << "upper bound " << cm.upper_bound;
+  EXPECT_GE(cm.upper_bound, cm.batch);
+  for (const char* baseline : {"chen-sqrtn", "chen-greedy"})
+    EXPECT_GE(cm.batch, max_batch(p, baseline, budget, opt).batch) << baseline;
+}
+
 // small_dag (configs/small_dag.yaml, batch 4, FLOPs costs) as written by
 // `plan --config configs/small_dag.yaml --batch 4 --write-problem`: a residual DAG with a side
 // branch and a concat, where a 10 s checkmate once returned 17% over LP rounding.
