@@ -47,10 +47,11 @@ struct Drop {
 // The schedule of the first m drops of a list is tried at m = 1, 2, 4, ... and then bisected to
 // the smallest m that fits; then the drops are undone one by one, the costliest first, wherever
 // the schedule still fits (a drop far from the peak saves nothing there), while the deadline
-// lasts. The cheaper of the two lists' schedules is returned. Every schedule goes through
-// simulate().
+// lasts (max batch's probes, which need only a schedule within their cost cap, skip the undoing
+// when the first fits it). The cheaper of the two lists' schedules is returned. Every schedule
+// goes through simulate().
 std::optional<Schedule> drop_search(const Problem& p, int64_t budget, std::vector<Drop> drops,
-                                    Clock::time_point deadline) {
+                                    Clock::time_point deadline, double cost_cap) {
   if (drops.empty()) return std::nullopt;
   std::stable_sort(drops.begin(), drops.end(),
                    [](const Drop& a, const Drop& b) { return a.score < b.score; });
@@ -92,6 +93,7 @@ std::optional<Schedule> drop_search(const Problem& p, int64_t budget, std::vecto
   std::vector<uint8_t> on = prefix(hi);
   Schedule best = build(on, &sim);
   double best_cost = sim.total_cost;
+  if (cost_cap > 0 && best_cost <= cost_cap) return best;
   // Undo the costliest drops first, wherever the schedule still fits and gets cheaper.
   std::vector<size_t> order(hi);
   std::iota(order.begin(), order.end(), size_t{0});
@@ -159,7 +161,8 @@ std::vector<Drop> gap_drops(const Problem& p, const std::vector<std::vector<int>
 
 }  // namespace
 
-std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, double seconds) {
+std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, double seconds,
+                                          double cost_cap) {
   const auto t0 = Clock::now();
   auto at = [&](double s) {
     return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -170,10 +173,11 @@ std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, doub
   // The gap drops (usually the better) get half the time, the stretch drops the rest.
   for (auto [drops, until] : {std::pair{gap_drops(p, users), at(seconds / 2)},
                               std::pair{stretch_drops(p, users), at(seconds)}}) {
-    std::optional<Schedule> s = drop_search(p, budget, std::move(drops), until);
+    std::optional<Schedule> s = drop_search(p, budget, std::move(drops), until, cost_cap);
     if (!s) continue;
     const double cost = simulate(p, *s).total_cost;
     if (!best || cost < best_cost) best = std::move(s), best_cost = cost;
+    if (cost_cap > 0 && best_cost <= cost_cap) break;
   }
   if (!best) return std::nullopt;
   best->strategy = "cheap-drops";

@@ -166,9 +166,9 @@ struct Prober {
         return Probe::Feasible;
     // Cheap drops (Note [cheap drops]) in the next quarter: on dense graphs they keep the
     // overhead near the cheap nodes' cost at a fraction of the memory the baselines need.
-    if (accept(solve_cheap_drops(pb, budget, std::max(0.05, seconds / 2 - d.elapsed()))))
-      return Probe::Feasible;
     const double cap = cost_cap(pb);
+    if (accept(solve_cheap_drops(pb, budget, std::max(0.05, seconds / 2 - d.elapsed()), cap)))
+      return Probe::Feasible;
     // Without the MILP to follow, the LP gets all the time left.
     RelaxationSearch lp = relaxation_lp_search(
         pb, budget, opt, std::max(0.05, use_milp ? d.left() / 2 : d.left()), 0, cap);

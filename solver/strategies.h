@@ -71,8 +71,11 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
                                           double seconds = 1e30);
 std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
 // Keep everything but the values cheapest to recompute per byte held (Note [cheap drops] in
-// solver/cheap_drops.cpp); checkmate's baselines include it. Stops after `seconds`.
-std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, double seconds);
+// solver/cheap_drops.cpp); checkmate's baselines include it. Stops after `seconds`. With
+// cost_cap > 0 (max batch's probes), the first schedule found that fits at most the cap is
+// returned as it is, without the search that lowers its cost.
+std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, double seconds,
+                                          double cost_cap = 0);
 // An optimal LP basis: a status (0 free, 1 basic, 2 at upper, 3 at lower bound) per column, then
 // per row, of the LP relaxation of the Checkmate MILP at one budget. LP rounding hands it to the
 // MILP, whose root LP then takes no iterations (it can take a minute on ~250-node graphs).

@@ -88,6 +88,14 @@ TEST(CheapDrops, EveryScheduleItReturnsFits) {
       EXPECT_TRUE(sim.valid) << p.name << " at " << fraction << ": " << sim.error;
       EXPECT_LE(sim.peak_bytes, budget) << p.name << " at " << fraction;
       EXPECT_EQ(s->strategy, "cheap-drops");
+      // Within a cost cap (max batch's probes) it may stop at the first schedule that fits.
+      const double cap = 2 * all_keep_cost(p);
+      const std::optional<Schedule> capped = solve_cheap_drops(p, budget, 5, cap);
+      ASSERT_TRUE(capped.has_value()) << p.name << " at " << fraction;
+      const SimResult capped_sim = simulate(p, *capped);
+      EXPECT_TRUE(capped_sim.valid) << capped_sim.error;
+      EXPECT_LE(capped_sim.peak_bytes, budget);
+      EXPECT_GE(capped_sim.total_cost, sim.total_cost * (1 - 1e-12)) << "the search lowers cost";
     }
   }
   EXPECT_GE(found, 12);
