@@ -11,7 +11,10 @@ of checkmate's cost to the best baseline's (and to lp's).
 Rows (default): mobilenet b512, resnet50 b64, unet b32, fcn8 b8, segnet b8 at 50/60/80 %
 (60 s); densenet121 b32 at 40/60/80 % (60 s; when configs/densenet121.yaml exists); a 12-layer GPT-2-shaped graph at 50 % (300 s; generated here unless --gpt2-config
 names a config); linear8/16 at 50 %, VGG16 b64 at 70 and 85 % (50 % is below its minimum);
-linear16 at 6, 5 and 4 units (one layer's activation) above its constant (60 s). --quick runs one row per model at 60 % with 20 s.
+linear16 at 6, 5 and 4 units (one layer's activation) above its constant (60 s); then max batch
+at 16 GB for resnet50 and densenet121 (rows "maxbatch NAME"): checkmate's batch, its proven upper
+bound and the bracket between them, against the best of chen-sqrtn and chen-greedy (60 s per
+strategy). --quick runs one row per model at 60 % with 20 s (and the max-batch rows at 20 s).
 Usage: tools/bench/solver_scale_bench.py [--bin build/tools] [--quick] [--rows NAME,...] [--json FILE]
 """
 import argparse
@@ -234,6 +237,36 @@ def main():
         sys.stdout.flush()
         results.append({"row": label, "nodes": len(prob["nodes"]), "budget": budget,
                         "keep_cost": keep_cost, "strategies": res})
+    # Issue 23's max-batch brackets: checkmate's answer .. proven upper bound at 16 GB, against
+    # the best baseline's batch, 60 s per strategy (--quick: 20 s).
+    mb_rows = [name for name in ("resnet50", "densenet121")
+               if os.path.exists(os.path.join(root, "configs", name + ".yaml"))
+               and (not a.rows or any(("maxbatch " + name).startswith(k) for k in a.rows.split(",")))]
+    if mb_rows:
+        print(f"\n{'max batch at 16 GB':<22} {'time':>6} {'batch':>6} {'bound':>6} {'bracket':>8} "
+              f"{'base':>6}  best baseline")
+    mb_limit = 20 if a.quick else 60
+    for name in mb_rows:
+        cmd = [os.path.join(a.bin, "maxbatch"), "--config", os.path.join(root, "configs", name + ".yaml"),
+               "--budget", "16GB", "--strategies", "checkmate,chen-sqrtn,chen-greedy",
+               "--time-limit", str(mb_limit), "--json", "--log-level", "0"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        got = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                j = json.loads(line)
+                got[j["strategy"]] = j
+        cm = got.get("checkmate")
+        if r.returncode != 0 or not cm:
+            print(f"maxbatch {name:<13} error: {(r.stderr.strip().splitlines() or ['failed'])[-1][:100]}")
+            results.append({"row": "maxbatch " + name, "error": r.stderr.strip()})
+            continue
+        base = max((v for k, v in got.items() if k != "checkmate"), key=lambda v: v["batch"])
+        bracket = (cm["upper_bound"] - cm["batch"]) / cm["upper_bound"] if cm["upper_bound"] else 0
+        print(f"{'maxbatch ' + name:<22} {cm['solve_seconds']:6.1f} {cm['batch']:6d} "
+              f"{cm['upper_bound']:6d} {100 * bracket:7.2f}% {base['batch']:6d}  {base['strategy']}")
+        sys.stdout.flush()
+        results.append({"row": "maxbatch " + name, "strategies": got})
     if a.json:
         with open(a.json + ".tmp", "w") as fh:
             json.dump(results, fh, indent=1)
