@@ -122,17 +122,19 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // the budget is below problem_min_budget, or the stage relaxation with the cost cap has no
 // solution, Note [stage relaxation]) or Unknown (its time ran out). Cheap answers come first:
 // schedules already found at other batches (a schedule's structure is batch-independent), then
-// their repair, then cheap drops (Note [cheap drops]); the stage relaxation's LP with its
-// rounding next; Cbc on the relaxation (or on the Checkmate MILP where that is small), stopped
-// at its first incumbent, last. The bisection keeps lo feasible and hi proven infeasible, so
+// cheap drops within the cost cap (Note [cheap drops]; before the repairs, which take seconds
+// each on NASNet-Large: 72 against 31 with the repairs first), then the known schedules'
+// repair; the stage relaxation's LP with its rounding next; Cbc on the relaxation (or on the
+// Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection keeps lo feasible and hi proven infeasible, so
 // upper_bound = hi - 1 is proven; an Unknown probe narrows only the search for lo. The first
 // round (no MILP) gallops: it probes at most a quarter above lo. The proven hi is often ten
 // times the answer (NASNet-Large at 16 GB: 19 .. 234), and a probe far above lo spends half the
 // time left to end Unknown, where near lo the known schedules repair, cheap drops fit or the LP
 // rounds. lo starts at the best baseline's batch; the baselines run with a floor (each searches
-// only above the best batch so far) in a third of the limit. At 16 GB, 30 s, 2 cores, against
-// twice lo, no floors and no cheap drops: DenseNet-121 737 (611), DenseNet-169 650 (426),
-// InceptionV3 718 (653), NASNet-Large 21 (19; lp's doubling reaches 32).
+// only above the best batch so far) in a third of the limit. At 16 GB, 30 s, 2 cores (two runs
+// at a time), against twice lo, no floors and no cheap drops: DenseNet-121 695-737 (611),
+// DenseNet-169 666 (426), InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19;
+// lp's doubling reaches 32).
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
@@ -157,18 +159,18 @@ struct Prober {
       known.push_back(*s);
       return true;
     };
-    // Repair the known schedules at this batch (Note [budget repair]), in a quarter of the
-    // probe's time: at 3,581 nodes one repair can take seconds, and the LP below is what
-    // answers there.
-    const double repair_until = seconds / 4;
+    // Cheap drops (Note [cheap drops]) first, in at most a quarter of the probe's time: within
+    // the cost cap they stop at their first fit (milliseconds when nothing fits), and on dense
+    // graphs they fit at a fraction of the memory the baselines need.
+    const double cap = cost_cap(pb);
+    if (accept(solve_cheap_drops(pb, budget, std::max(0.05, seconds / 4), cap)))
+      return Probe::Feasible;
+    // Repair the known schedules at this batch (Note [budget repair]), until half the probe's
+    // time: at 3,581 nodes one repair can take seconds, and the LP below is what answers there.
+    const double repair_until = seconds / 2;
     for (size_t k = 0, n = known.size(); k < n && d.elapsed() < repair_until; ++k)
       if (accept(schedule_fit_budget(pb, known[k].S, budget, (repair_until - d.elapsed()) / 2)))
         return Probe::Feasible;
-    // Cheap drops (Note [cheap drops]) in the next quarter: on dense graphs they keep the
-    // overhead near the cheap nodes' cost at a fraction of the memory the baselines need.
-    const double cap = cost_cap(pb);
-    if (accept(solve_cheap_drops(pb, budget, std::max(0.05, seconds / 2 - d.elapsed()), cap)))
-      return Probe::Feasible;
     // Without the MILP to follow, the LP gets all the time left.
     RelaxationSearch lp = relaxation_lp_search(
         pb, budget, opt, std::max(0.05, use_milp ? d.left() / 2 : d.left()), 0, cap);
