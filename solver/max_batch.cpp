@@ -127,10 +127,12 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // repair; the stage relaxation's LP with its rounding next; Cbc on the relaxation (or on the
 // Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection keeps lo feasible and hi proven infeasible, so
 // upper_bound = hi - 1 is proven; an Unknown probe narrows only the search for lo. The first
-// round (no MILP) gallops: it probes at most a quarter above lo. The proven hi is often ten
-// times the answer (NASNet-Large at 16 GB: 19 .. 234), and a probe far above lo spends half the
-// time left to end Unknown, where near lo the known schedules repair, cheap drops fit or the LP
-// rounds. lo starts at the best baseline's batch; the baselines run with a floor (each searches
+// round (no MILP) gallops: it probes at most a quarter above lo, each probe with a quarter of
+// the time left. The proven hi is often ten times the answer (NASNet-Large at 16 GB: 19 .. 234),
+// and a probe far above lo spends its time to end Unknown, where near lo the known schedules
+// repair, cheap drops fit or the LP rounds; with half the time left per probe, DenseNet-121's
+// first probe above chen-greedy's 611 took 21 s of a 60 s limit to end Unknown, and 60 s found
+// less than 30 s (687 against 736; a quarter: 785 and 748). lo starts at the best baseline's batch; the baselines run with a floor (each searches
 // only above the best batch so far) in a third of the limit. At 16 GB, 30 s, 2 cores (two runs
 // at a time), against twice lo, no floors and no cheap drops: DenseNet-121 695-737 (611),
 // DenseNet-169 666 (426), InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19;
@@ -262,7 +264,7 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
       // Without the MILP, probes gallop up from lo (Note [max-batch bisection]).
       const int64_t half = lo + (soft_hi - lo) / 2;
       const int64_t mid = use_milp ? half : std::min(half, lo + std::max<int64_t>(1, lo / 4));
-      Probe r = prober.probe(mid, use_milp ? left / steps : left / 2, use_milp);
+      Probe r = prober.probe(mid, use_milp ? left / steps : left / 4, use_milp);
       if (r == Probe::Feasible) lo = mid;
       else if (r == Probe::Infeasible) hi = soft_hi = mid;
       else soft_hi = mid;
