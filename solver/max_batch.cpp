@@ -125,18 +125,20 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // cheap drops within the cost cap (Note [cheap drops]; before the repairs, which take seconds
 // each on NASNet-Large: 72 against 31 with the repairs first), then the known schedules'
 // repair; the stage relaxation's LP with its rounding next; Cbc on the relaxation (or on the
-// Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection keeps lo feasible and hi proven infeasible, so
-// upper_bound = hi - 1 is proven; an Unknown probe narrows only the search for lo. The first
-// round (no MILP) gallops: it probes at most a quarter above lo, each probe with a quarter of
-// the time left. The proven hi is often ten times the answer (NASNet-Large at 16 GB: 19 .. 234),
-// and a probe far above lo spends its time to end Unknown, where near lo the known schedules
-// repair, cheap drops fit or the LP rounds; with half the time left per probe, DenseNet-121's
-// first probe above chen-greedy's 611 took 21 s of a 60 s limit to end Unknown, and 60 s found
-// less than 30 s (687 against 736; a quarter: 785 and 748). lo starts at the best baseline's batch; the baselines run with a floor (each searches
-// only above the best batch so far) in a third of the limit. At 16 GB, 30 s, 2 cores (two runs
-// at a time), against twice lo, no floors and no cheap drops: DenseNet-121 695-737 (611),
-// DenseNet-169 666 (426), InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19;
-// lp's doubling reaches 32).
+// Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection
+// keeps lo feasible and hi proven infeasible, so upper_bound = hi - 1 is proven; an Unknown
+// probe narrows only the search for lo. lo starts at the best baseline's batch; the baselines
+// run with a floor (each searches only above the best batch so far) in a third of the limit.
+// The first round (no MILP) gallops: it probes at most a quarter above lo, each probe with a
+// quarter of the time left. The proven hi is often ten times the answer (NASNet-Large at
+// 16 GB: 19 .. 234), and a probe far above lo spends its time to end Unknown, where near lo
+// cheap drops fit, the known schedules repair or the LP rounds. With half the time left per
+// probe, DenseNet-121's first probe above chen-greedy's 611 took 21 s of a 60 s limit to end
+// Unknown, and 60 s found less than 30 s (687 against 736; with a quarter, 785 and 748).
+// At 16 GB, 30 s, 2 cores (two runs at a time), with half the time per probe, against twice
+// lo, no floors and no cheap drops: DenseNet-121 695-737 (611), DenseNet-169 666 (426),
+// InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19; lp's doubling reaches
+// 32).
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
