@@ -241,14 +241,15 @@ def main():
     # the best baseline's batch, 60 s per strategy (--quick: 20 s).
     mb_rows = [name for name in ("resnet50", "densenet121")
                if os.path.exists(os.path.join(root, "configs", name + ".yaml"))
-               and (not a.rows or any(("maxbatch " + name).startswith(k) for k in a.rows.split(",")))]
+               and (not a.rows
+                    or any(("maxbatch " + name).startswith(k) for k in a.rows.split(",")))]
     if mb_rows:
         print(f"\n{'max batch at 16 GB':<22} {'time':>6} {'batch':>6} {'bound':>6} {'bracket':>8} "
               f"{'base':>6}  best baseline")
     mb_limit = 20 if a.quick else 60
     for name in mb_rows:
-        cmd = [os.path.join(a.bin, "maxbatch"), "--config", os.path.join(root, "configs", name + ".yaml"),
-               "--budget", "16GB", "--strategies", "checkmate,chen-sqrtn,chen-greedy",
+        cmd = [os.path.join(a.bin, "maxbatch"),
+               "--config", os.path.join(root, "configs", name + ".yaml"), "--budget", "16GB", "--strategies", "checkmate,chen-sqrtn,chen-greedy",
                "--time-limit", str(mb_limit), "--json", "--log-level", "0"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         got = {}
@@ -258,13 +259,15 @@ def main():
                 got[j["strategy"]] = j
         cm = got.get("checkmate")
         if r.returncode != 0 or not cm:
-            print(f"maxbatch {name:<13} error: {(r.stderr.strip().splitlines() or ['failed'])[-1][:100]}")
+            why = (r.stderr.strip().splitlines() or ["failed"])[-1][:100]
+            print(f"maxbatch {name:<13} error: {why}")
             results.append({"row": "maxbatch " + name, "error": r.stderr.strip()})
             continue
         base = max((v for k, v in got.items() if k != "checkmate"), key=lambda v: v["batch"])
         bracket = (cm["upper_bound"] - cm["batch"]) / cm["upper_bound"] if cm["upper_bound"] else 0
         print(f"{'maxbatch ' + name:<22} {cm['solve_seconds']:6.1f} {cm['batch']:6d} "
-              f"{cm['upper_bound']:6d} {100 * bracket:7.2f}% {base['batch']:6d}  {base['strategy']}")
+              f"{cm['upper_bound']:6d} {100 * bracket:7.2f}% {base['batch']:6d}  "
+              f"{base['strategy']}")
         sys.stdout.flush()
         results.append({"row": "maxbatch " + name, "strategies": got})
     if a.json:
