@@ -50,16 +50,22 @@ struct Drop {
 // lasts (max batch's probes, which need only a schedule within their cost cap, skip the undoing
 // when the first fits it). The cheaper of the two lists' schedules is returned. Every schedule
 // goes through simulate().
-std::optional<Schedule> drop_search(const Problem& p, int64_t budget, std::vector<Drop> drops,
-                                    Clock::time_point deadline, double cost_cap) {
+struct Found {
+  Schedule s;
+  double cost;  // its simulated cost
+};
+
+// `keep_S`: the all-keep schedule's S, which every drop clears entries of.
+std::optional<Found> drop_search(const Problem& p, int64_t budget, const BoolMatrix& keep_S,
+                                 std::vector<Drop> drops, Clock::time_point deadline,
+                                 double cost_cap) {
   if (drops.empty()) return std::nullopt;
   std::stable_sort(drops.begin(), drops.end(),
                    [](const Drop& a, const Drop& b) { return a.score < b.score; });
-  const Schedule keep = all_keep_schedule(p);
   // The schedule of the drops marked in `on`, simulated.
   auto build = [&](const std::vector<uint8_t>& on, SimResult* sim) {
     Schedule s;
-    s.S = keep.S;
+    s.S = keep_S;
     for (size_t k = 0; k < drops.size(); ++k)
       if (on[k])
         for (int t = drops[k].from; t < drops[k].until; ++t) s.S.set(t, drops[k].value, false);
@@ -93,7 +99,7 @@ std::optional<Schedule> drop_search(const Problem& p, int64_t budget, std::vecto
   std::vector<uint8_t> on = prefix(hi);
   Schedule best = build(on, &sim);
   double best_cost = sim.total_cost;
-  if (cost_cap > 0 && best_cost <= cost_cap) return best;
+  if (cost_cap > 0 && best_cost <= cost_cap) return Found{std::move(best), best_cost};
   // Undo the costliest drops first, wherever the schedule still fits and gets cheaper.
   std::vector<size_t> order(hi);
   std::iota(order.begin(), order.end(), size_t{0});
@@ -111,7 +117,7 @@ std::optional<Schedule> drop_search(const Problem& p, int64_t budget, std::vecto
       on[k] = 1;
     }
   }
-  return best;
+  return Found{std::move(best), best_cost};
 }
 
 std::vector<Drop> stretch_drops(const Problem& p, const std::vector<std::vector<int>>& users) {
@@ -168,21 +174,19 @@ std::optional<Schedule> solve_cheap_drops(const Problem& p, int64_t budget, doub
     return t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   };
   const auto users = problem_users(p);
-  std::optional<Schedule> best;
-  double best_cost = 0;
+  const BoolMatrix keep_S = all_keep_schedule(p).S;
+  std::optional<Found> best;
   // The gap drops (usually the better) get half the time, the stretch drops the rest.
   for (auto [drops, until] : {std::pair{gap_drops(p, users), at(seconds / 2)},
                               std::pair{stretch_drops(p, users), at(seconds)}}) {
-    std::optional<Schedule> s = drop_search(p, budget, std::move(drops), until, cost_cap);
-    if (!s) continue;
-    const double cost = simulate(p, *s).total_cost;
-    if (!best || cost < best_cost) best = std::move(s), best_cost = cost;
-    if (cost_cap > 0 && best_cost <= cost_cap) break;
+    std::optional<Found> f = drop_search(p, budget, keep_S, std::move(drops), until, cost_cap);
+    if (f && (!best || f->cost < best->cost)) best = std::move(f);
+    if (best && cost_cap > 0 && best->cost <= cost_cap) break;
   }
   if (!best) return std::nullopt;
-  best->strategy = "cheap-drops";
-  best->status = "heuristic";
-  return best;
+  best->s.strategy = "cheap-drops";
+  best->s.status = "heuristic";
+  return std::move(best->s);
 }
 
 }  // namespace remat
