@@ -24,6 +24,14 @@ SolveOptions fast_options() {
   return o;
 }
 
+// Max batch's cost cap: all-keep's cost plus one forward pass.
+double max_batch_cost_cap(const Problem& pb) {
+  double all = 0, fwd = 0;
+  for (const auto& nd : pb.nodes)
+    all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
+  return all + fwd;
+}
+
 // The MILP optimum equals the exhaustive optimum at every budget from below the minimum to
 // all-keep, and is nullopt exactly where nothing fits.
 void check_against_brute_force(const Problem& p) {
@@ -157,9 +165,7 @@ TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   Problem pb = problem_at_batch(p, cm.batch);
   SolveResult r = solve(pb, "checkmate", budget, opt);
   ASSERT_TRUE(r.feasible) << r.message;
-  double all = 0, fwd = 0;
-  for (const auto& nd : pb.nodes) all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
-  EXPECT_LE(r.sim.total_cost, (all + fwd) * (1 + 1e-9));
+  EXPECT_LE(r.sim.total_cost, max_batch_cost_cap(pb) * (1 + 1e-9));
   EXPECT_EQ(cm.status, "optimal");
   EXPECT_EQ(cm.upper_bound, cm.batch);
 }
@@ -171,19 +177,13 @@ TEST(MilpMaxBatch, CheckmateReachesTheCheapDropsBatch) {
   Problem p = dense_problem(12);
   p.batch = 4;
   const int64_t budget = budget_at(p, 0.5) * 3;  // about 12 images at half the activations
-  auto cap = [](const Problem& pb) {
-    double all = 0, fwd = 0;
-    for (const auto& nd : pb.nodes)
-      all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
-    return all + fwd;
-  };
   int64_t drops_batch = 0;
   for (int64_t b = 1; b < 200; ++b) {
     const Problem pb = problem_at_batch(p, b);
     const std::optional<Schedule> s = solve_cheap_drops(pb, budget, 5);
     if (!s) break;
     const SimResult sim = simulate(pb, *s);
-    if (!sim.valid || sim.peak_bytes > budget || sim.total_cost > cap(pb) * (1 + 1e-9)) break;
+    if (!sim.valid || sim.peak_bytes > budget || sim.total_cost > max_batch_cost_cap(pb) * (1 + 1e-9)) break;
     drops_batch = b;
   }
   ASSERT_GT(drops_batch, 0);
@@ -372,21 +372,15 @@ TEST(MilpMaxBatch, BatchFitsAndNextBatchInfeasibleByBruteForce) {
   ASSERT_GT(cm.batch, 0);
   ASSERT_EQ(cm.status, "optimal");
   EXPECT_EQ(cm.upper_bound, cm.batch);
-  auto cap = [](const Problem& pb) {
-    double all = 0, fwd = 0;
-    for (const auto& nd : pb.nodes)
-      all += nd.cost, fwd += nd.kind == ProblemNodeKind::Forward ? nd.cost : 0;
-    return all + fwd;
-  };
   Problem at = problem_at_batch(p, cm.batch);
   BruteForce fits{at, budget};
   auto best = fits.run();
   ASSERT_TRUE(best.has_value()) << "batch " << cm.batch;
-  EXPECT_LE(*best, cap(at) * (1 + 1e-9));
+  EXPECT_LE(*best, max_batch_cost_cap(at) * (1 + 1e-9));
   Problem next = problem_at_batch(p, cm.batch + 1);
   BruteForce more{next, budget};
   auto best_next = more.run();
-  EXPECT_TRUE(!best_next || *best_next > cap(next) * (1 + 1e-9)) << "batch " << cm.batch + 1;
+  EXPECT_TRUE(!best_next || *best_next > max_batch_cost_cap(next) * (1 + 1e-9)) << "batch " << cm.batch + 1;
   for (const std::string& strategy : strategy_names()) {
     if (strategy == "checkmate" || strategy == "lp") continue;
     EXPECT_GE(cm.batch, max_batch(p, strategy, budget, fast_options()).batch) << strategy;
