@@ -257,7 +257,8 @@ BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) 
     if (t + 1 >= n) break;
     const uint8_t* computed = R.row(t);
     const uint8_t* held = S.row(t);
-    for (int i = first_set(S.row(t + 1), 0, t + 1); i <= t; i = first_set(S.row(t + 1), i + 1, t + 1))
+    const uint8_t* held_next = S.row(t + 1);  // the loop clears entries behind its scan
+    for (int i = first_set(held_next, 0, t + 1); i <= t; i = first_set(held_next, i + 1, t + 1))
       if (!computed[i] && !(i < t && held[i])) S.set(t + 1, i, false);
   }
   if (R_out) *R_out = std::move(R);
