@@ -65,7 +65,8 @@ class DataParallel : public ScratchDirTest {
     JobResult r;
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
     const auto t0 = std::chrono::steady_clock::now();
-    const int status = std::system(("timeout " + std::to_string(limit_seconds) + " " + cmd +
+    // -k: mpirun that outlives the SIGTERM (its ranks blocked in a collective) is killed.
+    const int status = std::system(("timeout -k 10 " + std::to_string(limit_seconds) + " " + cmd +
                                     " >'" + out + "' 2>'" + err + "'")
                                        .c_str());
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
