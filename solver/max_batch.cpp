@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "runtime/core/check.h"
@@ -135,6 +136,13 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // cheap drops fit, the known schedules repair or the LP rounds. With half the time left per
 // probe, DenseNet-121's first probe above chen-greedy's 611 took 21 s of a 60 s limit to end
 // Unknown, and 60 s found less than 30 s (687 against 736; with a quarter, 785 and 748).
+// A share shrinks with each probe, and once it is below what the LP search needs to find a
+// fit every later probe ends Unknown: a probe gets at least twice the longest LP search that
+// fit (the LP starts after at most half the probe). ResNet-50 at 16 GB, 30 s, beside one other
+// run: 898 with the shrinking shares alone (probes from 1096 down to 899 of 5.4 .. 1.2 s ended
+// Unknown), 986 with the floor (its LP search fits in 3.3 s).
+// Every Infeasible answer names its proof (MaxBatchResult::bound_source), and log level 2
+// prints each probe: a bound can be traced to the probe that made it.
 // At 16 GB, 30 s, 2 cores (two runs at a time), with half the time per probe, against twice
 // lo, no floors and no cheap drops: DenseNet-121 695-737 (611), DenseNet-169 666 (426),
 // InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19; lp's doubling reaches
@@ -146,6 +154,17 @@ struct Prober {
   int64_t budget;
   SolveOptions opt;
   std::vector<Schedule> known;  // schedules that fit at some batch
+  std::string answer;           // what answered the last probe, in words
+  double lp_fit_seconds = 0;    // the longest a probe's LP search took to find a fit
+
+  // With log_level >= 2, one line per probe on stderr: the batch, its time, the answer and what
+  // gave it (a bound's proof can be traced to the probe that made it).
+  void log(int64_t b, double seconds, Probe r) const {
+    if (opt.log_level < 2) return;
+    static const char* const kNames[] = {"fits", "infeasible", "unknown"};
+    std::fprintf(stderr, "max batch probe %lld (%.2f s): %s (%s)\n", static_cast<long long>(b),
+                 seconds, kNames[static_cast<int>(r)], answer.c_str());
+  }
 
   bool known_fit(int64_t b) {
     for (const Schedule& s : known)
@@ -154,9 +173,17 @@ struct Prober {
   }
 
   Probe probe(int64_t b, double seconds, bool use_milp) {
+    const Probe r = answer_probe(b, seconds, use_milp);
+    log(b, seconds, r);
+    return r;
+  }
+
+  Probe answer_probe(int64_t b, double seconds, bool use_milp) {
     const Deadline d{Clock::now(), seconds};
     const Problem& pb = batches.at(b);
+    answer = "the working set of the largest node";
     if (problem_min_budget(pb) > budget) return Probe::Infeasible;
+    answer = "a schedule found at another batch";
     if (known_fit(b)) return Probe::Feasible;
     auto accept = [&](const std::optional<Schedule>& s) {
       if (!s || !batches.fits(*s, b, budget)) return false;
@@ -167,19 +194,27 @@ struct Prober {
     // the cost cap they stop at their first fit (milliseconds when nothing fits), and on dense
     // graphs they fit at a fraction of the memory the baselines need.
     const double cap = cost_cap(pb);
+    answer = "cheap drops";
     if (accept(solve_cheap_drops(pb, budget, std::max(0.05, seconds / 4), cap)))
       return Probe::Feasible;
     // Repair the known schedules at this batch (Note [budget repair]), until half the probe's
     // time: at 3,581 nodes one repair can take seconds, and the LP below is what answers there.
     const double repair_until = seconds / 2;
+    answer = "a known schedule repaired";
     for (size_t k = 0, n = known.size(); k < n && d.elapsed() < repair_until; ++k)
       if (accept(schedule_fit_budget(pb, known[k].S, budget, (repair_until - d.elapsed()) / 2)))
         return Probe::Feasible;
     // Without the MILP to follow, the LP gets all the time left.
+    const double lp_start = d.elapsed();
     RelaxationSearch lp = relaxation_lp_search(
         pb, budget, opt, std::max(0.05, use_milp ? d.left() / 2 : d.left()), 0, cap);
+    answer = lp.model.empty() ? "the stage relaxation's LP" : lp.model;
     if (lp.infeasible) return Probe::Infeasible;
-    if (accept(lp.best)) return Probe::Feasible;
+    if (accept(lp.best)) {
+      lp_fit_seconds = std::max(lp_fit_seconds, d.elapsed() - lp_start);
+      return Probe::Feasible;
+    }
+    answer = "nothing fit in time";
     if (!use_milp || d.left() <= 0) return Probe::Unknown;
     SolveOptions mopt = opt;
     mopt.time_limit_seconds = std::max(0.05, d.left());
@@ -190,16 +225,21 @@ struct Prober {
       MilpModel m = milp_build(pb, bo);
       MilpProgress stop_at_incumbent = [](double, double inc, double) { return inc >= 0; };
       MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
+      answer = "the Checkmate MILP with the cost cap (Cbc)";
       if (run.infeasible) return Probe::Infeasible;
       if (run.has_solution)
         for (Schedule& c : schedule_candidates_for_s(pb, milp_s_from_solution(m, run.x.data(), 0.5)))
           if (accept(c)) return Probe::Feasible;
+      answer = "nothing fit in time";
       return Probe::Unknown;
     }
     RelaxationSearch mip = relaxation_milp_search(pb, budget, mopt, mopt.time_limit_seconds,
                                                   nullptr, 0, cap);
+    answer = mip.model + " (Cbc)";
     if (mip.infeasible) return Probe::Infeasible;
-    return accept(mip.best) ? Probe::Feasible : Probe::Unknown;
+    if (accept(mip.best)) return Probe::Feasible;
+    answer = "nothing fit in time";
+    return Probe::Unknown;
   }
 };
 
@@ -220,10 +260,13 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
   res.strategy = strategy;
   if (budget <= batches.at(1).constant_bytes || problem_min_budget(batches.at(1)) > budget) {
     res.status = "optimal";  // not even batch 1 fits: batch 0 is exact
+    res.bound_source = budget <= batches.at(1).constant_bytes
+                           ? "the constant"
+                           : "the working set of the largest node at 1";
     res.solve_seconds = d.elapsed();
     return res;
   }
-  Prober prober{batches, budget, opt, {}};
+  Prober prober{batches, budget, opt, {}, {}};
   // lo: the best baseline (verified by simulate); its schedules seed every probe. The
   // baselines get at most a third of the limit together: with a tenth, chen-greedy's own
   // bisection was cut short on InceptionV3 (checkmate 424 where chen-greedy alone found 575 in
@@ -255,6 +298,9 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
     }
     hi = z;
   }
+  res.bound_source = hi > batches.max_size
+                         ? "past the largest size"
+                         : "the working set of the largest node at " + std::to_string(hi);
   report(opt, d, lo, hi);
   // Narrow with LP/heuristic probes first (no MILP), then with MILP probes.
   for (bool use_milp : {false, true}) {
@@ -266,10 +312,19 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
       // Without the MILP, probes gallop up from lo (Note [max-batch bisection]).
       const int64_t half = lo + (soft_hi - lo) / 2;
       const int64_t mid = use_milp ? half : std::min(half, lo + std::max<int64_t>(1, lo / 4));
-      Probe r = prober.probe(mid, use_milp ? left / steps : left / 4, use_milp);
-      if (r == Probe::Feasible) lo = mid;
-      else if (r == Probe::Infeasible) hi = soft_hi = mid;
-      else soft_hi = mid;
+      // A probe's LP starts after at most half its time (Note [max-batch bisection]): a probe
+      // gets at least twice what the LP search took where it last fit, where time allows.
+      const double share = use_milp ? left / steps : left / 4;
+      const double seconds = std::max(share, std::min(left, 2 * prober.lp_fit_seconds));
+      Probe r = prober.probe(mid, seconds, use_milp);
+      if (r == Probe::Feasible) {
+        lo = mid;
+      } else if (r == Probe::Infeasible) {
+        hi = soft_hi = mid;
+        res.bound_source = prober.answer + " at " + std::to_string(mid);
+      } else {
+        soft_hi = mid;
+      }
       report(opt, d, lo, hi);
     }
   }

@@ -98,6 +98,7 @@ struct MaxBatchResult {
   std::string strategy;
   int64_t batch = 0;         // the size found (a batch, or a sequence length); 0: even 1 does not fit
   int64_t upper_bound = 0;   // proven bound on the max size (MILP); = batch for exact searches
+  std::string bound_source;  // what proves upper_bound + 1 does not fit (checkmate), in words
   double solve_seconds = 0;
   std::string status;
 };

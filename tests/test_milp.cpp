@@ -372,6 +372,9 @@ TEST(MilpMaxBatch, BatchFitsAndNextBatchInfeasibleByBruteForce) {
   ASSERT_GT(cm.batch, 0);
   ASSERT_EQ(cm.status, "optimal");
   EXPECT_EQ(cm.upper_bound, cm.batch);
+  // The bound names its proof and the batch that proof is about: the next one.
+  EXPECT_NE(cm.bound_source.find(" at " + std::to_string(cm.batch + 1)), std::string::npos)
+      << cm.bound_source;
   Problem at = problem_at_batch(p, cm.batch);
   BruteForce fits{at, budget};
   auto best = fits.run();

@@ -185,6 +185,7 @@ int run(int argc, char** argv) {
                           {"upper_bound", applies ? nlohmann::json(r.upper_bound) : nlohmann::json()},
                           {"solve_seconds", r.solve_seconds},
                           {"status", r.status}};
+      if (!r.bound_source.empty()) j["bound_source"] = r.bound_source;
       std::printf("%s\n", j.dump().c_str());
     } else if (!applies) {
       std::printf("%-20s %10s %12s %9s  %s\n", name.c_str(), "n/a", "n/a", "-", r.status.c_str());
