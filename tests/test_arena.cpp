@@ -66,6 +66,28 @@ TEST(Arena, RandomIntervalSetsPackCloseToLowerBound) {
   std::printf("worst arena / lower bound over 200 random sets: %.3f\n", worst_ratio);
 }
 
+// Plans of 10^5 buffers and more exist (a schedule that recomputes most values at many
+// stages: 777,176 for NASNet-Large): above the skyline's limit only first-fit and best-fit
+// run, finding each buffer's neighbours through buckets of steps (Note [arena packing]). A set
+// above that limit, with buffers spanning many buckets, packs without a conflict.
+TEST(Arena, ManyBuffersPackWithoutConflicts) {
+  std::mt19937 rng(11);
+  const int steps = 40000;
+  std::vector<ArenaRequest> r;
+  for (int i = 0; i < 15000; ++i) {
+    const bool long_lived = i % 50 == 0;
+    const int a = std::uniform_int_distribution<int>(0, steps - 1)(rng);
+    const int len = std::uniform_int_distribution<int>(0, long_lived ? steps / 2 : 40)(rng);
+    const int64_t bytes = std::uniform_int_distribution<int64_t>(1, 1 << 16)(rng);
+    r.push_back({bytes, a, std::min(steps - 1, a + len), "b" + std::to_string(i)});
+  }
+  const ArenaPlan p = plan_arena(r, 256);
+  ASSERT_NO_THROW(check_arena(r, p));
+  ASSERT_FALSE(conflicts(r, p));
+  EXPECT_GE(p.arena_bytes, p.lower_bound);
+  EXPECT_LE(p.arena_bytes, p.lower_bound * 3 / 2);
+}
+
 TEST(Arena, ChainOfActivationsReusesMemory) {
   // A chain: each buffer lives from its producer to its consumer (steps i..i+1). Two buffers
   // are live at a time, so the optimum is the two largest adjacent sizes, 2 slots of 1000.
