@@ -65,8 +65,15 @@ class PlacedByTime {
  public:
   explicit PlacedByTime(const std::vector<ArenaRequest>& requests) : requests_(requests) {
     int steps = 0;
-    for (const auto& r : requests) steps = std::max(steps, r.last + 1);
-    width_ = std::max(16, steps / 4096);  // at most ~4096 buckets: a buffer is in at most those
+    int64_t spans = 0;  // the steps of every lifetime together
+    for (const auto& r : requests) {
+      steps = std::max(steps, r.last + 1);
+      spans += r.last - r.first + 1;
+    }
+    // At most ~4096 buckets, and at most about 8 entries per buffer on average (a plan that
+    // holds most of its values for most of its steps would list each in thousands).
+    const auto n = static_cast<int64_t>(std::max<size_t>(1, requests.size()));
+    width_ = static_cast<int>(std::max<int64_t>({16, steps / 4096, spans / (8 * n)}));
     buckets_.resize(static_cast<size_t>(steps / width_ + 1));
     seen_.assign(requests.size(), 0);
   }
@@ -203,7 +210,7 @@ ArenaPlan pack_skyline(const std::vector<ArenaRequest>& requests, const std::vec
 // of the way from the minimum to keeping everything) returned a schedule of 777,176 buffers that
 // recomputes most values at many stages, and scanning every placed buffer for each new one ran past
 // 5 minutes (killed there). First-fit now finds a buffer's neighbours through buckets of its
-// lifetime's steps (PlacedByTime; the same packing, 6.3 s there), and the skyline, quadratic in the
+// lifetime's steps (PlacedByTime; the same packing, 6-7 s there), and the skyline, quadratic in the
 // buffers, runs only up to kSkylineMaxBuffers of them (NASNet-Large's other checkmate plans have
 // 7,000-10,000; a random set of 20,000 took 12 s with it, 3.2 s without).
 constexpr size_t kSkylineMaxBuffers = 12000;
