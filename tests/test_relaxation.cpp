@@ -133,6 +133,35 @@ TEST(StageRelaxation, HeldSetsAlwaysGiveValidSchedules) {
   }
 }
 
+// A cost cap below what running every node once costs admits no schedule: both searches prove
+// it (each confirming its solver's status, Note [confirmed infeasibility]); at twice that cost
+// neither claims a proof, and the schedules they return keep to the cap.
+TEST(StageRelaxation, ACostCapBelowEveryNodeOnceIsProvenInfeasible) {
+  for (const Problem& p : {varied_chain(3), skip_dag()}) {
+    double once = 0;
+    for (const auto& nd : p.nodes) once += nd.cost;
+    const int64_t budget = problem_total_bytes(p);
+    for (int width : {1, 2}) {
+      RelaxationSearch lp = relaxation_lp_search(p, budget, options(10), 10, width, 0.5 * once);
+      RelaxationSearch mip =
+          relaxation_milp_search(p, budget, options(10), 10, nullptr, width, 0.5 * once);
+      EXPECT_TRUE(lp.infeasible) << lp.failure;
+      EXPECT_TRUE(mip.infeasible) << mip.failure;
+      EXPECT_NE(lp.failure.find("(a proof)"), std::string::npos) << lp.failure;
+      EXPECT_FALSE(lp.best.has_value() || mip.best.has_value());
+      RelaxationSearch lp2 = relaxation_lp_search(p, budget, options(10), 10, width, 2 * once);
+      RelaxationSearch mip2 =
+          relaxation_milp_search(p, budget, options(10), 10, nullptr, width, 2 * once);
+      EXPECT_FALSE(lp2.infeasible || mip2.infeasible) << lp2.failure << "; " << mip2.failure;
+      for (const auto* r : {&lp2, &mip2}) {
+        if (r->best) {
+          EXPECT_LE(simulate(p, *r->best).total_cost, 2 * once * (1 + 1e-9));
+        }
+      }
+    }
+  }
+}
+
 TEST(StageRelaxation, UniformStageEnds) {
   EXPECT_EQ(uniform_stage_ends(7, 1), (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(uniform_stage_ends(7, 3), (std::vector<int>{2, 5, 6}));
