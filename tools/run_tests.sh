@@ -39,8 +39,8 @@ if has_stage normal; then
   build=${REMAT_BUILD_DIR:-build}
   # A test that hangs is stopped after --timeout (the suite's slowest takes 30 s on 2 cores;
   # ctest sets no limit by default) and run once more; its timeout stays in the log with its
-  # name. One test held a CI run for its 90 minutes (2026-11-26: the arena packing of a plan of
-  # 777,176 buffers, Note [arena packing], since made fast).
+  # name. One test held a CI run for its 90 minutes (2026-11-26; most likely the arena packing of a
+  # plan of 777,176 buffers, Note [arena packing], since made fast).
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 \
     --repeat after-timeout:2 "$@"
 fi
