@@ -80,10 +80,17 @@ class CudaOpHarness {
   bool first_compute = true;  // ExecContext::first_compute
 
   // Runs every node on `b` `steps` times (see the header comment) and downloads every value.
-  // Throws what the kernels throw (e.g. a bad label from softmax_xent).
-  GraphRun run_graph(Backend& b, int steps = 1);
+  // With `inputs_from` (one step only), each node first gets the values of `inputs_from` for
+  // its inputs that an earlier node wrote, so it computes from the reference's inputs rather
+  // than from its own backend's. Throws what the kernels throw (e.g. a bad label from
+  // softmax_xent).
+  GraphRun run_graph(Backend& b, int steps = 1, const GraphRun* inputs_from = nullptr);
   // CPU backend vs `cuda`: every value, with cuda_tolerance(op of the value's writer).
   ::testing::AssertionResult compare_with_cpu(Backend& cuda, int steps = 1);
+  // The same comparison node by node (Note [node-wise comparison]): each CUDA node computes
+  // from the CPU's values of its inputs. For graphs with a threshold (a relu epilogue, a max)
+  // on values that a rounding can move across it.
+  ::testing::AssertionResult compare_nodewise_with_cpu(Backend& cuda);
   // The CPU run on the absolute values of every input and of dy (Note [GEMM tolerance]).
   const GraphRun& magnitude_run(Backend& cpu, int steps = 1);
   // Two full runs on `b` give bit-identical values (recomputation must be bit-identical).

@@ -35,15 +35,22 @@ TEST_F(CudaBf16Ops, EveryOpMatchesTheCpuAndRerunsBitIdentically) {
 }
 
 // The bf16 convolution at a size where cuDNN picks tensor-core algorithms, with the bias and
-// relu epilogue, and a weight gradient over many samples.
+// relu epilogue, and a weight gradient over many samples. Node by node (Note [node-wise
+// comparison]): at this size some pre-activations lie within a rounding of 0, where the GPU's
+// and the CPU's relu masks may differ; the whole-graph comparison runs without the relu.
 TEST_F(CudaBf16Ops, ConvolutionAtTensorCoreSizes) {
   CudaOpHarness h(registry(),
                   as_bf16({"conv2d",
                            attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1},
                                      {"activation", std::string("relu")}}),
                            {f32({8, 32, 16, 16})}}));
-  EXPECT_TRUE(h.compare_with_cpu(cuda()));
+  EXPECT_TRUE(h.compare_nodewise_with_cpu(cuda()));
   EXPECT_TRUE(h.check_rerun_identical(cuda()));
+  CudaOpHarness plain(registry(), as_bf16({"conv2d",
+                                           attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1}}),
+                                           {f32({8, 32, 16, 16})}}));
+  EXPECT_TRUE(plain.compare_with_cpu(cuda()));
+  EXPECT_TRUE(plain.check_rerun_identical(cuda()));
 }
 
 TEST_F(CudaBf16Ops, DenseAndMatmulAtTensorCoreSizes) {
