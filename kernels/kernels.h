@@ -297,7 +297,7 @@ void softmax_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* out,
                       int64_t len, bool causal, cudaStream_t stream);
 
 // ---- per-channel reductions (channel_reduce.cu), Note [channel reductions] ----------------------
-// bf16 overloads (Note [bf16 launchers]): bf16 dout, x, dy; dbias and dgamma stay float.
+// bf16 overloads (Note [bf16 launchers]): bf16 dout; dbias stays float.
 // dbias (c) = sum over n and plane of dout (n, c, plane); conv2d: plane = H * W, dense: 1.
 // workspace: bias_grad_workspace_bytes(n, c, plane) bytes (plane 1: none, and null allowed, up
 // to 64 rows, summed in order as on the CPU; more rows: column_sum's).
@@ -306,9 +306,31 @@ void bias_grad_reduce(float* dbias, const float* dout, int64_t n, int64_t c, int
                       void* workspace, cudaStream_t stream);
 void bias_grad_reduce(float* dbias, const uint16_t* dout, int64_t n, int64_t c, int64_t plane,
                       void* workspace, cudaStream_t stream);
-// dgamma (c) = sum over n and plane of dy * (x - mean) / sqrt(var + eps), mean and biased var
-// the batch statistics of x (n, c, plane) per channel: batch-norm's scale gradient in train
-// mode, in one read of x and dy. workspace: batchnorm_grad_gamma_workspace_bytes bytes.
+
+// ---- batch normalisation in train mode (batchnorm.cu), Note [batchnorm kernels] ----------------
+// x, y, dy, dx (n, c, plane) in F32 or bf16 (Note [bf16 launchers]); gamma (null: 1), beta,
+// the running statistics and dgamma (c) are float. Batch statistics with the biased variance;
+// running = (1 - momentum) running + momentum batch (unbiased variance), skipped when
+// running_mean is null (a recomputation). Each takes its *_workspace_bytes(n, c, plane) bytes.
+int64_t batchnorm_train_forward_workspace_bytes(int64_t n, int64_t c, int64_t plane);
+void batchnorm_train_forward(float* y, const float* x, const float* gamma, const float* beta,
+                             float* running_mean, float* running_var, int64_t n, int64_t c,
+                             int64_t plane, double eps, double momentum, void* workspace,
+                             cudaStream_t stream);
+void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
+                             const float* beta, float* running_mean, float* running_var,
+                             int64_t n, int64_t c, int64_t plane, double eps, double momentum,
+                             void* workspace, cudaStream_t stream);
+// dx = gamma / sigma (dy - mean(dy) - xhat mean(dy xhat)), the batch statistics of x.
+int64_t batchnorm_train_backward_input_workspace_bytes(int64_t n, int64_t c, int64_t plane);
+void batchnorm_train_backward_input(float* dx, const float* dy, const float* x, const float* gamma,
+                                    int64_t n, int64_t c, int64_t plane, double eps,
+                                    void* workspace, cudaStream_t stream);
+void batchnorm_train_backward_input(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
+                                    const float* gamma, int64_t n, int64_t c, int64_t plane,
+                                    double eps, void* workspace, cudaStream_t stream);
+// dgamma (c) = sum over n and plane of dy * (x - mean) / sqrt(var + eps), in one read of x and
+// dy.
 int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
                           int64_t plane, double eps, void* workspace, cudaStream_t stream);
@@ -344,6 +366,20 @@ void bf16_widen(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream)
 void bf16_narrow(uint16_t* out, const float* inp, int64_t n, cudaStream_t stream);  // rne
 void bf16_round(float* out, const float* inp, int64_t n, cudaStream_t stream);      // rne, as f32
 void bf16_widen_add(float* out, const uint16_t* inp, int64_t n, cudaStream_t stream);  // out += x
+
+// ---- layout transposes (layout.cu), Note [staged NHWC convolutions] ------------------------------
+// Each of `batch` row-major [rows, cols] matrices in src becomes its [cols, rows] transpose in
+// dst (dst != src): NCHW -> NHWC is rows = C, cols = H * W per sample; NHWC -> NCHW rows = H * W,
+// cols = C; KCRS -> KRSC rows = C/g, cols = R * S per filter. narrow rounds F32 to bf16 (rne),
+// widen is exact; accumulate adds into dst in FP32 instead of storing.
+void transpose_batched(float* dst, const float* src, int64_t batch, int64_t rows, int64_t cols,
+                       bool accumulate, cudaStream_t stream);
+void transpose_batched(uint16_t* dst, const uint16_t* src, int64_t batch, int64_t rows,
+                       int64_t cols, cudaStream_t stream);
+void transpose_batched_narrow(uint16_t* dst, const float* src, int64_t batch, int64_t rows,
+                              int64_t cols, cudaStream_t stream);
+void transpose_batched_widen(float* dst, const uint16_t* src, int64_t batch, int64_t rows,
+                             int64_t cols, bool accumulate, cudaStream_t stream);
 
 // ---- gradient accumulation (optimizer.cu), ops/grad_accumulate.cpp's spec ----------------------
 // acc = (acc + grad) * scale, the product skipped when scale is 1. acc, grad: (n).

@@ -1,6 +1,7 @@
-// batchnorm on the GPU through cuDNN's batch-normalisation routines (spatial mode), matching
-// ops/batchnorm.cpp's PyTorch semantics; the three backward nodes each call cuDNN with scratch
-// (from the op's workspace) for the outputs they do not keep.
+// batchnorm on the GPU, matching ops/batchnorm.cpp's PyTorch semantics: train mode through
+// kernels/batchnorm.cu (Note [batchnorm kernels]), inference mode through cuDNN's
+// batch-normalisation routines (spatial mode) with scratch (from the op's workspace) for the
+// outputs they do not keep.
 #include "ops/batchnorm_cuda.h"
 
 #include <cstdint>
@@ -12,34 +13,28 @@
 namespace remat {
 namespace {
 
-// Note [batchnorm on cuDNN]
-// - Semantics: cuDNN normalises with the biased batch variance and updates
-//   running = factor * batch + (1 - factor) * running with the UNBIASED variance, which is
-//   PyTorch's convention with factor = momentum (PyTorch's own cuDNN path passes momentum).
-// - Recomputation (ctx.first_compute false) must not update the running statistics, and must
-//   give y bit for bit as the first computation did: it runs the very same call, with the
-//   running statistics copied to workspace scratch that absorbs the update (null pointers
-//   would let cuDNN pick another kernel).
-// - [N, F] inputs run as [N, F, 1, 1] in spatial mode: statistics over N, as on the CPU.
-// - The backward nodes are separate (dx, dweight, dbias). grad_input runs cuDNN's backward,
-//   which computes dx, dscale and dbias together from x, dy and scale (savedMean /
-//   savedInvVariance null: it recomputes the batch statistics), and sends dscale/dbias to
-//   workspace scratch. grad_weight does not run it a second time: in train mode dscale is
-//   sum dy * (x - mean) * invstd, one pass of kernels/ batchnorm_grad_gamma over x and dy;
-//   grad_bias is the bias reduction of dy.
-// - Inference mode (running statistics are constants): dx = dy * gamma / sqrt(var + eps) is
+// Note [batchnorm on the GPU]
+// - Train mode runs our kernels (kernels/batchnorm.cu): the statistics and the elementwise
+//   pass in fixed slices, so reruns are bit-identical; a recomputation (ctx.first_compute
+//   false) passes no running statistics, so they are updated once a step. grad_input computes
+//   the batch statistics and its two sums in one read of x and dy; grad_weight (dgamma) the
+//   same sums in its own read; grad_bias is the bias reduction of dy. cuDNN's spatial routines
+//   ran train mode before and were ~2.4x slower than PyTorch's channels-last kernels on a
+//   ResNet-50 step (GPU_RESULTS.md, 2026-11-27).
+// - Inference mode (running statistics are constants) stays on cuDNN, which normalises with
+//   them as ops/batchnorm.cpp does: dx = dy * gamma / sqrt(var + eps) is
 //   cudnnBatchNormalizationForwardInference applied to dy with mean 0 and bias 0; dweight =
 //   sum dy * (x - mean) * invstd is cuDNN's backward given savedMean = running_mean and
 //   savedInvVariance = invstd, where invstd = 1 / sqrt(running_var + eps) is itself a
-//   ForwardInference on a [1, C, 1, 1] tensor of ones.
-// - cuDNN's batch-norm routines are not in its list of non-reproducible routines (cuDNN
-//   developer guide, "Reproducibility"), so reruns are bit-identical.
-// - Without a learned scale (scale: false) cuDNN still takes a scale vector: a vector of ones in
-//   the workspace (filled on every call: the workspace is not kept between calls), so the
-//   arithmetic is that of gamma = 1; no weight gradient node exists.
-// - bf16: x, y, dy and dx are CUDNN_DATA_BFLOAT16; the derived scale/bias/mean/variance
-//   descriptor is FP32 (cuDNN's rule for reduced-precision data), so the parameters, running
-//   statistics and their gradients stay FP32 and the statistics are computed in FP32.
+//   ForwardInference on a [1, C, 1, 1] tensor of ones. cuDNN's batch-norm routines are not in
+//   its list of non-reproducible routines (cuDNN developer guide, "Reproducibility").
+// - [N, F] inputs run as [N, F, 1, 1]: statistics over N, as on the CPU.
+// - Without a learned scale (scale: false) the kernels take gamma = null (1); cuDNN takes a
+//   vector of ones in the workspace (filled on every call: the workspace is not kept between
+//   calls), so the arithmetic is that of gamma = 1; no weight gradient node exists.
+// - bf16: x, y, dy and dx are bf16 (CUDNN_DATA_BFLOAT16 for cuDNN, whose derived
+//   scale/bias/mean/variance descriptor is FP32); the parameters, running statistics and their
+//   gradients stay FP32 and the statistics are computed in double (kernels) or FP32 (cuDNN).
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
 struct BnDescs {
@@ -83,6 +78,12 @@ float* carve_start(const ExecContext& ctx, int64_t need) {
 
 int64_t channels(const ExecContext& ctx, int x_input) { return ctx.inputs.at(x_input).dim(1); }
 
+// [N, C, H, W] as (n, c, plane); [N, F] as (n, f, 1).
+struct NcPlane {
+  int64_t n, c, plane;
+};
+NcPlane nc_plane(const Shape& s) { return {s[0], s[1], s.size() == 4 ? s[2] * s[3] : 1}; }
+
 // Bytes of the ones vector standing in for gamma without a learned scale (at the workspace's
 // end); 0 with a scale.
 int64_t ones_bytes(const BnCudaParams& p, int64_t c) { return p.scale ? 0 : round_up(c * 4); }
@@ -99,79 +100,74 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
 
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
-  const float one = 1.0f, zero = 0.0f;
-  const int64_t c = channels(ctx, 0);
   const int s = p.scale ? 1 : 0;  // inputs [x, weight (scale only), bias, mean, var]
-  char* ws_end = static_cast<char*>(ctx.workspace) + (p.train ? 2 * round_up(c * 4) : 0);
-  const void* x = ctx.inputs[0].data;
-  const void* gamma = gamma_of(p, ctx, 1, c, ws_end, cc.stream);
-  const void* beta = ctx.inputs[1 + s].data;
-  void* rm = ctx.inputs[2 + s].data;
-  void* rv = ctx.inputs[3 + s].data;
   if (!p.train) {
+    const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
+    const float one = 1.0f, zero = 0.0f;
+    const int64_t c = channels(ctx, 0);
+    const void* gamma = gamma_of(p, ctx, 1, c, ctx.workspace, cc.stream);
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
-        beta, rm, rv, p.eps));
+        cc.cudnn, kMode, &one, &zero, d.x.get(), ctx.inputs[0].data, d.x.get(), ctx.output.data,
+        d.bn.get(), gamma, ctx.inputs[1 + s].data, ctx.inputs[2 + s].data, ctx.inputs[3 + s].data,
+        p.eps));
     return;
   }
-  if (!ctx.first_compute) {  // Note [batchnorm on cuDNN]: scratch absorbs the update
-    Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_forward_cuda_workspace(p, ctx)))};
-    float* rm_scratch = ws.take(c);
-    float* rv_scratch = ws.take(c);
-    REMAT_CUDA_CHECK(cudaMemcpyAsync(rm_scratch, rm, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
-    REMAT_CUDA_CHECK(cudaMemcpyAsync(rv_scratch, rv, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
-    rm = rm_scratch;
-    rv = rv_scratch;
-  }
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
-      beta, p.momentum, rm, rv, p.eps, nullptr, nullptr));
+  REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
+              "node '" << ctx.node->name << "': batchnorm workspace too small");
+  const NcPlane sh = nc_plane(ctx.inputs[0].shape());
+  const bool update = ctx.first_compute;  // Note [batchnorm on the GPU]
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    batchnorm_train_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                            p.scale ? ctx.inputs[1].f32() : nullptr, ctx.inputs[1 + s].f32(),
+                            update ? ctx.inputs[2 + s].f32() : nullptr,
+                            update ? ctx.inputs[3 + s].f32() : nullptr, sh.n, sh.c, sh.plane,
+                            p.eps, p.momentum, ctx.workspace, cc.stream);
+  });
 }
 
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   // The same on first computation and recomputation, so a plan's workspace does not depend on
-  // which one a step runs: [running-statistics scratch (train)][ones (scale: false)].
-  const int64_t c = channels(ctx, 0);
-  return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
+  // which one a step runs.
+  if (!p.train) return ones_bytes(p, channels(ctx, 0));
+  const NcPlane sh = nc_plane(ctx.inputs.at(0).shape());
+  return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
-  const int64_t c = channels(ctx, 1);
-  return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
+  if (!p.train) return round_up(channels(ctx, 1) * 4) + ones_bytes(p, channels(ctx, 1));
+  const NcPlane sh = nc_plane(ctx.inputs.at(1).shape());
+  return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
 }
 
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
+  if (p.train) {
+    REMAT_CHECK(ctx.workspace_bytes >= batchnorm_grad_input_cuda_workspace(p, ctx),
+                "node '" << ctx.node->name << "': batchnorm_grad_input workspace too small");
+    const NcPlane sh = nc_plane(ctx.inputs[1].shape());
+    with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      batchnorm_train_backward_input(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                                     storage<T>(ctx.inputs[1]),
+                                     p.scale ? ctx.inputs[2].f32() : nullptr, sh.n, sh.c,
+                                     sh.plane, p.eps, ctx.workspace, cc.stream);
+    });
+    return;
+  }
+  // Inference: dx = gamma * (dy - 0) / sqrt(running_var + eps) + 0.
   const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
   const int64_t c = channels(ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_input_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
-  const void* dy = ctx.inputs[0].data;
-  const void* x = ctx.inputs[1].data;
   const int s = p.scale ? 1 : 0;  // inputs [dy, x, weight (scale only), mean, var]
-  if (!p.train) {  // dx = gamma * (dy - 0) / sqrt(running_var + eps) + 0
-    float* zeros = ws.take(c);
-    const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
-    fill(zeros, 0.0f, c, cc.stream);
-    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, d.x.get(), dy, d.x.get(), ctx.output.data, d.bn.get(),
-        gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
-    return;
-  }
-  const void* gamma = gamma_of(p, ctx, 2, c, ws.base + 2 * round_up(c * 4), cc.stream);
-  float* dscale = ws.take(c);  // scratch
-  float* dbias = ws.take(c);   // scratch
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(),
-      ctx.output.data, d.bn.get(), gamma, dscale, dbias, p.eps, nullptr, nullptr));
+  float* zeros = ws.take(c);
+  const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
+  fill(zeros, 0.0f, c, cc.stream);
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+      cc.cudnn, kMode, &one, &zero, d.x.get(), ctx.inputs[0].data, d.x.get(), ctx.output.data,
+      d.bn.get(), gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
 }
-
-// [N, C, H, W] as (n, c, plane); [N, F] as (n, f, 1).
-struct NcPlane {
-  int64_t n, c, plane;
-};
-NcPlane nc_plane(const Shape& s) { return {s[0], s[1], s.size() == 4 ? s[2] * s[3] : 1}; }
 
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const int64_t c = channels(ctx, 1);
@@ -186,7 +182,7 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const void* dy = ctx.inputs[0].data;
   const void* x = ctx.inputs[1].data;
-  if (p.train) {  // Note [batchnorm on cuDNN]: one pass over x and dy
+  if (p.train) {  // Note [batchnorm on the GPU]: one pass over x and dy
     const NcPlane s = nc_plane(ctx.inputs[1].shape());
     void* ws = carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx));
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {

@@ -44,13 +44,14 @@ inline cudnnDataType_t cudnn_dtype(DType t) {
   return t == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-// A packed NCHW tensor descriptor (F32 or BF16 data).
+// A packed NCHW (or, with format CUDNN_TENSOR_NHWC, NHWC) tensor descriptor (F32 or BF16).
 inline CudnnTensorDesc cudnn_tensor_4d(int64_t n, int64_t c, int64_t h, int64_t w,
-                                       DType dtype = DType::F32) {
+                                       DType dtype = DType::F32,
+                                       cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW) {
   cudnnTensorDescriptor_t d = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
   CudnnTensorDesc owned(d, [](cudnnTensorDescriptor_t p) { cudnnDestroyTensorDescriptor(p); });
-  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_dtype(dtype),
+  REMAT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, format, cudnn_dtype(dtype),
                                                to_int(n, "N"), to_int(c, "C"), to_int(h, "H"),
                                                to_int(w, "W")));
   return owned;
@@ -64,12 +65,14 @@ inline CudnnTensorDesc cudnn_tensor_of(const Shape& s, DType dtype = DType::F32)
                        : cudnn_tensor_4d(s[0], s[1], 1, 1, dtype);
 }
 
-inline CudnnFilterDesc cudnn_filter_4d(const Shape& kcrs, DType dtype = DType::F32) {
+// A KCRS (or, with format CUDNN_TENSOR_NHWC, KRSC) filter of logical shape [K, C/g, R, S].
+inline CudnnFilterDesc cudnn_filter_4d(const Shape& kcrs, DType dtype = DType::F32,
+                                       cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW) {
   REMAT_CHECK(kcrs.size() == 4, "cuDNN filter needs a 4-D shape, got " << shape_str(kcrs));
   cudnnFilterDescriptor_t d = nullptr;
   REMAT_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
   CudnnFilterDesc owned(d, [](cudnnFilterDescriptor_t p) { cudnnDestroyFilterDescriptor(p); });
-  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(dtype), CUDNN_TENSOR_NCHW,
+  REMAT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d, cudnn_dtype(dtype), format,
                                                to_int(kcrs[0], "K"), to_int(kcrs[1], "C/g"),
                                                to_int(kcrs[2], "R"), to_int(kcrs[3], "S")));
   return owned;

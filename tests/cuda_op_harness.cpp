@@ -419,6 +419,13 @@ const GraphRun& CudaOpHarness::magnitude_run(Backend& cpu, int steps) {
   return compare_runs(host_.graph(), first, second, true);
 }
 
+std::unique_ptr<Backend> cuda_backend_with(const CudaOptions& opt) {
+  std::string why;
+  std::unique_ptr<Backend> b = make_cuda_backend(0, &why, opt);
+  EXPECT_TRUE(b) << "a CUDA backend with other options cannot start: " << why;
+  return b;
+}
+
 void CudaOpTest::SetUp() {
   // Skip only where no device exists: with a device present, a backend that cannot start
   // (a wrong cuDNN, a failed handle) is a failure, not a skip.

@@ -110,6 +110,10 @@ class CudaOpHarness {
                                         const GraphRun& got, bool bitwise,
                                         const GraphRun* magnitude = nullptr);
 
+// A CUDA backend with `opt` (a forced convolution layout, a small workspace limit) beside the
+// fixture's; null, with a test failure, if it cannot start.
+std::unique_ptr<Backend> cuda_backend_with(const CudaOptions& opt);
+
 // Fixture for CUDA op tests: SetUp skips the test when no CUDA device exists, so the suite
 // passes on a machine without a GPU, and fails it when a device exists but the backend cannot
 // start.

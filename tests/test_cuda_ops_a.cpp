@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,25 @@ TEST_F(CudaDense, GradientCasesMatchCpu) {
   expect_cuda_matches(cuda(), big);
 }
 
+// Staged NHWC convolutions in FP32 (Note [staged NHWC convolutions]) forced, whole batch and
+// in chunks (a 160 KB workspace limit: 2 samples, then 1): every pass against the CPU.
+TEST_F(CudaConv2d, StagedNhwcMatchesCpu) {
+  for (int64_t limit : {int64_t{1} << 30, int64_t{160} << 10}) {
+    SCOPED_TRACE("workspace limit " + std::to_string(limit));
+    CudaOptions o;
+    o.conv_layout = ConvLayout::Nhwc;
+    o.workspace_limit = limit;
+    std::unique_ptr<Backend> nhwc = cuda_backend_with(o);
+    ASSERT_TRUE(nhwc);
+    CudaOpHarness same(registry(), {"conv2d", attr_map({{"filters", 16}, {"kernel", 3}, {"padding", 1}}),
+                                    {f32({4, 8, 12, 12})}});
+    expect_cuda_matches(*nhwc, same);
+    CudaOpHarness strided(registry(), {"conv2d", attr_map({{"filters", 8}, {"kernel", 3}, {"stride", 2}}),
+                                       {f32({4, 16, 23, 23})}});
+    expect_cuda_matches(*nhwc, strided);
+  }
+}
+
 // ---- batchnorm -------------------------------------------------------------------------------
 
 TEST_F(CudaBatchNorm, ForwardCasesMatchCpu) {
@@ -208,6 +228,11 @@ TEST_F(CudaBatchNorm, GradientCasesMatchCpu) {
   expect_cuda_matches(cuda(), inf);
   CudaOpHarness larger(registry(), {"batchnorm", {}, {f32({8, 16, 7, 7})}, {}, 4});
   expect_cuda_matches(cuda(), larger);
+  // Planes of 28 x 28 (the kernels' tiled pass, Note [batchnorm kernels]) and several slices per
+  // channel (Note [channel reductions]); the running statistics over two steps.
+  CudaOpHarness tiled(registry(), {"batchnorm", {}, {f32({8, 64, 28, 28})}, {}, 5});
+  expect_cuda_matches(cuda(), tiled);
+  expect_cuda_matches(cuda(), tiled, 2);
 }
 
 // A recomputation (first_compute false) leaves the running statistics alone and gives the

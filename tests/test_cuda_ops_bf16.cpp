@@ -5,7 +5,9 @@
 // path runs bf16 natively there, so no step stages FP32 copies on the GPU.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "ops/registry.h"
 #include "tests/cuda_op_harness.h"
@@ -51,6 +53,37 @@ TEST_F(CudaBf16Ops, ConvolutionAtTensorCoreSizes) {
                                            {f32({8, 32, 16, 16})}}));
   EXPECT_TRUE(plain.compare_with_cpu(cuda()));
   EXPECT_TRUE(plain.check_rerun_identical(cuda()));
+}
+
+// Staged NHWC convolutions (Note [staged NHWC convolutions]) forced, in whole-batch calls and,
+// with a 400 KB workspace limit, in chunks of 2 samples (the weight gradient added chunk by
+// chunk): 3 x 3 with bias, stride 2, 1 x 1 without bias; each pass against the CPU.
+TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
+  for (int64_t limit : {int64_t{1} << 30, int64_t{400} << 10}) {
+    SCOPED_TRACE("workspace limit " + std::to_string(limit));
+    CudaOptions o;
+    o.conv_layout = ConvLayout::Nhwc;
+    o.workspace_limit = limit;
+    std::unique_ptr<Backend> nhwc = cuda_backend_with(o);
+    ASSERT_TRUE(nhwc);
+    const std::vector<OpCase> cases = {
+        {"conv2d", attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1}}), {f32({8, 32, 16, 16})}},
+        {"conv2d", attr_map({{"filters", 32}, {"kernel", 3}, {"stride", 2}}), {f32({8, 16, 15, 15})}},
+        {"conv2d", attr_map({{"filters", 48}, {"kernel", 1}, {"bias", false}}), {f32({8, 64, 8, 8})}}};
+    for (const OpCase& c : cases) {
+      CudaOpHarness h(registry(), as_bf16(c));
+      EXPECT_TRUE(h.compare_with_cpu(*nhwc));
+      EXPECT_TRUE(h.check_rerun_identical(*nhwc));
+    }
+  }
+}
+
+// Batch normalisation in bf16 at a ResNet-50 size: 28 x 28 planes (the tiled pass of Note
+// [batchnorm kernels]), several slices per channel, a recomputation bit-identical.
+TEST_F(CudaBf16Ops, BatchNormAtResNetSizes) {
+  CudaOpHarness h(registry(), as_bf16({"batchnorm", {}, {f32({8, 64, 28, 28})}}));
+  EXPECT_TRUE(h.compare_with_cpu(cuda()));
+  EXPECT_TRUE(h.check_rerun_identical(cuda()));
 }
 
 TEST_F(CudaBf16Ops, DenseAndMatmulAtTensorCoreSizes) {

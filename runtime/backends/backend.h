@@ -125,11 +125,15 @@ bool cuda_backend_built();
 // Options of the CUDA backend. TF32 tensor-core math is chosen separately for cuDNN
 // convolutions and for cuBLAS GEMMs (PyTorch's defaults are conv_tf32 on, matmul_tf32 off;
 // both are off here, the exact setting tests compare with the CPU); workspace_limit caps the
-// workspace an algorithm choice may need (bytes).
+// workspace an algorithm choice may need (bytes); conv_layout lets a convolution run on
+// channels-last copies when that is faster (Note [staged NHWC convolutions] in
+// ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests).
+enum class ConvLayout { Auto, Nchw, Nhwc };
 struct CudaOptions {
   bool conv_tf32 = false;
   bool matmul_tf32 = false;
   int64_t workspace_limit = int64_t{1} << 30;
+  ConvLayout conv_layout = ConvLayout::Auto;
 };
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both).

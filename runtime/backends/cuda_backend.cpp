@@ -57,6 +57,7 @@ class CudaBackend : public Backend {
     ctx_.conv_tf32 = opt_.conv_tf32;
     ctx_.matmul_tf32 = opt_.matmul_tf32;
     ctx_.workspace_limit = opt_.workspace_limit;
+    ctx_.conv_layout = opt_.conv_layout;
     ctx_.cache = &cache_;
   }
 

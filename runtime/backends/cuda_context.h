@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/backends/backend.h"  // ConvLayout
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -53,6 +54,7 @@ struct CudaContext {
   bool conv_tf32 = false;            // TF32 tensor-core math in cuDNN convolutions
   bool matmul_tf32 = false;          // TF32 tensor-core math in cuBLAS GEMMs
   int64_t workspace_limit = 0;       // most workspace bytes an algorithm choice may need
+  ConvLayout conv_layout = ConvLayout::Auto;  // Note [staged NHWC convolutions]
   CudaCache* cache = nullptr;        // per-shape algorithm and descriptor cache
   // Scratch device memory for algorithm search only (never during a step), at least
   // workspace_limit bytes; null when none was provided.

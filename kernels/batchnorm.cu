@@ -1,0 +1,310 @@
+// Batch normalisation in train mode over (n, c, plane) tensors (NCHW; [N, F] as plane 1), as
+// ops/batchnorm.cpp's CPU reference computes it: the forward with the batch statistics and the
+// running-statistics update, the input gradient, and the scale gradient. Note [batchnorm
+// kernels]. Templated on the storage type T (float or __nv_bfloat16, kernels/common.cuh).
+#include "kernels/channel_slices.cuh"
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace remat {
+namespace {
+
+// Note [batchnorm kernels]
+// Each pass is a reduction then an elementwise pass, both over fixed slices (Note [channel
+// reductions]), so every result is a function of the shapes and reruns are bit-identical:
+//   forward:  sums of x and x^2 per channel (one read of x); per channel in double, mean,
+//             biased variance E[x^2] - mean^2 (clamped at 0), scale = gamma / sqrt(var + eps)
+//             and shift = beta - mean * scale rounded to float, as the CPU does; y = x * scale +
+//             shift in float without contraction (the CPU's expression); the running statistics
+//             (unbiased variance, PyTorch's momentum) only when the caller passes them (the first
+//             computation; a recomputation leaves them alone);
+//   dx:       sums of x, x^2, dy and dy * x per channel (one read of x and dy); then dx = A dy +
+//             B x + C in double with A = gamma / sigma, B = -A mean(dy xhat) / sigma, C = A (mean
+//             mean(dy xhat) / sigma - mean(dy)), the CPU's gamma / sigma (dy - mean(dy) - xhat
+//             mean(dy xhat)) rearranged (sigma = sqrt(var + eps), xhat = (x - mean) / sigma);
+//   dgamma:   the same four sums; dgamma = (S(dy x) - mean S(dy)) / sigma.
+// Three reads and a write of the tensor's size for the forward, two reads, two reads and a
+// write for dx: cuDNN's spatial routines (which ran these before) recompute the statistics in
+// a pass of their own and reached ~1 TB/s on an H200 (GPU_RESULTS.md, 2026-11-27).
+// The one-pass variance differs from the CPU's two-pass one by the cancellation of E[x^2] and
+// mean^2 in double: relative 2^-53 (mean / sigma)^2, far inside the batchnorm tolerance of
+// tests/cuda_op_harness.h for any activation.
+
+// K sums per (channel, slice): x, x^2 (K = 2) and dy, dy * x (K = 4), at partial[K * block].
+template <int K, typename T>
+__global__ void bn_moments_partial_kernel(double* partial, const T* x, const T* dy, int64_t n,
+                                          int64_t c, int64_t plane, int64_t splits) {
+  static_assert(K == 2 || K == 4, "two or four moments");
+  __shared__ double scratch[32];
+  const ChannelSlice sl = block_slice(n, plane, splits);
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  for_slice(
+      sl.ch, c, plane, sl.begin, sl.end,
+      [&](int64_t o) { return double2{ld(x[o]), K == 4 ? ld(dy[o]) : 0.0f}; },
+      [&](double2 v) {
+        s[0] += v.x;
+        s[1] += v.x * v.x;
+        if (K == 4) {
+          s[2] += v.y;
+          s[3] += v.y * v.x;
+        }
+      });
+  double* out = partial + K * int64_t{blockIdx.x};
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const double t = block_sum(s[k], scratch);
+    if (threadIdx.x == 0) out[k] = t;
+  }
+}
+
+// Channel ch's K moments, its partials added in slice order.
+template <int K>
+__device__ __forceinline__ void channel_moments(double* m, const double* partial, int64_t ch,
+                                                int64_t splits) {
+  for (int k = 0; k < K; ++k) m[k] = 0.0;
+  for (int64_t s = 0; s < splits; ++s)
+    for (int k = 0; k < K; ++k) m[k] += partial[K * (ch * splits + s) + k];
+}
+
+struct MeanVar {
+  double mean, var;
+};
+__device__ __forceinline__ MeanVar mean_var(const double* m, double count) {
+  const double mean = m[0] / count;
+  return {mean, fmax(m[1] / count - mean * mean, 0.0)};
+}
+
+// coef[2 ch] = scale, coef[2 ch + 1] = shift; the running statistics when given.
+__global__ void bn_forward_final_kernel(float* coef, float* running_mean, float* running_var,
+                                        const float* gamma, const float* beta,
+                                        const double* partial, int64_t c, int64_t splits,
+                                        double count, double eps, double momentum) {
+  for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
+       ch += int64_t{gridDim.x} * blockDim.x) {
+    double m[2];
+    channel_moments<2>(m, partial, ch, splits);
+    const MeanVar s = mean_var(m, count);
+    const double inv_std = 1.0 / sqrt(s.var + eps);
+    const double g = gamma ? gamma[ch] : 1.0;
+    coef[2 * ch] = static_cast<float>(g * inv_std);
+    coef[2 * ch + 1] = static_cast<float>(beta[ch] - s.mean * g * inv_std);
+    if (running_mean) {
+      const double unbiased = s.var * count / (count - 1.0);
+      running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * s.mean);
+      running_var[ch] = static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+    }
+  }
+}
+
+// coef[3 ch ..] = A, B, C of dx = A dy + B x + C (Note [batchnorm kernels]).
+__global__ void bn_backward_final_kernel(double* coef, const float* gamma, const double* partial,
+                                         int64_t c, int64_t splits, double count, double eps) {
+  for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
+       ch += int64_t{gridDim.x} * blockDim.x) {
+    double m[4];
+    channel_moments<4>(m, partial, ch, splits);
+    const MeanVar s = mean_var(m, count);
+    const double inv_std = 1.0 / sqrt(s.var + eps);
+    const double g = gamma ? gamma[ch] : 1.0;
+    const double mean_dy = m[2] / count;
+    const double mean_dy_xhat = (m[3] - s.mean * m[2]) * inv_std / count;
+    const double a = g * inv_std;
+    coef[3 * ch] = a;
+    coef[3 * ch + 1] = -a * mean_dy_xhat * inv_std;
+    coef[3 * ch + 2] = a * (s.mean * mean_dy_xhat * inv_std - mean_dy);
+  }
+}
+
+__global__ void bn_gamma_final_kernel(float* dgamma, const double* partial, int64_t c,
+                                      int64_t splits, double count, double eps) {
+  for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
+       ch += int64_t{gridDim.x} * blockDim.x) {
+    double m[4];
+    channel_moments<4>(m, partial, ch, splits);
+    const MeanVar s = mean_var(m, count);
+    dgamma[ch] = static_cast<float>((m[3] - s.mean * m[2]) / sqrt(s.var + eps));
+  }
+}
+
+// y = x * scale + shift (float, the CPU's rounding: no contraction into an FMA).
+template <typename T>
+struct ForwardApply {
+  T* __restrict__ y;
+  const T* __restrict__ x;
+  const float* __restrict__ coef;
+  __device__ void load(int64_t o, float* v) const { v[0] = ld(x[o]); }
+  __device__ void store(int64_t o, int64_t ch, const float* v) const {
+    y[o] = st<T>(__fadd_rn(__fmul_rn(v[0], coef[2 * ch]), coef[2 * ch + 1]));
+  }
+};
+
+// dx = A dy + B x + C in double.
+template <typename T>
+struct BackwardApply {
+  T* __restrict__ dx;
+  const T* __restrict__ dy;
+  const T* __restrict__ x;
+  const double* __restrict__ coef;
+  __device__ void load(int64_t o, float* v) const {
+    v[0] = ld(dy[o]);
+    v[1] = ld(x[o]);
+  }
+  __device__ void store(int64_t o, int64_t ch, const float* v) const {
+    const double* k = coef + 3 * ch;
+    dx[o] = st<T>(static_cast<float>(k[0] * v[0] + k[1] * v[1] + k[2]));
+  }
+};
+
+// Every element of the (n, c, plane) tensor through `op` (channel_slices.cuh's apply grid).
+template <typename Op>
+__global__ void bn_apply_kernel(Op op, int64_t n, int64_t c, int64_t plane) {
+  if (plane < kApplyMinPlane) {
+    const int64_t total = n * c * plane;
+    for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total;
+         o += int64_t{gridDim.x} * blockDim.x) {
+      float v[2];
+      op.load(o, v);
+      op.store(o, (o / plane) % c, v);
+    }
+    return;
+  }
+  const int64_t row = blockIdx.x, ch = row % c, base = row * plane;
+  const int64_t p0 = int64_t{blockIdx.y} * kApplyChunk + threadIdx.x;
+  float v[kApplyUnroll][2];
+#pragma unroll
+  for (int u = 0; u < kApplyUnroll; ++u) {
+    const int64_t p = p0 + int64_t{u} * blockDim.x;
+    if (p < plane) op.load(base + p, v[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kApplyUnroll; ++u) {
+    const int64_t p = p0 + int64_t{u} * blockDim.x;
+    if (p < plane) op.store(base + p, ch, v[u]);
+  }
+}
+
+template <typename Op>
+void launch_apply(const Op& op, int64_t n, int64_t c, int64_t plane, cudaStream_t stream) {
+  check_apply_grid(n, c, plane);
+  bn_apply_kernel<<<apply_grid(n, c, plane), kBlockSize, 0, stream>>>(op, n, c, plane);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+// Workspace pieces, each on a 256-byte boundary: the partial sums, then the coefficients.
+int64_t round_up256(int64_t b) { return (b + 255) / 256 * 256; }
+int64_t partial_bytes(int k, int64_t n, int64_t c, int64_t plane) {
+  return round_up256(k * c * splits_for(n, c, plane) * static_cast<int64_t>(sizeof(double)));
+}
+
+template <int K, typename T>
+int64_t moments(double* partial, const T* x, const T* dy, int64_t n, int64_t c, int64_t plane,
+                cudaStream_t stream) {
+  const int64_t splits = splits_for(n, c, plane);
+  REMAT_CHECK(c * splits < (int64_t{1} << 31), "batchnorm: " << c << " channels");
+  bn_moments_partial_kernel<K, T><<<static_cast<unsigned>(c * splits), kSliceThreads, 0, stream>>>(
+      partial, x, dy, n, c, plane, splits);
+  REMAT_CUDA_LAUNCH_CHECK();
+  return splits;
+}
+
+template <typename T>
+void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float* running_mean,
+                  float* running_var, int64_t n, int64_t c, int64_t plane, double eps,
+                  double momentum, void* workspace, cudaStream_t stream) {
+  if (n * c * plane <= 0) return;
+  REMAT_CHECK(workspace, "batchnorm_train_forward: needs its workspace");
+  auto* partial = static_cast<double*>(workspace);
+  auto* coef = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_bytes(2, n, c, plane));
+  const int64_t splits = moments<2>(partial, x, static_cast<const T*>(nullptr), n, c, plane, stream);
+  bn_forward_final_kernel<<<grid_for(c), kBlockSize, 0, stream>>>(
+      coef, running_mean, running_var, gamma, beta, partial, c, splits,
+      static_cast<double>(n * plane), eps, momentum);
+  REMAT_CUDA_LAUNCH_CHECK();
+  launch_apply(ForwardApply<T>{y, x, coef}, n, c, plane, stream);
+}
+
+template <typename T>
+void backward_input_impl(T* dx, const T* dy, const T* x, const float* gamma, int64_t n, int64_t c,
+                         int64_t plane, double eps, void* workspace, cudaStream_t stream) {
+  if (n * c * plane <= 0) return;
+  REMAT_CHECK(workspace, "batchnorm_train_backward_input: needs its workspace");
+  auto* partial = static_cast<double*>(workspace);
+  auto* coef = reinterpret_cast<double*>(static_cast<char*>(workspace) + partial_bytes(4, n, c, plane));
+  const int64_t splits = moments<4>(partial, x, dy, n, c, plane, stream);
+  bn_backward_final_kernel<<<grid_for(c), kBlockSize, 0, stream>>>(
+      coef, gamma, partial, c, splits, static_cast<double>(n * plane), eps);
+  REMAT_CUDA_LAUNCH_CHECK();
+  launch_apply(BackwardApply<T>{dx, dy, x, coef}, n, c, plane, stream);
+}
+
+template <typename T>
+void grad_gamma_impl(float* dgamma, const T* x, const T* dy, int64_t n, int64_t c, int64_t plane,
+                     double eps, void* workspace, cudaStream_t stream) {
+  if (c <= 0) return;
+  if (n <= 0 || plane <= 0) {
+    fill(dgamma, 0.0f, c, stream);
+    return;
+  }
+  REMAT_CHECK(workspace, "batchnorm_grad_gamma: needs its workspace");
+  auto* partial = static_cast<double*>(workspace);
+  const int64_t splits = moments<4>(partial, x, dy, n, c, plane, stream);
+  bn_gamma_final_kernel<<<grid_for(c), kBlockSize, 0, stream>>>(
+      dgamma, partial, c, splits, static_cast<double>(n * plane), eps);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+int64_t batchnorm_train_forward_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
+  if (n <= 0 || c <= 0 || plane <= 0) return 0;
+  return partial_bytes(2, n, c, plane) + round_up256(2 * c * static_cast<int64_t>(sizeof(float)));
+}
+
+void batchnorm_train_forward(float* y, const float* x, const float* gamma, const float* beta,
+                             float* running_mean, float* running_var, int64_t n, int64_t c,
+                             int64_t plane, double eps, double momentum, void* workspace,
+                             cudaStream_t stream) {
+  forward_impl(y, x, gamma, beta, running_mean, running_var, n, c, plane, eps, momentum,
+               workspace, stream);
+}
+void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
+                             const float* beta, float* running_mean, float* running_var,
+                             int64_t n, int64_t c, int64_t plane, double eps, double momentum,
+                             void* workspace, cudaStream_t stream) {
+  forward_impl(bf16_ptr(y), bf16_ptr(x), gamma, beta, running_mean, running_var, n, c, plane, eps,
+               momentum, workspace, stream);
+}
+
+int64_t batchnorm_train_backward_input_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
+  if (n <= 0 || c <= 0 || plane <= 0) return 0;
+  return partial_bytes(4, n, c, plane) + round_up256(3 * c * static_cast<int64_t>(sizeof(double)));
+}
+
+void batchnorm_train_backward_input(float* dx, const float* dy, const float* x, const float* gamma,
+                                    int64_t n, int64_t c, int64_t plane, double eps,
+                                    void* workspace, cudaStream_t stream) {
+  backward_input_impl(dx, dy, x, gamma, n, c, plane, eps, workspace, stream);
+}
+void batchnorm_train_backward_input(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
+                                    const float* gamma, int64_t n, int64_t c, int64_t plane,
+                                    double eps, void* workspace, cudaStream_t stream) {
+  backward_input_impl(bf16_ptr(dx), bf16_ptr(dy), bf16_ptr(x), gamma, n, c, plane, eps, workspace,
+                      stream);
+}
+
+int64_t batchnorm_grad_gamma_workspace_bytes(int64_t n, int64_t c, int64_t plane) {
+  if (n <= 0 || c <= 0 || plane <= 0) return 0;
+  return partial_bytes(4, n, c, plane);
+}
+
+void batchnorm_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t n, int64_t c,
+                          int64_t plane, double eps, void* workspace, cudaStream_t stream) {
+  grad_gamma_impl(dgamma, x, dy, n, c, plane, eps, workspace, stream);
+}
+void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, int64_t n,
+                          int64_t c, int64_t plane, double eps, void* workspace,
+                          cudaStream_t stream) {
+  grad_gamma_impl(dgamma, bf16_ptr(x), bf16_ptr(dy), n, c, plane, eps, workspace, stream);
+}
+
+}  // namespace remat
