@@ -132,9 +132,8 @@ struct ForwardApply {
   T* __restrict__ y;
   const T* __restrict__ x;
   const float* __restrict__ coef;
-  __device__ void load(int64_t o, float* v) const { v[0] = ld(x[o]); }
-  __device__ void store(int64_t o, int64_t ch, const float* v) const {
-    y[o] = st<T>(__fadd_rn(__fmul_rn(v[0], coef[2 * ch]), coef[2 * ch + 1]));
+  __device__ void operator()(int64_t o, int64_t ch) const {
+    y[o] = st<T>(__fadd_rn(__fmul_rn(ld(x[o]), coef[2 * ch]), coef[2 * ch + 1]));
   }
 };
 
@@ -145,48 +144,21 @@ struct BackwardApply {
   const T* __restrict__ dy;
   const T* __restrict__ x;
   const double* __restrict__ coef;
-  __device__ void load(int64_t o, float* v) const {
-    v[0] = ld(dy[o]);
-    v[1] = ld(x[o]);
-  }
-  __device__ void store(int64_t o, int64_t ch, const float* v) const {
+  __device__ void operator()(int64_t o, int64_t ch) const {
     const double* k = coef + 3 * ch;
-    dx[o] = st<T>(static_cast<float>(k[0] * v[0] + k[1] * v[1] + k[2]));
+    dx[o] = st<T>(static_cast<float>(k[0] * ld(dy[o]) + k[1] * ld(x[o]) + k[2]));
   }
 };
 
-// Every element of the (n, c, plane) tensor through `op` (channel_slices.cuh's apply grid).
+// Every element of the (n, c, plane) tensor through `op` (channel_slices.cuh's walk).
 template <typename Op>
 __global__ void bn_apply_kernel(Op op, int64_t n, int64_t c, int64_t plane) {
-  if (plane < kApplyMinPlane) {
-    const int64_t total = n * c * plane;
-    for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total;
-         o += int64_t{gridDim.x} * blockDim.x) {
-      float v[2];
-      op.load(o, v);
-      op.store(o, (o / plane) % c, v);
-    }
-    return;
-  }
-  const int64_t row = blockIdx.x, ch = row % c, base = row * plane;
-  const int64_t p0 = int64_t{blockIdx.y} * kApplyChunk + threadIdx.x;
-  float v[kApplyUnroll][2];
-#pragma unroll
-  for (int u = 0; u < kApplyUnroll; ++u) {
-    const int64_t p = p0 + int64_t{u} * blockDim.x;
-    if (p < plane) op.load(base + p, v[u]);
-  }
-#pragma unroll
-  for (int u = 0; u < kApplyUnroll; ++u) {
-    const int64_t p = p0 + int64_t{u} * blockDim.x;
-    if (p < plane) op.store(base + p, ch, v[u]);
-  }
+  for_each_with_channel(n, c, plane, op);
 }
 
 template <typename Op>
 void launch_apply(const Op& op, int64_t n, int64_t c, int64_t plane, cudaStream_t stream) {
-  check_apply_grid(n, c, plane);
-  bn_apply_kernel<<<apply_grid(n, c, plane), kBlockSize, 0, stream>>>(op, n, c, plane);
+  bn_apply_kernel<<<grid_for(n * c * plane), kBlockSize, 0, stream>>>(op, n, c, plane);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

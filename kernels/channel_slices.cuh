@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/common.cuh"
+#include "kernels/index_walk.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -57,45 +58,26 @@ __device__ __forceinline__ void for_slice(int64_t ch, int64_t c, int64_t plane, 
   const int64_t stride = blockDim.x;
   int64_t idx = begin + threadIdx.x;
   if (idx >= end) return;
-  int64_t i = idx / plane, p = idx - i * plane;  // one division per thread, then increments
-  auto next = [&]() {
-    const int64_t o = (i * c + ch) * plane + p;
-    p += stride;
-    if (p >= plane) {  // a division only where the walk leaves a plane
-      const int64_t q = p / plane;
-      i += q;
-      p -= q * plane;
-    }
-    return o;
-  };
+  SliceWalk walk(c, ch, plane, idx, stride);  // kernels/index_walk.h: no division per value
   using V = decltype(load(int64_t{0}));
   for (; idx + (kSliceUnroll - 1) * stride < end; idx += kSliceUnroll * stride) {
     V v[kSliceUnroll];
 #pragma unroll
-    for (int u = 0; u < kSliceUnroll; ++u) v[u] = load(next());
+    for (int u = 0; u < kSliceUnroll; ++u) v[u] = load(walk.next());
 #pragma unroll
     for (int u = 0; u < kSliceUnroll; ++u) add(v[u]);
   }
-  for (; idx < end; idx += stride) add(load(next()));
+  for (; idx < end; idx += stride) add(load(walk.next()));
 }
 
-// Elementwise passes with a per-channel coefficient: planes of at least kApplyMinPlane values
-// run as a grid of (n * c planes) x (chunks of kApplyChunk values), so a block knows its channel
-// without a division per value, and each thread loads its kApplyUnroll values before using
-// them; smaller planes ([N, F], 7 x 7) run flat, a division per value.
-constexpr int kApplyUnroll = 8;
-constexpr int64_t kApplyChunk = int64_t{kBlockSize} * kApplyUnroll;
-constexpr int64_t kApplyMinPlane = 64;
-
-inline dim3 apply_grid(int64_t n, int64_t c, int64_t plane) {
-  if (plane < kApplyMinPlane) return dim3(grid_for(n * c * plane));
-  return dim3(static_cast<unsigned>(n * c), static_cast<unsigned>((plane + kApplyChunk - 1) / kApplyChunk));
-}
-
-inline void check_apply_grid(int64_t n, int64_t c, int64_t plane) {
-  if (plane < kApplyMinPlane) return;
-  REMAT_CHECK(n * c < (int64_t{1} << 31) && (plane + kApplyChunk - 1) / kApplyChunk <= 65535,
-              "per-channel pass: " << n << " x " << c << " planes of " << plane << " values");
+// Every element of the (n, c, plane) tensor, grid-stride, with its channel: f(offset, ch).
+template <typename F>
+__device__ __forceinline__ void for_each_with_channel(int64_t n, int64_t c, int64_t plane, F f) {
+  const int64_t total = n * c * plane, stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t o = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (o >= total) return;
+  ChannelWalk walk(c, plane, o, stride);
+  for (; o < total; o += stride, walk.advance()) f(o, walk.channel());
 }
 
 }  // namespace

@@ -56,8 +56,9 @@ TEST_F(CudaBf16Ops, ConvolutionAtTensorCoreSizes) {
 }
 
 // Staged NHWC convolutions (Note [staged NHWC convolutions]) forced, in whole-batch calls and,
-// with a 400 KB workspace limit, in chunks of 2 samples (the weight gradient added chunk by
-// chunk): 3 x 3 with bias, stride 2, 1 x 1 without bias; each pass against the CPU.
+// with a 400 KB workspace limit, in chunks of 2 or 4 samples (forward and data gradient; the
+// bf16 weight gradient then runs NCHW on the whole batch): 3 x 3 with bias, stride 2, 1 x 1
+// without bias; each pass against the CPU.
 TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
   for (int64_t limit : {int64_t{1} << 30, int64_t{400} << 10}) {
     SCOPED_TRACE("workspace limit " + std::to_string(limit));
