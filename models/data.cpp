@@ -108,7 +108,7 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
                   && labels.shape[0] == input.shape[0],
               "data: labels must be I32 [N] or [N, H, W], got " << shape_str(labels.shape));
   if (d.source == "synthetic")
-    return make_synthetic_source(d.seed, cfg.classes, input, labels, shard);
+    return make_synthetic_source(d.seed, cfg.classes, input, labels, shard, opt.threads);
   if (d.source == "folder" || d.source == "segmentation")
     return make_image_data(cfg, d, input, labels, config_dir, shard, opt);
   if (d.source != "cifar10") REMAT_USER_ERROR(prefix << "unknown data source");

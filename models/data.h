@@ -70,11 +70,12 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
 // value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per class and channel). The label map may
 // be smaller than the input (a network that downsamples): input pixel (y, x) then takes the
 // class of label pixel (y * Hl / H, x * Wl / W).
-// Sample i of step s depends only on (seed, s, shard.first + i).
+// Sample i of step s depends only on (seed, s, shard.first + i), whatever the `threads` that
+// fill a batch.
 std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
                                                   const TensorDesc& input,
                                                   const TensorDesc& labels,
-                                                  const DataShard& shard = {});
+                                                  const DataShard& shard = {}, int threads = 1);
 
 // CIFAR-10 binary format: records of 1 label byte + 3072 bytes (R, G, B planes of 32x32,
 // row-major). Files are read whole at construction and checked (size a multiple of 3073,

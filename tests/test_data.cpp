@@ -55,6 +55,18 @@ TEST(Synthetic, DeterministicPerSeedAndStep) {
   EXPECT_THAT(a->describe(), HasSubstr("seed 7"));
 }
 
+// The samples of a batch filled by several threads are the one-thread batch, bit for bit.
+TEST(Synthetic, ThreadsDoNotChangeTheBatch) {
+  const TensorDesc pix_lab{{64, 4, 4}, DType::I32};
+  for (const TensorDesc& lab : {kLab, pix_lab}) {
+    auto one = make_synthetic_source(7, 10, kIn, lab, {}, 1);
+    auto four = make_synthetic_source(7, 10, kIn, lab, {}, 4);
+    const Batch a = next(*one, kIn, lab, 5), b = next(*four, kIn, lab, 5);
+    EXPECT_EQ(a.x, b.x);
+    EXPECT_EQ(a.y, b.y);
+  }
+}
+
 // Nearest class mean, fitted on one set of batches and scored on another: a learnable signal
 // gives high accuracy, pure noise would give ~1/classes.
 TEST(Synthetic, ClassSignalIsLearnable) {
