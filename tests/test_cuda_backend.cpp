@@ -2,7 +2,9 @@
 // round trips, timing, workspace queries, the missing-CUDA-path error, TF32 option and NVTX.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "runtime/backends/backend.h"
@@ -29,6 +31,32 @@ TEST(CudaBackend, WithoutDeviceDeclinesWithReason) {
   }
   // A null `why` is allowed.
   EXPECT_EQ(make_cuda_backend(0, nullptr), nullptr);
+}
+
+// REMAT_CONV_LAYOUT (Note [staged NHWC convolutions]): the three names, unset as auto, and a
+// clear error naming a bad value; read in every build, with or without a device.
+TEST(CudaBackend, ConvLayoutFromTheEnvironment) {
+  const char* saved = std::getenv("REMAT_CONV_LAYOUT");
+  const std::string keep = saved ? saved : "";
+  unsetenv("REMAT_CONV_LAYOUT");
+  EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Auto);
+  setenv("REMAT_CONV_LAYOUT", "nhwc", 1);
+  EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Nhwc);
+  setenv("REMAT_CONV_LAYOUT", "nchw", 1);
+  EXPECT_EQ(conv_layout_from_env(), ConvLayout::Nchw);
+  setenv("REMAT_CONV_LAYOUT", "auto", 1);
+  EXPECT_EQ(conv_layout_from_env(), ConvLayout::Auto);
+  setenv("REMAT_CONV_LAYOUT", "NHWC", 1);
+  try {
+    conv_layout_from_env();
+    ADD_FAILURE() << "an unknown layout was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("REMAT_CONV_LAYOUT=NHWC: expected auto, nchw or nhwc"),
+              std::string::npos)
+        << e.what();
+  }
+  if (saved) setenv("REMAT_CONV_LAYOUT", keep.c_str(), 1);
+  else unsetenv("REMAT_CONV_LAYOUT");
 }
 
 TEST(CudaBackend, LibraryVersionsReadWithoutDevice) {

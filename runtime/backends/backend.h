@@ -135,12 +135,17 @@ struct CudaOptions {
   int64_t workspace_limit = int64_t{1} << 30;
   ConvLayout conv_layout = ConvLayout::Auto;
 };
+// The convolution layout REMAT_CONV_LAYOUT names: unset or "auto", "nchw", "nhwc" (a user
+// error for anything else). Every tool reads it, so a profile and a train run agree.
+ConvLayout conv_layout_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
-// convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both).
+// convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution
+// layout from REMAT_CONV_LAYOUT.
 inline CudaOptions cuda_precision_options(const std::string& precision) {
   CudaOptions o;
   o.conv_tf32 = precision != "fp32";
   o.matmul_tf32 = precision == "tf32-all";
+  o.conv_layout = conv_layout_from_env();
   return o;
 }
 // nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's
