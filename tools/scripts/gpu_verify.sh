@@ -2,7 +2,8 @@
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] (default: all five, in that order; steps run in the order given).
+# [gpt2] [bench] [loader] [layout] (default: the first five, in that order; steps run in the
+# order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
@@ -13,6 +14,9 @@
 #          attention op) in bf16; then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
+#   layout: ResNet-50 and VGG19 at batch 64 in bf16, keep-everything, for 10 steps with each
+#          REMAT_CONV_LAYOUT (nchw, auto, nhwc: Note [staged NHWC convolutions]), each after a
+#          `profile` in that layout (its cost table shows the conv nodes' times and workspaces);
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -100,7 +104,17 @@ for step in $steps; do
           classes=10 layers.predictions.units=10 "data={source: folder, path: $out_abs/imgs/train}" \
           "val={source: folder, path: $out_abs/imgs/val}" --steps 100 --eval-every 50 --log-every 10 \
           --summary "$out/resnet50_folder.json" ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader)" >&2; exit 2 ;;
+    layout)
+      for model in resnet50 vgg19; do
+        for lay in nchw auto nhwc; do
+          REMAT_CONV_LAYOUT=$lay run profile_${model}_bf16_$lay "$build/tools/profile" --config configs/$model.yaml \
+              --device cuda --batch 64 --precision bf16 --no-cache -o "$out/${model}_bf16_$lay.json"
+          REMAT_CONV_LAYOUT=$lay run train_${model}_bf16_$lay "$build/tools/train" --config configs/$model.yaml \
+              --device cuda --batch 64 --precision bf16 --steps 10 --log-every 5 \
+              --summary "$out/${model}_bf16_$lay.summary.json"
+        done
+      done ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
