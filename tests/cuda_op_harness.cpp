@@ -426,6 +426,13 @@ std::unique_ptr<Backend> cuda_backend_with(const CudaOptions& opt) {
   return b;
 }
 
+std::unique_ptr<Backend> staged_nhwc_backend(int64_t workspace_limit) {
+  CudaOptions o;
+  o.conv_layout = ConvLayout::Nhwc;
+  o.workspace_limit = workspace_limit;
+  return cuda_backend_with(o);
+}
+
 void CudaOpTest::SetUp() {
   // Skip only where no device exists: with a device present, a backend that cannot start
   // (a wrong cuDNN, a failed handle) is a failure, not a skip.

@@ -113,6 +113,9 @@ class CudaOpHarness {
 // A CUDA backend with `opt` (a forced convolution layout, a small workspace limit) beside the
 // fixture's; null, with a test failure, if it cannot start.
 std::unique_ptr<Backend> cuda_backend_with(const CudaOptions& opt);
+// One whose convolutions always run staged NHWC (Note [staged NHWC convolutions]) under the
+// given workspace limit (which also caps the staged chunk).
+std::unique_ptr<Backend> staged_nhwc_backend(int64_t workspace_limit);
 
 // Fixture for CUDA op tests: SetUp skips the test when no CUDA device exists, so the suite
 // passes on a machine without a GPU, and fails it when a device exists but the backend cannot

@@ -178,10 +178,7 @@ TEST_F(CudaDense, GradientCasesMatchCpu) {
 TEST_F(CudaConv2d, StagedNhwcMatchesCpu) {
   for (int64_t limit : {int64_t{1} << 30, int64_t{160} << 10}) {
     SCOPED_TRACE("workspace limit " + std::to_string(limit));
-    CudaOptions o;
-    o.conv_layout = ConvLayout::Nhwc;
-    o.workspace_limit = limit;
-    std::unique_ptr<Backend> nhwc = cuda_backend_with(o);
+    std::unique_ptr<Backend> nhwc = staged_nhwc_backend(limit);
     ASSERT_TRUE(nhwc);
     CudaOpHarness same(registry(), {"conv2d", attr_map({{"filters", 16}, {"kernel", 3}, {"padding", 1}}),
                                     {f32({4, 8, 12, 12})}});

@@ -62,10 +62,7 @@ TEST_F(CudaBf16Ops, ConvolutionAtTensorCoreSizes) {
 TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
   for (int64_t limit : {int64_t{1} << 30, int64_t{400} << 10}) {
     SCOPED_TRACE("workspace limit " + std::to_string(limit));
-    CudaOptions o;
-    o.conv_layout = ConvLayout::Nhwc;
-    o.workspace_limit = limit;
-    std::unique_ptr<Backend> nhwc = cuda_backend_with(o);
+    std::unique_ptr<Backend> nhwc = staged_nhwc_backend(limit);
     ASSERT_TRUE(nhwc);
     const std::vector<OpCase> cases = {
         {"conv2d", attr_map({{"filters", 64}, {"kernel", 3}, {"padding", 1}}), {f32({8, 32, 16, 16})}},
