@@ -24,8 +24,9 @@ namespace {
 //             mean(dy xhat)) rearranged (sigma = sqrt(var + eps), xhat = (x - mean) / sigma);
 //   dgamma:   the same four sums; dgamma = (S(dy x) - mean S(dy)) / sigma.
 // Three reads and a write of the tensor's size for the forward, two reads, two reads and a
-// write for dx: cuDNN's spatial routines (which ran these before) recompute the statistics in
-// a pass of their own and reached ~1 TB/s on an H200 (GPU_RESULTS.md, 2026-11-27).
+// write for dx: cuDNN's spatial routines recompute the statistics in a pass of their own and
+// reach ~1 TB/s on an H200 on 56 x 56 and larger planes, where ops/batchnorm_cuda.cpp uses these
+// kernels instead (Note [batchnorm on the GPU]: cuDNN stays faster on smaller planes).
 // The one-pass variance differs from the CPU's two-pass one by the cancellation of E[x^2] and
 // mean^2 in double: relative 2^-53 (mean / sigma)^2, far inside the batchnorm tolerance of
 // tests/cuda_op_harness.h for any activation.

@@ -1,8 +1,7 @@
 // Per-channel work over (n, c, plane) tensors (NCHW; [N, F] as plane 1) shared by the channel
 // reductions (channel_reduce.cu) and batch normalisation (batchnorm.cu): the split of each
-// channel's values into slices (Note [channel reductions]), the walk over one slice (Note
-// [unrolled slices]), and the walk over every element with its channel for the elementwise
-// passes.
+// channel's values into slices (Note [channel reductions]), the walk over one slice, and the
+// walk over every element with its channel for the elementwise passes.
 #pragma once
 
 #include <algorithm>
@@ -46,27 +45,16 @@ __device__ __forceinline__ ChannelSlice block_slice(int64_t n, int64_t plane, in
 
 // Walks the values of channel `ch` in slice [begin, end) of its m = n * plane values, thread
 // by thread, in ascending order: `add(load(offset))` for each value, `offset` its place in the
-// (n, c, plane) tensor. Note [unrolled slices]: a thread's values are kSliceUnroll loads at a
-// time, all issued before the first is added, so that a thread has kSliceUnroll loads in flight
-// instead of one (one at a time, the reductions read ~0.73 TB/s on an H200); the additions keep
-// the order of one sequential loop, so the sums are the same bits either way.
-constexpr int kSliceUnroll = 8;
-
+// (n, c, plane) tensor, found without a division per value (SliceWalk). One value at a time: a
+// version that issued 8 loads before adding them (the same sums) ran the batch-norm and bias
+// reductions 1.4-2x slower on an H200, on every plane size (GPU_RESULTS.md, 2026-11-27).
 template <typename Load, typename Add>
 __device__ __forceinline__ void for_slice(int64_t ch, int64_t c, int64_t plane, int64_t begin,
                                           int64_t end, Load load, Add add) {
   const int64_t stride = blockDim.x;
   int64_t idx = begin + threadIdx.x;
   if (idx >= end) return;
-  SliceWalk walk(c, ch, plane, idx, stride);  // kernels/index_walk.h: no division per value
-  using V = decltype(load(int64_t{0}));
-  for (; idx + (kSliceUnroll - 1) * stride < end; idx += kSliceUnroll * stride) {
-    V v[kSliceUnroll];
-#pragma unroll
-    for (int u = 0; u < kSliceUnroll; ++u) v[u] = load(walk.next());
-#pragma unroll
-    for (int u = 0; u < kSliceUnroll; ++u) add(v[u]);
-  }
+  SliceWalk walk(c, ch, plane, idx, stride);  // kernels/index_walk.h
   for (; idx < end; idx += stride) add(load(walk.next()));
 }
 

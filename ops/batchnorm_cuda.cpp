@@ -14,13 +14,25 @@ namespace remat {
 namespace {
 
 // Note [batchnorm on the GPU]
-// - Train mode runs our kernels (kernels/batchnorm.cu): the statistics and the elementwise
-//   pass in fixed slices, so reruns are bit-identical; a recomputation (ctx.first_compute
-//   false) passes no running statistics, so they are updated once a step. grad_input computes
-//   the batch statistics and its two sums in one read of x and dy; grad_weight (dgamma) the
-//   same sums in its own read; grad_bias is the bias reduction of dy. cuDNN's spatial routines
-//   ran train mode before and were ~2.4x slower than PyTorch's channels-last kernels on a
-//   ResNet-50 step (GPU_RESULTS.md, 2026-11-27).
+// - Train mode on planes of at least kOwnKernelPlane values (H x W >= 56 x 56) runs our
+//   kernels (kernels/batchnorm.cu, Note [batchnorm kernels]): the statistics and the
+//   elementwise pass in fixed slices, so reruns are bit-identical; a recomputation
+//   (ctx.first_compute false) passes no running statistics, so they are updated once a step.
+//   grad_input computes the batch statistics and its two sums in one read of x and dy. Smaller
+//   planes ([N, F] as 1 x 1, 28 x 28 ... 7 x 7) run cuDNN's spatial routines. Measured on an
+//   H200 in bf16 at batch 64 (GPU_RESULTS.md, 2026-11-27): on 112 x 112 and 56 x 56 planes the
+//   kernels took 0.26 against cuDNN's 0.72 ms (forward) and 0.42 against 1.41 ms (dx) for
+//   ResNet-50's first batch norm, 1.53 against 1.83 and 2.47 against 3.59 ms over the ten of
+//   the 56 x 56 stage; on smaller planes cuDNN was faster (0.02-0.03 ms a node).
+// - cuDNN, train mode: the batch variance is biased and running = factor * batch + (1 -
+//   factor) * running with the UNBIASED variance, PyTorch's convention with factor = momentum.
+//   A recomputation runs the very same call with the running statistics copied to workspace
+//   scratch that absorbs the update (null pointers would let cuDNN pick another kernel), so it
+//   gives y bit for bit as the first computation did. grad_input runs cuDNN's backward, which
+//   computes dx, dscale and dbias together from x, dy and scale (savedMean / savedInvVariance
+//   null: it recomputes the batch statistics), dscale/dbias going to workspace scratch.
+// - grad_weight (dgamma) is one pass of kernels/ batchnorm_grad_gamma over x and dy on every
+//   plane; grad_bias is the bias reduction of dy.
 // - Inference mode (running statistics are constants) stays on cuDNN, which normalises with
 //   them as ops/batchnorm.cpp does: dx = dy * gamma / sqrt(var + eps) is
 //   cudnnBatchNormalizationForwardInference applied to dy with mean 0 and bias 0; dweight =
@@ -35,6 +47,8 @@ namespace {
 // - bf16: x, y, dy and dx are bf16 (CUDNN_DATA_BFLOAT16 for cuDNN, whose derived
 //   scale/bias/mean/variance descriptor is FP32); the parameters, running statistics and their
 //   gradients stay FP32 and the statistics are computed in double (kernels) or FP32 (cuDNN).
+constexpr int64_t kOwnKernelPlane = 56 * 56;
+
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
 struct BnDescs {
@@ -96,56 +110,83 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
   return ws;
 }
 
+// Our kernels (train mode on large planes) or cuDNN (Note [batchnorm on the GPU]).
+bool own_kernels(const BnCudaParams& p, const NcPlane& sh) {
+  return p.train && sh.plane >= kOwnKernelPlane;
+}
+
 }  // namespace
 
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const int s = p.scale ? 1 : 0;  // inputs [x, weight (scale only), bias, mean, var]
-  if (!p.train) {
-    const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
-    const float one = 1.0f, zero = 0.0f;
-    const int64_t c = channels(ctx, 0);
-    const void* gamma = gamma_of(p, ctx, 1, c, ctx.workspace, cc.stream);
-    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, d.x.get(), ctx.inputs[0].data, d.x.get(), ctx.output.data,
-        d.bn.get(), gamma, ctx.inputs[1 + s].data, ctx.inputs[2 + s].data, ctx.inputs[3 + s].data,
-        p.eps));
+  const NcPlane sh = nc_plane(ctx.inputs[0].shape());
+  if (own_kernels(p, sh)) {
+    REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
+                "node '" << ctx.node->name << "': batchnorm workspace too small");
+    const bool update = ctx.first_compute;
+    with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+      using T = decltype(tag);
+      batchnorm_train_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
+                              p.scale ? ctx.inputs[1].f32() : nullptr, ctx.inputs[1 + s].f32(),
+                              update ? ctx.inputs[2 + s].f32() : nullptr,
+                              update ? ctx.inputs[3 + s].f32() : nullptr, sh.n, sh.c, sh.plane,
+                              p.eps, p.momentum, ctx.workspace, cc.stream);
+    });
     return;
   }
-  REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
-              "node '" << ctx.node->name << "': batchnorm workspace too small");
-  const NcPlane sh = nc_plane(ctx.inputs[0].shape());
-  const bool update = ctx.first_compute;  // Note [batchnorm on the GPU]
-  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
-    using T = decltype(tag);
-    batchnorm_train_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
-                            p.scale ? ctx.inputs[1].f32() : nullptr, ctx.inputs[1 + s].f32(),
-                            update ? ctx.inputs[2 + s].f32() : nullptr,
-                            update ? ctx.inputs[3 + s].f32() : nullptr, sh.n, sh.c, sh.plane,
-                            p.eps, p.momentum, ctx.workspace, cc.stream);
-  });
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
+  const float one = 1.0f, zero = 0.0f;
+  const int64_t c = channels(ctx, 0);
+  char* ws_end = static_cast<char*>(ctx.workspace) + (p.train ? 2 * round_up(c * 4) : 0);
+  const void* x = ctx.inputs[0].data;
+  const void* gamma = gamma_of(p, ctx, 1, c, ws_end, cc.stream);
+  const void* beta = ctx.inputs[1 + s].data;
+  void* rm = ctx.inputs[2 + s].data;
+  void* rv = ctx.inputs[3 + s].data;
+  if (!p.train) {
+    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+        cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
+        beta, rm, rv, p.eps));
+    return;
+  }
+  if (!ctx.first_compute) {  // Note [batchnorm on the GPU]: scratch absorbs the update
+    Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_forward_cuda_workspace(p, ctx)))};
+    float* rm_scratch = ws.take(c);
+    float* rv_scratch = ws.take(c);
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(rm_scratch, rm, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
+    REMAT_CUDA_CHECK(cudaMemcpyAsync(rv_scratch, rv, c * 4, cudaMemcpyDeviceToDevice, cc.stream));
+    rm = rm_scratch;
+    rv = rv_scratch;
+  }
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
+      beta, p.momentum, rm, rv, p.eps, nullptr, nullptr));
 }
 
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   // The same on first computation and recomputation, so a plan's workspace does not depend on
-  // which one a step runs.
-  if (!p.train) return ones_bytes(p, channels(ctx, 0));
+  // which one a step runs. cuDNN: [running-statistics scratch (train)][ones (scale: false)].
   const NcPlane sh = nc_plane(ctx.inputs.at(0).shape());
-  return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
+  if (own_kernels(p, sh)) return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
+  const int64_t c = channels(ctx, 0);
+  return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
-  if (!p.train) return round_up(channels(ctx, 1) * 4) + ones_bytes(p, channels(ctx, 1));
   const NcPlane sh = nc_plane(ctx.inputs.at(1).shape());
-  return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
+  if (own_kernels(p, sh))
+    return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
+  const int64_t c = channels(ctx, 1);
+  return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
 }
 
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  if (p.train) {
+  const NcPlane sh = nc_plane(ctx.inputs[1].shape());
+  if (own_kernels(p, sh)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_grad_input_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm_grad_input workspace too small");
-    const NcPlane sh = nc_plane(ctx.inputs[1].shape());
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
       using T = decltype(tag);
       batchnorm_train_backward_input(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
@@ -155,18 +196,28 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  // Inference: dx = gamma * (dy - 0) / sqrt(running_var + eps) + 0.
   const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
   const int64_t c = channels(ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_input_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
+  const void* dy = ctx.inputs[0].data;
+  const void* x = ctx.inputs[1].data;
   const int s = p.scale ? 1 : 0;  // inputs [dy, x, weight (scale only), mean, var]
-  float* zeros = ws.take(c);
-  const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
-  fill(zeros, 0.0f, c, cc.stream);
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-      cc.cudnn, kMode, &one, &zero, d.x.get(), ctx.inputs[0].data, d.x.get(), ctx.output.data,
-      d.bn.get(), gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
+  if (!p.train) {  // dx = gamma * (dy - 0) / sqrt(running_var + eps) + 0
+    float* zeros = ws.take(c);
+    const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
+    fill(zeros, 0.0f, c, cc.stream);
+    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+        cc.cudnn, kMode, &one, &zero, d.x.get(), dy, d.x.get(), ctx.output.data, d.bn.get(),
+        gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
+    return;
+  }
+  const void* gamma = gamma_of(p, ctx, 2, c, ws.base + 2 * round_up(c * 4), cc.stream);
+  float* dscale = ws.take(c);  // scratch
+  float* dbias = ws.take(c);   // scratch
+  REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(),
+      ctx.output.data, d.bn.get(), gamma, dscale, dbias, p.eps, nullptr, nullptr));
 }
 
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {

@@ -225,11 +225,17 @@ TEST_F(CudaBatchNorm, GradientCasesMatchCpu) {
   expect_cuda_matches(cuda(), inf);
   CudaOpHarness larger(registry(), {"batchnorm", {}, {f32({8, 16, 7, 7})}, {}, 4});
   expect_cuda_matches(cuda(), larger);
-  // Planes of 28 x 28 (the kernels' tiled pass, Note [batchnorm kernels]) and several slices per
-  // channel (Note [channel reductions]); the running statistics over two steps.
-  CudaOpHarness tiled(registry(), {"batchnorm", {}, {f32({8, 64, 28, 28})}, {}, 5});
-  expect_cuda_matches(cuda(), tiled);
-  expect_cuda_matches(cuda(), tiled, 2);
+  // 28 x 28 planes (cuDNN) and 56 x 56 ones (our kernels, Note [batchnorm on the GPU]), with
+  // several slices per channel (Note [channel reductions]); the running statistics over two
+  // steps; without a learned scale.
+  CudaOpHarness mid(registry(), {"batchnorm", {}, {f32({8, 64, 28, 28})}, {}, 5});
+  expect_cuda_matches(cuda(), mid);
+  expect_cuda_matches(cuda(), mid, 2);
+  CudaOpHarness large(registry(), {"batchnorm", {}, {f32({4, 16, 56, 56})}, {}, 6});
+  expect_cuda_matches(cuda(), large);
+  expect_cuda_matches(cuda(), large, 2);
+  CudaOpHarness unscaled(registry(), {"batchnorm", attr_map({{"scale", false}}), {f32({2, 8, 60, 60})}, {}, 8});
+  expect_cuda_matches(cuda(), unscaled);
 }
 
 // A recomputation (first_compute false) leaves the running statistics alone and gives the

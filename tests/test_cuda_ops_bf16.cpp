@@ -76,12 +76,14 @@ TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
   }
 }
 
-// Batch normalisation in bf16 at a ResNet-50 size: 28 x 28 planes (the tiled pass of Note
-// [batchnorm kernels]), several slices per channel, a recomputation bit-identical.
+// Batch normalisation in bf16 at ResNet-50 sizes: 28 x 28 planes (cuDNN) and 56 x 56 ones (our
+// kernels, Note [batchnorm on the GPU]), several slices per channel, reruns bit-identical.
 TEST_F(CudaBf16Ops, BatchNormAtResNetSizes) {
-  CudaOpHarness h(registry(), as_bf16({"batchnorm", {}, {f32({8, 64, 28, 28})}}));
-  EXPECT_TRUE(h.compare_with_cpu(cuda()));
-  EXPECT_TRUE(h.check_rerun_identical(cuda()));
+  for (const Shape& s : {Shape{8, 64, 28, 28}, Shape{4, 32, 56, 56}}) {
+    CudaOpHarness h(registry(), as_bf16({"batchnorm", {}, {f32(s)}}));
+    EXPECT_TRUE(h.compare_with_cpu(cuda()));
+    EXPECT_TRUE(h.check_rerun_identical(cuda()));
+  }
 }
 
 TEST_F(CudaBf16Ops, DenseAndMatmulAtTensorCoreSizes) {
