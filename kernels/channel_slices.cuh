@@ -45,9 +45,10 @@ __device__ __forceinline__ ChannelSlice block_slice(int64_t n, int64_t plane, in
 
 // Walks the values of channel `ch` in slice [begin, end) of its m = n * plane values, thread
 // by thread, in ascending order: `add(load(offset))` for each value, `offset` its place in the
-// (n, c, plane) tensor, found without a division per value (SliceWalk). One value at a time: a
-// version that issued 8 loads before adding them (the same sums) ran the batch-norm and bias
-// reductions 1.4-2x slower on an H200, on every plane size (GPU_RESULTS.md, 2026-11-27).
+// (n, c, plane) tensor, found without a division per value (SliceWalk). One value at a time, as
+// the kernels measured first: a version that issued 8 loads before adding them (the same sums;
+// it also divided wherever a walk left a plane) ran the batch-norm and bias reductions 1.4-2x
+// slower on an H200 on every plane size (GPU_RESULTS.md, 2026-11-27).
 template <typename Load, typename Add>
 __device__ __forceinline__ void for_slice(int64_t ch, int64_t c, int64_t plane, int64_t begin,
                                           int64_t end, Load load, Add add) {
