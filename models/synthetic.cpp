@@ -3,14 +3,12 @@
 // are identical across runs, platforms and thread counts; the samples of a batch are filled by
 // `threads` threads (a 224 x 224 batch of 64 took ~0.5 s on one, longer than a GPU step).
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <sstream>
-#include <thread>
 
 #include "models/data.h"
 #include "models/data_rng.h"
+#include "models/sample_threads.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -50,27 +48,12 @@ class SyntheticSource : public DataSource {
 
   void next_batch(int64_t step, void* input, int32_t* labels) override {
     const int64_t sample = c_ * h_ * w_, label_plane = lh_ * lw_;
-    std::atomic<int64_t> next{0};
-    std::exception_ptr error;  // (none expected: bad_alloc at most)
-    std::atomic<bool> failed{false};
-    auto work = [&] {
-      try {
-        for (int64_t i; (i = next++) < n_;) {
-          Rng r = sample_rng(seed_, step, shard_.first + i);  // i in the global batch
-          float* x = static_cast<float*>(input) + i * sample;
-          if (pixel_) fill_pixel(r, x, labels + i * label_plane);
-          else fill_class(r, x, labels + i);
-        }
-      } catch (...) {
-        if (!failed.exchange(true)) error = std::current_exception();
-      }
-    };
-    const int threads = static_cast<int>(std::min<int64_t>(threads_, n_));
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
+    fill_samples(n_, threads_, [&](int64_t i) {
+      Rng r = sample_rng(seed_, step, shard_.first + i);  // i in the global batch
+      float* x = static_cast<float*>(input) + i * sample;
+      if (pixel_) fill_pixel(r, x, labels + i * label_plane);
+      else fill_class(r, x, labels + i);
+    });
   }
 
   std::string describe() const override {

@@ -2,20 +2,18 @@
 #include "models/images/image_source.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "models/data_rng.h"
 #include "models/images/image_decode.h"
 #include "models/images/transforms.h"
+#include "models/sample_threads.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -146,25 +144,10 @@ class ImageSource : public DataSource {
     const int64_t global = shard_.global_batch > 0 ? shard_.global_batch : n_;
     std::vector<int64_t> index(static_cast<size_t>(n_));
     for (int64_t i = 0; i < n_; ++i) index[static_cast<size_t>(i)] = sample_at(step * global + shard_.first + i);
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(n_));
-    std::atomic<int64_t> next{0};
-    auto work = [&] {
-      for (int64_t i; (i = next++) < n_;) {
-        try {
-          load(step, i, index[static_cast<size_t>(i)], x + i * 3 * h_ * w_,
-               labels + (pixel_labels_ ? i * lh_ * lw_ : i));
-        } catch (...) {
-          errors[static_cast<size_t>(i)] = std::current_exception();
-        }
-      }
-    };
-    const int threads = static_cast<int>(std::min<int64_t>(std::max(opt_.threads, 1), n_));
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    for (const auto& e : errors)  // the first bad sample of the batch, whatever the threads
-      if (e) std::rethrow_exception(e);
+    fill_samples(n_, opt_.threads, [&](int64_t i) {  // the first bad sample, whatever the threads
+      load(step, i, index[static_cast<size_t>(i)], x + i * 3 * h_ * w_,
+           labels + (pixel_labels_ ? i * lh_ * lw_ : i));
+    });
   }
 
   std::string describe() const override {
