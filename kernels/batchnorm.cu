@@ -58,21 +58,21 @@ __global__ void bn_moments_partial_kernel(double* partial, const T* x, const T* 
   }
 }
 
-// Channel ch's K moments, its partials added in slice order.
+// Channel ch's K moments into m (its partials added in slice order), and from them the batch
+// mean, the biased variance (clamped at 0) and 1 / sqrt(var + eps).
+struct ChannelStats {
+  double mean, var, inv_std;
+};
 template <int K>
-__device__ __forceinline__ void channel_moments(double* m, const double* partial, int64_t ch,
-                                                int64_t splits) {
+__device__ __forceinline__ ChannelStats channel_stats(double* m, const double* partial,
+                                                      int64_t ch, int64_t splits, double count,
+                                                      double eps) {
   for (int k = 0; k < K; ++k) m[k] = 0.0;
   for (int64_t s = 0; s < splits; ++s)
     for (int k = 0; k < K; ++k) m[k] += partial[K * (ch * splits + s) + k];
-}
-
-struct MeanVar {
-  double mean, var;
-};
-__device__ __forceinline__ MeanVar mean_var(const double* m, double count) {
   const double mean = m[0] / count;
-  return {mean, fmax(m[1] / count - mean * mean, 0.0)};
+  const double var = fmax(m[1] / count - mean * mean, 0.0);
+  return {mean, var, 1.0 / sqrt(var + eps)};
 }
 
 // coef[2 ch] = scale, coef[2 ch + 1] = shift; the running statistics when given.
@@ -83,12 +83,10 @@ __global__ void bn_forward_final_kernel(float* coef, float* running_mean, float*
   for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
        ch += int64_t{gridDim.x} * blockDim.x) {
     double m[2];
-    channel_moments<2>(m, partial, ch, splits);
-    const MeanVar s = mean_var(m, count);
-    const double inv_std = 1.0 / sqrt(s.var + eps);
+    const ChannelStats s = channel_stats<2>(m, partial, ch, splits, count, eps);
     const double g = gamma ? gamma[ch] : 1.0;
-    coef[2 * ch] = static_cast<float>(g * inv_std);
-    coef[2 * ch + 1] = static_cast<float>(beta[ch] - s.mean * g * inv_std);
+    coef[2 * ch] = static_cast<float>(g * s.inv_std);
+    coef[2 * ch + 1] = static_cast<float>(beta[ch] - s.mean * g * s.inv_std);
     if (running_mean) {
       const double unbiased = s.var * count / (count - 1.0);
       running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * s.mean);
@@ -103,9 +101,8 @@ __global__ void bn_backward_final_kernel(double* coef, const float* gamma, const
   for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
        ch += int64_t{gridDim.x} * blockDim.x) {
     double m[4];
-    channel_moments<4>(m, partial, ch, splits);
-    const MeanVar s = mean_var(m, count);
-    const double inv_std = 1.0 / sqrt(s.var + eps);
+    const ChannelStats s = channel_stats<4>(m, partial, ch, splits, count, eps);
+    const double inv_std = s.inv_std;
     const double g = gamma ? gamma[ch] : 1.0;
     const double mean_dy = m[2] / count;
     const double mean_dy_xhat = (m[3] - s.mean * m[2]) * inv_std / count;
@@ -121,8 +118,7 @@ __global__ void bn_gamma_final_kernel(float* dgamma, const double* partial, int6
   for (int64_t ch = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ch < c;
        ch += int64_t{gridDim.x} * blockDim.x) {
     double m[4];
-    channel_moments<4>(m, partial, ch, splits);
-    const MeanVar s = mean_var(m, count);
+    const ChannelStats s = channel_stats<4>(m, partial, ch, splits, count, eps);
     dgamma[ch] = static_cast<float>((m[3] - s.mean * m[2]) / sqrt(s.var + eps));
   }
 }

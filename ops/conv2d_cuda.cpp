@@ -59,25 +59,16 @@ int64_t chunks_of(const ConvPlan& plan, const ExecContext& ctx) {
   return ctx.inputs.at(0).shape()[0] / plan.chunk;
 }
 
-// One chunk of an NCHW tensor [chunk, c, hw] to NHWC (to_nhwc) or back (Note [staged NHWC
-// convolutions]).
-void to_nhwc(void* dst, const void* src, const ConvPlan& plan, int64_t c, int64_t hw,
-             cudaStream_t stream) {
+// One chunk of plan.chunk samples [rows, cols] each, transposed to [cols, rows] (Note [staged
+// NHWC convolutions]): NCHW to NHWC is rows = c, cols = hw; back, rows = hw, cols = c.
+void transpose_chunk(void* dst, const void* src, const ConvPlan& plan, int64_t rows,
+                     int64_t cols, cudaStream_t stream) {
   if (plan.dtype == DType::BF16)
     transpose_batched(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), plan.chunk,
-                      c, hw, stream);
+                      rows, cols, stream);
   else
-    transpose_batched(static_cast<float*>(dst), static_cast<const float*>(src), plan.chunk, c, hw,
-                      false, stream);
-}
-void to_nchw(void* dst, const void* src, const ConvPlan& plan, int64_t c, int64_t hw,
-             cudaStream_t stream) {
-  if (plan.dtype == DType::BF16)
-    transpose_batched(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), plan.chunk,
-                      hw, c, stream);
-  else
-    transpose_batched(static_cast<float*>(dst), static_cast<const float*>(src), plan.chunk, hw, c,
-                      false, stream);
+    transpose_batched(static_cast<float*>(dst), static_cast<const float*>(src), plan.chunk, rows,
+                      cols, false, stream);
 }
 
 // Channels and plane of a 4-D NCHW shape.
@@ -103,7 +94,7 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     void* yout = yk;
     if (plan.nhwc) {
       char* ws = workspace_of(plan, ctx);
-      to_nhwc(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
       xin = ws + plan.stage_x_at();
       yout = ws + plan.stage_y_at();
     }
@@ -111,7 +102,7 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
         cc.cudnn, &one, plan.x.get(), xin, plan.w.get(), w, plan.conv.get(),
         static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
         static_cast<size_t>(plan.workspace), &zero, plan.y.get(), yout));
-    if (plan.nhwc) to_nchw(yk, yout, plan, ys.c, ys.hw, cc.stream);
+    if (plan.nhwc) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
   }
   if (p.bias || p.activation != Activation::None) {
     const Shape& s = ctx.output.shape();
@@ -143,7 +134,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     void* dout = dxk;
     if (plan.nhwc) {
       char* ws = workspace_of(plan, ctx);
-      to_nhwc(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
       din = ws + plan.stage_y_at();
       dout = ws + plan.stage_x_at();
     }
@@ -151,7 +142,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
         cc.cudnn, &one, plan.w.get(), w, plan.y.get(), din, plan.conv.get(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
         static_cast<size_t>(plan.workspace), &zero, plan.x.get(), dout));
-    if (plan.nhwc) to_nchw(dxk, dout, plan, xs.c, xs.hw, cc.stream);
+    if (plan.nhwc) transpose_chunk(dxk, dout, plan, xs.hw, xs.c, cc.stream);
   }
 }
 
@@ -184,8 +175,8 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
     const void* dyk = at(dy, chunk_offset(plan, k, plan.y_per_sample));
     if (plan.nhwc) {
-      to_nhwc(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
-      to_nhwc(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
       xk = ws + plan.stage_x_at();
       dyk = ws + plan.stage_y_at();
     }
