@@ -1,7 +1,8 @@
 // conv2d on the GPU through cuDNN's legacy convolution API (F32 or BF16 data with FP32
 // compute, groups, dilation) on NCHW tensors, or on NHWC copies staged in the workspace where
-// that is faster (Note [staged NHWC convolutions]); the plans (descriptors, layout, chunk,
-// algorithm) come from ops/conv2d_cuda_plan.cpp. Bias and fused relu/relu6 as one kernels/
+// that is faster (Note [staged NHWC convolutions]), or, for 1 x 1 convolutions, as cuBLAS GEMMs
+// (Note [1x1 convolutions as GEMMs]); the plans (descriptors, layout, chunk, algorithm) come
+// from ops/conv2d_cuda_plan.cpp. Bias and fused relu/relu6 as one kernels/
 // epilogue; bias gradient by a kernels/ reduction. bf16: Note [bf16 convolutions].
 #include "ops/conv2d_cuda.h"
 
@@ -87,7 +88,8 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   void* y = ctx.output.data;           // [N, K, Ho, Wo]
   const void* w = weight_for(plan, ctx, cc.stream);
   const ChannelsPlane xs = channels_plane(ctx.inputs[0].shape()), ys = channels_plane(ctx.output.shape());
-  for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
+  if (plan.gemm) conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), x, w, y, cc);
+  for (int64_t k = 0, n = plan.gemm ? 0 : chunks_of(plan, ctx); k < n; ++k) {
     const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
     void* yk = at(y, chunk_offset(plan, k, plan.y_per_sample));
     const void* xin = xk;
@@ -127,7 +129,9 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   void* dx = ctx.output.data;
   const void* w = weight_for(plan, ctx, cc.stream);
   const ChannelsPlane ys = channels_plane(ctx.inputs[0].shape()), xs = channels_plane(ctx.output.shape());
-  for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
+  if (plan.gemm)
+    conv_gemm_run(ConvPass::BackwardData, conv_tensors(ConvPass::BackwardData, ctx), dy, w, dx, cc);
+  for (int64_t k = 0, n = plan.gemm ? 0 : chunks_of(plan, ctx); k < n; ++k) {
     const void* dyk = at(dy, chunk_offset(plan, k, plan.y_per_sample));
     void* dxk = at(dx, chunk_offset(plan, k, plan.x_per_sample));
     const void* din = dyk;

@@ -4,6 +4,7 @@
 #include "ops/conv2d_cuda_plan.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -323,21 +324,15 @@ double plan_ms(const ConvPlan& plan, const ConvTensors& t) {
   return ms;
 }
 
-}  // namespace
-
-ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx) {
-  CudaContext& cc = cuda_context(ctx);
-  const ConvTensors t = conv_tensors(pass, ctx);
-  ConvPlan& plan = cuda_cache(ctx).get_or_create<ConvPlan>(plan_key(pass, p, t, cc), [&] {
-    ConvPlan fresh;  // descriptors come with the chunk size, below
-    return fresh;
-  });
-  if (plan.chosen) return plan;
+// The best cuDNN plan (Note [conv algorithm choice], Note [staged NHWC convolutions]), if any;
+// `seen` collects what Find offered, for the error when nothing fits.
+std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p,
+                                          const ConvTensors& t, const CudaContext& cc,
+                                          const ExecContext& ctx, std::ostringstream& seen) {
   const std::vector<int64_t> chunks = chunk_candidates(t);
   REMAT_CHECK(!chunks.empty(), "node '" << (ctx.node ? ctx.node->name : std::string("?"))
                                         << "': one sample of " << shape_str(t.x->shape)
                                         << " already has 2^31 elements or more (cuDNN's limit)");
-  std::ostringstream seen;
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
   for (int64_t chunk : chunks) {
     int64_t sc = cc.conv_layout == ConvLayout::Nchw ? 0 : staged_chunk(t, chunk, cc);
@@ -350,16 +345,38 @@ ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& 
       seen << " NHWC";
       if (choose_at_chunk(pass, staged, t, cc, seen) &&
           (cc.conv_layout == ConvLayout::Nhwc || !nchw_ok ||
-           plan_ms(staged, t) < 0.95 * plan_ms(nchw, t))) {
-        plan = std::move(staged);
-        return plan;
-      }
+           plan_ms(staged, t) < 0.95 * plan_ms(nchw, t)))
+        return staged;
     }
-    if (nchw_ok) {
-      plan = std::move(nchw);
+    if (nchw_ok) return nchw;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx) {
+  CudaContext& cc = cuda_context(ctx);
+  const ConvTensors t = conv_tensors(pass, ctx);
+  ConvPlan& plan = cuda_cache(ctx).get_or_create<ConvPlan>(plan_key(pass, p, t, cc), [&] {
+    ConvPlan fresh;  // descriptors come with the chunk size, below
+    return fresh;
+  });
+  if (plan.chosen) return plan;
+  // Note [1x1 convolutions as GEMMs]: forced, or measured against cuDNN's best plan.
+  const bool gemm = cc.conv_gemm != ConvGemm::Off && conv_gemm_applies(pass, p, t);
+  if (gemm && cc.conv_gemm == ConvGemm::On) return plan = conv_gemm_plan(t);
+  std::ostringstream seen;
+  std::optional<ConvPlan> best = choose_cudnn_plan(pass, p, t, cc, ctx, seen);
+  if (gemm) {
+    const double ms = conv_gemm_time_ms(pass, t, cc);
+    if (ms >= 0 && (!best || ms <= 1.05 * plan_ms(*best, t))) {
+      plan = conv_gemm_plan(t);
+      plan.time_ms = static_cast<float>(ms);
       return plan;
     }
   }
+  if (best) return plan = std::move(*best);
   REMAT_FAIL("node '" << (ctx.node ? ctx.node->name : std::string("?")) << "': no deterministic "
                       << conv_pass_name(pass) << " algorithm"
                       << (cc.conv_layout == ConvLayout::Nhwc ? " in NHWC" : "")

@@ -27,13 +27,14 @@ struct ConvTensors {
 ConvTensors conv_tensors(ConvPass pass, const ExecContext& ctx);
 
 struct ConvPlan {
+  bool gemm = false;     // one cuBLAS GEMM call instead (Note [1x1 convolutions as GEMMs])
   CudnnTensorDesc x, y;  // of one chunk of `chunk` samples (NHWC when nhwc)
   CudnnFilterDesc w;     // KRSC when nhwc
   CudnnConvDesc conv;
   bool chosen = false;
   bool nhwc = false;      // Note [staged NHWC convolutions]
   int algo = 0;
-  float time_ms = 0;      // Find's time of one call of `chunk` samples
+  float time_ms = 0;      // Find's (or the GEMM's measured) time of one call of `chunk` samples
   int64_t workspace = 0;  // cuDNN's
   int64_t chunk = 0;      // samples per cuDNN call (Note [conv algorithm choice])
   int64_t x_per_sample = 0, y_per_sample = 0;  // elements
@@ -50,6 +51,20 @@ struct ConvPlan {
 
 // The cached plan of this pass and shapes, its layout, algorithm and chunk chosen.
 ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
+
+// Note [1x1 convolutions as GEMMs] (ops/conv2d_cuda_gemm.cpp). Whether the pass is one GEMM
+// per sample: a 1 x 1 kernel, stride 1, no padding, one group, forward or data gradient.
+bool conv_gemm_applies(ConvPass pass, const ConvCudaParams& p, const ConvTensors& t);
+// Its plan: the whole batch in one call, no workspace but the bf16 weight copy.
+ConvPlan conv_gemm_plan(const ConvTensors& t);
+// Milliseconds of the GEMM form over the whole batch (the best of three timed calls), on the
+// op's own tensors (writing only its output) or on the search scratch; negative when neither
+// is at hand.
+double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext& cc);
+// The pass as one strided-batched GEMM from `in` (x, or dy for the data gradient) and the
+// weight `w` as the GEMM reads it (F32, or the bf16 copy) into `out` (y, or dx).
+void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const void* w, void* out,
+                   const CudaContext& cc);
 
 }  // namespace remat
 #endif  // REMAT_HAVE_CUDA

@@ -433,6 +433,12 @@ std::unique_ptr<Backend> staged_nhwc_backend(int64_t workspace_limit) {
   return cuda_backend_with(o);
 }
 
+std::unique_ptr<Backend> gemm_conv_backend() {
+  CudaOptions o;
+  o.conv_gemm = ConvGemm::On;
+  return cuda_backend_with(o);
+}
+
 void CudaOpTest::SetUp() {
   // Skip only where no device exists: with a device present, a backend that cannot start
   // (a wrong cuDNN, a failed handle) is a failure, not a skip.

@@ -116,6 +116,9 @@ std::unique_ptr<Backend> cuda_backend_with(const CudaOptions& opt);
 // One whose convolutions always run staged NHWC (Note [staged NHWC convolutions]) under the
 // given workspace limit (which also caps the staged chunk).
 std::unique_ptr<Backend> staged_nhwc_backend(int64_t workspace_limit);
+// One whose 1 x 1 convolutions always run as cuBLAS GEMMs where the shape allows (Note [1x1
+// convolutions as GEMMs]); every other convolution as the default backend's.
+std::unique_ptr<Backend> gemm_conv_backend();
 
 // Fixture for CUDA op tests: SetUp skips the test when no CUDA device exists, so the suite
 // passes on a machine without a GPU, and fails it when a device exists but the backend cannot

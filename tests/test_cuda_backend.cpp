@@ -59,6 +59,31 @@ TEST(CudaBackend, ConvLayoutFromTheEnvironment) {
   else unsetenv("REMAT_CONV_LAYOUT");
 }
 
+// REMAT_CONV_GEMM (Note [1x1 convolutions as GEMMs]): the same for the GEMM knob.
+TEST(CudaBackend, ConvGemmFromTheEnvironment) {
+  const char* saved = std::getenv("REMAT_CONV_GEMM");
+  const std::string keep = saved ? saved : "";
+  unsetenv("REMAT_CONV_GEMM");
+  EXPECT_EQ(cuda_precision_options("bf16").conv_gemm, ConvGemm::Auto);
+  setenv("REMAT_CONV_GEMM", "on", 1);
+  EXPECT_EQ(cuda_precision_options("fp32").conv_gemm, ConvGemm::On);
+  setenv("REMAT_CONV_GEMM", "off", 1);
+  EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Off);
+  setenv("REMAT_CONV_GEMM", "auto", 1);
+  EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Auto);
+  setenv("REMAT_CONV_GEMM", "yes", 1);
+  try {
+    conv_gemm_from_env();
+    ADD_FAILURE() << "an unknown value was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("REMAT_CONV_GEMM=yes: expected auto, off or on"),
+              std::string::npos)
+        << e.what();
+  }
+  if (saved) setenv("REMAT_CONV_GEMM", keep.c_str(), 1);
+  else unsetenv("REMAT_CONV_GEMM");
+}
+
 TEST(CudaBackend, LibraryVersionsReadWithoutDevice) {
   if (!cuda_backend_built()) GTEST_SKIP() << "built without CUDA";
   std::string why;

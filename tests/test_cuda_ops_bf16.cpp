@@ -76,6 +76,24 @@ TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
   }
 }
 
+// 1 x 1 convolutions as GEMMs in bf16 forced (Note [1x1 convolutions as GEMMs]) at ResNet-50's
+// bottleneck widths (64 -> 256 with bias and relu, 256 -> 64 without bias, a 7 x 7 plane), and a
+// stride-2 one that stays on cuDNN; each pass against the CPU, reruns bit-identical.
+TEST_F(CudaBf16Ops, OneByOneGemmConvolutionsMatchTheCpu) {
+  std::unique_ptr<Backend> gemm = gemm_conv_backend();
+  ASSERT_TRUE(gemm);
+  const std::vector<OpCase> cases = {
+      {"conv2d", attr_map({{"filters", 256}, {"kernel", 1}, {"activation", std::string("relu")}}),
+       {f32({4, 64, 14, 14})}},
+      {"conv2d", attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false}}), {f32({4, 256, 7, 7})}},
+      {"conv2d", attr_map({{"filters", 32}, {"kernel", 1}, {"stride", 2}}), {f32({4, 16, 14, 14})}}};
+  for (const OpCase& c : cases) {
+    CudaOpHarness h(registry(), as_bf16(c));
+    EXPECT_TRUE(h.compare_with_cpu(*gemm));
+    EXPECT_TRUE(h.check_rerun_identical(*gemm));
+  }
+}
+
 // Batch normalisation in bf16 at ResNet-50 sizes: 28 x 28 planes (cuDNN) and 56 x 56 ones (our
 // kernels, Note [batchnorm on the GPU]), several slices per channel, reruns bit-identical.
 TEST_F(CudaBf16Ops, BatchNormAtResNetSizes) {

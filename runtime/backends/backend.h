@@ -127,25 +127,33 @@ bool cuda_backend_built();
 // both are off here, the exact setting tests compare with the CPU); workspace_limit caps the
 // workspace an algorithm choice may need (bytes); conv_layout lets a convolution run on
 // channels-last copies when that is faster (Note [staged NHWC convolutions] in
-// ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests).
+// ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests); conv_gemm lets a
+// 1 x 1 convolution's forward and data-gradient passes run as cuBLAS GEMMs on the NCHW tensors
+// (Note [1x1 convolutions as GEMMs] in ops/conv2d_cuda_gemm.cpp): Auto measures, Off never,
+// On wherever the shape allows (tests).
 enum class ConvLayout { Auto, Nchw, Nhwc };
+enum class ConvGemm { Auto, Off, On };
 struct CudaOptions {
   bool conv_tf32 = false;
   bool matmul_tf32 = false;
   int64_t workspace_limit = int64_t{1} << 30;
   ConvLayout conv_layout = ConvLayout::Auto;
+  ConvGemm conv_gemm = ConvGemm::Auto;
 };
 // The convolution layout REMAT_CONV_LAYOUT names: unset or "auto", "nchw", "nhwc" (a user
 // error for anything else). Every tool reads it, so a profile and a train run agree.
 ConvLayout conv_layout_from_env();
+// The same for REMAT_CONV_GEMM: unset or "auto", "off", "on".
+ConvGemm conv_gemm_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution
-// layout from REMAT_CONV_LAYOUT.
+// layout and GEMM choice from REMAT_CONV_LAYOUT and REMAT_CONV_GEMM.
 inline CudaOptions cuda_precision_options(const std::string& precision) {
   CudaOptions o;
   o.conv_tf32 = precision != "fp32";
   o.matmul_tf32 = precision == "tf32-all";
   o.conv_layout = conv_layout_from_env();
+  o.conv_gemm = conv_gemm_from_env();
   return o;
 }
 // nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's

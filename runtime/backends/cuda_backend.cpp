@@ -58,6 +58,7 @@ class CudaBackend : public Backend {
     ctx_.matmul_tf32 = opt_.matmul_tf32;
     ctx_.workspace_limit = opt_.workspace_limit;
     ctx_.conv_layout = opt_.conv_layout;
+    ctx_.conv_gemm = opt_.conv_gemm;
     ctx_.cache = &cache_;
   }
 

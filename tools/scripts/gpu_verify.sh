@@ -17,6 +17,8 @@
 #   layout: ResNet-50 and VGG19 at batch 64 in bf16, keep-everything, for 10 steps with each
 #          REMAT_CONV_LAYOUT (nchw, auto, nhwc: Note [staged NHWC convolutions]), each after a
 #          `profile` in that layout (its cost table shows the conv nodes' times and workspaces);
+#          ResNet-50 also with auto and REMAT_CONV_GEMM=off (1 x 1 convolutions never as cuBLAS
+#          GEMMs: Note [1x1 convolutions as GEMMs]), the runs named *_auto_nogemm;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -113,7 +115,13 @@ for step in $steps; do
               --device cuda --batch 64 --precision bf16 --steps 10 --log-every 5 \
               --summary "$out/${model}_bf16_$lay.summary.json"
         done
-      done ;;
+      done
+      REMAT_CONV_GEMM=off run profile_resnet50_bf16_auto_nogemm "$build/tools/profile" \
+          --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --no-cache \
+          -o "$out/resnet50_bf16_auto_nogemm.json"
+      REMAT_CONV_GEMM=off run train_resnet50_bf16_auto_nogemm "$build/tools/train" \
+          --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --steps 10 \
+          --log-every 5 --summary "$out/resnet50_bf16_auto_nogemm.summary.json" ;;
     *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout)" >&2; exit 2 ;;
   esac
 done
