@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,55 +34,49 @@ TEST(CudaBackend, WithoutDeviceDeclinesWithReason) {
   EXPECT_EQ(make_cuda_backend(0, nullptr), nullptr);
 }
 
-// REMAT_CONV_LAYOUT (Note [staged NHWC convolutions]): the three names, unset as auto, and a
-// clear error naming a bad value; read in every build, with or without a device.
-TEST(CudaBackend, ConvLayoutFromTheEnvironment) {
-  const char* saved = std::getenv("REMAT_CONV_LAYOUT");
+// Runs `body` with environment variable `var` set to `value` (nullptr: unset), then puts back
+// what was there.
+void with_env(const char* var, const char* value, const std::function<void()>& body) {
+  const char* saved = std::getenv(var);
   const std::string keep = saved ? saved : "";
-  unsetenv("REMAT_CONV_LAYOUT");
-  EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Auto);
-  setenv("REMAT_CONV_LAYOUT", "nhwc", 1);
-  EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Nhwc);
-  setenv("REMAT_CONV_LAYOUT", "nchw", 1);
-  EXPECT_EQ(conv_layout_from_env(), ConvLayout::Nchw);
-  setenv("REMAT_CONV_LAYOUT", "auto", 1);
-  EXPECT_EQ(conv_layout_from_env(), ConvLayout::Auto);
-  setenv("REMAT_CONV_LAYOUT", "NHWC", 1);
-  try {
-    conv_layout_from_env();
-    ADD_FAILURE() << "an unknown layout was accepted";
-  } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("REMAT_CONV_LAYOUT=NHWC: expected auto, nchw or nhwc"),
-              std::string::npos)
-        << e.what();
-  }
-  if (saved) setenv("REMAT_CONV_LAYOUT", keep.c_str(), 1);
-  else unsetenv("REMAT_CONV_LAYOUT");
+  if (value) setenv(var, value, 1);
+  else unsetenv(var);
+  body();
+  if (saved) setenv(var, keep.c_str(), 1);
+  else unsetenv(var);
 }
 
-// REMAT_CONV_GEMM (Note [1x1 convolutions as GEMMs]): the same for the GEMM knob.
-TEST(CudaBackend, ConvGemmFromTheEnvironment) {
-  const char* saved = std::getenv("REMAT_CONV_GEMM");
-  const std::string keep = saved ? saved : "";
-  unsetenv("REMAT_CONV_GEMM");
-  EXPECT_EQ(cuda_precision_options("bf16").conv_gemm, ConvGemm::Auto);
-  setenv("REMAT_CONV_GEMM", "on", 1);
-  EXPECT_EQ(cuda_precision_options("fp32").conv_gemm, ConvGemm::On);
-  setenv("REMAT_CONV_GEMM", "off", 1);
-  EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Off);
-  setenv("REMAT_CONV_GEMM", "auto", 1);
-  EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Auto);
-  setenv("REMAT_CONV_GEMM", "yes", 1);
+// `read` must throw a UserError whose message contains `text`.
+void expect_user_error(const std::function<void()>& read, const std::string& text) {
   try {
-    conv_gemm_from_env();
-    ADD_FAILURE() << "an unknown value was accepted";
+    read();
+    ADD_FAILURE() << "no error; expected: " << text;
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("REMAT_CONV_GEMM=yes: expected auto, off or on"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
-  if (saved) setenv("REMAT_CONV_GEMM", keep.c_str(), 1);
-  else unsetenv("REMAT_CONV_GEMM");
+}
+
+// REMAT_CONV_LAYOUT (Note [staged NHWC convolutions]) and REMAT_CONV_GEMM (Note [1x1
+// convolutions as GEMMs]): every name, unset as auto, and a clear error naming a bad value;
+// read in every build, with or without a device.
+TEST(CudaBackend, ConvolutionKnobsFromTheEnvironment) {
+  const char* layout = "REMAT_CONV_LAYOUT";
+  with_env(layout, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Auto); });
+  with_env(layout, "nhwc", [] { EXPECT_EQ(cuda_precision_options("bf16").conv_layout, ConvLayout::Nhwc); });
+  with_env(layout, "nchw", [] { EXPECT_EQ(conv_layout_from_env(), ConvLayout::Nchw); });
+  with_env(layout, "auto", [] { EXPECT_EQ(conv_layout_from_env(), ConvLayout::Auto); });
+  with_env(layout, "NHWC", [] {
+    expect_user_error([] { conv_layout_from_env(); },
+                      "REMAT_CONV_LAYOUT=NHWC: expected auto, nchw or nhwc");
+  });
+  const char* gemm = "REMAT_CONV_GEMM";
+  with_env(gemm, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").conv_gemm, ConvGemm::Auto); });
+  with_env(gemm, "on", [] { EXPECT_EQ(cuda_precision_options("fp32").conv_gemm, ConvGemm::On); });
+  with_env(gemm, "off", [] { EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Off); });
+  with_env(gemm, "auto", [] { EXPECT_EQ(conv_gemm_from_env(), ConvGemm::Auto); });
+  with_env(gemm, "yes", [] {
+    expect_user_error([] { conv_gemm_from_env(); }, "REMAT_CONV_GEMM=yes: expected auto, off or on");
+  });
 }
 
 TEST(CudaBackend, LibraryVersionsReadWithoutDevice) {
