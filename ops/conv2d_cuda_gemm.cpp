@@ -21,8 +21,10 @@ namespace remat {
 // timed with CUDA events (one warm-up call, then the best of three) on the op's own tensors,
 // writing only its output as Find's Ex variant does, or, when a sizing call has no data, on
 // the search scratch (zeroed first); it is kept when within 5 % of the best cuDNN plan's time,
-// because it needs the least workspace of all. The weight gradient stays with cuDNN: its sum
-// over the samples would take a GEMM per sample or per-sample partial products in workspace.
+// because it needs the least workspace of all (with REMAT_CONV_LAYOUT=nhwc, which forces
+// staging, only REMAT_CONV_GEMM=on makes it a GEMM). The weight gradient stays with cuDNN:
+// its sum over the samples would take a GEMM per sample or per-sample partial products in
+// workspace.
 // Sums are cuBLAS's with FP32 accumulation (CUBLAS_COMPUTE_32F for bf16 operands; for FP32,
 // PEDANTIC, or FAST_TF32 where convolutions may use TF32), so the CPU comparison's GEMM
 // tolerance with reduction length C (forward) or K (data gradient) holds; bias and fused

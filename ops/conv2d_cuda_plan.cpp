@@ -363,8 +363,11 @@ ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& 
     return fresh;
   });
   if (plan.chosen) return plan;
-  // Note [1x1 convolutions as GEMMs]: forced, or measured against cuDNN's best plan.
-  const bool gemm = cc.conv_gemm != ConvGemm::Off && conv_gemm_applies(pass, p, t);
+  // Note [1x1 convolutions as GEMMs]: forced, or measured against cuDNN's best plan (not
+  // where the layout is forced to staged NHWC: that stages wherever it can).
+  const bool gemm = (cc.conv_gemm == ConvGemm::On ||
+                     (cc.conv_gemm == ConvGemm::Auto && cc.conv_layout != ConvLayout::Nhwc)) &&
+                    conv_gemm_applies(pass, p, t);
   if (gemm && cc.conv_gemm == ConvGemm::On) return plan = conv_gemm_plan(t);
   std::ostringstream seen;
   std::optional<ConvPlan> best = choose_cudnn_plan(pass, p, t, cc, ctx, seen);

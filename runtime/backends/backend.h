@@ -129,8 +129,8 @@ bool cuda_backend_built();
 // channels-last copies when that is faster (Note [staged NHWC convolutions] in
 // ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests); conv_gemm lets a
 // 1 x 1 convolution's forward and data-gradient passes run as cuBLAS GEMMs on the NCHW tensors
-// (Note [1x1 convolutions as GEMMs] in ops/conv2d_cuda_gemm.cpp): Auto measures, Off never,
-// On wherever the shape allows (tests).
+// (Note [1x1 convolutions as GEMMs] in ops/conv2d_cuda_gemm.cpp): Auto measures (except under
+// a forced Nhwc layout), Off never, On wherever the shape allows (tests).
 enum class ConvLayout { Auto, Nchw, Nhwc };
 enum class ConvGemm { Auto, Off, On };
 struct CudaOptions {
