@@ -7,6 +7,7 @@
 #include <random>
 
 #include "solver/baselines.h"
+#include "solver/local_search.h"
 #include "solver/stage_relaxation.h"
 
 namespace remat {
@@ -249,33 +250,6 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
     out.best = std::move(best.s);
   }
   return out;
-}
-
-Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds) {
-  const auto t0 = Clock::now();
-  const int n = p.size();
-  SimResult sim = simulate(p, s);
-  if (!sim.valid || sim.peak_bytes > budget) return s;
-  for (bool improved = true; improved && since(t0) < seconds;) {
-    improved = false;
-    for (int t = 1; t < n && since(t0) < seconds; ++t)
-      for (int i = 0; i < t; ++i) {
-        if (!s.R(t, i)) continue;
-        if (since(t0) >= seconds) break;  // each move simulates the whole schedule
-        int from = t - 1;  // hold i from where it was last available
-        while (from > i && !s.R(from, i) && !s.S(from, i)) --from;
-        Schedule c;
-        c.S = s.S;
-        for (int u = from + 1; u <= t; ++u) c.S.set(u, i, true);
-        c.S = schedule_repair_s(p, schedule_trim_s(p, c.S), &c.R);
-        SimResult cs = simulate(p, c);
-        if (!cs.valid || cs.peak_bytes > budget || cs.total_cost >= sim.total_cost) continue;
-        s = std::move(c);
-        sim = std::move(cs);
-        improved = true;
-      }
-  }
-  return s;
 }
 
 }  // namespace remat

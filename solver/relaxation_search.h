@@ -53,9 +53,4 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
 std::vector<double> relaxation_point(const MilpModel& m, const Problem& p,
                                      const std::vector<int>& stage_ends, const Schedule& s);
 
-// Lowers the cost of a schedule that fits the budget: holds values a stage recomputes, from
-// where they were last available, wherever the schedule still fits and gets cheaper, until no
-// such move helps or the deadline passes.
-Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds);
-
 }  // namespace remat

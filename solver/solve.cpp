@@ -9,6 +9,7 @@
 #include "runtime/core/check.h"
 #include "solver/griewank.h"
 #include "solver/held_set_search.h"
+#include "solver/local_search.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
@@ -95,7 +96,9 @@ struct Incumbent {
 // 5. Cbc on the stage relaxation's MILP (Note [stage relaxation]), started from the best
 //    schedule so far: its incumbent becomes a schedule, its bound a lower bound (on U-Net- and
 //    SegNet-like graphs near the minimum budget, the step that finds and proves the optimum);
-// 6. local search that lowers the cost of the best schedule (schedule_improve).
+// 6. local search that lowers the cost of the best schedule (schedule_improve), then the same
+//    moves with a budget repair after each, for the rest of the limit (Note [repairing local
+//    search]).
 // Steps 3 to 6 run only while the gap is open.
 // The lower bound is the largest proven one: every node runs at least once (the all-keep
 // cost), the LPs of step 2, a finished exact held-set search, the relaxation MILP's bound, the
@@ -248,9 +251,11 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     *why = "no schedule found within the time limit (" + lp_why + ")";
     return std::nullopt;
   }
-  if (left() > 0 && (best.cost - bound) / best.cost > opt.relative_gap) {
+  if (left() > 0 && open_gap()) {
     phase("local improvement");
     best.offer(schedule_improve(p, *best.s, budget, left()));
+    if (left() > 0 && open_gap())
+      best.offer(schedule_improve_repairing(p, *best.s, budget, left()));
   }
   Schedule s = std::move(*best.s);
   const double cost = best.cost;

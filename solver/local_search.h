@@ -1,0 +1,23 @@
+// Local search on a schedule that fits its budget: moves that lower its cost, each checked by
+// the simulator (Note [repairing local search] in local_search.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "solver/problem.h"
+#include "solver/schedule.h"
+
+namespace remat {
+
+// Lowers the cost of a schedule that fits the budget: holds values a stage recomputes, from
+// where they were last available, wherever the schedule still fits and gets cheaper, until no
+// such move helps or the deadline passes.
+Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds);
+
+// The same move where it does not fit, followed by a budget repair (Note [budget repair]); the
+// result is kept when it is cheaper. Candidates by the cost the move saves, largest first,
+// until a pass over them finds nothing or the deadline passes.
+Schedule schedule_improve_repairing(const Problem& p, Schedule s, int64_t budget,
+                                    double seconds);
+
+}  // namespace remat
