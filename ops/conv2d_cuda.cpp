@@ -170,6 +170,11 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     fill(dw, 0.0f, count, cc.stream);
     return;
   }
+  if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
+    conv_gemm_run(ConvPass::BackwardFilter, conv_tensors(ConvPass::BackwardFilter, ctx), dy, x,
+                  dw, cc);
+    return;
+  }
   const ChannelsPlane xs = channels_plane(ctx.inputs[1].shape()), ys = channels_plane(ctx.inputs[0].shape());
   const Shape& ws_shape = ctx.output.shape();  // [K, C/g, R, S]
   const int64_t kf = ws_shape[0], cg = ws_shape[1], rs = ws_shape[2] * ws_shape[3];

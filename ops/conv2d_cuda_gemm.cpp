@@ -12,7 +12,11 @@ namespace remat {
 // product over the channels: y_n [K, HW] = w [K, C] x_n [C, HW], and its data gradient
 // dx_n [C, HW] = w^T [C, K] dy_n [K, HW]. In NCHW each sample's [C, HW] block is contiguous, so
 // the whole batch is one cuBLAS strided-batched GEMM whose weight has batch stride 0: no
-// staging and no workspace but the bf16 weight copy (Note [bf16 weights]). cuDNN's NCHW kernels
+// staging and no workspace but the bf16 weight copy (Note [bf16 weights]). The weight gradient
+// dw [K, C] = sum_n dy_n [K, HW] x_n^T [HW, C] is one GEMM per sample accumulating (beta = 1)
+// into the FP32 gradient in sample order — deterministic, N launches, no workspace; in bf16
+// the FP32 sum is rounded to bf16 once at the end (the CPU reference's one rounding, where
+// cuDNN's bf16 filter pass rounds each chunk's result). cuDNN's NCHW kernels
 // took 0.30-0.44 ms for ResNet-50's 1 x 1 convolutions at batch 64 in bf16 on an H200
 // (GPU_RESULTS.md, 2026-11-27), a few hundred GB/s of the pass's own traffic, and staging
 // channels-last copies (Note [staged NHWC convolutions]) doubles the traffic of a pass that
@@ -22,12 +26,12 @@ namespace remat {
 // writing only its output as Find's Ex variant does, or, when a sizing call has no data, on
 // the search scratch (zeroed first); it is kept when within 5 % of the best cuDNN plan's time,
 // because it needs the least workspace of all (with REMAT_CONV_LAYOUT=nhwc, which forces
-// staging, only REMAT_CONV_GEMM=on makes it a GEMM). The weight gradient stays with cuDNN:
-// its sum over the samples would take a GEMM per sample or per-sample partial products in
-// workspace.
+// staging, only REMAT_CONV_GEMM=on makes it a GEMM). The weight gradient's N launches make it
+// the likelier to lose to cuDNN at large batches; the measurement decides.
 // Sums are cuBLAS's with FP32 accumulation (CUBLAS_COMPUTE_32F for bf16 operands; for FP32,
 // PEDANTIC, or FAST_TF32 where convolutions may use TF32), so the CPU comparison's GEMM
-// tolerance with reduction length C (forward) or K (data gradient) holds; bias and fused
+// tolerance with reduction length C (forward), K (data gradient) or N HW (weight gradient)
+// holds; bias and fused
 // activation follow in the same kernels/ epilogue as after cuDNN. cuBLAS is bit-reproducible
 // for one call shape on one GPU and stream, so recomputation stays bit-identical.
 
@@ -51,10 +55,32 @@ int64_t tensor_bytes(const TensorDesc& d, DType dtype) {
   return alloc_bytes(checked_mul(d.numel(), dtype_size(dtype), "", "1x1 GEMM timing bytes"));
 }
 
+// dw [K, C] (FP32) = sum over samples of dy_n x_n^T, in sample order (see conv_gemm_run).
+void filter_gemm_run(const GemmDims& d, DType dtype, const void* dy, const void* x, void* dw,
+                     const CudaContext& cc) {
+  auto* out = static_cast<float*>(dw);
+  if (d.n == 0 || d.hw == 0) {
+    fill(out, 0.0f, d.k * d.c, cc.stream);
+    return;
+  }
+  const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int64_t size = dtype_size(dtype);
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t n = 0; n < d.n; ++n) {
+    const char* xn = static_cast<const char*>(x) + n * d.c * d.hw * size;
+    const char* dyn = static_cast<const char*>(dy) + n * d.k * d.hw * size;
+    REMAT_CUBLAS_CHECK(cublasGemmEx(
+        cc.cublas, CUBLAS_OP_T, CUBLAS_OP_N, to_int(d.c, "1x1 GEMM m"), to_int(d.k, "1x1 GEMM n"),
+        to_int(d.hw, "1x1 GEMM k"), &one, xn, type, to_int(d.hw, "1x1 GEMM lda"), dyn, type,
+        to_int(d.hw, "1x1 GEMM ldb"), n == 0 ? &zero : &one, out, CUDA_R_32F,
+        to_int(d.c, "1x1 GEMM ldc"), compute_type(dtype, cc), CUBLAS_GEMM_DEFAULT));
+  }
+  if (dtype == DType::BF16) bf16_round(out, out, d.k * d.c, cc.stream);
+}
+
 }  // namespace
 
-bool conv_gemm_applies(ConvPass pass, const ConvCudaParams& p, const ConvTensors& t) {
-  if (pass == ConvPass::BackwardFilter) return false;
+bool conv_gemm_applies(ConvPass, const ConvCudaParams& p, const ConvTensors& t) {
   if (p.kernel_h != 1 || p.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1)
     return false;
   if (p.pad_h != 0 || p.pad_w != 0 || p.pad_bottom != 0 || p.pad_right != 0) return false;
@@ -66,15 +92,17 @@ bool conv_gemm_applies(ConvPass pass, const ConvCudaParams& p, const ConvTensors
          d.c <= most && d.k <= most && d.hw <= most;
 }
 
-ConvPlan conv_gemm_plan(const ConvTensors& t) {
+ConvPlan conv_gemm_plan(ConvPass pass, const ConvTensors& t) {
   ConvPlan plan;
   plan.gemm = true;
   plan.chosen = true;
   plan.dtype = t.x->dtype;
-  plan.chunk = t.x->shape[0];
+  plan.chunk = std::max<int64_t>(t.x->shape[0], 1);
   plan.x_per_sample = t.x->numel() / std::max<int64_t>(t.x->shape[0], 1);
   plan.y_per_sample = t.y->numel() / std::max<int64_t>(t.y->shape[0], 1);
-  plan.weight_copy = plan.dtype == DType::BF16 ? bf16_copy_bytes(*t.w) : 0;
+  // The forward and data passes read the weight as a bf16 copy; the filter pass writes FP32.
+  plan.weight_copy =
+      plan.dtype == DType::BF16 && pass != ConvPass::BackwardFilter ? bf16_copy_bytes(*t.w) : 0;
   return plan;
 }
 
@@ -82,10 +110,11 @@ ConvPlan conv_gemm_plan(const ConvTensors& t) {
 // [HW, C] matrix with leading dimension HW, w [K, C] the column-major [C, K] one.
 //   forward: y_n^T [HW, K] = x_n^T [HW, C] w^T [C, K]
 //   data:    dx_n^T [HW, C] = dy_n^T [HW, K] w [K, C]  (w's column-major [C, K], transposed)
+//   filter:  dw^T [C, K] += x_n [C, HW] dy_n^T [HW, K]  (x_n's column-major [HW, C], transposed)
 void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const void* w, void* out,
                    const CudaContext& cc) {
-  REMAT_CHECK(pass != ConvPass::BackwardFilter, "conv_gemm_run: no GEMM form of the weight gradient");
   const GemmDims d = gemm_dims(t);
+  if (pass == ConvPass::BackwardFilter) return filter_gemm_run(d, t.x->dtype, in, w, out, cc);
   if (d.n == 0 || d.hw == 0) return;
   const bool forward = pass == ConvPass::Forward;
   const int64_t reduce = forward ? d.c : d.k, cols = forward ? d.k : d.c;
@@ -101,30 +130,32 @@ void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const vo
 }
 
 double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext& cc) {
-  const bool forward = pass == ConvPass::Forward;
+  // The call's operands (conv_gemm_run): forward (x, w) -> y, data (dy, w) -> dx, filter
+  // (dy, x) -> dw in FP32; w as the call reads it (a bf16 copy for bf16 data).
   const DType dtype = t.x->dtype;
+  const bool forward = pass == ConvPass::Forward, filter = pass == ConvPass::BackwardFilter;
   const void* in = forward ? t.x_data : t.y_data;
-  void* out = forward ? t.y_data : t.x_data;
-  const void* w = t.w_data;
+  const void* second = filter ? t.x_data : t.w_data;
+  void* out = forward ? t.y_data : filter ? t.w_data : t.x_data;
+  const int64_t in_bytes = tensor_bytes(forward ? *t.x : *t.y, dtype);
+  const int64_t second_bytes = tensor_bytes(filter ? *t.x : *t.w, dtype);
+  const int64_t out_bytes =
+      tensor_bytes(forward ? *t.y : filter ? *t.w : *t.x, filter ? DType::F32 : dtype);
   char* scratch = static_cast<char*>(cc.search_scratch);
-  const int64_t w_bytes = tensor_bytes(*t.w, dtype);
-  if (in && out && w) {
-    if (dtype == DType::BF16) {  // the weight as the call reads it: a bf16 copy
-      if (!scratch || w_bytes > cc.workspace_limit) return -1;
-      bf16_narrow(reinterpret_cast<uint16_t*>(scratch), static_cast<const float*>(w),
+  if (in && second && out) {
+    if (dtype == DType::BF16 && !filter) {  // the weight as the call reads it: a bf16 copy
+      if (!scratch || second_bytes > cc.workspace_limit) return -1;
+      bf16_narrow(reinterpret_cast<uint16_t*>(scratch), static_cast<const float*>(second),
                   t.w->numel(), cc.stream);
-      w = scratch;
+      second = scratch;
     }
   } else {
-    const TensorDesc& in_d = forward ? *t.x : *t.y;
-    const TensorDesc& out_d = forward ? *t.y : *t.x;
-    const int64_t in_bytes = tensor_bytes(in_d, dtype), out_bytes = tensor_bytes(out_d, dtype);
-    if (!scratch || in_bytes + out_bytes + w_bytes > cc.workspace_limit) return -1;
-    REMAT_CUDA_CHECK(cudaMemsetAsync(scratch, 0, static_cast<size_t>(in_bytes + out_bytes + w_bytes),
-                                     cc.stream));
-    w = scratch;
-    in = scratch + w_bytes;
-    out = scratch + w_bytes + in_bytes;
+    if (!scratch || in_bytes + second_bytes + out_bytes > cc.workspace_limit) return -1;
+    REMAT_CUDA_CHECK(cudaMemsetAsync(
+        scratch, 0, static_cast<size_t>(in_bytes + second_bytes + out_bytes), cc.stream));
+    second = scratch;
+    in = scratch + second_bytes;
+    out = scratch + second_bytes + in_bytes;
   }
   cudaEvent_t start = nullptr, stop = nullptr;
   REMAT_CUDA_CHECK(cudaEventCreate(&start));
@@ -134,10 +165,10 @@ double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext&
   }
   float best = FLT_MAX;
   try {
-    conv_gemm_run(pass, t, in, w, out, cc);  // warm-up: kernel selection and loading
+    conv_gemm_run(pass, t, in, second, out, cc);  // warm-up: kernel selection and loading
     for (int rep = 0; rep < 3; ++rep) {
       REMAT_CUDA_CHECK(cudaEventRecord(start, cc.stream));
-      conv_gemm_run(pass, t, in, w, out, cc);
+      conv_gemm_run(pass, t, in, second, out, cc);
       REMAT_CUDA_CHECK(cudaEventRecord(stop, cc.stream));
       REMAT_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;

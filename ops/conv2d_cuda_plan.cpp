@@ -368,13 +368,13 @@ ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& 
   const bool gemm = (cc.conv_gemm == ConvGemm::On ||
                      (cc.conv_gemm == ConvGemm::Auto && cc.conv_layout != ConvLayout::Nhwc)) &&
                     conv_gemm_applies(pass, p, t);
-  if (gemm && cc.conv_gemm == ConvGemm::On) return plan = conv_gemm_plan(t);
+  if (gemm && cc.conv_gemm == ConvGemm::On) return plan = conv_gemm_plan(pass, t);
   std::ostringstream seen;
   std::optional<ConvPlan> best = choose_cudnn_plan(pass, p, t, cc, ctx, seen);
   if (gemm) {
     const double ms = conv_gemm_time_ms(pass, t, cc);
     if (ms >= 0 && (!best || ms <= 1.05 * plan_ms(*best, t))) {
-      plan = conv_gemm_plan(t);
+      plan = conv_gemm_plan(pass, t);
       plan.time_ms = static_cast<float>(ms);
       return plan;
     }

@@ -190,8 +190,8 @@ TEST_F(CudaConv2d, StagedNhwcMatchesCpu) {
 }
 
 // 1 x 1 convolutions as GEMMs in FP32 (Note [1x1 convolutions as GEMMs]) forced: with bias and
-// a fused relu, without bias, an odd plane; stride 2 and 3 x 3 fall back to cuDNN. Forward and
-// data gradient run as GEMMs, the weight gradient on cuDNN; every pass against the CPU.
+// a fused relu, without bias, an odd plane; stride 2 and 3 x 3 fall back to cuDNN. Every pass
+// (forward, data and weight gradients, all three as GEMMs) against the CPU.
 TEST_F(CudaConv2d, OneByOneGemmMatchesCpu) {
   std::unique_ptr<Backend> gemm = gemm_conv_backend();
   ASSERT_TRUE(gemm);
