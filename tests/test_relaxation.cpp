@@ -255,5 +255,6 @@ TEST(LocalSearch, RepairingFindsWhatPlainHoldsCannot) {
   EXPECT_GE(tried, 4);
   EXPECT_GE(improved, 3) << "of " << tried;  // 5 of 5 when written
 }
+
 }  // namespace
 }  // namespace remat
