@@ -128,7 +128,7 @@ bool cuda_backend_built();
 // workspace an algorithm choice may need (bytes); conv_layout lets a convolution run on
 // channels-last copies when that is faster (Note [staged NHWC convolutions] in
 // ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests); conv_gemm lets a
-// 1 x 1 convolution's forward and data-gradient passes run as cuBLAS GEMMs on the NCHW tensors
+// 1 x 1 convolution's passes (forward, data and weight gradients) run as cuBLAS GEMMs on NCHW
 // (Note [1x1 convolutions as GEMMs] in ops/conv2d_cuda_gemm.cpp): Auto measures (except under
 // a forced Nhwc layout), Off never, On wherever the shape allows (tests).
 enum class ConvLayout { Auto, Nchw, Nhwc };
