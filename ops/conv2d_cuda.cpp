@@ -88,23 +88,26 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   void* y = ctx.output.data;           // [N, K, Ho, Wo]
   const void* w = weight_for(plan, ctx, cc.stream);
   const ChannelsPlane xs = channels_plane(ctx.inputs[0].shape()), ys = channels_plane(ctx.output.shape());
-  if (plan.gemm) conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), x, w, y, cc);
-  for (int64_t k = 0, n = plan.gemm ? 0 : chunks_of(plan, ctx); k < n; ++k) {
-    const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
-    void* yk = at(y, chunk_offset(plan, k, plan.y_per_sample));
-    const void* xin = xk;
-    void* yout = yk;
-    if (plan.nhwc) {
-      char* ws = workspace_of(plan, ctx);
-      transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
-      xin = ws + plan.stage_x_at();
-      yout = ws + plan.stage_y_at();
+  if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
+    conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), x, w, y, cc);
+  } else {
+    for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
+      const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
+      void* yk = at(y, chunk_offset(plan, k, plan.y_per_sample));
+      const void* xin = xk;
+      void* yout = yk;
+      if (plan.nhwc) {
+        char* ws = workspace_of(plan, ctx);
+        transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
+        xin = ws + plan.stage_x_at();
+        yout = ws + plan.stage_y_at();
+      }
+      REMAT_CUDNN_CHECK(cudnnConvolutionForward(
+          cc.cudnn, &one, plan.x.get(), xin, plan.w.get(), w, plan.conv.get(),
+          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
+          static_cast<size_t>(plan.workspace), &zero, plan.y.get(), yout));
+      if (plan.nhwc) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
     }
-    REMAT_CUDNN_CHECK(cudnnConvolutionForward(
-        cc.cudnn, &one, plan.x.get(), xin, plan.w.get(), w, plan.conv.get(),
-        static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
-        static_cast<size_t>(plan.workspace), &zero, plan.y.get(), yout));
-    if (plan.nhwc) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
   }
   if (p.bias || p.activation != Activation::None) {
     const Shape& s = ctx.output.shape();
@@ -129,9 +132,11 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   void* dx = ctx.output.data;
   const void* w = weight_for(plan, ctx, cc.stream);
   const ChannelsPlane ys = channels_plane(ctx.inputs[0].shape()), xs = channels_plane(ctx.output.shape());
-  if (plan.gemm)
+  if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
     conv_gemm_run(ConvPass::BackwardData, conv_tensors(ConvPass::BackwardData, ctx), dy, w, dx, cc);
-  for (int64_t k = 0, n = plan.gemm ? 0 : chunks_of(plan, ctx); k < n; ++k) {
+    return;
+  }
+  for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
     const void* dyk = at(dy, chunk_offset(plan, k, plan.y_per_sample));
     void* dxk = at(dx, chunk_offset(plan, k, plan.x_per_sample));
     const void* din = dyk;
