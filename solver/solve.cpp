@@ -10,6 +10,7 @@
 #include "solver/griewank.h"
 #include "solver/held_set_search.h"
 #include "solver/local_search.h"
+#include "solver/moment_bound.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
@@ -84,7 +85,8 @@ struct Incumbent {
 // `checkmate` runs, in order, each step only while the wall-clock limit lasts:
 // 1. every baseline and cheap drops (Note [cheap drops]; milliseconds to a second; the greedy
 //    searches and cheap drops get a tenth of the limit each);
-// 2. exactly what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
+// 2. the moment bounds (Note [moment bounds]; at most a tenth of the limit), then exactly
+//    what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
 //    never worse than lp or a baseline at the same limit when they finish within it;
 // 3. on graphs of at most kHeldSetMaxNodes nodes, a quick round of the held-set searches
 //    (Note [held sets in checkmate]): it proves small chains in milliseconds;
@@ -101,7 +103,7 @@ struct Incumbent {
 //    search]).
 // Steps 3 to 6 run only while the gap is open.
 // The lower bound is the largest proven one: every node runs at least once (the all-keep
-// cost), the LPs of step 2, a finished exact held-set search, the relaxation MILP's bound, the
+// cost), the moment LPs and the LPs of step 2, a finished exact held-set search, the relaxation MILP's bound, the
 // Checkmate MILP's bound.
 //
 // Note [monotone sweeps]
@@ -154,6 +156,11 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   auto raise = [&](double b, const std::string& why) {
     if (b > bound) bound = b, source = why;
   };
+  {  // Note [moment bounds]: LPs of milliseconds to a second; at most a tenth of the limit
+    phase("moment bounds");
+    const MomentBound mb = moment_lower_bound(p, budget, std::max(0.05, left() / 10));
+    raise(mb.bound, mb.source);
+  }
   std::string models;
   auto solved = [&](const std::string& m) {
     if (!m.empty()) models += (models.empty() ? "" : "; ") + m;
