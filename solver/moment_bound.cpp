@@ -37,7 +37,10 @@ using Clock = std::chrono::steady_clock;
 // is as weak: a reshape or a residual sum is free to drop, but computing it again needs its
 // input, which is as large and costs a matrix product to get back.
 // Which moments: those whose needed bytes exceed the budget the most (an LP per moment; the
-// knapsack's order says little where reshapes are free).
+// knapsack's order says little where reshapes are free). Checkmate then gives the strongest
+// moment's binary problem to Cbc (moment_milp_bound) while the gap is open: its bound lies
+// between the LP's and the binary optimum (U-Net on ResNet-50 at 40 %: gap 1.00 -> 0.97 %,
+// PSPNet on ResNet-50: 1.71 -> 1.63 %).
 
 struct Moment {
   int node = -1;
@@ -73,17 +76,15 @@ std::vector<Moment> moments_over_budget(const Problem& p, int64_t budget,
   return out;
 }
 
-// The LP of Note [moment bounds] at node b; its optimum in Problem cost units, or < 0 when it
-// did not finish (or is infeasible: the working set alone is over the budget, which
-// problem_min_budget reports elsewhere).
-double moment_lp(const Problem& p, int64_t budget, int b, const std::vector<int>& last,
-                 double cost_scale, double seconds) {
+// The model of Note [moment bounds] at node b, objective in units of `cost_scale`; binary
+// columns when `integer`. Empty (no columns) when nothing before b matters.
+MilpModel moment_model(const Problem& p, int64_t budget, int b, const std::vector<int>& last,
+                       double cost_scale, bool integer) {
   const int n = p.size();
   const ProblemNode& nb = p.nodes[size_t(b)];
   std::vector<uint8_t> is_input(size_t(n), 0);
   int64_t fixed = p.constant_bytes + nb.bytes + nb.workspace_bytes;
   for (int d : nb.deps) is_input[size_t(d)] = 1, fixed += p.nodes[size_t(d)].bytes;
-  if (fixed > budget) return -1;
   // Columns for the values that matter: the needed ones and, transitively, their inputs (all
   // before b). Inputs of b are resident and need none.
   std::vector<int> h(size_t(b), -1), r(size_t(b), -1);
@@ -95,16 +96,17 @@ double moment_lp(const Problem& p, int64_t budget, int b, const std::vector<int>
       for (int w : p.nodes[size_t(v)].deps) relevant[size_t(w)] = 1;
   }
   MilpModel m;
+  m.cost_scale = cost_scale;
   LpBuilder lp{m, {}};
   const double byte_scale = double(std::max<int64_t>(1, budget - fixed));
   std::vector<std::pair<int, double>> memory;
   for (int v = 0; v < b; ++v) {
     if (!relevant[size_t(v)] || is_input[size_t(v)]) continue;
-    h[size_t(v)] = lp.add_col(0, 1, 0, false);
-    r[size_t(v)] = lp.add_col(0, 1, p.nodes[size_t(v)].cost / cost_scale, false);
+    h[size_t(v)] = lp.add_col(0, 1, 0, integer);
+    r[size_t(v)] = lp.add_col(0, 1, p.nodes[size_t(v)].cost / cost_scale, integer);
     memory.push_back({h[size_t(v)], double(p.nodes[size_t(v)].bytes) / byte_scale});
   }
-  if (memory.empty()) return 0;
+  if (memory.empty()) return m;
   lp.add_row(-1e30, double(budget - fixed) / byte_scale, memory);
   for (int v = 0; v < b; ++v) {
     if (h[size_t(v)] < 0) continue;
@@ -114,6 +116,23 @@ double moment_lp(const Problem& p, int64_t budget, int b, const std::vector<int>
         lp.add_row(0, 1e30, {{h[size_t(w)], 1}, {r[size_t(w)], 1}, {r[size_t(v)], -1}});
   }
   lp.finish();
+  return m;
+}
+
+// The working set of b alone over the budget: no moment bound (problem_min_budget reports it).
+bool working_set_fits(const Problem& p, int64_t budget, int b) {
+  const ProblemNode& nb = p.nodes[size_t(b)];
+  int64_t fixed = p.constant_bytes + nb.bytes + nb.workspace_bytes;
+  for (int d : nb.deps) fixed += p.nodes[size_t(d)].bytes;
+  return fixed <= budget;
+}
+
+// The LP's optimum in Problem cost units, or < 0 when it did not finish.
+double moment_lp(const Problem& p, int64_t budget, int b, const std::vector<int>& last,
+                 double cost_scale, double seconds) {
+  if (!working_set_fits(p, budget, b)) return -1;
+  const MilpModel m = moment_model(p, budget, b, last, cost_scale, false);
+  if (m.num_cols() == 0) return 0;
   double obj = 0;
   if (milp_solve_lp(m, seconds, 0, nullptr, &obj) != LpStatus::Optimal) return -1;
   return std::max(0.0, obj) * cost_scale;
@@ -146,6 +165,25 @@ MomentBound moment_lower_bound(const Problem& p, int64_t budget, double seconds,
   std::ostringstream os;
   os << "moment LP at '" << p.nodes[size_t(out.node)].name << "'";
   out.source = os.str();
+  return out;
+}
+
+MomentBound moment_milp_bound(const Problem& p, int64_t budget, int node,
+                              const SolveOptions& opt) {
+  MomentBound out;
+  if (node < 0 || node >= p.size() || !working_set_fits(p, budget, node)) return out;
+  double once = 0;
+  for (const ProblemNode& nd : p.nodes) once += nd.cost;
+  std::vector<int> last;
+  moments_over_budget(p, budget, &last);
+  const MilpModel m = moment_model(p, budget, node, last, once, true);
+  if (m.num_cols() == 0 || once <= 0) return out;
+  const MilpRun run = milp_run_cbc(m, opt, nullptr, nullptr);
+  if (!run.failure.empty() || run.infeasible || !(run.bound > 0 && run.bound < 1e30)) return out;
+  out.node = node;
+  out.bound = once + run.bound * m.cost_scale;
+  out.lps = 1;
+  out.source = "moment MILP at '" + p.nodes[size_t(node)].name + "'";
   return out;
 }
 

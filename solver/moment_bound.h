@@ -7,6 +7,7 @@
 #include <string>
 
 #include "solver/problem.h"
+#include "solver/strategies.h"
 
 namespace remat {
 
@@ -23,5 +24,10 @@ struct MomentBound {
 // optima).
 MomentBound moment_lower_bound(const Problem& p, int64_t budget, double seconds,
                                int max_moments = 8);
+
+// The binary problem of one moment (Note [moment bounds]) with Cbc within opt's time limit:
+// every node's cost once plus Cbc's proven bound (stronger than the LP's where it branches).
+MomentBound moment_milp_bound(const Problem& p, int64_t budget, int node,
+                              const SolveOptions& opt);
 
 }  // namespace remat

@@ -86,7 +86,7 @@ struct Incumbent {
 // 1. every baseline and cheap drops (Note [cheap drops]; milliseconds to a second; the greedy
 //    searches and cheap drops get a tenth of the limit each);
 // 2. the moment bounds (Note [moment bounds]; at most a tenth of the limit), then exactly
-//    what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is
+//    what `lp` does, then the strongest moment's MILP while the gap is open (at most 10 s), with the rest of the limit (Note [lp strategy]), so checkmate is
 //    never worse than lp or a baseline at the same limit when they finish within it;
 // 3. on graphs of at most kHeldSetMaxNodes nodes, a quick round of the held-set searches
 //    (Note [held sets in checkmate]): it proves small chains in milliseconds;
@@ -156,10 +156,11 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   auto raise = [&](double b, const std::string& why) {
     if (b > bound) bound = b, source = why;
   };
+  MomentBound moment;
   {  // Note [moment bounds]: LPs of milliseconds to a second; at most a tenth of the limit
     phase("moment bounds");
-    const MomentBound mb = moment_lower_bound(p, budget, std::max(0.05, left() / 10));
-    raise(mb.bound, mb.source);
+    moment = moment_lower_bound(p, budget, std::max(0.05, left() / 10));
+    raise(moment.bound, moment.source);
   }
   std::string models;
   auto solved = [&](const std::string& m) {
@@ -184,6 +185,13 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   best.offer(std::move(lp));
   const bool small = full_milp_is_small(p);
   auto open_gap = [&] { return !best.s || (best.cost - bound) / best.cost > opt.relative_gap; };
+  if (moment.node >= 0 && left() > 0.5 && open_gap()) {  // the strongest moment, in binary
+    phase("moment MILP");
+    SolveOptions mo = opt;
+    mo.time_limit_seconds = std::min(left() / 10, 10.0);
+    const MomentBound mm = moment_milp_bound(p, budget, moment.node, mo);
+    raise(mm.bound, mm.source);
+  }
   auto full_milp = [&](double seconds) {
     phase("Checkmate MILP");
     SolveOptions mo = opt;

@@ -3,6 +3,8 @@
 // expensive to compute again; checkmate reports them.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "solver/moment_bound.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
@@ -78,7 +80,7 @@ double once(const Problem& p) {
 // every node once at some (the test can fail both ways).
 TEST(MomentBound, NeverAboveTheExhaustiveOptimum) {
   for (const Problem& p : {reshape_problem(), skip_dag(), varied_chain(3)}) {
-    int above_once = 0;
+    int above_once = 0, milp_above_lp = 0;
     for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
       const auto want = BruteForce{p, budget}.run();
       ASSERT_TRUE(want.has_value()) << p.name << " at " << budget;
@@ -87,10 +89,17 @@ TEST(MomentBound, NeverAboveTheExhaustiveOptimum) {
       if (mb.bound > once(p) * (1 + 1e-9)) {
         ++above_once;
         EXPECT_NE(mb.source.find("moment LP at '"), std::string::npos) << mb.source;
-        EXPECT_GE(mb.node, 0);
+        ASSERT_GE(mb.node, 0);
+        // The binary problem at the same moment: between its LP and the optimum.
+        const MomentBound mm = moment_milp_bound(p, budget, mb.node, options(10));
+        EXPECT_GE(mm.bound, mb.bound * (1 - 1e-9)) << p.name << " at " << budget;
+        EXPECT_LE(mm.bound, *want * (1 + 1e-9)) << p.name << " at " << budget << ": " << mm.source;
+        milp_above_lp += mm.bound > mb.bound * (1 + 1e-9);
       }
     }
     EXPECT_GE(above_once, 2) << p.name;
+    std::printf("%s: %d budgets above every node once, the MILP above the LP at %d\n",
+                p.name.c_str(), above_once, milp_above_lp);
   }
 }
 
