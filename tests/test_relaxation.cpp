@@ -20,6 +20,7 @@
 #include "solver/stage_relaxation.h"
 #include "solver/strategies.h"
 #include "tests/solver_test_util.h"
+#include "tests/source_dir.h"
 
 namespace remat {
 namespace {
@@ -226,6 +227,23 @@ TEST(CheckmateAtScale, EqualsTheFullMilpWhereItProvesOptimality) {
       EXPECT_NEAR(cm.sim.total_cost, simulate(p, *full).total_cost, 1e-6) << p.name << " " << f;
     }
   }
+}
+
+// Note [smaller budgets]: U-Net on MobileNet (batch 32, FLOPs costs, the problem `plan
+// --config configs/mobilenet_unet.yaml --write-problem` wrote on 2026-11-27) at 40 % of its
+// activations, where lp's roundings fit nothing but fit at the minimum budget: checkmate
+// still returns a schedule (it returned none in 60 s before the note).
+TEST(CheckmateAtScale, FindsWhatASmallerBudgetRounds) {
+  const Problem p = problem_load(test_source_dir() + "/tests/data/mobilenet_unet_b32.json");
+  const int64_t budget = budget_at(p, 0.4);
+  ASSERT_GT(budget, problem_min_budget(p));
+  const SolveResult lp = solve(p, "lp", budget, options(20));
+  ASSERT_FALSE(lp.feasible) << "lp fits here now: this test no longer reaches the note";
+  EXPECT_TRUE(solve(p, "lp", problem_min_budget(p), options(20)).feasible);
+  const SolveResult cm = solve(p, "checkmate", budget, options(30));
+  ASSERT_TRUE(cm.feasible) << cm.message;
+  EXPECT_LE(cm.sim.peak_bytes, budget);
+  EXPECT_LE(cm.schedule.lower_bound, cm.sim.total_cost * (1 + 1e-12));
 }
 
 // Note [repairing local search]: from each baseline's schedule taken to a local optimum of
