@@ -97,7 +97,12 @@ MilpModel moment_model(const Problem& p, int64_t budget, int b, const std::vecto
   MilpModel m;
   m.cost_scale = cost_scale;
   LpBuilder lp{m, {}};
-  const double byte_scale = double(std::max<int64_t>(1, budget - fixed));
+  // Memory coefficients of at most 1 (a right-hand side near 0 is harmless: Clp's tolerance
+  // there can only lower the optimum, which keeps it a bound).
+  int64_t largest = std::max<int64_t>(1, budget - fixed);
+  for (int v = 0; v < b; ++v)
+    if (relevant[size_t(v)]) largest = std::max(largest, p.nodes[size_t(v)].bytes);
+  const double byte_scale = double(largest);
   std::vector<std::pair<int, double>> memory;
   for (int v = 0; v < b; ++v) {
     if (!relevant[size_t(v)] || is_input[size_t(v)]) continue;
