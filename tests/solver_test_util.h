@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "solver/chain.h"
 #include "solver/problem.h"
 #include "solver/baselines.h"
 #include "solver/schedule.h"
+#include "solver/strategies.h"
 
 namespace remat {
 
@@ -75,6 +77,27 @@ struct BruteForce {
   }
 };
 
+// Solver options for tests: `seconds` of wall clock, solved to a zero gap.
+inline SolveOptions exact_options(double seconds) {
+  SolveOptions o;
+  o.time_limit_seconds = seconds;
+  o.relative_gap = 0;
+  return o;
+}
+
+// Appends a node to a hand-written problem (deps ascending, earlier nodes).
+inline void add_problem_node(Problem& p, const char* name, ProblemNodeKind kind, double cost,
+                             int64_t bytes, int64_t workspace_bytes, std::vector<int> deps) {
+  ProblemNode nd;
+  nd.name = name;
+  nd.kind = kind;
+  nd.cost = cost;
+  nd.bytes = bytes;
+  nd.workspace_bytes = workspace_bytes;
+  nd.deps = std::move(deps);
+  p.nodes.push_back(std::move(nd));
+}
+
 // A small DAG with a skip connection and a workspace: x0 -> x1 -> x2 (x2 also reads x0),
 // loss, and gradient nodes reading the forward values.
 inline Problem skip_dag() {
@@ -83,14 +106,7 @@ inline Problem skip_dag() {
   p.constant_bytes = 3;
   auto add = [&](const char* name, ProblemNodeKind kind, double cost, int64_t bytes, int64_t ws,
                  std::vector<int> deps) {
-    ProblemNode nd;
-    nd.name = name;
-    nd.kind = kind;
-    nd.cost = cost;
-    nd.bytes = bytes;
-    nd.workspace_bytes = ws;
-    nd.deps = deps;
-    p.nodes.push_back(nd);
+    add_problem_node(p, name, kind, cost, bytes, ws, std::move(deps));
   };
   using K = ProblemNodeKind;
   add("x0", K::Forward, 3, 8, 0, {});

@@ -13,13 +13,6 @@
 namespace remat {
 namespace {
 
-SolveOptions options(double seconds) {
-  SolveOptions o;
-  o.time_limit_seconds = seconds;
-  o.relative_gap = 0;
-  return o;
-}
-
 // A transformer block's shape in miniature: an expensive projection q whose output is
 // reshaped (free, as large) into the value the backward reads, beside a cheap layer.
 Problem reshape_problem() {
@@ -27,15 +20,7 @@ Problem reshape_problem() {
   p.name = "reshape";
   p.constant_bytes = 2;
   auto add = [&](const char* name, ProblemNodeKind kind, double cost, int64_t bytes,
-                 std::vector<int> deps) {
-    ProblemNode nd;
-    nd.name = name;
-    nd.kind = kind;
-    nd.cost = cost;
-    nd.bytes = bytes;
-    nd.deps = deps;
-    p.nodes.push_back(nd);
-  };
+                 std::vector<int> deps) { add_problem_node(p, name, kind, cost, bytes, 0, deps); };
   using K = ProblemNodeKind;
   add("x", K::Forward, 1, 2, {});
   add("q", K::Forward, 20, 4, {0});
@@ -91,7 +76,7 @@ TEST(MomentBound, NeverAboveTheExhaustiveOptimum) {
         EXPECT_NE(mb.source.find("moment LP at '"), std::string::npos) << mb.source;
         ASSERT_GE(mb.node, 0);
         // The binary problem at the same moment: between its LP and the optimum.
-        const MomentBound mm = moment_milp_bound(p, budget, mb.node, options(10));
+        const MomentBound mm = moment_milp_bound(p, budget, mb.node, exact_options(10));
         EXPECT_GE(mm.bound, mb.bound * (1 - 1e-9)) << p.name << " at " << budget;
         EXPECT_LE(mm.bound, *want * (1 + 1e-9)) << p.name << " at " << budget << ": " << mm.source;
         milp_above_lp += mm.bound > mb.bound * (1 + 1e-9);
@@ -111,13 +96,13 @@ TEST(MomentBound, StrongerThanTheStageRelaxationOnTransformerBlocks) {
   for (double fraction : {0.4, 0.6, 0.8}) {
     const int64_t budget = budget_at(p, fraction);
     const MomentBound mb = moment_lower_bound(p, budget, 5);
-    const RelaxationSearch lp = relaxation_lp_search(p, budget, options(5), 5, 0);
+    const RelaxationSearch lp = relaxation_lp_search(p, budget, exact_options(5), 5, 0);
     ASSERT_GT(lp.bound, 0) << fraction;
     EXPECT_GT(mb.bound, lp.bound * (1 + 1e-6)) << fraction << ": " << lp.model;
   }
   const int64_t budget = budget_at(p, 0.4);
   const MomentBound mb = moment_lower_bound(p, budget, 5);
-  const SolveResult cm = solve(p, "checkmate", budget, options(5));
+  const SolveResult cm = solve(p, "checkmate", budget, exact_options(5));
   ASSERT_TRUE(cm.feasible) << cm.message;
   EXPECT_GE(cm.schedule.lower_bound, mb.bound * (1 - 1e-9));
   EXPECT_LE(cm.schedule.lower_bound, cm.sim.total_cost * (1 + 1e-12));

@@ -25,13 +25,6 @@
 namespace remat {
 namespace {
 
-SolveOptions options(double seconds) {
-  SolveOptions o;
-  o.time_limit_seconds = seconds;
-  o.relative_gap = 0;
-  return o;
-}
-
 // The relaxation's LP with its integer columns fixed to `point`: feasible, and its optimum
 // (in Problem cost units), or nullopt when infeasible.
 std::optional<double> fixed_point_objective(const MilpModel& m, const std::vector<double>& point) {
@@ -54,7 +47,7 @@ void check_schedules_map_into_relaxation(const Problem& p) {
   for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
     for (const std::string& strategy : strategy_names()) {
       if (strategy == "griewank" && !problem_is_chain(p)) continue;
-      SolveResult r = solve(p, strategy, budget, options(5));
+      SolveResult r = solve(p, strategy, budget, exact_options(5));
       if (!r.feasible) continue;
       for (int width : {1, 2, 3}) {
         const auto ends = uniform_stage_ends(p.size(), width);
@@ -87,8 +80,8 @@ void check_bounds_against_brute_force(const Problem& p) {
     BruteForce bf{p, budget};
     const auto want = bf.run();
     for (int width : {1, 2}) {
-      RelaxationSearch lp = relaxation_lp_search(p, budget, options(10), 10, width);
-      RelaxationSearch mip = relaxation_milp_search(p, budget, options(10), 10, nullptr, width);
+      RelaxationSearch lp = relaxation_lp_search(p, budget, exact_options(10), 10, width);
+      RelaxationSearch mip = relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width);
       if (!want) {
         EXPECT_FALSE(lp.best.has_value()) << budget;
         EXPECT_FALSE(mip.best.has_value()) << budget;
@@ -144,16 +137,16 @@ TEST(StageRelaxation, ACostCapBelowEveryNodeOnceIsProvenInfeasible) {
     for (const auto& nd : p.nodes) once += nd.cost;
     const int64_t budget = problem_total_bytes(p);
     for (int width : {1, 2}) {
-      RelaxationSearch lp = relaxation_lp_search(p, budget, options(10), 10, width, 0.5 * once);
+      RelaxationSearch lp = relaxation_lp_search(p, budget, exact_options(10), 10, width, 0.5 * once);
       RelaxationSearch mip =
-          relaxation_milp_search(p, budget, options(10), 10, nullptr, width, 0.5 * once);
+          relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width, 0.5 * once);
       EXPECT_TRUE(lp.infeasible) << lp.failure;
       EXPECT_TRUE(mip.infeasible) << mip.failure;
       EXPECT_NE(lp.failure.find("(a proof)"), std::string::npos) << lp.failure;
       EXPECT_FALSE(lp.best.has_value() || mip.best.has_value());
-      RelaxationSearch lp2 = relaxation_lp_search(p, budget, options(10), 10, width, 2 * once);
+      RelaxationSearch lp2 = relaxation_lp_search(p, budget, exact_options(10), 10, width, 2 * once);
       RelaxationSearch mip2 =
-          relaxation_milp_search(p, budget, options(10), 10, nullptr, width, 2 * once);
+          relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width, 2 * once);
       EXPECT_FALSE(lp2.infeasible || mip2.infeasible) << lp2.failure << "; " << mip2.failure;
       for (const auto* r : {&lp2, &mip2}) {
         if (r->best) {
@@ -177,11 +170,11 @@ TEST(CheckmateAtScale, NeverWorseThanLpOrBaselinesAndBoundHolds) {
   ASSERT_GT(p.size(), 400);
   ASSERT_FALSE(full_milp_is_small(p));
   const int64_t budget = budget_at(p, 0.5);
-  SolveResult cm = solve(p, "checkmate", budget, options(20));
+  SolveResult cm = solve(p, "checkmate", budget, exact_options(20));
   ASSERT_TRUE(cm.feasible) << cm.message;
   for (const std::string& s : strategy_names()) {
     if (s == "checkmate" || s == "griewank") continue;
-    SolveResult r = solve(p, s, budget, options(20));
+    SolveResult r = solve(p, s, budget, exact_options(20));
     if (!r.feasible) continue;
     EXPECT_LE(cm.sim.total_cost, r.sim.total_cost * (1 + 1e-12)) << s;
   }
@@ -206,7 +199,7 @@ TEST(CheckmateAtScale, TimeLimitHoldsUnderLoad) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const char* s : {"lp", "checkmate"}) {
     const auto t1 = std::chrono::steady_clock::now();
-    SolveResult r = solve(p, s, budget, options(3));
+    SolveResult r = solve(p, s, budget, exact_options(3));
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     EXPECT_LT(took, 3 * 1.05 + 1.5) << s;
   }
@@ -220,9 +213,9 @@ TEST(CheckmateAtScale, EqualsTheFullMilpWhereItProvesOptimality) {
   for (const Problem& p : {skip_dag(), varied_chain(4), residual_problem(2)}) {
     for (double f : {0.3, 0.6, 0.9}) {
       const int64_t budget = std::max(problem_min_budget(p), budget_at(p, f));
-      auto full = solve_checkmate_milp(p, budget, options(20));
+      auto full = solve_checkmate_milp(p, budget, exact_options(20));
       if (!full || full->status != "optimal") continue;
-      SolveResult cm = solve(p, "checkmate", budget, options(20));
+      SolveResult cm = solve(p, "checkmate", budget, exact_options(20));
       ASSERT_TRUE(cm.feasible) << p.name << " at " << budget;
       EXPECT_NEAR(cm.sim.total_cost, simulate(p, *full).total_cost, 1e-6) << p.name << " " << f;
     }
@@ -237,10 +230,10 @@ TEST(CheckmateAtScale, FindsWhatASmallerBudgetRounds) {
   const Problem p = problem_load(test_source_dir() + "/tests/data/mobilenet_unet_b32.json");
   const int64_t budget = budget_at(p, 0.4);
   ASSERT_GT(budget, problem_min_budget(p));
-  const SolveResult lp = solve(p, "lp", budget, options(20));
+  const SolveResult lp = solve(p, "lp", budget, exact_options(20));
   ASSERT_FALSE(lp.feasible) << "lp fits here now: this test no longer reaches the note";
-  EXPECT_TRUE(solve(p, "lp", problem_min_budget(p), options(20)).feasible);
-  const SolveResult cm = solve(p, "checkmate", budget, options(30));
+  EXPECT_TRUE(solve(p, "lp", problem_min_budget(p), exact_options(20)).feasible);
+  const SolveResult cm = solve(p, "checkmate", budget, exact_options(30));
   ASSERT_TRUE(cm.feasible) << cm.message;
   EXPECT_LE(cm.sim.peak_bytes, budget);
   EXPECT_LE(cm.schedule.lower_bound, cm.sim.total_cost * (1 + 1e-12));
@@ -256,7 +249,7 @@ TEST(LocalSearch, RepairingFindsWhatPlainHoldsCannot) {
     for (double fraction : {0.3, 0.5})
       for (const char* strategy : {"chen-sqrtn", "chen-greedy"}) {
         const int64_t budget = budget_at(p, fraction);
-        SolveResult base = solve(p, strategy, budget, options(5));
+        SolveResult base = solve(p, strategy, budget, exact_options(5));
         if (!base.feasible) continue;
         SCOPED_TRACE(p.name + " " + strategy + " at " + std::to_string(fraction));
         const Schedule plain = schedule_improve(p, base.schedule, budget, 30);
