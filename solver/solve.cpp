@@ -85,10 +85,11 @@ struct Incumbent {
 // `checkmate` runs, in order, each step only while the wall-clock limit lasts:
 // 1. every baseline and cheap drops (Note [cheap drops]; milliseconds to a second; the greedy
 //    searches and cheap drops get a tenth of the limit each);
-// 2. the moment bounds (Note [moment bounds]; at most a tenth of the limit), then exactly
-//    what `lp` does (and, if that found nothing, the same at smaller budgets: Note [smaller
-//    budgets]), then the strongest moment's MILP while the gap is open (at most 10 s), with the rest of the limit (Note [lp strategy]), so checkmate is
-//    never worse than lp or a baseline at the same limit when they finish within it;
+// 2. the moment bounds (Note [moment bounds]; at most a tenth of the limit); then exactly
+//    what `lp` does, with the rest of the limit (Note [lp strategy]), so checkmate is never
+//    worse than lp or a baseline at the same limit when they finish within it; if that found
+//    nothing, the same at smaller budgets (Note [smaller budgets]); then, while the gap is
+//    open, the strongest moment's MILP (at most 10 s);
 // 3. on graphs of at most kHeldSetMaxNodes nodes, a quick round of the held-set searches
 //    (Note [held sets in checkmate]): it proves small chains in milliseconds;
 // 4. where the Checkmate MILP itself is small (full_milp_is_small), that MILP for a tenth of the
@@ -104,8 +105,8 @@ struct Incumbent {
 //    search]).
 // Steps 3 to 6 run only while the gap is open.
 // The lower bound is the largest proven one: every node runs at least once (the all-keep
-// cost), the moment LPs and the LPs of step 2, a finished exact held-set search, the relaxation MILP's bound, the
-// Checkmate MILP's bound.
+// cost), the moment LPs and MILP and the LPs of step 2, a finished exact held-set search, the
+// relaxation MILP's bound, the Checkmate MILP's bound.
 //
 // Note [monotone sweeps]
 // Every schedule that fits a budget fits every larger one, so the optimum's cost never rises
