@@ -81,7 +81,8 @@ void check_bounds_against_brute_force(const Problem& p) {
     const auto want = bf.run();
     for (int width : {1, 2}) {
       RelaxationSearch lp = relaxation_lp_search(p, budget, exact_options(10), 10, width);
-      RelaxationSearch mip = relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width);
+      RelaxationSearch mip =
+          relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width);
       if (!want) {
         EXPECT_FALSE(lp.best.has_value()) << budget;
         EXPECT_FALSE(mip.best.has_value()) << budget;
@@ -137,14 +138,16 @@ TEST(StageRelaxation, ACostCapBelowEveryNodeOnceIsProvenInfeasible) {
     for (const auto& nd : p.nodes) once += nd.cost;
     const int64_t budget = problem_total_bytes(p);
     for (int width : {1, 2}) {
-      RelaxationSearch lp = relaxation_lp_search(p, budget, exact_options(10), 10, width, 0.5 * once);
+      RelaxationSearch lp =
+          relaxation_lp_search(p, budget, exact_options(10), 10, width, 0.5 * once);
       RelaxationSearch mip =
           relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width, 0.5 * once);
       EXPECT_TRUE(lp.infeasible) << lp.failure;
       EXPECT_TRUE(mip.infeasible) << mip.failure;
       EXPECT_NE(lp.failure.find("(a proof)"), std::string::npos) << lp.failure;
       EXPECT_FALSE(lp.best.has_value() || mip.best.has_value());
-      RelaxationSearch lp2 = relaxation_lp_search(p, budget, exact_options(10), 10, width, 2 * once);
+      RelaxationSearch lp2 =
+          relaxation_lp_search(p, budget, exact_options(10), 10, width, 2 * once);
       RelaxationSearch mip2 =
           relaxation_milp_search(p, budget, exact_options(10), 10, nullptr, width, 2 * once);
       EXPECT_FALSE(lp2.infeasible || mip2.infeasible) << lp2.failure << "; " << mip2.failure;
