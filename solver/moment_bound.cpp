@@ -46,14 +46,24 @@ struct Moment {
   int64_t excess = 0;  // constant + working set + needed bytes - budget
 };
 
+double every_node_once(const Problem& p) {
+  double c = 0;
+  for (const ProblemNode& nd : p.nodes) c += nd.cost;
+  return c;
+}
+
+// last[v] = the last node that reads v (-1: none).
+std::vector<int> last_uses(const Problem& p) {
+  std::vector<int> last(size_t(p.size()), -1);
+  for (int i = 0; i < p.size(); ++i)
+    for (int d : p.nodes[size_t(i)].deps) last[size_t(d)] = std::max(last[size_t(d)], i);
+  return last;
+}
+
 // For every node b with needed values beyond the budget, the excess; ascending by node.
 std::vector<Moment> moments_over_budget(const Problem& p, int64_t budget,
-                                        std::vector<int>* last_use) {
+                                        const std::vector<int>& last) {
   const int n = p.size();
-  std::vector<int>& last = *last_use;
-  last.assign(size_t(n), -1);
-  for (int i = 0; i < n; ++i)
-    for (int d : p.nodes[size_t(i)].deps) last[size_t(d)] = std::max(last[size_t(d)], i);
   // live[b] = bytes of values v < b with a consumer after b (difference array over (v, last)).
   std::vector<__int128> delta(size_t(n) + 1, 0);
   for (int v = 0; v < n; ++v)
@@ -65,10 +75,9 @@ std::vector<Moment> moments_over_budget(const Problem& p, int64_t budget,
   __int128 live = 0;
   for (int b = 0; b < n; ++b) {
     live += delta[size_t(b)];
-    const ProblemNode& nd = p.nodes[size_t(b)];
-    __int128 need = __int128(p.constant_bytes) + nd.bytes + nd.workspace_bytes + live;
-    for (int d : nd.deps)  // inputs are counted once, as the working set
-      need += last[size_t(d)] > b ? 0 : p.nodes[size_t(d)].bytes;
+    __int128 need = __int128(p.constant_bytes) + problem_working_set(p, b) + live;
+    for (int d : p.nodes[size_t(b)].deps)  // inputs needed later are in live and the working set
+      need -= last[size_t(d)] > b ? p.nodes[size_t(d)].bytes : 0;
     const __int128 excess = need - budget;
     if (excess > 0) out.push_back({b, int64_t(std::min<__int128>(excess, INT64_MAX))});
   }
@@ -79,11 +88,9 @@ std::vector<Moment> moments_over_budget(const Problem& p, int64_t budget,
 // columns when `integer`. Empty (no columns) when nothing before b matters.
 MilpModel moment_model(const Problem& p, int64_t budget, int b, const std::vector<int>& last,
                        double cost_scale, bool integer) {
-  const int n = p.size();
-  const ProblemNode& nb = p.nodes[size_t(b)];
-  std::vector<uint8_t> is_input(size_t(n), 0);
-  int64_t fixed = p.constant_bytes + nb.bytes + nb.workspace_bytes;
-  for (int d : nb.deps) is_input[size_t(d)] = 1, fixed += p.nodes[size_t(d)].bytes;
+  std::vector<uint8_t> is_input(size_t(p.size()), 0);
+  for (int d : p.nodes[size_t(b)].deps) is_input[size_t(d)] = 1;
+  const int64_t fixed = p.constant_bytes + problem_working_set(p, b);
   // Columns for the values that matter: the needed ones and, transitively, their inputs (all
   // before b). Inputs of b are resident and need none.
   std::vector<int> h(size_t(b), -1), r(size_t(b), -1);
@@ -125,10 +132,7 @@ MilpModel moment_model(const Problem& p, int64_t budget, int b, const std::vecto
 
 // The working set of b alone over the budget: no moment bound (problem_min_budget reports it).
 bool working_set_fits(const Problem& p, int64_t budget, int b) {
-  const ProblemNode& nb = p.nodes[size_t(b)];
-  int64_t fixed = p.constant_bytes + nb.bytes + nb.workspace_bytes;
-  for (int d : nb.deps) fixed += p.nodes[size_t(d)].bytes;
-  return fixed <= budget;
+  return p.constant_bytes + problem_working_set(p, b) <= budget;
 }
 
 // The LP's optimum in Problem cost units, or < 0 when it did not finish.
@@ -149,11 +153,10 @@ MomentBound moment_lower_bound(const Problem& p, int64_t budget, double seconds,
   const auto t0 = Clock::now();
   auto left = [&] { return seconds - std::chrono::duration<double>(Clock::now() - t0).count(); };
   MomentBound out;
-  double once = 0;
-  for (const ProblemNode& nd : p.nodes) once += nd.cost;
+  const double once = every_node_once(p);
   if (once <= 0) return out;
-  std::vector<int> last;
-  std::vector<Moment> moments = moments_over_budget(p, budget, &last);
+  const std::vector<int> last = last_uses(p);
+  std::vector<Moment> moments = moments_over_budget(p, budget, last);
   std::stable_sort(moments.begin(), moments.end(),
                    [](const Moment& a, const Moment& b) { return a.excess > b.excess; });
   if (int(moments.size()) > max_moments) moments.resize(size_t(max_moments));
@@ -176,12 +179,10 @@ MomentBound moment_milp_bound(const Problem& p, int64_t budget, int node,
                               const SolveOptions& opt) {
   MomentBound out;
   if (node < 0 || node >= p.size() || !working_set_fits(p, budget, node)) return out;
-  double once = 0;
-  for (const ProblemNode& nd : p.nodes) once += nd.cost;
-  std::vector<int> last;
-  moments_over_budget(p, budget, &last);
-  const MilpModel m = moment_model(p, budget, node, last, once, true);
-  if (m.num_cols() == 0 || once <= 0) return out;
+  const double once = every_node_once(p);
+  if (once <= 0) return out;
+  const MilpModel m = moment_model(p, budget, node, last_uses(p), once, true);
+  if (m.num_cols() == 0) return out;
   const MilpRun run = milp_run_cbc(m, opt, nullptr, nullptr);
   if (!run.failure.empty() || run.infeasible || !(run.bound > 0 && run.bound < 1e30)) return out;
   out.node = node;

@@ -196,15 +196,20 @@ void problem_save(const Problem& p, const std::string& path) {
 
 // Both sums below are checked although problem_validate bounds them (Note [checked sizes]):
 // they also run on problems built in code.
+int64_t problem_working_set(const Problem& p, int k) {
+  const ProblemNode& n = p.nodes[size_t(k)];
+  const std::string_view why = "bytes (the working set of a node)";
+  int64_t ws = checked_add(n.bytes, n.workspace_bytes, n.name, why);
+  for (int d : n.deps) ws = checked_add(ws, p.nodes[size_t(d)].bytes, n.name, why);
+  return ws;
+}
+
 int64_t problem_min_budget(const Problem& p) {
   int64_t best = p.constant_bytes;
-  for (const ProblemNode& n : p.nodes) {
-    const std::string_view why = "bytes (the minimum budget of a node)";
-    int64_t need = checked_add(checked_add(p.constant_bytes, n.bytes, n.name, why),
-                               n.workspace_bytes, n.name, why);
-    for (int d : n.deps) need = checked_add(need, p.nodes[d].bytes, n.name, why);
-    best = std::max(best, need);
-  }
+  for (int k = 0; k < p.size(); ++k)
+    best = std::max(best, checked_add(p.constant_bytes, problem_working_set(p, k),
+                                      p.nodes[size_t(k)].name,
+                                      "bytes (the minimum budget of a node)"));
   return best;
 }
 

@@ -52,8 +52,12 @@ std::string problem_to_json_text(const Problem& p);
 Problem problem_load(const std::string& path);
 void problem_save(const Problem& p, const std::string& path);
 
+// Bytes in memory while node k runs, besides the constant and other resident values: its
+// output, its workspace and its inputs (Note [memory semantics]).
+int64_t problem_working_set(const Problem& p, int k);
+
 // Smallest budget any schedule can meet (bytes, constant included): max over nodes k of
-// constant + bytes_k + workspace_k + sum of bytes of k's deps. See Note [memory semantics].
+// constant + problem_working_set(p, k).
 int64_t problem_min_budget(const Problem& p);
 
 // Bytes if every value were kept for the whole step (an upper bound on any sane schedule).

@@ -22,9 +22,7 @@ int min_budget_node(const Problem& p, int64_t* working_set) {
   int best = 0;
   int64_t best_ws = -1;
   for (int k = 0; k < p.size(); ++k) {
-    const ProblemNode& n = p.nodes[k];
-    int64_t ws = n.bytes + n.workspace_bytes;
-    for (int d : n.deps) ws += p.nodes[d].bytes;
+    const int64_t ws = problem_working_set(p, k);
     if (ws > best_ws) {
       best_ws = ws;
       best = k;
