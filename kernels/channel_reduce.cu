@@ -15,16 +15,22 @@ namespace {
 
 constexpr int kThreads = kSliceThreads;
 
-// partial[(ch * splits + s)] = sum of dout over slice s of channel ch.
-template <typename T>
+// partial[(ch * splits + s)] = sum of dout over slice s of channel ch, in packs of V values
+// (Note [packed channel walks]).
+template <int V, typename T>
 __global__ void bias_grad_partial_kernel(double* partial, const T* dout, int64_t n, int64_t c,
                                          int64_t plane, int64_t splits) {
+  using P = Pack<T, V>;
   __shared__ double scratch[32];
-  const ChannelSlice sl = block_slice(n, plane, splits);
+  const ChannelSlice sl = block_slice(n, plane / V, splits);
   double acc = 0.0;
-  for_slice(
-      sl.ch, c, plane, sl.begin, sl.end, [&](int64_t o) { return ld(dout[o]); },
-      [&](double v) { acc += v; });
+  for_slice<V>(
+      sl.ch, c, plane / V, sl.begin, sl.end,
+      [&](int64_t o) { return *reinterpret_cast<const P*>(dout + o); },
+      [&](const P& p) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc += ld(p.v[i]);
+      });
   acc = block_sum(acc, scratch);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -82,9 +88,12 @@ void bias_grad_reduce_impl(float* dbias, const T* dout, int64_t n, int64_t c, in
   if (plane == 1) return column_sum_of(dbias, dout, n, c, workspace, stream);
   const int64_t splits = splits_for(n, c, plane);
   auto* partial = static_cast<double*>(workspace);
-  bias_grad_partial_kernel<T><<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(
-      partial, dout, n, c, plane, splits);
-  REMAT_CUDA_LAUNCH_CHECK();
+  with_pack_width<T>(pack_width<T>(plane, dout), [&](auto w) {
+    bias_grad_partial_kernel<decltype(w)::value, T>
+        <<<static_cast<unsigned>(c * splits), kThreads, 0, stream>>>(partial, dout, n, c, plane,
+                                                                     splits);
+    REMAT_CUDA_LAUNCH_CHECK();
+  });
   bias_grad_final_kernel<<<grid_for(c, kThreads), kThreads, 0, stream>>>(dbias, partial, c,
                                                                         splits);
   REMAT_CUDA_LAUNCH_CHECK();

@@ -14,16 +14,21 @@ namespace remat {
 namespace {
 
 // Note [batchnorm on the GPU]
-// - Train mode on planes of at least kOwnKernelPlane values (H x W >= 56 x 56) runs our
-//   kernels (kernels/batchnorm.cu, Note [batchnorm kernels]): the statistics and the
+// - Train mode runs our kernels (kernels/batchnorm.cu, Note [batchnorm kernels]) for the
+//   forward on planes of at least kOwnForwardPlane values (H x W >= 56 x 56) and for the input
+//   gradient on planes of at least kOwnGradInputPlane (14 x 14): the statistics and the
 //   elementwise pass in fixed slices, so reruns are bit-identical; a recomputation
 //   (ctx.first_compute false) passes no running statistics, so they are updated once a step.
 //   grad_input computes the batch statistics and its two sums in one read of x and dy. Smaller
-//   planes ([N, F] as 1 x 1, 28 x 28 ... 7 x 7) run cuDNN's spatial routines. Measured on an
-//   H200 in bf16 at batch 64 (GPU_RESULTS.md, 2026-11-27): on 112 x 112 and 56 x 56 planes the
-//   kernels took 0.26 against cuDNN's 0.72 ms (forward) and 0.42 against 1.41 ms (dx) for
-//   ResNet-50's first batch norm, 1.53 against 1.83 and 2.47 against 3.59 ms over the ten of
-//   the 56 x 56 stage; on smaller planes cuDNN was faster (0.02-0.03 ms a node).
+//   planes ([N, F] as 1 x 1 included) run cuDNN's spatial routines. REMAT_BN_KERNELS=own or
+//   cudnn forces one side on every plane (CudaOptions::bn_kernels), to compare them. Measured on
+//   an H200 in bf16 at batch 64 with the packed walks (GPU_RESULTS.md, 2026-11-27, fifth
+//   session; ResNet-50's batch norms summed by plane, ours against cuDNN's, microseconds):
+//     plane       112x112   56x56   28x28   14x14   7x7
+//     forward     103/722   278/789 173/138 154/99  189/105
+//     dx          149/1389  393/1473 236/374 184/199 210/175
+//   Small planes are a few microseconds of work a node, where our four launches a pass (two
+//   reductions, the coefficients, the elementwise pass) cost more than cuDNN's.
 // - cuDNN, train mode: the batch variance is biased and running = factor * batch + (1 -
 //   factor) * running with the UNBIASED variance, PyTorch's convention with factor = momentum.
 //   A recomputation runs the very same call with the running statistics copied to workspace
@@ -47,7 +52,8 @@ namespace {
 // - bf16: x, y, dy and dx are bf16 (CUDNN_DATA_BFLOAT16 for cuDNN, whose derived
 //   scale/bias/mean/variance descriptor is FP32); the parameters, running statistics and their
 //   gradients stay FP32 and the statistics are computed in double (kernels) or FP32 (cuDNN).
-constexpr int64_t kOwnKernelPlane = 56 * 56;
+constexpr int64_t kOwnForwardPlane = 56 * 56;
+constexpr int64_t kOwnGradInputPlane = 14 * 14;
 
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
@@ -110,9 +116,17 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
   return ws;
 }
 
-// Our kernels (train mode on large planes) or cuDNN (Note [batchnorm on the GPU]).
-bool own_kernels(const BnCudaParams& p, const NcPlane& sh) {
-  return p.train && sh.plane >= kOwnKernelPlane;
+// Our kernels (train mode on planes of at least `min_plane` values, or as REMAT_BN_KERNELS
+// says) or cuDNN (Note [batchnorm on the GPU]).
+bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& sh,
+                 int64_t min_plane) {
+  if (!p.train) return false;
+  switch (cuda_context(ctx).bn_kernels) {
+    case BnKernels::Own: return true;
+    case BnKernels::Cudnn: return false;
+    case BnKernels::Auto: break;
+  }
+  return sh.plane >= min_plane;
 }
 
 }  // namespace
@@ -121,7 +135,7 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const int s = p.scale ? 1 : 0;  // inputs [x, weight (scale only), bias, mean, var]
   const NcPlane sh = nc_plane(ctx.inputs[0].shape());
-  if (own_kernels(p, sh)) {
+  if (own_kernels(p, ctx, sh, kOwnForwardPlane)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm workspace too small");
     const bool update = ctx.first_compute;
@@ -168,14 +182,15 @@ int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContex
   // The same on first computation and recomputation, so a plan's workspace does not depend on
   // which one a step runs. cuDNN: [running-statistics scratch (train)][ones (scale: false)].
   const NcPlane sh = nc_plane(ctx.inputs.at(0).shape());
-  if (own_kernels(p, sh)) return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
+  if (own_kernels(p, ctx, sh, kOwnForwardPlane))
+    return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
   const int64_t c = channels(ctx, 0);
   return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const NcPlane sh = nc_plane(ctx.inputs.at(1).shape());
-  if (own_kernels(p, sh))
+  if (own_kernels(p, ctx, sh, kOwnGradInputPlane))
     return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
   const int64_t c = channels(ctx, 1);
   return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
@@ -184,7 +199,7 @@ int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecCon
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const NcPlane sh = nc_plane(ctx.inputs[1].shape());
-  if (own_kernels(p, sh)) {
+  if (own_kernels(p, ctx, sh, kOwnGradInputPlane)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_grad_input_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm_grad_input workspace too small");
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {

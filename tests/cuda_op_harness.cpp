@@ -439,6 +439,12 @@ std::unique_ptr<Backend> gemm_conv_backend() {
   return cuda_backend_with(o);
 }
 
+std::unique_ptr<Backend> bn_kernels_backend(BnKernels k) {
+  CudaOptions o;
+  o.bn_kernels = k;
+  return cuda_backend_with(o);
+}
+
 void CudaOpTest::SetUp() {
   // Skip only where no device exists: with a device present, a backend that cannot start
   // (a wrong cuDNN, a failed handle) is a failure, not a skip.

@@ -119,6 +119,8 @@ std::unique_ptr<Backend> staged_nhwc_backend(int64_t workspace_limit);
 // One whose 1 x 1 convolutions always run as cuBLAS GEMMs where the shape allows (Note [1x1
 // convolutions as GEMMs]); every other convolution as the default backend's.
 std::unique_ptr<Backend> gemm_conv_backend();
+// One whose train-mode batch norm runs as `k` says on every plane (Note [batchnorm on the GPU]).
+std::unique_ptr<Backend> bn_kernels_backend(BnKernels k);
 
 // Fixture for CUDA op tests: SetUp skips the test when no CUDA device exists, so the suite
 // passes on a machine without a GPU, and fails it when a device exists but the backend cannot

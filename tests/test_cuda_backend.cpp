@@ -77,6 +77,14 @@ TEST(CudaBackend, ConvolutionKnobsFromTheEnvironment) {
   with_env(gemm, "yes", [] {
     expect_user_error([] { conv_gemm_from_env(); }, "REMAT_CONV_GEMM=yes: expected auto, off or on");
   });
+  const char* bn = "REMAT_BN_KERNELS";
+  with_env(bn, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").bn_kernels, BnKernels::Auto); });
+  with_env(bn, "own", [] { EXPECT_EQ(cuda_precision_options("fp32").bn_kernels, BnKernels::Own); });
+  with_env(bn, "cudnn", [] { EXPECT_EQ(bn_kernels_from_env(), BnKernels::Cudnn); });
+  with_env(bn, "auto", [] { EXPECT_EQ(bn_kernels_from_env(), BnKernels::Auto); });
+  with_env(bn, "cuDNN", [] {
+    expect_user_error([] { bn_kernels_from_env(); }, "REMAT_BN_KERNELS=cuDNN: expected auto, own or cudnn");
+  });
 }
 
 TEST(CudaBackend, LibraryVersionsReadWithoutDevice) {

@@ -243,7 +243,8 @@ TEST_F(CudaBatchNorm, GradientCasesMatchCpu) {
   expect_cuda_matches(cuda(), inf);
   CudaOpHarness larger(registry(), {"batchnorm", {}, {f32({8, 16, 7, 7})}, {}, 4});
   expect_cuda_matches(cuda(), larger);
-  // 28 x 28 planes (cuDNN) and 56 x 56 ones (our kernels, Note [batchnorm on the GPU]), with
+  // 28 x 28 planes (cuDNN forward, our dx) and 56 x 56 ones (our kernels, Note [batchnorm on
+  // the GPU]), with
   // several slices per channel (Note [channel reductions]); the running statistics over two
   // steps; without a learned scale.
   CudaOpHarness mid(registry(), {"batchnorm", {}, {f32({8, 64, 28, 28})}, {}, 5});
@@ -254,6 +255,22 @@ TEST_F(CudaBatchNorm, GradientCasesMatchCpu) {
   expect_cuda_matches(cuda(), large, 2);
   CudaOpHarness unscaled(registry(), {"batchnorm", attr_map({{"scale", false}}), {f32({2, 8, 60, 60})}, {}, 8});
   expect_cuda_matches(cuda(), unscaled);
+}
+
+// Our kernels forced on every plane (REMAT_BN_KERNELS=own): packs of 4 floats (16 x 16 and
+// 14 x 14 planes) and of 1 (7 x 7; [N, F] as 1 x 1) (Note [packed channel walks]); running
+// statistics over two steps; without a learned scale.
+TEST_F(CudaBatchNorm, OwnKernelsOnEveryPackWidth) {
+  std::unique_ptr<Backend> own = bn_kernels_backend(BnKernels::Own);
+  ASSERT_TRUE(own);
+  uint64_t seed = 20;
+  for (const Shape& s : {Shape{4, 16, 16, 16}, Shape{4, 32, 14, 14}, Shape{8, 16, 7, 7}, Shape{64, 48}}) {
+    CudaOpHarness h(registry(), {"batchnorm", {}, {f32(s)}, {}, seed++});
+    expect_cuda_matches(*own, h);
+    expect_cuda_matches(*own, h, 2);
+  }
+  CudaOpHarness unscaled(registry(), {"batchnorm", attr_map({{"scale", false}}), {f32({2, 8, 10, 10})}, {}, 30});
+  expect_cuda_matches(*own, unscaled);
 }
 
 // A recomputation (first_compute false) leaves the running statistics alone and gives the

@@ -130,30 +130,39 @@ bool cuda_backend_built();
 // ops/conv2d_cuda.cpp): Auto measures, Nchw never, Nhwc always (tests); conv_gemm lets a
 // 1 x 1 convolution's passes (forward, data and weight gradients) run as cuBLAS GEMMs on NCHW
 // (Note [1x1 convolutions as GEMMs] in ops/conv2d_cuda_gemm.cpp): Auto measures (except under
-// a forced Nhwc layout), Off never, On wherever the shape allows (tests).
+// a forced Nhwc layout), Off never, On wherever the shape allows (tests); bn_kernels picks who
+// runs train-mode batch norm (Note [batchnorm on the GPU] in ops/batchnorm_cuda.cpp): Auto our
+// kernels on planes of 56 x 56 and more and cuDNN below, Own our kernels on every plane, Cudnn
+// cuDNN on every plane (to compare the two on a GPU).
 enum class ConvLayout { Auto, Nchw, Nhwc };
 enum class ConvGemm { Auto, Off, On };
+enum class BnKernels { Auto, Own, Cudnn };
 struct CudaOptions {
   bool conv_tf32 = false;
   bool matmul_tf32 = false;
   int64_t workspace_limit = int64_t{1} << 30;
   ConvLayout conv_layout = ConvLayout::Auto;
   ConvGemm conv_gemm = ConvGemm::Auto;
+  BnKernels bn_kernels = BnKernels::Auto;
 };
 // The convolution layout REMAT_CONV_LAYOUT names: unset or "auto", "nchw", "nhwc" (a user
 // error for anything else). Every tool reads it, so a profile and a train run agree.
 ConvLayout conv_layout_from_env();
 // The same for REMAT_CONV_GEMM: unset or "auto", "off", "on".
 ConvGemm conv_gemm_from_env();
+// The same for REMAT_BN_KERNELS: unset or "auto", "own", "cudnn".
+BnKernels bn_kernels_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution
-// layout and GEMM choice from REMAT_CONV_LAYOUT and REMAT_CONV_GEMM.
+// layout, GEMM and batch-norm choices from REMAT_CONV_LAYOUT, REMAT_CONV_GEMM and
+// REMAT_BN_KERNELS.
 inline CudaOptions cuda_precision_options(const std::string& precision) {
   CudaOptions o;
   o.conv_tf32 = precision != "fp32";
   o.matmul_tf32 = precision == "tf32-all";
   o.conv_layout = conv_layout_from_env();
   o.conv_gemm = conv_gemm_from_env();
+  o.bn_kernels = bn_kernels_from_env();
   return o;
 }
 // nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's

@@ -59,6 +59,7 @@ class CudaBackend : public Backend {
     ctx_.workspace_limit = opt_.workspace_limit;
     ctx_.conv_layout = opt_.conv_layout;
     ctx_.conv_gemm = opt_.conv_gemm;
+    ctx_.bn_kernels = opt_.bn_kernels;
     ctx_.cache = &cache_;
   }
 

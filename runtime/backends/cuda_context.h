@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/backends/backend.h"  // ConvLayout, ConvGemm
+#include "runtime/backends/backend.h"  // ConvLayout, ConvGemm, BnKernels
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -56,6 +56,7 @@ struct CudaContext {
   int64_t workspace_limit = 0;       // most workspace bytes an algorithm choice may need
   ConvLayout conv_layout = ConvLayout::Auto;  // Note [staged NHWC convolutions]
   ConvGemm conv_gemm = ConvGemm::Auto;        // Note [1x1 convolutions as GEMMs]
+  BnKernels bn_kernels = BnKernels::Auto;     // Note [batchnorm on the GPU]
   CudaCache* cache = nullptr;        // per-shape algorithm and descriptor cache
   // Scratch device memory for algorithm search only (never during a step), at least
   // workspace_limit bytes; null when none was provided.

@@ -1,4 +1,4 @@
-// CudaOptions from the environment (backend.h): the convolution layout and GEMM knobs, read in
+// CudaOptions from the environment (backend.h): the convolution and batch-norm knobs, read in
 // every build so that a CPU-only binary rejects a bad value the same way.
 #include <cstdlib>
 #include <string>
@@ -36,6 +36,12 @@ ConvLayout conv_layout_from_env() {
 ConvGemm conv_gemm_from_env() {
   return choice_from_env<ConvGemm>(
       "REMAT_CONV_GEMM", {{"auto", ConvGemm::Auto}, {"off", ConvGemm::Off}, {"on", ConvGemm::On}});
+}
+
+BnKernels bn_kernels_from_env() {
+  return choice_from_env<BnKernels>(
+      "REMAT_BN_KERNELS",
+      {{"auto", BnKernels::Auto}, {"own", BnKernels::Own}, {"cudnn", BnKernels::Cudnn}});
 }
 
 }  // namespace remat

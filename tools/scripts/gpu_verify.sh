@@ -2,7 +2,7 @@
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] [layout] (default: the first five, in that order; steps run in the
+# [gpt2] [bench] [loader] [layout] [bn] (default: the first five, in that order; steps run in the
 # order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
@@ -19,6 +19,9 @@
 #          `profile` in that layout (its cost table shows the conv nodes' times and workspaces);
 #          ResNet-50 also with auto and REMAT_CONV_GEMM=off (1 x 1 convolutions never as cuBLAS
 #          GEMMs: Note [1x1 convolutions as GEMMs]), the runs named *_auto_nogemm;
+#   bn:    ResNet-50 at batch 64 in bf16, keep-everything, for 10 steps with each REMAT_BN_KERNELS
+#          (auto, own, cudnn: Note [batchnorm on the GPU]), each after a `profile` with it (the
+#          batch-norm and bias nodes' times, ours against cuDNN's on every plane size);
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -122,7 +125,15 @@ for step in $steps; do
       REMAT_CONV_GEMM=off run train_resnet50_bf16_auto_nogemm "$build/tools/train" \
           --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --steps 10 \
           --log-every 5 --summary "$out/resnet50_bf16_auto_nogemm.summary.json" ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout)" >&2; exit 2 ;;
+    bn)
+      for k in auto own cudnn; do
+        REMAT_BN_KERNELS=$k run profile_resnet50_bf16_bn_$k "$build/tools/profile" --config configs/resnet50.yaml \
+            --device cuda --batch 64 --precision bf16 --no-cache -o "$out/resnet50_bf16_bn_$k.json"
+        REMAT_BN_KERNELS=$k run train_resnet50_bf16_bn_$k "$build/tools/train" --config configs/resnet50.yaml \
+            --device cuda --batch 64 --precision bf16 --steps 20 --log-every 10 \
+            --summary "$out/resnet50_bf16_bn_$k.summary.json"
+      done ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
