@@ -1,8 +1,10 @@
-// version_text(): the build facts CMake recorded at configure time (tools/version_info.h.in).
+// version_text(): the build facts CMake recorded at configure time (version_info.h.in) and the
+// git revision of the last build (git_revision.h, cmake/git_revision.cmake).
 #include "tools/common/version.h"
 
 #include "runtime/backends/backend.h"
 #include "runtime/backends/cuda_backend.h"
+#include "tools/common/git_revision.h"
 #include "tools/common/version_info.h"
 
 namespace remat {
