@@ -1,7 +1,7 @@
 // CUDA-vs-CPU op harness (ggml's test-backend-ops idea): runs the one-op graph of an OpHarness
 // (forward node + the backward nodes its gradient rule emits) on the CPU backend (the oracle)
 // and on the CUDA backend from the same initial values, and compares every value afterwards
-// with the per-op tolerance table below (the ONE place CUDA tolerances live).
+// with the per-op tolerance table (cuda_tolerance.cpp, the ONE place CUDA tolerances live).
 //
 // What a run does (run_graph): one backend buffer per graph value (raw_alloc); forward inputs
 // and params get the OpHarness's host values (set them through host() first), "dy" gets the
@@ -40,14 +40,14 @@ struct CudaTolerance {
   bool by_magnitude = false;  // abs grows with the reduction (Note [GEMM tolerance])
 };
 
-// THE table of CUDA-vs-CPU tolerances (cuda_op_harness.cpp), keyed by node op name. Throws
+// THE table of CUDA-vs-CPU tolerances (cuda_tolerance.cpp), keyed by node op name. Throws
 // for an op without an entry, so a new op must be given one.
 //   exact:     data movement and elementwise kernels that follow the CPU's rounding
 //              (Note [kernel vs CPU rounding] in kernels/kernels.h);
 //   reduction: sums in a different (tree) order than the CPU: 1e-6 abs, 1e-5 rel;
 //   gemm:      cuDNN / cuBLAS convolutions and GEMMs with TF32 off: derived per element from
 //              the reduction length and the magnitude of the summed terms (Note [GEMM
-//              tolerance] in cuda_op_harness.cpp);
+//              tolerance] in cuda_tolerance.cpp);
 //   batchnorm: cuDNN's statistics and our channel reductions: 1e-5 abs, 1e-4 rel.
 // Note [bf16 CUDA tolerance]: a value whose writer runs in bf16 gets 3u relative more (u = 2^-8):
 // the CPU and the GPU each round an FP32 result to bf16 once, and two FP32 results within the
