@@ -30,7 +30,7 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
-        r = run(bin_dir, "--fractions", "0.3,0.95", "--cap", "8MB", "--json", out)
+        r = run(bin_dir, "--fractions", "0.3,0.95", "--cap", "8MB", "--repeat", "3", "--json", out)
         check(r.returncode == 0, f"bench exit {r.returncode}: {r.stderr[-2000:]}")
         check("small_cnn" in r.stdout and "pytorch eager" in r.stdout, "no table: " + r.stdout)
         if os.path.exists(out):
@@ -41,6 +41,12 @@ def main():
             rows = {(row["memory"].split(" ")[0], row["system"].split("(")[0]): row for row in res["rows"]}
             keep = rows.get(("keep", "remat"), {})
             check(keep.get("samples_per_second", 0) > 0, f"remat keep row: {keep}")
+            # --repeat 3: each keep row is the median of its side's three runs.
+            for side in ("remat", "pytorch eager"):
+                runs = rows.get(("keep", side), {}).get("samples_per_second_runs", [])
+                check(len(runs) == 3 and sorted(runs)[1] == rows[("keep", side)]["samples_per_second"],
+                      f"keep {side}: the median of 3 runs: {runs}")
+            check("median of 3" in r.stdout, "the table names the median: " + r.stdout)
             check(rows.get(("keep", "pytorch eager"), {}).get("samples_per_second", 0) > 0,
                   "pytorch keep row missing")
             tight = rows.get(("30%", "remat checkmate"), {})
@@ -75,6 +81,8 @@ def main():
             check(False, "no JSON written")
         bad = run(bin_dir, "--fractions", "1.5")
         check(bad.returncode == 2, f"--fractions 1.5 exit {bad.returncode}, want 2")
+        bad = run(bin_dir, "--repeat", "0")
+        check(bad.returncode == 2, f"--repeat 0 exit {bad.returncode}, want 2")
     return check.report()
 
 

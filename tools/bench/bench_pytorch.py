@@ -70,6 +70,19 @@ def fmt_bytes(b):
     return f"{b} B"
 
 
+def median_run(runs):
+    """The run with the median samples/s (the lower median for an even count), with every run's
+    rate as `samples_per_second_runs`; a failed run if any failed."""
+    bad = [r for r in runs if r is None or "error" in r]
+    if bad:
+        return bad[0]
+    ordered = sorted(runs, key=lambda r: r["samples_per_second"])
+    mid = dict(ordered[(len(ordered) - 1) // 2])
+    if len(runs) > 1:
+        mid["samples_per_second_runs"] = [r["samples_per_second"] for r in runs]
+    return mid
+
+
 def fmt(v, spec):
     return "-" if v is None else format(v, spec)
 
@@ -326,8 +339,13 @@ class Bench:
             res["pytorch_parameters"] = parameter_count(model)
         del model
 
-        keep = self.remat_train(config, batch)
-        tk = self.torch_run(cfg, config, batch)
+        # Keeping everything, the two sides alternate --repeat times (a busy host or GPU slows
+        # whichever runs beside it); each row is the run with the median rate of its side.
+        keeps, torches = [], []
+        for _ in range(self.a.repeat):
+            keeps.append(self.remat_train(config, batch))
+            torches.append(self.torch_run(cfg, config, batch))
+        keep, tk = median_run(keeps), median_run(torches)
         res["rows"].append(("keep everything", "remat", keep))
         res["rows"].append(("keep everything", "pytorch eager", tk))
         ref = keep.get("measured_peak_bytes")
@@ -430,6 +448,10 @@ class Bench:
             if "strategy" in r and r.get("budget_bytes"):
                 note.append(f"{r['recomputes_per_step']} recomputes, predicted "
                             f"{fmt_bytes(r['predicted_peak_bytes'])}")
+            if len(r.get("samples_per_second_runs", [])) > 1:
+                note.append(f"median of {len(r['samples_per_second_runs'])} "
+                            f"({min(r['samples_per_second_runs']):.1f}-"
+                            f"{max(r['samples_per_second_runs']):.1f})")
             if system.startswith("remat"):
                 base.setdefault(label, ips)
             elif label in base and ips > 0:
@@ -455,6 +477,8 @@ def main():
     p.add_argument("--input", help="per-sample input override, e.g. 3x32x32")
     p.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     p.add_argument("--warmup", type=int, default=3, help="PyTorch warm-up steps")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="keep-everything runs of each side, alternated; the median is shown")
     p.add_argument("--precision", default="tf32,bf16",
                    help="comma-separated, each of fp32, tf32, tf32-all, bf16: one table each")
     p.add_argument("--strategy", default="checkmate", help="remat strategy under a budget")
@@ -475,6 +499,8 @@ def main():
         p.error(f"bad --fractions or --cap: {e}")
     if any(not 0 < f < 1 for f in a.fractions):
         p.error("--fractions must lie between 0 and 1")
+    if a.repeat < 1:
+        p.error("--repeat must be at least 1")
     a.precisions = a.precision.split(",")
     if not a.precisions or any(x not in PRECISIONS for x in a.precisions):
         p.error(f"--precision: each of {', '.join(PRECISIONS)}, comma-separated")
