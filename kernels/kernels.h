@@ -435,5 +435,27 @@ void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q
                         const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads, int64_t t,
                         int64_t d, double scale, bool causal, float rate, uint64_t seed,
                         uint64_t step, uint64_t first, void* workspace, cudaStream_t stream);
+// The same two passes in tiles of 32 rows (attention_tiled.cu, Note [tiled attention kernels]):
+// the same arguments, results within the attention tolerance of the row kernels', the same
+// workspace (attention_backward_workspace_bytes), any t, head sizes d up to 128
+// (attention_tiled_supports; throws above).
+bool attention_tiled_supports(int64_t d);
+void attention_forward_tiled(float* out, const float* q, const float* k, const float* v,
+                             int64_t bh, int64_t t, int64_t d, double scale, bool causal,
+                             float rate, uint64_t seed, uint64_t step, uint64_t first,
+                             cudaStream_t stream);
+void attention_forward_tiled(uint16_t* out, const uint16_t* q, const uint16_t* k,
+                             const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
+                             bool causal, float rate, uint64_t seed, uint64_t step,
+                             uint64_t first, cudaStream_t stream);
+void attention_backward_tiled(float* grads, const float* dout, const float* q, const float* k,
+                              const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
+                              double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                              uint64_t first, void* workspace, cudaStream_t stream);
+void attention_backward_tiled(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
+                              const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
+                              int64_t t, int64_t d, double scale, bool causal, float rate,
+                              uint64_t seed, uint64_t step, uint64_t first, void* workspace,
+                              cudaStream_t stream);
 
 }  // namespace remat

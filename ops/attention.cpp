@@ -233,16 +233,28 @@ void attention_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
+// The tiled kernels where CudaOptions::attention_kernel asks for them and the head size allows
+// (Note [tiled attention kernels]); the row kernels otherwise.
+bool tiled(const ExecContext& ctx, const Dims& m) {
+  return cuda_context(ctx).attention_kernel == AttentionKernel::Tiled &&
+         attention_tiled_supports(m.d);
+}
+
 // F32 or BF16 data, all of one dtype (bf16-native: Note [bf16 launchers] in kernels/kernels.h).
 void attention_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<AttentionAttrs>(*ctx.node);
   const Dims m = dims_of(ctx.inputs[0].shape());
+  const bool tiles = tiled(ctx, m);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    attention_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
-                      storage<T>(ctx.inputs[2]), m.n * m.heads, m.t, m.d, scale_of(a, m.d),
-                      a.causal, static_cast<float>(a.rate), ctx.node->seed,
-                      static_cast<uint64_t>(ctx.step), first_element(ctx, m), cuda_stream(ctx));
+    auto forward = [&](auto... args) {
+      if (tiles) attention_forward_tiled(args...);
+      else attention_forward(args...);
+    };
+    forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
+            storage<T>(ctx.inputs[2]), m.n * m.heads, m.t, m.d, scale_of(a, m.d), a.causal,
+            static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+            first_element(ctx, m), cuda_stream(ctx));
   });
 }
 
@@ -256,13 +268,18 @@ void attention_grad_cuda(const ExecContext& ctx) {
   const Dims m = dims_of(ctx.inputs[1].shape());
   REMAT_CHECK(ctx.workspace_bytes >= attention_grad_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': attention_grad workspace too small");
+  const bool tiles = tiled(ctx, m);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    attention_backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
-                       storage<T>(ctx.inputs[2]), storage<T>(ctx.inputs[3]), m.n, m.heads, m.t,
-                       m.d, scale_of(a, m.d), a.causal, static_cast<float>(a.rate),
-                       ctx.node->seed, static_cast<uint64_t>(ctx.step), first_element(ctx, m),
-                       ctx.workspace, cuda_stream(ctx));
+    auto backward = [&](auto... args) {
+      if (tiles) attention_backward_tiled(args...);
+      else attention_backward(args...);
+    };
+    backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
+             storage<T>(ctx.inputs[2]), storage<T>(ctx.inputs[3]), m.n, m.heads, m.t, m.d,
+             scale_of(a, m.d), a.causal, static_cast<float>(a.rate), ctx.node->seed,
+             static_cast<uint64_t>(ctx.step), first_element(ctx, m), ctx.workspace,
+             cuda_stream(ctx));
   });
 }
 #endif

@@ -85,6 +85,13 @@ TEST(CudaBackend, ConvolutionKnobsFromTheEnvironment) {
   with_env(bn, "cuDNN", [] {
     expect_user_error([] { bn_kernels_from_env(); }, "REMAT_BN_KERNELS=cuDNN: expected auto, own or cudnn");
   });
+  const char* attn = "REMAT_ATTENTION_KERNEL";
+  with_env(attn, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").attention_kernel, AttentionKernel::Rows); });
+  with_env(attn, "tiled", [] { EXPECT_EQ(cuda_precision_options("fp32").attention_kernel, AttentionKernel::Tiled); });
+  with_env(attn, "rows", [] { EXPECT_EQ(attention_kernel_from_env(), AttentionKernel::Rows); });
+  with_env(attn, "flash", [] {
+    expect_user_error([] { attention_kernel_from_env(); }, "REMAT_ATTENTION_KERNEL=flash: expected rows or tiled");
+  });
 }
 
 TEST(CudaBackend, LibraryVersionsReadWithoutDevice) {

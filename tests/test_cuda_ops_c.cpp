@@ -8,6 +8,7 @@
 // rows longer than a block). GPU cases skip without a device.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,27 @@ TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
     expect_matches_cpu(cuda(), registry(),
                        as({"attention", attr_map({{"causal", false}}),
                            {f32({1, 2, 40, 272}), f32({1, 2, 40, 272}), f32({1, 2, 40, 272})}}));
+  }
+}
+
+// The tiled attention kernels (REMAT_ATTENTION_KERNEL=tiled, Note [tiled attention kernels]):
+// sequences that end inside a tile (300, 40, 33, 5 rows), causal with dropout and full, head
+// sizes from 8 to the largest tile (128), fp32 and bf16; a head of 272 falls back to the rows.
+TEST_F(CudaOpsC, TiledAttentionMatchesTheCpu) {
+  CudaOptions o;
+  o.attention_kernel = AttentionKernel::Tiled;
+  std::unique_ptr<Backend> tiled = cuda_backend_with(o);
+  ASSERT_TRUE(tiled);
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16" : "fp32");
+    auto as = [&](OpCase c) { return bf16 ? as_bf16(std::move(c)) : c; };
+    auto qkv = [](const Shape& s) { return std::vector<TensorDesc>{f32(s), f32(s), f32(s)}; };
+    expect_matches_cpu(*tiled, registry(), as({"attention", attr_map({{"dropout", 0.1}}), qkv({2, 3, 300, 64})}));
+    expect_matches_cpu(*tiled, registry(), as({"attention", attr_map({{"causal", false}}), qkv({1, 2, 40, 24})}));
+    expect_matches_cpu(*tiled, registry(), as({"attention", {}, qkv({1, 1, 33, 128})}));
+    expect_matches_cpu(*tiled, registry(),
+                       as({"attention", attr_map({{"causal", false}, {"dropout", 0.3}}), qkv({2, 2, 5, 8})}));
+    expect_matches_cpu(*tiled, registry(), as({"attention", attr_map({{"causal", false}}), qkv({1, 2, 40, 272})}));
   }
 }
 

@@ -133,10 +133,13 @@ bool cuda_backend_built();
 // a forced Nhwc layout), Off never, On wherever the shape allows (tests); bn_kernels picks who
 // runs train-mode batch norm (Note [batchnorm on the GPU] in ops/batchnorm_cuda.cpp): Auto our
 // kernels on planes of 56 x 56 and more and cuDNN below, Own our kernels on every plane, Cudnn
-// cuDNN on every plane (to compare the two on a GPU).
+// cuDNN on every plane (to compare the two on a GPU); attention_kernel picks the fused attention
+// op's kernels (Note [tiled attention kernels] in kernels/attention_tiled.cu): Rows one block per
+// row (verified on an H200), Tiled blocks of 32 rows (head sizes up to 128; rows above).
 enum class ConvLayout { Auto, Nchw, Nhwc };
 enum class ConvGemm { Auto, Off, On };
 enum class BnKernels { Auto, Own, Cudnn };
+enum class AttentionKernel { Rows, Tiled };
 struct CudaOptions {
   bool conv_tf32 = false;
   bool matmul_tf32 = false;
@@ -144,6 +147,7 @@ struct CudaOptions {
   ConvLayout conv_layout = ConvLayout::Auto;
   ConvGemm conv_gemm = ConvGemm::Auto;
   BnKernels bn_kernels = BnKernels::Auto;
+  AttentionKernel attention_kernel = AttentionKernel::Rows;
 };
 // The convolution layout REMAT_CONV_LAYOUT names: unset or "auto", "nchw", "nhwc" (a user
 // error for anything else). Every tool reads it, so a profile and a train run agree.
@@ -152,10 +156,12 @@ ConvLayout conv_layout_from_env();
 ConvGemm conv_gemm_from_env();
 // The same for REMAT_BN_KERNELS: unset or "auto", "own", "cudnn".
 BnKernels bn_kernels_from_env();
+// The same for REMAT_ATTENTION_KERNEL: unset or "rows", "tiled".
+AttentionKernel attention_kernel_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution
-// layout, GEMM and batch-norm choices from REMAT_CONV_LAYOUT, REMAT_CONV_GEMM and
-// REMAT_BN_KERNELS.
+// layout, GEMM, batch-norm and attention choices from REMAT_CONV_LAYOUT, REMAT_CONV_GEMM,
+// REMAT_BN_KERNELS and REMAT_ATTENTION_KERNEL.
 inline CudaOptions cuda_precision_options(const std::string& precision) {
   CudaOptions o;
   o.conv_tf32 = precision != "fp32";
@@ -163,6 +169,7 @@ inline CudaOptions cuda_precision_options(const std::string& precision) {
   o.conv_layout = conv_layout_from_env();
   o.conv_gemm = conv_gemm_from_env();
   o.bn_kernels = bn_kernels_from_env();
+  o.attention_kernel = attention_kernel_from_env();
   return o;
 }
 // nullptr with `why` set when no device is usable (or the build has no CUDA). The backend's

@@ -60,6 +60,7 @@ class CudaBackend : public Backend {
     ctx_.conv_layout = opt_.conv_layout;
     ctx_.conv_gemm = opt_.conv_gemm;
     ctx_.bn_kernels = opt_.bn_kernels;
+    ctx_.attention_kernel = opt_.attention_kernel;
     ctx_.cache = &cache_;
   }
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/backends/backend.h"  // ConvLayout, ConvGemm, BnKernels
+#include "runtime/backends/backend.h"  // ConvLayout, ConvGemm, BnKernels, AttentionKernel
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -57,6 +57,7 @@ struct CudaContext {
   ConvLayout conv_layout = ConvLayout::Auto;  // Note [staged NHWC convolutions]
   ConvGemm conv_gemm = ConvGemm::Auto;        // Note [1x1 convolutions as GEMMs]
   BnKernels bn_kernels = BnKernels::Auto;     // Note [batchnorm on the GPU]
+  AttentionKernel attention_kernel = AttentionKernel::Rows;  // Note [tiled attention kernels]
   CudaCache* cache = nullptr;        // per-shape algorithm and descriptor cache
   // Scratch device memory for algorithm search only (never during a step), at least
   // workspace_limit bytes; null when none was provided.

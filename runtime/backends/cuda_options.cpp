@@ -1,4 +1,4 @@
-// CudaOptions from the environment (backend.h): the convolution and batch-norm knobs, read in
+// CudaOptions from the environment (backend.h): the convolution, batch-norm and attention knobs, read in
 // every build so that a CPU-only binary rejects a bad value the same way.
 #include <cstdlib>
 #include <string>
@@ -42,6 +42,11 @@ BnKernels bn_kernels_from_env() {
   return choice_from_env<BnKernels>(
       "REMAT_BN_KERNELS",
       {{"auto", BnKernels::Auto}, {"own", BnKernels::Own}, {"cudnn", BnKernels::Cudnn}});
+}
+
+AttentionKernel attention_kernel_from_env() {
+  return choice_from_env<AttentionKernel>(
+      "REMAT_ATTENTION_KERNEL", {{"rows", AttentionKernel::Rows}, {"tiled", AttentionKernel::Tiled}});
 }
 
 }  // namespace remat

@@ -11,7 +11,8 @@
 #   gpt2:  GPT-2 124M (T = 1024, batch 8) on the GPU: keep-everything in tf32 and bf16, and bf16
 #          under a 6 GB budget (checkmate, FLOPs costs; keep-everything needs 11.23 GB):
 #          tokens/s = samples/s x 1024 in each run's summary JSON; gpt2_fused (the fused
-#          attention op) in bf16; then `profile` in bf16 (the time op by op, against the step's);
+#          attention op) in bf16, with the row kernels and with REMAT_ATTENTION_KERNEL=tiled;
+#          then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
 #   layout: ResNet-50 and VGG19 at batch 64 in bf16, keep-everything, for 10 steps with each
@@ -93,6 +94,10 @@ for step in $steps; do
       # The fused attention op (configs/gpt2_fused.yaml): no T x T values, its own kernels.
       run train_gpt2_fused_bf16 "$build/tools/train" --config configs/gpt2_fused.yaml --device cuda \
           --precision bf16 --steps 11 --log-every 5 --summary "$out/gpt2_fused_bf16.json"
+      # The same with the tiled attention kernels (Note [tiled attention kernels]).
+      REMAT_ATTENTION_KERNEL=tiled run train_gpt2_fused_bf16_tiled "$build/tools/train" \
+          --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_tiled.json"
       # Where the bf16 step's time goes: each node alone, summed op by op, against 133 ms a step.
       run profile_gpt2_bf16 "$build/tools/profile" --config configs/gpt2.yaml --device cuda \
           --precision bf16 --repeats 5 -o "$out/gpt2_bf16_costs.json" ;;
