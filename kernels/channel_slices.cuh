@@ -42,8 +42,9 @@ inline int64_t splits_for(int64_t n, int64_t c, int64_t plane) {
 // V divides the plane, so all its values share one channel and the walks are those of a
 // tensor of plane / V "values" a pack each. Within a pack the values are taken in ascending
 // order, so a thread still adds its values in ascending order and every sum stays a function of
-// the shapes (and V, itself a function of the shapes and the alignment of the arena's
-// addresses, which the plan fixes): reruns are bit-identical.
+// the shapes and V. V depends on the plane and the pointers' alignment, and every tensor the
+// executor allocates starts on a 256-byte boundary (kAllocAlignment), so a recomputation, at
+// whatever address, takes the same V: reruns are bit-identical.
 template <typename T, int V>
 struct alignas(sizeof(T) * V) Pack {
   T v[V];
