@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(kTileThreads)
                                    uint64_t seed, uint64_t step, uint64_t first) {
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
-  const int64_t tiles = (t + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const TileBlock blk(t);
+  const int64_t tiles = blk.tiles, b = blk.b, i0 = blk.row0;
   const T* qb = q + b * t * d;
   const T* kb = k + b * t * d;
   const T* vb = v + b * t * d;
@@ -70,21 +70,7 @@ __global__ void __launch_bounds__(kTileThreads)
       sm.w[r * kSs + c] = pc;
     }
     __syncthreads();
-#pragma unroll
-    for (int u = 0; u < kPerThread; ++u) {
-      const int o = threadIdx.x + u * kTileThreads;  // r * d + e
-      if (o < kTile * d) {
-        const int r = o / d, e = o - r * d;
-        const int64_t i = i0 + r;
-        // the keys row i sees in this tile, in ascending j (the reference's set and order)
-        int64_t cend = t - j0 < kTile ? t - j0 : kTile;
-        if (causal && i - j0 + 1 < cend) cend = i - j0 + 1;
-        double a = acc[u];
-        for (int c = 0; c < cend; ++c)
-          a = __dadd_rn(a, __dmul_rn(sm.w[r * kSs + c], static_cast<double>(sm.v[c * (d + 1) + e])));
-        acc[u] = a;
-      }
-    }
+    add_key_tile(acc, sm.w, sm.v, d, i0, j0, t, causal);  // o_i += p_ij c_ij v_j
   }
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {

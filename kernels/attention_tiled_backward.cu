@@ -16,8 +16,8 @@ __global__ void __launch_bounds__(kTileThreads)
                               uint64_t step, uint64_t first) {
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
-  const int64_t tiles = (t + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, i0 = (blockIdx.x % tiles) * kTile;
+  const TileBlock blk(t);
+  const int64_t tiles = blk.tiles, b = blk.b, i0 = blk.row0;
   const T* kb = k + b * t * d;
   const T* vb = v + b * t * d;
   const int64_t last = causal ? i0 / kTile : tiles - 1;
@@ -67,20 +67,7 @@ __global__ void __launch_bounds__(kTileThreads)
         sm.s[r * kSs + c] = ds;  // each entry read and written by its own thread
       }
       __syncthreads();
-#pragma unroll
-      for (int u = 0; u < kPerThread; ++u) {
-        const int o = threadIdx.x + u * kTileThreads;
-        if (o < kTile * d) {
-          const int r = o / d, e = o - r * d;
-          const int64_t i = i0 + r;
-          int64_t cend = t - j0 < kTile ? t - j0 : kTile;
-          if (causal && i - j0 + 1 < cend) cend = i - j0 + 1;
-          double a = acc[u];
-          for (int c = 0; c < cend; ++c)
-            a = __dadd_rn(a, __dmul_rn(sm.s[r * kSs + c], static_cast<double>(sm.k[c * (d + 1) + e])));
-          acc[u] = a;
-        }
-      }
+      add_key_tile(acc, sm.s, sm.k, d, i0, j0, t, causal);  // dq_i += dS_ij k_j
     }
     __syncthreads();  // delta complete before sweep 3 reads it
   }
@@ -113,8 +100,8 @@ __global__ void __launch_bounds__(kTileThreads)
                                uint64_t step, uint64_t first) {
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
-  const int64_t tiles = (t + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kTile;
+  const TileBlock blk(t);
+  const int64_t tiles = blk.tiles, b = blk.b, j0 = blk.row0;
   const T* qb = q + b * t * d;
   const T* dob = dout + b * t * d;
   load_tile(sm.k, k + b * t * d, j0, t, d);

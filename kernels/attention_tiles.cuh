@@ -118,6 +118,35 @@ __device__ __forceinline__ double prob_dropped(double dot, double scale, double 
 }
 
 
+// For the outputs o = r * d + e of a query tile this thread owns (o = threadIdx.x + u
+// kTileThreads): acc[u] += sum_c a[r][c] b[c][e] over the keys j = j0 + c that row i = i0 + r
+// sees in this key tile, in ascending j (the reference's set and order). a: a double tile of
+// row stride kSs; b: a float tile of row stride d + 1. The forward's p c v and dq's dS k.
+__device__ __forceinline__ void add_key_tile(double* acc, const double* a, const float* b, int d,
+                                             int64_t i0, int64_t j0, int64_t t, bool causal) {
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int o = threadIdx.x + u * kTileThreads;
+    if (o < kTile * d) {
+      const int r = o / d, e = o - r * d;
+      const int64_t i = i0 + r;
+      int64_t cend = t - j0 < kTile ? t - j0 : kTile;
+      if (causal && i - j0 + 1 < cend) cend = i - j0 + 1;
+      double sum = acc[u];
+      for (int c = 0; c < cend; ++c)
+        sum = __dadd_rn(sum, __dmul_rn(a[r * kSs + c], static_cast<double>(b[c * (d + 1) + e])));
+      acc[u] = sum;
+    }
+  }
+}
+
+// A block's (sample and head) b and the first row of its tile, for a grid of bh * tiles blocks.
+struct TileBlock {
+  int64_t tiles, b, row0;
+  __device__ explicit TileBlock(int64_t t)
+      : tiles((t + kTile - 1) / kTile), b(blockIdx.x / tiles), row0((blockIdx.x % tiles) * kTile) {}
+};
+
 inline void check_tiled_args(int64_t bh, int64_t t, int64_t d, float rate) {
   REMAT_CHECK(bh >= 0 && t >= 0 && d >= 0,
               "attention: negative size (bh " << bh << ", t " << t << ", d " << d << ")");
