@@ -130,7 +130,8 @@ template <typename T>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_forward_kernel(T* out, const T* q, const T* k, const T* v, int64_t bh, int64_t t,
                              int64_t d, double scale, bool causal, float rate, double keep_scale,
-                             uint64_t seed, uint64_t step, uint64_t first) {
+                             uint64_t seed, StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double attn_smem[];
   __shared__ float stage[2 * kAttnChunk];
   __shared__ double red[33];
@@ -170,7 +171,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_rows_kernel(T* grads, double* ws, const T* dout, const T* q, const T* k,
                                    const T* v, int64_t heads, int64_t bh, int64_t t, int64_t d,
                                    double scale, bool causal, float rate, double keep_scale,
-                                   uint64_t seed, uint64_t step, uint64_t first) {
+                                   uint64_t seed, StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double attn_smem[];
   __shared__ float stage[2 * kAttnChunk];
   __shared__ double red[33];
@@ -224,8 +226,9 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_cols_kernel(T* grads, const double* ws, const T* dout, const T* q,
                                    const T* k, const T* v, int64_t heads, int64_t bh, int64_t t,
                                    int64_t d, double scale, bool causal, float rate,
-                                   double keep_scale, uint64_t seed, uint64_t step,
+                                   double keep_scale, uint64_t seed, StepSource step_at,
                                    uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double attn_smem[];
   __shared__ float stage[2 * kAttnChunk];
   double* A = attn_smem;      // [t] by i: q_i . k_j, then dS_ij
@@ -285,7 +288,7 @@ void allow_shared(K* kernel, size_t bytes) {
 template <typename T>
 void attention_forward_impl(T* out, const T* q, const T* k, const T* v, int64_t bh, int64_t t,
                             int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                            uint64_t step, uint64_t first, cudaStream_t stream) {
+                            StepSource step, uint64_t first, cudaStream_t stream) {
   check_attention_args(bh, t, d, rate);
   if (bh == 0 || t == 0 || d == 0) return;
   const size_t smem = static_cast<size_t>(t) * sizeof(double);
@@ -298,7 +301,7 @@ void attention_forward_impl(T* out, const T* q, const T* k, const T* v, int64_t 
 template <typename T>
 void attention_backward_impl(T* grads, const T* dout, const T* q, const T* k, const T* v,
                              int64_t n, int64_t heads, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, uint64_t step,
+                             bool causal, float rate, uint64_t seed, StepSource step,
                              uint64_t first, void* workspace, cudaStream_t stream) {
   REMAT_CHECK(n >= 0 && heads >= 0, "attention: negative size (n " << n << ", heads " << heads
                                                                      << ")");
@@ -326,12 +329,12 @@ void attention_backward_impl(T* grads, const T* dout, const T* q, const T* k, co
 
 void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t bh,
                        int64_t t, int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                       uint64_t step, uint64_t first, cudaStream_t stream) {
+                       StepSource step, uint64_t first, cudaStream_t stream) {
   attention_forward_impl(out, q, k, v, bh, t, d, scale, causal, rate, seed, step, first, stream);
 }
 void attention_forward(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                        int64_t bh, int64_t t, int64_t d, double scale, bool causal, float rate,
-                       uint64_t seed, uint64_t step, uint64_t first, cudaStream_t stream) {
+                       uint64_t seed, StepSource step, uint64_t first, cudaStream_t stream) {
   attention_forward_impl(bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), bh, t, d, scale,
                          causal, rate, seed, step, first, stream);
 }
@@ -342,7 +345,7 @@ int64_t attention_backward_workspace_bytes(int64_t bh, int64_t t) {
 
 void attention_backward(float* grads, const float* dout, const float* q, const float* k,
                         const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                        double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                        double scale, bool causal, float rate, uint64_t seed, StepSource step,
                         uint64_t first, void* workspace, cudaStream_t stream) {
   attention_backward_impl(grads, dout, q, k, v, n, heads, t, d, scale, causal, rate, seed, step,
                           first, workspace, stream);
@@ -350,7 +353,7 @@ void attention_backward(float* grads, const float* dout, const float* q, const f
 void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
                         const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads, int64_t t,
                         int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                        uint64_t step, uint64_t first, void* workspace, cudaStream_t stream) {
+                        StepSource step, uint64_t first, void* workspace, cudaStream_t stream) {
   attention_backward_impl(bf16_ptr(grads), bf16_ptr(dout), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v),
                           n, heads, t, d, scale, causal, rate, seed, step, first, workspace,
                           stream);

@@ -38,7 +38,8 @@ template <typename T>
 __global__ void __launch_bounds__(kTileThreads)
     attention_tiled_forward_kernel(T* out, const T* q, const T* k, const T* v, int64_t t, int d,
                                    double scale, bool causal, float rate, double keep_scale,
-                                   uint64_t seed, uint64_t step, uint64_t first) {
+                                   uint64_t seed, StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
   const TileBlock blk(t);
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
 template <typename T>
 void forward_impl(T* out, const T* q, const T* k, const T* v, int64_t bh, int64_t t, int64_t d,
-                  double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                  double scale, bool causal, float rate, uint64_t seed, StepSource step,
                   uint64_t first, cudaStream_t stream) {
   check_tiled_args(bh, t, d, rate);
   if (bh == 0 || t == 0 || d == 0) return;
@@ -105,13 +106,13 @@ bool attention_tiled_supports(int64_t d) { return d <= kMaxTiledD; }
 
 void attention_forward_tiled(float* out, const float* q, const float* k, const float* v,
                              int64_t bh, int64_t t, int64_t d, double scale, bool causal,
-                             float rate, uint64_t seed, uint64_t step, uint64_t first,
+                             float rate, uint64_t seed, StepSource step, uint64_t first,
                              cudaStream_t stream) {
   forward_impl(out, q, k, v, bh, t, d, scale, causal, rate, seed, step, first, stream);
 }
 void attention_forward_tiled(uint16_t* out, const uint16_t* q, const uint16_t* k,
                              const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, uint64_t step,
+                             bool causal, float rate, uint64_t seed, StepSource step,
                              uint64_t first, cudaStream_t stream) {
   forward_impl(bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), bh, t, d, scale, causal,
                rate, seed, step, first, stream);

@@ -13,7 +13,8 @@ __global__ void __launch_bounds__(kTileThreads)
     attention_tiled_dq_kernel(T* grads, double* ws, const T* dout, const T* q, const T* k,
                               const T* v, int64_t heads, int64_t t, int d, double scale,
                               bool causal, float rate, double keep_scale, uint64_t seed,
-                              uint64_t step, uint64_t first) {
+                              StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
   const TileBlock blk(t);
@@ -97,7 +98,8 @@ __global__ void __launch_bounds__(kTileThreads)
     attention_tiled_dkv_kernel(T* grads, const double* ws, const T* dout, const T* q, const T* k,
                                const T* v, int64_t heads, int64_t t, int d, double scale,
                                bool causal, float rate, double keep_scale, uint64_t seed,
-                               uint64_t step, uint64_t first) {
+                               StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   extern __shared__ double tile_smem[];
   TileSmem sm(tile_smem, d);
   const TileBlock blk(t);
@@ -178,7 +180,7 @@ __global__ void __launch_bounds__(kTileThreads)
 template <typename T>
 void backward_impl(T* grads, const T* dout, const T* q, const T* k, const T* v, int64_t n,
                    int64_t heads, int64_t t, int64_t d, double scale, bool causal, float rate,
-                   uint64_t seed, uint64_t step, uint64_t first, void* workspace,
+                   uint64_t seed, StepSource step, uint64_t first, void* workspace,
                    cudaStream_t stream) {
   REMAT_CHECK(n >= 0 && heads >= 0, "attention: negative size (n " << n << ", heads " << heads
                                                                      << ")");
@@ -207,7 +209,7 @@ void backward_impl(T* grads, const T* dout, const T* q, const T* k, const T* v, 
 
 void attention_backward_tiled(float* grads, const float* dout, const float* q, const float* k,
                               const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                              double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                              double scale, bool causal, float rate, uint64_t seed, StepSource step,
                               uint64_t first, void* workspace, cudaStream_t stream) {
   backward_impl(grads, dout, q, k, v, n, heads, t, d, scale, causal, rate, seed, step, first,
                 workspace, stream);
@@ -215,7 +217,7 @@ void attention_backward_tiled(float* grads, const float* dout, const float* q, c
 void attention_backward_tiled(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
                               const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
                               int64_t t, int64_t d, double scale, bool causal, float rate,
-                              uint64_t seed, uint64_t step, uint64_t first, void* workspace,
+                              uint64_t seed, StepSource step, uint64_t first, void* workspace,
                               cudaStream_t stream) {
   backward_impl(bf16_ptr(grads), bf16_ptr(dout), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), n, heads,
                 t, d, scale, causal, rate, seed, step, first, workspace, stream);

@@ -22,7 +22,8 @@ __device__ __forceinline__ float dropout_one(float x, uint64_t e, float rate, fl
 
 template <typename T>
 __global__ void dropout_kernel(T* out, const T* inp, int64_t begin, int64_t n, float rate,
-                               float scale, uint64_t seed, uint64_t step, uint64_t first) {
+                               float scale, uint64_t seed, StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   for (int64_t e = begin + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
        e += int64_t{gridDim.x} * blockDim.x)
     out[e] = st<T>(dropout_one(ld(inp[e]), first + static_cast<uint64_t>(e), rate, scale, seed,
@@ -49,7 +50,8 @@ __device__ __forceinline__ Bf16x8 dropout_pack(Bf16x8 v, uint64_t e, float rate,
 // P: float4 (kLanes 4) or Bf16x8 (kLanes 8); nv packs.
 template <typename P, int kLanes>
 __global__ void dropout_kernel_vec(P* out, const P* inp, int64_t nv, float rate, float scale,
-                                   uint64_t seed, uint64_t step, uint64_t first) {
+                                   uint64_t seed, StepSource step_at, uint64_t first) {
+  const uint64_t step = step_at.get();  // Note [step source]
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nv;
        i += int64_t{gridDim.x} * blockDim.x) {
     const P v = inp[i];
@@ -60,7 +62,7 @@ __global__ void dropout_kernel_vec(P* out, const P* inp, int64_t nv, float rate,
 
 // T: float or __nv_bfloat16; P: its 16-byte pack of kLanes values.
 template <typename T, typename P, int kLanes>
-void dropout_apply(T* out, const T* inp, int64_t n, float rate, uint64_t seed, uint64_t step,
+void dropout_apply(T* out, const T* inp, int64_t n, float rate, uint64_t seed, StepSource step,
                    uint64_t first, cudaStream_t stream) {
   static_assert(sizeof(P) == 16 && kLanes * sizeof(T) == 16, "a pack is 16 bytes of T");
   REMAT_CHECK(rate >= 0.0f && rate < 1.0f, "dropout: rate " << rate << " outside [0, 1)");
@@ -89,21 +91,21 @@ void dropout_apply(T* out, const T* inp, int64_t n, float rate, uint64_t seed, u
 }  // namespace
 
 void dropout_forward(float* out, const float* inp, int64_t n, float rate, uint64_t seed,
-                     uint64_t step, uint64_t first, cudaStream_t stream) {
+                     StepSource step, uint64_t first, cudaStream_t stream) {
   dropout_apply<float, float4, 4>(out, inp, n, rate, seed, step, first, stream);
 }
 void dropout_forward(uint16_t* out, const uint16_t* inp, int64_t n, float rate, uint64_t seed,
-                     uint64_t step, uint64_t first, cudaStream_t stream) {
+                     StepSource step, uint64_t first, cudaStream_t stream) {
   dropout_apply<__nv_bfloat16, Bf16x8, 8>(bf16_ptr(out), bf16_ptr(inp), n, rate, seed, step,
                                           first, stream);
 }
 
 void dropout_backward(float* dinp, const float* dout, int64_t n, float rate, uint64_t seed,
-                      uint64_t step, uint64_t first, cudaStream_t stream) {
+                      StepSource step, uint64_t first, cudaStream_t stream) {
   dropout_apply<float, float4, 4>(dinp, dout, n, rate, seed, step, first, stream);
 }
 void dropout_backward(uint16_t* dinp, const uint16_t* dout, int64_t n, float rate, uint64_t seed,
-                      uint64_t step, uint64_t first, cudaStream_t stream) {
+                      StepSource step, uint64_t first, cudaStream_t stream) {
   dropout_apply<__nv_bfloat16, Bf16x8, 8>(bf16_ptr(dinp), bf16_ptr(dout), n, rate, seed, step,
                                           first, stream);
 }

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/adam_step.h"
+#include "kernels/rng.h"  // StepSource
 
 namespace remat {
 
@@ -164,13 +165,13 @@ void pool_avg_backward(uint16_t* dinp, const uint16_t* dout, const PoolWindow& g
 // global batch). The backward is the same map applied to dout. out may equal inp. The bf16
 // overloads draw the same mask and round each kept inp[e] * scale (an FP32 product) once.
 void dropout_forward(float* out, const float* inp, int64_t n, float rate, uint64_t seed,
-                     uint64_t step, uint64_t first, cudaStream_t stream);
+                     StepSource step, uint64_t first, cudaStream_t stream);
 void dropout_backward(float* dinp, const float* dout, int64_t n, float rate, uint64_t seed,
-                      uint64_t step, uint64_t first, cudaStream_t stream);
+                      StepSource step, uint64_t first, cudaStream_t stream);
 void dropout_forward(uint16_t* out, const uint16_t* inp, int64_t n, float rate, uint64_t seed,
-                     uint64_t step, uint64_t first, cudaStream_t stream);
+                     StepSource step, uint64_t first, cudaStream_t stream);
 void dropout_backward(uint16_t* dinp, const uint16_t* dout, int64_t n, float rate, uint64_t seed,
-                      uint64_t step, uint64_t first, cudaStream_t stream);
+                      StepSource step, uint64_t first, cudaStream_t stream);
 
 // Note [bf16 launchers]
 // The launchers of the sections below (softmax cross-entropy, transformer layers but the token
@@ -418,10 +419,10 @@ void clip_grad_norm(float* const* grads, const int64_t* sizes, int k, double max
 // Deterministic (no atomics); Note [attention kernels] in attention.cu for the launch layout.
 void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t bh,
                        int64_t t, int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                       uint64_t step, uint64_t first, cudaStream_t stream);
+                       StepSource step, uint64_t first, cudaStream_t stream);
 void attention_forward(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                        int64_t bh, int64_t t, int64_t d, double scale, bool causal, float rate,
-                       uint64_t seed, uint64_t step, uint64_t first, cudaStream_t stream);
+                       uint64_t seed, StepSource step, uint64_t first, cudaStream_t stream);
 // Workspace of attention_backward: 3 * bh * t doubles (row statistics m, l, delta).
 int64_t attention_backward_workspace_bytes(int64_t bh, int64_t t);
 // grads: [N, 3 * heads, t, d]: for sample n and head h (b = n * heads + h), dq at channel h,
@@ -429,12 +430,12 @@ int64_t attention_backward_workspace_bytes(int64_t bh, int64_t t);
 // The same dropout masks as the forward (same seed, step, first).
 void attention_backward(float* grads, const float* dout, const float* q, const float* k,
                         const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                        double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                        double scale, bool causal, float rate, uint64_t seed, StepSource step,
                         uint64_t first, void* workspace, cudaStream_t stream);
 void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
                         const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads, int64_t t,
                         int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                        uint64_t step, uint64_t first, void* workspace, cudaStream_t stream);
+                        StepSource step, uint64_t first, void* workspace, cudaStream_t stream);
 // The same two passes in tiles of 32 rows (attention_tiled.cu, Note [tiled attention kernels]):
 // the same arguments, results within the attention tolerance of the row kernels', the same
 // workspace (attention_backward_workspace_bytes), any t, head sizes d up to 128
@@ -442,20 +443,20 @@ void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q
 bool attention_tiled_supports(int64_t d);
 void attention_forward_tiled(float* out, const float* q, const float* k, const float* v,
                              int64_t bh, int64_t t, int64_t d, double scale, bool causal,
-                             float rate, uint64_t seed, uint64_t step, uint64_t first,
+                             float rate, uint64_t seed, StepSource step, uint64_t first,
                              cudaStream_t stream);
 void attention_forward_tiled(uint16_t* out, const uint16_t* q, const uint16_t* k,
                              const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, uint64_t step,
+                             bool causal, float rate, uint64_t seed, StepSource step,
                              uint64_t first, cudaStream_t stream);
 void attention_backward_tiled(float* grads, const float* dout, const float* q, const float* k,
                               const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                              double scale, bool causal, float rate, uint64_t seed, uint64_t step,
+                              double scale, bool causal, float rate, uint64_t seed, StepSource step,
                               uint64_t first, void* workspace, cudaStream_t stream);
 void attention_backward_tiled(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
                               const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
                               int64_t t, int64_t d, double scale, bool causal, float rate,
-                              uint64_t seed, uint64_t step, uint64_t first, void* workspace,
+                              uint64_t seed, StepSource step, uint64_t first, void* workspace,
                               cudaStream_t stream);
 
 }  // namespace remat

@@ -13,6 +13,20 @@
 
 namespace remat {
 
+// Note [step source]
+// The step a dropout mask is drawn for. Launched eagerly, a kernel takes it by value; inside a
+// captured CUDA graph (Note [step graphs] in runtime/backends/backend.h) the launch is replayed
+// every step with the arguments of the capture, so the kernel reads the step from `device`,
+// which the backend rewrites before each replay. Each kernel reads it once, first.
+struct StepSource {
+  constexpr StepSource(uint64_t v = 0, const uint64_t* d = nullptr) : value(v), device(d) {}
+  uint64_t value;
+  const uint64_t* device;  // when set, the step is *device
+#ifdef __CUDACC__
+  __device__ __forceinline__ uint64_t get() const { return device ? *device : value; }
+#endif
+};
+
 // SplitMix64's finaliser: a bijection on 64 bits with full avalanche.
 REMAT_RNG_FN uint64_t rng_mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

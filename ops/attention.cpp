@@ -253,7 +253,7 @@ void attention_cuda(const ExecContext& ctx) {
     };
     forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
             storage<T>(ctx.inputs[2]), m.n * m.heads, m.t, m.d, scale_of(a, m.d), a.causal,
-            static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+            static_cast<float>(a.rate), ctx.node->seed, step_source(ctx),
             first_element(ctx, m), cuda_stream(ctx));
   });
 }
@@ -278,7 +278,7 @@ void attention_grad_cuda(const ExecContext& ctx) {
     backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
              storage<T>(ctx.inputs[2]), storage<T>(ctx.inputs[3]), m.n, m.heads, m.t, m.d,
              scale_of(a, m.d), a.causal, static_cast<float>(a.rate), ctx.node->seed,
-             static_cast<uint64_t>(ctx.step), first_element(ctx, m), ctx.workspace,
+             step_source(ctx), first_element(ctx, m), ctx.workspace,
              cuda_stream(ctx));
   });
 }

@@ -75,7 +75,7 @@ void dropout_cuda(const ExecContext& ctx) {
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     dropout_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), ctx.output.numel(),
-                    static_cast<float>(a.rate), ctx.node->seed, static_cast<uint64_t>(ctx.step),
+                    static_cast<float>(a.rate), ctx.node->seed, step_source(ctx),
                     first_element(ctx), cuda_stream(ctx));
   });
 }

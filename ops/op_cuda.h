@@ -21,6 +21,13 @@ inline CudaContext& cuda_context(const ExecContext& ctx) {
 
 inline cudaStream_t cuda_stream(const ExecContext& ctx) { return cuda_context(ctx).stream; }
 
+// The step ctx runs for, as a kernel reads it (Note [step source] in kernels/rng.h): by value
+// when launched eagerly, from the backend's device copy while a CUDA graph is being captured.
+inline StepSource step_source(const ExecContext& ctx) {
+  const CudaContext& cc = cuda_context(ctx);
+  return StepSource{static_cast<uint64_t>(ctx.step), cc.capturing ? cc.step_device : nullptr};
+}
+
 }  // namespace remat
 
 #endif  // REMAT_HAVE_CUDA

@@ -201,8 +201,11 @@ int64_t xent_cuda_workspace(const ExecContext& ctx) {
 }
 
 // inputs [logits, labels] -> [1]. Reads the kernel's label check back (one stream sync per
-// loss evaluation) so a bad label fails like on the CPU, naming the sample. F32 or BF16 logits
-// (bf16-native: Note [bf16 launchers] in kernels/kernels.h); the loss is F32 either way.
+// loss evaluation) so a bad label fails like on the CPU, naming the sample. Not while a CUDA
+// graph is captured (Note [step graphs]): a bad label then makes its gradient NaN, the finite
+// check (which graphs require) stops the step, and its eager re-run names the sample here.
+// F32 or BF16 logits (bf16-native: Note [bf16 launchers] in kernels/kernels.h); the loss is F32
+// either way.
 void xent_cuda(const ExecContext& ctx) {
   const XentDims d = xent_dims(ctx.inputs[0].shape());
   REMAT_CHECK(ctx.workspace != nullptr && ctx.workspace_bytes >= xent_cuda_workspace(ctx),
@@ -215,6 +218,7 @@ void xent_cuda(const ExecContext& ctx) {
     softmax_xent_forward(ctx.output.f32(), ctx.workspace, storage<T>(ctx.inputs[0]), labels,
                          d.outer, d.k, d.inner, ignore_of(ctx), stream);
   });
+  if (cuda_context(ctx).capturing) return;
   int32_t bad = 0;
   const uint64_t s = softmax_xent_read_error(ctx.workspace, labels, &bad, stream);
   if (s != ~uint64_t{0}) {

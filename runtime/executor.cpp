@@ -108,7 +108,12 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
                  node.kind == NodeKind::Update ? kRangeUpdate
                  : recompute                   ? kRangeRecompute
                                                : kRangeCompute);
-  be_.run(op, ctx);
+  try {
+    be_.run(op, ctx);
+  } catch (...) {  // a failed recording (Note [step graphs]) runs the step again
+    be_.range_pop();
+    throw;
+  }
   be_.range_pop();
   if (ws) release(ws);
 }
@@ -206,7 +211,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
     be_.copy_from_host(ptr_[static_cast<size_t>(g_.label)],
                        reinterpret_cast<const char*>(labels) + micro_ * label_bytes, label_bytes);
     if (sync_ && last_micro_batch()) sync_->begin_step();
-    run_plan_steps(plan, step, trace, &r, /*scan=*/false);
+    run_plan(plan, step, trace, &r);
     if (sync_ && last_micro_batch()) {
       const double start = trace ? step_elapsed_us() : 0;
       sync_->finish_gradients();

@@ -73,6 +73,9 @@ struct ExecutorOptions {
   // Note [borrowed memory]: the executor whose persistent values and memory this one uses
   // (memory mode and budget are then that executor's).
   Executor* borrow = nullptr;
+  // Note [step graphs] (runtime/backends/backend.h): replay a record of the plan's walk with one
+  // launch, where the backend can record and the step allows it (graph_note() says why not).
+  bool step_graphs = true;
 };
 
 struct StepResult {
@@ -90,6 +93,9 @@ struct StepResult {
   // Data parallel: host seconds spent waiting for gradient collectives (not hidden behind the
   // backward pass).
   double comm_wait_seconds = 0;
+  // Note [step graphs]: the plan ran as one replayed record (the counts and peak above are the
+  // recorded step's, which ran the same plan).
+  bool replayed = false;
 };
 
 // Workspace bytes `be` needs to run node `n` of `g` (no memory needed: shapes only).
@@ -146,6 +152,8 @@ class Executor {
   void read_region(int64_t offset, int64_t bytes, void* host) const;
   void write_region(int64_t offset, int64_t bytes, const void* host);
   const PersistentLayout& layout() const { return layout_; }
+  // Note [step graphs]: how the last step ran its plan ("off: <why>", or the record it replays).
+  const std::string& graph_note() const { return graph_.note; }
 
   const Graph& graph() const { return g_; }
   MemoryMode memory_mode() const { return opt_.memory; }
@@ -164,6 +172,11 @@ class Executor {
   // not finite and returns its plan step index (-1: none); every activation is released then.
   int run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWriter* trace, StepResult* r,
                      bool scan);
+  // The plan's steps for one micro-batch: replayed, recorded or eager (executor_graph.cpp).
+  void run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* trace, StepResult* r);
+  // Why this step must run eagerly ("" when it may replay a record).
+  std::string graph_blocker(const TraceWriter* trace) const;
+  void drop_step_graph();
   // Note [finite check]: the first non-finite loss or parameter gradient of `step`, located.
   void check_finite(const ExecutionPlan& plan, int64_t step);
   bool value_finite(ValueId v);
@@ -201,6 +214,16 @@ class Executor {
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
+  // Note [step graphs]: the record of the plan `steps`, once its first step ran eagerly.
+  struct StepGraph {
+    std::vector<PlanStep> steps;
+    int eager_runs = 0;
+    int id = -1;                // the backend's record, -1 while none
+    StepResult recorded;        // the recorded step's counts and peak
+    std::string failure;        // why recording failed (the plan then runs eagerly)
+    std::string note;           // graph_note()
+  };
+  StepGraph graph_;
   std::chrono::steady_clock::time_point step_t0_;  // start of the running step (traces)
   double step_elapsed_us() const;                   // microseconds since step_t0_
 };

@@ -65,6 +65,7 @@ void Executor::allocate_persistent() {
 Executor::~Executor() { release_all(); }
 
 void Executor::release_all() {
+  drop_step_graph();
   sync_.reset();
   be_.host_free(loss_host_);
   loss_host_ = nullptr;

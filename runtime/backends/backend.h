@@ -97,6 +97,37 @@ class Backend {
   // runs the kernels, on CUDA; null on the CPU). The backend keeps ownership.
   virtual void* device_context() { return nullptr; }
 
+  // Note [step graphs]
+  // In arena mode a plan launches the same kernels on the same addresses every step, so a
+  // backend that can record launches replays a plan's whole compute and free walk with one
+  // launch (CUDA graphs). The executor (runtime/executor_graph.cpp) runs a plan eagerly once
+  // (algorithm choices and lazy set-up happen there), records it at its next step and replays
+  // that record from then on; a new plan is recorded anew. What may change between steps
+  // cannot be baked into the record: the input batch is uploaded before the replay, the
+  // optimizer updates and the finite check run eagerly after it, and a kernel that depends on
+  // the step reads it from the backend's device copy (Note [step source] in kernels/rng.h).
+  // Only the host's bookkeeping is skipped on a replay: the memory counters and the step's
+  // compute counts are those of the recorded step, which ran the same plan.
+  //
+  // begin_capture: later calls are recorded, not run; false when this backend cannot record
+  // (the CPU backend runs every call at once).
+  virtual bool begin_capture() { return false; }
+  // Stops recording: a handle >= 0 with `launches` set to the operations recorded, or -1 with
+  // `why` set when the record cannot be replayed (none of it ran).
+  virtual int end_capture(std::string* why, int64_t* launches) {
+    (void)launches;
+    *why = "backend " + name() + " does not record launches";
+    return -1;
+  }
+  // After a call failed while recording: stops and discards the record.
+  virtual void abort_capture() {}
+  // Runs record `graph` for 0-based training step `step` (asynchronously, like run()).
+  virtual void replay(int graph, int64_t step) {
+    (void)step;
+    REMAT_FAIL("backend " << name() << " has no record " << graph << " to replay");
+  }
+  virtual void drop_graph(int graph) { (void)graph; }
+
   // Planning is over: release memory only setup needed (the CUDA backend's algorithm-search
   // scratch), so that training uses nothing outside the budget's pool.
   virtual void end_setup() {}

@@ -5,7 +5,8 @@
 // Besides the pool the backend may hold one algorithm-search scratch buffer of
 // workspace_limit bytes (Note [search scratch]); cuDNN and cuBLAS keep their own small
 // internal buffers. Neither counts against the budget. all_finite's flag is 4 bytes of mapped
-// pinned host memory.
+// pinned host memory; the device copy of the step that captured kernels read (Note [step
+// graphs] in backend.h) is 8 bytes of device memory outside the budget.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -19,6 +20,7 @@
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
 #include "runtime/backends/cuda_context.h"
+#include "runtime/backends/cuda_graphs.h"
 
 namespace remat {
 
@@ -288,6 +290,18 @@ class CudaBackend : public Backend {
     REMAT_FAIL(e);
   }
 
+  bool begin_capture() override {
+    report_deferred_error();
+    graphs_.begin(ctx_);
+    return true;
+  }
+  int end_capture(std::string* why, int64_t* launches) override {
+    return graphs_.end(ctx_, why, launches);
+  }
+  void abort_capture() override { graphs_.abort(ctx_); }
+  void replay(int graph, int64_t step) override { graphs_.replay(ctx_, graph, step); }
+  void drop_graph(int graph) override { graphs_.drop(graph); }
+
   void end_setup() override {
     scratch_tried_ = true;  // later shapes (none expected) fall back to cuDNN's own Find
     if (ctx_.search_scratch) release_search_scratch();
@@ -314,6 +328,7 @@ class CudaBackend : public Backend {
   std::string name_;
   CudaCache cache_;
   CudaContext ctx_;
+  CudaGraphs graphs_;  // destroyed after the destructor has synchronised the stream
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   bool scratch_tried_ = false;
   std::string deferred_error_;

@@ -62,6 +62,12 @@ struct CudaContext {
   // Scratch device memory for algorithm search only (never during a step), at least
   // workspace_limit bytes; null when none was provided.
   void* search_scratch = nullptr;
+  // Note [step graphs] in runtime/backends/backend.h: true while the backend captures the
+  // stream into a CUDA graph. Ops then enqueue nothing that waits for the host (no
+  // synchronisation, no read-back) and take the step from step_device (8 bytes the backend
+  // owns and rewrites before each replay; Note [step source] in kernels/rng.h).
+  bool capturing = false;
+  const uint64_t* step_device = nullptr;
 };
 
 }  // namespace remat

@@ -85,6 +85,9 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
       .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
       .add("no-check-finite", "",
            "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
+      .add("no-cuda-graph", "",
+           "launch every kernel of every step (default on a GPU: from the second step of a plan "
+           "on, its forward and backward replay as one CUDA graph)")
       .add("data-threads", "N", "image decode threads (default: the cores but one)")
       .add("skip-bad-samples", "", "replace an unreadable image or label map by the next sample "
                                    "(a warning and a count) instead of stopping")
@@ -144,6 +147,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
   opt.overrides = f.positional();
   opt.check_finite = !f.has("no-check-finite");
+  opt.cuda_graph = !f.has("no-cuda-graph");
   if (f.has("data-threads")) opt.data_threads = static_cast<int>(f.get_int("data-threads", 1, 1024));
   opt.skip_bad_samples = f.has("skip-bad-samples");
   if (f.has("eval-every")) opt.eval_every = f.get_int("eval-every", 1, 100000000);

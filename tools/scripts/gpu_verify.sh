@@ -2,8 +2,8 @@
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] [layout] [bn] (default: the first five, in that order; steps run in the
-# order given).
+# [gpt2] [bench] [loader] [layout] [bn] [graphs] (default: the first five, in that order; steps
+# run in the order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
@@ -23,6 +23,10 @@
 #   bn:    ResNet-50 at batch 64 in bf16, keep-everything, for 10 steps with each REMAT_BN_KERNELS
 #          (auto, own, cudnn: Note [batchnorm on the GPU]), each after a `profile` with it (the
 #          batch-norm and bias nodes' times, ours against cuDNN's on every plane size);
+#   graphs: Note [step graphs]: ResNet-50 b64 bf16 keep-everything, GPT-2 bf16 keep-everything and
+#          under 6 GB, and gpt2_fused bf16 with the tiled kernels, each with its plan replayed as
+#          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
+#          losses (equal when the replay is right) in each run's summary JSON;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -138,7 +142,23 @@ for step in $steps; do
             --device cuda --batch 64 --precision bf16 --steps 20 --log-every 10 \
             --summary "$out/resnet50_bf16_bn_$k.summary.json"
       done ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn)" >&2; exit 2 ;;
+    graphs)
+      for mode in graph nograph; do
+        flag=()
+        [ $mode = nograph ] && flag=(--no-cuda-graph)
+        run train_resnet50_bf16_$mode "$build/tools/train" --config configs/resnet50.yaml --device cuda \
+            --batch 64 --precision bf16 --steps 20 --log-every 10 "${flag[@]}" \
+            --summary "$out/resnet50_bf16_$mode.json"
+        run train_gpt2_bf16_$mode "$build/tools/train" --config configs/gpt2.yaml --device cuda \
+            --precision bf16 --steps 11 --log-every 5 "${flag[@]}" --summary "$out/gpt2_bf16_$mode.json"
+        run train_gpt2_bf16_6GB_$mode "$build/tools/train" --config configs/gpt2.yaml --device cuda \
+            --precision bf16 --budget 6GB --strategy checkmate --time-limit 30 --steps 11 --log-every 5 \
+            "${flag[@]}" --summary "$out/gpt2_bf16_6GB_$mode.json"
+        REMAT_ATTENTION_KERNEL=tiled run train_gpt2_fused_bf16_tiled_$mode "$build/tools/train" \
+            --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
+            "${flag[@]}" --summary "$out/gpt2_fused_bf16_tiled_$mode.json"
+      done ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).

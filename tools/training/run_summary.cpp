@@ -52,6 +52,7 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
   j["last_loss"] = sum.last_loss;
   j["data_wait_ms_per_step"] = sum.data_wait_ms;
   j["skipped_samples"] = sum.skipped_samples;
+  j["step_graph"] = sum.step_graph;
   if (sum.val) {  // the last validation
     const nlohmann::ordered_json v = nlohmann::ordered_json::parse("{" + sum.val->json_fields() + "}");
     for (auto it = v.begin(); it != v.end(); ++it) j[it.key()] = it.value();

@@ -267,6 +267,11 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     sum.reserved_peak_bytes = std::max(sum.reserved_peak_bytes, r.reserved_peak_bytes);
     sum.recomputes_per_step = r.recomputes;
     sum.fragmentation = std::max(sum.fragmentation, r.fragmentation);
+    if (sum.step_graph != ex.graph_note() && opt.device != "cpu" && writer) {
+      log.end_line();  // Note [step graphs]: what the GPU does with the plan, when it changes
+      std::printf("cuda graph: %s\n", ex.graph_note().c_str());
+    }
+    sum.step_graph = ex.graph_note();
     if (step > first_step) {
       timed_seconds += r.seconds, timed_samples += global_batch;
       comm_seconds += r.comm_wait_seconds;

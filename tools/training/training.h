@@ -45,6 +45,7 @@ struct TrainOptions {
   // tf32 for fp32 configs). bf16 stores activations in bfloat16; the others choose the GPU math.
   std::string precision;
   bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
+  bool cuda_graph = true;          // replay the plan as a CUDA graph (Note [step graphs])
   // Data: decode threads of image sources (0: the cores left over), replacing unreadable samples
   // instead of stopping (models/data.h LoaderOptions).
   int data_threads = 0;
@@ -80,6 +81,7 @@ struct TrainSummary {
   std::optional<EvalMetrics> val;
   double data_wait_ms = 0;         // mean ms the steps after the first waited for their batch
   int64_t skipped_samples = 0;     // unreadable samples replaced (--skip-bad-samples)
+  std::string step_graph;          // how the last step ran its plan (Executor::graph_note)
   // Side outputs that failed (Note [side outputs] in train_log.h): why, one line each.
   std::vector<std::string> side_output_failures;
 };

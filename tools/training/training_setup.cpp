@@ -68,6 +68,7 @@ std::unique_ptr<Executor> executor_with_plan(const Graph& g, const OpRegistry& o
   decide();
   be.end_setup();
   eo.check_finite = opt.check_finite;
+  eo.step_graphs = opt.cuda_graph;
   if (opt.plan.budget) {
     eo.memory = memory_mode_from_name(opt.memory);
     eo.budget = *opt.plan.budget;
