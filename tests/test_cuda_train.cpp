@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 
 #include "tests/source_dir.h"
 #include "runtime/core/check.h"
@@ -103,64 +101,18 @@ TEST(CudaTrain, SmallCnnAccumulatesAsOnTheCpu) {
 
 // Batch norm, dropout and Adam; and GPT-2 in miniature with the fused attention op and dropout
 // in both (the step each mask is drawn for comes from the device: Note [step source]).
-const char* kBnDropout = R"(name: bn_dropout
-input: [3, 16, 16]
-classes: 4
-batch: 8
-seed: 3
-optimizer: {op: adam, lr: 0.01}
-layers:
-  - {name: c1, op: conv2d, filters: 16, kernel: 3, padding: 1}
-  - {name: bn1, op: batchnorm}
-  - {name: r1, op: relu}
-  - {name: d1, op: dropout, rate: 0.3}
-  - {name: c2, op: conv2d, filters: 16, kernel: 3, padding: 1}
-  - {name: bn2, op: batchnorm}
-  - {name: r2, op: relu}
-  - {name: d2, op: dropout, rate: 0.3}
-  - {name: gap, op: global_avgpool}
-  - {name: fc, op: dense, units: 4}
-)";
-const char* kTinyFused = R"(name: tiny_fused
-sequence: 32
-vocab: 256
-batch: 4
-seed: 1
-optimizer: {op: adamw, lr: 0.003, warmup_steps: 2, clip_norm: 1.0}
-data: {source: synthetic, seed: 7}
-layers:
-  - {name: wte, op: embedding, vocab: 256, dim: 64}
-  - {name: wpe, op: position_embedding, max_len: 32}
-  - {name: drop, op: dropout, rate: 0.1}
-  - {name: ln_1, op: layernorm}
-  - {name: q, op: linear, units: 64}
-  - {name: k, op: linear, units: 64, inputs: ln_1}
-  - {name: v, op: linear, units: 64, inputs: ln_1}
-  - {name: q_heads, op: split_heads, heads: 4, inputs: q}
-  - {name: k_heads, op: split_heads, heads: 4, inputs: k}
-  - {name: v_heads, op: split_heads, heads: 4, inputs: v}
-  - {name: attended, op: attention, inputs: [q_heads, k_heads, v_heads], causal: true, dropout: 0.1}
-  - {name: merged, op: merge_heads}
-  - {name: proj, op: linear, units: 64}
-  - {name: res, op: add, inputs: [drop, proj]}
-  - {name: ln_f, op: layernorm}
-  - {name: lm_head, op: linear, units: 256, bias: false, share: {weight: wte.weight}}
-)";
-
-std::string write_config(const std::string& name, const char* yaml) {
-  const std::string path = ::testing::TempDir() + name + ".yaml";
-  std::ofstream(path) << yaml;
-  return path;
+std::string test_config(const std::string& name) {
+  return test_source_dir() + "/tests/data/" + name + ".yaml";
 }
 
 TEST(CudaTrain, ReplayedGraphsTrainAsEagerLaunches) {
   std::string why;
   if (!cuda_device_available(&why)) GTEST_SKIP() << why;
-  for (const auto& [name, yaml] : {std::pair{"bn_dropout", kBnDropout}, {"tiny_fused", kTinyFused}}) {
+  for (const char* name : {"bn_dropout", "tiny_fused"}) {
     for (bool budget : {false, true}) {
       SCOPED_TRACE(std::string(name) + (budget ? " under a budget" : " keeping everything"));
       TrainOptions o;
-      o.config = write_config(name, yaml);
+      o.config = test_config(name);
       o.device = "cuda";
       o.steps = 8;
       o.log_every = 100;
@@ -193,7 +145,7 @@ TEST(CudaTrain, ABadLabelUnderGraphsIsNamed) {
   std::unique_ptr<Backend> be = make_cuda_backend(0, &why);
   ASSERT_TRUE(be) << why;
   const OpRegistry ops = make_builtin_registry();
-  const ModelConfig cfg = parse_model_config(kBnDropout, "bn_dropout.yaml");
+  const ModelConfig cfg = load_model_config(test_config("bn_dropout"));
   const Graph g = make_training_graph(build_forward_graph(cfg, ops, {}), ops, cfg.optimizer.op,
                                       cfg.optimizer.attrs);
   const ExecutionPlan plan =
@@ -204,12 +156,12 @@ TEST(CudaTrain, ABadLabelUnderGraphsIsNamed) {
   std::vector<int32_t> y(static_cast<size_t>(g.value(g.label).desc.numel()), 1);
   for (int64_t s = 0; s < 3; ++s) ex.run_step(plan, x.data(), y.data(), s);
   EXPECT_NE(ex.graph_note().find("recorded as"), std::string::npos) << ex.graph_note();
-  y[5] = 7;
+  y[2] = 7;
   try {
     ex.run_step(plan, x.data(), y.data(), 3);
     FAIL() << "a label outside [0, 4) trained";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("label 7 of sample 5 is outside [0, 4)"),
+    EXPECT_NE(std::string(e.what()).find("label 7 of sample 2 is outside [0, 4)"),
               std::string::npos)
         << e.what();
   }

@@ -228,6 +228,8 @@ void check_replay_matches_eager(Model& m, const std::string& strategy, int steps
   }
 }
 
+std::string bn_dropout_path() { return test_source_dir() + "/tests/data/bn_dropout.yaml"; }
+
 BuildOptions small(int64_t batch, DType precision = DType::F32) {
   BuildOptions bo;
   bo.batch = batch;
@@ -235,28 +237,8 @@ BuildOptions small(int64_t batch, DType precision = DType::F32) {
   return bo;
 }
 
-const char* kBnDropout = R"(
-name: bn_dropout
-input: [3, 8, 8]
-classes: 4
-batch: 4
-seed: 3
-optimizer: {op: adam, lr: 0.01}
-layers:
-  - {name: c1, op: conv2d, filters: 8, kernel: 3, padding: 1}
-  - {name: bn1, op: batchnorm}
-  - {name: r1, op: relu}
-  - {name: d1, op: dropout, rate: 0.3}
-  - {name: c2, op: conv2d, filters: 8, kernel: 3, padding: 1}
-  - {name: bn2, op: batchnorm}
-  - {name: r2, op: relu}
-  - {name: d2, op: dropout, rate: 0.3}
-  - {name: gap, op: global_avgpool}
-  - {name: fc, op: dense, units: 4}
-)";
-
 TEST(StepGraphs, ReplayIsBitIdenticalWithDropoutAndBatchNorm) {
-  Model m(parse_model_config(kBnDropout, "bn_dropout.yaml"), {});
+  Model m(load_model_config(bn_dropout_path()), {});
   check_replay_matches_eager(m, "keep", 5);
   check_replay_matches_eager(m, "chen-sqrtn", 5);
 }
@@ -278,7 +260,7 @@ TEST(StepGraphs, ReplayIsBitIdenticalInBf16) {
 
 // A new plan is run eagerly once and recorded anew; the old record is dropped.
 TEST(StepGraphs, ANewPlanIsRecordedAnew) {
-  Model m(parse_model_config(kBnDropout, "bn_dropout.yaml"), {});
+  Model m(load_model_config(bn_dropout_path()), {});
   RecordingBackend rec;
   const ExecutionPlan keep = plan_for(m, rec, "keep");
   const ExecutionPlan tight = plan_for(m, rec, "chen-sqrtn");
@@ -297,7 +279,7 @@ TEST(StepGraphs, ANewPlanIsRecordedAnew) {
 // A call that cannot be recorded: the step runs eagerly, as does every later one, and the note
 // says why; the results are those of eager training.
 TEST(StepGraphs, AFailedRecordingRunsEagerly) {
-  Model m(parse_model_config(kBnDropout, "bn_dropout.yaml"), {});
+  Model m(load_model_config(bn_dropout_path()), {});
   RecordingBackend rec;
   rec.fail_after = 5;
   const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
@@ -319,7 +301,7 @@ TEST(StepGraphs, AFailedRecordingRunsEagerly) {
 
 // Steps that may not replay run eagerly and say why; the CPU backend records nothing.
 TEST(StepGraphs, StepsThatMayNotReplaySayWhy) {
-  Model m(parse_model_config(kBnDropout, "bn_dropout.yaml"), {});
+  Model m(load_model_config(bn_dropout_path()), {});
   RecordingBackend rec;
   const ExecutionPlan plan = plan_for(m, rec, "keep");
   auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
