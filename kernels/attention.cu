@@ -26,6 +26,7 @@
 // the CPU's ascending sums); the sums behind each output element are in the CPU's order.
 // Templated on the storage type T (float or __nv_bfloat16, kernels/common.cuh; Note [bf16
 // launchers]).
+#include "kernels/attention_launch.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/rng.h"
@@ -269,20 +270,9 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 void check_attention_args(int64_t bh, int64_t t, int64_t d, float rate) {
-  REMAT_CHECK(bh >= 0 && t >= 0 && d >= 0,
-              "attention: negative size (bh " << bh << ", t " << t << ", d " << d << ")");
+  check_attention_sizes(bh, t, d, rate);
   REMAT_CHECK(t <= kAttnMaxT, "attention: sequence length T > 4096 not supported on CUDA (T = "
                                   << t << ")");
-  REMAT_CHECK(rate >= 0.0f && rate < 1.0f, "attention: dropout rate " << rate
-                                                                      << " outside [0, 1)");
-}
-
-// Allows `bytes` of dynamic shared memory for `kernel` (above the default 48 KB: opt-in).
-template <typename K>
-void allow_shared(K* kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    REMAT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
 }
 
 template <typename T>

@@ -91,7 +91,7 @@ void forward_impl(T* out, const T* q, const T* k, const T* v, int64_t bh, int64_
   check_tiled_args(bh, t, d, rate);
   if (bh == 0 || t == 0 || d == 0) return;
   const size_t smem = tile_smem_bytes(static_cast<int>(d));
-  allow_tile_smem(attention_tiled_forward_kernel<T>, smem);
+  allow_shared(attention_tiled_forward_kernel<T>, smem);
   const auto blocks = static_cast<unsigned>(bh * ((t + kTile - 1) / kTile));
   attention_tiled_forward_kernel<T><<<blocks, kTileThreads, smem, stream>>>(
       out, q, k, v, t, static_cast<int>(d), scale, causal, rate, rng_keep_scale(rate), seed, step,

@@ -192,12 +192,12 @@ void backward_impl(T* grads, const T* dout, const T* q, const T* k, const T* v, 
   const size_t smem = tile_smem_bytes(static_cast<int>(d));
   const double keep_scale = rng_keep_scale(rate);
   const auto blocks = static_cast<unsigned>(bh * ((t + kTile - 1) / kTile));
-  allow_tile_smem(attention_tiled_dq_kernel<T>, smem);
+  allow_shared(attention_tiled_dq_kernel<T>, smem);
   attention_tiled_dq_kernel<T><<<blocks, kTileThreads, smem, stream>>>(
       grads, ws, dout, q, k, v, heads, t, static_cast<int>(d), scale, causal, rate, keep_scale,
       seed, step, first);
   REMAT_CUDA_LAUNCH_CHECK();
-  allow_tile_smem(attention_tiled_dkv_kernel<T>, smem);
+  allow_shared(attention_tiled_dkv_kernel<T>, smem);
   attention_tiled_dkv_kernel<T><<<blocks, kTileThreads, smem, stream>>>(
       grads, ws, dout, q, k, v, heads, t, static_cast<int>(d), scale, causal, rate, keep_scale,
       seed, step, first);

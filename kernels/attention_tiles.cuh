@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/attention_launch.cuh"
 #include "kernels/common.cuh"
 #include "kernels/rng.h"
 
@@ -148,20 +149,11 @@ struct TileBlock {
 };
 
 inline void check_tiled_args(int64_t bh, int64_t t, int64_t d, float rate) {
-  REMAT_CHECK(bh >= 0 && t >= 0 && d >= 0,
-              "attention: negative size (bh " << bh << ", t " << t << ", d " << d << ")");
+  check_attention_sizes(bh, t, d, rate);
   REMAT_CHECK(d <= kMaxTiledD, "attention: the tiled kernels hold head sizes up to "
                                    << kMaxTiledD << " (D = " << d << ")");
-  REMAT_CHECK(rate >= 0.0f && rate < 1.0f, "attention: dropout rate " << rate << " outside [0, 1)");
   REMAT_CHECK(bh * ((t + kTile - 1) / kTile) < (int64_t{1} << 31),
               "attention: " << bh << " x " << t << " rows exceed the tiled kernels' grid");
-}
-
-template <typename K>
-void allow_tile_smem(K* kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    REMAT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
 }
 
 
