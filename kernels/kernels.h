@@ -20,11 +20,12 @@
 #include <cstdint>
 
 #include "kernels/adam_step.h"
+#include "kernels/attention.h"  // the fused attention launchers
 #include "kernels/rng.h"  // StepSource
 
 namespace remat {
 
-// ---- fill / copy (elementwise.cu) --------------------------------------------------------------
+// ---- fill / copy (copy.cu) ---------------------------------------------------------------------
 // From here to dropout, each launcher but fill has a bf16 overload of the same name taking
 // uint16_t* for its bf16 tensors (Note [bf16 execution] in runtime/backends/bf16_staging.h): it
 // loads bf16, computes in FP32 in the F32 launcher's order and rounds each stored value once to
@@ -78,7 +79,7 @@ void add_forward(float* out, const float* const* inps, int k, int64_t n, cudaStr
 void add_forward(uint16_t* out, const uint16_t* const* inps, int k, int64_t n,
                  cudaStream_t stream);
 
-// ---- concat along axis 1 (elementwise.cu) ------------------------------------------------------
+// ---- concat along axis 1 (copy.cu) -------------------------------------------------------------
 // Strided copies (the bf16 overloads: of bf16 values).
 // Copies inp (n, c_in, inner) into out (n, c_out, inner) at channels [offset, offset + c_in).
 void concat_forward(float* out, const float* inp, int64_t n, int64_t c_in, int64_t c_out,
@@ -91,7 +92,7 @@ void concat_slice_forward(float* dinp, const float* dout, int64_t n, int64_t c_t
 void concat_slice_forward(uint16_t* dinp, const uint16_t* dout, int64_t n, int64_t c_total,
                           int64_t offset, int64_t channels, int64_t inner, cudaStream_t stream);
 
-// ---- permutation (elementwise.cu) -------------------------------------------------------------
+// ---- permutation (copy.cu) --------------------------------------------------------------------
 // out[a, c, b, d] = inp[a, b, c, d] for inp (d0, d1, d2, d3): attention's head split
 // ([N, T, H, D] -> [N, H, T, D]) and merge ([N, H, T, D] -> [N, T, H, D]). Exact, in F32 and
 // in bf16 (the overload).
@@ -408,55 +409,5 @@ constexpr int64_t kGradClipBlocks = 256;  // partial sums per tensor
 constexpr int64_t kGradClipStateFloats = 2 + 2 * (kGradClipBlocks + 1);
 void clip_grad_norm(float* const* grads, const int64_t* sizes, int k, double max_norm,
                     float* state, cudaStream_t stream);
-
-// ---- fused attention (attention.cu), Note [fused attention] in ops/attention.cpp -------------
-// q, k, v, out: bh = N * heads rows of [t, d] (row-major [N, heads, t, d]); t <= 4096 (else
-// throws). For each block b and query row i, keys j < w_i (w_i = causal ? i + 1 : t):
-// s_ij = scale * q_i . k_j, p = softmax_j(s), c_ij = dropout factor (1 when rate == 0, else
-// rng_uniform(seed, step, first + (b * t + i) * t + j) >= rate ? 1 / (1 - rate) : 0),
-// out_i = sum_j p_ij c_ij v_j; dot products and sums in double, each output rounded once.
-// bf16 overloads (Note [bf16 launchers]): bf16 q, k, v, out, dout and grads.
-// Deterministic (no atomics); Note [attention kernels] in attention.cu for the launch layout.
-void attention_forward(float* out, const float* q, const float* k, const float* v, int64_t bh,
-                       int64_t t, int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                       StepSource step, uint64_t first, cudaStream_t stream);
-void attention_forward(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                       int64_t bh, int64_t t, int64_t d, double scale, bool causal, float rate,
-                       uint64_t seed, StepSource step, uint64_t first, cudaStream_t stream);
-// Workspace of attention_backward: 3 * bh * t doubles (row statistics m, l, delta).
-int64_t attention_backward_workspace_bytes(int64_t bh, int64_t t);
-// grads: [N, 3 * heads, t, d]: for sample n and head h (b = n * heads + h), dq at channel h,
-// dk at channel heads + h, dv at channel 2 * heads + h (each a [t, d] block). dout: like out.
-// The same dropout masks as the forward (same seed, step, first).
-void attention_backward(float* grads, const float* dout, const float* q, const float* k,
-                        const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                        double scale, bool causal, float rate, uint64_t seed, StepSource step,
-                        uint64_t first, void* workspace, cudaStream_t stream);
-void attention_backward(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
-                        const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads, int64_t t,
-                        int64_t d, double scale, bool causal, float rate, uint64_t seed,
-                        StepSource step, uint64_t first, void* workspace, cudaStream_t stream);
-// The same two passes in tiles of 32 rows (attention_tiled.cu, Note [tiled attention kernels]):
-// the same arguments, results within the attention tolerance of the row kernels', the same
-// workspace (attention_backward_workspace_bytes), any t, head sizes d up to 128
-// (attention_tiled_supports; throws above).
-bool attention_tiled_supports(int64_t d);
-void attention_forward_tiled(float* out, const float* q, const float* k, const float* v,
-                             int64_t bh, int64_t t, int64_t d, double scale, bool causal,
-                             float rate, uint64_t seed, StepSource step, uint64_t first,
-                             cudaStream_t stream);
-void attention_forward_tiled(uint16_t* out, const uint16_t* q, const uint16_t* k,
-                             const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, StepSource step,
-                             uint64_t first, cudaStream_t stream);
-void attention_backward_tiled(float* grads, const float* dout, const float* q, const float* k,
-                              const float* v, int64_t n, int64_t heads, int64_t t, int64_t d,
-                              double scale, bool causal, float rate, uint64_t seed, StepSource step,
-                              uint64_t first, void* workspace, cudaStream_t stream);
-void attention_backward_tiled(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
-                              const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
-                              int64_t t, int64_t d, double scale, bool causal, float rate,
-                              uint64_t seed, StepSource step, uint64_t first, void* workspace,
-                              cudaStream_t stream);
 
 }  // namespace remat
