@@ -2,76 +2,18 @@
 // padding — per side or TensorFlow's 'same', Note [same padding] in ops/padding.h —, dilation,
 // optional bias and fused relu/relu6), and its backward ops
 // conv2d_grad_input [dy, weight], conv2d_grad_weight [dy, x], conv2d_grad_bias [dy].
-// CPU path: per image and group, im2col + GEMM (Caffe's scheme); the im2col buffer is the op's
-// workspace. CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops; per-side
-// padding through ops/conv2d_pad_cuda.cpp (an explicitly padded copy in the workspace).
+// CPU path: ops/conv2d_cpu.cpp (im2col + GEMM; the im2col buffer is the op's workspace).
+// CUDA path: ops/conv2d_cuda.cpp (cuDNN), attached in register_conv2d_ops; per-side padding
+// through ops/conv2d_pad_cuda.cpp (an explicitly padded copy in the workspace).
 #include <memory>
-#include <type_traits>
 
+#include "ops/conv2d.h"
 #include "ops/conv2d_cuda.h"
-#include "ops/cpu_gemm.h"
 #include "ops/cpu_storage.h"
-#include "ops/fused_activation.h"
-#include "ops/im2col.h"
-#include "ops/padding.h"
 #include "ops/registry.h"
 
 namespace remat {
-namespace {
 
-struct Conv2dAttrs : OpAttrs {
-  int64_t filters = 0;                          // K
-  int64_t kernel_h = 1, kernel_w = 1;           // R, S
-  int64_t stride_h = 1, stride_w = 1;
-  PaddingSpec pad;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t groups = 1;
-  bool bias = true;
-  Activation activation = Activation::None;
-  // 1x1, stride 1, no padding: the input already is the im2col matrix (no workspace). ('same'
-  // pads nothing at 1x1, stride 1.)
-  bool pointwise() const {
-    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 &&
-           (pad.same || (pad.top == 0 && pad.bottom == 0 && pad.left == 0 && pad.right == 0));
-  }
-  Pads pads(int64_t h, int64_t w) const {
-    return padding_resolve(pad, h, w, kernel_h, kernel_w, stride_h, stride_w, dilation_h,
-                           dilation_w);
-  }
-};
-
-// The backward ops share the forward node's attrs, so all four parse the same keys.
-OpAttrsPtr conv2d_parse(AttrReader& r, const std::string& op_name) {
-  auto a = std::make_shared<Conv2dAttrs>();
-  a->filters = r.require_int("filters", 1, int64_t{1} << 24);
-  if (!r.has("kernel")) r.fail("kernel", "is required");
-  auto k = r.get_ints("kernel", 2, {1, 1}, 1, 1024);
-  auto s = r.get_ints("stride", 2, {1, 1}, 1, 1024);
-  a->pad = padding_parse(r, "padding", 1024, true);
-  auto d = r.get_ints("dilation", 2, {1, 1}, 1, 1024);
-  a->kernel_h = k[0], a->kernel_w = k[1];
-  a->stride_h = s[0], a->stride_w = s[1];
-  a->dilation_h = d[0], a->dilation_w = d[1];
-  a->groups = r.get_int("groups", 1, 1, int64_t{1} << 24);
-  if (a->filters % a->groups != 0)
-    r.fail("groups", "filters " + std::to_string(a->filters) + " not divisible by groups " +
-                         std::to_string(a->groups));
-  a->bias = r.get_bool("bias", true);
-  a->activation = parse_activation(r);
-  r.finish(op_name);
-  return a;
-}
-
-// Sizes of one convolution: x [N, C, H, W], y [N, K, Ho, Wo], per-group geometry.
-struct ConvDims {
-  int64_t n, c, k, cg, kg;
-  ConvGeometry geo;  // one group of one image
-  int64_t in_image() const { return c * geo.height * geo.width; }
-  int64_t out_plane() const { return geo.out_h * geo.out_w; }
-  int64_t weight_group() const { return kg * geo.col_rows(); }
-};
-
-// Output size along one dimension; `pads` is the sum of both sides' padding.
 int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pads, int64_t dil) {
   int64_t span = dil * (kernel - 1) + 1;
   if (in + pads < span) return 0;
@@ -99,6 +41,30 @@ ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
                        conv_out_size(x[2], a.kernel_h, a.stride_h, p.top + p.bottom, a.dilation_h),
                        conv_out_size(x[3], a.kernel_w, a.stride_w, p.left + p.right, a.dilation_w)};
   return d;
+}
+
+namespace {
+
+// The backward ops share the forward node's attrs, so all four parse the same keys.
+OpAttrsPtr conv2d_parse(AttrReader& r, const std::string& op_name) {
+  auto a = std::make_shared<Conv2dAttrs>();
+  a->filters = r.require_int("filters", 1, int64_t{1} << 24);
+  if (!r.has("kernel")) r.fail("kernel", "is required");
+  auto k = r.get_ints("kernel", 2, {1, 1}, 1, 1024);
+  auto s = r.get_ints("stride", 2, {1, 1}, 1, 1024);
+  a->pad = padding_parse(r, "padding", 1024, true);
+  auto d = r.get_ints("dilation", 2, {1, 1}, 1, 1024);
+  a->kernel_h = k[0], a->kernel_w = k[1];
+  a->stride_h = s[0], a->stride_w = s[1];
+  a->dilation_h = d[0], a->dilation_w = d[1];
+  a->groups = r.get_int("groups", 1, 1, int64_t{1} << 24);
+  if (a->filters % a->groups != 0)
+    r.fail("groups", "filters " + std::to_string(a->filters) + " not divisible by groups " +
+                         std::to_string(a->groups));
+  a->bias = r.get_bool("bias", true);
+  a->activation = parse_activation(r);
+  r.finish(op_name);
+  return a;
 }
 
 TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -166,115 +132,6 @@ OpCost conv2d_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const T
   return c;
 }
 
-// y = act(conv(x, w) + b). inputs [x, w, (b)].
-void conv2d_cpu(const ExecContext& ctx) {
-  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
-  ConvDims d = conv_dims(a, ctx.inputs[0].shape());
-  const float* x = ctx.inputs[0].f32();  // [N, C, H, W]
-  const float* w = ctx.inputs[1].f32();  // [K, C/g, R, S]
-  float* y = ctx.output.f32();           // [N, K, Ho, Wo]
-  float* col = static_cast<float*>(ctx.workspace);  // [C/g*R*S, Ho*Wo]
-  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
-  for (int64_t n = 0; n < d.n; ++n) {
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const float* xg = x + n * d.in_image() + g * d.cg * d.geo.height * d.geo.width;
-      const float* cm = xg;
-      if (!a.pointwise()) {
-        im2col_cpu(xg, d.geo, col);
-        cm = col;
-      }
-      cpu_gemm(false, false, d.kg, plane, rows, 1.0f, w + g * d.weight_group(), rows, cm, plane,
-               0.0f, y + (n * d.k + g * d.kg) * plane, plane);
-    }
-  }
-  if (a.bias) {
-    const float* b = ctx.inputs[2].f32();  // [K]
-    for (int64_t n = 0; n < d.n; ++n)
-      for (int64_t k = 0; k < d.k; ++k) {
-        float* yk = y + (n * d.k + k) * plane;
-        for (int64_t i = 0; i < plane; ++i) yk[i] += b[k];
-      }
-  }
-  activation_forward_cpu(a.activation, y, ctx.output.numel());
-}
-
-// dx = conv_transpose(dz, w). inputs [dz, w]; output has x's shape.
-void conv2d_grad_input_cpu(const ExecContext& ctx) {
-  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
-  ConvDims d = conv_dims(a, ctx.output.shape());
-  const float* dz = ctx.inputs[0].f32();  // [N, K, Ho, Wo]
-  const float* w = ctx.inputs[1].f32();   // [K, C/g, R, S]
-  float* dx = ctx.output.f32();           // [N, C, H, W]
-  float* col = static_cast<float*>(ctx.workspace);
-  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
-  const int64_t group_in = d.cg * d.geo.height * d.geo.width;
-  if (!a.pointwise()) std::fill(dx, dx + ctx.output.numel(), 0.0f);
-  for (int64_t n = 0; n < d.n; ++n) {
-    for (int64_t g = 0; g < a.groups; ++g) {
-      const float* dzg = dz + (n * d.k + g * d.kg) * plane;
-      float* dxg = dx + n * d.in_image() + g * group_in;
-      if (a.pointwise()) {  // col == dx: write it directly
-        cpu_gemm(true, false, rows, plane, d.kg, 1.0f, w + g * d.weight_group(), rows, dzg,
-                 plane, 0.0f, dxg, plane);
-        continue;
-      }
-      cpu_gemm(true, false, rows, plane, d.kg, 1.0f, w + g * d.weight_group(), rows, dzg, plane,
-               0.0f, col, plane);
-      col2im_add_cpu(col, d.geo, dxg);
-    }
-  }
-}
-
-// dw = sum_n dz_n * im2col(x_n)^T. inputs [dz, x]; output [K, C/g, R, S]. T: dz's and x's
-// storage (ops/cpu_storage.h): bf16 slices of one image and group are widened into the
-// workspace after the im2col buffer (conv2d_grad_weight_workspace), so the GEMMs and their
-// order are the F32 kernel's; the gradient is then rounded to bf16 (OpDef::bf16_rounds_output).
-template <typename T>
-void conv2d_grad_weight_cpu_t(const ExecContext& ctx) {
-  const auto& a = attrs_of<Conv2dAttrs>(*ctx.node);
-  ConvDims d = conv_dims(a, ctx.inputs[1].shape());
-  const T* dz = storage<T>(ctx.inputs[0]);  // [N, K, Ho, Wo]
-  const T* x = storage<T>(ctx.inputs[1]);   // [N, C, H, W]
-  float* dw = ctx.output.f32();             // [K, C/g, R, S]
-  const int64_t rows = d.geo.col_rows(), plane = d.out_plane();
-  const int64_t group_in = d.cg * d.geo.height * d.geo.width;
-  float* col = static_cast<float*>(ctx.workspace);
-  float *dz_f = nullptr, *x_f = nullptr;  // one image's group of dz and of x, widened (bf16)
-  if constexpr (!std::is_same_v<T, float>) {
-    char* next = static_cast<char*>(ctx.workspace) +
-                 (a.pointwise() ? 0 : alloc_bytes(rows * plane * int64_t{4}));
-    dz_f = reinterpret_cast<float*>(next);
-    x_f = reinterpret_cast<float*>(next + alloc_bytes(d.kg * plane * int64_t{4}));
-  }
-  for (int64_t g = 0; g < a.groups; ++g) {
-    for (int64_t n = 0; n < d.n; ++n) {
-      const T* xg = x + n * d.in_image() + g * group_in;
-      const T* dzg = dz + (n * d.k + g * d.kg) * plane;
-      const float *xs, *dzs;
-      if constexpr (std::is_same_v<T, float>) {
-        xs = xg, dzs = dzg;
-      } else {
-        bf16_widen(xg, x_f, group_in);
-        bf16_widen(dzg, dz_f, d.kg * plane);
-        xs = x_f, dzs = dz_f;
-      }
-      const float* cm = xs;
-      if (!a.pointwise()) {
-        im2col_cpu(xs, d.geo, col);
-        cm = col;
-      }
-      cpu_gemm(false, true, d.kg, rows, plane, 1.0f, dzs, plane, cm, plane,
-               n == 0 ? 0.0f : 1.0f, dw + g * d.weight_group(), rows);
-    }
-  }
-  if constexpr (!std::is_same_v<T, float>) bf16_round_in_place(dw, ctx.output.numel());
-}
-
-void conv2d_grad_weight_cpu(const ExecContext& ctx) {
-  with_storage(ctx.inputs[0].desc->dtype,
-               [&](auto tag) { conv2d_grad_weight_cpu_t<decltype(tag)>(ctx); });
-}
-
 // conv_cost's im2col buffer, and for bf16 data one image's group of dz and of x in FP32.
 int64_t conv2d_grad_weight_workspace(const Conv2dAttrs& a, const std::vector<TensorDesc>& in,
                                      int64_t im2col_bytes) {
@@ -284,26 +141,6 @@ int64_t conv2d_grad_weight_workspace(const Conv2dAttrs& a, const std::vector<Ten
   const int64_t kg = dz[1] / a.groups, cg = x[1] / a.groups;
   return alloc_bytes(im2col_bytes) + alloc_bytes(checked_product({kg, dz[2], dz[3], 4}, "", "ws")) +
          alloc_bytes(checked_product({cg, x[2], x[3], 4}, "", "ws"));
-}
-
-// db[k] = sum over n, h, w of dz. inputs [dz]; output [K].
-template <typename T>
-void conv2d_grad_bias_cpu_t(const ExecContext& ctx) {
-  const T* dz = storage<T>(ctx.inputs[0]);
-  const int64_t n = ctx.inputs[0].dim(0), k = ctx.inputs[0].dim(1);
-  const int64_t plane = ctx.inputs[0].dim(2) * ctx.inputs[0].dim(3);
-  float* db = ctx.output.f32();
-  for (int64_t kk = 0; kk < k; ++kk) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t p = 0; p < plane; ++p) s += load(dz, (i * k + kk) * plane + p);
-    db[kk] = static_cast<float>(s);
-  }
-}
-
-void conv2d_grad_bias_cpu(const ExecContext& ctx) {
-  with_storage(ctx.inputs[0].desc->dtype,
-               [&](auto tag) { conv2d_grad_bias_cpu_t<decltype(tag)>(ctx); });
 }
 
 std::vector<ValueId> conv2d_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
