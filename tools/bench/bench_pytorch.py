@@ -452,6 +452,9 @@ class Bench:
                 note.append(f"median of {len(r['samples_per_second_runs'])} "
                             f"({min(r['samples_per_second_runs']):.1f}-"
                             f"{max(r['samples_per_second_runs']):.1f})")
+            graph = r.get("step_graph", "")  # Note [step graphs]: how remat's steps ran
+            if system.startswith("remat") and self.a.device == "cuda" and graph:
+                note.append("eager: " + graph[5:] if graph.startswith("off: ") else "cuda graph")
             if system.startswith("remat"):
                 base.setdefault(label, ips)
             elif label in base and ips > 0:
