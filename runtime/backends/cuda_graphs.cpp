@@ -37,7 +37,10 @@ int CudaGraphs::end(CudaContext& cc, std::string* why, int64_t* launches) {
   size_t nodes = 0;
   e = cudaGraphGetNodes(graph, nullptr, &nodes);
   cudaGraphExec_t exec = nullptr;
-  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
+  // A library may allocate stream-ordered memory inside the capture and free it later (cuBLAS
+  // its workspace, from CUDA 12.2): each launch then frees what the last one allocated.
+  if (e == cudaSuccess)
+    e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
   (void)cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
