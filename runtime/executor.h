@@ -136,6 +136,8 @@ class Executor {
   // updated shards are gathered; the loss is this rank's. With check_finite, a non-finite loss
   // or parameter gradient throws NonFiniteError before any update (the parameters keep their
   // values).
+  // With step_graphs, the plan's steps replay a record of an earlier step of the same plan
+  // where the backend records and nothing above forbids it (Note [step graphs]).
   StepResult run_step(const ExecutionPlan& plan, const void* input, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
