@@ -58,17 +58,17 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
   std::string why;
   int64_t launches = 0;
   int id = -1;
-  if (!be_.begin_capture()) {
-    why = "backend " + be_.name() + " runs every call as it comes";
-  } else {
-    try {
+  try {
+    if (!be_.begin_capture()) {
+      why = "backend " + be_.name() + " runs every call as it comes";
+    } else {
       run_plan_steps(plan, step, nullptr, &rec, /*scan=*/false);
       id = be_.end_capture(&why, &launches);
-    } catch (const std::exception& e) {
-      be_.abort_capture();
-      release_activations();
-      why = std::string("recording stopped: ") + e.what();
     }
+  } catch (const std::exception& e) {
+    be_.abort_capture();
+    release_activations();
+    why = std::string("recording stopped: ") + e.what();
   }
   if (id < 0) {  // nothing ran: the step runs eagerly, as will every later one of this plan
     graph_.failure = why;

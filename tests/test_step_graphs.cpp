@@ -80,6 +80,7 @@ class RecordingBackend : public Backend {
   }
 
   bool begin_capture() override {
+    if (fail_begin) REMAT_FAIL("cannot start recording (test)");
     recording_ = true;
     record_.clear();
     return true;
@@ -107,6 +108,7 @@ class RecordingBackend : public Backend {
 
   int eager_runs = 0, replays = 0, dropped = 0, aborted = 0;
   int fail_after = -1;  // >= 0: the run() call after that many recorded calls throws
+  bool fail_begin = false;  // begin_capture() throws
   size_t records() const { return records_.size(); }
 
  private:
@@ -276,26 +278,33 @@ TEST(StepGraphs, ANewPlanIsRecordedAnew) {
   for (int s : {0, 3}) EXPECT_FALSE(replayed.results[s].replayed) << s;
 }
 
-// A call that cannot be recorded: the step runs eagerly, as does every later one, and the note
-// says why; the results are those of eager training.
+// A call that cannot be recorded, or a recording that cannot start: the step runs eagerly, as
+// does every later one, and the note says why; the results are those of eager training.
 TEST(StepGraphs, AFailedRecordingRunsEagerly) {
   Model m(load_model_config(bn_dropout_path()), {});
-  RecordingBackend rec;
-  rec.fail_after = 5;
-  const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
-  auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
-  const Trained got = train(m, rec, plan_at, 4, arena(plan));
-  ExecutorOptions eo = arena(plan);
-  eo.step_graphs = false;
-  RecordingBackend plain;
-  expect_bit_identical(got, train(m, plain, plan_at, 4, eo));
-  EXPECT_EQ(rec.aborted, 1);
-  EXPECT_EQ(rec.replays, 0);
-  EXPECT_NE(got.note.find("recording stopped"), std::string::npos) << got.note;
-  EXPECT_NE(got.note.find("cannot be recorded (test)"), std::string::npos) << got.note;
-  for (const StepResult& r : got.results) {
-    EXPECT_FALSE(r.replayed);
-    EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
+  for (bool at_begin : {false, true}) {
+    SCOPED_TRACE(at_begin ? "begin_capture fails" : "the sixth recorded call fails");
+    RecordingBackend rec;
+    rec.fail_after = at_begin ? -1 : 5;
+    rec.fail_begin = at_begin;
+    const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
+    auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
+    const Trained got = train(m, rec, plan_at, 4, arena(plan));
+    ExecutorOptions eo = arena(plan);
+    eo.step_graphs = false;
+    RecordingBackend plain;
+    expect_bit_identical(got, train(m, plain, plan_at, 4, eo));
+    EXPECT_EQ(rec.aborted, 1);
+    EXPECT_EQ(rec.replays, 0);
+    EXPECT_EQ(rec.records(), 0u);
+    EXPECT_NE(got.note.find("off: recording stopped: "), std::string::npos) << got.note;
+    EXPECT_NE(got.note.find(at_begin ? "cannot start recording (test)" : "cannot be recorded (test)"),
+              std::string::npos)
+        << got.note;
+    for (const StepResult& r : got.results) {
+      EXPECT_FALSE(r.replayed);
+      EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
+    }
   }
 }
 
