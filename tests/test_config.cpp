@@ -7,16 +7,10 @@
 #include "tests/config_yaml.h"
 #include "tests/model_test_util.h"
 
-namespace remat {
+namespace remat::test {
 namespace {
 
 using ::testing::HasSubstr;
-using test::base_yaml;
-using test::parse;
-using test::parse_error;
-using test::repeat_yaml;
-using test::user_error;
-using test::YamlText;
 
 TEST(Config, TopLevelDefaultsAndAttributes) {
   YamlText y = base_yaml();
@@ -245,4 +239,4 @@ TEST(ConfigOverrides, ABadOverrideNamesItself) {
 }
 
 }  // namespace
-}  // namespace remat
+}  // namespace remat::test

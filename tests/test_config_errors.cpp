@@ -8,16 +8,10 @@
 #include "tests/config_yaml.h"
 #include "tests/model_test_util.h"
 
-namespace remat {
+namespace remat::test {
 namespace {
 
 using ::testing::HasSubstr;
-using test::base_yaml;
-using test::parse;
-using test::parse_error;
-using test::repeat_yaml;
-using test::user_error;
-using test::YamlText;
 
 TEST(ConfigErrors, DuplicateKey) {
   YamlText y = base_yaml();
@@ -219,4 +213,4 @@ TEST(ConfigErrors, MissingFile) {
 }
 
 }  // namespace
-}  // namespace remat
+}  // namespace remat::test
