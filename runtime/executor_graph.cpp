@@ -49,7 +49,8 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
   }
   if (graph_.eager_runs == 0 || !graph_.failure.empty()) {
     ++graph_.eager_runs;
-    if (graph_.failure.empty()) graph_.note = "the plan's first step runs eagerly; the next is recorded";
+    if (graph_.failure.empty())
+      graph_.note = "the plan's first step runs eagerly; the next is recorded";
     run_plan_steps(plan, step, trace, r, /*scan=*/false);
     return;
   }
