@@ -94,8 +94,10 @@ struct StepResult {
   // backward pass).
   double comm_wait_seconds = 0;
   // Note [step graphs]: the plan ran as one replayed record (the counts and peak above are the
-  // recorded step's, which ran the same plan).
+  // recorded step's, which ran the same plan). `recorded`: this step recorded the plan first (a
+  // one-time cost, like the first step's: recording launches nothing, then the record runs).
   bool replayed = false;
+  bool recorded = false;
 };
 
 // Workspace bytes `be` needs to run node `n` of `g` (no memory needed: shapes only).

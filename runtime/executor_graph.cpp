@@ -87,6 +87,7 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
   r->computes += rec.computes;
   r->recomputes += rec.recomputes;
   r->replayed = true;
+  r->recorded = true;
 }
 
 }  // namespace remat

@@ -221,6 +221,7 @@ void check_replay_matches_eager(Model& m, const std::string& strategy, int steps
   EXPECT_NE(replayed.note.find("step 1 recorded as"), std::string::npos) << replayed.note;
   for (int s = 0; s < steps; ++s) {
     EXPECT_EQ(replayed.results[s].replayed, s >= 1) << s;
+    EXPECT_EQ(replayed.results[s].recorded, s == 1) << s;
     EXPECT_EQ(replayed.results[s].computes, eager.results[s].computes) << s;
     EXPECT_EQ(replayed.results[s].recomputes, eager.results[s].recomputes) << s;
     EXPECT_EQ(replayed.results[s].peak_bytes, plan.predicted_peak) << s;

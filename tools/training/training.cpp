@@ -214,7 +214,7 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   sum.constant_bytes = layout.constant_bytes;
   sum.predicted_peak = sp.plan.predicted_peak;
   const int64_t global_batch = step_batch * sum.world;
-  double timed_seconds = 0, comm_seconds = 0;
+  double timed_seconds = 0, comm_seconds = 0, recorded_seconds = 0;
   int64_t timed_samples = 0;
   StepLogOptions lo;
   lo.first_step = first_step;
@@ -272,8 +272,9 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
       std::printf("cuda graph: %s\n", ex.graph_note().c_str());
     }
     sum.step_graph = ex.graph_note();
-    if (step > first_step) {
-      timed_seconds += r.seconds, timed_samples += global_batch;
+    if (step > first_step) {  // the first step warms up; recording a CUDA graph is one-time too
+      if (r.recorded) recorded_seconds = r.seconds;
+      else timed_seconds += r.seconds, timed_samples += global_batch;
       comm_seconds += r.comm_wait_seconds;
     }
     StepRecord rec;
@@ -346,6 +347,8 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
   if (sum.stop_signal != 0)
     std::printf("stopped by %s after step %lld of %lld\n", signal_name(sum.stop_signal),
                 static_cast<long long>(steps_done), static_cast<long long>(opt.steps));
+  if (timed_samples == 0 && recorded_seconds > 0)  // no other step to time: the recording one
+    timed_seconds = recorded_seconds, timed_samples = global_batch;
   const int64_t timed_steps = timed_samples / std::max<int64_t>(global_batch, 1);
   sum.samples_per_second =
       timed_seconds > 0 ? static_cast<double>(timed_samples) / timed_seconds : 0;

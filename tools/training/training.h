@@ -64,7 +64,9 @@ struct TrainOptions {
 struct TrainSummary {
   float first_loss = 0, last_loss = 0;
   std::vector<float> losses;       // every step's loss, in order (this run's steps)
-  double samples_per_second = 0;   // over all steps after the first
+  // Over all steps after the first but the one that recorded the CUDA graph (Note [step
+  // graphs]; that one when it is the only other step).
+  double samples_per_second = 0;
   int64_t peak_bytes = 0;          // largest measured exact per-step peak
   int64_t reserved_peak_bytes = 0; // largest peak of the memory source (pool / arena)
   int64_t predicted_peak = 0;
