@@ -218,10 +218,10 @@ class Executor {
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;
-  // Note [step graphs]: the record of the plan `steps`, once its first step ran eagerly.
+  // Note [step graphs]: the record of the plan the arena is laid out for (prepare() drops it
+  // when it lays the arena out for another plan), once that plan's first step ran eagerly.
   struct StepGraph {
-    std::vector<PlanStep> steps;
-    int eager_runs = 0;
+    bool ran_eagerly = false;
     int id = -1;                // the backend's record, -1 while none
     StepResult recorded;        // the recorded step's counts and peak
     std::string failure;        // why recording failed (the plan then runs eagerly)

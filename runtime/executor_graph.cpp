@@ -35,10 +35,6 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     run_plan_steps(plan, step, trace, r, /*scan=*/false);
     return;
   }
-  if (!plan_steps_equal(plan.steps, graph_.steps)) {  // a new plan: run it once, then record
-    drop_step_graph();
-    graph_.steps = plan.steps;
-  }
   if (graph_.id >= 0) {
     be_.replay(graph_.id, step);
     r->computes += graph_.recorded.computes;
@@ -47,8 +43,8 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     r->replayed = true;
     return;
   }
-  if (graph_.eager_runs == 0 || !graph_.failure.empty()) {
-    ++graph_.eager_runs;
+  if (!graph_.ran_eagerly || !graph_.failure.empty()) {
+    graph_.ran_eagerly = true;
     if (graph_.failure.empty())
       graph_.note = "the plan's first step runs eagerly; the next is recorded";
     run_plan_steps(plan, step, trace, r, /*scan=*/false);

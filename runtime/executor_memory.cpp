@@ -210,6 +210,7 @@ int64_t Executor::prepare(const ExecutionPlan& plan) {
     arena_buffers_ = plan_buffers(g_, plan, [&](NodeId n) { return workspace_bytes(n); });
     arena_ = plan_arena(arena_buffers_.requests, kArenaAlignment);
     arena_steps_ = plan.steps;
+    drop_step_graph();  // Note [step graphs]: its addresses were the old layout's
   }
   return arena_base_ + arena_.arena_bytes;
 }
