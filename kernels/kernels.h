@@ -342,16 +342,17 @@ void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, 
 
 // ---- reductions (reduce.cu) --------------------------------------------------------------------
 // bf16 overloads (Note [bf16 launchers]) with bf16 inputs and outputs.
-// out (planes) = mean over hw of inp (planes, hw), accumulated in double.
+// out (planes) = mean over hw of inp (planes, hw), accumulated in double. `pixel`: 1 for NCHW
+// planes; C for NHWC (plane n * C + c, its values C apart).
 void global_avgpool_forward(float* out, const float* inp, int64_t planes, int64_t hw,
-                            cudaStream_t stream);
+                            int64_t pixel, cudaStream_t stream);
 void global_avgpool_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t hw,
-                            cudaStream_t stream);
-// dinp (planes, hw) = dout[p] / hw.
+                            int64_t pixel, cudaStream_t stream);
+// dinp (planes, hw) = dout[p] / hw (planes laid out as in the forward).
 void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int64_t hw,
-                             cudaStream_t stream);
+                             int64_t pixel, cudaStream_t stream);
 void global_avgpool_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t hw,
-                             cudaStream_t stream);
+                             int64_t pixel, cudaStream_t stream);
 
 // ---- finite check (finite.cu) ------------------------------------------------------------------
 // Sets *flag = 1 when any of x (n) is NaN or +-inf; never clears it. `flag` is device memory or

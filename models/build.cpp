@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "models/channels_last.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -281,6 +282,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   std::map<std::string, ValueId> by_name = {{kModelInputName, g.input}};
   const DType model_precision = opt.precision ? *opt.precision : cfg.precision;
   std::map<std::pair<ValueId, DType>, ValueId> casts;  // Note [bf16 autocast]
+  ChannelsLastPlacer layouts(g, ops, cfg.seed, cfg.channels_last);  // Note [channels-last layout]
   for (const LayerConfig& l : cfg.layers) {
     const std::string prefix = layer_ctx(l.where, l.name);
     const OpDef& op = get_op(ops, l.op, layer_ctx(l.op_where, l.name));
@@ -322,6 +324,11 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
         data[k] = g.value(node.inputs[k]).desc;
       }
     }
+    try {
+      layouts.place(node, op, data, l.where + ": layer '" + l.name + "'");
+    } catch (const UserError& e) {
+      rethrow_at(e, cfg.source, prefix);
+    }
     TensorDesc out;
     std::vector<ParamSpec> params;
     try {
@@ -344,10 +351,12 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
       node.inputs.push_back(g.add_value(param_value(l.name, p)));
     }
     by_name[l.name] = g.node(g.add_node(std::move(node), out)).output;
+    layouts.record(by_name[l.name]);
   }
 
   const LayerConfig& last = cfg.layers.back();
-  const TensorDesc last_out = g.value(by_name.at(last.name)).desc;
+  const ValueId last_value = layouts.channels_first(by_name.at(last.name), last.where + ": loss");
+  const TensorDesc last_out = g.value(last_value).desc;
   check_loss_shape(cfg, last, last_out, n, t);
   g.values[static_cast<size_t>(g.label)].desc = labels_desc_for(cfg.loss, last_out);
 
@@ -361,7 +370,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   loss.kind = NodeKind::Loss;
   loss.attrs = cfg.loss_attrs;
   loss.seed = node_seed(cfg.seed, "loss");
-  loss.inputs = {by_name.at(last.name), g.label};
+  loss.inputs = {last_value, g.label};
   TensorDesc loss_out;
   try {
     AttrReader r(loss.attrs);

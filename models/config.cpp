@@ -32,7 +32,7 @@ namespace {
 const std::vector<std::string> kTopKeys = {"name",      "input",      "classes",   "sequence",
                                            "vocab",     "batch",      "accumulate", "loss",
                                            "seed",      "precision",  "optimizer", "data",
-                                           "val",       "layers"};
+                                           "val",       "layers",     "layout"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -90,6 +90,9 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.accumulate = static_cast<int>(r.get_int("accumulate", 1, 1, kMaxMicroBatches));
   cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
   cfg_.precision = precision_from_name(r.get_choice("precision", "fp32", {"fp32", "bf16"}));
+  cfg_.channels_last =
+      r.get_choice("layout", "channels_first", {"channels_first", "channels_last"}) ==
+      "channels_last";
   r.finish("model");
   cfg_.where_input = where_of("input");
   cfg_.where_classes = where_of("classes");
@@ -98,6 +101,7 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.where_sequence = where_of("sequence");
   cfg_.where_vocab = where_of("vocab");
   cfg_.where_precision = where_of("precision");
+  cfg_.where_layout = where_of("layout");
   cfg_.where_loss = pos(root);
   cfg_.loss = cfg_.tokens() ? "token_xent" : "softmax_xent";
   cfg_.loss_attrs.origin = pos(root) + ": loss";

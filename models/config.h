@@ -22,6 +22,9 @@
 //   precision: bf16               # fp32 (default) | bf16: activations in bfloat16, PyTorch
 //                                 # autocast's rules (Note [bf16 autocast] in models/build.cpp);
 //                                 # train/plan/... --precision overrides it
+//   layout: channels_last         # channels_first (default) | channels_last: 4-D activations
+//                                 # stored NHWC where an op has that form (Note
+//                                 # [channels-last layout] in models/build.cpp)
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
 //                                 # (all: warmup_steps, schedule, decay_steps, min_lr,
@@ -178,6 +181,7 @@ struct ModelConfig {
   int accumulate = 1;   // micro-batches per optimizer step
   uint64_t seed = 0;
   DType precision = DType::F32;  // `precision`: fp32 -> F32, bf16 -> BF16 (activations)
+  bool channels_last = false;    // `layout: channels_last`
   OptimizerConfig optimizer;
   DataConfig data;
   std::optional<DataConfig> val;    // `val`: the validation data (same keys as `data`)
@@ -185,7 +189,7 @@ struct ModelConfig {
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,
-      where_precision, where_accumulate;
+      where_precision, where_accumulate, where_layout;
 
   bool tokens() const { return sequence > 0; }  // a token model (input [N, T] int32)
 

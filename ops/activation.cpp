@@ -84,6 +84,7 @@ OpDef make_activation(const std::string& name, const std::string& grad_op, Kerne
   op.cpu = std::move(cpu);
   op.cuda = std::move(cuda);
   with_bf16_per_sample(op, 1).bf16_cuda_native = true;
+  op.layout_agnostic = true;
   op.gradient = [grad_op](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
     return std::vector<ValueId>{g.emit("grad", grad_op, {dy, fwd.output}, x)};

@@ -63,6 +63,7 @@ void register_add_ops(OpRegistry& r) {
   op.cuda = add_cuda;
 #endif
   with_bf16_per_sample(op, -1).bf16_cuda_native = true;
+  op.layout_agnostic = true;
   op.gradient = [](GradEmitter&, const Node& fwd, ValueId dy) {
     return std::vector<ValueId>(fwd.inputs.size(), dy);
   };

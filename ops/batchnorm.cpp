@@ -8,6 +8,7 @@
 
 #include "ops/batchnorm_cuda.h"
 #include "ops/cpu_storage.h"
+#include "ops/data_format.h"
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -21,6 +22,7 @@ struct BatchNormAttrs : OpAttrs {
   double eps = 1e-5;
   bool train = true;  // train: batch statistics; inference: running statistics
   bool scale = true;  // a learned scale (weight); false: gamma = 1, no weight parameter
+  bool channels_last = false;  // data_format: x [N, H, W, C] (Note [channels-last layout])
 };
 
 // Positions of the parameters among a node's inputs; -1 where absent. Forward:
@@ -45,21 +47,29 @@ OpAttrsPtr bn_parse(AttrReader& r, const std::string& op_name) {
   if (a->eps <= 0) r.fail("eps", "must be greater than 0");
   a->train = r.get_choice("mode", "train", {"train", "inference"}) == "train";
   a->scale = r.get_bool("scale", true);
+  a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
 }
 
-// Per-channel layout: element (n, c, i) of x lives at (n * C + c) * inner + i.
+// Per-channel layout: element (n, c, i) of x lives at base(n, c) + i * step: NCHW (and
+// [N, F]) at (n * C + c) * inner + i, NHWC at (n * inner + i) * C + c.
 struct BnDims {
   int64_t n = 0, c = 0, inner = 0;
+  bool channels_last = false;
   int64_t per_channel() const { return n * inner; }
+  int64_t base(int64_t sample, int64_t channel) const {
+    return channels_last ? sample * c * inner + channel : (sample * c + channel) * inner;
+  }
+  int64_t step() const { return channels_last ? c : 1; }
 };
 
-BnDims bn_dims(const Shape& s) {
+BnDims bn_dims(const Shape& s, bool channels_last) {
   BnDims d;
+  d.channels_last = channels_last && s.size() == 4;
   d.n = s.at(0);
-  d.c = s.at(1);
-  d.inner = s.size() == 4 ? s[2] * s[3] : 1;
+  d.c = d.channels_last ? s.at(3) : s.at(1);
+  d.inner = s.size() == 4 ? (d.channels_last ? s[1] * s[2] : s[2] * s[3]) : 1;
   return d;
 }
 
@@ -74,16 +84,17 @@ TensorDesc bn_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const BatchNormAttrs&>(at);
   const TensorDesc& x = in.at(0);
   bn_check_input(x, "batchnorm");
-  if (a.train && bn_dims(x.shape).per_channel() < 2)
+  if (a.train && bn_dims(x.shape, a.channels_last).per_channel() < 2)
     REMAT_USER_ERROR("batchnorm in train mode needs more than 1 value per channel, got input "
                      << shape_str(x.shape));
   return x;
 }
 
 std::vector<ParamSpec> bn_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
-  TensorDesc c{{in.at(0).shape.at(1)}, DType::F32};
+  const auto& a = static_cast<const BatchNormAttrs&>(at);
+  TensorDesc c{{bn_dims(in.at(0).shape, a.channels_last).c}, DType::F32};
   std::vector<ParamSpec> out;
-  if (static_cast<const BatchNormAttrs&>(at).scale)
+  if (a.scale)
     out.push_back({"weight", c, ValueKind::Param, InitKind::Ones, 0, 0});
   out.push_back({"bias", c, ValueKind::Param, InitKind::Zeros, 0, 0});
   out.push_back({"running_mean", c, ValueKind::Buffer, InitKind::Zeros, 0, 0});
@@ -141,8 +152,8 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const T* x, const BnDims& d,
   for (int64_t c = 0; c < d.c; ++c) {
     double sum = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const T* p = x + (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) sum += load(p, i);
+      const T* p = x + d.base(n, c);
+      for (int64_t i = 0; i < d.inner; ++i) sum += load(p, i * d.step());
     }
     st.mean[c] = sum;
   }
@@ -152,8 +163,9 @@ BnStats bn_norm_stats(const BatchNormAttrs& a, const T* x, const BnDims& d,
     const double m = st.mean[c];
     double sq = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const T* p = x + (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) sq += (load(p, i) - m) * (load(p, i) - m);
+      const T* p = x + d.base(n, c);
+      for (int64_t i = 0; i < d.inner; ++i)
+        sq += (load(p, i * d.step()) - m) * (load(p, i * d.step()) - m);
     }
     st.var[c] = sq;
   }
@@ -169,7 +181,7 @@ template <typename T>
 void bn_forward_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnSlots at = bn_forward_slots(a.scale);
-  const BnDims d = bn_dims(ctx.inputs[0].shape());
+  const BnDims d = bn_dims(ctx.inputs[0].shape(), a.channels_last);
   const T* x = storage<T>(ctx.inputs[0]);
   const float* gamma = a.scale ? ctx.inputs[at.weight].f32() : nullptr;
   const float* beta = ctx.inputs[at.bias].f32();
@@ -185,8 +197,11 @@ void bn_forward_cpu_t(const ExecContext& ctx) {
     const float scale = static_cast<float>(g * inv_std);
     const float shift = static_cast<float>(beta[c] - mean * g * inv_std);
     for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t base = (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) store(y, base + i, load(x, base + i) * scale + shift);
+      const int64_t base = d.base(n, c);
+      for (int64_t i = 0; i < d.inner; ++i) {
+        const int64_t j = base + i * d.step();
+        store(y, j, load(x, j) * scale + shift);
+      }
     }
     if (a.train && ctx.first_compute) {
       const double m = a.momentum;
@@ -202,7 +217,7 @@ template <typename T>
 void bn_grad_input_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
   const BnSlots at = bn_grad_input_slots(a.scale);
-  const BnDims d = bn_dims(ctx.inputs[1].shape());
+  const BnDims d = bn_dims(ctx.inputs[1].shape(), a.channels_last);
   const T* dy = storage<T>(ctx.inputs[0]);
   const T* x = storage<T>(ctx.inputs[1]);
   const float* gamma = a.scale ? ctx.inputs[at.weight].f32() : nullptr;
@@ -216,8 +231,11 @@ void bn_grad_input_cpu_t(const ExecContext& ctx) {
     for (int64_t c = 0; c < d.c; ++c) {
       const float k = static_cast<float>(gamma_at(gamma, c) * inv_std[c]);
       for (int64_t n = 0; n < d.n; ++n) {
-        const int64_t base = (n * d.c + c) * d.inner;
-        for (int64_t i = 0; i < d.inner; ++i) store(dx, base + i, load(dy, base + i) * k);
+        const int64_t base = d.base(n, c);
+        for (int64_t i = 0; i < d.inner; ++i) {
+          const int64_t j = base + i * d.step();
+          store(dx, j, load(dy, j) * k);
+        }
       }
     }
     return;
@@ -227,10 +245,11 @@ void bn_grad_input_cpu_t(const ExecContext& ctx) {
   for (int64_t c = 0; c < d.c; ++c) {
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t base = (n * d.c + c) * d.inner;
+      const int64_t base = d.base(n, c);
       for (int64_t i = 0; i < d.inner; ++i) {
-        sum_dy += load(dy, base + i);
-        sum_dy_xhat += load(dy, base + i) * (load(x, base + i) - st.mean[c]) * inv_std[c];
+        const int64_t j = base + i * d.step();
+        sum_dy += load(dy, j);
+        sum_dy_xhat += load(dy, j) * (load(x, j) - st.mean[c]) * inv_std[c];
       }
     }
     sums[c] = sum_dy;
@@ -243,12 +262,13 @@ void bn_grad_input_cpu_t(const ExecContext& ctx) {
     const double mean = st.mean[c], is = inv_std[c];
     const double mean_dy = sums[c] / count, mean_dy_xhat = sums[d.c + c] / count;
     for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t base = (n * d.c + c) * d.inner;
+      const int64_t base = d.base(n, c);
       for (int64_t i = 0; i < d.inner; ++i) {
-        const double xhat = (load(x, base + i) - mean) * is;
-        store(dx, base + i,
+        const int64_t j = base + i * d.step();
+        const double xhat = (load(x, j) - mean) * is;
+        store(dx, j,
               static_cast<float>(gamma_at(gamma, c) * is *
-                                 (load(dy, base + i) - mean_dy - xhat * mean_dy_xhat)));
+                                 (load(dy, j) - mean_dy - xhat * mean_dy_xhat)));
       }
     }
   }
@@ -259,7 +279,7 @@ void bn_grad_input_cpu_t(const ExecContext& ctx) {
 template <typename T>
 void bn_grad_weight_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
-  const BnDims d = bn_dims(ctx.inputs[1].shape());
+  const BnDims d = bn_dims(ctx.inputs[1].shape(), a.channels_last);
   const T* dy = storage<T>(ctx.inputs[0]);
   const T* x = storage<T>(ctx.inputs[1]);
   const float* rm = a.train ? nullptr : ctx.inputs[2].f32();
@@ -271,9 +291,9 @@ void bn_grad_weight_cpu_t(const ExecContext& ctx) {
     const double inv_std = 1.0 / std::sqrt(st.var[c] + a.eps);
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t base = (n * d.c + c) * d.inner;
+      const int64_t base = d.base(n, c);
       for (int64_t i = 0; i < d.inner; ++i)
-        s += load(dy, base + i) * (load(x, base + i) - mean) * inv_std;
+        s += load(dy, base + i * d.step()) * (load(x, base + i * d.step()) - mean) * inv_std;
     }
     dw[c] = static_cast<float>(s);
   }
@@ -282,14 +302,15 @@ void bn_grad_weight_cpu_t(const ExecContext& ctx) {
 // inputs [dy] -> dbias [C] = sum of dy over N (and H, W).
 template <typename T>
 void bn_grad_bias_cpu_t(const ExecContext& ctx) {
-  const BnDims d = bn_dims(ctx.inputs[0].shape());
+  const auto& a = attrs_of<BatchNormAttrs>(*ctx.node);
+  const BnDims d = bn_dims(ctx.inputs[0].shape(), a.channels_last);
   const T* dy = storage<T>(ctx.inputs[0]);
   float* db = ctx.output.f32();
   for (int64_t c = 0; c < d.c; ++c) {
     double s = 0;
     for (int64_t n = 0; n < d.n; ++n) {
-      const int64_t base = (n * d.c + c) * d.inner;
-      for (int64_t i = 0; i < d.inner; ++i) s += load(dy, base + i);
+      const int64_t base = d.base(n, c);
+      for (int64_t i = 0; i < d.inner; ++i) s += load(dy, base + i * d.step());
     }
     db[c] = static_cast<float>(s);
   }
@@ -354,7 +375,10 @@ OpDef bn_backward_op(const std::string& name, const std::string& summary, int mi
   return op;
 }
 
-TensorDesc channel_desc(const TensorDesc& x) { return TensorDesc{{x.shape.at(1)}, DType::F32}; }
+TensorDesc channel_desc(const OpAttrs& at, const TensorDesc& x) {
+  return TensorDesc{{bn_dims(x.shape, static_cast<const BatchNormAttrs&>(at).channels_last).c},
+                    DType::F32};
+}
 
 #ifdef REMAT_HAVE_CUDA
 BnCudaParams bn_cuda_params(const Node& n) {
@@ -364,6 +388,7 @@ BnCudaParams bn_cuda_params(const Node& n) {
   p.eps = a.eps;
   p.train = a.train;
   p.scale = a.scale;
+  p.channels_last = a.channels_last;
   return p;
 }
 
@@ -404,6 +429,9 @@ void register_batchnorm_ops(OpRegistry& r) {
   };
   bn.cpu = bn_forward_cpu;
   bn.gradient = bn_gradient;
+  bn.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return in.at(0).shape.size() == 4;
+  };
 #ifdef REMAT_HAVE_CUDA
   set_bn_cuda(bn, batchnorm_forward_cuda, batchnorm_forward_cuda_workspace);
 #endif
@@ -423,9 +451,9 @@ void register_batchnorm_ops(OpRegistry& r) {
   r.add(std::move(gi));
 
   OpDef gw = bn_backward_op("batchnorm_grad_weight", "batchnorm scale gradient", 2, 4);
-  gw.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+  gw.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     bn_check_input(in.at(1), "batchnorm_grad_weight");
-    return channel_desc(in.at(1));
+    return channel_desc(a, in.at(1));
   };
   gw.cpu = bn_grad_weight_cpu;
 #ifdef REMAT_HAVE_CUDA
@@ -435,14 +463,18 @@ void register_batchnorm_ops(OpRegistry& r) {
   r.add(std::move(gw));
 
   OpDef gb = bn_backward_op("batchnorm_grad_bias", "batchnorm shift gradient", 1, 1);
-  gb.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+  gb.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     bn_check_input(in.at(0), "batchnorm_grad_bias");
-    return channel_desc(in.at(0));
+    return channel_desc(a, in.at(0));
   };
   gb.cpu = bn_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
-  gb.cuda = batchnorm_grad_bias_cuda;
-  gb.cuda_workspace = batchnorm_grad_bias_cuda_workspace;
+  gb.cuda = [](const ExecContext& ctx) {
+    batchnorm_grad_bias_cuda(bn_cuda_params(*ctx.node), ctx);
+  };
+  gb.cuda_workspace = [](const ExecContext& ctx) {
+    return batchnorm_grad_bias_cuda_workspace(bn_cuda_params(*ctx.node), ctx);
+  };
 #endif
   with_bf16(gb).bf16_cpu_native = gb.bf16_cuda_native = true;
   r.add(std::move(gb));

@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
+#include "ops/data_format.h"
 
 namespace remat {
 namespace {
@@ -46,6 +47,11 @@ namespace {
 //   ForwardInference on a [1, C, 1, 1] tensor of ones. cuDNN's batch-norm routines are not in
 //   its list of non-reproducible routines (cuDNN developer guide, "Reproducibility").
 // - [N, F] inputs run as [N, F, 1, 1]: statistics over N, as on the CPU.
+// - Channels-last x [N, H, W, C] (Note [channels-last layout] in models/channels_last.cpp) runs
+//   cuDNN on NHWC descriptors in every mode (our kernels walk NCHW planes): the forward and dx
+//   as above; dgamma in train mode is cuDNN's backward with the batch statistics recomputed,
+//   its dx going to workspace scratch the size of x (an NHWC dgamma kernel would save that
+//   scratch); dbeta sums the columns of dy as [N * H * W, C] rows.
 // - Without a learned scale (scale: false) the kernels take gamma = null (1); cuDNN takes a
 //   vector of ones in the workspace (filled on every call: the workspace is not kept between
 //   calls), so the arithmetic is that of gamma = 1; no weight gradient node exists.
@@ -62,12 +68,17 @@ struct BnDescs {
   CudnnTensorDesc bn;  // [1, C, 1, 1]
 };
 
-BnDescs& bn_descs(const ExecContext& ctx, const TensorDesc& x) {
-  const std::string key =
-      "batchnorm:" + shape_key(x.shape) + (x.dtype == DType::BF16 ? ":bf16" : "");
+BnDescs& bn_descs(const ExecContext& ctx, const TensorDesc& x, bool channels_last) {
+  const std::string key = "batchnorm:" + shape_key(x.shape) +
+                          (x.dtype == DType::BF16 ? ":bf16" : "") + (channels_last ? ":nhwc" : "");
   return cuda_cache(ctx).get_or_create<BnDescs>(key, [&] {
     BnDescs d;
-    d.x = cudnn_tensor_of(x.shape, x.dtype);
+    if (channels_last && x.shape.size() == 4) {
+      const ImageDims i = image_dims(x.shape, true);
+      d.x = cudnn_tensor_4d(i.n, i.c, i.h, i.w, x.dtype, CUDNN_TENSOR_NHWC);
+    } else {
+      d.x = cudnn_tensor_of(x.shape, x.dtype);
+    }
     cudnnTensorDescriptor_t raw = nullptr;
     REMAT_CUDNN_CHECK(cudnnCreateTensorDescriptor(&raw));
     d.bn = CudnnTensorDesc(raw, [](cudnnTensorDescriptor_t p) { cudnnDestroyTensorDescriptor(p); });
@@ -96,13 +107,19 @@ float* carve_start(const ExecContext& ctx, int64_t need) {
   return static_cast<float*>(ctx.workspace);
 }
 
-int64_t channels(const ExecContext& ctx, int x_input) { return ctx.inputs.at(x_input).dim(1); }
-
-// [N, C, H, W] as (n, c, plane); [N, F] as (n, f, 1).
+// [N, C, H, W] as (n, c, plane); [N, F] as (n, f, 1); channels-last [N, H, W, C] as the rows
+// (n * h * w, c, 1) the column reductions see.
 struct NcPlane {
   int64_t n, c, plane;
 };
-NcPlane nc_plane(const Shape& s) { return {s[0], s[1], s.size() == 4 ? s[2] * s[3] : 1}; }
+NcPlane nc_plane(const Shape& s, bool channels_last) {
+  if (channels_last && s.size() == 4) return {s[0] * s[1] * s[2], s[3], 1};
+  return {s[0], s[1], s.size() == 4 ? s[2] * s[3] : 1};
+}
+
+int64_t channels(const BnCudaParams& p, const ExecContext& ctx, int x_input) {
+  return nc_plane(ctx.inputs.at(x_input).shape(), p.channels_last).c;
+}
 
 // Bytes of the ones vector standing in for gamma without a learned scale (at the workspace's
 // end); 0 with a scale.
@@ -120,7 +137,7 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
 // says) or cuDNN (Note [batchnorm on the GPU]).
 bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& sh,
                  int64_t min_plane) {
-  if (!p.train) return false;
+  if (!p.train || p.channels_last) return false;
   switch (cuda_context(ctx).bn_kernels) {
     case BnKernels::Own: return true;
     case BnKernels::Cudnn: return false;
@@ -134,7 +151,7 @@ bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& s
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const int s = p.scale ? 1 : 0;  // inputs [x, weight (scale only), bias, mean, var]
-  const NcPlane sh = nc_plane(ctx.inputs[0].shape());
+  const NcPlane sh = nc_plane(ctx.inputs[0].shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnForwardPlane)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm workspace too small");
@@ -149,9 +166,9 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc);
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc, p.channels_last);
   const float one = 1.0f, zero = 0.0f;
-  const int64_t c = channels(ctx, 0);
+  const int64_t c = channels(p, ctx, 0);
   char* ws_end = static_cast<char*>(ctx.workspace) + (p.train ? 2 * round_up(c * 4) : 0);
   const void* x = ctx.inputs[0].data;
   const void* gamma = gamma_of(p, ctx, 1, c, ws_end, cc.stream);
@@ -181,24 +198,24 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   // The same on first computation and recomputation, so a plan's workspace does not depend on
   // which one a step runs. cuDNN: [running-statistics scratch (train)][ones (scale: false)].
-  const NcPlane sh = nc_plane(ctx.inputs.at(0).shape());
+  const NcPlane sh = nc_plane(ctx.inputs.at(0).shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnForwardPlane))
     return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
-  const int64_t c = channels(ctx, 0);
+  const int64_t c = channels(p, ctx, 0);
   return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
 }
 
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
-  const NcPlane sh = nc_plane(ctx.inputs.at(1).shape());
+  const NcPlane sh = nc_plane(ctx.inputs.at(1).shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnGradInputPlane))
     return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
-  const int64_t c = channels(ctx, 1);
+  const int64_t c = channels(p, ctx, 1);
   return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
 }
 
 void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
-  const NcPlane sh = nc_plane(ctx.inputs[1].shape());
+  const NcPlane sh = nc_plane(ctx.inputs[1].shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnGradInputPlane)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_grad_input_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm_grad_input workspace too small");
@@ -211,8 +228,8 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
-  const int64_t c = channels(ctx, 1);
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
+  const int64_t c = channels(p, ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_input_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
   const void* dy = ctx.inputs[0].data;
@@ -236,9 +253,9 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
 }
 
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
-  const int64_t c = channels(ctx, 1);
-  if (p.train) {
-    const NcPlane s = nc_plane(ctx.inputs.at(1).shape());
+  const int64_t c = channels(p, ctx, 1);
+  if (p.train && !p.channels_last) {
+    const NcPlane s = nc_plane(ctx.inputs.at(1).shape(), p.channels_last);
     return batchnorm_grad_gamma_workspace_bytes(s.n, s.c, s.plane);
   }
   return round_up(ctx.inputs.at(1).desc->bytes()) + 4 * round_up(c * 4);
@@ -248,8 +265,8 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const void* dy = ctx.inputs[0].data;
   const void* x = ctx.inputs[1].data;
-  if (p.train) {  // Note [batchnorm on the GPU]: one pass over x and dy
-    const NcPlane s = nc_plane(ctx.inputs[1].shape());
+  if (p.train && !p.channels_last) {  // Note [batchnorm on the GPU]: one pass over x and dy
+    const NcPlane s = nc_plane(ctx.inputs[1].shape(), p.channels_last);
     void* ws = carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx));
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -258,9 +275,10 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd.
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc);
-  const int64_t c = channels(ctx, 1);
+  // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd;
+  // channels-last train mode: the same with the batch statistics recomputed (null).
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
+  const int64_t c = channels(p, ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
   void* dx = ws.take((ctx.inputs[1].desc->bytes() + 3) / 4);  // scratch, like x
@@ -270,6 +288,12 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   float* zeros = ws.take(c);
   float* inv_std = ws.take(c);
   fill(zeros, 0.0f, c, cc.stream);
+  if (p.train) {
+    REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(), dx,
+        d.bn.get(), ones, ctx.output.data, dbias, p.eps, nullptr, nullptr));
+    return;
+  }
   CudnnTensorDesc vec = cudnn_tensor_4d(1, c, 1, 1);
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
       cc.cudnn, kMode, &one, &zero, vec.get(), ones, vec.get(), inv_std, d.bn.get(), ones, zeros,
@@ -279,16 +303,17 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
       d.bn.get(), ones, ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
 }
 
-void batchnorm_grad_bias_cuda(const ExecContext& ctx) {
-  const NcPlane s = nc_plane(ctx.inputs.at(0).shape());  // dy [N, C, H, W] or [N, F]
+void batchnorm_grad_bias_cuda(const BnCudaParams& p, const ExecContext& ctx) {
+  // dy [N, C, H, W], [N, F] or [N, H, W, C]
+  const NcPlane s = nc_plane(ctx.inputs.at(0).shape(), p.channels_last);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]), s.n, s.c, s.plane,
                      ctx.workspace, cuda_context(ctx).stream);
   });
 }
 
-int64_t batchnorm_grad_bias_cuda_workspace(const ExecContext& ctx) {
-  const NcPlane s = nc_plane(ctx.inputs.at(0).shape());
+int64_t batchnorm_grad_bias_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
+  const NcPlane s = nc_plane(ctx.inputs.at(0).shape(), p.channels_last);
   return bias_grad_workspace_bytes(s.n, s.c, s.plane);
 }
 

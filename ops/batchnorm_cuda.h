@@ -16,6 +16,8 @@ struct BnCudaParams {
   double eps = 1e-5;
   bool train = true;
   bool scale = true;  // false: no weight input; gamma = 1 from a workspace vector of ones
+  bool channels_last = false;  // x [N, H, W, C]: cuDNN on NHWC descriptors (Note [batchnorm on
+                               // the GPU])
 };
 
 // inputs [x, weight (scale only), bias, running_mean, running_var] -> y; running stats updated
@@ -30,8 +32,8 @@ int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecCon
 void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx);
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
 // [dy] -> dbias [C] (deterministic reduction, kernels/).
-void batchnorm_grad_bias_cuda(const ExecContext& ctx);
-int64_t batchnorm_grad_bias_cuda_workspace(const ExecContext& ctx);
+void batchnorm_grad_bias_cuda(const BnCudaParams& p, const ExecContext& ctx);
+int64_t batchnorm_grad_bias_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx);
 
 }  // namespace remat
 

@@ -83,6 +83,7 @@ void register_cast_ops(OpRegistry& r) {
   };
   with_bf16(op).bf16_cpu_native = true;
   op.bf16_cuda_native = true;
+  op.layout_agnostic = true;
   r.add(std::move(op));
 }
 

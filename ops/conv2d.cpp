@@ -23,13 +23,15 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pads, 
 // The geometry's pad_h / pad_w are the top and left pads (im2col's offsets); the bottom and
 // right ones only enter the output size.
 ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
+  const ImageDims i = image_dims(x, a.channels_last);
   ConvDims d;
-  d.n = x[0], d.c = x[1], d.k = a.filters;
+  d.n = i.n, d.c = i.c, d.k = a.filters;
   d.cg = d.c / a.groups, d.kg = d.k / a.groups;
-  const Pads p = a.pads(x[2], x[3]);
+  d.channels_last = a.channels_last;
+  const Pads p = a.pads(i.h, i.w);
   d.geo = ConvGeometry{d.cg,
-                       x[2],
-                       x[3],
+                       i.h,
+                       i.w,
                        a.kernel_h,
                        a.kernel_w,
                        p.top,
@@ -38,9 +40,15 @@ ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
                        a.stride_w,
                        a.dilation_h,
                        a.dilation_w,
-                       conv_out_size(x[2], a.kernel_h, a.stride_h, p.top + p.bottom, a.dilation_h),
-                       conv_out_size(x[3], a.kernel_w, a.stride_w, p.left + p.right, a.dilation_w)};
+                       conv_out_size(i.h, a.kernel_h, a.stride_h, p.top + p.bottom, a.dilation_h),
+                       conv_out_size(i.w, a.kernel_w, a.stride_w, p.left + p.right, a.dilation_w)};
   return d;
+}
+
+bool conv2d_has_channels_last(const Conv2dAttrs& a, const Shape& x_nchw) {
+  if (x_nchw.size() != 4) return false;
+  const Pads p = a.pads(x_nchw[2], x_nchw[3]);
+  return p.top == p.bottom && p.left == p.right;
 }
 
 namespace {
@@ -63,6 +71,7 @@ OpAttrsPtr conv2d_parse(AttrReader& r, const std::string& op_name) {
                          std::to_string(a->groups));
   a->bias = r.get_bool("bias", true);
   a->activation = parse_activation(r);
+  a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
 }
@@ -75,19 +84,19 @@ TensorDesc conv2d_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
     REMAT_USER_ERROR("conv2d expects a 4-D input [N, C, H, W], got " << shape_str(x));
   for (int64_t v : x)
     if (v < 1) REMAT_USER_ERROR("conv2d input has an empty dimension: " << shape_str(x));
-  if (x[1] % a.groups != 0)
-    REMAT_USER_ERROR("conv2d input channels " << x[1] << " not divisible by groups " << a.groups);
   ConvDims d = conv_dims(a, x);
+  if (d.c % a.groups != 0)
+    REMAT_USER_ERROR("conv2d input channels " << d.c << " not divisible by groups " << a.groups);
   if (d.geo.out_h < 1 || d.geo.out_w < 1)
     REMAT_USER_ERROR("conv2d output would be empty: input " << shape_str(x) << " with kernel "
                      << a.kernel_h << "x" << a.kernel_w << ", dilation " << a.dilation_h << "x"
                      << a.dilation_w << ", padding " << padding_str(a.pad));
-  return TensorDesc{{d.n, d.k, d.geo.out_h, d.geo.out_w}, t};
+  return TensorDesc{ImageDims{d.n, d.k, d.geo.out_h, d.geo.out_w, a.channels_last}.shape(), t};
 }
 
 std::vector<ParamSpec> conv2d_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const Conv2dAttrs&>(at);
-  int64_t c = in.at(0).shape.at(1), rs = a.kernel_h * a.kernel_w;
+  int64_t c = image_dims(in.at(0).shape, a.channels_last).c, rs = a.kernel_h * a.kernel_w;
   std::vector<ParamSpec> out;
   ParamSpec w;
   w.suffix = "weight";
@@ -112,15 +121,21 @@ std::vector<ParamSpec> conv2d_params(const OpAttrs& at, const std::vector<Tensor
 // (unless pointwise) need one group's im2col buffer.
 OpCost conv_cost(const Conv2dAttrs& a, const Shape& x, const Shape& y,
                  const std::vector<TensorDesc>& in, const TensorDesc& out) {
-  int64_t cg = x[1] / a.groups;
+  const ImageDims xd = image_dims(x, a.channels_last), yd = image_dims(y, a.channels_last);
+  int64_t cg = xd.c / a.groups;
   OpCost c;
-  c.flops = 2.0 * static_cast<double>(y[0] * y[1] * y[2] * y[3]) *
+  c.flops = 2.0 * static_cast<double>(yd.n * yd.c * yd.h * yd.w) *
             static_cast<double>(cg * a.kernel_h * a.kernel_w);
   c.bytes_moved = io_bytes(in, out);
   if (!a.pointwise())
-    c.workspace_bytes = checked_product({cg, a.kernel_h, a.kernel_w, y[2], y[3],
+    c.workspace_bytes = checked_product({cg, a.kernel_h, a.kernel_w, yd.h, yd.w,
                                          dtype_size(DType::F32)},
                                         "conv2d im2col buffer", "workspace_bytes");
+  if (a.channels_last)  // conv2d_cpu_nhwc.cpp: one image of x and of y in FP32 after it
+    c.workspace_bytes =
+        alloc_bytes(c.workspace_bytes) +
+        alloc_bytes(checked_product({xd.c, xd.h, xd.w, 4}, "conv2d NCHW image", "workspace_bytes")) +
+        alloc_bytes(checked_product({yd.c, yd.h, yd.w, 4}, "conv2d NCHW image", "workspace_bytes"));
   return c;
 }
 
@@ -135,7 +150,8 @@ OpCost conv2d_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const T
 // conv_cost's im2col buffer, and for bf16 data one image's group of dz and of x in FP32.
 int64_t conv2d_grad_weight_workspace(const Conv2dAttrs& a, const std::vector<TensorDesc>& in,
                                      int64_t im2col_bytes) {
-  if (in.at(0).dtype != DType::BF16) return im2col_bytes;
+  // Channels-last: conv_cost's figure already holds one image of dz and of x in FP32.
+  if (in.at(0).dtype != DType::BF16 || a.channels_last) return im2col_bytes;
   const Shape& dz = in[0].shape;
   const Shape& x = in.at(1).shape;
   const int64_t kg = dz[1] / a.groups, cg = x[1] / a.groups;
@@ -162,18 +178,19 @@ std::vector<ValueId> conv2d_gradient(GradEmitter& g, const Node& fwd, ValueId dy
 // stride > 1 several input sizes do); emitted nodes carry the exact shape.
 TensorDesc grad_input_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const Conv2dAttrs&>(at);
-  const Shape& dy = in.at(0).shape;
   const Shape& w = in.at(1).shape;
-  REMAT_CHECK(dy.size() == 4 && w.size() == 4, "conv2d_grad_input expects 4-D dy and weight");
+  REMAT_CHECK(in.at(0).shape.size() == 4 && w.size() == 4,
+              "conv2d_grad_input expects 4-D dy and weight");
+  const ImageDims dy = image_dims(in[0].shape, a.channels_last);
   const DType t = require_float("conv2d_grad_input", in, 1);
   // 'same': the smallest input with ceil(in / stride) = dy's size.
   const PaddingSpec& p = a.pad;
-  int64_t h = (dy[2] - 1) * a.stride_h + 1, wd = (dy[3] - 1) * a.stride_w + 1;
+  int64_t h = (dy.h - 1) * a.stride_h + 1, wd = (dy.w - 1) * a.stride_w + 1;
   if (!p.same) {
-    h = (dy[2] - 1) * a.stride_h - p.top - p.bottom + a.dilation_h * (a.kernel_h - 1) + 1;
-    wd = (dy[3] - 1) * a.stride_w - p.left - p.right + a.dilation_w * (a.kernel_w - 1) + 1;
+    h = (dy.h - 1) * a.stride_h - p.top - p.bottom + a.dilation_h * (a.kernel_h - 1) + 1;
+    wd = (dy.w - 1) * a.stride_w - p.left - p.right + a.dilation_w * (a.kernel_w - 1) + 1;
   }
-  return TensorDesc{{dy[0], w[1] * a.groups, h, wd}, t};
+  return TensorDesc{ImageDims{dy.n, w[1] * a.groups, h, wd, a.channels_last}.shape(), t};
 }
 
 TensorDesc grad_weight_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -181,7 +198,9 @@ TensorDesc grad_weight_infer(const OpAttrs& at, const std::vector<TensorDesc>& i
   const Shape& x = in.at(1).shape;
   REMAT_CHECK(x.size() == 4, "conv2d_grad_weight expects a 4-D x");
   require_float("conv2d_grad_weight", in);  // dy and x; the gradient is the F32 parameter's
-  return TensorDesc{{a.filters, x[1] / a.groups, a.kernel_h, a.kernel_w}, DType::F32};
+  return TensorDesc{{a.filters, image_dims(x, a.channels_last).c / a.groups, a.kernel_h,
+                     a.kernel_w},
+                    DType::F32};
 }
 
 OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
@@ -198,7 +217,8 @@ OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
 // output; grad_weight: input 1).
 ConvCudaParams cuda_params(const Node& n, const Shape& x) {
   const auto& a = attrs_of<Conv2dAttrs>(n);
-  const Pads pads = a.pads(x.at(2), x.at(3));
+  const ImageDims xd = image_dims(x, a.channels_last);
+  const Pads pads = a.pads(xd.h, xd.w);
   ConvCudaParams p;
   p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w;
   p.stride_h = a.stride_h, p.stride_w = a.stride_w;
@@ -207,6 +227,7 @@ ConvCudaParams cuda_params(const Node& n, const Shape& x) {
   p.groups = a.groups;
   p.bias = a.bias;
   p.activation = a.activation;
+  p.channels_last = a.channels_last;
   return p;
 }
 
@@ -239,6 +260,9 @@ void register_conv2d_ops(OpRegistry& r) {
   f.cost = conv2d_cost;
   f.cpu = conv2d_cpu;
   f.gradient = conv2d_gradient;
+  f.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return conv2d_has_channels_last(static_cast<const Conv2dAttrs&>(a), in.at(0).shape);
+  };
 #ifdef REMAT_HAVE_CUDA
   set_cuda(f, ConvPass::Forward);
 #endif
@@ -287,8 +311,12 @@ void register_conv2d_ops(OpRegistry& r) {
   };
   gb.cpu = conv2d_grad_bias_cpu;
 #ifdef REMAT_HAVE_CUDA
-  gb.cuda = conv2d_grad_bias_cuda;
-  gb.cuda_workspace = conv2d_grad_bias_cuda_workspace;
+  gb.cuda = [](const ExecContext& ctx) {
+    conv2d_grad_bias_cuda(ctx, attrs_of<Conv2dAttrs>(*ctx.node).channels_last);
+  };
+  gb.cuda_workspace = [](const ExecContext& ctx) {
+    return conv2d_grad_bias_cuda_workspace(ctx, attrs_of<Conv2dAttrs>(*ctx.node).channels_last);
+  };
 #endif
   with_bf16(gb).bf16_cpu_native = gb.bf16_cuda_native = true;
   r.add(std::move(gb));

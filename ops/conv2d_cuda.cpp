@@ -78,6 +78,16 @@ struct ChannelsPlane {
 };
 ChannelsPlane channels_plane(const Shape& s) { return {s[1], s[2] * s[3]}; }
 
+// A 4-D tensor as the kernels/ channel loops see it, [rows, c, plane]: NCHW is [N, C, H * W],
+// NHWC [N * H * W, C, 1].
+struct RowsChannelsPlane {
+  int64_t rows, c, plane;
+};
+RowsChannelsPlane rows_channels_plane(const Shape& s, bool channels_last) {
+  if (channels_last) return {s[0] * s[1] * s[2], s[3], 1};
+  return {s[0], s[1], s[2] * s[3]};
+}
+
 }  // namespace
 
 void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
@@ -96,7 +106,7 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
       void* yk = at(y, chunk_offset(plan, k, plan.y_per_sample));
       const void* xin = xk;
       void* yout = yk;
-      if (plan.nhwc) {
+      if (plan.staged) {
         char* ws = workspace_of(plan, ctx);
         transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
         xin = ws + plan.stage_x_at();
@@ -106,14 +116,14 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
           cc.cudnn, &one, plan.x.get(), xin, plan.w.get(), w, plan.conv.get(),
           static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
           static_cast<size_t>(plan.workspace), &zero, plan.y.get(), yout));
-      if (plan.nhwc) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
+      if (plan.staged) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
     }
   }
   if (p.bias || p.activation != Activation::None) {
-    const Shape& s = ctx.output.shape();
+    const RowsChannelsPlane r = rows_channels_plane(ctx.output.shape(), p.channels_last);
     const float* bias = p.bias ? ctx.inputs.at(2).f32() : nullptr;
     with_storage(plan.dtype, [&](auto tag) {
-      bias_act_forward(storage<decltype(tag)>(ctx.output), bias, s[0], s[1], s[2] * s[3],
+      bias_act_forward(storage<decltype(tag)>(ctx.output), bias, r.rows, r.c, r.plane,
                        kernel_activation(p.activation), cc.stream);
     });
   }
@@ -141,7 +151,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     void* dxk = at(dx, chunk_offset(plan, k, plan.x_per_sample));
     const void* din = dyk;
     void* dout = dxk;
-    if (plan.nhwc) {
+    if (plan.staged) {
       char* ws = workspace_of(plan, ctx);
       transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
       din = ws + plan.stage_y_at();
@@ -151,7 +161,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
         cc.cudnn, &one, plan.w.get(), w, plan.y.get(), din, plan.conv.get(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
         static_cast<size_t>(plan.workspace), &zero, plan.x.get(), dout));
-    if (plan.nhwc) transpose_chunk(dxk, dout, plan, xs.hw, xs.c, cc.stream);
+    if (plan.staged) transpose_chunk(dxk, dout, plan, xs.hw, xs.c, cc.stream);
   }
 }
 
@@ -188,7 +198,7 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   for (int64_t k = 0; k < n; ++k) {
     const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
     const void* dyk = at(dy, chunk_offset(plan, k, plan.y_per_sample));
-    if (plan.nhwc) {
+    if (plan.staged) {
       transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
       transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
       xk = ws + plan.stage_x_at();
@@ -214,17 +224,18 @@ int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecCon
   return ready_plan(ConvPass::BackwardFilter, p, ctx).total_workspace();
 }
 
-void conv2d_grad_bias_cuda(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs.at(0).shape();  // dz [N, K, Ho, Wo]
+void conv2d_grad_bias_cuda(const ExecContext& ctx, bool channels_last) {
+  // dz [N, K, Ho, Wo], or [N, Ho, Wo, K]: rows of K
+  const RowsChannelsPlane r = rows_channels_plane(ctx.inputs.at(0).shape(), channels_last);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
-    bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]), s[0], s[1],
-                     s[2] * s[3], ctx.workspace, cuda_context(ctx).stream);
+    bias_grad_reduce(ctx.output.f32(), storage<decltype(tag)>(ctx.inputs[0]), r.rows, r.c,
+                     r.plane, ctx.workspace, cuda_context(ctx).stream);
   });
 }
 
-int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs.at(0).shape();
-  return bias_grad_workspace_bytes(s[0], s[1], s[2] * s[3]);
+int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx, bool channels_last) {
+  const RowsChannelsPlane r = rows_channels_plane(ctx.inputs.at(0).shape(), channels_last);
+  return bias_grad_workspace_bytes(r.rows, r.c, r.plane);
 }
 
 }  // namespace remat

@@ -28,6 +28,7 @@ struct ConvCudaParams {
   int64_t groups = 1;
   bool bias = true;
   Activation activation = Activation::None;
+  bool channels_last = false;  // x, y stored NHWC (Note [channels-last convolutions])
 };
 
 // y = act(conv(x, w) + b). inputs [x, w, (b)].
@@ -44,8 +45,8 @@ int64_t conv2d_grad_weight_cuda_workspace(const ConvCudaParams& p, const ExecCon
 void conv2d_pass_cuda(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
 int64_t conv2d_pass_cuda_workspace(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
 // db[k] = sum of dz over N, H, W (deterministic reduction, kernels/). inputs [dz].
-void conv2d_grad_bias_cuda(const ExecContext& ctx);
-int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx);
+void conv2d_grad_bias_cuda(const ExecContext& ctx, bool channels_last);
+int64_t conv2d_grad_bias_cuda_workspace(const ExecContext& ctx, bool channels_last);
 
 }  // namespace remat
 

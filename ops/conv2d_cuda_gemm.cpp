@@ -81,6 +81,7 @@ void filter_gemm_run(const GemmDims& d, DType dtype, const void* dy, const void*
 }  // namespace
 
 bool conv_gemm_applies(ConvPass, const ConvCudaParams& p, const ConvTensors& t) {
+  if (p.channels_last) return false;  // Note [channels-last convolutions]
   if (p.kernel_h != 1 || p.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1)
     return false;
   if (p.pad_h != 0 || p.pad_w != 0 || p.pad_bottom != 0 || p.pad_right != 0) return false;

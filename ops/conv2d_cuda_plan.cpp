@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include "ops/data_format.h"
+
 namespace remat {
 namespace {
 
@@ -67,6 +69,15 @@ namespace {
 // where the whole batch does not fit the cap it runs NCHW, chunked only where no algorithm fits
 // otherwise (Note [bf16 convolutions]). Nchw never stages; Nhwc always does where staging is
 // possible and cuDNN offers an algorithm (the GPU tests force it to compare it with the CPU).
+//
+// Note [channels-last convolutions]
+// In a channels-last model (Note [channels-last layout] in models/channels_last.cpp) x and y
+// are NHWC in memory, so every pass runs on NHWC descriptors over the tensors themselves, with
+// the weight transposed to KRSC in the workspace as when staging; nothing is staged and the
+// NCHW plan is not considered. Chunks, algorithm choice and the bf16 rules are as above; a bf16
+// weight gradient that needs chunks to fit the workspace cap has no plan (the error says so)
+// rather than the rounding error of chunked bf16 gradients. The 1 x 1 GEMM form is NCHW-only.
+// Bias and fused activation run over [N * Ho * Wo, K] rows; the bias gradient sums the columns.
 constexpr double kStageBytesPerMs = 1.5e9;  // 1.5 TB/s: a conservative HBM3 transpose rate
 
 }  // namespace
@@ -144,28 +155,32 @@ Shape with_batch(Shape s, int64_t n) {
   return s;
 }
 
-// Descriptors for calls of `chunk` samples, NCHW or staged NHWC.
+// Descriptors for calls of `chunk` samples: NCHW, staged NHWC, or (p.channels_last) NHWC on
+// the tensors themselves (Note [channels-last convolutions]).
 ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaContext& cc,
                    int64_t chunk, bool nhwc) {
   ConvPlan plan;
   plan.chunk = chunk;
-  plan.nhwc = nhwc;
+  plan.nhwc = nhwc || p.channels_last;
+  plan.staged = nhwc && !p.channels_last;
   plan.x_per_sample = t.x->numel() / t.x->shape[0];
   plan.y_per_sample = t.y->numel() / t.y->shape[0];
   plan.dtype = t.x->dtype;
   const int64_t size = dtype_size(plan.dtype);
-  if (nhwc) {
+  if (plan.nhwc)
     plan.weight_copy = checked_mul(t.w->numel(), size, "", "KRSC weight copy bytes");
+  else
+    plan.weight_copy = plan.dtype == DType::BF16 ? bf16_copy_bytes(*t.w) : 0;
+  if (plan.staged) {
     plan.stage_x = checked_mul(chunk * plan.x_per_sample, size, "", "staged x bytes");
     plan.stage_y = checked_mul(chunk * plan.y_per_sample, size, "", "staged y bytes");
-  } else {
-    plan.weight_copy = plan.dtype == DType::BF16 ? bf16_copy_bytes(*t.w) : 0;
   }
-  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  const Shape xs = with_batch(t.x->shape, chunk), ys = with_batch(t.y->shape, chunk);
-  REMAT_CHECK(xs.size() == 4 && ys.size() == 4, "conv2d: 4-D tensors expected");
-  plan.x = cudnn_tensor_4d(xs[0], xs[1], xs[2], xs[3], plan.dtype, format);
-  plan.y = cudnn_tensor_4d(ys[0], ys[1], ys[2], ys[3], plan.dtype, format);
+  const cudnnTensorFormat_t format = plan.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  REMAT_CHECK(t.x->shape.size() == 4 && t.y->shape.size() == 4, "conv2d: 4-D tensors expected");
+  const ImageDims xs = image_dims(with_batch(t.x->shape, chunk), p.channels_last);
+  const ImageDims ys = image_dims(with_batch(t.y->shape, chunk), p.channels_last);
+  plan.x = cudnn_tensor_4d(xs.n, xs.c, xs.h, xs.w, plan.dtype, format);
+  plan.y = cudnn_tensor_4d(ys.n, ys.c, ys.h, ys.w, plan.dtype, format);
   plan.w = cudnn_filter_4d(t.w->shape, plan.dtype, format);
   plan.conv = cudnn_conv_desc();
   REMAT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
@@ -181,10 +196,9 @@ ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaCont
   int n = 0, c = 0, h = 0, w = 0;
   REMAT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv.get(), plan.x.get(),
                                                           plan.w.get(), &n, &c, &h, &w));
-  const Shape y = with_batch(t.y->shape, chunk);
-  REMAT_CHECK(y.size() == 4 && y[0] == n && y[1] == c && y[2] == h && y[3] == w,
+  REMAT_CHECK(ys.n == n && ys.c == c && ys.h == h && ys.w == w,
               "cuDNN conv output [" << n << ", " << c << ", " << h << ", " << w
-                                    << "] differs from the graph's " << shape_str(y));
+                                    << "] differs from the graph's " << shape_str(ys.shape()));
   return plan;
 }
 
@@ -319,7 +333,7 @@ int64_t staged_chunk(const ConvTensors& t, int64_t limit, const CudaContext& cc)
 double plan_ms(const ConvPlan& plan, const ConvTensors& t) {
   const int64_t calls = t.x->shape[0] / plan.chunk;
   double ms = static_cast<double>(plan.time_ms) * static_cast<double>(calls);
-  if (plan.nhwc)
+  if (plan.staged)
     ms += 2.0 * static_cast<double>((plan.stage_x + plan.stage_y) * calls) / kStageBytesPerMs;
   return ms;
 }
@@ -334,6 +348,14 @@ std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p
                                         << "': one sample of " << shape_str(t.x->shape)
                                         << " already has 2^31 elements or more (cuDNN's limit)");
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
+  if (p.channels_last) {  // Note [channels-last convolutions]: NHWC is the tensors' layout
+    for (int64_t chunk : chunks) {
+      if (bf16_filter && chunk != t.x->shape[0]) break;  // as staged: whole batch only
+      ConvPlan plan = make_plan(p, t, cc, chunk, true);
+      if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
+    }
+    return std::nullopt;
+  }
   for (int64_t chunk : chunks) {
     int64_t sc = cc.conv_layout == ConvLayout::Nchw ? 0 : staged_chunk(t, chunk, cc);
     if (bf16_filter && sc != t.x->shape[0]) sc = 0;  // whole batch only (the Note)

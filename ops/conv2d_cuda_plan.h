@@ -32,7 +32,8 @@ struct ConvPlan {
   CudnnFilterDesc w;     // KRSC when nhwc
   CudnnConvDesc conv;
   bool chosen = false;
-  bool nhwc = false;      // Note [staged NHWC convolutions]
+  bool nhwc = false;      // NHWC descriptors and a KRSC weight copy
+  bool staged = false;    // nhwc on NCHW tensors: Note [staged NHWC convolutions]
   int algo = 0;
   float time_ms = 0;      // Find's (or the GEMM's measured) time of one call of `chunk` samples
   int64_t workspace = 0;  // cuDNN's

@@ -85,6 +85,9 @@ void copy_window(const TensorView& out, const TensorView& in, int64_t dh, int64_
 int64_t conv2d_pass_cuda_workspace(ConvPass pass, const ConvCudaParams& p,
                                    const ExecContext& ctx) {
   if (symmetric(p)) return workspace_unpadded(pass, p, ctx);
+  // conv2d_has_channels_last keeps asymmetric pads out of channels-last models.
+  REMAT_CHECK(!p.channels_last, "node '" << (ctx.node ? ctx.node->name : std::string("?"))
+                                         << "': channels-last convolutions pad symmetrically");
   ExecContext c = ctx;
   TensorView& x = x_slot(pass, c);
   const PaddedX padded = padded_of(p, *x.desc);

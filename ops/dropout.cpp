@@ -106,6 +106,7 @@ void register_dropout_ops(OpRegistry& r) {
   d.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     return {g.emit("grad", "dropout_grad", {dy}, g.graph().value(fwd.inputs.at(0)).desc)};
   };
+  d.layout_agnostic = true;  // the mask follows the element index, in either layout
   r.add(std::move(d));
   r.add(
       dropout_op("dropout_grad", "dropout input gradient [dy]: the forward mask replayed", false));

@@ -85,6 +85,7 @@ void register_gelu_ops(OpRegistry& r) {
     return {g.emit("grad", "gelu_grad", {dy, x}, d, m, std::make_shared<EmptyAttrs>())};
   };
   with_bf16_per_sample(f, 1).bf16_cuda_native = true;
+  f.layout_agnostic = true;
   r.add(std::move(f));
 
   OpDef gd;

@@ -22,5 +22,11 @@ struct ConvGeometry {
 void im2col_cpu(const float* x, const ConvGeometry& g, float* col);
 // col: [C*R*S, Ho*Wo] -> dx: [C, H, W], ACCUMULATING (dx += scatter(col)).
 void col2im_add_cpu(const float* col, const ConvGeometry& g, float* dx);
+// The same with x's (dx's) element (c, h, w) at c * channel_stride + (h * W + w) * pixel_stride:
+// NCHW is (H * W, 1), one group of an NHWC image (x at its first channel) is (1, C).
+void im2col_strided_cpu(const float* x, const ConvGeometry& g, int64_t channel_stride,
+                        int64_t pixel_stride, float* col);
+void col2im_add_strided_cpu(const float* col, const ConvGeometry& g, int64_t channel_stride,
+                            int64_t pixel_stride, float* dx);
 
 }  // namespace remat

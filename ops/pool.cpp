@@ -2,6 +2,8 @@
 // count_include_pad: false only the window's real elements, TensorFlow's rule) and
 // global_avgpool ([N, C, H, W] -> [N, C]), with their backward ops. Padding may differ per side
 // or be TensorFlow's 'same' (Note [same padding] in ops/padding.h); padding never wins a max.
+// In a channels-last model (Note [channels-last layout] in models/channels_last.cpp) the
+// tensors may be [N, H, W, C] instead (attribute data_format).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/data_format.h"
 #include "ops/op_common.h"
 #include "ops/padding.h"
 #include "ops/pool_cuda.h"
@@ -25,7 +28,9 @@ struct PoolAttrs : OpAttrs {
   PaddingSpec pad;
   bool count_pad = true;  // avgpool: divide by kh * kw (else by the window's real elements)
   int64_t in_h = 0, in_w = 0;
+  bool channels_last = false;  // data_format: [N, H, W, C] (Note [channels-last layout])
   Pads pads(int64_t h, int64_t w) const { return padding_resolve(pad, h, w, kh, kw, sh, sw); }
+  ImageDims dims(const Shape& s) const { return image_dims(s, channels_last); }
 };
 
 constexpr int64_t kMaxDim = int64_t(1) << 20;
@@ -59,6 +64,7 @@ OpAttrsPtr window_parse(AttrReader& r, const std::string& op_name, bool with_inp
   a->kh = k[0], a->kw = k[1], a->sh = s[0], a->sw = s[1];
   if (average) a->count_pad = r.get_bool("count_include_pad", true);
   if (with_input_size) read_input_size(r, a.get());
+  a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
 }
@@ -66,6 +72,7 @@ OpAttrsPtr window_parse(AttrReader& r, const std::string& op_name, bool with_inp
 OpAttrsPtr global_parse(AttrReader& r, const std::string& op_name, bool with_input_size) {
   auto a = std::make_shared<PoolAttrs>();
   if (with_input_size) read_input_size(r, a.get());
+  a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
 }
@@ -78,21 +85,25 @@ void check_nchw(const TensorDesc& x, const std::string& op) {
 
 TensorDesc window_out(const PoolAttrs& a, const TensorDesc& x, const std::string& op) {
   check_nchw(x, op);
-  const Pads p = a.pads(x.shape[2], x.shape[3]);
-  const int64_t h = x.shape[2] + p.top + p.bottom, w = x.shape[3] + p.left + p.right;
+  const ImageDims d = a.dims(x.shape);
+  const Pads p = a.pads(d.h, d.w);
+  const int64_t h = d.h + p.top + p.bottom, w = d.w + p.left + p.right;
   if (a.kh > h || a.kw > w)
     REMAT_USER_ERROR(op << " kernel " << hw_str(a.kh, a.kw) << " larger than padded input " << h
                         << "x" << w);
-  return TensorDesc{{x.shape[0], x.shape[1], (h - a.kh) / a.sh + 1, (w - a.kw) / a.sw + 1},
-                    x.dtype};
+  return TensorDesc{
+      ImageDims{d.n, d.c, (h - a.kh) / a.sh + 1, (w - a.kw) / a.sw + 1, a.channels_last}.shape(),
+      x.dtype};
 }
 
 // Input descriptor of a dy-only backward op, checked against dy.
 TensorDesc grad_input_desc(const PoolAttrs& a, const TensorDesc& dy, const std::string& op,
                            bool global) {
-  const TensorDesc x{{dy.shape.at(0), dy.shape.at(1), a.in_h, a.in_w}, dy.dtype};
+  const int64_t c = global || !a.channels_last ? dy.shape.at(1) : dy.shape.at(3);
+  const TensorDesc x{ImageDims{dy.shape.at(0), c, a.in_h, a.in_w, a.channels_last}.shape(),
+                     dy.dtype};
   const TensorDesc expect =
-      global ? TensorDesc{{x.shape[0], x.shape[1]}, dy.dtype} : window_out(a, x, op);
+      global ? TensorDesc{{dy.shape[0], c}, dy.dtype} : window_out(a, x, op);
   if (!(expect == dy))
     REMAT_USER_ERROR(op << ": gradient " << shape_str(dy.shape) << " does not match input size "
                         << a.in_h << "x" << a.in_w << " (expected " << shape_str(expect.shape)
@@ -118,28 +129,37 @@ Window window_at(const PoolAttrs& a, const Pads& p, int64_t oh, int64_t ow, int6
           std::min(ws + a.kw, W)};
 }
 
-// Offset (within one H x W plane) of the first maximum of the window in row-major scan order.
-int64_t window_argmax(const float* plane, const Window& win, int64_t W) {
+// The H x W planes of an image tensor, NCHW or NHWC: plane p = (n, c) starts at base(p), and
+// its pixel i (= h * W + w) is at base(p) + i * pixel.
+struct Planes {
+  ImageDims d;
+  int64_t count() const { return d.n * d.c; }
+  int64_t base(int64_t p) const { return (p / d.c) * d.image() + (p % d.c) * d.channel_stride(); }
+  int64_t pixel() const { return d.pixel_stride(); }
+};
+
+// Pixel index (h * W + w) of the first maximum of the window in row-major scan order.
+int64_t window_argmax(const float* plane, int64_t pixel, const Window& win, int64_t W) {
   int64_t best = win.h0 * W + win.w0;
   for (int64_t h = win.h0; h < win.h1; ++h)
     for (int64_t w = win.w0; w < win.w1; ++w)
-      if (plane[h * W + w] > plane[best]) best = h * W + w;
+      if (plane[(h * W + w) * pixel] > plane[best * pixel]) best = h * W + w;
   return best;
 }
 
-// inputs [x [N,C,H,W]] -> y [N,C,Ho,Wo].
+// inputs [x [N,C,H,W]] -> y [N,C,Ho,Wo] (or both NHWC).
 void maxpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const TensorView& x = ctx.inputs[0];
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
+  const Planes x{a.dims(ctx.inputs[0].shape())}, y{a.dims(ctx.output.shape())};
+  const int64_t H = x.d.h, W = x.d.w, Ho = y.d.h, Wo = y.d.w;
   const Pads pads = a.pads(H, W);
-  float* y = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* xp = x.f32() + p * H * W;
+  for (int64_t p = 0; p < x.count(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.base(p);
+    float* yp = ctx.output.f32() + y.base(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        y[(p * Ho + oh) * Wo + ow] = xp[window_argmax(xp, window_at(a, pads, oh, ow, H, W), W)];
+        yp[(oh * Wo + ow) * y.pixel()] =
+            xp[window_argmax(xp, x.pixel(), window_at(a, pads, oh, ow, H, W), W) * x.pixel()];
   }
 }
 
@@ -147,20 +167,18 @@ void maxpool_cpu(const ExecContext& ctx) {
 // y is unused here (cuDNN's pooling backward needs it).
 void maxpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const TensorView& dy = ctx.inputs[0];
-  const TensorView& x = ctx.inputs[1];
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
+  const Planes x{a.dims(ctx.inputs[1].shape())}, dy{a.dims(ctx.inputs[0].shape())};
+  const int64_t H = x.d.h, W = x.d.w, Ho = dy.d.h, Wo = dy.d.w;
   const Pads pads = a.pads(H, W);
-  float* dx = ctx.output.f32();
-  std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* xp = x.f32() + p * H * W;
-    const float* dyp = dy.f32() + p * Ho * Wo;
+  std::memset(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()));
+  for (int64_t p = 0; p < x.count(); ++p) {
+    const float* xp = ctx.inputs[1].f32() + x.base(p);
+    const float* dyp = ctx.inputs[0].f32() + dy.base(p);
+    float* dxp = ctx.output.f32() + x.base(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        dx[p * H * W + window_argmax(xp, window_at(a, pads, oh, ow, H, W), W)] +=
-            dyp[oh * Wo + ow];
+        dxp[window_argmax(xp, x.pixel(), window_at(a, pads, oh, ow, H, W), W) * x.pixel()] +=
+            dyp[(oh * Wo + ow) * dy.pixel()];
   }
 }
 
@@ -174,76 +192,81 @@ float avg_scale(const PoolAttrs& a, const Window& win) {
 // inputs [x] -> y = (sum of the window, row-major) * avg_scale.
 void avgpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const TensorView& x = ctx.inputs[0];
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t Ho = ctx.output.dim(2), Wo = ctx.output.dim(3);
+  const Planes x{a.dims(ctx.inputs[0].shape())}, y{a.dims(ctx.output.shape())};
+  const int64_t H = x.d.h, W = x.d.w, Ho = y.d.h, Wo = y.d.w;
   const Pads pads = a.pads(H, W);
-  float* y = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* xp = x.f32() + p * H * W;
+  for (int64_t p = 0; p < x.count(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.base(p);
+    float* yp = ctx.output.f32() + y.base(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Window win = window_at(a, pads, oh, ow, H, W);
         float s = 0;
         for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) s += xp[h * W + w];
-        y[(p * Ho + oh) * Wo + ow] = s * avg_scale(a, win);
+          for (int64_t w = win.w0; w < win.w1; ++w) s += xp[(h * W + w) * x.pixel()];
+        yp[(oh * Wo + ow) * y.pixel()] = s * avg_scale(a, win);
       }
   }
 }
 
-// inputs [dy] -> dx [N,C,in_h,in_w]: each window spreads dy * avg_scale.
+// inputs [dy] -> dx [N,C,in_h,in_w] (or NHWC): each window spreads dy * avg_scale.
 void avgpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const TensorView& dy = ctx.inputs[0];
-  const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
-  const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3);
-  const int64_t Ho = dy.dim(2), Wo = dy.dim(3);
+  const Planes dx{a.dims(ctx.output.shape())}, dy{a.dims(ctx.inputs[0].shape())};
+  const int64_t H = dx.d.h, W = dx.d.w, Ho = dy.d.h, Wo = dy.d.w;
   const Pads pads = a.pads(H, W);
-  float* dx = ctx.output.f32();
-  std::memset(dx, 0, static_cast<size_t>(ctx.output.desc->bytes()));
-  for (int64_t p = 0; p < planes; ++p)
+  std::memset(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()));
+  for (int64_t p = 0; p < dx.count(); ++p) {
+    const float* dyp = ctx.inputs[0].f32() + dy.base(p);
+    float* dxp = ctx.output.f32() + dx.base(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Window win = window_at(a, pads, oh, ow, H, W);
-        const float g = dy.f32()[(p * Ho + oh) * Wo + ow] * avg_scale(a, win);
+        const float g = dyp[(oh * Wo + ow) * dy.pixel()] * avg_scale(a, win);
         for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) dx[p * H * W + h * W + w] += g;
+          for (int64_t w = win.w0; w < win.w1; ++w) dxp[(h * W + w) * dx.pixel()] += g;
       }
+  }
 }
 
-// inputs [x [N,C,H,W]] -> y [N,C] (mean over H, W).
+// inputs [x [N,C,H,W] or [N,H,W,C]] -> y [N,C] (mean over H, W).
 void global_avgpool_cpu(const ExecContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const int64_t planes = x.dim(0) * x.dim(1), hw = x.dim(2) * x.dim(3);
-  for (int64_t p = 0; p < planes; ++p) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const Planes x{a.dims(ctx.inputs[0].shape())};
+  const int64_t hw = x.d.plane();
+  for (int64_t p = 0; p < x.count(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.base(p);
     double s = 0;
-    for (int64_t i = 0; i < hw; ++i) s += x.f32()[p * hw + i];
+    for (int64_t i = 0; i < hw; ++i) s += xp[i * x.pixel()];
     ctx.output.f32()[p] = static_cast<float>(s / static_cast<double>(hw));
   }
 }
 
-// inputs [dy [N,C]] -> dx [N,C,in_h,in_w] = dy / (H * W).
+// inputs [dy [N,C]] -> dx [N,C,in_h,in_w] (or NHWC) = dy / (H * W).
 void global_avgpool_grad_cpu(const ExecContext& ctx) {
-  const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
-  const int64_t hw = ctx.output.dim(2) * ctx.output.dim(3);
-  for (int64_t p = 0; p < planes; ++p) {
+  const auto& a = attrs_of<PoolAttrs>(*ctx.node);
+  const Planes dx{a.dims(ctx.output.shape())};
+  const int64_t hw = dx.d.plane();
+  for (int64_t p = 0; p < dx.count(); ++p) {
     const float g = ctx.inputs[0].f32()[p] / static_cast<float>(hw);
-    for (int64_t i = 0; i < hw; ++i) ctx.output.f32()[p * hw + i] = g;
+    float* dxp = ctx.output.f32() + dx.base(p);
+    for (int64_t i = 0; i < hw; ++i) dxp[i * dx.pixel()] = g;
   }
 }
 
 // The forward node's attrs plus "input_size": [H, W] of its input, for dy-only backward ops.
 AttrMap with_input_size(const Node& fwd, const TensorDesc& x) {
+  const ImageDims d = attrs_of<PoolAttrs>(fwd).dims(x.shape);
   AttrMap m = fwd.attrs;
-  m.set("input_size", std::vector<int64_t>{x.shape.at(2), x.shape.at(3)});
+  m.set("input_size", std::vector<int64_t>{d.h, d.w});
   return m;
 }
 
 OpAttrsPtr with_input_size_typed(const Node& fwd, const TensorDesc& x) {
   auto a = std::make_shared<PoolAttrs>(attrs_of<PoolAttrs>(fwd));
-  a->in_h = x.shape.at(2);
-  a->in_w = x.shape.at(3);
+  const ImageDims d = a->dims(x.shape);
+  a->in_h = d.h;
+  a->in_w = d.w;
   return a;
 }
 
@@ -268,6 +291,17 @@ OpCost plain_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Tenso
   return simple_cost(in, out, static_cast<double>(std::max(out.numel(), in.at(0).numel())));
 }
 
+// OpDef::channels_last of maxpool and avgpool: the cases cuDNN pools (symmetric padding; a max
+// or an average counting the padding), which take NHWC descriptors; kernels/pool.cu pools NCHW
+// planes only.
+bool window_has_channels_last(const OpAttrs& at, const std::vector<TensorDesc>& in, bool max) {
+  const auto& a = static_cast<const PoolAttrs&>(at);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 4) return false;
+  const Pads p = a.pads(x[2], x[3]);
+  return p.top == p.bottom && p.left == p.right && (max || a.count_pad);
+}
+
 #ifdef REMAT_HAVE_CUDA
 // Attaches the CUDA pooling path (ops/pool_cuda.cpp) for a window op; the pads are those of
 // the op's input (the forward's x, the backward's dx).
@@ -275,12 +309,14 @@ void set_pool_cuda(OpDef& op, bool max, bool backward) {
   op.cuda = [max, backward](const ExecContext& ctx) {
     const auto& a = attrs_of<PoolAttrs>(*ctx.node);
     const TensorView& x = backward ? ctx.output : ctx.inputs.at(0);
-    const Pads pads = a.pads(x.dim(2), x.dim(3));
+    const ImageDims d = a.dims(x.shape());
+    const Pads pads = a.pads(d.h, d.w);
     PoolCudaParams p;
     p.kh = a.kh, p.kw = a.kw, p.sh = a.sh, p.sw = a.sw;
     p.top = pads.top, p.bottom = pads.bottom, p.left = pads.left, p.right = pads.right;
     p.count_pad = a.count_pad;
     p.max = max;
+    p.channels_last = a.channels_last;
     if (backward) pool_backward_cuda(p, ctx);
     else pool_forward_cuda(p, ctx);
   };
@@ -296,6 +332,9 @@ void register_max_pool(OpRegistry& r) {
   };
   mp.cost = window_cost;
   mp.cpu = maxpool_cpu;
+  mp.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return window_has_channels_last(a, in, true);
+  };
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(mp, true, false);
 #endif
@@ -331,6 +370,9 @@ void register_avg_pool(OpRegistry& r) {
   };
   ap.cost = window_cost;
   ap.cpu = avgpool_cpu;
+  ap.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return window_has_channels_last(a, in, false);
+  };
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(ap, false, false);
 #endif
@@ -359,14 +401,18 @@ void register_avg_pool(OpRegistry& r) {
 void register_global_pool(OpRegistry& r) {
   OpDef gp = pool_op("global_avgpool", "mean over H, W: [N, C, H, W] -> [N, C]", true, 1);
   gp.parse = [](AttrReader& rd) { return global_parse(rd, "global_avgpool", false); };
-  gp.infer = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+  gp.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     check_nchw(in.at(0), "global_avgpool");
-    return TensorDesc{{in[0].shape[0], in[0].shape[1]}, in[0].dtype};
+    const ImageDims d = static_cast<const PoolAttrs&>(a).dims(in[0].shape);
+    return TensorDesc{{d.n, d.c}, in[0].dtype};
   };
   gp.cost = plain_cost;
   gp.cpu = global_avgpool_cpu;
+  gp.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>&) { return true; };
 #ifdef REMAT_HAVE_CUDA
-  gp.cuda = global_avgpool_forward_cuda;
+  gp.cuda = [](const ExecContext& ctx) {
+    global_avgpool_forward_cuda(ctx, attrs_of<PoolAttrs>(*ctx.node).channels_last);
+  };
 #endif
   gp.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
     const TensorDesc& x = g.graph().value(fwd.inputs.at(0)).desc;
@@ -388,7 +434,9 @@ void register_global_pool(OpRegistry& r) {
   gg.cost = plain_cost;
   gg.cpu = global_avgpool_grad_cpu;
 #ifdef REMAT_HAVE_CUDA
-  gg.cuda = global_avgpool_backward_cuda;
+  gg.cuda = [](const ExecContext& ctx) {
+    global_avgpool_backward_cuda(ctx, attrs_of<PoolAttrs>(*ctx.node).channels_last);
+  };
 #endif
   with_bf16_per_sample(gg, 1).bf16_cuda_native = true;
   r.add(std::move(gg));

@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
+#include "ops/data_format.h"
 
 namespace remat {
 namespace {
@@ -26,7 +27,7 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
   std::ostringstream key;
   key << (p.max ? "maxpool:" : "avgpool:") << shape_key(x) << ":" << shape_key(y) << ":k" << p.kh
       << "," << p.kw << "s" << p.sh << "," << p.sw << "p" << p.top << "," << p.left
-      << (dtype == DType::BF16 ? ":bf16" : "");
+      << (dtype == DType::BF16 ? ":bf16" : "") << (p.channels_last ? ":nhwc" : "");
   return cuda_cache(ctx).get_or_create<PoolDescs>(key.str(), [&] {
     PoolDescs d;
     d.pool = cudnn_pool_desc();
@@ -36,11 +37,13 @@ const PoolDescs& pool_descs(const PoolCudaParams& p, const ExecContext& ctx, con
         CUDNN_PROPAGATE_NAN, to_int(p.kh, "kernel_h"), to_int(p.kw, "kernel_w"),
         to_int(p.top, "pad_h"), to_int(p.left, "pad_w"), to_int(p.sh, "stride_h"),
         to_int(p.sw, "stride_w")));
-    d.x = cudnn_tensor_of(x, dtype);
-    d.y = cudnn_tensor_of(y, dtype);
+    const ImageDims xd = image_dims(x, p.channels_last), yd = image_dims(y, p.channels_last);
+    const cudnnTensorFormat_t format = p.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    d.x = cudnn_tensor_4d(xd.n, xd.c, xd.h, xd.w, dtype, format);
+    d.y = cudnn_tensor_4d(yd.n, yd.c, yd.h, yd.w, dtype, format);
     int n = 0, c = 0, h = 0, w = 0;
     REMAT_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(d.pool.get(), d.x.get(), &n, &c, &h, &w));
-    REMAT_CHECK(y[0] == n && y[1] == c && y[2] == h && y[3] == w,
+    REMAT_CHECK(yd.n == n && yd.c == c && yd.h == h && yd.w == w,
                 "cuDNN pooling output [" << n << ", " << c << ", " << h << ", " << w
                                          << "] differs from the graph's " << shape_str(y));
     return d;
@@ -58,6 +61,8 @@ PoolWindow window_of(const PoolCudaParams& p, const Shape& x, const Shape& y) {
 
 // kernels/pool.cu: [x] -> y, or the backward [dy (, x, y)] -> dx.
 void pool_kernels(const PoolCudaParams& p, const ExecContext& ctx, bool backward) {
+  REMAT_CHECK(!p.channels_last, "node '" << (ctx.node ? ctx.node->name : std::string("?"))
+                                         << "': kernels/pool.cu pools NCHW planes only");
   const TensorView& x = backward ? ctx.output : ctx.inputs[0];
   const TensorView& y = backward ? ctx.inputs[0] : ctx.output;
   const PoolWindow g = window_of(p, x.shape(), y.shape());
@@ -101,21 +106,23 @@ void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
                                          ctx.output.data));
 }
 
-void global_avgpool_forward_cuda(const ExecContext& ctx) {
+void global_avgpool_forward_cuda(const ExecContext& ctx, bool channels_last) {
   const TensorView& x = ctx.inputs[0];
+  const ImageDims d = image_dims(x.shape(), channels_last);
   with_storage(x.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    global_avgpool_forward(storage<T>(ctx.output), storage<T>(x), x.dim(0) * x.dim(1),
-                           x.dim(2) * x.dim(3), cuda_context(ctx).stream);
+    global_avgpool_forward(storage<T>(ctx.output), storage<T>(x), d.n * d.c, d.plane(),
+                           d.pixel_stride(), cuda_context(ctx).stream);
   });
 }
 
-void global_avgpool_backward_cuda(const ExecContext& ctx) {
+void global_avgpool_backward_cuda(const ExecContext& ctx, bool channels_last) {
   const TensorView& dx = ctx.output;
+  const ImageDims d = image_dims(dx.shape(), channels_last);
   with_storage(dx.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    global_avgpool_backward(storage<T>(dx), storage<T>(ctx.inputs[0]), dx.dim(0) * dx.dim(1),
-                            dx.dim(2) * dx.dim(3), cuda_context(ctx).stream);
+    global_avgpool_backward(storage<T>(dx), storage<T>(ctx.inputs[0]), d.n * d.c, d.plane(),
+                            d.pixel_stride(), cuda_context(ctx).stream);
   });
 }
 

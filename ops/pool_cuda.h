@@ -19,15 +19,16 @@ struct PoolCudaParams {
   int64_t top = 0, bottom = 0, left = 0, right = 0;
   bool max = true;        // max pooling (deterministic mode); else average
   bool count_pad = true;  // average: divide by kh * kw, else by the window's real elements
+  bool channels_last = false;  // x, y [N, H, W, C]: the cuDNN cases only (ops/pool.cpp)
 };
 
 // [x] -> y.
 void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx);
 // maxpool_grad [dy, x, y] -> dx; avgpool_grad [dy] -> dx.
 void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx);
-// [x [N, C, H, W]] -> y [N, C]; [dy [N, C]] -> dx [N, C, H, W].
-void global_avgpool_forward_cuda(const ExecContext& ctx);
-void global_avgpool_backward_cuda(const ExecContext& ctx);
+// [x [N, C, H, W]] -> y [N, C]; [dy [N, C]] -> dx [N, C, H, W] (or x, dx NHWC).
+void global_avgpool_forward_cuda(const ExecContext& ctx, bool channels_last);
+void global_avgpool_backward_cuda(const ExecContext& ctx, bool channels_last);
 
 }  // namespace remat
 

@@ -372,7 +372,7 @@ TEST_F(CudaOpsB, GlobalAvgPoolKernelsMatchCpuOps) {
     const Floats want = f.forward();
     const int64_t planes = s[0] * s[1], hw = s[2] * s[3];
     DeviceVec x(cuda(), f.input(0)), y(cuda(), nan_vec(planes));
-    global_avgpool_forward(y.get(), x.get(), planes, hw, nullptr);
+    global_avgpool_forward(y.get(), x.get(), planes, hw, 1, nullptr);
     EXPECT_TRUE(near_all(want, y.read(), 1e-6, 1e-5)) << shape_str(s);
 
     CudaOpHarness g(registry(), {"global_avgpool", {}, {f32(s)}});
@@ -381,7 +381,7 @@ TEST_F(CudaOpsB, GlobalAvgPoolKernelsMatchCpuOps) {
     const Floats& dy = cpu_run.f[static_cast<size_t>(gr.find_value("dy"))];
     const Floats& dx_want = cpu_run.f[static_cast<size_t>(gr.node(1).output)];
     DeviceVec d(cuda(), dy), dx(cuda(), nan_vec(planes * hw));
-    global_avgpool_backward(dx.get(), d.get(), planes, hw, nullptr);
+    global_avgpool_backward(dx.get(), d.get(), planes, hw, 1, nullptr);
     EXPECT_EQ(dx.read(), dx_want) << shape_str(s);
   }
 }
