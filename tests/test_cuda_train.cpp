@@ -45,6 +45,24 @@ TEST(CudaTrain, SmallCnnMatchesCpuWithinBudget) {
   EXPECT_GT(gpu.recomputes_per_step, 0);
 }
 
+// A channels-last model (Note [channels-last layout]) on the GPU: NHWC convolutions, batch norm
+// and pooling under the same budget train as the CPU does (which computes the channels-first
+// model's values bit for bit), with the same loss tolerance as above, and the measured peak is
+// the plan's.
+TEST(CudaTrain, ChannelsLastSmallCnnMatchesCpuWithinBudget) {
+  std::string why;
+  if (!cuda_device_available(&why)) GTEST_SKIP() << why;
+  TrainOptions cpu_opt = small_cnn("cpu"), gpu_opt = small_cnn("cuda");
+  cpu_opt.overrides = gpu_opt.overrides = {"layout=channels_last"};
+  TrainSummary cpu = run_training(cpu_opt);
+  TrainSummary gpu = run_training(gpu_opt);
+  ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 + 1e-2 * std::fabs(cpu.losses[i])) << "step " << i;
+  EXPECT_EQ(gpu.peak_bytes, gpu.predicted_peak);
+  EXPECT_LE(gpu.reserved_peak_bytes, 6000000);
+}
+
 // Gradient accumulation on the GPU (Note [gradient accumulation]): grad_accumulate's three cases
 // (copy, add, add and scale) equal the CPU's bit for bit, and small_cnn with 2 micro-batches a
 // step trains as it does on the CPU, its measured peak the plan's.

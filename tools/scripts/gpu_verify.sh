@@ -66,7 +66,7 @@ run() {  # name command...
 for step in $steps; do
   case $step in
     tests)
-      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_spatial test_cuda_ops_bf16 test_finite_check test_cuda_train test_profiler test_nccl; do
+      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
         run "$t" "$build/tests/$t"
       done ;;
     train)

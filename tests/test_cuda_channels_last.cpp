@@ -1,0 +1,105 @@
+// The channels-last CUDA paths (Note [channels-last layout] in models/channels_last.cpp; Note
+// [channels-last convolutions] in ops/conv2d_cuda_plan.cpp) against the CPU reference, which
+// computes them bit for bit as the channels-first ops (tests/test_ops_channels_last.cpp): the
+// convolution's passes on NHWC descriptors over the tensors themselves (3 x 3 with bias and
+// relu, stride 2, 1 x 1, groups, in fp32 and bf16 at a tensor-core size), batch norm on cuDNN's
+// NHWC descriptors in train and inference mode, max and average pooling, global average pooling
+// and the layout op, forward and every backward node within the CUDA tolerance table, and
+// bit-identical on a rerun. Every test skips without a usable CUDA device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/cuda_op_harness.h"
+#include "tests/op_cases.h"
+
+namespace remat {
+namespace {
+
+using CudaChannelsLast = CudaOpTest;
+
+AttrMap channels_last(AttrMap a) {
+  a.set("data_format", std::string("channels_last"));
+  return a;
+}
+
+void expect_cuda_matches(Backend& cuda, CudaOpHarness& h) {
+  EXPECT_TRUE(h.compare_with_cpu(cuda));
+  EXPECT_TRUE(h.check_rerun_identical(cuda));
+}
+
+TEST_F(CudaChannelsLast, ConvolutionsMatchTheCpu) {
+  const std::vector<OpCase> cases = {
+      {"conv2d",
+       channels_last(attr_map({{"filters", 16}, {"kernel", 3}, {"padding", 1},
+                               {"activation", std::string("relu")}})),
+       {f32({4, 12, 12, 8})}},
+      {"conv2d", channels_last(attr_map({{"filters", 8}, {"kernel", 3}, {"stride", 2}})),
+       {f32({4, 23, 23, 16})}},
+      {"conv2d", channels_last(attr_map({{"filters", 24}, {"kernel", 1}, {"bias", false}})),
+       {f32({3, 7, 9, 16})}},
+      {"conv2d",
+       channels_last(attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}, {"groups", 2}})),
+       {f32({2, 9, 9, 8})}},
+  };
+  for (const OpCase& c : cases) {
+    CudaOpHarness h(registry(), c);
+    expect_cuda_matches(cuda(), h);
+  }
+}
+
+// bf16 at a size where cuDNN picks tensor-core kernels; without a fused relu, whose mask may
+// differ where a pre-activation rounds to either side of 0 (Note [node-wise comparison]).
+TEST_F(CudaChannelsLast, Bf16ConvolutionAtTensorCoreSizes) {
+  CudaOpHarness h(registry(), as_bf16({"conv2d",
+                                       channels_last(attr_map({{"filters", 64}, {"kernel", 3},
+                                                               {"padding", 1}})),
+                                       {f32({8, 16, 16, 32})}}));
+  expect_cuda_matches(cuda(), h);
+}
+
+TEST_F(CudaChannelsLast, BatchNormMatchesTheCpu) {
+  for (const char* mode : {"train", "inference"}) {
+    SCOPED_TRACE(mode);
+    CudaOpHarness h(registry(), {"batchnorm", channels_last(attr_map({{"mode", std::string(mode)}})),
+                                 {f32({4, 6, 5, 16})}});
+    expect_cuda_matches(cuda(), h);
+    CudaOpHarness b(registry(), as_bf16({"batchnorm",
+                                         channels_last(attr_map({{"mode", std::string(mode)}})),
+                                         {f32({4, 6, 5, 16})}}));
+    expect_cuda_matches(cuda(), b);
+  }
+}
+
+TEST_F(CudaChannelsLast, PoolingMatchesTheCpu) {
+  const std::vector<OpCase> cases = {
+      {"maxpool", channels_last(attr_map({{"kernel", 2}})), {f32({2, 8, 8, 5})}},
+      {"maxpool", channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})),
+       {f32({2, 9, 9, 4})}},
+      {"avgpool", channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})),
+       {f32({2, 9, 9, 4})}},
+      {"global_avgpool", channels_last({}), {f32({3, 7, 7, 10})}},
+  };
+  for (const OpCase& c : cases) {
+    SCOPED_TRACE(c.op);
+    CudaOpHarness h(registry(), c);
+    expect_cuda_matches(cuda(), h);
+    CudaOpHarness b(registry(), as_bf16(c));
+    expect_cuda_matches(cuda(), b);
+  }
+}
+
+TEST_F(CudaChannelsLast, LayoutMatchesTheCpu) {
+  for (const char* to : {"channels_last", "channels_first"}) {
+    SCOPED_TRACE(to);
+    const OpCase c{"layout", attr_map({{"to", std::string(to)}}), {f32({3, 5, 7, 6})}};
+    CudaOpHarness h(registry(), c);
+    expect_cuda_matches(cuda(), h);
+    CudaOpHarness b(registry(), as_bf16(c));
+    expect_cuda_matches(cuda(), b);
+  }
+}
+
+}  // namespace
+}  // namespace remat
