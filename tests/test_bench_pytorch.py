@@ -83,6 +83,23 @@ def main():
         check(bad.returncode == 2, f"--fractions 1.5 exit {bad.returncode}, want 2")
         bad = run(bin_dir, "--repeat", "0")
         check(bad.returncode == 2, f"--repeat 0 exit {bad.returncode}, want 2")
+        bad = run(bin_dir, "--remat-override", "layout")
+        check(bad.returncode == 2, f"--remat-override layout exit {bad.returncode}, want 2")
+        # A channels-last remat (Note [channels-last layout]) against the same PyTorch model:
+        # the override reaches remat's runs and is recorded.
+        out_cl = os.path.join(tmp, "bench_cl.json")
+        r = run(bin_dir, "--remat-override", "layout=channels_last", "--precision", "tf32",
+                "--fractions", "0.95", "--no-maxbatch", "--json", out_cl)
+        check(r.returncode == 0, f"channels-last bench exit {r.returncode}: {r.stderr[-2000:]}")
+        check("remat overrides layout=channels_last" in r.stdout, "override not shown: " + r.stdout)
+        if os.path.exists(out_cl):
+            res = json.load(open(out_cl))["results"][0]
+            check(res.get("remat_overrides") == ["layout=channels_last"], f"JSON: {res}")
+            rows = {(row["memory"].split(" ")[0], row["system"].split("(")[0]): row
+                    for row in res["rows"]}
+            loose = rows.get(("95%", "remat checkmate"), {})
+            check(0 < loose.get("measured_peak_bytes", 0) == loose.get("predicted_peak_bytes"),
+                  f"channels-last 95% row: {loose}")
     return check.report()
 
 

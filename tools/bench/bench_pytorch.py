@@ -28,6 +28,7 @@ state, batch, activations, workspace); PyTorch's torch.cuda.max_memory_allocated
 things through its caching allocator). On the CPU PyTorch has no peak counter or cap, so those
 cells are '-' (the CPU run is for testing the script: use a small --input).
 Usage: tools/bench/bench_pytorch.py [--device cuda] [--config configs/vgg19.yaml ...] [--json FILE]
+       [--remat-override layout=channels_last ...]
        tools/bench/bench_pytorch.py --config configs/gpt2.yaml --precision bf16 [--json FILE]
 Exit 0 when every measurement ran, 1 when one failed (its cell says so), 2 for usage errors.
 """
@@ -112,6 +113,7 @@ class Bench:
         if budget is not None:
             cmd += ["--budget", str(int(budget)), "--strategy", strategy,
                     "--time-limit", str(self.a.time_limit)]
+        cmd += self.a.remat_override
         if os.path.exists(summary):
             os.unlink(summary)
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -134,6 +136,7 @@ class Bench:
             cmd += ["--input", self.a.input]
         if self.prec == "bf16":
             cmd += ["--precision", "bf16"]
+        cmd += self.a.remat_override
         r = subprocess.run(cmd, capture_output=True, text=True)
         self.log(cmd, r)
         if r.returncode != 0:
@@ -329,7 +332,8 @@ class Bench:
         if self.a.input and not self.gpt2:  # the same override remat's tools get
             cfg["input"] = [int(x) for x in self.a.input.split("x")]
         res = {"model": cfg["name"], "config": config, "batch": batch, "precision": self.prec,
-               "pytorch": self.torch_settings(), "rows": []}
+               "pytorch": self.torch_settings(), "remat_overrides": self.a.remat_override,
+               "rows": []}
         model = self.torch_model(cfg, config)[0]
         # checkpoint_sequential's stages (GPT-2: the blocks and the head; the embeddings run outside)
         nseg = len(model) - (1 if self.gpt2 else 0)
@@ -426,6 +430,8 @@ class Bench:
         print(f"\n{res['model']}  {what}  on {self.device_name()}  precision {shown}")
         pt = res["pytorch"]
         print("pytorch " + ", ".join(f"{k} {'-' if v is None else v}" for k, v in pt.items()))
+        if res["remat_overrides"]:
+            print("remat overrides " + " ".join(res["remat_overrides"]))
         unit = "tok/s" if seq else "img/s"
         print(f"{'memory':<18} {'system':<34} {unit:>9} {'peak':>10} {'TFLOP/s':>8} "
               f"{'of peak':>7}  note")
@@ -494,6 +500,9 @@ def main():
     p.add_argument("--bin", default=os.path.join(root, "build", "tools"), help="remat's tools folder")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--verbose", action="store_true", help="echo every remat command and its output")
+    p.add_argument("--remat-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override for remat's runs only (repeatable), e.g. "
+                        "layout=channels_last; PyTorch's model is built from the YAML as written")
     a = p.parse_args()
     try:
         a.fractions = [float(x) for x in a.fractions.split(",")]
@@ -504,6 +513,9 @@ def main():
         p.error("--fractions must lie between 0 and 1")
     if a.repeat < 1:
         p.error("--repeat must be at least 1")
+    for o in a.remat_override:
+        if "=" not in o or o.startswith("="):
+            p.error(f"--remat-override: expected KEY=VALUE, got '{o}'")
     a.precisions = a.precision.split(",")
     if not a.precisions or any(x not in PRECISIONS for x in a.precisions):
         p.error(f"--precision: each of {', '.join(PRECISIONS)}, comma-separated")

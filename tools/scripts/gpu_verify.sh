@@ -15,11 +15,11 @@
 #          then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
-#   layout: ResNet-50 and VGG19 at batch 64 in bf16, keep-everything, for 10 steps with each
-#          REMAT_CONV_LAYOUT (nchw, auto, nhwc: Note [staged NHWC convolutions]), each after a
-#          `profile` in that layout (its cost table shows the conv nodes' times and workspaces);
-#          ResNet-50 also with auto and REMAT_CONV_GEMM=off (1 x 1 convolutions never as cuBLAS
-#          GEMMs: Note [1x1 convolutions as GEMMs]), the runs named *_auto_nogemm;
+#   layout: Note [channels-last layout]: ResNet-50 and VGG19 at batch 64 in bf16,
+#          keep-everything, for 20 steps as written (channels_first) and with
+#          layout=channels_last, back to back, each after a `profile` in that layout (its cost
+#          table shows every node's time and workspace), then the benchmark on both against
+#          PyTorch with --remat-override layout=channels_last (keep-everything and 50 %);
 #   bn:    ResNet-50 at batch 64 in bf16, keep-everything, for 10 steps with each REMAT_BN_KERNELS
 #          (auto, own, cudnn: Note [batchnorm on the GPU]), each after a `profile` with it (the
 #          batch-norm and bias nodes' times, ours against cuDNN's on every plane size);
@@ -120,20 +120,17 @@ for step in $steps; do
           --summary "$out/resnet50_folder.json" ;;
     layout)
       for model in resnet50 vgg19; do
-        for lay in nchw auto nhwc; do
-          REMAT_CONV_LAYOUT=$lay run profile_${model}_bf16_$lay "$build/tools/profile" --config configs/$model.yaml \
-              --device cuda --batch 64 --precision bf16 --no-cache -o "$out/${model}_bf16_$lay.json"
-          REMAT_CONV_LAYOUT=$lay run train_${model}_bf16_$lay "$build/tools/train" --config configs/$model.yaml \
-              --device cuda --batch 64 --precision bf16 --steps 10 --log-every 5 \
+        for lay in channels_first channels_last; do
+          run profile_${model}_bf16_$lay "$build/tools/profile" --config configs/$model.yaml \
+              --device cuda --batch 64 --precision bf16 --no-cache layout=$lay -o "$out/${model}_bf16_$lay.json"
+          run train_${model}_bf16_$lay "$build/tools/train" --config configs/$model.yaml \
+              --device cuda --batch 64 --precision bf16 --steps 20 --log-every 10 layout=$lay \
               --summary "$out/${model}_bf16_$lay.summary.json"
         done
       done
-      REMAT_CONV_GEMM=off run profile_resnet50_bf16_auto_nogemm "$build/tools/profile" \
-          --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --no-cache \
-          -o "$out/resnet50_bf16_auto_nogemm.json"
-      REMAT_CONV_GEMM=off run train_resnet50_bf16_auto_nogemm "$build/tools/train" \
-          --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --steps 10 \
-          --log-every 5 --summary "$out/resnet50_bf16_auto_nogemm.summary.json" ;;
+      limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch_channels_last python3 tools/bench/bench_pytorch.py \
+          --device cuda --bin "$build/tools" --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 \
+          --time-limit 10 --remat-override layout=channels_last --json "$out/bench_pytorch_channels_last.json" ;;
     bn)
       for k in auto own cudnn; do
         REMAT_BN_KERNELS=$k run profile_resnet50_bf16_bn_$k "$build/tools/profile" --config configs/resnet50.yaml \
