@@ -1,10 +1,14 @@
-// concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]);
-// its gradient emits one concat_slice [dy] per input, with that input's {offset, channels}.
+// concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]), or
+// along the last axis of channels-last [N, H, W, C] (data_format, Note [channels-last layout]
+// in models/channels_last.cpp); its gradient emits one concat_slice [dy] per input, with that
+// input's {offset, channels}. The kernels see any of these as rows of channels of `inner`
+// elements: [N, C, inner], or [N H W, C, 1] channels-last.
 #include <algorithm>
 #include <memory>
 
 #include "ops/concat.h"
 #include "ops/cpu_storage.h"
+#include "ops/data_format.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -12,55 +16,81 @@
 namespace remat {
 namespace {
 
+struct ConcatAttrs : OpAttrs {
+  bool channels_last = false;  // 4-D inputs [N, H, W, C]: join along the last axis
+};
+
 struct ConcatSliceAttrs : OpAttrs {
   int64_t offset = 0;    // first channel of the slice in dy
   int64_t channels = 0;  // channels in the slice
+  bool channels_last = false;
 };
+
+OpAttrsPtr concat_parse(AttrReader& r) {
+  auto a = std::make_shared<ConcatAttrs>();
+  a->channels_last = read_channels_last(r);
+  r.finish("concat");
+  return a;
+}
 
 OpAttrsPtr concat_slice_parse(AttrReader& r) {
   auto a = std::make_shared<ConcatSliceAttrs>();
   a->offset = r.require_int("offset", 0, int64_t{1} << 40);
   a->channels = r.require_int("channels", 1, int64_t{1} << 40);
+  a->channels_last = read_channels_last(r);
   r.finish("concat_slice");
   return a;
 }
 
-int64_t inner_size(const Shape& s) {  // elements per channel (H * W; 1 for [N, F])
-  int64_t n = 1;
-  for (size_t i = 2; i < s.size(); ++i) n *= s[i];
-  return n;
+// The channel axis of a shape: 1, or the last one of a channels-last 4-D tensor.
+size_t channel_axis(const Shape& s, bool channels_last) {
+  return channels_last && s.size() == 4 ? 3 : 1;
 }
 
-TensorDesc concat_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+// A tensor as rows of channels of `inner` elements each.
+struct Rows {
+  int64_t n, c, inner;
+};
+Rows rows_of(const Shape& s, bool channels_last) {
+  if (channels_last && s.size() == 4) return {s[0] * s[1] * s[2], s[3], 1};
+  int64_t inner = 1;  // elements per channel (H * W; 1 for [N, F])
+  for (size_t i = 2; i < s.size(); ++i) inner *= s[i];
+  return {s[0], s[1], inner};
+}
+
+TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const bool last = static_cast<const ConcatAttrs&>(at).channels_last;
   if (in.size() < 2) REMAT_USER_ERROR("concat expects at least 2 inputs, got " << in.size());
   const DType t = require_float("concat", in);
   const Shape& s0 = in[0].shape;
   if (s0.size() != 4 && s0.size() != 2)
     REMAT_USER_ERROR("concat expects 4-D [N, C, H, W] or 2-D [N, F] inputs, got "
                      << shape_str(s0));
+  const size_t axis = channel_axis(s0, last);
   Shape out = s0;
   for (size_t i = 1; i < in.size(); ++i) {
     const Shape& s = in[i].shape;
     bool ok = s.size() == s0.size();
-    for (size_t d = 0; ok && d < s.size(); ++d) ok = d == 1 || s[d] == s0[d];
+    for (size_t d = 0; ok && d < s.size(); ++d) ok = d == axis || s[d] == s0[d];
     if (!ok)
-      REMAT_USER_ERROR("concat inputs must match in every dimension but 1 (channels), got "
-                       << shape_str(s0) << " (input 0) and " << shape_str(s) << " (input " << i
-                       << ")");
-    out[1] += s[1];
+      REMAT_USER_ERROR("concat inputs must match in every dimension but "
+                       << axis << " (channels), got " << shape_str(s0) << " (input 0) and "
+                       << shape_str(s) << " (input " << i << ")");
+    out[axis] += s[axis];
   }
   return TensorDesc{out, t};
 }
 
-// y[n, off_i : off_i + C_i] = x_i[n] for each input i.
+// y[n, off_i : off_i + C_i] = x_i[n] for each input i (rows of the output's channels).
 void concat_cpu(const ExecContext& ctx) {
-  const int64_t n = ctx.output.dim(0), inner = inner_size(ctx.output.shape());
-  const int64_t out_image = ctx.output.dim(1) * inner;
+  const bool last = attrs_of<ConcatAttrs>(*ctx.node).channels_last;
+  const Rows o = rows_of(ctx.output.shape(), last);
+  const int64_t out_image = o.c * o.inner;
   float* y = ctx.output.f32();
   int64_t off = 0;
   for (const TensorView& x : ctx.inputs) {
-    const int64_t chunk = x.dim(1) * inner;
-    for (int64_t i = 0; i < n; ++i)
+    const int64_t chunk = rows_of(x.shape(), last).c * o.inner;
+    for (int64_t i = 0; i < o.n; ++i)
       std::copy(x.f32() + i * chunk, x.f32() + (i + 1) * chunk, y + i * out_image + off);
     off += chunk;
   }
@@ -69,21 +99,22 @@ void concat_cpu(const ExecContext& ctx) {
 TensorDesc concat_slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const ConcatSliceAttrs&>(at);
   Shape s = in.at(0).shape;
-  REMAT_CHECK(s.size() >= 2 && a.offset + a.channels <= s[1],
+  const size_t axis = channel_axis(s, a.channels_last);
+  REMAT_CHECK(s.size() >= 2 && a.offset + a.channels <= s[axis],
               "concat_slice [" << a.offset << ", +" << a.channels << ") outside "
                                << shape_str(s));
-  s[1] = a.channels;
+  s[axis] = a.channels;
   return TensorDesc{s, in[0].dtype};
 }
 
-// dx[n] = dy[n, offset : offset + channels].
+// dx[n] = dy[n, offset : offset + channels] (rows of dy's channels).
 void concat_slice_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  const int64_t n = dy.dim(0), inner = inner_size(dy.shape());
-  const int64_t in_image = dy.dim(1) * inner, chunk = a.channels * inner;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* src = dy.f32() + i * in_image + a.offset * inner;
+  const Rows r = rows_of(dy.shape(), a.channels_last);
+  const int64_t in_image = r.c * r.inner, chunk = a.channels * r.inner;
+  for (int64_t i = 0; i < r.n; ++i) {
+    const float* src = dy.f32() + i * in_image + a.offset * r.inner;
     std::copy(src, src + chunk, ctx.output.f32() + i * chunk);
   }
 }
@@ -91,15 +122,16 @@ void concat_slice_cpu(const ExecContext& ctx) {
 #ifdef REMAT_HAVE_CUDA
 // Copies of F32 or bf16 values (bf16_cuda_native).
 void concat_cuda(const ExecContext& ctx) {
-  const int64_t n = ctx.output.dim(0), c_out = ctx.output.dim(1);
-  const int64_t inner = inner_size(ctx.output.shape());
+  const bool last = attrs_of<ConcatAttrs>(*ctx.node).channels_last;
+  const Rows o = rows_of(ctx.output.shape(), last);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     int64_t off = 0;
     for (const TensorView& x : ctx.inputs) {
-      concat_forward(storage<T>(ctx.output), storage<T>(x), n, x.dim(1), c_out, off, inner,
+      const int64_t c = rows_of(x.shape(), last).c;
+      concat_forward(storage<T>(ctx.output), storage<T>(x), o.n, c, o.c, off, o.inner,
                      cuda_stream(ctx));
-      off += x.dim(1);
+      off += c;
     }
   });
 }
@@ -107,10 +139,11 @@ void concat_cuda(const ExecContext& ctx) {
 void concat_slice_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
+  const Rows r = rows_of(dy.shape(), a.channels_last);
   with_storage(dy.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    concat_slice_forward(storage<T>(ctx.output), storage<T>(dy), dy.dim(0), dy.dim(1), a.offset,
-                         a.channels, inner_size(dy.shape()), cuda_stream(ctx));
+    concat_slice_forward(storage<T>(ctx.output), storage<T>(dy), r.n, r.c, a.offset, a.channels,
+                         r.inner, cuda_stream(ctx));
   });
 }
 #endif
@@ -118,13 +151,15 @@ void concat_slice_cuda(const ExecContext& ctx) {
 std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const std::vector<ValueId> in = fwd.inputs;  // a copy: emit() grows the graph
   const std::string origin = fwd.attrs.origin;
+  const bool last = attrs_of<ConcatAttrs>(fwd).channels_last;
   std::vector<TensorDesc> descs;
   for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
   std::vector<ValueId> out;
   int64_t off = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    out.push_back(emit_concat_slice(g, "grad_" + std::to_string(i), dy, off, descs[i], origin));
-    off += descs[i].shape[1];
+    out.push_back(
+        emit_concat_slice(g, "grad_" + std::to_string(i), dy, off, descs[i], origin, last));
+    off += descs[i].shape[channel_axis(descs[i].shape, last)];
   }
   return out;
 }
@@ -132,14 +167,16 @@ std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy
 }  // namespace
 
 ValueId emit_concat_slice(GradEmitter& g, const std::string& suffix, ValueId from, int64_t offset,
-                          const TensorDesc& out, const std::string& origin) {
+                          const TensorDesc& out, const std::string& origin, bool channels_last) {
   auto a = std::make_shared<ConcatSliceAttrs>();
   a->offset = offset;
-  a->channels = out.shape.at(1);
+  a->channels = out.shape.at(channel_axis(out.shape, channels_last));
+  a->channels_last = channels_last;
   AttrMap m;
   m.origin = origin;
   m.set("offset", a->offset);
   m.set("channels", a->channels);
+  if (channels_last) m.set("data_format", std::string("channels_last"));
   return g.emit(suffix, "concat_slice", {from}, out, m, a);
 }
 
@@ -149,7 +186,10 @@ void register_concat_ops(OpRegistry& r) {
   op.summary = "joins 2+ inputs along channels (axis 1)";
   op.min_inputs = 2;
   op.max_inputs = -1;
-  op.parse = [](AttrReader& rd) { return parse_no_attrs(rd, "concat"); };
+  op.parse = concat_parse;
+  op.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return in.at(0).shape.size() == 4;
+  };
   op.infer = concat_infer;
   op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
     return elementwise_cost(in, out, 0);

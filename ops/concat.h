@@ -7,10 +7,11 @@
 
 namespace remat {
 
-// Emits a concat_slice node (suffix `suffix`) reading channels [offset, offset + out.shape[1])
-// of `from` (dim 1 of [N, C, ...]) as a value described by `out`; `origin` names the config
-// line in errors. Returns the new value.
+// Emits a concat_slice node (suffix `suffix`) reading channels [offset, offset + out's
+// channels) of `from` (dim 1 of [N, C, ...], or dim 3 of channels-last [N, H, W, C]) as a value
+// described by `out`; `origin` names the config line in errors. Returns the new value.
 ValueId emit_concat_slice(GradEmitter& g, const std::string& suffix, ValueId from, int64_t offset,
-                          const TensorDesc& out, const std::string& origin);
+                          const TensorDesc& out, const std::string& origin,
+                          bool channels_last = false);
 
 }  // namespace remat

@@ -81,14 +81,23 @@ TEST(ChannelsLastBuild, SmallCnnConvertsTheInputAndBeforeFlatten) {
 }
 
 TEST(ChannelsLastBuild, AnOpWithoutAChannelsLastFormGetsChannelsFirstInputs) {
-  const Built b = build("small_dag", true, DType::F32, 2);
-  // concat has no channels-last form: both branches convert back, maxpool converts again.
-  EXPECT_EQ(layout_nodes(b.g),
-            (std::vector<std::string>{"input.to_nhwc", "res.1.out.to_nchw", "side.to_nchw",
-                                      "cat.to_nhwc"}));
-  EXPECT_FALSE(runs_channels_last(b.g, "cat"));
-  EXPECT_TRUE(runs_channels_last(b.g, "pool"));
-  EXPECT_TRUE(runs_channels_last(b.g, "gap"));
+  const Built dag = build("small_dag", true, DType::F32, 2);
+  // concat joins channels-last inputs along their last axis: no conversion around it.
+  EXPECT_EQ(layout_nodes(dag.g), (std::vector<std::string>{"input.to_nhwc"}));
+  for (const char* n : {"cat", "pool", "gap", "cat.grad_0", "cat.grad_1"})
+    EXPECT_TRUE(runs_channels_last(dag.g, n)) << n;
+  // unet's upsample has no channels-last form: its input converts back, the next convolution
+  // converts again.
+  const Built unet = build("unet", true, DType::F32, 1, Shape{3, 32, 32});
+  int to_nchw = 0, to_nhwc = 0;
+  for (const std::string& n : layout_nodes(unet.g)) {
+    to_nchw += n.size() > 7 && n.compare(n.size() - 7, 7, "to_nchw") == 0;
+    to_nhwc += n.size() > 7 && n.compare(n.size() - 7, 7, "to_nhwc") == 0;
+  }
+  EXPECT_GT(to_nchw, 0);
+  EXPECT_GT(to_nhwc, 1);
+  for (const Node& n : unet.g.nodes)
+    if (n.op == "upsample") EXPECT_FALSE(n.attrs.has("data_format")) << n.name;
 }
 
 TEST(ChannelsLastBuild, Bf16CastsBeforeTheLayoutChanges) {
@@ -188,6 +197,7 @@ TEST(ChannelsLastTrain, TrainsBitIdenticallyToTheChannelsFirstModel) {
   const std::vector<TrainCase> cases = {{"small_cnn", DType::F32, 4, std::nullopt},
                                         {"small_cnn", DType::BF16, 4, std::nullopt},
                                         {"small_dag", DType::F32, 4, std::nullopt},
+                                        {"unet", DType::BF16, 1, Shape{3, 32, 32}},
                                         {"resnet50", DType::BF16, 2, Shape{3, 32, 32}}};
   std::unique_ptr<Backend> be = make_cpu_backend();
   for (const TrainCase& c : cases) {

@@ -3,9 +3,10 @@
 // computes them bit for bit as the channels-first ops (tests/test_ops_channels_last.cpp): the
 // convolution's passes on NHWC descriptors over the tensors themselves (3 x 3 with bias and
 // relu, stride 2, 1 x 1, groups, in fp32 and bf16 at a tensor-core size), batch norm on cuDNN's
-// NHWC descriptors in train and inference mode, max and average pooling, global average pooling
-// and the layout op, forward and every backward node within the CUDA tolerance table, and
-// bit-identical on a rerun. Every test skips without a usable CUDA device.
+// NHWC descriptors in train and inference mode, max and average pooling, global average
+// pooling, concat, zeropad, crop and the layout op, forward and every backward node within the
+// CUDA tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA
+// device.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -72,7 +73,7 @@ TEST_F(CudaChannelsLast, BatchNormMatchesTheCpu) {
   }
 }
 
-TEST_F(CudaChannelsLast, PoolingMatchesTheCpu) {
+TEST_F(CudaChannelsLast, PoolingConcatPaddingAndCroppingMatchTheCpu) {
   const std::vector<OpCase> cases = {
       {"maxpool", channels_last(attr_map({{"kernel", 2}})), {f32({2, 8, 8, 5})}},
       {"maxpool", channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})),
@@ -80,6 +81,11 @@ TEST_F(CudaChannelsLast, PoolingMatchesTheCpu) {
       {"avgpool", channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})),
        {f32({2, 9, 9, 4})}},
       {"global_avgpool", channels_last({}), {f32({3, 7, 7, 10})}},
+      {"concat", channels_last({}), {f32({2, 5, 6, 3}), f32({2, 5, 6, 7})}},
+      {"zeropad", channels_last(attr_map({{"padding", std::vector<int64_t>{1, 2, 0, 3}}})),
+       {f32({2, 5, 6, 3})}},
+      {"crop", channels_last(attr_map({{"cropping", std::vector<int64_t>{1, 0, 2, 1}}})),
+       {f32({2, 5, 6, 3})}},
   };
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.op);

@@ -122,7 +122,7 @@ TEST(ChannelsLastOps, Conv2dChannelsLastGradientsMatchCentralDifferences) {
   EXPECT_TRUE(h.check_gradients(kTolLinear));
 }
 
-TEST(ChannelsLastOps, PoolingIsBitIdenticalInBothLayouts) {
+TEST(ChannelsLastOps, PoolingPaddingAndCroppingAreBitIdenticalInBothLayouts) {
   const std::vector<std::pair<std::string, AttrMap>> cases = {
       {"maxpool", attr_map({{"kernel", 2}})},
       {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})},
@@ -130,6 +130,8 @@ TEST(ChannelsLastOps, PoolingIsBitIdenticalInBothLayouts) {
       {"avgpool",
        attr_map({{"kernel", 3}, {"stride", 1}, {"padding", 1}, {"count_include_pad", false}})},
       {"global_avgpool", AttrMap{}},
+      {"zeropad", attr_map({{"padding", std::vector<int64_t>{1, 2, 0, 3}}})},
+      {"crop", attr_map({{"cropping", std::vector<int64_t>{1, 0, 2, 1}}})},
   };
   for (const auto& [op, attrs] : cases) {
     SCOPED_TRACE(op);
@@ -145,6 +147,28 @@ TEST(ChannelsLastOps, BatchNormIsBitIdenticalInBothLayouts) {
       expect_identical(run_both("batchnorm", attrs, {3, 4, 5, 3}, 31), "batchnorm");
     }
   }
+}
+
+// Two inputs of 3 and 5 channels (their gradients are concat_slice nodes).
+TEST(ChannelsLastOps, ConcatIsBitIdenticalInBothLayouts) {
+  OpCase first{"concat", {}, {f32({2, 3, 4, 5}), f32({2, 5, 4, 5})}};
+  first.seed = 41;
+  OpHarness a(builtin_registry(), first);
+  OpHarness b(builtin_registry(),
+              {"concat", attr_map({{"data_format", std::string("channels_last")}}),
+               {f32({2, 4, 5, 3}), f32({2, 4, 5, 5})}});
+  EXPECT_EQ(b.output_desc().shape, (Shape{2, 4, 5, 8}));
+  b.set_input(0, to_nhwc(a.input(0), {2, 3, 4, 5}));
+  b.set_input(1, to_nhwc(a.input(1), {2, 5, 4, 5}));
+  EXPECT_EQ(to_nchw(b.forward(), {2, 8, 4, 5}), a.forward());
+  const Floats dy = a.random_dy(42);
+  const auto ga = a.gradients(dy);
+  const auto gb = b.gradients(to_nhwc(dy, {2, 8, 4, 5}));
+  EXPECT_EQ(to_nchw(gb.at(0), {2, 3, 4, 5}), ga.at(0));
+  EXPECT_EQ(to_nchw(gb.at(1), {2, 5, 4, 5}), ga.at(1));
+  EXPECT_HAS(case_error({"concat", attr_map({{"data_format", std::string("channels_last")}}),
+                         {f32({2, 4, 5, 3}), f32({2, 4, 6, 5})}}),
+             "every dimension but 3");
 }
 
 TEST(ChannelsLastOps, LayoutPermutesAndItsGradientPermutesBack) {
