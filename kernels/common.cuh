@@ -55,6 +55,26 @@ __device__ __forceinline__ double block_sum(double v, double* scratch) {
   return v;
 }
 
+// ---- image elements, NCHW or channels-last (Note [channels-last layout] in
+// models/channels_last.cpp) -------------------------------------------------------------------
+// Element i of a tensor of `rows` x `cols` planes with `pixel` values per pixel (1 for NCHW,
+// where the planes are N C; C for [N, H, W, C]): n (the plane, or the sample), c (the channel
+// within the pixel; 0 for NCHW), its row and column.
+struct PixelAt {
+  int64_t n, c, row, col;
+};
+__device__ __forceinline__ PixelAt pixel_at(int64_t i, int64_t rows, int64_t cols,
+                                            int64_t pixel) {
+  const int64_t r = i / pixel;
+  return {r / (rows * cols), i % pixel, (r / cols) % rows, r % cols};
+}
+// The first element of a's plane in a tensor of `rows` x `cols` planes; its pixel k is `pixel`
+// k further.
+__device__ __forceinline__ int64_t plane_start(const PixelAt& a, int64_t rows, int64_t cols,
+                                               int64_t pixel) {
+  return a.n * rows * cols * pixel + a.c;
+}
+
 // ---- storage types (Note [bf16 execution] in runtime/backends/bf16_staging.h) -----------------
 // A kernel templated on T in {float, __nv_bfloat16} loads every element as a float, computes in
 // FP32 (or double) exactly as its F32 version does, and stores through st<T>(), which rounds to

@@ -103,28 +103,35 @@ void permute_0213(uint16_t* out, const uint16_t* inp, int64_t d0, int64_t d1, in
 
 // ---- upsample nearest and bilinear (upsample.cu) -----------------------------------------------
 // The bf16 overloads copy bf16 values (nearest forward) or compute in FP32 and round each result
-// once.
+// once. `pixel`: 1 for NCHW planes (planes = N C); C for channels-last [N, H, W, C] (plane
+// n C + c, its pixels C apart; Note [channels-last layout]).
 // out (planes, H*fh, W*fw) from inp (planes, H, W); out[p, h, w] = inp[p, h / fh, w / fw].
 void upsample_nearest_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
-                              int64_t fh, int64_t fw, cudaStream_t stream);
+                              int64_t fh, int64_t fw, int64_t pixel, cudaStream_t stream);
 void upsample_nearest_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H,
-                              int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                              int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                              cudaStream_t stream);
 // dinp (planes, H, W) = sum of each fh x fw block of dout (planes, H*fh, W*fw), row-major order.
 void upsample_nearest_backward(float* dinp, const float* dout, int64_t planes, int64_t H,
-                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                               int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                               cudaStream_t stream);
 void upsample_nearest_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t H,
-                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                               int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                               cudaStream_t stream);
 // Bilinear with half-pixel centres (kernels/bilinear.h, Note [bilinear arithmetic]): out
 // (planes, H*fh, W*fw) from inp (planes, H, W); the backward gathers dinp (planes, H, W) from
 // dout. Both equal the CPU reference bit for bit.
 void upsample_bilinear_forward(float* out, const float* inp, int64_t planes, int64_t H, int64_t W,
-                               int64_t fh, int64_t fw, cudaStream_t stream);
+                               int64_t fh, int64_t fw, int64_t pixel, cudaStream_t stream);
 void upsample_bilinear_forward(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H,
-                               int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                               int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                               cudaStream_t stream);
 void upsample_bilinear_backward(float* dinp, const float* dout, int64_t planes, int64_t H,
-                                int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                                int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                                cudaStream_t stream);
 void upsample_bilinear_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t H,
-                                int64_t W, int64_t fh, int64_t fw, cudaStream_t stream);
+                                int64_t W, int64_t fh, int64_t fw, int64_t pixel,
+                                cudaStream_t stream);
 
 // ---- window copy (pad.cu): zeropad, crop, conv2d's asymmetric padding ---------------------------
 // out (planes, Ho, Wo)[p, h, w] = inp (planes, H, W)[p, h + dh, w + dw], 0 outside inp. Exact.
@@ -139,9 +146,12 @@ void window_copy(uint16_t* out, const uint16_t* inp, int64_t planes, int64_t H, 
 // the input: padding never wins a maximum, and an average divides by kh * kw (count_pad) or by
 // the window's real elements. Each equals the CPU reference (ops/pool.cpp) bit for bit: the
 // same scan order and FP32 rounding; the backward gathers over the outputs covering an input.
+// `pixel`: 1 for NCHW planes; C for channels-last [N, H, W, C] (plane n * C + c starts at
+// n H W C + c, its elements C apart; Note [channels-last layout]).
 struct PoolWindow {
   int64_t planes, H, W, Ho, Wo;
   int64_t kh, kw, sh, sw, top, left;
+  int64_t pixel = 1;
 };
 void pool_max_forward(float* out, const float* inp, const PoolWindow& g, cudaStream_t stream);
 void pool_max_forward(uint16_t* out, const uint16_t* inp, const PoolWindow& g,

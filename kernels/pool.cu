@@ -4,7 +4,9 @@
 // (ops/pool_cuda.cpp uses cuDNN for the others). Gather kernels: one thread per output
 // (forward) or per input element (backward, over the outputs whose windows cover it, in
 // row-major order), the CPU reference's order and rounding (ops/pool.cpp): bit-identical to it
-// and deterministic (Note [kernel determinism]). F32 or bf16 storage, FP32 arithmetic.
+// and deterministic (Note [kernel determinism]). F32 or bf16 storage, FP32 arithmetic. NCHW
+// planes, or channels-last ones (PoolWindow::pixel = C): element i of a tensor is channel
+// i % pixel of pixel i / pixel, so consecutive threads read consecutive channels.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -26,14 +28,15 @@ __device__ __forceinline__ Win window_of(const PoolWindow& g, int64_t oh, int64_
   return w;
 }
 
-// Offset within the plane of the window's first maximum in row-major scan order.
+// Pixel index (h * W + w) within the plane of the window's first maximum in row-major scan
+// order; the plane's elements are `pixel` apart.
 template <typename T>
-__device__ int64_t argmax_of(const T* plane, const Win& win, int64_t W) {
+__device__ int64_t argmax_of(const T* plane, const Win& win, int64_t W, int64_t pixel) {
   int64_t best = win.h0 * W + win.w0;
-  float best_v = ld(plane[best]);
+  float best_v = ld(plane[best * pixel]);
   for (int64_t h = win.h0; h < win.h1; ++h)
     for (int64_t w = win.w0; w < win.w1; ++w) {
-      const float v = ld(plane[h * W + w]);
+      const float v = ld(plane[(h * W + w) * pixel]);
       if (v > best_v) best = h * W + w, best_v = v;
     }
   return best;
@@ -59,9 +62,9 @@ __global__ void max_forward_kernel(T* out, const T* inp, PoolWindow g) {
   const int64_t total = g.planes * g.Ho * g.Wo;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ow = i % g.Wo, oh = (i / g.Wo) % g.Ho, p = i / (g.Wo * g.Ho);
-    const T* plane = inp + p * g.H * g.W;
-    out[i] = plane[argmax_of(plane, window_of(g, oh, ow), g.W)];
+    const PixelAt o = pixel_at(i, g.Ho, g.Wo, g.pixel);
+    const T* plane = inp + plane_start(o, g.H, g.W, g.pixel);
+    out[i] = plane[argmax_of(plane, window_of(g, o.row, o.col), g.W, g.pixel) * g.pixel];
   }
 }
 
@@ -70,17 +73,18 @@ __global__ void max_backward_kernel(T* dinp, const T* dout, const T* inp, PoolWi
   const int64_t total = g.planes * g.H * g.W;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t w = i % g.W, h = (i / g.W) % g.H, p = i / (g.W * g.H);
-    const T* plane = inp + p * g.H * g.W;
-    const T* dy = dout + p * g.Ho * g.Wo;
+    const PixelAt x = pixel_at(i, g.H, g.W, g.pixel);
+    const int64_t h = x.row, w = x.col;
+    const T* plane = inp + plane_start(x, g.H, g.W, g.pixel);
+    const T* dy = dout + plane_start(x, g.Ho, g.Wo, g.pixel);
     int64_t oh0, oh1, ow0, ow1;
     covering(h, g.top, g.kh, g.sh, g.Ho, &oh0, &oh1);
     covering(w, g.left, g.kw, g.sw, g.Wo, &ow0, &ow1);
     float s = 0.0f;
     for (int64_t oh = oh0; oh < oh1; ++oh)
       for (int64_t ow = ow0; ow < ow1; ++ow)
-        if (argmax_of(plane, window_of(g, oh, ow), g.W) == h * g.W + w)
-          s = __fadd_rn(s, ld(dy[oh * g.Wo + ow]));
+        if (argmax_of(plane, window_of(g, oh, ow), g.W, g.pixel) == h * g.W + w)
+          s = __fadd_rn(s, ld(dy[(oh * g.Wo + ow) * g.pixel]));
     dinp[i] = st<T>(s);
   }
 }
@@ -90,12 +94,13 @@ __global__ void avg_forward_kernel(T* out, const T* inp, PoolWindow g, bool coun
   const int64_t total = g.planes * g.Ho * g.Wo;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ow = i % g.Wo, oh = (i / g.Wo) % g.Ho, p = i / (g.Wo * g.Ho);
-    const T* plane = inp + p * g.H * g.W;
-    const Win win = window_of(g, oh, ow);
+    const PixelAt o = pixel_at(i, g.Ho, g.Wo, g.pixel);
+    const T* plane = inp + plane_start(o, g.H, g.W, g.pixel);
+    const Win win = window_of(g, o.row, o.col);
     float s = 0.0f;
     for (int64_t h = win.h0; h < win.h1; ++h)
-      for (int64_t w = win.w0; w < win.w1; ++w) s = __fadd_rn(s, ld(plane[h * g.W + w]));
+      for (int64_t w = win.w0; w < win.w1; ++w)
+        s = __fadd_rn(s, ld(plane[(h * g.W + w) * g.pixel]));
     out[i] = st<T>(__fmul_rn(s, avg_scale(g, win, count_pad)));
   }
 }
@@ -105,8 +110,9 @@ __global__ void avg_backward_kernel(T* dinp, const T* dout, PoolWindow g, bool c
   const int64_t total = g.planes * g.H * g.W;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t w = i % g.W, h = (i / g.W) % g.H, p = i / (g.W * g.H);
-    const T* dy = dout + p * g.Ho * g.Wo;
+    const PixelAt x = pixel_at(i, g.H, g.W, g.pixel);
+    const int64_t h = x.row, w = x.col;
+    const T* dy = dout + plane_start(x, g.Ho, g.Wo, g.pixel);
     int64_t oh0, oh1, ow0, ow1;
     covering(h, g.top, g.kh, g.sh, g.Ho, &oh0, &oh1);
     covering(w, g.left, g.kw, g.sw, g.Wo, &ow0, &ow1);
@@ -114,7 +120,7 @@ __global__ void avg_backward_kernel(T* dinp, const T* dout, PoolWindow g, bool c
     for (int64_t oh = oh0; oh < oh1; ++oh)
       for (int64_t ow = ow0; ow < ow1; ++ow) {
         const float scale = avg_scale(g, window_of(g, oh, ow), count_pad);
-        s = __fadd_rn(s, __fmul_rn(ld(dy[oh * g.Wo + ow]), scale));
+        s = __fadd_rn(s, __fmul_rn(ld(dy[(oh * g.Wo + ow) * g.pixel]), scale));
       }
     dinp[i] = st<T>(s);
   }
@@ -123,6 +129,8 @@ __global__ void avg_backward_kernel(T* dinp, const T* dout, PoolWindow g, bool c
 void check_window(const PoolWindow& g, const char* what) {
   REMAT_CHECK(g.kh >= 1 && g.kw >= 1 && g.sh >= 1 && g.sw >= 1 && g.top >= 0 && g.left >= 0,
               what << ": bad window " << g.kh << "x" << g.kw << " stride " << g.sh << "x" << g.sw);
+  REMAT_CHECK(g.pixel >= 1 && g.planes % g.pixel == 0,
+              what << ": " << g.planes << " planes are not whole pixels of " << g.pixel);
 }
 
 // Checks the window and runs `kernel` with one thread per element of `total` (outputs for a

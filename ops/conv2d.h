@@ -50,9 +50,6 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pads, 
 // The sizes of convolving x (stored as a.channels_last says) with `a`; the geometry's pad_h /
 // pad_w are the top and left pads.
 ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x);
-// Whether conv2d with `a` on NCHW x has a channels-last form (OpDef::channels_last): the CUDA
-// path's NHWC convolutions pad symmetrically.
-bool conv2d_has_channels_last(const Conv2dAttrs& a, const Shape& x_nchw);
 
 // The CPU reference (conv2d_cpu.cpp): y = act(conv(x, w) + b) from [x, w, (b)]; dx from
 // [dz, w]; dw from [dz, x] (F32 or bf16 data); db from [dz].

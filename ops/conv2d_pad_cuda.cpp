@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "ops/conv2d_cuda.h"
 #include "ops/cpu_storage.h"
+#include "ops/data_format.h"
 #include "ops/op_cuda.h"
 
 namespace remat {
@@ -19,7 +20,9 @@ namespace {
 // crops it into dx (the padded border's gradient is dropped). Workspace layout:
 // [x_pad or dx_pad, 256-byte aligned][the unpadded pass's own workspace]. The copy is one input
 // (or input gradient) of extra memory while the node runs: it is part of the node's workspace,
-// so the plan counts it.
+// so the plan counts it. Channels-last tensors (ConvCudaParams::channels_last) are padded
+// the same way as [N, H, W, C]: window_copy over planes of H rows of W C values, the column
+// offset times C.
 
 bool symmetric(const ConvCudaParams& p) { return p.pad_h == p.pad_bottom && p.pad_w == p.pad_right; }
 
@@ -35,9 +38,11 @@ struct PaddedX {
 };
 
 PaddedX padded_of(const ConvCudaParams& p, const TensorDesc& x) {
+  const ImageDims d = image_dims(x.shape, p.channels_last);
   PaddedX out;
-  out.desc = TensorDesc{{x.shape.at(0), x.shape.at(1), x.shape.at(2) + p.pad_h + p.pad_bottom,
-                         x.shape.at(3) + p.pad_w + p.pad_right},
+  out.desc = TensorDesc{ImageDims{d.n, d.c, d.h + p.pad_h + p.pad_bottom,
+                                  d.w + p.pad_w + p.pad_right, p.channels_last}
+                            .shape(),
                         x.dtype};
   out.bytes = (out.desc.bytes() + 255) / 256 * 256;
   return out;
@@ -70,13 +75,17 @@ int64_t workspace_unpadded(ConvPass pass, const ConvCudaParams& p, const ExecCon
   REMAT_FAIL("bad conv pass");
 }
 
-// out (planes, Ho, Wo)[h, w] = in (planes, H, W)[h + dh, w + dw], 0 outside.
+// out (planes, Ho, Wo)[h, w] = in (planes, H, W)[h + dh, w + dw], 0 outside; channels-last:
+// planes of H rows of W C values.
 void copy_window(const TensorView& out, const TensorView& in, int64_t dh, int64_t dw,
-                 cudaStream_t stream) {
+                 bool channels_last, cudaStream_t stream) {
+  const ImageDims i = image_dims(in.shape(), channels_last);
+  const ImageDims o = image_dims(out.shape(), channels_last);
+  const int64_t k = i.pixel_stride();  // values per pixel in a row
   with_storage(in.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    window_copy(storage<T>(out), storage<T>(in), in.dim(0) * in.dim(1), in.dim(2), in.dim(3),
-                out.dim(2), out.dim(3), dh, dw, stream);
+    window_copy(storage<T>(out), storage<T>(in), i.n * i.c / k, i.h, i.w * k, o.h, o.w * k, dh,
+                dw * k, stream);
   });
 }
 
@@ -85,9 +94,6 @@ void copy_window(const TensorView& out, const TensorView& in, int64_t dh, int64_
 int64_t conv2d_pass_cuda_workspace(ConvPass pass, const ConvCudaParams& p,
                                    const ExecContext& ctx) {
   if (symmetric(p)) return workspace_unpadded(pass, p, ctx);
-  // conv2d_has_channels_last keeps asymmetric pads out of channels-last models.
-  REMAT_CHECK(!p.channels_last, "node '" << (ctx.node ? ctx.node->name : std::string("?"))
-                                         << "': channels-last convolutions pad symmetrically");
   ExecContext c = ctx;
   TensorView& x = x_slot(pass, c);
   const PaddedX padded = padded_of(p, *x.desc);
@@ -110,9 +116,11 @@ void conv2d_pass_cuda(ConvPass pass, const ConvCudaParams& p, const ExecContext&
   x = TensorView{&padded.desc, ctx.workspace};
   c.workspace = static_cast<char*>(ctx.workspace) + padded.bytes;
   c.workspace_bytes = ctx.workspace_bytes - padded.bytes;
-  if (pass != ConvPass::BackwardData) copy_window(x, original, -p.pad_h, -p.pad_w, stream);
+  if (pass != ConvPass::BackwardData)
+    copy_window(x, original, -p.pad_h, -p.pad_w, p.channels_last, stream);
   run_unpadded(pass, without_padding(p), c);
-  if (pass == ConvPass::BackwardData) copy_window(original, x, p.pad_h, p.pad_w, stream);
+  if (pass == ConvPass::BackwardData)
+    copy_window(original, x, p.pad_h, p.pad_w, p.channels_last, stream);
 }
 
 }  // namespace remat

@@ -26,6 +26,8 @@ struct ImageDims {
   int64_t image() const { return c * h * w; }
   int64_t channel_stride() const { return channels_last ? 1 : h * w; }
   int64_t pixel_stride() const { return channels_last ? c : 1; }
+  // The first element of plane q = n C + c (its pixel i is i * pixel_stride() further).
+  int64_t plane_start(int64_t q) const { return (q / c) * image() + (q % c) * channel_stride(); }
   // The stored shape of these sizes.
   Shape shape() const { return channels_last ? Shape{n, h, w, c} : Shape{n, c, h, w}; }
 };

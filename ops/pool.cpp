@@ -134,7 +134,7 @@ Window window_at(const PoolAttrs& a, const Pads& p, int64_t oh, int64_t ow, int6
 struct Planes {
   ImageDims d;
   int64_t count() const { return d.n * d.c; }
-  int64_t base(int64_t p) const { return (p / d.c) * d.image() + (p % d.c) * d.channel_stride(); }
+  int64_t base(int64_t p) const { return d.plane_start(p); }
   int64_t pixel() const { return d.pixel_stride(); }
 };
 
@@ -291,17 +291,6 @@ OpCost plain_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const Tenso
   return simple_cost(in, out, static_cast<double>(std::max(out.numel(), in.at(0).numel())));
 }
 
-// OpDef::channels_last of maxpool and avgpool: the cases cuDNN pools (symmetric padding; a max
-// or an average counting the padding), which take NHWC descriptors; kernels/pool.cu pools NCHW
-// planes only.
-bool window_has_channels_last(const OpAttrs& at, const std::vector<TensorDesc>& in, bool max) {
-  const auto& a = static_cast<const PoolAttrs&>(at);
-  const Shape& x = in.at(0).shape;
-  if (x.size() != 4) return false;
-  const Pads p = a.pads(x[2], x[3]);
-  return p.top == p.bottom && p.left == p.right && (max || a.count_pad);
-}
-
 #ifdef REMAT_HAVE_CUDA
 // Attaches the CUDA pooling path (ops/pool_cuda.cpp) for a window op; the pads are those of
 // the op's input (the forward's x, the backward's dx).
@@ -332,9 +321,7 @@ void register_max_pool(OpRegistry& r) {
   };
   mp.cost = window_cost;
   mp.cpu = maxpool_cpu;
-  mp.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
-    return window_has_channels_last(a, in, true);
-  };
+  mp.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>&) { return true; };
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(mp, true, false);
 #endif
@@ -370,9 +357,7 @@ void register_avg_pool(OpRegistry& r) {
   };
   ap.cost = window_cost;
   ap.cpu = avgpool_cpu;
-  ap.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
-    return window_has_channels_last(a, in, false);
-  };
+  ap.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>&) { return true; };
 #ifdef REMAT_HAVE_CUDA
   set_pool_cuda(ap, false, false);
 #endif

@@ -56,13 +56,14 @@ bool cudnn_pools(const PoolCudaParams& p) {
 }
 
 PoolWindow window_of(const PoolCudaParams& p, const Shape& x, const Shape& y) {
-  return PoolWindow{x[0] * x[1], x[2], x[3], y[2], y[3], p.kh, p.kw, p.sh, p.sw, p.top, p.left};
+  const ImageDims xd = image_dims(x, p.channels_last), yd = image_dims(y, p.channels_last);
+  PoolWindow g{xd.n * xd.c, xd.h, xd.w, yd.h, yd.w, p.kh, p.kw, p.sh, p.sw, p.top, p.left};
+  g.pixel = xd.pixel_stride();
+  return g;
 }
 
 // kernels/pool.cu: [x] -> y, or the backward [dy (, x, y)] -> dx.
 void pool_kernels(const PoolCudaParams& p, const ExecContext& ctx, bool backward) {
-  REMAT_CHECK(!p.channels_last, "node '" << (ctx.node ? ctx.node->name : std::string("?"))
-                                         << "': kernels/pool.cu pools NCHW planes only");
   const TensorView& x = backward ? ctx.output : ctx.inputs[0];
   const TensorView& y = backward ? ctx.inputs[0] : ctx.output;
   const PoolWindow g = window_of(p, x.shape(), y.shape());

@@ -19,7 +19,7 @@ struct PoolCudaParams {
   int64_t top = 0, bottom = 0, left = 0, right = 0;
   bool max = true;        // max pooling (deterministic mode); else average
   bool count_pad = true;  // average: divide by kh * kw, else by the window's real elements
-  bool channels_last = false;  // x, y [N, H, W, C]: the cuDNN cases only (ops/pool.cpp)
+  bool channels_last = false;  // x, y [N, H, W, C]
 };
 
 // [x] -> y.

@@ -2,13 +2,16 @@
 // repeated in an fh x fw block) or bilinear with half-pixel centres (TensorFlow 2's
 // resize(bilinear), Keras's UpSampling2D(interpolation='bilinear'), PyTorch's
 // interpolate(align_corners=False): kernels/bilinear.h); its backward op upsample_grad (block
-// sums for nearest, the transposed interpolation for bilinear).
+// sums for nearest, the transposed interpolation for bilinear). Channels-last [N, H, W, C]
+// (data_format, Note [channels-last layout] in models/channels_last.cpp): the same arithmetic
+// per plane, its pixels C apart.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/bilinear.h"
 #include "ops/cpu_storage.h"
+#include "ops/data_format.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -20,6 +23,7 @@ namespace {
 struct UpsampleAttrs : OpAttrs {
   int64_t fh = 2, fw = 2;
   bool bilinear = false;
+  bool channels_last = false;
 };
 
 OpAttrsPtr upsample_parse(AttrReader& r, const std::string& op_name) {
@@ -28,6 +32,7 @@ OpAttrsPtr upsample_parse(AttrReader& r, const std::string& op_name) {
   const auto f = r.get_ints("factor", 2, {}, 1, 1 << 16);
   a->fh = f[0], a->fw = f[1];
   a->bilinear = r.get_choice("mode", "nearest", {"nearest", "bilinear"}) == "bilinear";
+  a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
 }
@@ -42,8 +47,10 @@ TensorDesc upsample_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) 
   const auto& a = static_cast<const UpsampleAttrs&>(at);
   const TensorDesc& x = in.at(0);
   check_nchw(x, "upsample");
-  return checked_desc({x.shape[0], x.shape[1], checked_mul(x.shape[2], a.fh, "upsample height"),
-                       checked_mul(x.shape[3], a.fw, "upsample width")},
+  const ImageDims d = image_dims(x.shape, a.channels_last);
+  return checked_desc(ImageDims{d.n, d.c, checked_mul(d.h, a.fh, "upsample height"),
+                                checked_mul(d.w, a.fw, "upsample width"), a.channels_last}
+                          .shape(),
                       x.dtype, "upsample output");
 }
 
@@ -51,11 +58,12 @@ TensorDesc upsample_grad_infer(const OpAttrs& at, const std::vector<TensorDesc>&
   const auto& a = static_cast<const UpsampleAttrs&>(at);
   const TensorDesc& dy = in.at(0);
   check_nchw(dy, "upsample_grad");
-  if (dy.shape[2] % a.fh || dy.shape[3] % a.fw)
+  const ImageDims d = image_dims(dy.shape, a.channels_last);
+  if (d.h % a.fh || d.w % a.fw)
     REMAT_USER_ERROR("upsample_grad: gradient " << shape_str(dy.shape)
                                                 << " is not divisible by factor " << a.fh << "x"
                                                 << a.fw);
-  return TensorDesc{{dy.shape[0], dy.shape[1], dy.shape[2] / a.fh, dy.shape[3] / a.fw},
+  return TensorDesc{ImageDims{d.n, d.c, d.h / a.fh, d.w / a.fw, a.channels_last}.shape(),
                     dy.dtype};
 }
 
@@ -68,27 +76,28 @@ OpCost upsample_cost(const OpAttrs& at, const std::vector<TensorDesc>& in, const
   return c;
 }
 
-// A plane's elements as floats (kernels/bilinear.h's accessor).
+// A plane's pixels as floats (kernels/bilinear.h's accessor), `pixel` elements apart.
 struct PlaneLoad {
   const float* p;
-  float operator()(int64_t i) const { return p[i]; }
+  int64_t pixel;
+  float operator()(int64_t i) const { return p[i * pixel]; }
 };
 
 // inputs [x [N,C,H,W]] -> y [N,C,H*fh,W*fw]: nearest y[.., h, w] = x[.., h/fh, w/fw], or
 // bilinear (Note [bilinear arithmetic]).
 void upsample_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
-  const TensorView& x = ctx.inputs[0];
-  const int64_t planes = x.dim(0) * x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t Ho = H * a.fh, Wo = W * a.fw;
-  float* y = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* xp = x.f32() + p * H * W;
+  const ImageDims xd = image_dims(ctx.inputs[0].shape(), a.channels_last);
+  const ImageDims yd = image_dims(ctx.output.shape(), a.channels_last);
+  const int64_t H = xd.h, W = xd.w, Ho = yd.h, Wo = yd.w, k = xd.pixel_stride();
+  for (int64_t q = 0; q < xd.n * xd.c; ++q) {
+    const float* xp = ctx.inputs[0].f32() + xd.plane_start(q);
+    float* yp = ctx.output.f32() + yd.plane_start(q);
     for (int64_t h = 0; h < Ho; ++h)
       for (int64_t w = 0; w < Wo; ++w)
-        y[(p * Ho + h) * Wo + w] = a.bilinear
-                                       ? bilinear_value(PlaneLoad{xp}, h, w, H, W, a.fh, a.fw)
-                                       : xp[(h / a.fh) * W + w / a.fw];
+        yp[(h * Wo + w) * k] = a.bilinear
+                                   ? bilinear_value(PlaneLoad{xp, k}, h, w, H, W, a.fh, a.fw)
+                                   : xp[((h / a.fh) * W + w / a.fw) * k];
   }
 }
 
@@ -96,22 +105,23 @@ void upsample_cpu(const ExecContext& ctx) {
 // order); bilinear gathers the outputs that read each input.
 void upsample_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
-  const TensorView& dy = ctx.inputs[0];
-  const int64_t planes = ctx.output.dim(0) * ctx.output.dim(1);
-  const int64_t H = ctx.output.dim(2), W = ctx.output.dim(3), Wo = W * a.fw;
-  float* dx = ctx.output.f32();
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* dyp = dy.f32() + p * H * a.fh * Wo;
+  const ImageDims xd = image_dims(ctx.output.shape(), a.channels_last);
+  const ImageDims yd = image_dims(ctx.inputs[0].shape(), a.channels_last);
+  const int64_t H = xd.h, W = xd.w, Wo = yd.w, k = xd.pixel_stride();
+  for (int64_t q = 0; q < xd.n * xd.c; ++q) {
+    const float* dyp = ctx.inputs[0].f32() + yd.plane_start(q);
+    float* dxp = ctx.output.f32() + xd.plane_start(q);
     for (int64_t h = 0; h < H; ++h)
       for (int64_t w = 0; w < W; ++w) {
         float s = 0;
         if (a.bilinear) {
-          s = bilinear_grad(PlaneLoad{dyp}, h, w, H, W, a.fh, a.fw);
+          s = bilinear_grad(PlaneLoad{dyp, k}, h, w, H, W, a.fh, a.fw);
         } else {
           for (int64_t i = 0; i < a.fh; ++i)
-            for (int64_t j = 0; j < a.fw; ++j) s += dyp[(h * a.fh + i) * Wo + w * a.fw + j];
+            for (int64_t j = 0; j < a.fw; ++j)
+              s += dyp[((h * a.fh + i) * Wo + w * a.fw + j) * k];
         }
-        dx[(p * H + h) * W + w] = s;
+        dxp[(h * W + w) * k] = s;
       }
   }
 }
@@ -121,32 +131,32 @@ void upsample_grad_cpu(const ExecContext& ctx) {
 void upsample_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& x = ctx.inputs[0];
+  const ImageDims d = image_dims(x.shape(), a.channels_last);
   with_storage(x.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     T* y = storage<T>(ctx.output);
-    const int64_t planes = x.dim(0) * x.dim(1);
     if (a.bilinear)
-      upsample_bilinear_forward(y, storage<T>(x), planes, x.dim(2), x.dim(3), a.fh, a.fw,
-                                cuda_stream(ctx));
+      upsample_bilinear_forward(y, storage<T>(x), d.n * d.c, d.h, d.w, a.fh, a.fw,
+                                d.pixel_stride(), cuda_stream(ctx));
     else
-      upsample_nearest_forward(y, storage<T>(x), planes, x.dim(2), x.dim(3), a.fh, a.fw,
-                               cuda_stream(ctx));
+      upsample_nearest_forward(y, storage<T>(x), d.n * d.c, d.h, d.w, a.fh, a.fw,
+                               d.pixel_stride(), cuda_stream(ctx));
   });
 }
 
 void upsample_grad_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<UpsampleAttrs>(*ctx.node);
   const TensorView& dx = ctx.output;
+  const ImageDims d = image_dims(dx.shape(), a.channels_last);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* dy = storage<T>(ctx.inputs[0]);
-    const int64_t planes = dx.dim(0) * dx.dim(1);
     if (a.bilinear)
-      upsample_bilinear_backward(storage<T>(dx), dy, planes, dx.dim(2), dx.dim(3), a.fh, a.fw,
-                                 cuda_stream(ctx));
+      upsample_bilinear_backward(storage<T>(dx), dy, d.n * d.c, d.h, d.w, a.fh, a.fw,
+                                 d.pixel_stride(), cuda_stream(ctx));
     else
-      upsample_nearest_backward(storage<T>(dx), dy, planes, dx.dim(2), dx.dim(3), a.fh, a.fw,
-                                cuda_stream(ctx));
+      upsample_nearest_backward(storage<T>(dx), dy, d.n * d.c, d.h, d.w, a.fh, a.fw,
+                                d.pixel_stride(), cuda_stream(ctx));
   });
 }
 #endif
@@ -161,6 +171,7 @@ void register_upsample_ops(OpRegistry& r) {
   up.infer = upsample_infer;
   up.cost = upsample_cost;
   up.cpu = upsample_cpu;
+  up.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>&) { return true; };
 #ifdef REMAT_HAVE_CUDA
   up.cuda = upsample_cuda;
 #endif

@@ -1,9 +1,10 @@
 // Channels-last models (Note [channels-last layout] in models/channels_last.cpp): where the
 // builder puts `layout` nodes and which nodes run channels-last; that training a channels-last
 // model on the CPU gives bit for bit the weights, gradients and optimizer state of the
-// channels-first model (fp32 and bf16, CNNs and a DAG with a concat that has no channels-last
-// form); that under budgets every strategy recomputes it bit-identically with the measured peak
-// equal to the plan's; and that a layer may not set data_format itself.
+// channels-first model (fp32 and bf16: CNNs, a DAG, a U-Net, MobileNetV2, InceptionV3, and a
+// model whose layout changes in the middle); that under budgets every strategy recomputes it
+// bit-identically with the measured peak equal to the plan's; and that a layer may not set
+// data_format itself.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -80,24 +81,47 @@ TEST(ChannelsLastBuild, SmallCnnConvertsTheInputAndBeforeFlatten) {
   EXPECT_EQ(b.g.value(b.g.find_value("conv2.weight")).desc.shape, (Shape{32, 16, 3, 3}));
 }
 
-TEST(ChannelsLastBuild, AnOpWithoutAChannelsLastFormGetsChannelsFirstInputs) {
+TEST(ChannelsLastBuild, EveryImageOpOfTheZooRunsChannelsLast) {
   const Built dag = build("small_dag", true, DType::F32, 2);
   // concat joins channels-last inputs along their last axis: no conversion around it.
   EXPECT_EQ(layout_nodes(dag.g), (std::vector<std::string>{"input.to_nhwc"}));
   for (const char* n : {"cat", "pool", "gap", "cat.grad_0", "cat.grad_1"})
     EXPECT_TRUE(runs_channels_last(dag.g, n)) << n;
-  // unet's upsample has no channels-last form: its input converts back, the next convolution
-  // converts again.
+  // A U-Net's upsample, concat and per-pixel logits run channels-last; the per-pixel loss reads
+  // NCHW logits.
   const Built unet = build("unet", true, DType::F32, 1, Shape{3, 32, 32});
-  int to_nchw = 0, to_nhwc = 0;
-  for (const std::string& n : layout_nodes(unet.g)) {
-    to_nchw += n.size() > 7 && n.compare(n.size() - 7, 7, "to_nchw") == 0;
-    to_nhwc += n.size() > 7 && n.compare(n.size() - 7, 7, "to_nhwc") == 0;
-  }
-  EXPECT_GT(to_nchw, 0);
-  EXPECT_GT(to_nhwc, 1);
+  EXPECT_EQ(layout_nodes(unet.g), (std::vector<std::string>{"input.to_nhwc", "logits.to_nchw"}));
   for (const Node& n : unet.g.nodes)
-    if (n.op == "upsample") EXPECT_FALSE(n.attrs.has("data_format")) << n.name;
+    if (n.op == "upsample" || n.op == "concat") EXPECT_TRUE(n.attrs.has("data_format")) << n.name;
+}
+
+// A dense layer over the last axis of a 4-D tensor (W for NCHW) has no channels-last form: its
+// input converts back and the next convolution converts again, and the model still trains as
+// the channels-first one does (TrainsBitIdenticallyToTheChannelsFirstModel).
+const char* kMixedYaml =
+    "name: mixed\ninput: [3, 8, 8]\nclasses: 4\nbatch: 2\nseed: 3\nlayers:\n"
+    "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+    "  - {name: d, op: dense, units: 8}\n"
+    "  - {name: r, op: relu}\n"
+    "  - {name: c2, op: conv2d, filters: 4, kernel: 3, padding: 1, activation: relu}\n"
+    "  - {name: f, op: flatten}\n"
+    "  - {name: out, op: dense, units: 4}\n";
+
+Built build_yaml(const char* yaml, bool channels_last) {
+  Built b;
+  b.cfg = parse_model_config(yaml, "mixed.yaml",
+                             {channels_last ? "layout=channels_last" : "layout=channels_first"});
+  b.g = make_training_graph(build_forward_graph(b.cfg, registry()), registry(),
+                            b.cfg.optimizer.op, b.cfg.optimizer.attrs);
+  return b;
+}
+
+TEST(ChannelsLastBuild, AnOpWithoutAChannelsLastFormGetsChannelsFirstInputs) {
+  const Built b = build_yaml(kMixedYaml, true);
+  EXPECT_EQ(layout_nodes(b.g), (std::vector<std::string>{"input.to_nhwc", "c1.to_nchw",
+                                                          "r.to_nhwc", "c2.to_nchw"}));
+  EXPECT_FALSE(runs_channels_last(b.g, "d"));
+  EXPECT_EQ(b.g.value(b.g.find_value("d")).desc.shape, (Shape{2, 4, 8, 8}));  // over W
 }
 
 TEST(ChannelsLastBuild, Bf16CastsBeforeTheLayoutChanges) {
@@ -198,8 +222,18 @@ TEST(ChannelsLastTrain, TrainsBitIdenticallyToTheChannelsFirstModel) {
                                         {"small_cnn", DType::BF16, 4, std::nullopt},
                                         {"small_dag", DType::F32, 4, std::nullopt},
                                         {"unet", DType::BF16, 1, Shape{3, 32, 32}},
-                                        {"resnet50", DType::BF16, 2, Shape{3, 32, 32}}};
+                                        {"resnet50", DType::BF16, 2, Shape{3, 32, 32}},
+                                        // 'same' at stride 2 (pads 0, 1), relu6, depthwise
+                                        {"mobilenet_v2", DType::F32, 2, Shape{3, 32, 32}},
+                                        // averages over the real elements ('same' avgpool)
+                                        {"inception_v3", DType::BF16, 2, Shape{3, 75, 75}}};
   std::unique_ptr<Backend> be = make_cpu_backend();
+  {
+    SCOPED_TRACE("mixed");
+    Built first = build_yaml(kMixedYaml, false), last = build_yaml(kMixedYaml, true);
+    expect_same_state(train_state(first, keep_all(first, *be), {}, 2),
+                      train_state(last, keep_all(last, *be), {}, 2), "mixed");
+  }
   for (const TrainCase& c : cases) {
     const std::string what = c.name + (c.precision == DType::BF16 ? " bf16" : " fp32");
     SCOPED_TRACE(what);

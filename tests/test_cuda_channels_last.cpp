@@ -2,10 +2,12 @@
 // [channels-last convolutions] in ops/conv2d_cuda_plan.cpp) against the CPU reference, which
 // computes them bit for bit as the channels-first ops (tests/test_ops_channels_last.cpp): the
 // convolution's passes on NHWC descriptors over the tensors themselves (3 x 3 with bias and
-// relu, stride 2, 1 x 1, groups, in fp32 and bf16 at a tensor-core size), batch norm on cuDNN's
-// NHWC descriptors in train and inference mode, max and average pooling, global average
-// pooling, concat, zeropad, crop and the layout op, forward and every backward node within the
-// CUDA tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA
+// relu, stride 2, 1 x 1, groups, TensorFlow's 'same' at stride 2 through a padded copy, in fp32
+// and bf16 at a tensor-core size), batch norm on cuDNN's
+// NHWC descriptors in train and inference mode, max and average pooling (cuDNN's and, with
+// per-side padding or an average over the real elements, kernels/pool.cu), global average
+// pooling, concat, zeropad, crop, upsample (nearest and bilinear) and the layout op, forward and
+// every backward node within the CUDA tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA
 // device.
 #include <gtest/gtest.h>
 
@@ -43,6 +45,10 @@ TEST_F(CudaChannelsLast, ConvolutionsMatchTheCpu) {
       {"conv2d",
        channels_last(attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}, {"groups", 2}})),
        {f32({2, 9, 9, 8})}},
+      {"conv2d",  // pads (0, 1) on both axes: Note [padded convolution]
+       channels_last(attr_map({{"filters", 6}, {"kernel", 3}, {"stride", 2},
+                               {"padding", std::string("same")}})),
+       {f32({2, 10, 10, 4})}},
   };
   for (const OpCase& c : cases) {
     CudaOpHarness h(registry(), c);
@@ -73,7 +79,7 @@ TEST_F(CudaChannelsLast, BatchNormMatchesTheCpu) {
   }
 }
 
-TEST_F(CudaChannelsLast, PoolingConcatPaddingAndCroppingMatchTheCpu) {
+TEST_F(CudaChannelsLast, PoolingConcatPaddingCroppingAndUpsamplingMatchTheCpu) {
   const std::vector<OpCase> cases = {
       {"maxpool", channels_last(attr_map({{"kernel", 2}})), {f32({2, 8, 8, 5})}},
       {"maxpool", channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})),
@@ -86,6 +92,18 @@ TEST_F(CudaChannelsLast, PoolingConcatPaddingAndCroppingMatchTheCpu) {
        {f32({2, 5, 6, 3})}},
       {"crop", channels_last(attr_map({{"cropping", std::vector<int64_t>{1, 0, 2, 1}}})),
        {f32({2, 5, 6, 3})}},
+      // Per-side padding and averages over the real elements: kernels/pool.cu, channels-last.
+      {"maxpool",
+       channels_last(attr_map({{"kernel", 3}, {"stride", 2}, {"padding", std::string("same")}})),
+       {f32({2, 8, 8, 5})}},
+      {"avgpool",
+       channels_last(attr_map({{"kernel", 3}, {"stride", 1}, {"padding", 1},
+                               {"count_include_pad", false}})),
+       {f32({2, 7, 6, 4})}},
+      {"upsample", channels_last(attr_map({{"factor", std::vector<int64_t>{2, 3}}})),
+       {f32({2, 4, 5, 3})}},
+      {"upsample", channels_last(attr_map({{"factor", 2}, {"mode", std::string("bilinear")}})),
+       {f32({2, 4, 5, 3})}},
   };
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.op);

@@ -102,6 +102,9 @@ TEST(ChannelsLastOps, Conv2dIsBitIdenticalInBothLayouts) {
        {2, 4, 5, 5}},
       {"depthwise pointwise groups", attr_map({{"filters", 4}, {"kernel", 1}, {"groups", 4}}),
        {2, 4, 3, 3}},
+      {"same at stride 2 (pads 0, 1)",
+       attr_map({{"filters", 3}, {"kernel", 3}, {"stride", 2}, {"padding", std::string("same")}}),
+       {2, 4, 6, 6}},
       {"dilation 2, 2x3 kernel",
        attr_map({{"filters", 2}, {"kernel", std::vector<int64_t>{2, 3}}, {"dilation", 2},
                  {"padding", 2}}),
@@ -122,7 +125,7 @@ TEST(ChannelsLastOps, Conv2dChannelsLastGradientsMatchCentralDifferences) {
   EXPECT_TRUE(h.check_gradients(kTolLinear));
 }
 
-TEST(ChannelsLastOps, PoolingPaddingAndCroppingAreBitIdenticalInBothLayouts) {
+TEST(ChannelsLastOps, PoolingPaddingCroppingAndUpsamplingAreBitIdenticalInBothLayouts) {
   const std::vector<std::pair<std::string, AttrMap>> cases = {
       {"maxpool", attr_map({{"kernel", 2}})},
       {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", 1}})},
@@ -132,6 +135,9 @@ TEST(ChannelsLastOps, PoolingPaddingAndCroppingAreBitIdenticalInBothLayouts) {
       {"global_avgpool", AttrMap{}},
       {"zeropad", attr_map({{"padding", std::vector<int64_t>{1, 2, 0, 3}}})},
       {"crop", attr_map({{"cropping", std::vector<int64_t>{1, 0, 2, 1}}})},
+      {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", std::string("same")}})},
+      {"upsample", attr_map({{"factor", std::vector<int64_t>{2, 3}}})},
+      {"upsample", attr_map({{"factor", 2}, {"mode", std::string("bilinear")}})},
   };
   for (const auto& [op, attrs] : cases) {
     SCOPED_TRACE(op);
