@@ -350,6 +350,31 @@ void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, 
                           int64_t c, int64_t plane, double eps, void* workspace,
                           cudaStream_t stream);
 
+// ---- batch normalisation in train mode, channels-last (batchnorm_nhwc.cu) ---------------------
+// The three passes above over [rows, c] tensors (rows = N H W of an [N, H, W, C] tensor; Note
+// [channels-last batch-norm kernels]), with the same arithmetic.
+int64_t batchnorm_nhwc_train_forward_workspace_bytes(int64_t rows, int64_t c);
+void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma,
+                                  const float* beta, float* running_mean, float* running_var,
+                                  int64_t rows, int64_t c, double eps, double momentum,
+                                  void* workspace, cudaStream_t stream);
+void batchnorm_nhwc_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
+                                  const float* beta, float* running_mean, float* running_var,
+                                  int64_t rows, int64_t c, double eps, double momentum,
+                                  void* workspace, cudaStream_t stream);
+int64_t batchnorm_nhwc_train_backward_input_workspace_bytes(int64_t rows, int64_t c);
+void batchnorm_nhwc_train_backward_input(float* dx, const float* dy, const float* x,
+                                         const float* gamma, int64_t rows, int64_t c, double eps,
+                                         void* workspace, cudaStream_t stream);
+void batchnorm_nhwc_train_backward_input(uint16_t* dx, const uint16_t* dy, const uint16_t* x,
+                                         const float* gamma, int64_t rows, int64_t c, double eps,
+                                         void* workspace, cudaStream_t stream);
+int64_t batchnorm_nhwc_grad_gamma_workspace_bytes(int64_t rows, int64_t c);
+void batchnorm_nhwc_grad_gamma(float* dgamma, const float* x, const float* dy, int64_t rows,
+                               int64_t c, double eps, void* workspace, cudaStream_t stream);
+void batchnorm_nhwc_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, int64_t rows,
+                               int64_t c, double eps, void* workspace, cudaStream_t stream);
+
 // ---- reductions (reduce.cu) --------------------------------------------------------------------
 // bf16 overloads (Note [bf16 launchers]) with bf16 inputs and outputs.
 // out (planes) = mean over hw of inp (planes, hw), accumulated in double. `pixel`: 1 for NCHW

@@ -47,11 +47,12 @@ namespace {
 //   ForwardInference on a [1, C, 1, 1] tensor of ones. cuDNN's batch-norm routines are not in
 //   its list of non-reproducible routines (cuDNN developer guide, "Reproducibility").
 // - [N, F] inputs run as [N, F, 1, 1]: statistics over N, as on the CPU.
-// - Channels-last x [N, H, W, C] (Note [channels-last layout] in models/channels_last.cpp) runs
-//   cuDNN on NHWC descriptors in every mode (our kernels walk NCHW planes): the forward and dx
-//   as above; dgamma in train mode is cuDNN's backward with the batch statistics recomputed,
-//   its dx going to workspace scratch the size of x (an NHWC dgamma kernel would save that
-//   scratch); dbeta sums the columns of dy as [N * H * W, C] rows.
+// - Channels-last x [N, H, W, C] (Note [channels-last layout] in models/channels_last.cpp): in
+//   train mode our channels-last kernels (kernels/batchnorm_nhwc.cu, the NCHW kernels'
+//   arithmetic over [N H W, C] rows) on every plane; REMAT_BN_KERNELS=cudnn runs cuDNN's
+//   spatial routines on NHWC descriptors instead, dgamma then through cuDNN's backward with the
+//   batch statistics recomputed and its dx in workspace scratch the size of x. Inference mode
+//   is cuDNN on NHWC descriptors as above. dbeta sums the columns of dy as [N H W, C] rows.
 // - Without a learned scale (scale: false) the kernels take gamma = null (1); cuDNN takes a
 //   vector of ones in the workspace (filled on every call: the workspace is not kept between
 //   calls), so the arithmetic is that of gamma = 1; no weight gradient node exists.
@@ -137,13 +138,19 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
 // says) or cuDNN (Note [batchnorm on the GPU]).
 bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& sh,
                  int64_t min_plane) {
-  if (!p.train || p.channels_last) return false;
+  if (!p.train) return false;
   switch (cuda_context(ctx).bn_kernels) {
     case BnKernels::Own: return true;
     case BnKernels::Cudnn: return false;
     case BnKernels::Auto: break;
   }
-  return sh.plane >= min_plane;
+  return p.channels_last || sh.plane >= min_plane;
+}
+
+// The scale gradient in train mode by our kernels: always for NCHW, for channels-last unless
+// REMAT_BN_KERNELS=cudnn (then cuDNN's backward, with an input-sized scratch).
+bool own_gamma(const BnCudaParams& p, const ExecContext& ctx) {
+  return p.train && (!p.channels_last || cuda_context(ctx).bn_kernels != BnKernels::Cudnn);
 }
 
 }  // namespace
@@ -156,13 +163,20 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_forward_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm workspace too small");
     const bool update = ctx.first_compute;
+    const float* gamma = p.scale ? ctx.inputs[1].f32() : nullptr;
+    const float* beta = ctx.inputs[1 + s].f32();
+    float* rm = update ? ctx.inputs[2 + s].f32() : nullptr;
+    float* rv = update ? ctx.inputs[3 + s].f32() : nullptr;
     with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
       using T = decltype(tag);
-      batchnorm_train_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
-                              p.scale ? ctx.inputs[1].f32() : nullptr, ctx.inputs[1 + s].f32(),
-                              update ? ctx.inputs[2 + s].f32() : nullptr,
-                              update ? ctx.inputs[3 + s].f32() : nullptr, sh.n, sh.c, sh.plane,
-                              p.eps, p.momentum, ctx.workspace, cc.stream);
+      T* y = storage<T>(ctx.output);
+      const T* x = storage<T>(ctx.inputs[0]);
+      if (p.channels_last)  // sh: [N H W, C, 1]
+        batchnorm_nhwc_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, p.eps, p.momentum,
+                                     ctx.workspace, cc.stream);
+      else
+        batchnorm_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, sh.plane, p.eps,
+                                p.momentum, ctx.workspace, cc.stream);
     });
     return;
   }
@@ -200,7 +214,8 @@ int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContex
   // which one a step runs. cuDNN: [running-statistics scratch (train)][ones (scale: false)].
   const NcPlane sh = nc_plane(ctx.inputs.at(0).shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnForwardPlane))
-    return batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
+    return p.channels_last ? batchnorm_nhwc_train_forward_workspace_bytes(sh.n, sh.c)
+                           : batchnorm_train_forward_workspace_bytes(sh.n, sh.c, sh.plane);
   const int64_t c = channels(p, ctx, 0);
   return (p.train ? 2 * round_up(c * 4) : 0) + ones_bytes(p, c);
 }
@@ -208,7 +223,9 @@ int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContex
 int64_t batchnorm_grad_input_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const NcPlane sh = nc_plane(ctx.inputs.at(1).shape(), p.channels_last);
   if (own_kernels(p, ctx, sh, kOwnGradInputPlane))
-    return batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
+    return p.channels_last
+               ? batchnorm_nhwc_train_backward_input_workspace_bytes(sh.n, sh.c)
+               : batchnorm_train_backward_input_workspace_bytes(sh.n, sh.c, sh.plane);
   const int64_t c = channels(p, ctx, 1);
   return (p.train ? 2 * round_up(c * 4) : round_up(c * 4)) + ones_bytes(p, c);
 }
@@ -219,12 +236,18 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   if (own_kernels(p, ctx, sh, kOwnGradInputPlane)) {
     REMAT_CHECK(ctx.workspace_bytes >= batchnorm_grad_input_cuda_workspace(p, ctx),
                 "node '" << ctx.node->name << "': batchnorm_grad_input workspace too small");
+    const float* gamma = p.scale ? ctx.inputs[2].f32() : nullptr;
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
       using T = decltype(tag);
-      batchnorm_train_backward_input(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
-                                     storage<T>(ctx.inputs[1]),
-                                     p.scale ? ctx.inputs[2].f32() : nullptr, sh.n, sh.c,
-                                     sh.plane, p.eps, ctx.workspace, cc.stream);
+      T* dx = storage<T>(ctx.output);
+      const T* dy = storage<T>(ctx.inputs[0]);
+      const T* x = storage<T>(ctx.inputs[1]);
+      if (p.channels_last)
+        batchnorm_nhwc_train_backward_input(dx, dy, x, gamma, sh.n, sh.c, p.eps, ctx.workspace,
+                                            cc.stream);
+      else
+        batchnorm_train_backward_input(dx, dy, x, gamma, sh.n, sh.c, sh.plane, p.eps,
+                                       ctx.workspace, cc.stream);
     });
     return;
   }
@@ -254,9 +277,10 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
 
 int64_t batchnorm_grad_weight_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {
   const int64_t c = channels(p, ctx, 1);
-  if (p.train && !p.channels_last) {
+  if (own_gamma(p, ctx)) {
     const NcPlane s = nc_plane(ctx.inputs.at(1).shape(), p.channels_last);
-    return batchnorm_grad_gamma_workspace_bytes(s.n, s.c, s.plane);
+    return p.channels_last ? batchnorm_nhwc_grad_gamma_workspace_bytes(s.n, s.c)
+                           : batchnorm_grad_gamma_workspace_bytes(s.n, s.c, s.plane);
   }
   return round_up(ctx.inputs.at(1).desc->bytes()) + 4 * round_up(c * 4);
 }
@@ -265,18 +289,23 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   const CudaContext& cc = cuda_context(ctx);
   const void* dy = ctx.inputs[0].data;
   const void* x = ctx.inputs[1].data;
-  if (p.train && !p.channels_last) {  // Note [batchnorm on the GPU]: one pass over x and dy
+  if (own_gamma(p, ctx)) {  // Note [batchnorm on the GPU]: one pass over x and dy
     const NcPlane s = nc_plane(ctx.inputs[1].shape(), p.channels_last);
     void* ws = carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx));
     with_storage(ctx.inputs[1].desc->dtype, [&](auto tag) {
       using T = decltype(tag);
-      batchnorm_grad_gamma(ctx.output.f32(), storage<T>(ctx.inputs[1]), storage<T>(ctx.inputs[0]),
-                           s.n, s.c, s.plane, p.eps, ws, cc.stream);
+      const T* x = storage<T>(ctx.inputs[1]);
+      const T* dy = storage<T>(ctx.inputs[0]);
+      if (p.channels_last)
+        batchnorm_nhwc_grad_gamma(ctx.output.f32(), x, dy, s.n, s.c, p.eps, ws, cc.stream);
+      else
+        batchnorm_grad_gamma(ctx.output.f32(), x, dy, s.n, s.c, s.plane, p.eps, ws, cc.stream);
     });
     return;
   }
   // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd;
-  // channels-last train mode: the same with the batch statistics recomputed (null).
+  // channels-last train mode under REMAT_BN_KERNELS=cudnn: the same with the batch statistics
+  // recomputed (null).
   const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
   const int64_t c = channels(p, ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)))};

@@ -1,16 +1,16 @@
 // The channels-last CUDA paths (Note [channels-last layout] in models/channels_last.cpp; Note
 // [channels-last convolutions] in ops/conv2d_cuda_plan.cpp) against the CPU reference, which
 // computes them bit for bit as the channels-first ops (tests/test_ops_channels_last.cpp): the
-// convolution's passes on NHWC descriptors over the tensors themselves (3 x 3 with bias and
-// relu, stride 2, 1 x 1, groups, TensorFlow's 'same' at stride 2 through a padded copy, in fp32
-// and bf16 at a tensor-core size), batch norm on cuDNN's
-// NHWC descriptors in train and inference mode, max and average pooling (cuDNN's and, with
-// per-side padding or an average over the real elements, kernels/pool.cu), global average
-// pooling, concat, zeropad, crop, upsample (nearest and bilinear) and the layout op, forward and
-// every backward node within the CUDA tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA
-// device.
+// convolution's passes on NHWC descriptors over the tensors themselves (3 x 3 with bias and relu,
+// stride 2, 1 x 1, groups, TensorFlow's 'same' at stride 2 through a padded copy, in fp32 and bf16
+// at a tensor-core size), batch norm (our channels-last kernels and cuDNN's NHWC routines, train
+// and inference mode), max and average pooling (cuDNN's and, with per-side padding or an average
+// over the real elements, kernels/pool.cu), global average pooling, concat, zeropad, crop, upsample
+// (nearest and bilinear) and the layout op, forward and every backward node within the CUDA
+// tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA device.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,16 +66,23 @@ TEST_F(CudaChannelsLast, Bf16ConvolutionAtTensorCoreSizes) {
   expect_cuda_matches(cuda(), h);
 }
 
+// Our channels-last kernels (kernels/batchnorm_nhwc.cu, the default in train mode) and cuDNN's
+// NHWC routines (REMAT_BN_KERNELS=cudnn), fp32 and bf16, at a small size and at a ResNet-50
+// size whose rows need many slices (Note [channels-last batch-norm kernels]).
 TEST_F(CudaChannelsLast, BatchNormMatchesTheCpu) {
+  std::unique_ptr<Backend> cudnn = bn_kernels_backend(BnKernels::Cudnn);
+  ASSERT_TRUE(cudnn);
   for (const char* mode : {"train", "inference"}) {
-    SCOPED_TRACE(mode);
-    CudaOpHarness h(registry(), {"batchnorm", channels_last(attr_map({{"mode", std::string(mode)}})),
-                                 {f32({4, 6, 5, 16})}});
-    expect_cuda_matches(cuda(), h);
-    CudaOpHarness b(registry(), as_bf16({"batchnorm",
-                                         channels_last(attr_map({{"mode", std::string(mode)}})),
-                                         {f32({4, 6, 5, 16})}}));
-    expect_cuda_matches(cuda(), b);
+    for (const Shape& x : {Shape{4, 6, 5, 16}, Shape{8, 28, 28, 128}}) {
+      SCOPED_TRACE(std::string(mode) + " " + shape_str(x));
+      const OpCase c{"batchnorm", channels_last(attr_map({{"mode", std::string(mode)}})), {f32(x)}};
+      for (Backend* b : {&cuda(), cudnn.get()}) {
+        CudaOpHarness h(registry(), c);
+        expect_cuda_matches(*b, h);
+        CudaOpHarness h16(registry(), as_bf16(c));
+        expect_cuda_matches(*b, h16);
+      }
+    }
   }
 }
 
