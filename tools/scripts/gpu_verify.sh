@@ -18,8 +18,9 @@
 #   layout: Note [channels-last layout]: ResNet-50 and VGG19 at batch 64 in bf16,
 #          keep-everything, for 20 steps as written (channels_first) and with
 #          layout=channels_last, back to back, each after a `profile` in that layout (its cost
-#          table shows every node's time and workspace), then the benchmark on both against
-#          PyTorch with --remat-override layout=channels_last (keep-everything and 50 %);
+#          table shows every node's time and workspace), ResNet-50 channels-last once more with
+#          REMAT_BN_KERNELS=cudnn, then the benchmark on both against PyTorch with
+#          --remat-override layout=channels_last (keep-everything and 50 %);
 #   bn:    ResNet-50 at batch 64 in bf16, keep-everything, for 10 steps with each REMAT_BN_KERNELS
 #          (auto, own, cudnn: Note [batchnorm on the GPU]), each after a `profile` with it (the
 #          batch-norm and bias nodes' times, ours against cuDNN's on every plane size);
@@ -128,6 +129,10 @@ for step in $steps; do
               --summary "$out/${model}_bf16_$lay.summary.json"
         done
       done
+      # Channels-last batch norm on cuDNN's NHWC routines instead of kernels/batchnorm_nhwc.cu.
+      REMAT_BN_KERNELS=cudnn run train_resnet50_bf16_channels_last_bn_cudnn "$build/tools/train" \
+          --config configs/resnet50.yaml --device cuda --batch 64 --precision bf16 --steps 20 \
+          --log-every 10 layout=channels_last --summary "$out/resnet50_bf16_channels_last_bn_cudnn.json"
       limit=${REMAT_BENCH_TIMEOUT:-1800} run bench_pytorch_channels_last python3 tools/bench/bench_pytorch.py \
           --device cuda --bin "$build/tools" --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 \
           --time-limit 10 --remat-override layout=channels_last --json "$out/bench_pytorch_channels_last.json" ;;
