@@ -146,7 +146,7 @@ std::string plan_key(ConvPass pass, const ConvCudaParams& p, const ConvTensors& 
     << shape_key(t.y->shape) << ":s" << p.stride_h << "," << p.stride_w << "p" << p.pad_h << ","
     << p.pad_w << "d" << p.dilation_h << "," << p.dilation_w << "g" << p.groups
     << (t.x->dtype == DType::BF16 ? ":bf16" : cc.conv_tf32 ? ":tf32" : ":fp32") << ":lim"
-    << cc.workspace_limit;
+    << cc.workspace_limit << (p.channels_last ? ":nhwc" : "");
   return k.str();
 }
 

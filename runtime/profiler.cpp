@@ -219,8 +219,14 @@ std::string profile_cache_key(const Graph& g) {
   std::string k = g.name + "-";
   for (size_t i = 1; i < s.size(); ++i) k += (i > 1 ? "x" : "") + std::to_string(s[i]);
   // A bf16 graph has other nodes (casts) and other timings, an accumulating one other nodes
-  // (grad_accumulate): cached apart.
+  // (grad_accumulate), a channels-last one other nodes and kernels: cached apart.
   if (g.micro_batches > 1) k += "-accumulate";
+  // A channels-last graph (Note [channels-last layout]) has other nodes and other kernels.
+  for (const Node& n : g.nodes)
+    if (n.attrs.has("data_format")) {
+      k += "-channels-last";
+      break;
+    }
   for (const Value& v : g.values)
     if (v.desc.dtype == DType::BF16) return k + "-bf16";
   return k;

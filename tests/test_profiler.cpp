@@ -287,6 +287,21 @@ TEST(Profiler, CachePathFollowsEnvironmentAndSanitises) {
   }
 }
 
+// A bf16 and a channels-last graph have other nodes and kernels: their cost tables are cached
+// apart from the fp32 channels-first one's and from each other's.
+TEST(Profiler, CacheKeySeparatesPrecisionAndLayout) {
+  const OpRegistry ops = make_builtin_registry();
+  auto key = [&](const std::vector<std::string>& overrides) {
+    ModelConfig cfg = load_model_config(test_source_dir() + "/configs/small_cnn.yaml", overrides);
+    return profile_cache_key(build_forward_graph(cfg, ops));
+  };
+  EXPECT_EQ(key({}), "small_cnn-3x32x32");
+  EXPECT_EQ(key({"precision=bf16"}), "small_cnn-3x32x32-bf16");
+  EXPECT_EQ(key({"layout=channels_last"}), "small_cnn-3x32x32-channels-last");
+  EXPECT_EQ(key({"layout=channels_last", "precision=bf16"}),
+            "small_cnn-3x32x32-channels-last-bf16");
+}
+
 TEST(ProfilerGpu, SmallCnnOnCuda) {
   std::string why;
   if (!cuda_device_available(&why)) GTEST_SKIP() << why;
