@@ -1,5 +1,6 @@
-// Checkpoints: save after k steps, resume, and the result equals an uninterrupted run bit for
-// bit (weights, running statistics, optimizer state); bad checkpoints are clear errors.
+// Checkpoints: save after k steps, resume (in either precision or layout), and the result equals
+// an uninterrupted run bit for bit (weights, running statistics, optimizer state); bad
+// checkpoints are clear errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +79,24 @@ TEST(Resume, Bf16SaveResumeEqualsUninterrupted) {
   EXPECT_EQ(safetensors_load(tmp("f_half.safetensors")).metadata.at("precision"), "fp32");
   TrainSummary in_bf16 = run_training(bf16(options(3, "", tmp("f_half.safetensors"))));
   EXPECT_TRUE(std::isfinite(in_bf16.last_loss));
+}
+
+// Checkpoints hold no layout (Note [channels-last layout]): a channels-first run resumed in a
+// channels-last model (under the same budget, with its own plan) ends bit for bit where the
+// uninterrupted channels-first run does, since on the CPU both layouts compute the same values.
+TEST(Resume, ResumingInTheOtherLayoutEqualsUninterrupted) {
+  run_training(options(4, tmp("l_straight.safetensors"), ""));
+  run_training(options(2, tmp("l_half.safetensors"), ""));
+  TrainOptions last = options(4, tmp("l_resumed.safetensors"), tmp("l_half.safetensors"));
+  last.overrides = {"layout=channels_last"};
+  EXPECT_EQ(run_training(last).losses.size(), 2u);
+  SafeTensorFile a = safetensors_load(tmp("l_straight.safetensors"));
+  SafeTensorFile b = safetensors_load(tmp("l_resumed.safetensors"));
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    EXPECT_EQ(a.tensors[i].name, b.tensors[i].name);
+    EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
+  }
 }
 
 TEST(Resume, WrongModelOrMissingTensorIsAClearError) {
