@@ -191,6 +191,23 @@ __global__ void bias_act_kernel_vec(typename Pack16<T>::type* out, const float* 
   }
 }
 
+// plane == 1 (a channels-last tensor's rows of c channels, Note [channels-last layout]) and
+// c % kLanes == 0: one pack of kLanes consecutive channels per thread, one 32-bit remainder per
+// pack.
+template <typename T>
+__global__ void bias_act_rows_kernel_vec(typename Pack16<T>::type* out, const float* bias,
+                                         uint32_t c_v, uint32_t total_v, KernelActivation act) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total_v;
+       i += gridDim.x * blockDim.x) {
+    const float* b = bias + (i % c_v) * Pack16<T>::kLanes;
+    typename Pack16<T>::type v = out[i];
+    T* e = lanes(v);
+    for (int j = 0; j < Pack16<T>::kLanes; ++j)
+      e[j] = st<T>(activate(__fadd_rn(ld(e[j]), b[j]), act));
+    out[i] = v;
+  }
+}
+
 template <typename T>
 void launch_bias_act(T* out, const float* bias, int64_t n, int64_t c, int64_t plane,
                      KernelActivation act, cudaStream_t stream) {
@@ -202,7 +219,11 @@ void launch_bias_act(T* out, const float* bias, int64_t n, int64_t c, int64_t pl
     else launch_unary(out, out, total, Relu6Op{}, stream);
     return;
   }
-  if (plane % kLanes == 0 && aligned16(out) && total / kLanes < (int64_t{1} << 31)) {
+  if (plane == 1 && c % kLanes == 0 && aligned16(out) && total / kLanes < (int64_t{1} << 31)) {
+    bias_act_rows_kernel_vec<T><<<grid_for(total / kLanes), kBlockSize, 0, stream>>>(
+        reinterpret_cast<typename Pack16<T>::type*>(out), bias, static_cast<uint32_t>(c / kLanes),
+        static_cast<uint32_t>(total / kLanes), act);
+  } else if (plane % kLanes == 0 && aligned16(out) && total / kLanes < (int64_t{1} << 31)) {
     bias_act_kernel_vec<T><<<grid_for(total / kLanes), kBlockSize, 0, stream>>>(
         reinterpret_cast<typename Pack16<T>::type*>(out), bias, static_cast<uint32_t>(c),
         static_cast<uint32_t>(plane / kLanes), static_cast<uint32_t>(total / kLanes), act);
