@@ -34,7 +34,7 @@ for log in "$out"/train_*.txt; do
   echo "**$(basename "$log" .txt)**"
   echo
   echo '```'
-  grep -E '^(model |plan |memory: |done: |data: |eval after)|slowdown' "$log" | cut -c1-200
+  grep -E '^(model |plan |memory: |done: |data: |eval after|cuda graph)|slowdown' "$log" | cut -c1-200
   echo '```'
 done
 for log in "$out"/profile_*.txt; do
@@ -47,7 +47,7 @@ for log in "$out"/profile_*.txt; do
   grep -E '^op ' "$log" | head -10 | cut -c1-200
   echo '```'
 done
-for bench in bench_pytorch loader_bench loader_bench_val; do
+for bench in bench_pytorch bench_pytorch_channels_last loader_bench loader_bench_val; do
   [ -f "$out/$bench.txt" ] || continue
   echo
   echo "**$bench**"
