@@ -74,9 +74,9 @@ namespace {
 // In a channels-last model (Note [channels-last layout] in models/channels_last.cpp) x and y
 // are NHWC in memory, so every pass runs on NHWC descriptors over the tensors themselves, with
 // the weight transposed to KRSC in the workspace as when staging; nothing is staged and the
-// NCHW plan is not considered. Chunks, algorithm choice and the bf16 rules are as above; a bf16
-// weight gradient that needs chunks to fit the workspace cap has no plan (the error says so)
-// rather than the rounding error of chunked bf16 gradients. The 1 x 1 GEMM form is NCHW-only.
+// NCHW plan is not considered. Chunks, algorithm choice and the bf16 rules are those of NCHW
+// plans (a bf16 weight gradient is chunked only where no algorithm fits the whole batch, Note
+// [bf16 convolutions]). The 1 x 1 GEMM form is NCHW-only.
 // Bias and fused activation run over [N * Ho * Wo, K] rows; the bias gradient sums the columns.
 constexpr double kStageBytesPerMs = 1.5e9;  // 1.5 TB/s: a conservative HBM3 transpose rate
 
@@ -350,7 +350,6 @@ std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
   if (p.channels_last) {  // Note [channels-last convolutions]: NHWC is the tensors' layout
     for (int64_t chunk : chunks) {
-      if (bf16_filter && chunk != t.x->shape[0]) break;  // as staged: whole batch only
       ConvPlan plan = make_plan(p, t, cc, chunk, true);
       if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
     }
