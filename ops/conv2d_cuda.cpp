@@ -10,6 +10,7 @@
 #include "ops/conv2d_cuda_plan.h"
 #include "ops/cpu_storage.h"
 #include "ops/cudnn_util.h"
+#include "ops/data_format.h"
 
 namespace remat {
 namespace {
@@ -72,11 +73,17 @@ void transpose_chunk(void* dst, const void* src, const ConvPlan& plan, int64_t r
                       cols, false, stream);
 }
 
-// Channels and plane of a 4-D NCHW shape.
-struct ChannelsPlane {
-  int64_t c, hw;
+// A staged pass's transposes (Note [staged NHWC convolutions]): each sample of a tensor is a
+// [rows, cols] matrix in the tensor's layout, transposed into the call's layout ([cols, rows])
+// and back. NCHW tensors staged NHWC: rows = C, cols = H W; channels-last tensors staged NCHW
+// (Note [channels-last convolutions]): rows = H W, cols = C.
+struct Staging {
+  int64_t rows, cols;
 };
-ChannelsPlane channels_plane(const Shape& s) { return {s[1], s[2] * s[3]}; }
+Staging staging(const Shape& s, bool channels_last) {
+  const ImageDims d = image_dims(s, channels_last);
+  return channels_last ? Staging{d.plane(), d.c} : Staging{d.c, d.plane()};
+}
 
 // A 4-D tensor as the kernels/ channel loops see it, [rows, c, plane]: NCHW is [N, C, H * W],
 // NHWC [N * H * W, C, 1].
@@ -97,7 +104,8 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   const void* x = ctx.inputs[0].data;  // [N, C, H, W]
   void* y = ctx.output.data;           // [N, K, Ho, Wo]
   const void* w = weight_for(plan, ctx, cc.stream);
-  const ChannelsPlane xs = channels_plane(ctx.inputs[0].shape()), ys = channels_plane(ctx.output.shape());
+  const Staging xs = staging(ctx.inputs[0].shape(), p.channels_last),
+                ys = staging(ctx.output.shape(), p.channels_last);
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
     conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), x, w, y, cc);
   } else {
@@ -108,7 +116,7 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
       void* yout = yk;
       if (plan.staged) {
         char* ws = workspace_of(plan, ctx);
-        transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
+        transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.rows, xs.cols, cc.stream);
         xin = ws + plan.stage_x_at();
         yout = ws + plan.stage_y_at();
       }
@@ -116,7 +124,7 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
           cc.cudnn, &one, plan.x.get(), xin, plan.w.get(), w, plan.conv.get(),
           static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
           static_cast<size_t>(plan.workspace), &zero, plan.y.get(), yout));
-      if (plan.staged) transpose_chunk(yk, yout, plan, ys.hw, ys.c, cc.stream);
+      if (plan.staged) transpose_chunk(yk, yout, plan, ys.cols, ys.rows, cc.stream);
     }
   }
   if (p.bias || p.activation != Activation::None) {
@@ -141,7 +149,8 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   const void* dy = ctx.inputs[0].data;
   void* dx = ctx.output.data;
   const void* w = weight_for(plan, ctx, cc.stream);
-  const ChannelsPlane ys = channels_plane(ctx.inputs[0].shape()), xs = channels_plane(ctx.output.shape());
+  const Staging ys = staging(ctx.inputs[0].shape(), p.channels_last),
+                xs = staging(ctx.output.shape(), p.channels_last);
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
     conv_gemm_run(ConvPass::BackwardData, conv_tensors(ConvPass::BackwardData, ctx), dy, w, dx, cc);
     return;
@@ -153,7 +162,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     void* dout = dxk;
     if (plan.staged) {
       char* ws = workspace_of(plan, ctx);
-      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.rows, ys.cols, cc.stream);
       din = ws + plan.stage_y_at();
       dout = ws + plan.stage_x_at();
     }
@@ -161,7 +170,7 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
         cc.cudnn, &one, plan.w.get(), w, plan.y.get(), din, plan.conv.get(),
         static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), cudnn_workspace(plan, ctx),
         static_cast<size_t>(plan.workspace), &zero, plan.x.get(), dout));
-    if (plan.staged) transpose_chunk(dxk, dout, plan, xs.hw, xs.c, cc.stream);
+    if (plan.staged) transpose_chunk(dxk, dout, plan, xs.cols, xs.rows, cc.stream);
   }
 }
 
@@ -190,7 +199,8 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
                   dw, cc);
     return;
   }
-  const ChannelsPlane xs = channels_plane(ctx.inputs[1].shape()), ys = channels_plane(ctx.inputs[0].shape());
+  const Staging xs = staging(ctx.inputs[1].shape(), p.channels_last),
+                ys = staging(ctx.inputs[0].shape(), p.channels_last);
   const Shape& ws_shape = ctx.output.shape();  // [K, C/g, R, S]
   const int64_t kf = ws_shape[0], cg = ws_shape[1], rs = ws_shape[2] * ws_shape[3];
   char* ws = workspace_of(plan, ctx);
@@ -199,8 +209,8 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
     const void* dyk = at(dy, chunk_offset(plan, k, plan.y_per_sample));
     if (plan.staged) {
-      transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.c, xs.hw, cc.stream);
-      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.c, ys.hw, cc.stream);
+      transpose_chunk(ws + plan.stage_x_at(), xk, plan, xs.rows, xs.cols, cc.stream);
+      transpose_chunk(ws + plan.stage_y_at(), dyk, plan, ys.rows, ys.cols, cc.stream);
       xk = ws + plan.stage_x_at();
       dyk = ws + plan.stage_y_at();
     }

@@ -78,6 +78,9 @@ namespace {
 // plans (a bf16 weight gradient is chunked only where no algorithm fits the whole batch, Note
 // [bf16 convolutions]). The 1 x 1 GEMM form is NCHW-only.
 // Bias and fused activation run over [N * Ho * Wo, K] rows; the bias gradient sums the columns.
+// Where cuDNN offers no NHWC algorithm for a pass at any chunk (or REMAT_CONV_LAYOUT=nchw
+// forces NCHW calls, to compare), the pass runs NCHW on copies staged in the workspace, the
+// staging of Note [staged NHWC convolutions] the other way round.
 constexpr double kStageBytesPerMs = 1.5e9;  // 1.5 TB/s: a conservative HBM3 transpose rate
 
 }  // namespace
@@ -155,14 +158,15 @@ Shape with_batch(Shape s, int64_t n) {
   return s;
 }
 
-// Descriptors for calls of `chunk` samples: NCHW, staged NHWC, or (p.channels_last) NHWC on
-// the tensors themselves (Note [channels-last convolutions]).
+// Descriptors for calls of `chunk` samples in the tensors' layout (NCHW, or NHWC for
+// p.channels_last: Note [channels-last convolutions]) or, `staged`, in the other one on copies
+// in the workspace (Note [staged NHWC convolutions]).
 ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaContext& cc,
-                   int64_t chunk, bool nhwc) {
+                   int64_t chunk, bool staged) {
   ConvPlan plan;
   plan.chunk = chunk;
-  plan.nhwc = nhwc || p.channels_last;
-  plan.staged = nhwc && !p.channels_last;
+  plan.nhwc = p.channels_last != staged;
+  plan.staged = staged;
   plan.x_per_sample = t.x->numel() / t.x->shape[0];
   plan.y_per_sample = t.y->numel() / t.y->shape[0];
   plan.dtype = t.x->dtype;
@@ -350,7 +354,18 @@ std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
   if (p.channels_last) {  // Note [channels-last convolutions]: NHWC is the tensors' layout
     for (int64_t chunk : chunks) {
-      ConvPlan plan = make_plan(p, t, cc, chunk, true);
+      if (cc.conv_layout == ConvLayout::Nchw) break;
+      ConvPlan plan = make_plan(p, t, cc, chunk, false);
+      if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
+    }
+    // No NHWC algorithm at any chunk (or REMAT_CONV_LAYOUT=nchw): NCHW calls on copies staged
+    // in the workspace.
+    for (int64_t chunk : chunks) {
+      int64_t sc = staged_chunk(t, chunk, cc);
+      if (bf16_filter && sc != t.x->shape[0]) sc = 0;
+      if (sc == 0) continue;
+      ConvPlan plan = make_plan(p, t, cc, sc, true);
+      seen << " NCHW";
       if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
     }
     return std::nullopt;

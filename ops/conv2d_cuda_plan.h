@@ -1,5 +1,6 @@
 // conv2d's per-shape cuDNN plans (private to ops/conv2d_cuda*.cpp): the descriptors of one pass
-// at one chunk of samples, in NCHW or staged NHWC, with the algorithm chosen by measurement
+// at one chunk of samples, in the tensors' layout or staged in the other, with the algorithm
+// chosen by measurement
 // (Note [conv algorithm choice], Note [staged NHWC convolutions] in conv2d_cuda_plan.cpp) and
 // the workspace it needs. CUDA builds only.
 #pragma once
@@ -33,7 +34,9 @@ struct ConvPlan {
   CudnnConvDesc conv;
   bool chosen = false;
   bool nhwc = false;      // NHWC descriptors and a KRSC weight copy
-  bool staged = false;    // nhwc on NCHW tensors: Note [staged NHWC convolutions]
+  // The calls' layout is not the tensors': NHWC calls on NCHW tensors (Note [staged NHWC
+  // convolutions]) or NCHW calls on channels-last ones (Note [channels-last convolutions]).
+  bool staged = false;
   int algo = 0;
   float time_ms = 0;      // Find's (or the GEMM's measured) time of one call of `chunk` samples
   int64_t workspace = 0;  // cuDNN's
@@ -41,8 +44,8 @@ struct ConvPlan {
   int64_t x_per_sample = 0, y_per_sample = 0;  // elements
   DType dtype = DType::F32;  // the data's (x, y); BF16: Note [bf16 convolutions]
   // Workspace pieces, in this order: the weight copy (NCHW: the bf16 rounding of the weight or
-  // gradient; NHWC: the KRSC weight or gradient in the data's dtype), the chunk's channels-last
-  // x and y (NHWC), cuDNN's workspace. Offsets are alloc_bytes-aligned.
+  // gradient; NHWC: the KRSC weight or gradient in the data's dtype), the chunk's x and y in
+  // the calls' layout (staged), cuDNN's workspace. Offsets are alloc_bytes-aligned.
   int64_t weight_copy = 0, stage_x = 0, stage_y = 0;
   int64_t stage_x_at() const { return alloc_bytes(weight_copy); }
   int64_t stage_y_at() const { return stage_x_at() + alloc_bytes(stage_x); }

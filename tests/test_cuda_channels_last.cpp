@@ -56,6 +56,24 @@ TEST_F(CudaChannelsLast, ConvolutionsMatchTheCpu) {
   }
 }
 
+// NCHW calls on copies staged in the workspace (REMAT_CONV_LAYOUT=nchw; where cuDNN has no NHWC
+// algorithm): whole batch and, under a 160 KB workspace limit, in chunks.
+TEST_F(CudaChannelsLast, ConvolutionsStagedNchwMatchTheCpu) {
+  for (int64_t limit : {int64_t{1} << 30, int64_t{160} << 10}) {
+    SCOPED_TRACE("workspace limit " + std::to_string(limit));
+    CudaOptions o;
+    o.conv_layout = ConvLayout::Nchw;
+    o.workspace_limit = limit;
+    std::unique_ptr<Backend> nchw = cuda_backend_with(o);
+    ASSERT_TRUE(nchw);
+    CudaOpHarness h(registry(), {"conv2d",
+                                 channels_last(attr_map({{"filters", 16}, {"kernel", 3},
+                                                         {"padding", 1}})),
+                                 {f32({4, 12, 12, 8})}});
+    expect_cuda_matches(*nchw, h);
+  }
+}
+
 // bf16 at a size where cuDNN picks tensor-core kernels; without a fused relu, whose mask may
 // differ where a pre-activation rounds to either side of 0 (Note [node-wise comparison]).
 TEST_F(CudaChannelsLast, Bf16ConvolutionAtTensorCoreSizes) {
