@@ -50,7 +50,8 @@ void check_forward_op(const OpDef& op, const std::string& prefix) {
                             << "' is an optimizer; set it with the top-level `optimizer:` key");
   if (op.kind != NodeKind::Forward || !op.user_visible)
     REMAT_USER_ERROR(prefix << "op '" << op.name
-                            << "' is internal (emitted by autodiff) and cannot be a layer");
+                            << "' is internal (emitted by autodiff or the graph builder) and "
+                               "cannot be a layer");
 }
 
 // Every layer must feed the loss: walk back from the last layer.

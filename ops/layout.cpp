@@ -83,6 +83,7 @@ void register_layout_ops(OpRegistry& r) {
   op.name = "layout";
   op.summary = "an image tensor stored channels-last or channels-first (to: channels_last | "
                "channels_first)";
+  op.user_visible = false;  // a layer of it would hide the layout from the builder
   op.parse = layout_parse;
   op.infer = layout_infer;
   op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {

@@ -154,6 +154,20 @@ TEST(ChannelsLastBuild, ALayerMayNotSetDataFormat) {
     EXPECT_NE(msg.find("data_format"), std::string::npos) << msg;
     EXPECT_NE(msg.find("`layout:`"), std::string::npos) << msg;
   }
+  // The layout op is the builder's: a layer of it would store NHWC what the builder takes for
+  // NCHW.
+  const std::string with_layout_layer =
+      "name: m\ninput: [3, 8, 8]\nclasses: 2\nbatch: 2\nlayers:\n"
+      "  - {name: t, op: layout, to: channels_last}\n"
+      "  - {name: f, op: flatten}\n  - {name: d, op: dense, units: 2}\n";
+  try {
+    build_forward_graph(parse_model_config(with_layout_layer, "v.yaml"), registry());
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("v.yaml:6:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("op 'layout' is internal"), std::string::npos) << msg;
+  }
   try {
     parse_model_config("name: m\ninput: [3, 8, 8]\nclasses: 2\nbatch: 2\nlayout: nhwc\nlayers:\n"
                        "  - {name: d, op: dense, units: 2}\n",
