@@ -7,7 +7,6 @@
 // (alloc_bytes-aligned): the im2col buffer (none for 1 x 1), then two images in FP32: x and y
 // (forward), dz and dx (input gradient), dz and x (weight gradient; bf16 data is widened on the
 // way, exactly).
-#include <algorithm>
 #include <type_traits>
 
 #include "ops/conv2d.h"
@@ -105,23 +104,10 @@ void conv2d_grad_weight_nhwc_cpu(const ExecContext& ctx) {
                [&](auto tag) { conv2d_grad_weight_nhwc_cpu_t<decltype(tag)>(ctx); });
 }
 
-// db[k] = sum over n, h, w of dz, in the channels-first kernel's order.
-template <typename T>
-void conv2d_grad_bias_nhwc_cpu_t(const ExecContext& ctx) {
-  const T* dz = storage<T>(ctx.inputs[0]);  // [N, Ho, Wo, K]
-  const int64_t k = ctx.inputs[0].dim(3);
-  const int64_t pixels = ctx.inputs[0].numel() / std::max<int64_t>(k, 1);
-  float* db = ctx.output.f32();
-  for (int64_t kk = 0; kk < k; ++kk) {
-    double s = 0;
-    for (int64_t p = 0; p < pixels; ++p) s += load(dz, p * k + kk);
-    db[kk] = static_cast<float>(s);
-  }
-}
-
+// db[k] = sum over n, h, w of dz: the columns of [N Ho Wo, K], in the channels-first kernel's
+// order.
 void conv2d_grad_bias_nhwc_cpu(const ExecContext& ctx) {
-  with_storage(ctx.inputs[0].desc->dtype,
-               [&](auto tag) { conv2d_grad_bias_nhwc_cpu_t<decltype(tag)>(ctx); });
+  column_sums_cpu(ctx.inputs[0], ctx.output);
 }
 
 }  // namespace remat

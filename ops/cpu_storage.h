@@ -34,4 +34,23 @@ void with_storage(DType t, F&& f) {
   else f(float{});
 }
 
+// out[j] = the sum of column j of the [rows, cols] matrix x, in double, rows in order: the
+// bias gradients of dense and of channels-last convolutions (F32 or bf16 data).
+template <typename T>
+void column_sums_cpu(const T* x, int64_t rows, int64_t cols, float* out) {
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < rows; ++i) s += load(x, i * cols + j);
+    out[j] = static_cast<float>(s);
+  }
+}
+
+// column_sums_cpu over the rows of the last dimension of a float tensor, into an F32 output.
+inline void column_sums_cpu(const TensorView& x, const TensorView& out) {
+  const int64_t cols = x.shape().back();
+  const int64_t rows = cols > 0 ? x.numel() / cols : 0;
+  with_storage(x.desc->dtype,
+               [&](auto tag) { column_sums_cpu(storage<decltype(tag)>(x), rows, cols, out.f32()); });
+}
+
 }  // namespace remat

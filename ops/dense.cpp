@@ -144,22 +144,7 @@ void dense_grad_weight_cpu(const ExecContext& ctx) {
 }
 
 // db[U] = column sums of dz[N, U]. inputs [dz] (F32 or bf16: ops/cpu_storage.h).
-template <typename T>
-void dense_grad_bias_cpu_t(const ExecContext& ctx) {
-  const int64_t n = rows_of(ctx.inputs[0].shape()), u = ctx.inputs[0].shape().back();
-  const T* dz = storage<T>(ctx.inputs[0]);
-  float* db = ctx.output.f32();
-  for (int64_t j = 0; j < u; ++j) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += load(dz, i * u + j);
-    db[j] = static_cast<float>(s);
-  }
-}
-
-void dense_grad_bias_cpu(const ExecContext& ctx) {
-  with_storage(ctx.inputs[0].desc->dtype,
-               [&](auto t) { dense_grad_bias_cpu_t<decltype(t)>(ctx); });
-}
+void dense_grad_bias_cpu(const ExecContext& ctx) { column_sums_cpu(ctx.inputs[0], ctx.output); }
 
 #ifdef REMAT_HAVE_CUDA
 // The CUDA path. cuBLAS is column-major: a row-major [r, c] matrix is the column-major [c, r]

@@ -23,23 +23,20 @@ using Floats = std::vector<float>;
 
 Shape nhwc_shape(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 
-// Values of an NCHW tensor of shape `s` stored NHWC, and back.
-Floats to_nhwc(const Floats& v, const Shape& s) {
+// Values of an NCHW tensor of shape `s` stored NHWC (to_last), or back.
+Floats permute(const Floats& v, const Shape& s, bool to_last) {
   Floats out(v.size());
   const int64_t c = s[1], hw = s[2] * s[3];
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t i = 0; i < hw; ++i) out[(n * hw + i) * c + ch] = v[(n * c + ch) * hw + i];
+      for (int64_t i = 0; i < hw; ++i) {
+        const int64_t first = (n * c + ch) * hw + i, last = (n * hw + i) * c + ch;
+        out[to_last ? last : first] = v[to_last ? first : last];
+      }
   return out;
 }
-Floats to_nchw(const Floats& v, const Shape& s) {
-  Floats out(v.size());
-  const int64_t c = s[1], hw = s[2] * s[3];
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t i = 0; i < hw; ++i) out[(n * c + ch) * hw + i] = v[(n * hw + i) * c + ch];
-  return out;
-}
+Floats to_nhwc(const Floats& v, const Shape& s) { return permute(v, s, true); }
+Floats to_nchw(const Floats& v, const Shape& s) { return permute(v, s, false); }
 
 // What both runs of one case produced, gradients NCHW again.
 struct Runs {
