@@ -121,7 +121,8 @@ void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float
   REMAT_CHECK(workspace, "batchnorm_nhwc_train_forward: needs its workspace");
   auto* partial = static_cast<double*>(workspace);
   auto* coef = reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_bytes(2, rows, c));
-  const int64_t splits = nhwc_moments<2>(partial, x, static_cast<const T*>(nullptr), rows, c, stream);
+  const int64_t splits =
+      nhwc_moments<2>(partial, x, static_cast<const T*>(nullptr), rows, c, stream);
   bn_forward_final_kernel<<<grid_for(c), kBlockSize, 0, stream>>>(
       coef, running_mean, running_var, gamma, beta, partial, c, splits, static_cast<double>(rows),
       eps, momentum);

@@ -4,22 +4,22 @@
 // `layout: channels_last` stores its 4-D activations NHWC wherever the ops between allow it,
 // and that is a property of the graph, so the solver plans it: while building the forward
 // graph, layer by layer,
-// - an op with a channels-last form for this node (OpDef::channels_last: conv2d with symmetric
-//   padding, max pooling and average pooling that cuDNN serves, ...) gets its 4-D inputs NHWC
-//   and the attribute data_format: channels_last (its backward ops share the forward node's
-//   attributes, so they run channels-last too); its 4-D output is NHWC;
-// - an elementwise op (OpDef::layout_agnostic: relu, add, dropout, cast) whose float inputs are
-//   all 4-D and NHWC keeps them so; its output is NHWC;
-// - every other op (flatten, dense, batch norm until it has a channels-last form, the loss)
-//   gets NCHW inputs.
+// - an op with a channels-last form for this node (OpDef::channels_last: conv2d, batchnorm,
+//   maxpool, avgpool, global_avgpool, concat, zeropad, crop, upsample) gets its 4-D inputs
+//   NHWC and the attribute data_format: channels_last (its backward ops share the forward
+//   node's attributes, so they run channels-last too); its 4-D output is NHWC;
+// - an elementwise op (OpDef::layout_agnostic: relu, relu6, add, dropout, gelu, cast) whose
+//   float inputs are all 4-D and NHWC keeps them so; its output is NHWC (a dropout mask follows
+//   the element index, so it is another draw of the same distribution than channels-first's);
+// - every other op (flatten, dense over a 4-D input's last axis, the losses) gets NCHW inputs.
 // Where the layout changes, a `layout` node converts (ops/layout.cpp), named
 // "<value>.to_nhwc" / "<value>.to_nchw", made once per value and shared; converting a
 // conversion back returns its source. These nodes are activations like any other: the solver
 // keeps or recomputes them, and their time and bytes are in the cost table. Parameters keep
 // their layouts (the convolution weight stays KCRS, PyTorch's, in checkpoints), so a
-// channels-last model's weights are interchangeable with the channels-first model's. The loss
-// and the values a user names (`evaluate`, captures) see what the graph stores; channels-last
-// values have physical shapes [N, H, W, C] in plans and traces.
+// channels-last model's checkpoints are interchangeable with the channels-first model's. The
+// loss sees NCHW values; channels-last values have physical shapes [N, H, W, C] in plans, cost
+// tables and traces.
 #include "models/channels_last.h"
 
 #include "models/build.h"

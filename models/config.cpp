@@ -101,7 +101,6 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.where_sequence = where_of("sequence");
   cfg_.where_vocab = where_of("vocab");
   cfg_.where_precision = where_of("precision");
-  cfg_.where_layout = where_of("layout");
   cfg_.where_loss = pos(root);
   cfg_.loss = cfg_.tokens() ? "token_xent" : "softmax_xent";
   cfg_.loss_attrs.origin = pos(root) + ": loss";

@@ -24,7 +24,7 @@
 //                                 # train/plan/... --precision overrides it
 //   layout: channels_last         # channels_first (default) | channels_last: 4-D activations
 //                                 # stored NHWC where an op has that form (Note
-//                                 # [channels-last layout] in models/build.cpp)
+//                                 # [channels-last layout] in models/channels_last.cpp)
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
 //                                 # (all: warmup_steps, schedule, decay_steps, min_lr,
@@ -189,7 +189,7 @@ struct ModelConfig {
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,
-      where_precision, where_accumulate, where_layout;
+      where_precision, where_accumulate;
 
   bool tokens() const { return sequence > 0; }  // a token model (input [N, T] int32)
 

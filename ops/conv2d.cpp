@@ -126,11 +126,12 @@ OpCost conv_cost(const Conv2dAttrs& a, const Shape& x, const Shape& y,
     c.workspace_bytes = checked_product({cg, a.kernel_h, a.kernel_w, yd.h, yd.w,
                                          dtype_size(DType::F32)},
                                         "conv2d im2col buffer", "workspace_bytes");
-  if (a.channels_last)  // conv2d_cpu_nhwc.cpp: one image of x and of y in FP32 after it
+  if (a.channels_last) {  // conv2d_cpu_nhwc.cpp: one image of x and of y in FP32 after it
+    const int64_t x_image = checked_product({xd.c, xd.h, xd.w, 4}, "conv2d image", "workspace");
+    const int64_t y_image = checked_product({yd.c, yd.h, yd.w, 4}, "conv2d image", "workspace");
     c.workspace_bytes =
-        alloc_bytes(c.workspace_bytes) +
-        alloc_bytes(checked_product({xd.c, xd.h, xd.w, 4}, "conv2d NCHW image", "workspace_bytes")) +
-        alloc_bytes(checked_product({yd.c, yd.h, yd.w, 4}, "conv2d NCHW image", "workspace_bytes"));
+        alloc_bytes(c.workspace_bytes) + alloc_bytes(x_image) + alloc_bytes(y_image);
+  }
   return c;
 }
 

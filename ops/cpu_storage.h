@@ -49,8 +49,9 @@ void column_sums_cpu(const T* x, int64_t rows, int64_t cols, float* out) {
 inline void column_sums_cpu(const TensorView& x, const TensorView& out) {
   const int64_t cols = x.shape().back();
   const int64_t rows = cols > 0 ? x.numel() / cols : 0;
-  with_storage(x.desc->dtype,
-               [&](auto tag) { column_sums_cpu(storage<decltype(tag)>(x), rows, cols, out.f32()); });
+  with_storage(x.desc->dtype, [&](auto tag) {
+    column_sums_cpu(storage<decltype(tag)>(x), rows, cols, out.f32());
+  });
 }
 
 }  // namespace remat

@@ -1,6 +1,7 @@
-// The channels-last form of image ops (Note [channels-last layout] in models/build.cpp): the
-// attribute data_format (channels_first, the default, or channels_last, which only the graph
-// builder sets) and the [N, C, H, W] sizes of a 4-D shape stored either way.
+// The channels-last form of image ops (Note [channels-last layout] in
+// models/channels_last.cpp): the attribute data_format (channels_first, the default, or
+// channels_last, which only the graph builder sets) and the [N, C, H, W] sizes of a 4-D shape
+// stored either way.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // layout: an image tensor stored the other way (`to: channels_last` [N, C, H, W] -> [N, H, W, C],
-// `to: channels_first` back). The graph builder inserts it where a channels-last model's
-// layout changes (Note [channels-last layout] in models/build.cpp): after the input batch, before
-// an op that has no channels-last form, before the loss. A permutation: exact in any dtype, its
-// gradient the permutation back. The solver plans its output like any activation.
+// `to: channels_first` back). The graph builder inserts it where a channels-last model's layout
+// changes (Note [channels-last layout] in models/channels_last.cpp): after the input batch,
+// before an op that has no channels-last form, before the loss. A permutation: exact in any
+// dtype, its gradient the permutation back. The solver plans its output like any activation.
 #include <memory>
 
 #include "ops/op_common.h"

@@ -58,7 +58,8 @@ TEST(CudaTrain, ChannelsLastSmallCnnMatchesCpuWithinBudget) {
   TrainSummary gpu = run_training(gpu_opt);
   ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
   for (size_t i = 0; i < cpu.losses.size(); ++i)
-    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 + 1e-2 * std::fabs(cpu.losses[i])) << "step " << i;
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 + 1e-2 * std::fabs(cpu.losses[i]))
+        << "step " << i;
   EXPECT_EQ(gpu.peak_bytes, gpu.predicted_peak);
   EXPECT_LE(gpu.reserved_peak_bytes, 6000000);
 }

@@ -175,17 +175,19 @@ TEST(ChannelsLastOps, ConcatIsBitIdenticalInBothLayouts) {
 }
 
 TEST(ChannelsLastOps, LayoutPermutesAndItsGradientPermutesBack) {
-  OpHarness h(builtin_registry(),
-              OpCase{"layout", attr_map({{"to", std::string("channels_last")}}), {f32({2, 3, 2, 4})}});
+  OpHarness h(builtin_registry(), OpCase{"layout", attr_map({{"to", std::string("channels_last")}}),
+                                         {f32({2, 3, 2, 4})}});
   EXPECT_EQ(h.output_desc().shape, (Shape{2, 2, 4, 3}));
   EXPECT_EQ(h.forward(), to_nhwc(h.input(0), {2, 3, 2, 4}));
   EXPECT_TRUE(h.check_gradients(kTolLinear));
-  OpHarness back(builtin_registry(), OpCase{"layout", attr_map({{"to", std::string("channels_first")}}),
-                                            {f32({2, 2, 4, 3})}});
+  OpHarness back(builtin_registry(),
+                 OpCase{"layout", attr_map({{"to", std::string("channels_first")}}),
+                        {f32({2, 2, 4, 3})}});
   EXPECT_EQ(back.output_desc().shape, (Shape{2, 3, 2, 4}));
   EXPECT_EQ(back.forward(), to_nchw(back.input(0), {2, 3, 2, 4}));
-  EXPECT_HAS(case_error({"layout", attr_map({{"to", std::string("channels_last")}}), {f32({2, 3})}}),
-             "layout expects a 4-D image tensor");
+  EXPECT_HAS(
+      case_error({"layout", attr_map({{"to", std::string("channels_last")}}), {f32({2, 3})}}),
+      "layout expects a 4-D image tensor");
   EXPECT_HAS(case_error({"layout", AttrMap{}, {f32({1, 1, 1, 1})}}), "to");
 }
 

@@ -135,11 +135,12 @@ struct OpDef {
   // inputs whole), computed the same way at any batch size. A backend that stages the op for bf16
   // then stages one sample at a time, so the staging is 1/N of the tensors. 0: not per sample.
   int bf16_batched_inputs = 0;
-  // Channels-last layout (Note [channels-last layout] in models/build.cpp). `channels_last`:
-  // whether this node, given its attributes and its data inputs as NCHW, has a channels-last
-  // form (the builder then gives it NHWC inputs and sets its attribute data_format:
-  // channels_last, which its backward ops inherit); empty: NCHW only. `layout_agnostic`: an
-  // elementwise op whose output has its inputs' layout (relu, add, dropout, cast).
+  // Channels-last layout (Note [channels-last layout] in models/channels_last.cpp).
+  // `channels_last`: whether this node, given its attributes and its data inputs as NCHW, has
+  // a channels-last form (the builder then gives it NHWC inputs and sets its attribute
+  // data_format: channels_last, which its backward ops inherit); empty: NCHW only.
+  // `layout_agnostic`: an elementwise op whose output has its inputs' layout (relu, add,
+  // dropout, gelu, cast).
   std::function<bool(const OpAttrs&, const std::vector<TensorDesc>&)> channels_last;
   bool layout_agnostic = false;
   // Optimizer ops only: suffixes of per-parameter state values ("momentum"; "adam_m", ...).
