@@ -73,8 +73,8 @@ namespace {
 // Note [channels-last convolutions]
 // In a channels-last model (Note [channels-last layout] in models/channels_last.cpp) x and y
 // are NHWC in memory, so every pass runs on NHWC descriptors over the tensors themselves, with
-// the weight transposed to KRSC in the workspace as when staging; nothing is staged and the
-// NCHW plan is not considered. Chunks, algorithm choice and the bf16 rules are those of NCHW
+// the weight transposed to KRSC in the workspace as when staging; nothing is staged and no
+// NCHW plan is measured against it. Chunks, algorithm choice and the bf16 rules are those of NCHW
 // plans (a bf16 weight gradient is chunked only where no algorithm fits the whole batch, Note
 // [bf16 convolutions]). The 1 x 1 GEMM form is NCHW-only.
 // Bias and fused activation run over [N * Ho * Wo, K] rows; the bias gradient sums the columns.
