@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/rng.h"
@@ -233,23 +234,35 @@ void attention_grad_cpu(const ExecContext& ctx) {
 }
 
 #ifdef REMAT_HAVE_CUDA
-// The tiled kernels where CudaOptions::attention_kernel asks for them and the head size allows
-// (Note [tiled attention kernels]); the row kernels otherwise.
-bool tiled(const ExecContext& ctx, const Dims& m) {
-  return cuda_context(ctx).attention_kernel == AttentionKernel::Tiled &&
-         attention_tiled_supports(m.d);
+// The kernels CudaOptions::attention_kernel asks for where the data allow them: the tiled ones
+// for head sizes up to 128 (Note [tiled attention kernels]), the flash ones for bf16 data,
+// head sizes 32, 64, 128 and 16-byte aligned tensors (Note [flash attention kernels]); the row
+// kernels otherwise.
+AttentionKernel kernel_for(const ExecContext& ctx, const Dims& m, const void* out) {
+  const AttentionKernel asked = cuda_context(ctx).attention_kernel;
+  if (asked == AttentionKernel::Tiled && attention_tiled_supports(m.d)) return asked;
+  if (asked == AttentionKernel::Flash && ctx.inputs[0].desc->dtype == DType::BF16 &&
+      attention_flash_supports(m.d)) {
+    bool aligned = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
+    for (const TensorView& x : ctx.inputs) aligned &= (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
+    if (aligned) return asked;
+  }
+  return AttentionKernel::Rows;
 }
 
 // F32 or BF16 data, all of one dtype (bf16-native: Note [bf16 launchers] in kernels/kernels.h).
 void attention_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<AttentionAttrs>(*ctx.node);
   const Dims m = dims_of(ctx.inputs[0].shape());
-  const bool tiles = tiled(ctx, m);
+  const AttentionKernel kernel = kernel_for(ctx, m, ctx.output.data);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    auto forward = [&](auto... args) {
-      if (tiles) attention_forward_tiled(args...);
-      else attention_forward(args...);
+    auto forward = [&](auto* out, auto... args) {
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (kernel == AttentionKernel::Flash) return attention_forward_flash(out, args...);
+      }
+      if (kernel == AttentionKernel::Tiled) attention_forward_tiled(out, args...);
+      else attention_forward(out, args...);
     };
     forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
             storage<T>(ctx.inputs[2]), m.n * m.heads, m.t, m.d, scale_of(a, m.d), a.causal,
@@ -268,12 +281,15 @@ void attention_grad_cuda(const ExecContext& ctx) {
   const Dims m = dims_of(ctx.inputs[1].shape());
   REMAT_CHECK(ctx.workspace_bytes >= attention_grad_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': attention_grad workspace too small");
-  const bool tiles = tiled(ctx, m);
+  const AttentionKernel kernel = kernel_for(ctx, m, ctx.output.data);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    auto backward = [&](auto... args) {
-      if (tiles) attention_backward_tiled(args...);
-      else attention_backward(args...);
+    auto backward = [&](auto* grads, auto... args) {
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (kernel == AttentionKernel::Flash) return attention_backward_flash(grads, args...);
+      }
+      if (kernel == AttentionKernel::Tiled) attention_backward_tiled(grads, args...);
+      else attention_backward(grads, args...);
     };
     backward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
              storage<T>(ctx.inputs[2]), storage<T>(ctx.inputs[3]), m.n, m.heads, m.t, m.d,

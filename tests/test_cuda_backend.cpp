@@ -89,8 +89,9 @@ TEST(CudaBackend, ConvolutionKnobsFromTheEnvironment) {
   with_env(attn, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").attention_kernel, AttentionKernel::Rows); });
   with_env(attn, "tiled", [] { EXPECT_EQ(cuda_precision_options("fp32").attention_kernel, AttentionKernel::Tiled); });
   with_env(attn, "rows", [] { EXPECT_EQ(attention_kernel_from_env(), AttentionKernel::Rows); });
-  with_env(attn, "flash", [] {
-    expect_user_error([] { attention_kernel_from_env(); }, "REMAT_ATTENTION_KERNEL=flash: expected rows or tiled");
+  with_env(attn, "flash", [] { EXPECT_EQ(attention_kernel_from_env(), AttentionKernel::Flash); });
+  with_env(attn, "flash2", [] {
+    expect_user_error([] { attention_kernel_from_env(); }, "REMAT_ATTENTION_KERNEL=flash2: expected rows, tiled or flash");
   });
 }
 

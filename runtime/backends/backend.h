@@ -166,11 +166,13 @@ bool cuda_backend_built();
 // kernels on planes of 56 x 56 and more and cuDNN below, Own our kernels on every plane, Cudnn
 // cuDNN on every plane (to compare the two on a GPU); attention_kernel picks the fused attention
 // op's kernels (Note [tiled attention kernels] in kernels/attention_tiled.cu): Rows one block per
-// row (verified on an H200), Tiled blocks of 32 rows (head sizes up to 128; rows above).
+// row (verified on an H200), Tiled blocks of 32 rows (head sizes up to 128; rows above), Flash
+// bf16 tensor cores (Note [flash attention kernels] in kernels/attention_flash.cu; bf16 data and
+// head sizes 32, 64, 128 only; rows otherwise).
 enum class ConvLayout { Auto, Nchw, Nhwc };
 enum class ConvGemm { Auto, Off, On };
 enum class BnKernels { Auto, Own, Cudnn };
-enum class AttentionKernel { Rows, Tiled };
+enum class AttentionKernel { Rows, Tiled, Flash };
 struct CudaOptions {
   bool conv_tf32 = false;
   bool matmul_tf32 = false;
@@ -187,7 +189,7 @@ ConvLayout conv_layout_from_env();
 ConvGemm conv_gemm_from_env();
 // The same for REMAT_BN_KERNELS: unset or "auto", "own", "cudnn".
 BnKernels bn_kernels_from_env();
-// The same for REMAT_ATTENTION_KERNEL: unset or "rows", "tiled".
+// The same for REMAT_ATTENTION_KERNEL: unset or "rows", "tiled", "flash".
 AttentionKernel attention_kernel_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution

@@ -46,7 +46,8 @@ BnKernels bn_kernels_from_env() {
 
 AttentionKernel attention_kernel_from_env() {
   return choice_from_env<AttentionKernel>(
-      "REMAT_ATTENTION_KERNEL", {{"rows", AttentionKernel::Rows}, {"tiled", AttentionKernel::Tiled}});
+      "REMAT_ATTENTION_KERNEL",
+      {{"rows", AttentionKernel::Rows}, {"tiled", AttentionKernel::Tiled}, {"flash", AttentionKernel::Flash}});
 }
 
 }  // namespace remat

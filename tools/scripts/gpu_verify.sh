@@ -11,7 +11,8 @@
 #   gpt2:  GPT-2 124M (T = 1024, batch 8) on the GPU: keep-everything in tf32 and bf16, and bf16
 #          under a 6 GB budget (checkmate, FLOPs costs; keep-everything needs 11.23 GB):
 #          tokens/s = samples/s x 1024 in each run's summary JSON; gpt2_fused (the fused
-#          attention op) in bf16, with the row kernels and with REMAT_ATTENTION_KERNEL=tiled;
+#          attention op) in bf16, with the row kernels, REMAT_ATTENTION_KERNEL=tiled and
+#          REMAT_ATTENTION_KERNEL=flash (and flash under the 6 GB budget);
 #          then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
@@ -25,7 +26,7 @@
 #          (auto, own, cudnn: Note [batchnorm on the GPU]), each after a `profile` with it (the
 #          batch-norm and bias nodes' times, ours against cuDNN's on every plane size);
 #   graphs: Note [step graphs]: ResNet-50 b64 bf16 keep-everything, GPT-2 bf16 keep-everything and
-#          under 6 GB, and gpt2_fused bf16 with the tiled kernels, each with its plan replayed as
+#          under 6 GB, and gpt2_fused bf16 with the flash kernels, each with its plan replayed as
 #          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
 #          losses (equal when the replay is right) in each run's summary JSON;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
@@ -67,7 +68,7 @@ run() {  # name command...
 for step in $steps; do
   case $step in
     tests)
-      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
+      for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_attention_flash test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
         run "$t" "$build/tests/$t"
       done ;;
     train)
@@ -103,6 +104,14 @@ for step in $steps; do
       REMAT_ATTENTION_KERNEL=tiled run train_gpt2_fused_bf16_tiled "$build/tools/train" \
           --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
           --summary "$out/gpt2_fused_bf16_tiled.json"
+      # The same on tensor cores (Note [flash attention kernels]), keep-everything and at 6 GB.
+      REMAT_ATTENTION_KERNEL=flash run train_gpt2_fused_bf16_flash "$build/tools/train" \
+          --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_flash.json"
+      REMAT_ATTENTION_KERNEL=flash run train_gpt2_fused_bf16_flash_6GB "$build/tools/train" \
+          --config configs/gpt2_fused.yaml --device cuda --precision bf16 --budget 6GB \
+          --strategy checkmate --time-limit 30 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_flash_6GB.json"
       # Where the bf16 step's time goes: each node alone, summed op by op, against 133 ms a step.
       run profile_gpt2_bf16 "$build/tools/profile" --config configs/gpt2.yaml --device cuda \
           --precision bf16 --repeats 5 -o "$out/gpt2_bf16_costs.json" ;;
@@ -156,9 +165,9 @@ for step in $steps; do
         run train_gpt2_bf16_6GB_$mode "$build/tools/train" --config configs/gpt2.yaml --device cuda \
             --precision bf16 --budget 6GB --strategy checkmate --time-limit 30 --steps 11 --log-every 5 \
             "${flag[@]}" --summary "$out/gpt2_bf16_6GB_$mode.json"
-        REMAT_ATTENTION_KERNEL=tiled run train_gpt2_fused_bf16_tiled_$mode "$build/tools/train" \
+        REMAT_ATTENTION_KERNEL=flash run train_gpt2_fused_bf16_flash_$mode "$build/tools/train" \
             --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
-            "${flag[@]}" --summary "$out/gpt2_fused_bf16_tiled_$mode.json"
+            "${flag[@]}" --summary "$out/gpt2_fused_bf16_flash_$mode.json"
       done ;;
     *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs)" >&2; exit 2 ;;
   esac

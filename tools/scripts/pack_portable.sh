@@ -14,7 +14,7 @@ mkdir -p "$stage/build-portable/tools" "$stage/build-portable/tests" build-carry
 for t in train plan profile maxbatch sweep sample evaluate loader_bench; do
   strip -o "$stage/build-portable/tools/$t" "$build/tools/$t"
 done
-for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
+for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_attention_flash test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
   strip -o "$stage/build-portable/tests/$t" "$build/tests/$t"
 done
 tar -C "$stage" -cf - build-portable | xz -T"$(nproc)" -9e --lzma2=dict=192MiB > build-carry/remat-portable.tar.xz.tmp
