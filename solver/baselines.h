@@ -2,6 +2,8 @@
 // candidate checkpoints and the segment schedule shared by Chen's sqrt(n) and greedy.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,16 @@ std::vector<int> forward_articulation_points(const Problem& p);
 // not held); recomputed values stay held while later stages still use them.
 Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
                           const std::string& strategy);
+
+// Chen et al.'s greedy rule (Note [greedy thresholds] in baselines.cpp): the checkpoints it picks
+// among `candidates` at `threshold` bytes, and in *next (when given) the smallest threshold above
+// it at which they change (INT64_MAX when none does).
+std::vector<int> greedy_checkpoints(const Problem& p, const std::vector<int>& candidates,
+                                    int64_t threshold, int64_t* next = nullptr);
+// The thresholds at which the rule's checkpoints change, ascending from 0 (at most `cap`): one
+// per segmentation the rule can give.
+std::vector<int64_t> greedy_thresholds(const Problem& p, const std::vector<int>& candidates,
+                                       size_t cap);
 
 // The all-keep schedule: R = identity, S holds every earlier value (liveness frees them).
 Schedule all_keep_schedule(const Problem& p);

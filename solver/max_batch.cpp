@@ -71,6 +71,7 @@ std::optional<Schedule> strategy_at(Batches& batches, const std::string& strateg
   const Problem& pb = batches.at(batch);
   if (problem_min_budget(pb) > budget) return std::nullopt;
   opt.time_limit_seconds = std::max(0.05, d.left());
+  opt.cost_cap = cost_cap(pb);
   opt.progress = nullptr;
   opt.phase = nullptr;  // the line shows the batch bracket, not the solves inside it
   SolveResult r = solve(pb, strategy, budget, opt);

@@ -339,8 +339,9 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   if (strategy == "all-keep") s = solve_all_keep(p);
   else if (strategy == "chen-sqrtn") s = solve_chen_sqrtn(p, budget, false);
   else if (strategy == "chen-sqrtn-linear") s = solve_chen_sqrtn(p, budget, true);
-  else if (strategy == "chen-greedy") s = solve_chen_greedy(p, budget, false, opt.time_limit_seconds);
-  else if (strategy == "chen-greedy-linear") s = solve_chen_greedy(p, budget, true, opt.time_limit_seconds);
+  else if (strategy == "chen-greedy" || strategy == "chen-greedy-linear")
+    s = solve_chen_greedy(p, budget, strategy == "chen-greedy-linear", opt.time_limit_seconds,
+                          opt.cost_cap);
   else if (strategy == "griewank") {
     if (!problem_is_chain(p)) r.message = "griewank: not applicable, graph is not a chain";
     else s = solve_griewank(p, budget);

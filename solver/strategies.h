@@ -35,6 +35,9 @@ struct SolveOptions {
   // smaller budgets). `checkmate` offers each that fits as an incumbent after its baselines, so
   // its answer never costs more than any of them. Not owned; may be null.
   const std::vector<Schedule>* candidates = nullptr;
+  // When > 0, a search may stop at the first schedule that fits at most this cost (max batch's
+  // probes need no cheaper one); the greedy searches do.
+  double cost_cap = 0;
 };
 
 struct SolveResult {
@@ -66,9 +69,12 @@ void solve_check_budget(const Problem& p, int64_t budget);
 // fits the budget.
 std::optional<Schedule> solve_all_keep(const Problem& p);
 std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool linearized);
-// Tries up to ~800 checkpoint thresholds; stops early (with the best so far) after `seconds`.
+// The cheapest schedule of the greedy rule at every threshold where its checkpoints change
+// (Note [greedy thresholds] in solver/baselines.cpp); stops early (with the best so far) after
+// `seconds`. With cost_cap > 0 (max batch's probes), the first schedule found that fits at most
+// the cap is returned.
 std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized,
-                                          double seconds = 1e30);
+                                          double seconds = 1e30, double cost_cap = 0);
 std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget);
 // Keep everything but the values cheapest to recompute per byte held (Note [cheap drops] in
 // solver/cheap_drops.cpp); checkmate's baselines include it. Stops after `seconds`. With

@@ -3,7 +3,9 @@
 // monotonicity in the budget, and the user errors of solve().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "runtime/core/check.h"
 #include "solver/baselines.h"
@@ -155,6 +157,69 @@ TEST(Baselines, GreedyFitsTightBudget) {
     SimResult r = simulate(p, *s);
     EXPECT_TRUE(r.valid);
     EXPECT_LE(r.peak_bytes, 14);
+  }
+}
+
+// Note [greedy thresholds]: the thresholds the walk visits give exactly the segmentations that
+// every integer threshold from 0 to the whole forward pass gives, each once, and the greedy rule
+// picks what its definition says (by hand on the skip problem).
+TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
+  const std::vector<int> skip_aps = forward_articulation_points(skip_problem());
+  EXPECT_EQ(greedy_checkpoints(skip_problem(), skip_aps, 0), (std::vector<int>{1, 3, 4}));
+  // Running sums 8+4 = 12 at f1 (> 11: chosen), then 6+4 = 10 at f3 (not > 11), 10+2 = 12 at f4
+  // (chosen); at 12 neither is, and the sum reaches 8+4+6+4 = 22 at f3 (chosen), then 2 at f4.
+  int64_t next = 0;
+  EXPECT_EQ(greedy_checkpoints(skip_problem(), skip_aps, 11, &next), (std::vector<int>{1, 4}));
+  EXPECT_EQ(next, 12);
+  EXPECT_EQ(greedy_checkpoints(skip_problem(), skip_aps, 12, &next), (std::vector<int>{3}));
+  EXPECT_EQ(next, 22);
+  for (const Problem& p : {varied_chain(14), make_uniform_chain(9), skip_problem()}) {
+    for (bool linear : {false, true}) {
+      const std::vector<int> cand = linear ? forward_nodes(p) : forward_articulation_points(p);
+      int64_t total = 0;
+      for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
+      std::set<std::vector<int>> every;
+      for (int64_t b = 0; b <= total; ++b) every.insert(greedy_checkpoints(p, cand, b));
+      const std::vector<int64_t> walk = greedy_thresholds(p, cand, 1000);
+      std::set<std::vector<int>> visited;
+      for (int64_t b : walk) EXPECT_TRUE(visited.insert(greedy_checkpoints(p, cand, b)).second) << b;
+      EXPECT_EQ(visited, every) << p.name << (linear ? " linear" : "");
+      EXPECT_TRUE(std::is_sorted(walk.begin(), walk.end()));
+      EXPECT_EQ(greedy_thresholds(p, cand, 2).size(), std::min<size_t>(2, walk.size()));
+    }
+  }
+}
+
+// The greedy search (with its lower bound that skips simulations) finds the cheapest schedule
+// that any integer threshold gives at every budget; with a cost cap it may stop at any
+// schedule that fits within the cap.
+TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
+  for (const Problem& p : {varied_chain(14), make_uniform_chain(12), skip_problem()}) {
+    const int64_t lo = problem_min_budget(p);
+    const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+    int64_t total = 0;
+    for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
+    for (bool linear : {false, true}) {
+      const std::vector<int> cand = linear ? forward_nodes(p) : forward_articulation_points(p);
+      for (int64_t budget = lo; budget <= hi; ++budget) {
+        double cheapest = -1;
+        for (int64_t b = 0; b <= total; ++b) {
+          const SimResult r = simulate(p, segment_schedule(p, greedy_checkpoints(p, cand, b), "x"));
+          if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
+            cheapest = r.total_cost;
+        }
+        const std::optional<Schedule> s = solve_chen_greedy(p, budget, linear);
+        ASSERT_EQ(s.has_value(), cheapest >= 0) << p.name << " budget " << budget;
+        if (!s) continue;
+        EXPECT_DOUBLE_EQ(simulate(p, *s).total_cost, cheapest) << p.name << " budget " << budget;
+        const double cap = 1.5 * cheapest;
+        const std::optional<Schedule> capped = solve_chen_greedy(p, budget, linear, 1e30, cap);
+        ASSERT_TRUE(capped.has_value());
+        const SimResult c = simulate(p, *capped);
+        EXPECT_LE(c.peak_bytes, budget);
+        EXPECT_LE(c.total_cost, cap);
+      }
+    }
   }
 }
 
