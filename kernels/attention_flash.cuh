@@ -157,13 +157,15 @@ __device__ __forceinline__ float flash_keep(float rate, float keep_scale, uint64
   return rng_uniform(seed, step, index) >= rate ? keep_scale : 0.0f;
 }
 
-// The query tile of a block (blockIdx.y, last tiles first: under a causal mask they have the
-// most keys to sweep, so the long blocks start early) and its (sample, head) b = blockIdx.x.
+// The tile of a block's own rows and its (sample, head) b = blockIdx.x. Under a causal mask the
+// last query tiles and the first key tiles have the most to sweep: `last_first` puts the last
+// tiles at blockIdx.y = 0 (query tiles), so in either kernel the long blocks start early.
 struct FlashBlock {
   int64_t b, tiles, tile;
-  __device__ explicit FlashBlock(int64_t t)
+  __device__ FlashBlock(int64_t t, bool last_first)
       : b(blockIdx.x), tiles((t + kFlashRows - 1) / kFlashRows),
-        tile(tiles - 1 - static_cast<int64_t>(blockIdx.y)) {}
+        tile(last_first ? tiles - 1 - static_cast<int64_t>(blockIdx.y)
+                        : static_cast<int64_t>(blockIdx.y)) {}
 };
 
 // Grid of the flash kernels: bh x tiles blocks.

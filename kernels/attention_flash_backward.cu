@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
   extern __shared__ __align__(128) unsigned char flash_smem[];
   constexpr FlashSmem L = flash_dq_smem<D>();
   const int64_t t = a.t;
-  const FlashBlock blk(t);
+  const FlashBlock blk(t, true);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i0 = blk.tile * kFlashRows, off = blk.b * t * D;
   __nv_bfloat16* qt = L.tile<D>(flash_smem, 0);
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(Flas
   extern __shared__ __align__(128) unsigned char flash_smem[];
   constexpr FlashSmem L = flash_dkv_smem<D>();
   const int64_t t = a.t;
-  const FlashBlock blk(t);
+  const FlashBlock blk(t, false);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t j0 = blk.tile * kFlashRows, off = blk.b * t * D;
   __nv_bfloat16* kt = L.tile<D>(flash_smem, 0);
