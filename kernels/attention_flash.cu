@@ -143,19 +143,22 @@ void forward_launch(__nv_bfloat16* out, const __nv_bfloat16* q, const __nv_bfloa
 
 bool attention_flash_supports(int64_t d) { return d == 32 || d == 64 || d == 128; }
 
-void attention_forward_flash(uint16_t* out, const uint16_t* q, const uint16_t* k,
-                             const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, StepSource step,
-                             uint64_t first, cudaStream_t stream) {
+void attention_forward_flash(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                             int64_t bh, int64_t t, int64_t d, double scale, bool causal,
+                             float rate, uint64_t seed, StepSource step, uint64_t first,
+                             cudaStream_t stream) {
   check_flash_args(bh, t, d, rate, q, k, v, out);
   if (bh == 0 || t == 0) return;
   auto launch = [&](auto f) {
-    f(bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), bh, t, scale, causal, rate, seed,
-      step, first, stream);
+    f(bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), bh, t, scale, causal, rate, seed, step,
+      first, stream);
   };
-  if (d == 32) launch(forward_launch<32>);
-  else if (d == 64) launch(forward_launch<64>);
-  else launch(forward_launch<128>);
+  if (d == 32)
+    launch(forward_launch<32>);
+  else if (d == 64)
+    launch(forward_launch<64>);
+  else
+    launch(forward_launch<128>);
 }
 
 }  // namespace remat

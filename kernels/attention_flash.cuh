@@ -17,8 +17,8 @@ namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kFlashRows = 64;        // rows of a block's own tile: 16 a warp
-constexpr int kFlashCols = 64;        // rows of the swept tile (keys, or queries for dk / dv)
+constexpr int kFlashRows = 64;  // rows of a block's own tile: 16 a warp
+constexpr int kFlashCols = 64;  // rows of the swept tile (keys, or queries for dk / dv)
 constexpr int kFlashWarps = kFlashRows / 16;
 constexpr int kFlashThreads = 32 * kFlashWarps;
 constexpr int kFlashSld = kFlashCols + 4;  // row stride of a warp's FP32 score tiles (floats)
@@ -50,7 +50,8 @@ struct FlashSmem {
   // Tile k (0-based) of the bf16 tiles.
   template <int D>
   __device__ __nv_bfloat16* tile(unsigned char* base, int k) const {
-    return reinterpret_cast<__nv_bfloat16*>(base) + static_cast<size_t>(k) * kFlashRows * kFlashLd<D>;
+    return reinterpret_cast<__nv_bfloat16*>(base) +
+           static_cast<size_t>(k) * kFlashRows * kFlashLd<D>;
   }
   // This warp's FP32 tile k: 16 x kFlashSld floats (the ftiles of a warp are contiguous).
   template <int D>
@@ -73,8 +74,8 @@ struct FlashSmem {
 // Rows [r0, r0 + 64) of a [t, D] bf16 matrix into a tile (row stride kFlashLd<D>), 16 bytes
 // a load; zeros past row t. src is 16-byte aligned (the launchers check).
 template <int D>
-__device__ __forceinline__ void flash_load(__nv_bfloat16* dst, const __nv_bfloat16* src,
-                                           int64_t r0, int64_t t) {
+__device__ __forceinline__ void flash_load(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t r0,
+                                           int64_t t) {
   constexpr int kChunks = D / 8;
   for (int idx = threadIdx.x; idx < kFlashRows * kChunks; idx += kFlashThreads) {
     const int r = idx / kChunks, c = idx - r * kChunks;
@@ -131,8 +132,8 @@ __device__ __forceinline__ void flash_accumulate(FlashAcc (&acc)[D / 16], const 
 // Stores a warp's 16 x D accumulators, times `scale`, as bf16 rows r < rows of dst (row
 // stride D), through `scratch` (this warp's 16 x (D + 4) floats).
 template <int D>
-__device__ __forceinline__ void flash_store(__nv_bfloat16* dst, int64_t rows, FlashAcc (&acc)[D / 16],
-                                            float scale, float* scratch) {
+__device__ __forceinline__ void flash_store(__nv_bfloat16* dst, int64_t rows,
+                                            FlashAcc (&acc)[D / 16], float scale, float* scratch) {
 #pragma unroll
   for (int x = 0; x < D / 16; ++x)
     wmma::store_matrix_sync(scratch + x * 16, acc[x], D + 4, wmma::mem_row_major);
@@ -140,7 +141,8 @@ __device__ __forceinline__ void flash_store(__nv_bfloat16* dst, int64_t rows, Fl
   const int lane = threadIdx.x % 32;
   for (int idx = lane; idx < 16 * D; idx += 32) {
     const int r = idx / D, e = idx - r * D;
-    if (r < rows) dst[static_cast<int64_t>(r) * D + e] = __float2bfloat16_rn(scale * scratch[r * (D + 4) + e]);
+    if (r < rows)
+      dst[static_cast<int64_t>(r) * D + e] = __float2bfloat16_rn(scale * scratch[r * (D + 4) + e]);
   }
   __syncwarp();
 }
@@ -163,7 +165,8 @@ __device__ __forceinline__ float flash_keep(float rate, float keep_scale, uint64
 struct FlashBlock {
   int64_t b, tiles, tile;
   __device__ FlashBlock(int64_t t, bool last_first)
-      : b(blockIdx.x), tiles((t + kFlashRows - 1) / kFlashRows),
+      : b(blockIdx.x),
+        tiles((t + kFlashRows - 1) / kFlashRows),
         tile(last_first ? tiles - 1 - static_cast<int64_t>(blockIdx.y)
                         : static_cast<int64_t>(blockIdx.y)) {}
 };

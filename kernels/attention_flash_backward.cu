@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
           const int64_t j = j0 + c;
           if (!flash_visible(i, j, t, a.causal)) continue;
           const float e = expf(a.scale * s[r * kFlashSld + c] - m_new);
-          const float cf = flash_keep(a.rate, a.keep_scale, a.seed, step, row + static_cast<uint64_t>(j));
+          const float cf =
+              flash_keep(a.rate, a.keep_scale, a.seed, step, row + static_cast<uint64_t>(j));
           sum += e;
           dsum += e * (cf * w[r * kFlashSld + c]);
         }
@@ -110,7 +111,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
         float v = 0.0f;
         if (flash_visible(i, j, t, a.causal)) {
           const float p = expf(a.scale * s[r * kFlashSld + c] - m) / l;
-          const float cf = flash_keep(a.rate, a.keep_scale, a.seed, step, row + static_cast<uint64_t>(j));
+          const float cf =
+              flash_keep(a.rate, a.keep_scale, a.seed, step, row + static_cast<uint64_t>(j));
           v = p * (cf * w[r * kFlashSld + c] - delta);
         }
         ds[r * kFlashPld + c] = __float2bfloat16_rn(v);
@@ -129,7 +131,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
   flash_store<D>(grad_rows<D>(a, blk.b, 0, i0 + warp * 16), rows, acc, a.scale, s);
 }
 
-// ---- per key tile: dk, dv over the query tiles that see it ---------------------------------------
+// ---- per key tile: dk, dv over the query tiles that see it
+// ---------------------------------------
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(FlashGrad a) {
   const uint64_t step = a.step.get();  // Note [step source]
@@ -227,12 +230,27 @@ void attention_backward_flash(uint16_t* grads, const uint16_t* dout, const uint1
   REMAT_CHECK(aligned16(grads), "attention: the flash kernels need 16-byte aligned tensors");
   if (bh == 0 || t == 0) return;
   REMAT_CHECK(workspace != nullptr, "attention_backward: null workspace");
-  FlashGrad a{bf16_ptr(grads), static_cast<float*>(workspace), bf16_ptr(dout), bf16_ptr(q),
-              bf16_ptr(k), bf16_ptr(v), heads, t, static_cast<float>(scale), causal, rate,
-              static_cast<float>(rng_keep_scale(rate)), seed, step, first};
-  if (d == 32) backward_launch<32>(a, bh, stream);
-  else if (d == 64) backward_launch<64>(a, bh, stream);
-  else backward_launch<128>(a, bh, stream);
+  FlashGrad a{bf16_ptr(grads),
+              static_cast<float*>(workspace),
+              bf16_ptr(dout),
+              bf16_ptr(q),
+              bf16_ptr(k),
+              bf16_ptr(v),
+              heads,
+              t,
+              static_cast<float>(scale),
+              causal,
+              rate,
+              static_cast<float>(rng_keep_scale(rate)),
+              seed,
+              step,
+              first};
+  if (d == 32)
+    backward_launch<32>(a, bh, stream);
+  else if (d == 64)
+    backward_launch<64>(a, bh, stream);
+  else
+    backward_launch<128>(a, bh, stream);
 }
 
 }  // namespace remat

@@ -244,7 +244,8 @@ AttentionKernel kernel_for(const ExecContext& ctx, const Dims& m, const void* ou
   if (asked == AttentionKernel::Flash && ctx.inputs[0].desc->dtype == DType::BF16 &&
       attention_flash_supports(m.d)) {
     bool aligned = (reinterpret_cast<uintptr_t>(out) & 15u) == 0;
-    for (const TensorView& x : ctx.inputs) aligned &= (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
+    for (const TensorView& x : ctx.inputs)
+      aligned &= (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
     if (aligned) return asked;
   }
   return AttentionKernel::Rows;

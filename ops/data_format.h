@@ -24,6 +24,7 @@ struct ImageDims {
   int64_t n = 0, c = 0, h = 0, w = 0;
   bool channels_last = false;
   int64_t plane() const { return h * w; }
+  int64_t planes() const { return n * c; }  // the H x W planes: q = n C + c
   int64_t image() const { return c * h * w; }
   int64_t channel_stride() const { return channels_last ? 1 : h * w; }
   int64_t pixel_stride() const { return channels_last ? c : 1; }

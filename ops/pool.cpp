@@ -129,15 +129,6 @@ Window window_at(const PoolAttrs& a, const Pads& p, int64_t oh, int64_t ow, int6
           std::min(ws + a.kw, W)};
 }
 
-// The H x W planes of an image tensor, NCHW or NHWC: plane p = (n, c) starts at base(p), and
-// its pixel i (= h * W + w) is at base(p) + i * pixel.
-struct Planes {
-  ImageDims d;
-  int64_t count() const { return d.n * d.c; }
-  int64_t base(int64_t p) const { return d.plane_start(p); }
-  int64_t pixel() const { return d.pixel_stride(); }
-};
-
 // Pixel index (h * W + w) of the first maximum of the window in row-major scan order.
 int64_t window_argmax(const float* plane, int64_t pixel, const Window& win, int64_t W) {
   int64_t best = win.h0 * W + win.w0;
@@ -150,16 +141,16 @@ int64_t window_argmax(const float* plane, int64_t pixel, const Window& win, int6
 // inputs [x [N,C,H,W]] -> y [N,C,Ho,Wo] (or both NHWC).
 void maxpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes x{a.dims(ctx.inputs[0].shape())}, y{a.dims(ctx.output.shape())};
-  const int64_t H = x.d.h, W = x.d.w, Ho = y.d.h, Wo = y.d.w;
+  const ImageDims x = a.dims(ctx.inputs[0].shape()), y = a.dims(ctx.output.shape());
+  const int64_t H = x.h, W = x.w, Ho = y.h, Wo = y.w;
   const Pads pads = a.pads(H, W);
-  for (int64_t p = 0; p < x.count(); ++p) {
-    const float* xp = ctx.inputs[0].f32() + x.base(p);
-    float* yp = ctx.output.f32() + y.base(p);
+  for (int64_t p = 0; p < x.planes(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.plane_start(p);
+    float* yp = ctx.output.f32() + y.plane_start(p);
+    const int64_t xs = x.pixel_stride(), ys = y.pixel_stride();
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        yp[(oh * Wo + ow) * y.pixel()] =
-            xp[window_argmax(xp, x.pixel(), window_at(a, pads, oh, ow, H, W), W) * x.pixel()];
+        yp[(oh * Wo + ow) * ys] = xp[window_argmax(xp, xs, window_at(a, pads, oh, ow, H, W), W) * xs];
   }
 }
 
@@ -167,18 +158,19 @@ void maxpool_cpu(const ExecContext& ctx) {
 // y is unused here (cuDNN's pooling backward needs it).
 void maxpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes x{a.dims(ctx.inputs[1].shape())}, dy{a.dims(ctx.inputs[0].shape())};
-  const int64_t H = x.d.h, W = x.d.w, Ho = dy.d.h, Wo = dy.d.w;
+  const ImageDims x = a.dims(ctx.inputs[1].shape()), dy = a.dims(ctx.inputs[0].shape());
+  const int64_t H = x.h, W = x.w, Ho = dy.h, Wo = dy.w;
   const Pads pads = a.pads(H, W);
   std::memset(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()));
-  for (int64_t p = 0; p < x.count(); ++p) {
-    const float* xp = ctx.inputs[1].f32() + x.base(p);
-    const float* dyp = ctx.inputs[0].f32() + dy.base(p);
-    float* dxp = ctx.output.f32() + x.base(p);
+  for (int64_t p = 0; p < x.planes(); ++p) {
+    const float* xp = ctx.inputs[1].f32() + x.plane_start(p);
+    const float* dyp = ctx.inputs[0].f32() + dy.plane_start(p);
+    float* dxp = ctx.output.f32() + x.plane_start(p);
+    const int64_t xs = x.pixel_stride();
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow)
-        dxp[window_argmax(xp, x.pixel(), window_at(a, pads, oh, ow, H, W), W) * x.pixel()] +=
-            dyp[(oh * Wo + ow) * dy.pixel()];
+        dxp[window_argmax(xp, xs, window_at(a, pads, oh, ow, H, W), W) * xs] +=
+            dyp[(oh * Wo + ow) * dy.pixel_stride()];
   }
 }
 
@@ -192,19 +184,19 @@ float avg_scale(const PoolAttrs& a, const Window& win) {
 // inputs [x] -> y = (sum of the window, row-major) * avg_scale.
 void avgpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes x{a.dims(ctx.inputs[0].shape())}, y{a.dims(ctx.output.shape())};
-  const int64_t H = x.d.h, W = x.d.w, Ho = y.d.h, Wo = y.d.w;
+  const ImageDims x = a.dims(ctx.inputs[0].shape()), y = a.dims(ctx.output.shape());
+  const int64_t H = x.h, W = x.w, Ho = y.h, Wo = y.w;
   const Pads pads = a.pads(H, W);
-  for (int64_t p = 0; p < x.count(); ++p) {
-    const float* xp = ctx.inputs[0].f32() + x.base(p);
-    float* yp = ctx.output.f32() + y.base(p);
+  for (int64_t p = 0; p < x.planes(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.plane_start(p);
+    float* yp = ctx.output.f32() + y.plane_start(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Window win = window_at(a, pads, oh, ow, H, W);
         float s = 0;
         for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) s += xp[(h * W + w) * x.pixel()];
-        yp[(oh * Wo + ow) * y.pixel()] = s * avg_scale(a, win);
+          for (int64_t w = win.w0; w < win.w1; ++w) s += xp[(h * W + w) * x.pixel_stride()];
+        yp[(oh * Wo + ow) * y.pixel_stride()] = s * avg_scale(a, win);
       }
   }
 }
@@ -212,19 +204,19 @@ void avgpool_cpu(const ExecContext& ctx) {
 // inputs [dy] -> dx [N,C,in_h,in_w] (or NHWC): each window spreads dy * avg_scale.
 void avgpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes dx{a.dims(ctx.output.shape())}, dy{a.dims(ctx.inputs[0].shape())};
-  const int64_t H = dx.d.h, W = dx.d.w, Ho = dy.d.h, Wo = dy.d.w;
+  const ImageDims dx = a.dims(ctx.output.shape()), dy = a.dims(ctx.inputs[0].shape());
+  const int64_t H = dx.h, W = dx.w, Ho = dy.h, Wo = dy.w;
   const Pads pads = a.pads(H, W);
   std::memset(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()));
-  for (int64_t p = 0; p < dx.count(); ++p) {
-    const float* dyp = ctx.inputs[0].f32() + dy.base(p);
-    float* dxp = ctx.output.f32() + dx.base(p);
+  for (int64_t p = 0; p < dx.planes(); ++p) {
+    const float* dyp = ctx.inputs[0].f32() + dy.plane_start(p);
+    float* dxp = ctx.output.f32() + dx.plane_start(p);
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
         const Window win = window_at(a, pads, oh, ow, H, W);
-        const float g = dyp[(oh * Wo + ow) * dy.pixel()] * avg_scale(a, win);
+        const float g = dyp[(oh * Wo + ow) * dy.pixel_stride()] * avg_scale(a, win);
         for (int64_t h = win.h0; h < win.h1; ++h)
-          for (int64_t w = win.w0; w < win.w1; ++w) dxp[(h * W + w) * dx.pixel()] += g;
+          for (int64_t w = win.w0; w < win.w1; ++w) dxp[(h * W + w) * dx.pixel_stride()] += g;
       }
   }
 }
@@ -232,12 +224,12 @@ void avgpool_grad_cpu(const ExecContext& ctx) {
 // inputs [x [N,C,H,W] or [N,H,W,C]] -> y [N,C] (mean over H, W).
 void global_avgpool_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes x{a.dims(ctx.inputs[0].shape())};
-  const int64_t hw = x.d.plane();
-  for (int64_t p = 0; p < x.count(); ++p) {
-    const float* xp = ctx.inputs[0].f32() + x.base(p);
+  const ImageDims x = a.dims(ctx.inputs[0].shape());
+  const int64_t hw = x.plane();
+  for (int64_t p = 0; p < x.planes(); ++p) {
+    const float* xp = ctx.inputs[0].f32() + x.plane_start(p);
     double s = 0;
-    for (int64_t i = 0; i < hw; ++i) s += xp[i * x.pixel()];
+    for (int64_t i = 0; i < hw; ++i) s += xp[i * x.pixel_stride()];
     ctx.output.f32()[p] = static_cast<float>(s / static_cast<double>(hw));
   }
 }
@@ -245,12 +237,12 @@ void global_avgpool_cpu(const ExecContext& ctx) {
 // inputs [dy [N,C]] -> dx [N,C,in_h,in_w] (or NHWC) = dy / (H * W).
 void global_avgpool_grad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<PoolAttrs>(*ctx.node);
-  const Planes dx{a.dims(ctx.output.shape())};
-  const int64_t hw = dx.d.plane();
-  for (int64_t p = 0; p < dx.count(); ++p) {
+  const ImageDims dx = a.dims(ctx.output.shape());
+  const int64_t hw = dx.plane();
+  for (int64_t p = 0; p < dx.planes(); ++p) {
     const float g = ctx.inputs[0].f32()[p] / static_cast<float>(hw);
-    float* dxp = ctx.output.f32() + dx.base(p);
-    for (int64_t i = 0; i < hw; ++i) dxp[i * dx.pixel()] = g;
+    float* dxp = ctx.output.f32() + dx.plane_start(p);
+    for (int64_t i = 0; i < hw; ++i) dxp[i * dx.pixel_stride()] = g;
   }
 }
 

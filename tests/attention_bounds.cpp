@@ -95,7 +95,8 @@ AttentionOutputs attention_magnitudes(const AttentionCase& c, const AttentionInp
       double dbar = 0;
       for (int64_t j = 0; j < w; ++j) {
         double s = 0;
-        for (int64_t e = 0; e < c.d; ++e) s += std::fabs(double(x.dout[g.at(b, i, e)]) * x.v[g.at(b, j, e)]);
+        for (int64_t e = 0; e < c.d; ++e)
+          s += std::fabs(double(x.dout[g.at(b, i, e)]) * x.v[g.at(b, j, e)]);
         wbar[j] = s;
         cf[j] = keep(c, b, i, j);
         dbar += p[j] * cf[j] * s;
@@ -119,7 +120,8 @@ AttentionOutputs attention_magnitudes(const AttentionCase& c, const AttentionInp
     }
     for (int64_t j = 0; j < c.t; ++j)
       for (int64_t e = 0; e < c.d; ++e) {
-        m.grads[packed_at(c, b, 1, j, e)] = static_cast<float>(std::fabs(c.scale) * gk[j * c.d + e]);
+        m.grads[packed_at(c, b, 1, j, e)] =
+            static_cast<float>(std::fabs(c.scale) * gk[j * c.d + e]);
         m.grads[packed_at(c, b, 2, j, e)] = static_cast<float>(gv[j * c.d + e]);
       }
   }
@@ -136,7 +138,8 @@ AttentionOutputs attention_magnitudes(const AttentionCase& c, const AttentionInp
     for (int64_t i = 0; i < c.t; ++i)
       for (int64_t j = 0; j < visible_keys(c, i); ++j) {
         double s = 0;
-        for (int64_t e = 0; e < c.d; ++e) s += std::fabs(double(x.q[g.at(b, i, e)]) * x.k[g.at(b, j, e)]);
+        for (int64_t e = 0; e < c.d; ++e)
+          s += std::fabs(double(x.q[g.at(b, i, e)]) * x.k[g.at(b, j, e)]);
         sigma = std::max(sigma, double(c.d) * kSumE * std::fabs(c.scale) * s);
       }
   const double per_m = (1 + 2 * kU) * (kU + 2.0 * double(c.t + c.d) * kSumE + 4 * sigma);
@@ -157,7 +160,8 @@ AttentionOutputs attention_magnitudes(const AttentionCase& c, const AttentionInp
       const double tol = 2 * kU * std::fabs(a[k]) + per_m * mag[k] + 1e-6;
       if (std::isfinite(d) && d <= tol) continue;
       if (!std::isnan(d)) worst = std::max(worst, d / tol);
-      if (n_bad++ < 3) first << " [" << k << "] " << a[k] << " vs " << b[k] << " (M " << mag[k] << ");";
+      if (n_bad++ < 3)
+        first << " [" << k << "] " << a[k] << " vs " << b[k] << " (M " << mag[k] << ");";
     }
     if (n_bad) {
       ++bad;
@@ -178,8 +182,8 @@ AttentionOutputs attention_flash_model(const AttentionCase& c, const AttentionIn
   AttentionOutputs r;
   r.out.assign(x.q.size(), 0.0f);
   r.grads.assign(3 * x.q.size(), 0.0f);
-  auto dot = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t blk,
-                 int64_t i, int64_t j) {
+  auto dot = [&](const std::vector<float>& a, const std::vector<float>& b, int64_t blk, int64_t i,
+                 int64_t j) {
     float s = 0.0f;
     for (int64_t e = 0; e < c.d; ++e) s += a[g.at(blk, i, e)] * b[g.at(blk, j, e)];
     return s;

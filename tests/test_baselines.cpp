@@ -182,7 +182,8 @@ TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
       for (int64_t b = 0; b <= total; ++b) every.insert(greedy_checkpoints(p, cand, b));
       const std::vector<int64_t> walk = greedy_thresholds(p, cand, 1000);
       std::set<std::vector<int>> visited;
-      for (int64_t b : walk) EXPECT_TRUE(visited.insert(greedy_checkpoints(p, cand, b)).second) << b;
+      for (int64_t b : walk)
+        EXPECT_TRUE(visited.insert(greedy_checkpoints(p, cand, b)).second) << b;
       EXPECT_EQ(visited, every) << p.name << (linear ? " linear" : "");
       EXPECT_TRUE(std::is_sorted(walk.begin(), walk.end()));
       EXPECT_EQ(greedy_thresholds(p, cand, 2).size(), std::min<size_t>(2, walk.size()));

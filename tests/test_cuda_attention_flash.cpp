@@ -32,8 +32,16 @@ OpCase attention_case(const FlashCase& f) {
 
 AttentionCase sizes_of(const FlashCase& f, const CudaOpHarness& h) {
   const Shape& s = f.shape;
-  return {s[0], s[1], s[2], s[3], 1.0 / std::sqrt(static_cast<double>(s[3])), f.causal, f.rate,
-          h.graph().nodes.at(0).seed, static_cast<uint64_t>(h.step), 0};
+  return {s[0],
+          s[1],
+          s[2],
+          s[3],
+          1.0 / std::sqrt(static_cast<double>(s[3])),
+          f.causal,
+          f.rate,
+          h.graph().nodes.at(0).seed,
+          static_cast<uint64_t>(h.step),
+          0};
 }
 
 // q, k, v and dO as both backends get them (bf16 values, widened).
@@ -107,7 +115,8 @@ TEST_F(CudaFlashAttention, WithinItsBoundOfTheCpuAndRerunsIdentically) {
     SCOPED_TRACE(f.name);
     CudaOpHarness h(registry(), attention_case(f));
     const AttentionCase c = sizes_of(f, h);
-    EXPECT_TRUE(within_flash_bound(c, inputs_of(h), run_attention(h, *cpu), run_attention(h, *gpu)));
+    EXPECT_TRUE(
+        within_flash_bound(c, inputs_of(h), run_attention(h, *cpu), run_attention(h, *gpu)));
     EXPECT_TRUE(h.check_rerun_identical(*gpu));
   }
 }
@@ -118,7 +127,8 @@ TEST_F(CudaFlashAttention, OtherDataFallsBackToTheRowKernels) {
   std::unique_ptr<Backend> gpu = flash();
   ASSERT_TRUE(gpu);
   const Shape s{1, 2, 40, 64};
-  CudaOpHarness fp32(registry(), {"attention", attr_map({{"dropout", 0.1}}), {f32(s), f32(s), f32(s)}});
+  CudaOpHarness fp32(registry(),
+                     {"attention", attr_map({{"dropout", 0.1}}), {f32(s), f32(s), f32(s)}});
   EXPECT_TRUE(fp32.compare_with_cpu(*gpu));
   const TensorDesc odd = bf16({1, 2, 40, 24});
   CudaOpHarness d24(registry(), {"attention", {}, {odd, odd, odd}});
