@@ -4,7 +4,8 @@ PyTorch GPT-2 bench_pytorch_gpt2.py builds, in fp32 and bf16, at batch 2 (no max
 Checks that every keep-everything row is measured, that each measured row's tokens/s is its
 samples/s x the sequence (64), that PyTorch's model has the parameter count remat's `train`
 reports (120,576: tied embeddings), the FLOP count, that PyTorch's settings are recorded, and
-that --input with a token model is a usage error (exit 2).
+that --input with a token model is a usage error (exit 2), and that configs/gpt2_fused.yaml gives
+PyTorch the same model as configs/gpt2.yaml.
 Usage: test_bench_pytorch_gpt2.py TOOLS_DIR"""
 import json
 import os
@@ -67,6 +68,18 @@ def main():
             check(False, "no JSON written")
         bad = run(bin_dir, "--input", "3x16x16")
         check(bad.returncode == 2, f"--input with GPT-2: exit {bad.returncode}, want 2")
+    # The fused attention config is the same GPT-2 to PyTorch: its attention op's dropout is the
+    # attention dropout.
+    import yaml
+    sys.path.insert(0, os.path.dirname(BENCH))
+    from bench_pytorch_gpt2 import gpt2_hparams
+    configs = os.path.join(os.path.dirname(HERE), "configs")
+    hp = {}
+    for name in ("gpt2", "gpt2_fused"):
+        path = os.path.join(configs, name + ".yaml")
+        hp[name] = gpt2_hparams(yaml.safe_load(open(path)), path)
+    check(hp["gpt2_fused"] == hp["gpt2"], f"gpt2_fused {hp['gpt2_fused']} != gpt2 {hp['gpt2']}")
+    check(hp["gpt2"]["attn_drop"] == 0.1, f"gpt2 attention dropout {hp['gpt2']['attn_drop']}")
     return check.report()
 
 

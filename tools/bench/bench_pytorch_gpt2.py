@@ -49,9 +49,12 @@ def gpt2_hparams(cfg, path):
     heads = {int(x["heads"]) for x in inner if x.get("op") == "split_heads"}
     if len(heads) != 1:
         raise ConfigError(f"{path}: split_heads with one `heads` expected")
-    # Dropout after the softmax is attention dropout; any other in the block is residual.
+    # Dropout after the softmax (or the fused attention op's own `dropout`) is attention
+    # dropout; any other in the block is residual.
     attn_drop, resid_drop = 0.0, 0.0
     for i, x in enumerate(inner):
+        if x.get("op") == "attention":
+            attn_drop = float(x.get("dropout", 0.0))
         if x.get("op") != "dropout":
             continue
         prev = inner[i - 1].get("op") if i > 0 and "inputs" not in x else None

@@ -47,7 +47,7 @@ for log in "$out"/profile_*.txt; do
   grep -E '^op ' "$log" | head -10 | cut -c1-200
   echo '```'
 done
-for bench in bench_pytorch bench_pytorch_channels_last loader_bench loader_bench_val; do
+for bench in bench_pytorch bench_pytorch_channels_last bench_pytorch_flash loader_bench loader_bench_val; do
   [ -f "$out/$bench.txt" ] || continue
   echo
   echo "**$bench**"

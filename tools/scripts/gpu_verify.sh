@@ -2,7 +2,7 @@
 # Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] [layout] [bn] [graphs] (default: the first five, in that order; steps
+# [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] (default: the first five, in that order; steps
 # run in the order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
@@ -29,6 +29,12 @@
 #          under 6 GB, and gpt2_fused bf16 with the flash kernels, each with its plan replayed as
 #          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
 #          losses (equal when the replay is right) in each run's summary JSON;
+#   quick: the unverified work of the sixth to eighth sessions in about five minutes (a session
+#          is lent 15 minutes of device time): ResNet-50 b64 bf16 as written and channels-last,
+#          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
+#          kernels, then the benchmark against PyTorch of ResNet-50 channels-last and of
+#          gpt2_fused with the flash kernels (keep-everything and 50 %). With `tests` first:
+#          REMAT_STEP_TIMEOUT=120 tools/scripts/gpu_session.sh 540 tests quick;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -169,7 +175,30 @@ for step in $steps; do
             --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
             "${flag[@]}" --summary "$out/gpt2_fused_bf16_flash_$mode.json"
       done ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs)" >&2; exit 2 ;;
+    quick)
+      for lay in channels_first channels_last; do
+        run train_resnet50_bf16_$lay "$build/tools/train" --config configs/resnet50.yaml \
+            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 layout=$lay \
+            --summary "$out/resnet50_bf16_$lay.summary.json"
+      done
+      for mode in graph nograph; do
+        flag=()
+        [ $mode = nograph ] && flag=(--no-cuda-graph)
+        run train_gpt2_bf16_$mode "$build/tools/train" --config configs/gpt2.yaml --device cuda \
+            --precision bf16 --steps 11 --log-every 5 "${flag[@]}" --summary "$out/gpt2_bf16_$mode.json"
+      done
+      REMAT_ATTENTION_KERNEL=flash run train_gpt2_fused_bf16_flash "$build/tools/train" \
+          --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_flash.json"
+      limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_channels_last python3 tools/bench/bench_pytorch.py \
+          --device cuda --bin "$build/tools" --config configs/resnet50.yaml --precision bf16 \
+          --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 --remat-override layout=channels_last \
+          --json "$out/bench_pytorch_channels_last.json"
+      REMAT_ATTENTION_KERNEL=flash limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_flash python3 \
+          tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" --config configs/gpt2_fused.yaml \
+          --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
+          --json "$out/bench_pytorch_flash.json" ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
