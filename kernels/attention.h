@@ -60,22 +60,33 @@ void attention_backward_tiled(uint16_t* grads, const uint16_t* dout, const uint1
                               int64_t t, int64_t d, double scale, bool causal, float rate,
                               uint64_t seed, StepSource step, uint64_t first, void* workspace,
                               cudaStream_t stream);
+// Where head h of sample n of a tensor starts (n * sample + h * head elements) and how far apart
+// its rows (tokens) are: [N, H, T, D] is {H T D, T D, D}; a token layout [N, T, k C] (Note
+// [attention layouts] in ops/attention.h) is {T k C, D, k C}.
+struct HeadStrides {
+  int64_t sample, head, row;
+};
 // The same two passes on bf16 tensor cores (attention_flash*.cu, Note [flash attention
-// kernels]): bf16 tensors only, head sizes d of 32, 64 and 128 (attention_flash_supports),
-// every pointer 16-byte aligned (throws otherwise); products of bf16 operands summed in FP32,
-// the probabilities and dS rounded to bf16 before their products, so the results are within
-// Note [flash attention tolerance] (tests/test_cuda_attention_flash.cpp) of the row kernels',
-// not within their double sums' tolerance. The backward keeps m, l and delta as 3 * bh * t
-// floats in the workspace (half of attention_backward_workspace_bytes, which it takes).
+// kernels]) over tensors of any HeadStrides: bf16 only, head sizes d of 32, 64 and 128
+// (attention_flash_supports), every pointer and stride 16-byte aligned (throws otherwise);
+// products of bf16 operands summed in FP32, the probabilities and dS rounded to bf16 before
+// their products, so the results are within Note [flash attention tolerance]
+// (tests/attention_bounds.cpp) of the row kernels', not within their double sums' tolerance.
+// The dropout numbering is the row kernels' with b = n heads + h. The backward keeps m, l and
+// delta as 3 * n * heads * t floats in the workspace (half of
+// attention_backward_workspace_bytes, which it takes).
 bool attention_flash_supports(int64_t d);
-void attention_forward_flash(uint16_t* out, const uint16_t* q, const uint16_t* k,
-                             const uint16_t* v, int64_t bh, int64_t t, int64_t d, double scale,
-                             bool causal, float rate, uint64_t seed, StepSource step,
-                             uint64_t first, cudaStream_t stream);
-void attention_backward_flash(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
-                              const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
-                              int64_t t, int64_t d, double scale, bool causal, float rate,
-                              uint64_t seed, StepSource step, uint64_t first, void* workspace,
-                              cudaStream_t stream);
+void attention_forward_flash(uint16_t* out, HeadStrides out_s, const uint16_t* q,
+                             const uint16_t* k, const uint16_t* v, HeadStrides in_s, int64_t n,
+                             int64_t heads, int64_t t, int64_t d, double scale, bool causal,
+                             float rate, uint64_t seed, StepSource step, uint64_t first,
+                             cudaStream_t stream);
+// dq, dk, dv with grad_s; dout with out_s (the output's strides); q, k, v with in_s.
+void attention_backward_flash(uint16_t* dq, uint16_t* dk, uint16_t* dv, HeadStrides grad_s,
+                              const uint16_t* dout, HeadStrides out_s, const uint16_t* q,
+                              const uint16_t* k, const uint16_t* v, HeadStrides in_s, int64_t n,
+                              int64_t heads, int64_t t, int64_t d, double scale, bool causal,
+                              float rate, uint64_t seed, StepSource step, uint64_t first,
+                              void* workspace, cudaStream_t stream);
 
 }  // namespace remat

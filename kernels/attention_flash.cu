@@ -41,25 +41,32 @@ __host__ __device__ constexpr FlashSmem flash_forward_smem() {
   return FlashSmem{3, 1 + (D + 4 + kFlashSld - 1) / kFlashSld, 1, 0};
 }
 
+// The forward kernel's arguments: q, k, v and out with their strides (kernels/attention.h).
+struct FlashForward : FlashArgs {
+  __nv_bfloat16* out;
+  const __nv_bfloat16 *q, *k, *v;
+  HeadStrides out_s, in_s;
+};
+
 template <int D>
-__global__ void __launch_bounds__(kFlashThreads)
-    attention_flash_forward_kernel(__nv_bfloat16* out, const __nv_bfloat16* q,
-                                   const __nv_bfloat16* k, const __nv_bfloat16* v, int64_t t,
-                                   float scale, bool causal, float rate, float keep_scale,
-                                   uint64_t seed, StepSource step_at, uint64_t first) {
-  const uint64_t step = step_at.get();  // Note [step source]
+__global__ void __launch_bounds__(kFlashThreads) attention_flash_forward_kernel(FlashForward a) {
+  const uint64_t step = a.step.get();  // Note [step source]
+  const int64_t t = a.t;
+  const bool causal = a.causal;
+  const float scale = a.scale;
   extern __shared__ __align__(128) unsigned char flash_smem[];
   constexpr FlashSmem L = flash_forward_smem<D>();
   const FlashBlock blk(t, true);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i0 = blk.tile * kFlashRows, off = blk.b * t * D;
+  const int64_t i0 = blk.tile * kFlashRows, in = flash_offset(a.in_s, blk.b, a.heads);
+  const int64_t rs = a.in_s.row;
   __nv_bfloat16* qt = L.tile<D>(flash_smem, 0);
   __nv_bfloat16* kt = L.tile<D>(flash_smem, 1);
   __nv_bfloat16* vt = L.tile<D>(flash_smem, 2);
   float* s = L.ftile<D>(flash_smem, warp, 0);
   float* o = L.ftile<D>(flash_smem, warp, 1);  // 16 x (D + 4)
   __nv_bfloat16* p = L.ptile<D>(flash_smem, warp, 0);
-  flash_load<D>(qt, q + off, i0, t);
+  flash_load<D>(qt, a.q + in, i0, t, rs);
   for (int idx = lane; idx < 16 * (D + 4); idx += 32) o[idx] = 0.0f;
   // Lane pair (2r, 2r + 1) owns row r of the warp's 16: columns c = h + 2x, h = lane % 2.
   const int r = lane / 2, h = lane % 2;
@@ -69,8 +76,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   for (int64_t kt_i = 0; kt_i <= last; ++kt_i) {
     const int64_t j0 = kt_i * kFlashCols;
     __syncthreads();  // every warp is done with the previous K and V tiles
-    flash_load<D>(kt, k + off, j0, t);
-    flash_load<D>(vt, v + off, j0, t);
+    flash_load<D>(kt, a.k + in, j0, t, rs);
+    flash_load<D>(vt, a.v + in, j0, t, rs);
     __syncthreads();
     flash_dots<D>(s, qt + warp * 16 * kFlashLd<D>, kt);
     __syncwarp();
@@ -83,7 +90,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const float m_new = fmaxf(m, mx);
     const float alpha = m == -INFINITY ? 0.0f : expf(m - m_new);
     float sum = 0.0f;
-    const uint64_t row = first + static_cast<uint64_t>((blk.b * t + i) * t);
+    const uint64_t row = a.first + static_cast<uint64_t>((blk.b * t + i) * t);
     for (int x = 0; x < kFlashCols / 2; ++x) {
       const int c = h + 2 * x;
       const int64_t j = j0 + c;
@@ -91,7 +98,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       if (flash_visible(i, j, t, causal)) {
         const float e = expf(scale * s[r * kFlashSld + c] - m_new);
         sum += e;
-        pc = e * flash_keep(rate, keep_scale, seed, step, row + static_cast<uint64_t>(j));
+        pc = e * flash_keep(a.rate, a.keep_scale, a.seed, step, row + static_cast<uint64_t>(j));
       }
       p[r * kFlashPld + c] = __float2bfloat16_rn(pc);
     }
@@ -120,22 +127,17 @@ __global__ void __launch_bounds__(kFlashThreads)
   // o = O / l. Both lanes of a row hold the same l; lane h writes the columns e = h + 2y.
   if (i < t) {
     const float inv = 1.0f / l;
-    __nv_bfloat16* dst = out + off + i * D;
+    __nv_bfloat16* dst = a.out + flash_offset(a.out_s, blk.b, a.heads) + i * a.out_s.row;
     for (int e = h; e < D; e += 2) dst[e] = __float2bfloat16_rn(o[r * (D + 4) + e] * inv);
   }
 }
 
 template <int D>
-void forward_launch(__nv_bfloat16* out, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                    const __nv_bfloat16* v, int64_t bh, int64_t t, double scale, bool causal,
-                    float rate, uint64_t seed, StepSource step, uint64_t first,
-                    cudaStream_t stream) {
+void forward_launch(const FlashForward& a, int64_t bh, cudaStream_t stream) {
   constexpr size_t smem = flash_forward_smem<D>().template bytes<D>();
   static_assert(smem <= 160 * 1024, "more shared memory than an A100 block may take");
   allow_shared(attention_flash_forward_kernel<D>, smem);
-  attention_flash_forward_kernel<D><<<flash_grid(bh, t), kFlashThreads, smem, stream>>>(
-      out, q, k, v, t, static_cast<float>(scale), causal, rate,
-      static_cast<float>(rng_keep_scale(rate)), seed, step, first);
+  attention_flash_forward_kernel<D><<<flash_grid(bh, a.t), kFlashThreads, smem, stream>>>(a);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
@@ -143,22 +145,23 @@ void forward_launch(__nv_bfloat16* out, const __nv_bfloat16* q, const __nv_bfloa
 
 bool attention_flash_supports(int64_t d) { return d == 32 || d == 64 || d == 128; }
 
-void attention_forward_flash(uint16_t* out, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                             int64_t bh, int64_t t, int64_t d, double scale, bool causal,
-                             float rate, uint64_t seed, StepSource step, uint64_t first,
-                             cudaStream_t stream) {
-  check_flash_args(bh, t, d, rate, q, k, v, out);
+void attention_forward_flash(uint16_t* out, HeadStrides out_s, const uint16_t* q, const uint16_t* k,
+                             const uint16_t* v, HeadStrides in_s, int64_t n, int64_t heads,
+                             int64_t t, int64_t d, double scale, bool causal, float rate,
+                             uint64_t seed, StepSource step, uint64_t first, cudaStream_t stream) {
+  REMAT_CHECK(n >= 0 && heads >= 0,
+              "attention: negative size (n " << n << ", heads " << heads << ")");
+  const int64_t bh = n * heads;
+  check_flash_args(bh, t, d, rate, {out_s, in_s}, q, k, v, out);
   if (bh == 0 || t == 0) return;
-  auto launch = [&](auto f) {
-    f(bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), bh, t, scale, causal, rate, seed, step,
-      first, stream);
-  };
+  const FlashForward a{{flash_args(heads, t, scale, causal, rate, seed, step, first)},
+                       bf16_ptr(out), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v), out_s, in_s};
   if (d == 32)
-    launch(forward_launch<32>);
+    forward_launch<32>(a, bh, stream);
   else if (d == 64)
-    launch(forward_launch<64>);
+    forward_launch<64>(a, bh, stream);
   else
-    launch(forward_launch<128>);
+    forward_launch<128>(a, bh, stream);
 }
 
 }  // namespace remat

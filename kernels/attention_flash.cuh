@@ -7,7 +7,9 @@
 #include <mma.h>
 
 #include <cstdint>
+#include <initializer_list>
 
+#include "kernels/attention.h"  // HeadStrides
 #include "kernels/attention_launch.cuh"
 #include "kernels/common.cuh"
 #include "kernels/rng.h"
@@ -71,16 +73,17 @@ struct FlashSmem {
   }
 };
 
-// Rows [r0, r0 + 64) of a [t, D] bf16 matrix into a tile (row stride kFlashLd<D>), 16 bytes
-// a load; zeros past row t. src is 16-byte aligned (the launchers check).
+// Rows [r0, r0 + 64) of a block of t rows `stride` elements apart (row i at src + i stride) into
+// a tile (row stride kFlashLd<D>), 16 bytes a load; zeros past row t. src and stride are
+// 16-byte aligned (the launchers check).
 template <int D>
 __device__ __forceinline__ void flash_load(__nv_bfloat16* dst, const __nv_bfloat16* src, int64_t r0,
-                                           int64_t t) {
+                                           int64_t t, int64_t stride) {
   constexpr int kChunks = D / 8;
   for (int idx = threadIdx.x; idx < kFlashRows * kChunks; idx += kFlashThreads) {
     const int r = idx / kChunks, c = idx - r * kChunks;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (r0 + r < t) v = *reinterpret_cast<const uint4*>(src + (r0 + r) * D + c * 8);
+    if (r0 + r < t) v = *reinterpret_cast<const uint4*>(src + (r0 + r) * stride + c * 8);
     *reinterpret_cast<uint4*>(dst + r * kFlashLd<D> + c * 8) = v;
   }
 }
@@ -129,11 +132,12 @@ __device__ __forceinline__ void flash_accumulate(FlashAcc (&acc)[D / 16], const 
   }
 }
 
-// Stores a warp's 16 x D accumulators, times `scale`, as bf16 rows r < rows of dst (row
-// stride D), through `scratch` (this warp's 16 x (D + 4) floats).
+// Stores a warp's 16 x D accumulators, times `scale`, as bf16 rows r < rows of dst (`stride`
+// elements apart), through `scratch` (this warp's 16 x (D + 4) floats).
 template <int D>
 __device__ __forceinline__ void flash_store(__nv_bfloat16* dst, int64_t rows,
-                                            FlashAcc (&acc)[D / 16], float scale, float* scratch) {
+                                            FlashAcc (&acc)[D / 16], float scale, float* scratch,
+                                            int64_t stride) {
 #pragma unroll
   for (int x = 0; x < D / 16; ++x)
     wmma::store_matrix_sync(scratch + x * 16, acc[x], D + 4, wmma::mem_row_major);
@@ -141,8 +145,7 @@ __device__ __forceinline__ void flash_store(__nv_bfloat16* dst, int64_t rows,
   const int lane = threadIdx.x % 32;
   for (int idx = lane; idx < 16 * D; idx += 32) {
     const int r = idx / D, e = idx - r * D;
-    if (r < rows)
-      dst[static_cast<int64_t>(r) * D + e] = __float2bfloat16_rn(scale * scratch[r * (D + 4) + e]);
+    if (r < rows) dst[r * stride + e] = __float2bfloat16_rn(scale * scratch[r * (D + 4) + e]);
   }
   __syncwarp();
 }
@@ -171,20 +174,46 @@ struct FlashBlock {
                         : static_cast<int64_t>(blockIdx.y)) {}
 };
 
+// What every flash kernel takes besides its tensors: the sizes, the softmax scale, the mask and
+// the dropout numbering (Note [fused attention] in ops/attention.cpp).
+struct FlashArgs {
+  int64_t heads, t;
+  float scale;
+  bool causal;
+  float rate, keep_scale;
+  uint64_t seed;
+  StepSource step;
+  uint64_t first;
+};
+inline FlashArgs flash_args(int64_t heads, int64_t t, double scale, bool causal, float rate,
+                            uint64_t seed, StepSource step, uint64_t first) {
+  return {heads, t, static_cast<float>(scale), causal, rate,
+          static_cast<float>(rng_keep_scale(rate)), seed, step, first};
+}
+
+// Element offset of (sample, head) b's row 0 in a tensor with strides `s`.
+__device__ __forceinline__ int64_t flash_offset(const HeadStrides& s, int64_t b, int64_t heads) {
+  return (b / heads) * s.sample + (b % heads) * s.head;
+}
+
 // Grid of the flash kernels: bh x tiles blocks.
 inline dim3 flash_grid(int64_t bh, int64_t t) {
   return dim3(static_cast<unsigned>(bh), static_cast<unsigned>((t + kFlashRows - 1) / kFlashRows));
 }
 
-inline void check_flash_args(int64_t bh, int64_t t, int64_t d, float rate, const void* a,
+inline void check_flash_args(int64_t bh, int64_t t, int64_t d, float rate,
+                             std::initializer_list<HeadStrides> strides, const void* a,
                              const void* b, const void* c, const void* e = nullptr) {
   check_attention_sizes(bh, t, d, rate);
   REMAT_CHECK(d == 32 || d == 64 || d == 128,
               "attention: the flash kernels hold head sizes 32, 64 and 128 (D = " << d << ")");
   REMAT_CHECK(bh < (int64_t{1} << 31) && (t + kFlashRows - 1) / kFlashRows < 65536,
               "attention: " << bh << " x " << t << " rows exceed the flash kernels' grid");
-  REMAT_CHECK(aligned16(a, b, c) && aligned16(e),
-              "attention: the flash kernels need 16-byte aligned tensors");
+  bool rows16 = true;  // every row of every block starts 16 bytes aligned
+  for (const HeadStrides& s : strides)
+    rows16 &= s.sample % 8 == 0 && s.head % 8 == 0 && s.row % 8 == 0;
+  REMAT_CHECK(aligned16(a, b, c) && aligned16(e) && rows16,
+              "attention: the flash kernels need 16-byte aligned tensors and rows");
 }
 
 }  // namespace

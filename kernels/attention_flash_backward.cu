@@ -19,28 +19,20 @@ __host__ __device__ constexpr FlashSmem flash_dkv_smem() {
 static_assert(2 * kFlashSld >= 128 + 4, "the store scratch of a warp spans its two FP32 tiles");
 
 // The arguments both backward kernels take.
-struct FlashGrad {
-  __nv_bfloat16* grads;  // [N, 3 heads, t, D]: dq, dk, dv (Note [fused attention])
-  float* stats;          // workspace: m, l, delta of row (b, i) at 3 (b t + i)
-  const __nv_bfloat16 *dout, *q, *k, *v;
-  int64_t heads, t;
-  float scale;
-  bool causal;
-  float rate, keep_scale;
-  uint64_t seed;
-  StepSource step;
-  uint64_t first;
+struct FlashGrad : FlashArgs {
+  __nv_bfloat16* grads[3];                // dq, dk, dv, each with grad_s
+  float* stats;                           // workspace: m, l, delta of row (b, i) at 3 (b t + i)
+  const __nv_bfloat16 *dout, *q, *k, *v;  // dout with out_s, q, k, v with in_s
+  HeadStrides grad_s, out_s, in_s;
 };
 
-// Row i's gradient block g (0 dq, 1 dk, 2 dv) of (sample, head) b.
-template <int D>
+// Row i of gradient g (0 dq, 1 dk, 2 dv) of (sample, head) b.
 __device__ __forceinline__ __nv_bfloat16* grad_rows(const FlashGrad& a, int64_t b, int g,
                                                     int64_t i) {
-  const int64_t n = b / a.heads, h = b % a.heads;
-  return a.grads + (((n * 3 + g) * a.heads + h) * a.t + i) * D;
+  return a.grads[g] + flash_offset(a.grad_s, b, a.heads) + i * a.grad_s.row;
 }
 
-// ---- per query tile: m, l, delta to the workspace; dq -------------------------------------------
+// ---- per query tile: m, l, delta to the workspace; dq ------------------------------------------
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(FlashGrad a) {
   const uint64_t step = a.step.get();  // Note [step source]
@@ -49,7 +41,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
   const int64_t t = a.t;
   const FlashBlock blk(t, true);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i0 = blk.tile * kFlashRows, off = blk.b * t * D;
+  const int64_t i0 = blk.tile * kFlashRows, in = flash_offset(a.in_s, blk.b, a.heads);
+  const int64_t out = flash_offset(a.out_s, blk.b, a.heads), rs = a.in_s.row;
   __nv_bfloat16* qt = L.tile<D>(flash_smem, 0);
   __nv_bfloat16* dot = L.tile<D>(flash_smem, 1);
   __nv_bfloat16* kt = L.tile<D>(flash_smem, 2);
@@ -57,8 +50,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
   float* s = L.ftile<D>(flash_smem, warp, 0);
   float* w = L.ftile<D>(flash_smem, warp, 1);
   __nv_bfloat16* ds = L.ptile<D>(flash_smem, warp, 0);
-  flash_load<D>(qt, a.q + off, i0, t);
-  flash_load<D>(dot, a.dout + off, i0, t);
+  flash_load<D>(qt, a.q + in, i0, t, rs);
+  flash_load<D>(dot, a.dout + out, i0, t, a.out_s.row);
   const int r = lane / 2, h = lane % 2;  // lane pair (2r, 2r + 1): row r, columns h + 2x
   const int64_t i = i0 + warp * 16 + r;
   const uint64_t row = a.first + static_cast<uint64_t>((blk.b * t + i) * t);
@@ -72,8 +65,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
     for (int64_t kt_i = 0; kt_i <= last; ++kt_i) {
       const int64_t j0 = kt_i * kFlashCols;
       __syncthreads();
-      flash_load<D>(kt, a.k + off, j0, t);
-      flash_load<D>(vt, a.v + off, j0, t);
+      flash_load<D>(kt, a.k + in, j0, t, rs);
+      flash_load<D>(vt, a.v + in, j0, t, rs);
       __syncthreads();
       flash_dots<D>(s, qt + warp * 16 * kFlashLd<D>, kt);   // q_i . k_j
       flash_dots<D>(w, dot + warp * 16 * kFlashLd<D>, vt);  // dO_i . v_j
@@ -122,17 +115,16 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dq_kernel(Flash
     }
   }
   if (h == 0 && i < t) {
-    float* out = a.stats + 3 * (blk.b * t + i);
-    out[0] = m;
-    out[1] = l;
-    out[2] = dl / l;
+    float* row_stats = a.stats + 3 * (blk.b * t + i);
+    row_stats[0] = m;
+    row_stats[1] = l;
+    row_stats[2] = dl / l;
   }
   const int64_t rows = t - (i0 + warp * 16);
-  flash_store<D>(grad_rows<D>(a, blk.b, 0, i0 + warp * 16), rows, acc, a.scale, s);
+  flash_store<D>(grad_rows(a, blk.b, 0, i0 + warp * 16), rows, acc, a.scale, s, a.grad_s.row);
 }
 
-// ---- per key tile: dk, dv over the query tiles that see it
-// ---------------------------------------
+// ---- per key tile: dk, dv over the query tiles that see it -------------------------------------
 template <int D>
 __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(FlashGrad a) {
   const uint64_t step = a.step.get();  // Note [step source]
@@ -141,7 +133,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(Flas
   const int64_t t = a.t;
   const FlashBlock blk(t, false);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t j0 = blk.tile * kFlashRows, off = blk.b * t * D;
+  const int64_t j0 = blk.tile * kFlashRows, in = flash_offset(a.in_s, blk.b, a.heads);
+  const int64_t out = flash_offset(a.out_s, blk.b, a.heads), rs = a.in_s.row;
   __nv_bfloat16* kt = L.tile<D>(flash_smem, 0);
   __nv_bfloat16* vt = L.tile<D>(flash_smem, 1);
   __nv_bfloat16* qt = L.tile<D>(flash_smem, 2);
@@ -153,8 +146,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(Flas
   float* sm_m = L.stat<D>(flash_smem, 0);
   float* sm_l = L.stat<D>(flash_smem, 1);
   float* sm_delta = L.stat<D>(flash_smem, 2);
-  flash_load<D>(kt, a.k + off, j0, t);
-  flash_load<D>(vt, a.v + off, j0, t);
+  flash_load<D>(kt, a.k + in, j0, t, rs);
+  flash_load<D>(vt, a.v + in, j0, t, rs);
   const int c = lane / 2, h = lane % 2;  // lane pair: key row c, query columns h + 2x
   const int64_t j = j0 + warp * 16 + c;
   FlashAcc dk[D / 16], dv[D / 16];
@@ -166,8 +159,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(Flas
   for (int64_t qt_i = a.causal ? blk.tile : 0; qt_i < blk.tiles; ++qt_i) {
     const int64_t i0 = qt_i * kFlashCols;
     __syncthreads();
-    flash_load<D>(qt, a.q + off, i0, t);
-    flash_load<D>(dot, a.dout + off, i0, t);
+    flash_load<D>(qt, a.q + in, i0, t, rs);
+    flash_load<D>(dot, a.dout + out, i0, t, a.out_s.row);
     for (int x = threadIdx.x; x < kFlashCols; x += kFlashThreads) {
       const bool in = i0 + x < t;
       const float* in_row = a.stats + 3 * (blk.b * t + i0 + x);
@@ -198,8 +191,8 @@ __global__ void __launch_bounds__(kFlashThreads) attention_flash_dkv_kernel(Flas
     flash_accumulate<D>(dk, ds, qt);   // dk_j += dS_ij q_i
   }
   const int64_t rows = t - (j0 + warp * 16);
-  flash_store<D>(grad_rows<D>(a, blk.b, 1, j0 + warp * 16), rows, dk, a.scale, s);
-  flash_store<D>(grad_rows<D>(a, blk.b, 2, j0 + warp * 16), rows, dv, 1.0f, s);
+  flash_store<D>(grad_rows(a, blk.b, 1, j0 + warp * 16), rows, dk, a.scale, s, a.grad_s.row);
+  flash_store<D>(grad_rows(a, blk.b, 2, j0 + warp * 16), rows, dv, 1.0f, s, a.grad_s.row);
 }
 
 template <int D>
@@ -218,33 +211,24 @@ void backward_launch(const FlashGrad& a, int64_t bh, cudaStream_t stream) {
 
 }  // namespace
 
-void attention_backward_flash(uint16_t* grads, const uint16_t* dout, const uint16_t* q,
-                              const uint16_t* k, const uint16_t* v, int64_t n, int64_t heads,
-                              int64_t t, int64_t d, double scale, bool causal, float rate,
-                              uint64_t seed, StepSource step, uint64_t first, void* workspace,
-                              cudaStream_t stream) {
+void attention_backward_flash(uint16_t* dq, uint16_t* dk, uint16_t* dv, HeadStrides grad_s,
+                              const uint16_t* dout, HeadStrides out_s, const uint16_t* q,
+                              const uint16_t* k, const uint16_t* v, HeadStrides in_s, int64_t n,
+                              int64_t heads, int64_t t, int64_t d, double scale, bool causal,
+                              float rate, uint64_t seed, StepSource step, uint64_t first,
+                              void* workspace, cudaStream_t stream) {
   REMAT_CHECK(n >= 0 && heads >= 0,
               "attention: negative size (n " << n << ", heads " << heads << ")");
   const int64_t bh = n * heads;
-  check_flash_args(bh, t, d, rate, dout, q, k, v);
-  REMAT_CHECK(aligned16(grads), "attention: the flash kernels need 16-byte aligned tensors");
+  check_flash_args(bh, t, d, rate, {grad_s, out_s, in_s}, dout, q, k, v);
+  REMAT_CHECK(aligned16(dq, dk, dv), "attention: the flash kernels need 16-byte aligned tensors");
   if (bh == 0 || t == 0) return;
   REMAT_CHECK(workspace != nullptr, "attention_backward: null workspace");
-  FlashGrad a{bf16_ptr(grads),
-              static_cast<float*>(workspace),
-              bf16_ptr(dout),
-              bf16_ptr(q),
-              bf16_ptr(k),
-              bf16_ptr(v),
-              heads,
-              t,
-              static_cast<float>(scale),
-              causal,
-              rate,
-              static_cast<float>(rng_keep_scale(rate)),
-              seed,
-              step,
-              first};
+  const FlashGrad a{{flash_args(heads, t, scale, causal, rate, seed, step, first)},
+                    {bf16_ptr(dq), bf16_ptr(dk), bf16_ptr(dv)},
+                    static_cast<float*>(workspace),
+                    bf16_ptr(dout), bf16_ptr(q), bf16_ptr(k), bf16_ptr(v),
+                    grad_s, out_s, in_s};
   if (d == 32)
     backward_launch<32>(a, bh, stream);
   else if (d == 64)

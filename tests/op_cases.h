@@ -45,7 +45,7 @@ inline std::vector<ConvCase> conv2d_cases() {
 
 // The transformer ops (and dense over rank 3) at small shapes: every op of a GPT block, both
 // softmax modes, every matmul transpose combination with batch dimensions, the token loss with
-// an ignored target, fused attention (causal, scaled, with dropout), and the optimizer ops GPT
+// an ignored target, fused attention (causal, scaled, with dropout, packed qkv), and the optimizer ops GPT
 // training uses. `tol` is the gradient check's.
 struct TransformerCase {
   const char* name;
@@ -80,6 +80,9 @@ inline std::vector<TransformerCase> transformer_cases() {
                             {f32({1, 3, 4, 2}), f32({1, 3, 4, 2}), f32({1, 3, 4, 2})}}, kTolNormalize},
       {"attention_dropout", {"attention", attr_map({{"dropout", 0.3}}),
                              {f32({1, 2, 6, 2}), f32({1, 2, 6, 2}), f32({1, 2, 6, 2})}}, kTolNormalize},
+      // the token layout (Note [attention layouts]): qkv [N, T, 3C] of 2 heads of 3
+      {"attention_packed", {"attention", attr_map({{"heads", int64_t{2}}, {"dropout", 0.2}}),
+                            {f32({2, 5, 18})}}, kTolNormalize},
   };
 }
 

@@ -136,6 +136,72 @@ TEST(Attention, ErrorsNameTheShapes) {
              "field 'dropout'");
 }
 
+// The token layout (Note [attention layouts]): attention on a packed qkv [N, T, 3C] with
+// `heads` is, bit for bit, the heads layout on q, k, v split out of it, its output merged back
+// and its three gradients packed side by side (the same double sums in the same order, the
+// same dropout numbering).
+TEST(Attention, PackedQkvEqualsTheHeadsLayoutBitForBit) {
+  const int64_t n = 2, t = 6, h = 3, d = 4, c = h * d;
+  for (bool causal : {true, false}) {
+    const AttrMap heads_attrs = attr_map({{"causal", causal}, {"dropout", 0.25}});
+    AttrMap packed_attrs = heads_attrs;
+    packed_attrs.values["heads"] = h;
+    const Floats qkv = random_values(static_cast<size_t>(n * t * 3 * c), 9);
+    const Floats dout = random_values(static_cast<size_t>(n * t * c), 10);
+    // [N, H, T, D] element of part p (0 q, 1 k, 2 v) and the token tensor's index of it.
+    auto token_at = [&](int64_t s, int64_t i, int64_t p, int64_t hh, int64_t e, int64_t width) {
+      return static_cast<size_t>((s * t + i) * width + p * c + hh * d + e);
+    };
+    auto heads_at = [&](int64_t s, int64_t hh, int64_t i, int64_t e) {
+      return static_cast<size_t>(((s * h + hh) * t + i) * d + e);
+    };
+    std::vector<Floats> parts(3, Floats(static_cast<size_t>(n * h * t * d)));
+    Floats dout_heads(parts[0].size());
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t e = 0; e < d; ++e) {
+            for (int p = 0; p < 3; ++p)
+              parts[p][heads_at(s, hh, i, e)] = qkv[token_at(s, i, p, hh, e, 3 * c)];
+            dout_heads[heads_at(s, hh, i, e)] = dout[token_at(s, i, 0, hh, e, c)];
+          }
+    const TensorDesc x = f32({n, h, t, d});
+    OpHarness split(registry(), {"attention", heads_attrs, {x, x, x}});
+    for (int p = 0; p < 3; ++p) split.set_input(p, parts[p]);
+    const Floats out_heads = split.forward();
+    const auto g_heads = split.gradients(dout_heads);
+    OpHarness packed(registry(), {"attention", packed_attrs, {f32({n, t, 3 * c})}});
+    packed.set_input(0, qkv);
+    const Floats out = packed.forward();
+    const auto g = packed.gradients(dout);
+    ASSERT_EQ(out.size(), dout.size());
+    ASSERT_EQ(g.size(), 1u);
+    ASSERT_EQ(g[0].size(), qkv.size());
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t hh = 0; hh < h; ++hh)
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t e = 0; e < d; ++e) {
+            ASSERT_EQ(out[token_at(s, i, 0, hh, e, c)], out_heads[heads_at(s, hh, i, e)]);
+            for (int p = 0; p < 3; ++p)
+              ASSERT_EQ(g[0][token_at(s, i, p, hh, e, 3 * c)], g_heads[p][heads_at(s, hh, i, e)])
+                  << "gradient " << p << " sample " << s << " head " << hh << " row " << i;
+          }
+  }
+}
+
+TEST(Attention, PackedQkvErrorsNameTheShapes) {
+  const AttrMap two_heads = attr_map({{"heads", int64_t{2}}});
+  EXPECT_HAS(case_error({"attention", two_heads, {f32({2, 5, 16})}}),
+             "attention with heads 2 expects qkv [N, T, 3C]");
+  EXPECT_HAS(case_error({"attention", two_heads, {f32({2, 5, 3, 6})}}),
+             "attention with heads 2 expects qkv [N, T, 3C]");
+  EXPECT_HAS(case_error({"attention", two_heads, {f32({2, 5, 18}), f32({2, 5, 18})}}),
+             "attention with heads expects one input");
+  EXPECT_HAS(case_error({"attention", {}, {f32({2, 5, 18})}}), "attention expects 3 inputs");
+  EXPECT_HAS(case_error({"attention", attr_map({{"heads", int64_t{0}}}), {f32({2, 5, 18})}}),
+             "field 'heads'");
+}
+
 // ---- configs/gpt2_fused.yaml ----------------------------------------------------------------
 
 ModelConfig load(const std::string& name) {
@@ -178,8 +244,9 @@ TEST(Gpt2Fused, NoSequenceSquaredValuesAndLessMemory) {
   EXPECT_LT(keep_peak(fused), keep_peak(written) - probs_bytes);
 }
 
-// gpt2_tiny with the fused op (and attention dropout 0.1) in place of its written-out attention.
-ModelConfig tiny_fused() {
+// gpt2_tiny with the fused op (and attention dropout 0.1) in place of its written-out attention:
+// on split q, k, v heads, or (packed) on one c_attn linear's qkv, as configs/gpt2_fused.yaml.
+ModelConfig tiny_fused(bool packed = false) {
   std::ifstream f(test_source_dir() + "/configs/gpt2_tiny.yaml");
   std::stringstream text;
   text << f.rdbuf();
@@ -194,14 +261,24 @@ ModelConfig tiny_fused() {
   yaml.replace(at, written.size(),
                "      - {name: attended, op: attention, inputs: [q_heads, k_heads, v_heads], "
                "causal: true, scale: 0.25, dropout: 0.1}\n");
-  return parse_model_config(yaml, "gpt2_tiny_fused.yaml");
+  if (packed) {
+    const size_t from = yaml.find("      - {name: q, op: linear");
+    const std::string merged = "      - {name: merged, op: merge_heads}\n";
+    const size_t to = yaml.find(merged);
+    EXPECT_TRUE(from != std::string::npos && to != std::string::npos && from < to);
+    if (from == std::string::npos || to == std::string::npos) return load("gpt2_tiny");
+    yaml.replace(from, to + merged.size() - from,
+                 "      - {name: c_attn, op: linear, units: 192, init_std: 0.02}\n"
+                 "      - {name: attended, op: attention, heads: 4, causal: true, scale: 0.25, "
+                 "dropout: 0.1}\n");
+  }
+  return parse_model_config(yaml, packed ? "gpt2_tiny_packed.yaml" : "gpt2_tiny_fused.yaml");
 }
 
 // Three CPU steps keeping everything (first loss about ln V, measured peak = predicted), then
 // under budgets that make the plan recompute: the losses equal keep-everything's bit for bit
 // (the attention's dropout masks replay).
-TEST(Gpt2Fused, CpuStepsKeepEverythingAndRecomputing) {
-  const ModelConfig cfg = tiny_fused();
+void cpu_steps_keep_everything_and_recomputing(const ModelConfig& cfg) {
   const Graph g = training_graph(cfg);
   auto run = [&](const std::string& strategy, double fraction, int* recomputes) {
     auto be = make_cpu_backend();
@@ -241,6 +318,19 @@ TEST(Gpt2Fused, CpuStepsKeepEverythingAndRecomputing) {
     EXPECT_EQ(run("chen-greedy", fraction, &some), keep) << fraction;
     EXPECT_GT(some, 0) << fraction;
   }
+}
+
+TEST(Gpt2Fused, CpuStepsKeepEverythingAndRecomputing) {
+  cpu_steps_keep_everything_and_recomputing(tiny_fused());
+}
+// The same with q, k and v packed in one linear (Note [attention layouts]): no split_heads,
+// merge_heads or gradient slices in the graph.
+TEST(Gpt2Fused, PackedQkvCpuStepsKeepEverythingAndRecomputing) {
+  const ModelConfig cfg = tiny_fused(true);
+  const Graph g = training_graph(cfg);
+  for (const Node& n : g.nodes)
+    EXPECT_TRUE(n.op != "split_heads" && n.op != "merge_heads" && n.op != "concat_slice") << n.name;
+  cpu_steps_keep_everything_and_recomputing(cfg);
 }
 
 }  // namespace

@@ -23,11 +23,42 @@ struct FlashCase {
   Shape shape;  // [N, H, T, D]
   bool causal;
   double rate;
+  bool packed = false;  // one qkv [N, T, 3 H D] with `heads` (Note [attention layouts])
 };
 
 OpCase attention_case(const FlashCase& f) {
+  AttrMap attrs = attr_map({{"causal", f.causal}, {"dropout", f.rate}});
+  if (f.packed) {
+    attrs.values["heads"] = f.shape[1];
+    return {"attention", attrs, {bf16({f.shape[0], f.shape[2], 3 * f.shape[1] * f.shape[3]})}};
+  }
   const TensorDesc x = bf16(f.shape);
-  return {"attention", attr_map({{"causal", f.causal}, {"dropout", f.rate}}), {x, x, x}};
+  return {"attention", attrs, {x, x, x}};
+}
+
+// Part p of a token-layout tensor [N, T, k H D] as a heads-layout [N, H, T, D] (element order
+// of Note [attention layouts]); and the reverse for the gradient's [N, T, 3 H D] -> [N, 3H, T, D].
+std::vector<float> to_heads(const std::vector<float>& x, const Shape& s, int64_t k, int64_t p) {
+  const int64_t n = s[0], h = s[1], t = s[2], d = s[3];
+  std::vector<float> out(static_cast<size_t>(n * h * t * d));
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t e = 0; e < d; ++e)
+          out[static_cast<size_t>(((a * h + hh) * t + i) * d + e)] =
+              x[static_cast<size_t>((a * t + i) * k * h * d + p * h * d + hh * d + e)];
+  return out;
+}
+std::vector<float> grads_to_heads(const std::vector<float>& g, const Shape& s) {
+  std::vector<float> out;
+  const int64_t n = s[0], block = s[1] * s[2] * s[3];
+  out.reserve(g.size());
+  for (int64_t a = 0; a < n; ++a)
+    for (int64_t p = 0; p < 3; ++p) {
+      const std::vector<float> part = to_heads(g, s, 3, p);
+      out.insert(out.end(), part.begin() + a * block, part.begin() + (a + 1) * block);
+    }
+  return out;
 }
 
 AttentionCase sizes_of(const FlashCase& f, const CudaOpHarness& h) {
@@ -44,22 +75,33 @@ AttentionCase sizes_of(const FlashCase& f, const CudaOpHarness& h) {
           0};
 }
 
-// q, k, v and dO as both backends get them (bf16 values, widened).
-AttentionInputs inputs_of(CudaOpHarness& h) {
+// q, k, v and dO as both backends get them (bf16 values, widened), in the heads layout.
+AttentionInputs inputs_of(const FlashCase& c, CudaOpHarness& h) {
   const Graph& g = h.graph();
   const Node& f = g.nodes.at(0);
+  const std::vector<float> dy = h.host().value(g.find_value("dy"));
+  if (c.packed) {
+    const std::vector<float> qkv = h.host().value(f.inputs[0]);
+    return {to_heads(qkv, c.shape, 3, 0), to_heads(qkv, c.shape, 3, 1),
+            to_heads(qkv, c.shape, 3, 2), to_heads(dy, c.shape, 1, 0)};
+  }
   return {h.host().value(f.inputs[0]), h.host().value(f.inputs[1]), h.host().value(f.inputs[2]),
-          h.host().value(g.find_value("dy"))};
+          dy};
 }
 
-// The op's output and its gradient's packed output after a run of the harness graph on `b`.
-AttentionOutputs run_attention(CudaOpHarness& h, Backend& b) {
+// The op's output and its gradient's output after a run of the harness graph on `b`, in the
+// heads layout ([N, H, T, D] and [N, 3H, T, D]).
+AttentionOutputs run_attention(const FlashCase& c, CudaOpHarness& h, Backend& b) {
   const GraphRun r = h.run_graph(b);
   const Graph& g = h.graph();
   AttentionOutputs o;
   o.out = r.f.at(static_cast<size_t>(g.nodes.at(0).output));
   for (const Node& n : g.nodes)
     if (n.op == "attention_grad") o.grads = r.f.at(static_cast<size_t>(n.output));
+  if (c.packed) {
+    o.out = to_heads(o.out, c.shape, 1, 0);
+    o.grads = grads_to_heads(o.grads, c.shape);
+  }
   return o;
 }
 
@@ -72,6 +114,8 @@ const std::vector<FlashCase>& gpu_cases() {
       {"causal_d128", {1, 1, 130, 128}, true, 0.0},
       {"full_dropout_short", {2, 2, 5, 64}, false, 0.3},
       {"gpt2_length", {1, 2, 1024, 64}, true, 0.1},
+      {"packed_causal_dropout", {2, 3, 100, 64}, true, 0.1, true},
+      {"packed_gpt2_heads", {1, 12, 256, 64}, true, 0.1, true},
   };
   return cases;
 }
@@ -80,12 +124,13 @@ TEST(FlashAttentionBound, HoldsForTheKernelsRoundingAndCatchesAMissingMask) {
   const OpRegistry reg = make_builtin_registry();
   std::unique_ptr<Backend> cpu = make_cpu_backend();
   for (const FlashCase& f : {FlashCase{"causal_dropout", {1, 2, 70, 32}, true, 0.2},
-                             FlashCase{"full", {2, 1, 40, 64}, false, 0.0}}) {
+                             FlashCase{"full", {2, 1, 40, 64}, false, 0.0},
+                             FlashCase{"packed", {2, 2, 30, 32}, true, 0.2, true}}) {
     SCOPED_TRACE(f.name);
     CudaOpHarness h(reg, attention_case(f));
     const AttentionCase c = sizes_of(f, h);
-    const AttentionInputs x = inputs_of(h);
-    const AttentionOutputs want = run_attention(h, *cpu);
+    const AttentionInputs x = inputs_of(f, h);
+    const AttentionOutputs want = run_attention(f, h, *cpu);
     EXPECT_TRUE(within_flash_bound(c, x, want, attention_flash_model(c, x)));
     // The bound is not vacuous: a result with the dropout mask missing from dv fails it, and so
     // does the reference's output 5 % off (the size of one missed term at T = 20).
@@ -116,7 +161,8 @@ TEST_F(CudaFlashAttention, WithinItsBoundOfTheCpuAndRerunsIdentically) {
     CudaOpHarness h(registry(), attention_case(f));
     const AttentionCase c = sizes_of(f, h);
     EXPECT_TRUE(
-        within_flash_bound(c, inputs_of(h), run_attention(h, *cpu), run_attention(h, *gpu)));
+        within_flash_bound(c, inputs_of(f, h), run_attention(f, h, *cpu),
+                           run_attention(f, h, *gpu)));
     EXPECT_TRUE(h.check_rerun_identical(*gpu));
   }
 }

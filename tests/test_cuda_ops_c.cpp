@@ -62,7 +62,7 @@ TEST_F(CudaOpsC, BiasGradientsOverManyRows) {
 }
 
 // The fused attention kernels' loops (kernels/attention.cu): rows longer than a block, head
-// sizes over one staged chunk (256), causal with dropout and full, fp32 and bf16.
+// sizes over one staged chunk (256), causal with dropout and full, the token layout, fp32 and bf16.
 TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
   for (bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "bf16" : "fp32");
@@ -73,6 +73,10 @@ TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
     expect_matches_cpu(cuda(), registry(),
                        as({"attention", attr_map({{"causal", false}}),
                            {f32({1, 2, 40, 272}), f32({1, 2, 40, 272}), f32({1, 2, 40, 272})}}));
+    // the token layout through the workspace copies (Note [token layout on the row kernels])
+    expect_matches_cpu(cuda(), registry(),
+                       as({"attention", attr_map({{"heads", int64_t{3}}, {"dropout", 0.1}}),
+                           {f32({2, 300, 3 * 3 * 64})}}));
   }
 }
 
@@ -94,6 +98,8 @@ TEST_F(CudaOpsC, TiledAttentionMatchesTheCpu) {
     expect_matches_cpu(*tiled, registry(),
                        as({"attention", attr_map({{"causal", false}, {"dropout", 0.3}}), qkv({2, 2, 5, 8})}));
     expect_matches_cpu(*tiled, registry(), as({"attention", attr_map({{"causal", false}}), qkv({1, 2, 40, 272})}));
+    expect_matches_cpu(*tiled, registry(),
+                       as({"attention", attr_map({{"heads", int64_t{2}}}), {f32({2, 70, 3 * 2 * 32})}}));
   }
 }
 

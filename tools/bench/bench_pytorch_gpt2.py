@@ -43,12 +43,18 @@ def gpt2_hparams(cfg, path):
     block = blocks[0]
     inner = block["layers"]
     linears = [x for x in inner if x.get("op") in ("linear", "dense")]
+    # q, k and v as three linears split into heads, or packed in one (c_attn) under an attention
+    # op with `heads` (Note [attention layouts] in ops/attention.h): the same model to PyTorch.
+    packed = len(linears) == 4
+    if packed:
+        linears = [linears[0]] * 3 + linears[1:]
     if len(linears) != 6:
-        raise ConfigError(f"{path}: a block should have 6 linears (q, k, v, proj, fc, proj), "
-                          f"has {len(linears)}")
-    heads = {int(x["heads"]) for x in inner if x.get("op") == "split_heads"}
+        raise ConfigError(f"{path}: a block should have 6 linears (q, k, v, proj, fc, proj) or 4 "
+                          f"(c_attn, proj, fc, proj), has {len(linears)}")
+    heads = {int(x["heads"]) for x in inner
+             if x.get("op") == "split_heads" or (x.get("op") == "attention" and "heads" in x)}
     if len(heads) != 1:
-        raise ConfigError(f"{path}: split_heads with one `heads` expected")
+        raise ConfigError(f"{path}: split_heads (or a packed attention) with one `heads` expected")
     # Dropout after the softmax (or the fused attention op's own `dropout`) is attention
     # dropout; any other in the block is residual.
     attn_drop, resid_drop = 0.0, 0.0
@@ -85,7 +91,10 @@ def gpt2_hparams(cfg, path):
           "head_bias": bool(head.get("bias", True))}
     if hp["T"] > int(wpe["max_len"]):
         raise ConfigError(f"{path}: sequence {hp['T']} exceeds the position table {wpe['max_len']}")
-    if any(int(x["units"]) != C for i, x in enumerate(linears) if i != 4):
+    if packed and int(linears[0]["units"]) != 3 * C:
+        raise ConfigError(f"{path}: c_attn should have 3 x {C} units")
+    if any(int(x["units"]) != C for i, x in enumerate(linears)
+           if i != 4 and not (packed and i < 3)):
         raise ConfigError(f"{path}: q, k, v and both projections should have {C} units")
     if C % hp["heads"]:
         raise ConfigError(f"{path}: dim {C} is not a multiple of {hp['heads']} heads")
