@@ -149,8 +149,7 @@ int64_t score_row(const Rows& q, const Rows& k, const AttentionLayout& l, double
 // q, k, v of block b: the three inputs of the heads layout, or the one qkv of the token layout.
 Rows input_rows(const ExecContext& ctx, const AttentionLayout& l, int first_input, int64_t b,
                 int which) {
-  const float* base = ctx.inputs[static_cast<size_t>(first_input + (l.tokens ? 0 : which))].f32();
-  return {base + l.in_offset(b, which), l.in_stride()};
+  return {ctx.inputs[l.input(first_input, which)].f32() + l.in_offset(b, which), l.in_stride()};
 }
 
 // inputs [q, k, v] or [qkv] -> out.

@@ -42,6 +42,11 @@ struct AttentionLayout {
     return tokens ? s * t * 3 * c() + which * c() + h * d : b * t * d;
   }
   int64_t in_stride() const { return tokens ? 3 * c() : d; }
+  // The node input that holds q, k or v (which = 0, 1, 2) when `first` inputs come before them
+  // (the gradient's dO): three inputs in the heads layout, the one qkv in the token layout.
+  size_t input(int first, int which) const {
+    return static_cast<size_t>(first + (tokens ? 0 : which));
+  }
   int64_t out_offset(int64_t b) const {
     const int64_t s = b / heads, h = b % heads;
     return tokens ? s * t * c() + h * d : b * t * d;

@@ -117,11 +117,8 @@ void attention_cuda(const ExecContext& ctx) {
   const AttentionLayout l = attention_layout(a, ctx.inputs[0].shape());
   const AttentionKernel kernel = kernel_for(ctx, l, dtype);
   const uint64_t first = attention_first_element(ctx, l);
-  const int which = l.tokens ? 0 : 1;  // the heads layout's q, k, v are inputs 0, 1, 2
   if (kernel == AttentionKernel::Flash) {
-    auto in = [&](int x) {
-      return ctx.inputs[static_cast<size_t>(which * x)].bf16() + (l.tokens ? x * l.c() : 0);
-    };
+    auto in = [&](int x) { return ctx.inputs[l.input(0, x)].bf16() + l.in_offset(0, x); };
     attention_forward_flash(ctx.output.bf16(), out_strides(l), in(0), in(1), in(2), in_strides(l),
                             l.n, l.heads, l.t, l.d, attention_scale(a, l.d), a.causal,
                             static_cast<float>(a.rate), ctx.node->seed, step_source(ctx), first,
@@ -163,17 +160,13 @@ void attention_grad_cuda(const ExecContext& ctx) {
   const AttentionKernel kernel = kernel_for(ctx, l, dtype);
   const uint64_t first = attention_first_element(ctx, l);
   if (kernel == AttentionKernel::Flash) {
-    const int which = l.tokens ? 0 : 1;
-    auto in = [&](int x) {
-      return ctx.inputs[static_cast<size_t>(1 + which * x)].bf16() + (l.tokens ? x * l.c() : 0);
-    };
+    auto in = [&](int x) { return ctx.inputs[l.input(1, x)].bf16() + l.in_offset(0, x); };
     uint16_t* g = ctx.output.bf16();
-    const int64_t part = l.tokens ? l.c() : l.heads * l.t * l.d;  // dq to dk, dk to dv
-    attention_backward_flash(g, g + part, g + 2 * part, grad_strides(l), ctx.inputs[0].bf16(),
-                             out_strides(l), in(0), in(1), in(2), in_strides(l), l.n, l.heads, l.t,
-                             l.d, attention_scale(a, l.d), a.causal, static_cast<float>(a.rate),
-                             ctx.node->seed, step_source(ctx), first, ctx.workspace,
-                             cuda_stream(ctx));
+    attention_backward_flash(g, g + l.grad_offset(0, 1), g + l.grad_offset(0, 2), grad_strides(l),
+                             ctx.inputs[0].bf16(), out_strides(l), in(0), in(1), in(2),
+                             in_strides(l), l.n, l.heads, l.t, l.d, attention_scale(a, l.d),
+                             a.causal, static_cast<float>(a.rate), ctx.node->seed, step_source(ctx),
+                             first, ctx.workspace, cuda_stream(ctx));
     return;
   }
   with_storage(dtype, [&](auto tag) {
