@@ -240,8 +240,11 @@ TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_outpu
   return {{s[0]}, DType::I32};
 }
 
-Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
-                          const BuildOptions& opt) {
+namespace {
+
+// The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it is).
+Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOptions& opt,
+                  DType image_input) {
   REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
   const int64_t n = opt.batch ? *opt.batch : cfg.batch;
   if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
@@ -262,7 +265,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
     const Shape chw = opt.input ? *opt.input : cfg.input;
     if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
       REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
-    in.desc = {{n, chw[0], chw[1], chw[2]}, DType::F32};
+    in.desc = {{n, chw[0], chw[1], chw[2]}, image_input};
   }
   check_all_used(cfg);
 
@@ -386,6 +389,29 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   check_optimizer(cfg, ops);
   g.validate();
   return g;
+}
+
+}  // namespace
+
+// Note [bf16 input batch]
+// In a bf16 model the image batch usually reaches the network only through the cast node
+// "input.to_bf16" (Note [bf16 autocast]: the first layer is a convolution). Then the batch is
+// built as BF16 instead: the data source rounds each pixel once on the host, to nearest even as
+// the cast does (make_data_source), the cast node disappears, and every layer reads the same
+// bits it read through the cast. What that saves: the F32 batch in the plan's constant (4 bytes
+// a pixel) and the cast's output (2), against 2 bytes a pixel of BF16 batch; and the first
+// convolution is again the graph's first node, as in fp32, which the checkpoint rules treat
+// alike in both precisions. Where some layer reads the batch in F32 (a pooling or batch norm
+// first, a layer with `precision: fp32`), the batch stays F32 and the cast stays a node.
+Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
+                          const BuildOptions& opt) {
+  Graph g = build_graph(cfg, ops, opt, DType::F32);
+  if (g.value(g.input).desc.dtype != DType::F32) return g;  // token ids
+  // The builder's cast (cast_value), not a `cast` layer of the config.
+  const std::string cast_name = g.value(g.input).name + ".to_" + dtype_name(DType::BF16);
+  const std::vector<NodeId> readers = g.users()[static_cast<size_t>(g.input)];
+  const bool only_the_cast = readers.size() == 1 && g.node(readers[0]).name == cast_name;
+  return only_the_cast ? build_graph(cfg, ops, opt, DType::BF16) : g;
 }
 
 }  // namespace remat

@@ -23,7 +23,8 @@ struct BuildOptions {
 Shape parse_input_size(const std::string& text, const std::string& what = "--input");
 
 // Builds the forward graph:
-//   value "input"  (Input, F32 [N, C, H, W]; token models I32 [N, T]), value "labels" (Label,
+//   value "input"  (Input, F32 [N, C, H, W], BF16 where a bf16 model reads it only in bf16
+//   (Note [bf16 input batch] in build.cpp); token models I32 [N, T]), value "labels" (Label,
 //   I32 [N], [N, H, W] or [N, T]);
 //   per layer: in a bf16 model or a layer with `precision`, "cast" nodes where the layer needs
 //   its float inputs in another dtype (Note [bf16 autocast] in build.cpp), named

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "models/images/image_source.h"
+#include "runtime/core/bf16.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -84,6 +85,31 @@ std::unique_ptr<DataSource> make_image_data(const ModelConfig& cfg, const DataCo
                            opt);
 }
 
+// Note [bf16 input batch] (models/build.cpp): a BF16 image batch is the F32 batch of the same
+// source rounded to nearest even, pixel by pixel, as the cast node it replaces would round it.
+class Bf16Batch final : public DataSource {
+ public:
+  Bf16Batch(std::unique_ptr<DataSource> inner, int64_t pixels)
+      : inner_(std::move(inner)), f32_(static_cast<size_t>(pixels)) {}
+  void next_batch(int64_t step, void* input, int32_t* labels) override {
+    inner_->next_batch(step, f32_.data(), labels);
+    bf16_narrow(f32_.data(), static_cast<uint16_t*>(input), static_cast<int64_t>(f32_.size()));
+  }
+  std::string describe() const override { return inner_->describe() + ", rounded to bf16"; }
+  int64_t size() const override { return inner_->size(); }
+  int64_t skipped_samples() const override { return inner_->skipped_samples(); }
+
+ private:
+  std::unique_ptr<DataSource> inner_;
+  std::vector<float> f32_;
+};
+
+std::unique_ptr<DataSource> make_image_source_f32(const ModelConfig& cfg, const DataConfig& d,
+                                                  const TensorDesc& input,
+                                                  const TensorDesc& labels,
+                                                  const std::string& config_dir,
+                                                  const DataShard& shard, const LoaderOptions& opt);
+
 }  // namespace
 
 int default_loader_threads() {
@@ -101,6 +127,22 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
                                         << " outside the global batch " << shard.global_batch);
   const DataConfig& d = section ? *section : cfg.data;
   if (cfg.tokens()) return make_token_source(cfg, d, input, labels, config_dir, shard);
+  REMAT_CHECK(input.dtype == DType::F32 || input.dtype == DType::BF16,
+              "data: an image batch must be F32 or BF16, got " << dtype_name(input.dtype));
+  if (input.dtype == DType::F32)
+    return make_image_source_f32(cfg, d, input, labels, config_dir, shard, opt);
+  const TensorDesc f32{input.shape, DType::F32};
+  return std::make_unique<Bf16Batch>(
+      make_image_source_f32(cfg, d, f32, labels, config_dir, shard, opt), input.numel());
+}
+
+namespace {
+
+std::unique_ptr<DataSource> make_image_source_f32(const ModelConfig& cfg, const DataConfig& d,
+                                                  const TensorDesc& input,
+                                                  const TensorDesc& labels,
+                                                  const std::string& config_dir,
+                                                  const DataShard& shard, const LoaderOptions& opt) {
   const std::string prefix = d.where + ": " + d.section + ": source " + d.source + ": ";
   REMAT_CHECK(input.shape.size() == 4, "data: input must be [N, C, H, W], got "
                                            << shape_str(input.shape));
@@ -134,6 +176,8 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
     throw UserError(prefix + e.what());
   }
 }
+
+}  // namespace
 
 }  // namespace remat
 

@@ -18,7 +18,7 @@ class DataSource {
  public:
   virtual ~DataSource() = default;
   // Fills the graph's input and labels for 0-based `step`. Image models: images (N*C*H*W
-  // floats, NCHW) and labels (N, or N*H*W for per-pixel losses, each in [0, classes)). Token
+  // floats, NCHW; bf16 where the graph's input is BF16, Note [bf16 input batch]) and labels (N, or N*H*W for per-pixel losses, each in [0, classes)). Token
   // models: token ids (N*T int32 in [0, vocab)) and the next tokens (N*T int32). Host memory,
   // owned by the caller.
   virtual void next_batch(int64_t step, void* input, int32_t* labels) = 0;
