@@ -26,7 +26,8 @@ int64_t gemm_reduction_length(const Node& n, const Graph& g) {
   auto in = [&](size_t i) -> const Shape& { return g.value(n.inputs.at(i)).desc.shape; };
   if (n.op == "conv2d") return in(1)[1] * in(1)[2] * in(1)[3];             // C/g R S
   if (n.op == "conv2d_grad_input") return in(1)[0] * in(1)[2] * in(1)[3];  // K R S (>= K/g R S)
-  if (n.op == "conv2d_grad_weight") return in(0)[0] * in(0)[2] * in(0)[3];  // N Ho Wo
+  if (n.op == "conv2d_grad_weight")  // N Ho Wo: dy's elements over the K filters (NCHW or NHWC)
+    return shape_numel(in(0)) / g.value(n.output).desc.shape.at(0);
   if (n.op == "dense" || n.op == "linear") return in(1)[1];                 // F
   if (n.op == "dense_grad_input") return in(1)[0];                          // U
   if (n.op == "dense_grad_weight") return shape_numel(in(0)) / in(0).back();  // rows (N, N T)

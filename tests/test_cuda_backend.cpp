@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/scoped_env.h"
 #include "runtime/backends/backend.h"
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
@@ -37,13 +38,8 @@ TEST(CudaBackend, WithoutDeviceDeclinesWithReason) {
 // Runs `body` with environment variable `var` set to `value` (nullptr: unset), then puts back
 // what was there.
 void with_env(const char* var, const char* value, const std::function<void()>& body) {
-  const char* saved = std::getenv(var);
-  const std::string keep = saved ? saved : "";
-  if (value) setenv(var, value, 1);
-  else unsetenv(var);
+  ScopedEnv env(var, value);
   body();
-  if (saved) setenv(var, keep.c_str(), 1);
-  else unsetenv(var);
 }
 
 // `read` must throw a UserError whose message contains `text`.
@@ -148,6 +144,18 @@ TEST_F(CudaDevice, NameAndInfo) {
   EXPECT_GT(info.free_bytes, 0);
   EXPECT_LE(info.free_bytes, info.total_bytes);
   EXPECT_EQ(be_->name(), cuda_device_label(info));
+}
+
+// Kernel choices away from their defaults are part of the name, which keys the profiled cost
+// cache (runtime/profiler.cpp): a table measured with other kernels has other workspaces.
+TEST_F(CudaDevice, KernelChoicesAreInTheName) {
+  CudaOptions o;
+  o.attention_kernel = AttentionKernel::Flash;
+  o.conv_layout = ConvLayout::Nchw;
+  std::string why;
+  std::unique_ptr<Backend> be = make_cuda_backend(0, &why, o);
+  ASSERT_TRUE(be) << why;
+  EXPECT_EQ(be->name(), cuda_device_label(cuda_device_info(0)) + " (attention flash, conv layout nchw)");
 }
 
 TEST_F(CudaDevice, AllocCopyFillRoundTrip) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "tests/scoped_env.h"
 #include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
@@ -248,23 +249,6 @@ TEST(Profiler, FillsValidInputsAndSkipsUpdates) {
   none.repeats = 0;
   EXPECT_THROW(profile_graph(g, ops, *be, none), Error);
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(Profiler, CachePathFollowsEnvironmentAndSanitises) {
   {

@@ -13,6 +13,8 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "runtime/backends/backend.h"
@@ -34,6 +36,27 @@ namespace remat {
 
 namespace {
 
+// The kernel choices set away from their defaults (REMAT_CONV_LAYOUT, REMAT_CONV_GEMM,
+// REMAT_BN_KERNELS, REMAT_ATTENTION_KERNEL), as " (attention flash, conv layout nchw)", or "".
+// They change kernels, timings and workspaces, so they are part of the backend's name: logs say
+// what ran, and a profiled cost table cached under one setting (runtime/profiler.cpp keys the
+// cache by the name) is not reused under another, where its workspaces would be wrong.
+std::string knob_suffix(const CudaOptions& o) {
+  std::vector<std::string> set;
+  if (o.attention_kernel != AttentionKernel::Rows)
+    set.push_back(std::string("attention ") +
+                  (o.attention_kernel == AttentionKernel::Tiled ? "tiled" : "flash"));
+  if (o.bn_kernels != BnKernels::Auto)
+    set.push_back(std::string("bn kernels ") + (o.bn_kernels == BnKernels::Own ? "own" : "cudnn"));
+  if (o.conv_gemm != ConvGemm::Auto)
+    set.push_back(std::string("conv gemm ") + (o.conv_gemm == ConvGemm::Off ? "off" : "on"));
+  if (o.conv_layout != ConvLayout::Auto)
+    set.push_back(std::string("conv layout ") + (o.conv_layout == ConvLayout::Nchw ? "nchw" : "nhwc"));
+  std::string s;
+  for (const std::string& k : set) s += (s.empty() ? " (" : ", ") + k;
+  return s.empty() ? s : s + ")";
+}
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& opt) : device_(device), opt_(opt) {}
@@ -45,6 +68,7 @@ class CudaBackend : public Backend {
     name_ = cuda_device_label(info_);
     if (opt_.conv_tf32 || opt_.matmul_tf32)
       name_ += opt_.conv_tf32 && opt_.matmul_tf32 ? " tf32-all" : opt_.conv_tf32 ? " tf32" : " tf32-gemm";
+    name_ += knob_suffix(opt_);
     REMAT_CUDA_CHECK(cudaSetDevice(device_));
     REMAT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     REMAT_CUDNN_CHECK(cudnnCreate(&ctx_.cudnn));
