@@ -206,50 +206,66 @@ ConvPlan make_plan(const ConvCudaParams& p, const ConvTensors& t, const CudaCont
   return plan;
 }
 
+// Find's status, kept in `seen` when it is not success: cuDNN may refuse a layout or chunk
+// (NOT_SUPPORTED, BAD_PARAM, an allocation of its own that fails), and the caller then tries the
+// other plans; the error when none works names every refusal.
+bool find_ok(cudnnStatus_t status, std::ostringstream& seen) {
+  if (status == CUDNN_STATUS_SUCCESS) return true;
+  (void)cudaGetLastError();  // a runtime error it left must not fail the next launch check
+  seen << " Find failed: " << cudnnGetErrorString(status);
+  return false;
+}
+
+// What Find offers for `plan` (nothing when Find itself fails: find_ok).
 std::vector<ConvCandidate> find_candidates(ConvPass pass, const ConvPlan& plan,
-                                           const ConvTensors& t, const CudaContext& cc) {
+                                           const ConvTensors& t, const CudaContext& cc,
+                                           std::ostringstream& seen) {
   const bool ex = cc.search_scratch != nullptr && t.x_data && t.w_data && t.y_data;
   void* scratch = cc.search_scratch;
   const size_t scratch_bytes = static_cast<size_t>(std::max<int64_t>(cc.workspace_limit, 0));
   int max_count = 0, got = 0;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
   switch (pass) {
     case ConvPass::Forward: {
       REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cc.cudnn, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        st = cudnnFindConvolutionForwardAlgorithmEx(
             cc.cudnn, plan.x.get(), t.x_data, plan.w.get(), t.w_data, plan.conv.get(),
-            plan.y.get(), t.y_data, max_count, &got, perf.data(), scratch, scratch_bytes));
+            plan.y.get(), t.y_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(
+        st = cudnnFindConvolutionForwardAlgorithm(
             cc.cudnn, plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(), max_count, &got,
-            perf.data()));
+            perf.data());
+      if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }
     case ConvPass::BackwardData: {
       REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cc.cudnn, &max_count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        st = cudnnFindConvolutionBackwardDataAlgorithmEx(
             cc.cudnn, plan.w.get(), t.w_data, plan.y.get(), t.y_data, plan.conv.get(),
-            plan.x.get(), t.x_data, max_count, &got, perf.data(), scratch, scratch_bytes));
+            plan.x.get(), t.x_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+        st = cudnnFindConvolutionBackwardDataAlgorithm(
             cc.cudnn, plan.w.get(), plan.y.get(), plan.conv.get(), plan.x.get(), max_count, &got,
-            perf.data()));
+            perf.data());
+      if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }
     case ConvPass::BackwardFilter: {
       REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cc.cudnn, &max_count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        st = cudnnFindConvolutionBackwardFilterAlgorithmEx(
             cc.cudnn, plan.x.get(), t.x_data, plan.y.get(), t.y_data, plan.conv.get(),
-            plan.w.get(), t.w_data, max_count, &got, perf.data(), scratch, scratch_bytes));
+            plan.w.get(), t.w_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        REMAT_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+        st = cudnnFindConvolutionBackwardFilterAlgorithm(
             cc.cudnn, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(), max_count, &got,
-            perf.data()));
+            perf.data());
+      if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }
   }
@@ -288,7 +304,7 @@ bool choose_at_chunk(ConvPass pass, ConvPlan& plan, const ConvTensors& t, const 
                      std::ostringstream& seen) {
   std::vector<ConvCandidate> ok;
   seen << " [" << plan.chunk << " samples:";
-  for (const ConvCandidate& c : find_candidates(pass, plan, t, cc)) {
+  for (const ConvCandidate& c : find_candidates(pass, plan, t, cc, seen)) {
     seen << " algo" << c.algo << "(status " << c.status << ", " << c.memory << " B, "
          << (c.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet") << ", math " << c.math
          << ")";
@@ -358,8 +374,8 @@ std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p
       ConvPlan plan = make_plan(p, t, cc, chunk, false);
       if (choose_at_chunk(pass, plan, t, cc, seen)) return plan;
     }
-    // No NHWC algorithm at any chunk (or REMAT_CONV_LAYOUT=nchw): NCHW calls on copies staged
-    // in the workspace.
+    // No NHWC algorithm at any chunk (Find offered none or failed, or REMAT_CONV_LAYOUT=nchw):
+    // NCHW calls on copies staged in the workspace.
     for (int64_t chunk : chunks) {
       int64_t sc = staged_chunk(t, chunk, cc);
       if (bf16_filter && sc != t.x->shape[0]) sc = 0;

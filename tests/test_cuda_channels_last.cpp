@@ -6,7 +6,7 @@
 // at a tensor-core size), batch norm (our channels-last kernels and cuDNN's NHWC routines, train
 // and inference mode), max and average pooling (cuDNN's and, with per-side padding or an average
 // over the real elements, kernels/pool.cu), global average pooling, concat, zeropad, crop, upsample
-// (nearest and bilinear) and the layout op, forward and every backward node within the CUDA
+// (nearest and bilinear) and the layout op (also past the launch grid's limits), forward and every backward node within the CUDA
 // tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA device.
 #include <gtest/gtest.h>
 
@@ -147,6 +147,20 @@ TEST_F(CudaChannelsLast, LayoutMatchesTheCpu) {
     expect_cuda_matches(cuda(), h);
     CudaOpHarness b(registry(), as_bf16(c));
     expect_cuda_matches(cuda(), b);
+  }
+}
+
+// Past the launch grid's y and z limits (65,535 blocks): an NHWC -> NCHW transpose of 2,100,225
+// pixels (its rows, 32 to a block row, need 65,633 of them) and 65,600 images (one matrix each),
+// both ways; the kernel loops over what the grid does not cover.
+TEST_F(CudaChannelsLast, LayoutPastTheGridLimits) {
+  for (const Shape& s : {Shape{1, 1025, 2049, 2}, Shape{65600, 1, 2, 3}}) {
+    for (const char* to : {"channels_last", "channels_first"}) {
+      SCOPED_TRACE(std::string(to) + " " + shape_str(s));
+      const OpCase c{"layout", attr_map({{"to", std::string(to)}}), {f32(s)}};
+      CudaOpHarness h(registry(), c);
+      expect_cuda_matches(cuda(), h);
+    }
   }
 }
 
