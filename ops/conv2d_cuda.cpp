@@ -107,7 +107,8 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   const Staging xs = staging(ctx.inputs[0].shape(), p.channels_last),
                 ys = staging(ctx.output.shape(), p.channels_last);
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
-    conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), x, w, y, cc);
+    conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), p.channels_last, x,
+                  w, y, cc);
   } else {
     for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
       const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));
@@ -152,7 +153,8 @@ void conv2d_grad_input_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   const Staging ys = staging(ctx.inputs[0].shape(), p.channels_last),
                 xs = staging(ctx.output.shape(), p.channels_last);
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
-    conv_gemm_run(ConvPass::BackwardData, conv_tensors(ConvPass::BackwardData, ctx), dy, w, dx, cc);
+    conv_gemm_run(ConvPass::BackwardData, conv_tensors(ConvPass::BackwardData, ctx),
+                  p.channels_last, dy, w, dx, cc);
     return;
   }
   for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
@@ -195,8 +197,8 @@ void conv2d_grad_weight_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
     return;
   }
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
-    conv_gemm_run(ConvPass::BackwardFilter, conv_tensors(ConvPass::BackwardFilter, ctx), dy, x,
-                  dw, cc);
+    conv_gemm_run(ConvPass::BackwardFilter, conv_tensors(ConvPass::BackwardFilter, ctx),
+                  p.channels_last, dy, x, dw, cc);
     return;
   }
   const Staging xs = staging(ctx.inputs[1].shape(), p.channels_last),

@@ -1,5 +1,5 @@
-// 1 x 1 convolutions as cuBLAS GEMMs on NCHW tensors: when the shape allows it, the plan's
-// measurement, and the call. See ops/conv2d_cuda_plan.h.
+// 1 x 1 convolutions as cuBLAS GEMMs on NCHW or NHWC tensors: when the shape allows it, the
+// plan's measurement, and the call. See ops/conv2d_cuda_plan.h.
 #include <algorithm>
 #include <cfloat>
 
@@ -28,6 +28,12 @@ namespace remat {
 // because it needs the least workspace of all (with REMAT_CONV_LAYOUT=nhwc, which forces
 // staging, only REMAT_CONV_GEMM=on makes it a GEMM). The weight gradient's N launches make it
 // the likelier to lose to cuDNN at large batches; the measurement decides.
+// Channels-last tensors (Note [channels-last convolutions]) are simpler still: x [N HW, C] and
+// y [N HW, K] are plain matrices, so each pass is one GEMM over the whole batch, y = x w^T,
+// dx = dy w and dw = dy^T x (the weight gradient one call with reduction length N HW rather
+// than N accumulating ones), with the KCRS weight as it is (a 1 x 1 filter's KRSC is its
+// KCRS). cuDNN's NHWC kernels are the fast ones there; the GEMM is measured against them all
+// the same and kept only when as fast.
 // Sums are cuBLAS's with FP32 accumulation (CUBLAS_COMPUTE_32F for bf16 operands; for FP32,
 // PEDANTIC, or FAST_TF32 where convolutions may use TF32), so the CPU comparison's GEMM
 // tolerance with reduction length C (forward), K (data gradient) or N HW (weight gradient)
@@ -41,8 +47,9 @@ struct GemmDims {
   int64_t n, c, k, hw;  // samples, input channels, output channels, plane
 };
 
-GemmDims gemm_dims(const ConvTensors& t) {
+GemmDims gemm_dims(const ConvTensors& t, bool channels_last) {
   const Shape& x = t.x->shape;
+  if (channels_last) return {x[0], x[3], t.y->shape[3], x[1] * x[2]};
   return {x[0], x[1], t.y->shape[1], x[2] * x[3]};
 }
 
@@ -78,19 +85,63 @@ void filter_gemm_run(const GemmDims& d, DType dtype, const void* dy, const void*
   if (dtype == DType::BF16) bf16_round(out, out, d.k * d.c, cc.stream);
 }
 
+// Channels-last, column-major as cuBLAS sees the row-major matrices (M = N HW rows): x [M, C]
+// is the column-major [C, M] with leading dimension C, y and dy [K, M] with K, w [K, C] the
+// column-major [C, K] with C.
+//   forward: y [K, M] = w^T [K, C] x [C, M]
+//   data:    dx [C, M] = w [C, K] dy [K, M]
+//   filter:  dw [C, K] = x [C, M] dy^T [M, K]  (FP32; bf16 data: rounded to bf16 once)
+void nhwc_gemm_run(ConvPass pass, const GemmDims& d, DType dtype, const void* in, const void* w,
+                   void* out, const CudaContext& cc) {
+  const int64_t m = d.n * d.hw;
+  if (pass == ConvPass::BackwardFilter && m == 0) {
+    fill(static_cast<float*>(out), 0.0f, d.k * d.c, cc.stream);
+    return;
+  }
+  if (m == 0) return;
+  const cudaDataType_t type = dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const float one = 1.0f, zero = 0.0f;
+  const int c = to_int(d.c, "1x1 GEMM C"), k = to_int(d.k, "1x1 GEMM K"),
+            rows = to_int(m, "1x1 GEMM N HW");
+  switch (pass) {
+    case ConvPass::Forward:  // in x, w the weight
+      REMAT_CUBLAS_CHECK(cublasGemmEx(cc.cublas, CUBLAS_OP_T, CUBLAS_OP_N, k, rows, c, &one, w,
+                                      type, c, in, type, c, &zero, out, type, k,
+                                      compute_type(dtype, cc), CUBLAS_GEMM_DEFAULT));
+      return;
+    case ConvPass::BackwardData:  // in dy, w the weight
+      REMAT_CUBLAS_CHECK(cublasGemmEx(cc.cublas, CUBLAS_OP_N, CUBLAS_OP_N, c, rows, k, &one, w,
+                                      type, c, in, type, k, &zero, out, type, c,
+                                      compute_type(dtype, cc), CUBLAS_GEMM_DEFAULT));
+      return;
+    case ConvPass::BackwardFilter:  // in dy, w x
+      REMAT_CUBLAS_CHECK(cublasGemmEx(cc.cublas, CUBLAS_OP_N, CUBLAS_OP_T, c, k, rows, &one, w,
+                                      type, c, in, type, k, &zero, out, CUDA_R_32F, c,
+                                      compute_type(dtype, cc), CUBLAS_GEMM_DEFAULT));
+      if (dtype == DType::BF16) bf16_round(static_cast<float*>(out), static_cast<float*>(out),
+                                           d.k * d.c, cc.stream);
+      return;
+  }
+}
+
 }  // namespace
 
 bool conv_gemm_applies(ConvPass, const ConvCudaParams& p, const ConvTensors& t) {
-  if (p.channels_last) return false;  // Note [channels-last convolutions]
   if (p.kernel_h != 1 || p.kernel_w != 1 || p.stride_h != 1 || p.stride_w != 1 || p.groups != 1)
     return false;
   if (p.pad_h != 0 || p.pad_w != 0 || p.pad_bottom != 0 || p.pad_right != 0) return false;
   if (t.x->shape.size() != 4 || t.y->shape.size() != 4) return false;
   if (t.x->dtype != DType::F32 && t.x->dtype != DType::BF16) return false;
-  const GemmDims d = gemm_dims(t);
+  const GemmDims d = gemm_dims(t, p.channels_last);
   const int64_t most = INT_MAX;
-  return t.x->shape[2] == t.y->shape[2] && t.x->shape[3] == t.y->shape[3] && d.n <= most &&
-         d.c <= most && d.k <= most && d.hw <= most;
+  const bool same_plane = p.channels_last ? t.x->shape[1] == t.y->shape[1] &&
+                                                t.x->shape[2] == t.y->shape[2]
+                                          : t.x->shape[2] == t.y->shape[2] &&
+                                                t.x->shape[3] == t.y->shape[3];
+  // NHWC calls take the whole batch's N HW rows as one GEMM dimension.
+  const int64_t rows = p.channels_last ? (d.hw > 0 && d.n > most / d.hw ? most + 1 : d.n * d.hw)
+                                       : std::max(d.n, d.hw);
+  return same_plane && rows <= most && d.c <= most && d.k <= most;
 }
 
 ConvPlan conv_gemm_plan(ConvPass pass, const ConvTensors& t) {
@@ -112,9 +163,10 @@ ConvPlan conv_gemm_plan(ConvPass pass, const ConvTensors& t) {
 //   forward: y_n^T [HW, K] = x_n^T [HW, C] w^T [C, K]
 //   data:    dx_n^T [HW, C] = dy_n^T [HW, K] w [K, C]  (w's column-major [C, K], transposed)
 //   filter:  dw^T [C, K] += x_n [C, HW] dy_n^T [HW, K]  (x_n's column-major [HW, C], transposed)
-void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const void* w, void* out,
-                   const CudaContext& cc) {
-  const GemmDims d = gemm_dims(t);
+void conv_gemm_run(ConvPass pass, const ConvTensors& t, bool channels_last, const void* in,
+                   const void* w, void* out, const CudaContext& cc) {
+  const GemmDims d = gemm_dims(t, channels_last);
+  if (channels_last) return nhwc_gemm_run(pass, d, t.x->dtype, in, w, out, cc);
   if (pass == ConvPass::BackwardFilter) return filter_gemm_run(d, t.x->dtype, in, w, out, cc);
   if (d.n == 0 || d.hw == 0) return;
   const bool forward = pass == ConvPass::Forward;
@@ -130,7 +182,8 @@ void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const vo
       compute_type(t.x->dtype, cc), CUBLAS_GEMM_DEFAULT));
 }
 
-double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext& cc) {
+double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, bool channels_last,
+                         const CudaContext& cc) {
   // The call's operands (conv_gemm_run): forward (x, w) -> y, data (dy, w) -> dx, filter
   // (dy, x) -> dw in FP32; w as the call reads it (a bf16 copy for bf16 data).
   const DType dtype = t.x->dtype;
@@ -166,10 +219,10 @@ double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext&
   }
   float best = FLT_MAX;
   try {
-    conv_gemm_run(pass, t, in, second, out, cc);  // warm-up: kernel selection and loading
+    conv_gemm_run(pass, t, channels_last, in, second, out, cc);  // warm-up: selection, loading
     for (int rep = 0; rep < 3; ++rep) {
       REMAT_CUDA_CHECK(cudaEventRecord(start, cc.stream));
-      conv_gemm_run(pass, t, in, second, out, cc);
+      conv_gemm_run(pass, t, channels_last, in, second, out, cc);
       REMAT_CUDA_CHECK(cudaEventRecord(stop, cc.stream));
       REMAT_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0;

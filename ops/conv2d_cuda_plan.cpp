@@ -76,7 +76,8 @@ namespace {
 // the weight transposed to KRSC in the workspace as when staging; nothing is staged and no
 // NCHW plan is measured against it. Chunks, algorithm choice and the bf16 rules are those of NCHW
 // plans (a bf16 weight gradient is chunked only where no algorithm fits the whole batch, Note
-// [bf16 convolutions]). The 1 x 1 GEMM form is NCHW-only.
+// [bf16 convolutions]). A 1 x 1 convolution may instead be one GEMM over the batch (Note [1x1
+// convolutions as GEMMs]), measured against the NHWC plan.
 // Bias and fused activation run over [N * Ho * Wo, K] rows; the bias gradient sums the columns.
 // Where cuDNN offers no NHWC algorithm for a pass at any chunk (or REMAT_CONV_LAYOUT=nchw
 // forces NCHW calls, to compare), the pass runs NCHW on copies staged in the workspace, the
@@ -424,7 +425,7 @@ ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& 
   std::ostringstream seen;
   std::optional<ConvPlan> best = choose_cudnn_plan(pass, p, t, cc, ctx, seen);
   if (gemm) {
-    const double ms = conv_gemm_time_ms(pass, t, cc);
+    const double ms = conv_gemm_time_ms(pass, t, p.channels_last, cc);
     if (ms >= 0 && (!best || ms <= 1.05 * plan_ms(*best, t))) {
       plan = conv_gemm_plan(pass, t);
       plan.time_ms = static_cast<float>(ms);

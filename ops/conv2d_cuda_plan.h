@@ -56,20 +56,21 @@ struct ConvPlan {
 // The cached plan of this pass and shapes, its layout, algorithm and chunk chosen.
 ConvPlan& ready_plan(ConvPass pass, const ConvCudaParams& p, const ExecContext& ctx);
 
-// Note [1x1 convolutions as GEMMs] (ops/conv2d_cuda_gemm.cpp). Whether the pass is a GEMM per
-// sample: a 1 x 1 kernel, stride 1, no padding, one group.
+// Note [1x1 convolutions as GEMMs] (ops/conv2d_cuda_gemm.cpp). Whether the pass is a GEMM (per
+// sample in NCHW, over the batch in NHWC): a 1 x 1 kernel, stride 1, no padding, one group.
 bool conv_gemm_applies(ConvPass pass, const ConvCudaParams& p, const ConvTensors& t);
 // Its plan: the whole batch at once, no workspace but the bf16 weight copy (forward and data).
 ConvPlan conv_gemm_plan(ConvPass pass, const ConvTensors& t);
 // Milliseconds of the GEMM form over the whole batch (the best of three timed calls), on the
 // op's own tensors (writing only its output) or on the search scratch; negative when neither
 // is at hand.
-double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, const CudaContext& cc);
+double conv_gemm_time_ms(ConvPass pass, const ConvTensors& t, bool channels_last,
+                         const CudaContext& cc);
 // The pass as GEMMs: forward (in x, w the weight as the GEMM reads it: F32, or the bf16
 // copy) -> out y; data (in dy, w likewise) -> out dx; filter (in dy, w = x) -> out dw (F32,
-// bf16-valued for bf16 data).
-void conv_gemm_run(ConvPass pass, const ConvTensors& t, const void* in, const void* w, void* out,
-                   const CudaContext& cc);
+// bf16-valued for bf16 data); `channels_last`: the tensors are NHWC.
+void conv_gemm_run(ConvPass pass, const ConvTensors& t, bool channels_last, const void* in,
+                   const void* w, void* out, const CudaContext& cc);
 
 }  // namespace remat
 #endif  // REMAT_HAVE_CUDA

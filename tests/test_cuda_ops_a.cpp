@@ -190,8 +190,9 @@ TEST_F(CudaConv2d, StagedNhwcMatchesCpu) {
 }
 
 // 1 x 1 convolutions as GEMMs in FP32 (Note [1x1 convolutions as GEMMs]) forced: with bias and
-// a fused relu, without bias, an odd plane; stride 2 and 3 x 3 fall back to cuDNN. Every pass
-// (forward, data and weight gradients, all three as GEMMs) against the CPU.
+// a fused relu, without bias, an odd plane, on NCHW and on channels-last tensors (one GEMM over
+// the batch); stride 2 and 3 x 3 fall back to cuDNN. Every pass (forward, data and weight
+// gradients, all three as GEMMs) against the CPU.
 TEST_F(CudaConv2d, OneByOneGemmMatchesCpu) {
   std::unique_ptr<Backend> gemm = gemm_conv_backend();
   ASSERT_TRUE(gemm);
@@ -199,6 +200,14 @@ TEST_F(CudaConv2d, OneByOneGemmMatchesCpu) {
       {"conv2d", attr_map({{"filters", 24}, {"kernel", 1}, {"activation", std::string("relu")}}),
        {f32({3, 16, 7, 9})}},
       {"conv2d", attr_map({{"filters", 8}, {"kernel", 1}, {"bias", false}}), {f32({2, 40, 5, 5})}},
+      {"conv2d",
+       attr_map({{"filters", 24}, {"kernel", 1}, {"activation", std::string("relu")},
+                 {"data_format", std::string("channels_last")}}),
+       {f32({3, 7, 9, 16})}},
+      {"conv2d",
+       attr_map({{"filters", 8}, {"kernel", 1}, {"bias", false},
+                 {"data_format", std::string("channels_last")}}),
+       {f32({2, 5, 5, 40})}},
       {"conv2d", attr_map({{"filters", 8}, {"kernel", 1}, {"stride", 2}}), {f32({2, 6, 9, 9})}},
       {"conv2d", attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}}), {f32({2, 6, 9, 9})}}};
   for (const OpCase& c : cases) {

@@ -77,8 +77,9 @@ TEST_F(CudaBf16Ops, StagedNhwcConvolutionsMatchTheCpu) {
 }
 
 // 1 x 1 convolutions as GEMMs in bf16 forced (Note [1x1 convolutions as GEMMs]) at ResNet-50's
-// bottleneck widths (64 -> 256 with bias and relu, 256 -> 64 without bias, a 7 x 7 plane), and a
-// stride-2 one that stays on cuDNN; each pass against the CPU, reruns bit-identical. The relu
+// bottleneck widths (64 -> 256 with bias and relu, 256 -> 64 without bias, a 7 x 7 plane, on
+// NCHW and on channels-last tensors), and a stride-2 one that stays on cuDNN; each pass against
+// the CPU, reruns bit-identical. The relu
 // case node by node (Note [node-wise comparison]): on the first GPU run (2026-11-27) 19 of its
 // 200,704 pre-activations rounded to the other side of 0 than the CPU's, so the whole-graph
 // comparison carried the other relu mask into every gradient (as ConvolutionAtTensorCoreSizes
@@ -95,6 +96,13 @@ TEST_F(CudaBf16Ops, OneByOneGemmConvolutionsMatchTheCpu) {
   const std::vector<OpCase> cases = {
       {"conv2d", attr_map({{"filters", 256}, {"kernel", 1}}), {f32({4, 64, 14, 14})}},
       {"conv2d", attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false}}), {f32({4, 256, 7, 7})}},
+      {"conv2d",
+       attr_map({{"filters", 256}, {"kernel", 1}, {"data_format", std::string("channels_last")}}),
+       {f32({4, 14, 14, 64})}},
+      {"conv2d",
+       attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false},
+                 {"data_format", std::string("channels_last")}}),
+       {f32({4, 7, 7, 256})}},
       {"conv2d", attr_map({{"filters", 32}, {"kernel", 1}, {"stride", 2}}), {f32({4, 16, 14, 14})}}};
   for (const OpCase& c : cases) {
     CudaOpHarness h(registry(), as_bf16(c));
