@@ -75,20 +75,22 @@ __global__ void bn_moments_partial_kernel(double* partial, const T* x, const T* 
   }
 }
 
-// y = x * scale + shift (float, the CPU's rounding: no contraction into an FMA), a pack of V
-// values at offset o.
+// y = act(x * scale + shift) (float, the CPU's rounding: no contraction into an FMA), a pack of
+// V values at offset o.
 template <typename T, int V>
 struct ForwardApply {
   T* __restrict__ y;
   const T* __restrict__ x;
   const float* __restrict__ coef;
+  KernelActivation act;
   __device__ void operator()(int64_t o, int64_t ch) const {
     using P = Pack<T, V>;
     const P in = *reinterpret_cast<const P*>(x + o);
     const float scale = coef[2 * ch], shift = coef[2 * ch + 1];
     P out;
 #pragma unroll
-    for (int i = 0; i < V; ++i) out.v[i] = st<T>(__fadd_rn(__fmul_rn(ld(in.v[i]), scale), shift));
+    for (int i = 0; i < V; ++i)
+      out.v[i] = st<T>(activate(__fadd_rn(__fmul_rn(ld(in.v[i]), scale), shift), act));
     *reinterpret_cast<P*>(y + o) = out;
   }
 };
@@ -145,7 +147,7 @@ int64_t moments(double* partial, const T* x, const T* dy, int64_t n, int64_t c, 
 template <typename T>
 void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float* running_mean,
                   float* running_var, int64_t n, int64_t c, int64_t plane, double eps,
-                  double momentum, void* workspace, cudaStream_t stream) {
+                  double momentum, KernelActivation act, void* workspace, cudaStream_t stream) {
   if (n * c * plane <= 0) return;
   REMAT_CHECK(workspace, "batchnorm_train_forward: needs its workspace");
   auto* partial = static_cast<double*>(workspace);
@@ -157,7 +159,7 @@ void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float
         coef, running_mean, running_var, gamma, beta, partial, c, splits,
         static_cast<double>(n * plane), eps, momentum);
     REMAT_CUDA_LAUNCH_CHECK();
-    launch_apply<V>(ForwardApply<T, V>{y, x, coef}, n, c, plane, stream);
+    launch_apply<V>(ForwardApply<T, V>{y, x, coef, act}, n, c, plane, stream);
   });
 }
 
@@ -206,17 +208,17 @@ int64_t batchnorm_train_forward_workspace_bytes(int64_t n, int64_t c, int64_t pl
 
 void batchnorm_train_forward(float* y, const float* x, const float* gamma, const float* beta,
                              float* running_mean, float* running_var, int64_t n, int64_t c,
-                             int64_t plane, double eps, double momentum, void* workspace,
-                             cudaStream_t stream) {
-  forward_impl(y, x, gamma, beta, running_mean, running_var, n, c, plane, eps, momentum,
+                             int64_t plane, double eps, double momentum, KernelActivation act,
+                             void* workspace, cudaStream_t stream) {
+  forward_impl(y, x, gamma, beta, running_mean, running_var, n, c, plane, eps, momentum, act,
                workspace, stream);
 }
 void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                              const float* beta, float* running_mean, float* running_var,
                              int64_t n, int64_t c, int64_t plane, double eps, double momentum,
-                             void* workspace, cudaStream_t stream) {
+                             KernelActivation act, void* workspace, cudaStream_t stream) {
   forward_impl(bf16_ptr(y), bf16_ptr(x), gamma, beta, running_mean, running_var, n, c, plane, eps,
-               momentum, workspace, stream);
+               momentum, act, workspace, stream);
 }
 
 int64_t batchnorm_train_backward_input_workspace_bytes(int64_t n, int64_t c, int64_t plane) {

@@ -85,14 +85,14 @@ int64_t nhwc_moments(double* partial, const T* x, const T* dy, int64_t rows, int
   return splits;
 }
 
-// y = x * scale + shift (float, no contraction), as batchnorm.cu's ForwardApply.
+// y = act(x * scale + shift) (float, no contraction), as batchnorm.cu's ForwardApply.
 template <typename T>
 __global__ void bn_nhwc_forward_apply_kernel(T* y, const T* x, const float* coef, int64_t total,
-                                             int64_t c) {
+                                             int64_t c, KernelActivation act) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t ch = i % c;
-    y[i] = st<T>(__fadd_rn(__fmul_rn(ld(x[i]), coef[2 * ch]), coef[2 * ch + 1]));
+    y[i] = st<T>(activate(__fadd_rn(__fmul_rn(ld(x[i]), coef[2 * ch]), coef[2 * ch + 1]), act));
   }
 }
 
@@ -116,7 +116,7 @@ int64_t partial_bytes(int k, int64_t rows, int64_t c) {
 template <typename T>
 void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float* running_mean,
                   float* running_var, int64_t rows, int64_t c, double eps, double momentum,
-                  void* workspace, cudaStream_t stream) {
+                  KernelActivation act, void* workspace, cudaStream_t stream) {
   if (rows * c <= 0) return;
   REMAT_CHECK(workspace, "batchnorm_nhwc_train_forward: needs its workspace");
   auto* partial = static_cast<double*>(workspace);
@@ -128,7 +128,7 @@ void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float
       eps, momentum);
   REMAT_CUDA_LAUNCH_CHECK();
   bn_nhwc_forward_apply_kernel<<<grid_for(rows * c), kBlockSize, 0, stream>>>(y, x, coef,
-                                                                              rows * c, c);
+                                                                              rows * c, c, act);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
@@ -174,16 +174,16 @@ int64_t batchnorm_nhwc_train_forward_workspace_bytes(int64_t rows, int64_t c) {
 void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,
                                   int64_t rows, int64_t c, double eps, double momentum,
-                                  void* workspace, cudaStream_t stream) {
-  forward_impl(y, x, gamma, beta, running_mean, running_var, rows, c, eps, momentum, workspace,
-               stream);
+                                  KernelActivation act, void* workspace, cudaStream_t stream) {
+  forward_impl(y, x, gamma, beta, running_mean, running_var, rows, c, eps, momentum, act,
+               workspace, stream);
 }
 void batchnorm_nhwc_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,
                                   int64_t rows, int64_t c, double eps, double momentum,
-                                  void* workspace, cudaStream_t stream) {
+                                  KernelActivation act, void* workspace, cudaStream_t stream) {
   forward_impl(bf16_ptr(y), bf16_ptr(x), gamma, beta, running_mean, running_var, rows, c, eps,
-               momentum, workspace, stream);
+               momentum, act, workspace, stream);
 }
 
 int64_t batchnorm_nhwc_train_backward_input_workspace_bytes(int64_t rows, int64_t c) {

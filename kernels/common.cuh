@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/kernels.h"                 // KernelActivation
 #include "runtime/backends/cuda_context.h"  // REMAT_CUDA_CHECK, REMAT_CUDA_LAUNCH_CHECK
 
 namespace remat {
@@ -95,6 +96,14 @@ __device__ __forceinline__ __nv_bfloat16 st<__nv_bfloat16>(float v) {
 inline __nv_bfloat16* bf16_ptr(uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 inline const __nv_bfloat16* bf16_ptr(const uint16_t* p) {
   return reinterpret_cast<const __nv_bfloat16*>(p);
+}
+
+// The fused activations of the epilogues (bias_act_forward, batch norm's apply pass), in float
+// before the one rounding into the stored type.
+__device__ __forceinline__ float activate(float x, KernelActivation act) {
+  if (act == KernelActivation::Relu) x = x > 0.0f ? x : 0.0f;
+  else if (act == KernelActivation::Relu6) x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
+  return x;
 }
 
 }  // namespace remat

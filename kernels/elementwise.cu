@@ -155,12 +155,6 @@ void launch_binary(T* out, const T* a, const T* b, int64_t n, Op op, cudaStream_
 
 // ---- bias + activation, n-ary add -------------------------------------------------------------
 
-__device__ __forceinline__ float activate(float x, KernelActivation act) {
-  if (act == KernelActivation::Relu) x = x > 0.0f ? x : 0.0f;
-  else if (act == KernelActivation::Relu6) x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
-  return x;
-}
-
 // The bias is an FP32 parameter whatever T is: v = out + bias in float, then the activation,
 // then one rounding into T.
 template <typename T>

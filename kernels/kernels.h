@@ -323,16 +323,17 @@ void bias_grad_reduce(float* dbias, const uint16_t* dout, int64_t n, int64_t c, 
 // x, y, dy, dx (n, c, plane) in F32 or bf16 (Note [bf16 launchers]); gamma (null: 1), beta,
 // the running statistics and dgamma (c) are float. Batch statistics with the biased variance;
 // running = (1 - momentum) running + momentum batch (unbiased variance), skipped when
-// running_mean is null (a recomputation). Each takes its *_workspace_bytes(n, c, plane) bytes.
+// running_mean is null (a recomputation); the forward applies `act` before rounding (Note
+// [batchnorm activation]). Each takes its *_workspace_bytes(n, c, plane) bytes.
 int64_t batchnorm_train_forward_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void batchnorm_train_forward(float* y, const float* x, const float* gamma, const float* beta,
                              float* running_mean, float* running_var, int64_t n, int64_t c,
-                             int64_t plane, double eps, double momentum, void* workspace,
-                             cudaStream_t stream);
+                             int64_t plane, double eps, double momentum, KernelActivation act,
+                             void* workspace, cudaStream_t stream);
 void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                              const float* beta, float* running_mean, float* running_var,
                              int64_t n, int64_t c, int64_t plane, double eps, double momentum,
-                             void* workspace, cudaStream_t stream);
+                             KernelActivation act, void* workspace, cudaStream_t stream);
 // dx = gamma / sigma (dy - mean(dy) - xhat mean(dy xhat)), the batch statistics of x.
 int64_t batchnorm_train_backward_input_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void batchnorm_train_backward_input(float* dx, const float* dy, const float* x, const float* gamma,
@@ -357,11 +358,11 @@ int64_t batchnorm_nhwc_train_forward_workspace_bytes(int64_t rows, int64_t c);
 void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,
                                   int64_t rows, int64_t c, double eps, double momentum,
-                                  void* workspace, cudaStream_t stream);
+                                  KernelActivation act, void* workspace, cudaStream_t stream);
 void batchnorm_nhwc_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,
                                   int64_t rows, int64_t c, double eps, double momentum,
-                                  void* workspace, cudaStream_t stream);
+                                  KernelActivation act, void* workspace, cudaStream_t stream);
 int64_t batchnorm_nhwc_train_backward_input_workspace_bytes(int64_t rows, int64_t c);
 void batchnorm_nhwc_train_backward_input(float* dx, const float* dy, const float* x,
                                          const float* gamma, int64_t rows, int64_t c, double eps,

@@ -243,8 +243,41 @@ TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_outpu
 namespace {
 
 // The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it is).
+// Note [batchnorm + relu fusion]
+// Under `fuse: batchnorm_relu` every batchnorm layer whose output is read by one relu or relu6
+// layer and nothing else (not a cast, a layout conversion, an add, the loss) becomes one node,
+// the batchnorm with that activation (Note [batchnorm activation] in ops/batchnorm.cpp): the
+// graph is built once as written, the pairs are read off it, and it is built again with the
+// batchnorm node carrying `activation` and the relu layer's name standing for the batchnorm
+// node's output (later layers that name the relu read it). The fused graph computes the same
+// values bit for bit (tests/test_bn_relu_fusion.cpp); the relu's node and the normalised value
+// before it are gone, so the solver plans one value and one node fewer per pair (33 pairs in
+// ResNet-50, 27 in MobileNet, 94 in Inception V3, 121 in DenseNet-121). Parameter names do not change (a relu has none): checkpoints move between the
+// two forms.
+struct BnReluFusion {
+  std::map<std::string, std::string> fused_into;  // relu layer -> batchnorm layer
+  std::map<std::string, std::string> activation;  // batchnorm layer -> "relu" | "relu6"
+};
+
+BnReluFusion bn_relu_pairs(const Graph& g) {
+  BnReluFusion f;
+  const std::vector<std::vector<NodeId>> users = g.users();
+  for (const Node& n : g.nodes) {
+    if (n.kind != NodeKind::Forward || (n.op != "relu" && n.op != "relu6") || n.inputs.size() != 1)
+      continue;
+    const ValueId v = n.inputs[0];
+    const NodeId p = g.value(v).producer;
+    if (p < 0 || users[static_cast<size_t>(v)].size() != 1) continue;
+    const Node& bn = g.node(p);
+    if (bn.kind != NodeKind::Forward || bn.op != "batchnorm" || bn.attrs.has("activation")) continue;
+    f.fused_into[n.name] = bn.name;
+    f.activation[bn.name] = n.op;
+  }
+  return f;
+}
+
 Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOptions& opt,
-                  DType image_input) {
+                  DType image_input, const BnReluFusion& fusion) {
   REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
   const int64_t n = opt.batch ? *opt.batch : cfg.batch;
   if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
@@ -288,6 +321,10 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
   std::map<std::pair<ValueId, DType>, ValueId> casts;  // Note [bf16 autocast]
   ChannelsLastPlacer layouts(g, ops, cfg.seed, cfg.channels_last);  // Note [channels-last layout]
   for (const LayerConfig& l : cfg.layers) {
+    if (auto into = fusion.fused_into.find(l.name); into != fusion.fused_into.end()) {
+      by_name[l.name] = by_name.at(into->second);  // Note [batchnorm + relu fusion]
+      continue;
+    }
     const std::string prefix = layer_ctx(l.where, l.name);
     const OpDef& op = get_op(ops, l.op, layer_ctx(l.op_where, l.name));
     check_forward_op(op, layer_ctx(l.op_where, l.name));
@@ -306,9 +343,11 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
     node.op = l.op;
     node.kind = NodeKind::Forward;
     node.attrs = l.attrs;
+    if (auto act = fusion.activation.find(l.name); act != fusion.activation.end())
+      node.attrs.set("activation", act->second);
     node.seed = node_seed(cfg.seed, l.name);
     try {
-      AttrReader r(l.attrs);
+      AttrReader r(node.attrs);
       node.typed = op.parse(r);
     } catch (const UserError& e) {
       rethrow_at(e, cfg.source, prefix);
@@ -405,13 +444,17 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
 // first, a layer with `precision: fp32`), the batch stays F32 and the cast stays a node.
 Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
                           const BuildOptions& opt) {
-  Graph g = build_graph(cfg, ops, opt, DType::F32);
-  if (g.value(g.input).desc.dtype != DType::F32) return g;  // token ids
-  // The builder's cast (cast_value), not a `cast` layer of the config.
-  const std::string cast_name = g.value(g.input).name + ".to_" + dtype_name(DType::BF16);
-  const std::vector<NodeId> readers = g.users()[static_cast<size_t>(g.input)];
-  const bool only_the_cast = readers.size() == 1 && g.node(readers[0]).name == cast_name;
-  return only_the_cast ? build_graph(cfg, ops, opt, DType::BF16) : g;
+  Graph g = build_graph(cfg, ops, opt, DType::F32, {});
+  const BnReluFusion fusion = cfg.fuse_batchnorm_relu ? bn_relu_pairs(g) : BnReluFusion{};
+  DType batch = DType::F32;
+  if (g.value(g.input).desc.dtype == DType::F32) {  // not token ids
+    // The builder's cast (cast_value), not a `cast` layer of the config.
+    const std::string cast_name = g.value(g.input).name + ".to_" + dtype_name(DType::BF16);
+    const std::vector<NodeId> readers = g.users()[static_cast<size_t>(g.input)];
+    if (readers.size() == 1 && g.node(readers[0]).name == cast_name) batch = DType::BF16;
+  }
+  if (batch == DType::F32 && fusion.fused_into.empty()) return g;
+  return build_graph(cfg, ops, opt, batch, fusion);
 }
 
 }  // namespace remat

@@ -32,7 +32,8 @@ Shape parse_input_size(const std::string& text, const std::string& what = "--inp
 //   node "<layer>" (Forward) with inputs = data inputs then its parameters
 //   "<layer>.<suffix>" (Param/Buffer values from op.params; a suffix the layer `share`s is the
 //   earlier parameter it names, which must have the same descriptor and be trainable), typed
-//   attrs from op.parse and seed = node_seed(cfg.seed, layer);
+//   attrs from op.parse and seed = node_seed(cfg.seed, layer) (none for a relu layer fused
+//   into the batchnorm before it under `fuse: batchnorm_relu`: Note [batchnorm + relu fusion]);
 //   node "loss" (op cfg.loss with cfg.loss_attrs, Loss) reading [last layer, labels], output
 //   F32 [1].
 // Also parses the optimizer section through its op so its errors surface here.

@@ -32,7 +32,7 @@ namespace {
 const std::vector<std::string> kTopKeys = {"name",      "input",      "classes",   "sequence",
                                            "vocab",     "batch",      "accumulate", "loss",
                                            "seed",      "precision",  "optimizer", "data",
-                                           "val",       "layers",     "layout"};
+                                           "val",       "layers",     "layout",    "fuse"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -93,6 +93,8 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.channels_last =
       r.get_choice("layout", "channels_first", {"channels_first", "channels_last"}) ==
       "channels_last";
+  cfg_.fuse_batchnorm_relu =
+      r.get_choice("fuse", "none", {"none", "batchnorm_relu"}) == "batchnorm_relu";
   r.finish("model");
   cfg_.where_input = where_of("input");
   cfg_.where_classes = where_of("classes");

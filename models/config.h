@@ -25,6 +25,9 @@
 //   layout: channels_last         # channels_first (default) | channels_last: 4-D activations
 //                                 # stored NHWC where an op has that form (Note
 //                                 # [channels-last layout] in models/channels_last.cpp)
+//   fuse: batchnorm_relu          # none (default) | batchnorm_relu: each batchnorm whose output
+//                                 # only a relu / relu6 layer reads becomes one node with that
+//                                 # activation (Note [batchnorm + relu fusion] in build.cpp)
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
 //                                 # (all: warmup_steps, schedule, decay_steps, min_lr,
@@ -182,6 +185,7 @@ struct ModelConfig {
   uint64_t seed = 0;
   DType precision = DType::F32;  // `precision`: fp32 -> F32, bf16 -> BF16 (activations)
   bool channels_last = false;    // `layout: channels_last`
+  bool fuse_batchnorm_relu = false;  // `fuse: batchnorm_relu`
   OptimizerConfig optimizer;
   DataConfig data;
   std::optional<DataConfig> val;    // `val`: the validation data (same keys as `data`)

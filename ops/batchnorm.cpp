@@ -3,6 +3,16 @@
 // the batch statistics from x so the forward stays single-output. `scale: false` drops the
 // learned scale (Keras's BatchNormalization(scale=False), InceptionV3's): gamma is 1 and the
 // node has no weight parameter and no weight gradient.
+//
+// Note [batchnorm activation]
+// `activation: relu|relu6` applies the activation to the normalised value before it is stored
+// (ResNet's batch norm + ReLU as one node; the builder fuses the pairs itself under `fuse:
+// batchnorm_relu`, Note [batchnorm + relu fusion] in models/build.cpp). The result is the
+// standalone pair's bit for bit: relu and relu6 commute with rounding to the stored dtype, and
+// the gradient is theirs, a relu_grad [dy, y] node on the fused output (emit_activation_grad)
+// before the three batch-norm gradients, which read x, not y. What the fusion removes is the
+// normalised value before the activation: a value of the plan (transient, since no gradient
+// reads it) and, on the GPU, a pass over it.
 #include <vector>
 
 #include "ops/batchnorm.h"
@@ -11,6 +21,9 @@
 #include "ops/op_common.h"
 #include "ops/registry.h"
 #include "runtime/core/check.h"
+#ifdef REMAT_HAVE_CUDA
+#include "ops/cudnn_util.h"
+#endif
 
 namespace remat {
 namespace {
@@ -23,6 +36,7 @@ OpAttrsPtr bn_parse(AttrReader& r, const std::string& op_name) {
   a->train = r.get_choice("mode", "train", {"train", "inference"}) == "train";
   a->scale = r.get_bool("scale", true);
   a->channels_last = read_channels_last(r);
+  a->activation = parse_activation(r);
   r.finish(op_name);
   return a;
 }
@@ -63,8 +77,9 @@ OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, 
   return c;
 }
 
-std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy_out) {
   const auto& a = attrs_of<BatchNormAttrs>(fwd);
+  const ValueId dy = emit_activation_grad(g, fwd, dy_out, a.activation);  // the normalised value's
   const BnSlots at = bn_forward_slots(a.scale);
   const size_t n = a.scale ? 5 : 4;
   REMAT_CHECK(fwd.inputs.size() == n, "batchnorm node '" << fwd.name << "' has "
@@ -117,6 +132,7 @@ BnCudaParams bn_cuda_params(const Node& n) {
   p.train = a.train;
   p.scale = a.scale;
   p.channels_last = a.channels_last;
+  p.activation = kernel_activation(a.activation);
   return p;
 }
 
@@ -147,13 +163,16 @@ void set_bn_cuda(OpDef& op, void (*run)(const BnCudaParams&, const ExecContext&)
 void register_batchnorm_ops(OpRegistry& r) {
   OpDef bn;
   bn.name = "batchnorm";
-  bn.summary = "batch normalisation per channel (momentum, eps, mode train|inference, scale)";
+  bn.summary =
+      "batch normalisation per channel (momentum, eps, mode train|inference, scale, fused "
+      "activation relu|relu6)";
   bn.min_inputs = bn.max_inputs = 1;
   bn.parse = [](AttrReader& rd) { return bn_parse(rd, "batchnorm"); };
   bn.infer = bn_infer;
   bn.params = bn_params;
-  bn.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return bn_cost_scaled(in, out, 7.0);
+  bn.cost = [](const OpAttrs& at, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    const bool act = static_cast<const BatchNormAttrs&>(at).activation != Activation::None;
+    return bn_cost_scaled(in, out, act ? 8.0 : 7.0);
   };
   bn.cpu = bn_forward_cpu;
   bn.gradient = bn_gradient;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "ops/fused_activation.h"
 #include "ops/op_common.h"
 
 namespace remat {
@@ -15,6 +16,8 @@ struct BatchNormAttrs : OpAttrs {
   bool train = true;  // train: batch statistics; inference: running statistics
   bool scale = true;  // a learned scale (weight); false: gamma = 1, no weight parameter
   bool channels_last = false;  // data_format: x [N, H, W, C] (Note [channels-last layout])
+  // A fused relu / relu6 on the output (Note [batchnorm activation] in ops/batchnorm.cpp).
+  Activation activation = Activation::None;
 };
 
 // Positions of the parameters among a node's inputs; -1 where absent. Forward:

@@ -106,7 +106,7 @@ void bn_forward_cpu_t(const ExecContext& ctx) {
       const int64_t base = d.base(n, c);
       for (int64_t i = 0; i < d.inner; ++i) {
         const int64_t j = base + i * d.step();
-        store(y, j, load(x, j) * scale + shift);
+        store(y, j, activate_cpu(a.activation, load(x, j) * scale + shift));
       }
     }
     if (a.train && ctx.first_compute) {

@@ -153,6 +153,17 @@ bool own_gamma(const BnCudaParams& p, const ExecContext& ctx) {
   return p.train && (!p.channels_last || cuda_context(ctx).bn_kernels != BnKernels::Cudnn);
 }
 
+// The fused activation (Note [batchnorm activation]) after a cuDNN call, over the stored output
+// in place: the standalone relu's pass (relu and relu6 commute with the rounding cuDNN did).
+// Our kernels apply it before they store.
+void activate_in_place(const BnCudaParams& p, const ExecContext& ctx) {
+  if (p.activation == KernelActivation::None) return;
+  with_storage(ctx.output.desc->dtype, [&](auto tag) {
+    bias_act_forward(storage<decltype(tag)>(ctx.output), nullptr, ctx.output.numel(), 1, 1,
+                     p.activation, cuda_context(ctx).stream);
+  });
+}
+
 }  // namespace
 
 void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
@@ -173,10 +184,10 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
       const T* x = storage<T>(ctx.inputs[0]);
       if (p.channels_last)  // sh: [N H W, C, 1]
         batchnorm_nhwc_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, p.eps, p.momentum,
-                                     ctx.workspace, cc.stream);
+                                     p.activation, ctx.workspace, cc.stream);
       else
         batchnorm_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, sh.plane, p.eps,
-                                p.momentum, ctx.workspace, cc.stream);
+                                p.momentum, p.activation, ctx.workspace, cc.stream);
     });
     return;
   }
@@ -193,6 +204,7 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
         cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
         beta, rm, rv, p.eps));
+    activate_in_place(p, ctx);
     return;
   }
   if (!ctx.first_compute) {  // Note [batchnorm on the GPU]: scratch absorbs the update
@@ -207,6 +219,7 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
       beta, p.momentum, rm, rv, p.eps, nullptr, nullptr));
+  activate_in_place(p, ctx);
 }
 
 int64_t batchnorm_forward_cuda_workspace(const BnCudaParams& p, const ExecContext& ctx) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/kernels.h"
 #include "runtime/graph/op.h"
 
 namespace remat {
@@ -18,6 +19,7 @@ struct BnCudaParams {
   bool scale = true;  // false: no weight input; gamma = 1 from a workspace vector of ones
   bool channels_last = false;  // x [N, H, W, C]: cuDNN on NHWC descriptors (Note [batchnorm on
                                // the GPU])
+  KernelActivation activation = KernelActivation::None;  // Note [batchnorm activation]
 };
 
 // inputs [x, weight (scale only), bias, running_mean, running_var] -> y; running stats updated

@@ -1,4 +1,4 @@
-// The `activation: none|relu|relu6` attribute shared by conv2d and dense: parsing, the CPU
+// The `activation: none|relu|relu6` attribute shared by conv2d, dense and batchnorm: parsing, the CPU
 // loops (also used by the standalone relu/relu6 ops), weight init choice, and the gradient
 // node a fused activation needs before the op's own gradients.
 #pragma once
@@ -31,6 +31,12 @@ inline void relu_forward_cpu(const float* x, float* y, int64_t n) {
 }
 inline void relu6_forward_cpu(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::min(x[i] > 0.0f ? x[i] : 0.0f, 6.0f);
+}
+// One value through the activation (the loops' rule, so a fused op rounds as the standalone one).
+inline float activate_cpu(Activation a, float x) {
+  if (a == Activation::None) return x;
+  const float r = x > 0.0f ? x : 0.0f;
+  return a == Activation::Relu6 ? std::min(r, 6.0f) : r;
 }
 inline void activation_forward_cpu(Activation a, float* y, int64_t n) {
   if (a == Activation::Relu) relu_forward_cpu(y, y, n);

@@ -282,6 +282,38 @@ TEST_F(CudaBatchNorm, OwnKernelsOnEveryPackWidth) {
   expect_cuda_matches(*own, unscaled);
 }
 
+// A fused relu / relu6 (Note [batchnorm activation]): applied before the store by our kernels
+// (NCHW and NHWC) and over cuDNN's output, in train and inference mode, fp32 and bf16, with
+// scales that reach past 6 and below 0. Node by node against the CPU (Note [node-wise
+// comparison]: a value near 0 or 6 that the two round to either side must not carry another
+// mask into the batch norm's gradients), reruns bit-identical.
+TEST_F(CudaBatchNorm, FusedActivationMatchesTheCpu) {
+  std::unique_ptr<Backend> own = bn_kernels_backend(BnKernels::Own);
+  std::unique_ptr<Backend> cudnn = bn_kernels_backend(BnKernels::Cudnn);
+  ASSERT_TRUE(own && cudnn);
+  for (const char* act : {"relu", "relu6"}) {
+    for (const char* mode : {"train", "inference"}) {
+      for (const char* layout : {"channels_first", "channels_last"}) {
+        AttrMap a = attr_map({{"mode", std::string(mode)}, {"activation", std::string(act)}});
+        const bool last = std::string(layout) == "channels_last";
+        if (last) a.set("data_format", std::string("channels_last"));
+        const OpCase c{"batchnorm", a, {f32(last ? Shape{4, 16, 16, 8} : Shape{4, 8, 16, 16})},
+                       {}, 40};  // 8 channels either way
+        for (Backend* b : {own.get(), cudnn.get()}) {
+          for (const OpCase& k : {c, as_bf16(c)}) {
+            SCOPED_TRACE(std::string(act) + " " + mode + " " + layout + " " + b->name() +
+                         (k.inputs[0].dtype == DType::BF16 ? " bf16" : " fp32"));
+            CudaOpHarness h(registry(), k);
+            h.host().set_param(0, {4.0f, -3.0f, 0.5f, 7.0f, 1.0f, 2.0f, -6.5f, 3.0f});
+            EXPECT_TRUE(h.compare_nodewise_with_cpu(*b));
+            EXPECT_TRUE(h.check_rerun_identical(*b));
+          }
+        }
+      }
+    }
+  }
+}
+
 // A recomputation (first_compute false) leaves the running statistics alone and gives the
 // same y, bit for bit, as the first computation.
 TEST_F(CudaBatchNorm, RecomputeDoesNotUpdateRunningStats) {

@@ -54,21 +54,30 @@ TEST(CudaTrain, SmallCnnMatchesCpuWithinBudget) {
 
 // A channels-last model (Note [channels-last layout]) on the GPU: NHWC convolutions, batch norm
 // and pooling under the same budget train as the CPU does (which computes the channels-first
-// model's values bit for bit), with the same loss tolerance as above, and the measured peak is
-// the plan's.
-TEST(CudaTrain, ChannelsLastSmallCnnMatchesCpuWithinBudget) {
+// model's values bit for bit); so do batch norm and relu fused (Note [batchnorm + relu fusion]),
+// in both layouts; with the same loss tolerance as above, and the measured peak is the plan's.
+TEST(CudaTrain, ChannelsLastAndFusedSmallCnnMatchCpuWithinBudget) {
   std::string why;
   if (!cuda_device_available(&why)) GTEST_SKIP() << why;
-  TrainOptions cpu_opt = small_cnn("cpu"), gpu_opt = small_cnn("cuda");
-  cpu_opt.overrides = gpu_opt.overrides = {"layout=channels_last"};
-  TrainSummary cpu = run_training(cpu_opt);
-  TrainSummary gpu = run_training(gpu_opt);
-  ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
-  for (size_t i = 0; i < cpu.losses.size(); ++i)
-    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 + 1e-2 * std::fabs(cpu.losses[i]))
-        << "step " << i;
-  EXPECT_EQ(gpu.peak_bytes, gpu.predicted_peak);
-  EXPECT_LE(gpu.reserved_peak_bytes, 6000000);
+  const std::vector<std::vector<std::string>> variants = {
+      {"layout=channels_last"},
+      {"fuse=batchnorm_relu"},
+      {"fuse=batchnorm_relu", "layout=channels_last"}};
+  for (const std::vector<std::string>& overrides : variants) {
+    std::string what;
+    for (const std::string& o : overrides) what += o + " ";
+    SCOPED_TRACE(what);
+    TrainOptions cpu_opt = small_cnn("cpu"), gpu_opt = small_cnn("cuda");
+    cpu_opt.overrides = gpu_opt.overrides = overrides;
+    TrainSummary cpu = run_training(cpu_opt);
+    TrainSummary gpu = run_training(gpu_opt);
+    ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i)
+      EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 + 1e-2 * std::fabs(cpu.losses[i]))
+          << "step " << i;
+    EXPECT_EQ(gpu.peak_bytes, gpu.predicted_peak);
+    EXPECT_LE(gpu.reserved_peak_bytes, 6000000);
+  }
 }
 
 // Gradient accumulation on the GPU (Note [gradient accumulation]): grad_accumulate's three cases

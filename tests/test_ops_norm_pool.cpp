@@ -3,6 +3,7 @@
 // differences (tests/op_harness.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -166,6 +167,67 @@ TEST(BatchNorm, GradientsInference) {
   h.set_param(2, {0.3f, -0.2f});
   h.set_param(3, {0.5f, 2.0f});
   EXPECT_TRUE(h.check_gradients(kTolNormalize));
+}
+
+// A fused relu / relu6 (Note [batchnorm activation]): the output is the standalone pair's bit
+// for bit (batchnorm, then relu on its output), in fp32 and bf16, channels-first and -last, and
+// so are its gradients (the batch norm's at dy times the activation's slope); the gradient rule
+// adds the activation's node before the batch-norm gradients.
+TEST(BatchNorm, FusedActivationIsThePairBitForBit) {
+  for (const char* act : {"relu", "relu6"}) {
+    for (const char* layout : {"channels_first", "channels_last"}) {
+      for (bool half : {false, true}) {
+        SCOPED_TRACE(std::string(act) + " " + layout + (half ? " bf16" : " fp32"));
+        AttrMap plain;
+        if (std::string(layout) == "channels_last")
+          plain.set("data_format", std::string("channels_last"));
+        AttrMap fused = plain;
+        fused.set("activation", std::string(act));
+        const TensorDesc x = half ? bf16({3, 4, 5, 4}) : f32({3, 4, 5, 4});
+        OpHarness pair(builtin_registry(), {"batchnorm", plain, {x}});
+        OpHarness one(builtin_registry(), {"batchnorm", fused, {x}});
+        pair.set_param(0, {4.0f, -3.0f, 0.5f, 7.0f});  // scales that reach past 6 and below 0
+        one.set_param(0, {4.0f, -3.0f, 0.5f, 7.0f});
+        std::vector<float> want = pair.forward();
+        for (float& v : want) v = std::string(act) == "relu" ? std::max(v, 0.0f)
+                                                            : std::min(std::max(v, 0.0f), 6.0f);
+        const std::vector<float> got = one.forward();
+        ASSERT_EQ(got.size(), want.size());
+        int clipped_low = 0, clipped_high = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << i;
+          clipped_low += got[i] == 0.0f;
+          clipped_high += got[i] == 6.0f;
+        }
+        EXPECT_GT(clipped_low, 0);
+        if (std::string(act) == "relu6") EXPECT_GT(clipped_high, 0);
+        // Gradients: the pair's with dy masked by the activation's slope at the output (relu:
+        // y > 0; relu6: 0 < y < 6), whose own gradients the checks above and the relu tests cover.
+        const std::vector<float> dy = one.random_dy(5);
+        std::vector<float> masked = dy;
+        for (size_t i = 0; i < masked.size(); ++i)
+          if (!(got[i] > 0.0f && got[i] < (std::string(act) == "relu" ? INFINITY : 6.0f)))
+            masked[i] = 0.0f;
+        const std::vector<std::vector<float>> g1 = one.gradients(dy), g2 = pair.gradients(masked);
+        ASSERT_EQ(g1.size(), g2.size());
+        for (size_t k = 0; k < g1.size(); ++k) {
+          ASSERT_EQ(g1[k].size(), g2[k].size()) << "input " << k;
+          if (!g1[k].empty())
+            EXPECT_EQ(std::memcmp(g1[k].data(), g2[k].data(), g1[k].size() * sizeof(float)), 0)
+                << "input " << k;
+        }
+      }
+    }
+  }
+  OpHarness h(builtin_registry(),
+              {"batchnorm", attr_map({{"activation", std::string("relu")}}), {f32({2, 3, 2, 2})}});
+  h.gradients(h.random_dy(5));
+  int act_grads = 0;
+  for (const Node& n : h.graph().nodes) act_grads += n.op == "relu_grad";
+  EXPECT_EQ(act_grads, 1);
+  EXPECT_HAS(case_error({"batchnorm", attr_map({{"activation", std::string("gelu")}}),
+                         {f32({2, 3})}}),
+             "activation");
 }
 
 // ---------------------------------------------------------------- pooling

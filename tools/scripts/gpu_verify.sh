@@ -29,8 +29,9 @@
 #          under 6 GB, and gpt2_fused bf16 with the flash kernels, each with its plan replayed as
 #          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
 #          losses (equal when the replay is right) in each run's summary JSON;
-#   quick: the unverified work of the sixth to eighth sessions in about five minutes (a session
-#          is lent 15 minutes of device time): ResNet-50 b64 bf16 as written and channels-last,
+#   quick: the unverified work of the sixth to tenth sessions in about five minutes (a session
+#          is lent 15 minutes of device time): ResNet-50 b64 bf16 as written, channels-last, and
+#          channels-last with batch norm and relu fused (fuse=batchnorm_relu),
 #          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
 #          kernels, then the benchmark against PyTorch of ResNet-50 channels-last and of
 #          gpt2_fused with the flash kernels (keep-everything and 50 %). With `tests` first:
@@ -176,10 +177,12 @@ for step in $steps; do
             "${flag[@]}" --summary "$out/gpt2_fused_bf16_flash_$mode.json"
       done ;;
     quick)
-      for lay in channels_first channels_last; do
+      for lay in channels_first channels_last channels_last_fused; do
+        fuse=none
+        [ $lay = channels_last_fused ] && fuse=batchnorm_relu
         run train_resnet50_bf16_$lay "$build/tools/train" --config configs/resnet50.yaml \
-            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 layout=$lay \
-            --summary "$out/resnet50_bf16_$lay.summary.json"
+            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 \
+            layout=${lay%_fused} fuse=$fuse --summary "$out/resnet50_bf16_$lay.summary.json"
       done
       for mode in graph nograph; do
         flag=()
