@@ -213,10 +213,10 @@ void batchnorm_train_forward(float* y, const float* x, const float* gamma, const
   forward_impl(y, x, gamma, beta, running_mean, running_var, n, c, plane, eps, momentum, act,
                workspace, stream);
 }
-void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
-                             const float* beta, float* running_mean, float* running_var,
-                             int64_t n, int64_t c, int64_t plane, double eps, double momentum,
-                             KernelActivation act, void* workspace, cudaStream_t stream) {
+void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma, const float* beta,
+                             float* running_mean, float* running_var, int64_t n, int64_t c,
+                             int64_t plane, double eps, double momentum, KernelActivation act,
+                             void* workspace, cudaStream_t stream) {
   forward_impl(bf16_ptr(y), bf16_ptr(x), gamma, beta, running_mean, running_var, n, c, plane, eps,
                momentum, act, workspace, stream);
 }

@@ -127,8 +127,8 @@ void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float
       coef, running_mean, running_var, gamma, beta, partial, c, splits, static_cast<double>(rows),
       eps, momentum);
   REMAT_CUDA_LAUNCH_CHECK();
-  bn_nhwc_forward_apply_kernel<<<grid_for(rows * c), kBlockSize, 0, stream>>>(y, x, coef,
-                                                                              rows * c, c, act);
+  bn_nhwc_forward_apply_kernel<<<grid_for(rows * c), kBlockSize, 0, stream>>>(y, x, coef, rows * c,
+                                                                              c, act);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
@@ -171,12 +171,12 @@ int64_t batchnorm_nhwc_train_forward_workspace_bytes(int64_t rows, int64_t c) {
   return partial_bytes(2, rows, c) + round_up256(2 * c * static_cast<int64_t>(sizeof(float)));
 }
 
-void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma,
-                                  const float* beta, float* running_mean, float* running_var,
-                                  int64_t rows, int64_t c, double eps, double momentum,
-                                  KernelActivation act, void* workspace, cudaStream_t stream) {
-  forward_impl(y, x, gamma, beta, running_mean, running_var, rows, c, eps, momentum, act,
-               workspace, stream);
+void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma, const float* beta,
+                                  float* running_mean, float* running_var, int64_t rows, int64_t c,
+                                  double eps, double momentum, KernelActivation act,
+                                  void* workspace, cudaStream_t stream) {
+  forward_impl(y, x, gamma, beta, running_mean, running_var, rows, c, eps, momentum, act, workspace,
+               stream);
 }
 void batchnorm_nhwc_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/kernels.h"                 // KernelActivation
+#include "kernels/kernels.h"                // KernelActivation
 #include "runtime/backends/cuda_context.h"  // REMAT_CUDA_CHECK, REMAT_CUDA_LAUNCH_CHECK
 
 namespace remat {
@@ -101,8 +101,10 @@ inline const __nv_bfloat16* bf16_ptr(const uint16_t* p) {
 // The fused activations of the epilogues (bias_act_forward, batch norm's apply pass), in float
 // before the one rounding into the stored type.
 __device__ __forceinline__ float activate(float x, KernelActivation act) {
-  if (act == KernelActivation::Relu) x = x > 0.0f ? x : 0.0f;
-  else if (act == KernelActivation::Relu6) x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
+  if (act == KernelActivation::Relu)
+    x = x > 0.0f ? x : 0.0f;
+  else if (act == KernelActivation::Relu6)
+    x = fminf(x > 0.0f ? x : 0.0f, 6.0f);
   return x;
 }
 

@@ -330,10 +330,10 @@ void batchnorm_train_forward(float* y, const float* x, const float* gamma, const
                              float* running_mean, float* running_var, int64_t n, int64_t c,
                              int64_t plane, double eps, double momentum, KernelActivation act,
                              void* workspace, cudaStream_t stream);
-void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
-                             const float* beta, float* running_mean, float* running_var,
-                             int64_t n, int64_t c, int64_t plane, double eps, double momentum,
-                             KernelActivation act, void* workspace, cudaStream_t stream);
+void batchnorm_train_forward(uint16_t* y, const uint16_t* x, const float* gamma, const float* beta,
+                             float* running_mean, float* running_var, int64_t n, int64_t c,
+                             int64_t plane, double eps, double momentum, KernelActivation act,
+                             void* workspace, cudaStream_t stream);
 // dx = gamma / sigma (dy - mean(dy) - xhat mean(dy xhat)), the batch statistics of x.
 int64_t batchnorm_train_backward_input_workspace_bytes(int64_t n, int64_t c, int64_t plane);
 void batchnorm_train_backward_input(float* dx, const float* dy, const float* x, const float* gamma,
@@ -355,10 +355,10 @@ void batchnorm_grad_gamma(float* dgamma, const uint16_t* x, const uint16_t* dy, 
 // The three passes above over [rows, c] tensors (rows = N H W of an [N, H, W, C] tensor; Note
 // [channels-last batch-norm kernels]), with the same arithmetic.
 int64_t batchnorm_nhwc_train_forward_workspace_bytes(int64_t rows, int64_t c);
-void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma,
-                                  const float* beta, float* running_mean, float* running_var,
-                                  int64_t rows, int64_t c, double eps, double momentum,
-                                  KernelActivation act, void* workspace, cudaStream_t stream);
+void batchnorm_nhwc_train_forward(float* y, const float* x, const float* gamma, const float* beta,
+                                  float* running_mean, float* running_var, int64_t rows, int64_t c,
+                                  double eps, double momentum, KernelActivation act,
+                                  void* workspace, cudaStream_t stream);
 void batchnorm_nhwc_train_forward(uint16_t* y, const uint16_t* x, const float* gamma,
                                   const float* beta, float* running_mean, float* running_var,
                                   int64_t rows, int64_t c, double eps, double momentum,

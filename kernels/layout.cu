@@ -53,8 +53,8 @@ void launch(To* dst, const Ti* src, int64_t batch, int64_t rows, int64_t cols, b
                                                      << cols << " (2^36 columns or more)");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(std::min<int64_t>(gy, 65535)),
                   static_cast<unsigned>(std::min<int64_t>(batch, 65535)));
-  transpose_kernel<Ti, To><<<grid, dim3(kTile, kTileRows), 0, stream>>>(dst, src, batch, rows,
-                                                                         cols, accumulate);
+  transpose_kernel<Ti, To>
+      <<<grid, dim3(kTile, kTileRows), 0, stream>>>(dst, src, batch, rows, cols, accumulate);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

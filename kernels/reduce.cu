@@ -33,8 +33,8 @@ __global__ void global_avgpool_forward_kernel(T* out, const T* inp, int64_t plan
 // each of the hw loads of a warp is one coalesced row of C values (a warp per plane would read
 // 32 values C apart per load); the sum runs over the pixels in order.
 template <typename T>
-__global__ void global_avgpool_forward_nhwc_kernel(T* out, const T* inp, int64_t planes,
-                                                   int64_t hw, int64_t pixel) {
+__global__ void global_avgpool_forward_nhwc_kernel(T* out, const T* inp, int64_t planes, int64_t hw,
+                                                   int64_t pixel) {
   for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < planes;
        p += int64_t{gridDim.x} * blockDim.x) {
     const T* x = inp + (p / pixel) * hw * pixel + p % pixel;
@@ -59,11 +59,12 @@ void global_avgpool_forward_impl(T* out, const T* inp, int64_t planes, int64_t h
   REMAT_CHECK(hw > 0, "global_avgpool_forward: empty plane");
   if (planes <= 0) return;
   if (pixel > 1)
-    global_avgpool_forward_nhwc_kernel<T><<<grid_for(planes), kBlockSize, 0, stream>>>(
-        out, inp, planes, hw, pixel);
+    global_avgpool_forward_nhwc_kernel<T>
+        <<<grid_for(planes), kBlockSize, 0, stream>>>(out, inp, planes, hw, pixel);
   else
-    global_avgpool_forward_kernel<T><<<grid_for(planes, kReduceThreads / 32), kReduceThreads, 0,
-                                       stream>>>(out, inp, planes, hw, pixel);
+    global_avgpool_forward_kernel<T>
+        <<<grid_for(planes, kReduceThreads / 32), kReduceThreads, 0, stream>>>(out, inp, planes, hw,
+                                                                               pixel);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

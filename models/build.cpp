@@ -242,7 +242,6 @@ TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_outpu
 
 namespace {
 
-// The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it is).
 // Note [batchnorm + relu fusion]
 // Under `fuse: batchnorm_relu` every batchnorm layer whose output is read by one relu or relu6
 // layer and nothing else (not a cast, a layout conversion, an add, the loss) becomes one node,
@@ -252,8 +251,8 @@ namespace {
 // node's output (later layers that name the relu read it). The fused graph computes the same
 // values bit for bit (tests/test_bn_relu_fusion.cpp); the relu's node and the normalised value
 // before it are gone, so the solver plans one value and one node fewer per pair (33 pairs in
-// ResNet-50, 27 in MobileNet, 94 in Inception V3, 121 in DenseNet-121). Parameter names do not change (a relu has none): checkpoints move between the
-// two forms.
+// ResNet-50, 27 in MobileNet, 94 in Inception V3, 121 in DenseNet-121). Parameter names do not
+// change (a relu has none): checkpoints move between the two forms.
 struct BnReluFusion {
   std::map<std::string, std::string> fused_into;  // relu layer -> batchnorm layer
   std::map<std::string, std::string> activation;  // batchnorm layer -> "relu" | "relu6"
@@ -269,13 +268,16 @@ BnReluFusion bn_relu_pairs(const Graph& g) {
     const NodeId p = g.value(v).producer;
     if (p < 0 || users[static_cast<size_t>(v)].size() != 1) continue;
     const Node& bn = g.node(p);
-    if (bn.kind != NodeKind::Forward || bn.op != "batchnorm" || bn.attrs.has("activation")) continue;
+    if (bn.kind != NodeKind::Forward || bn.op != "batchnorm" || bn.attrs.has("activation"))
+      continue;
     f.fused_into[n.name] = bn.name;
     f.activation[bn.name] = n.op;
   }
   return f;
 }
 
+// The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it
+// is), with `fusion`'s pairs fused.
 Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOptions& opt,
                   DType image_input, const BnReluFusion& fusion) {
   REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");

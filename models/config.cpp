@@ -29,10 +29,9 @@ DType precision_from_name(const std::string& name) {
 namespace config_detail {
 
 namespace {
-const std::vector<std::string> kTopKeys = {"name",      "input",      "classes",   "sequence",
-                                           "vocab",     "batch",      "accumulate", "loss",
-                                           "seed",      "precision",  "optimizer", "data",
-                                           "val",       "layers",     "layout",    "fuse"};
+const std::vector<std::string> kTopKeys = {
+    "name", "input",     "classes",   "sequence", "vocab", "batch",  "accumulate", "loss",
+    "seed", "precision", "optimizer", "data",     "val",   "layers", "layout",     "fuse"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,

@@ -79,7 +79,8 @@ OpCost bn_cost_scaled(const std::vector<TensorDesc>& in, const TensorDesc& out, 
 
 std::vector<ValueId> bn_gradient(GradEmitter& g, const Node& fwd, ValueId dy_out) {
   const auto& a = attrs_of<BatchNormAttrs>(fwd);
-  const ValueId dy = emit_activation_grad(g, fwd, dy_out, a.activation);  // the normalised value's
+  // The gradient of the normalised value: through the fused activation's node, if any.
+  const ValueId dy = emit_activation_grad(g, fwd, dy_out, a.activation);
   const BnSlots at = bn_forward_slots(a.scale);
   const size_t n = a.scale ? 5 : 4;
   REMAT_CHECK(fwd.inputs.size() == n, "batchnorm node '" << fwd.name << "' has "

@@ -186,8 +186,8 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
         batchnorm_nhwc_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, p.eps, p.momentum,
                                      p.activation, ctx.workspace, cc.stream);
       else
-        batchnorm_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, sh.plane, p.eps,
-                                p.momentum, p.activation, ctx.workspace, cc.stream);
+        batchnorm_train_forward(y, x, gamma, beta, rm, rv, sh.n, sh.c, sh.plane, p.eps, p.momentum,
+                                p.activation, ctx.workspace, cc.stream);
     });
     return;
   }

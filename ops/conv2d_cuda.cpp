@@ -107,8 +107,8 @@ void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx) {
   const Staging xs = staging(ctx.inputs[0].shape(), p.channels_last),
                 ys = staging(ctx.output.shape(), p.channels_last);
   if (plan.gemm) {  // Note [1x1 convolutions as GEMMs]
-    conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), p.channels_last, x,
-                  w, y, cc);
+    conv_gemm_run(ConvPass::Forward, conv_tensors(ConvPass::Forward, ctx), p.channels_last, x, w, y,
+                  cc);
   } else {
     for (int64_t k = 0, n = chunks_of(plan, ctx); k < n; ++k) {
       const void* xk = at(x, chunk_offset(plan, k, plan.x_per_sample));

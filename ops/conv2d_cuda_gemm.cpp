@@ -118,8 +118,8 @@ void nhwc_gemm_run(ConvPass pass, const GemmDims& d, DType dtype, const void* in
       REMAT_CUBLAS_CHECK(cublasGemmEx(cc.cublas, CUBLAS_OP_N, CUBLAS_OP_T, c, k, rows, &one, w,
                                       type, c, in, type, k, &zero, out, CUDA_R_32F, c,
                                       compute_type(dtype, cc), CUBLAS_GEMM_DEFAULT));
-      if (dtype == DType::BF16) bf16_round(static_cast<float*>(out), static_cast<float*>(out),
-                                           d.k * d.c, cc.stream);
+      if (dtype == DType::BF16)
+        bf16_round(static_cast<float*>(out), static_cast<float*>(out), d.k * d.c, cc.stream);
       return;
   }
 }
@@ -134,10 +134,9 @@ bool conv_gemm_applies(ConvPass, const ConvCudaParams& p, const ConvTensors& t) 
   if (t.x->dtype != DType::F32 && t.x->dtype != DType::BF16) return false;
   const GemmDims d = gemm_dims(t, p.channels_last);
   const int64_t most = INT_MAX;
-  const bool same_plane = p.channels_last ? t.x->shape[1] == t.y->shape[1] &&
-                                                t.x->shape[2] == t.y->shape[2]
-                                          : t.x->shape[2] == t.y->shape[2] &&
-                                                t.x->shape[3] == t.y->shape[3];
+  const bool same_plane = p.channels_last
+                              ? t.x->shape[1] == t.y->shape[1] && t.x->shape[2] == t.y->shape[2]
+                              : t.x->shape[2] == t.y->shape[2] && t.x->shape[3] == t.y->shape[3];
   // NHWC calls take the whole batch's N HW rows as one GEMM dimension.
   const int64_t rows = p.channels_last ? (d.hw > 0 && d.n > most / d.hw ? most + 1 : d.n * d.hw)
                                        : std::max(d.n, d.hw);

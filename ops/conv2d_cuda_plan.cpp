@@ -45,7 +45,6 @@ namespace {
 // [bf16 weight or weight-gradient copy][cuDNN's workspace]. Any math type but an FP16
 // down-conversion is accepted: bf16 has no FP32-only mode to protect.
 
-
 // Note [staged NHWC convolutions]
 // cuDNN's NCHW convolutions run far below its NHWC ones on tensor cores (an H200, bf16,
 // ResNet-50 at batch 64: 218 us a forward convolution on average, against ~30 us for PyTorch's
@@ -232,12 +231,12 @@ std::vector<ConvCandidate> find_candidates(ConvPass pass, const ConvPlan& plan,
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
         st = cudnnFindConvolutionForwardAlgorithmEx(
-            cc.cudnn, plan.x.get(), t.x_data, plan.w.get(), t.w_data, plan.conv.get(),
-            plan.y.get(), t.y_data, max_count, &got, perf.data(), scratch, scratch_bytes);
+            cc.cudnn, plan.x.get(), t.x_data, plan.w.get(), t.w_data, plan.conv.get(), plan.y.get(),
+            t.y_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        st = cudnnFindConvolutionForwardAlgorithm(
-            cc.cudnn, plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(), max_count, &got,
-            perf.data());
+        st = cudnnFindConvolutionForwardAlgorithm(cc.cudnn, plan.x.get(), plan.w.get(),
+                                                  plan.conv.get(), plan.y.get(), max_count, &got,
+                                                  perf.data());
       if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }
@@ -246,12 +245,12 @@ std::vector<ConvCandidate> find_candidates(ConvPass pass, const ConvPlan& plan,
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
         st = cudnnFindConvolutionBackwardDataAlgorithmEx(
-            cc.cudnn, plan.w.get(), t.w_data, plan.y.get(), t.y_data, plan.conv.get(),
-            plan.x.get(), t.x_data, max_count, &got, perf.data(), scratch, scratch_bytes);
+            cc.cudnn, plan.w.get(), t.w_data, plan.y.get(), t.y_data, plan.conv.get(), plan.x.get(),
+            t.x_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        st = cudnnFindConvolutionBackwardDataAlgorithm(
-            cc.cudnn, plan.w.get(), plan.y.get(), plan.conv.get(), plan.x.get(), max_count, &got,
-            perf.data());
+        st = cudnnFindConvolutionBackwardDataAlgorithm(cc.cudnn, plan.w.get(), plan.y.get(),
+                                                       plan.conv.get(), plan.x.get(), max_count,
+                                                       &got, perf.data());
       if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }
@@ -260,12 +259,12 @@ std::vector<ConvCandidate> find_candidates(ConvPass pass, const ConvPlan& plan,
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
       if (ex)
         st = cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            cc.cudnn, plan.x.get(), t.x_data, plan.y.get(), t.y_data, plan.conv.get(),
-            plan.w.get(), t.w_data, max_count, &got, perf.data(), scratch, scratch_bytes);
+            cc.cudnn, plan.x.get(), t.x_data, plan.y.get(), t.y_data, plan.conv.get(), plan.w.get(),
+            t.w_data, max_count, &got, perf.data(), scratch, scratch_bytes);
       else
-        st = cudnnFindConvolutionBackwardFilterAlgorithm(
-            cc.cudnn, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(), max_count, &got,
-            perf.data());
+        st = cudnnFindConvolutionBackwardFilterAlgorithm(cc.cudnn, plan.x.get(), plan.y.get(),
+                                                         plan.conv.get(), plan.w.get(), max_count,
+                                                         &got, perf.data());
       if (!find_ok(st, seen)) return {};
       return to_candidates(perf, got);
     }

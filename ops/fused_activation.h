@@ -1,6 +1,6 @@
-// The `activation: none|relu|relu6` attribute shared by conv2d, dense and batchnorm: parsing, the CPU
-// loops (also used by the standalone relu/relu6 ops), weight init choice, and the gradient
-// node a fused activation needs before the op's own gradients.
+// The `activation: none|relu|relu6` attribute shared by conv2d, dense and batchnorm: parsing, the
+// CPU loops (also used by the standalone relu/relu6 ops), weight init choice, and the gradient node
+// a fused activation needs before the op's own gradients.
 #pragma once
 
 #include <algorithm>

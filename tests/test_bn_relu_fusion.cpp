@@ -140,40 +140,48 @@ TEST(BnReluFusion, PairsFuseIntoOneNodeWithTheSameParameters) {
 }
 
 TEST(BnReluFusion, WhatElseReadsTheBatchNormKeepsThePair) {
-  const std::string head = "name: m\ninput: [3, 8, 8]\nclasses: 3\nbatch: 4\nfuse: batchnorm_relu\n"
-                           "layers:\n  - {name: c, op: conv2d, filters: 4, kernel: 3}\n";
+  const std::string head =
+      "name: m\ninput: [3, 8, 8]\nclasses: 3\nbatch: 4\nfuse: batchnorm_relu\n"
+      "layers:\n  - {name: c, op: conv2d, filters: 4, kernel: 3}\n";
   const std::string tail = "  - {name: f, op: flatten}\n  - {name: d, op: dense, units: 3}\n";
   auto build = [&](const std::string& layers) {
     return build_forward_graph(parse_model_config(head + layers + tail, "m.yaml"), registry());
   };
   // Read twice: by the relu and by an add.
-  const Graph two = build("  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n"
-                          "  - {name: s, op: add, inputs: [bn, r]}\n");
+  const Graph two = build(
+      "  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n"
+      "  - {name: s, op: add, inputs: [bn, r]}\n");
   EXPECT_NE(two.find_node("r"), -1);
   EXPECT_FALSE(two.node(two.find_node("bn")).attrs.has("activation"));
   // A batchnorm with its own activation, and an add before the relu (small_dag's residual).
-  const Graph own = build("  - {name: bn, op: batchnorm, activation: relu6}\n  - {name: r, op: relu}\n");
+  const Graph own =
+      build("  - {name: bn, op: batchnorm, activation: relu6}\n  - {name: r, op: relu}\n");
   EXPECT_NE(own.find_node("r"), -1);
-  const Graph add = build("  - {name: bn, op: batchnorm}\n  - {name: s, op: add, inputs: [bn, c]}\n"
-                          "  - {name: r, op: relu}\n");
+  const Graph add = build(
+      "  - {name: bn, op: batchnorm}\n  - {name: s, op: add, inputs: [bn, c]}\n"
+      "  - {name: r, op: relu}\n");
   EXPECT_NE(add.find_node("r"), -1);
   // The relu named later resolves to the fused node; a relu as the last layer feeds the loss.
-  const Graph named = build("  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n"
-                            "  - {name: p, op: maxpool, kernel: 2, inputs: [r]}\n");
+  const Graph named = build(
+      "  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n"
+      "  - {name: p, op: maxpool, kernel: 2, inputs: [r]}\n");
   EXPECT_EQ(named.find_node("r"), -1);
   EXPECT_EQ(named.node(named.find_node("p")).inputs[0], named.find_value("bn"));
   // Without the key nothing fuses.
   const ModelConfig plain = parse_model_config(
       "name: m\ninput: [3, 8, 8]\nclasses: 3\nbatch: 4\nlayers:\n"
-      "  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n" + tail, "m.yaml");
+      "  - {name: bn, op: batchnorm}\n  - {name: r, op: relu}\n" +
+          tail,
+      "m.yaml");
   EXPECT_NE(build_forward_graph(plain, registry()).find_node("r"), -1);
 }
 
 TEST(BnReluFusion, ABadValueNamesItsLine) {
   try {
-    parse_model_config("name: m\ninput: [3, 8, 8]\nclasses: 3\nbatch: 4\nfuse: bn_relu\nlayers:\n"
-                       "  - {name: d, op: dense, units: 3}\n",
-                       "m.yaml");
+    parse_model_config(
+        "name: m\ninput: [3, 8, 8]\nclasses: 3\nbatch: 4\nfuse: bn_relu\nlayers:\n"
+        "  - {name: d, op: dense, units: 3}\n",
+        "m.yaml");
     FAIL() << "fuse: bn_relu was accepted";
   } catch (const UserError& e) {
     const std::string w = e.what();

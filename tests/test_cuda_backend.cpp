@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/scoped_env.h"
 #include "runtime/backends/backend.h"
-#include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
+#include "runtime/core/check.h"
+#include "tests/scoped_env.h"
 #ifdef REMAT_HAVE_CUDA
 #include "runtime/backends/cuda_context.h"
 #endif
@@ -155,7 +155,8 @@ TEST_F(CudaDevice, KernelChoicesAreInTheName) {
   std::string why;
   std::unique_ptr<Backend> be = make_cuda_backend(0, &why, o);
   ASSERT_TRUE(be) << why;
-  EXPECT_EQ(be->name(), cuda_device_label(cuda_device_info(0)) + " (attention flash, conv layout nchw)");
+  EXPECT_EQ(be->name(),
+            cuda_device_label(cuda_device_info(0)) + " (attention flash, conv layout nchw)");
 }
 
 TEST_F(CudaDevice, AllocCopyFillRoundTrip) {

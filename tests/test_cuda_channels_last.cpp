@@ -6,8 +6,9 @@
 // at a tensor-core size), batch norm (our channels-last kernels and cuDNN's NHWC routines, train
 // and inference mode), max and average pooling (cuDNN's and, with per-side padding or an average
 // over the real elements, kernels/pool.cu), global average pooling, concat, zeropad, crop, upsample
-// (nearest and bilinear) and the layout op (also past the launch grid's limits), forward and every backward node within the CUDA
-// tolerance table, and bit-identical on a rerun. Every test skips without a usable CUDA device.
+// (nearest and bilinear) and the layout op (also past the launch grid's limits), forward and every
+// backward node within the CUDA tolerance table, and bit-identical on a rerun. Every test skips
+// without a usable CUDA device.
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -197,15 +197,20 @@ TEST_F(CudaConv2d, OneByOneGemmMatchesCpu) {
   std::unique_ptr<Backend> gemm = gemm_conv_backend();
   ASSERT_TRUE(gemm);
   const std::vector<OpCase> cases = {
-      {"conv2d", attr_map({{"filters", 24}, {"kernel", 1}, {"activation", std::string("relu")}}),
+      {"conv2d",
+       attr_map({{"filters", 24}, {"kernel", 1}, {"activation", std::string("relu")}}),
        {f32({3, 16, 7, 9})}},
       {"conv2d", attr_map({{"filters", 8}, {"kernel", 1}, {"bias", false}}), {f32({2, 40, 5, 5})}},
       {"conv2d",
-       attr_map({{"filters", 24}, {"kernel", 1}, {"activation", std::string("relu")},
+       attr_map({{"filters", 24},
+                 {"kernel", 1},
+                 {"activation", std::string("relu")},
                  {"data_format", std::string("channels_last")}}),
        {f32({3, 7, 9, 16})}},
       {"conv2d",
-       attr_map({{"filters", 8}, {"kernel", 1}, {"bias", false},
+       attr_map({{"filters", 8},
+                 {"kernel", 1},
+                 {"bias", false},
                  {"data_format", std::string("channels_last")}}),
        {f32({2, 5, 5, 40})}},
       {"conv2d", attr_map({{"filters", 8}, {"kernel", 1}, {"stride", 2}}), {f32({2, 6, 9, 9})}},
@@ -297,8 +302,11 @@ TEST_F(CudaBatchNorm, FusedActivationMatchesTheCpu) {
         AttrMap a = attr_map({{"mode", std::string(mode)}, {"activation", std::string(act)}});
         const bool last = std::string(layout) == "channels_last";
         if (last) a.set("data_format", std::string("channels_last"));
-        const OpCase c{"batchnorm", a, {f32(last ? Shape{4, 16, 16, 8} : Shape{4, 8, 16, 16})},
-                       {}, 40};  // 8 channels either way
+        const OpCase c{"batchnorm",
+                       a,
+                       {f32(last ? Shape{4, 16, 16, 8} : Shape{4, 8, 16, 16})},
+                       {},
+                       40};  // 8 channels either way
         for (Backend* b : {own.get(), cudnn.get()}) {
           for (const OpCase& k : {c, as_bf16(c)}) {
             SCOPED_TRACE(std::string(act) + " " + mode + " " + layout + " " + b->name() +

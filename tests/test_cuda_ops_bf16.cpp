@@ -95,15 +95,21 @@ TEST_F(CudaBf16Ops, OneByOneGemmConvolutionsMatchTheCpu) {
   EXPECT_TRUE(relu.check_rerun_identical(*gemm));
   const std::vector<OpCase> cases = {
       {"conv2d", attr_map({{"filters", 256}, {"kernel", 1}}), {f32({4, 64, 14, 14})}},
-      {"conv2d", attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false}}), {f32({4, 256, 7, 7})}},
+      {"conv2d",
+       attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false}}),
+       {f32({4, 256, 7, 7})}},
       {"conv2d",
        attr_map({{"filters", 256}, {"kernel", 1}, {"data_format", std::string("channels_last")}}),
        {f32({4, 14, 14, 64})}},
       {"conv2d",
-       attr_map({{"filters", 64}, {"kernel", 1}, {"bias", false},
+       attr_map({{"filters", 64},
+                 {"kernel", 1},
+                 {"bias", false},
                  {"data_format", std::string("channels_last")}}),
        {f32({4, 7, 7, 256})}},
-      {"conv2d", attr_map({{"filters", 32}, {"kernel", 1}, {"stride", 2}}), {f32({4, 16, 14, 14})}}};
+      {"conv2d",
+       attr_map({{"filters", 32}, {"kernel", 1}, {"stride", 2}}),
+       {f32({4, 16, 14, 14})}}};
   for (const OpCase& c : cases) {
     CudaOpHarness h(registry(), as_bf16(c));
     EXPECT_TRUE(h.compare_with_cpu(*gemm));

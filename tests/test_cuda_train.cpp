@@ -240,8 +240,8 @@ TEST(CudaTrain, PackedAttentionGpt2MatchesCpuWithinBudget) {
         load_model_config(test_config("tiny_packed"), {std::string("precision=") + precision});
     const Graph g = training_graph(cfg, ops);
     std::string note;
-    const std::vector<float> want = train_losses(g, ops, cfg, *cpu, halfway_plan(g, ops, *cpu),
-                                                 false, 10, &note);
+    const std::vector<float> want =
+        train_losses(g, ops, cfg, *cpu, halfway_plan(g, ops, *cpu), false, 10, &note);
     std::vector<AttentionKernel> kernels = {AttentionKernel::Rows, AttentionKernel::Tiled};
     if (std::string(precision) == "bf16") kernels.push_back(AttentionKernel::Flash);
     for (AttentionKernel kernel : kernels) {

@@ -189,8 +189,8 @@ TEST(BatchNorm, FusedActivationIsThePairBitForBit) {
         pair.set_param(0, {4.0f, -3.0f, 0.5f, 7.0f});  // scales that reach past 6 and below 0
         one.set_param(0, {4.0f, -3.0f, 0.5f, 7.0f});
         std::vector<float> want = pair.forward();
-        for (float& v : want) v = std::string(act) == "relu" ? std::max(v, 0.0f)
-                                                            : std::min(std::max(v, 0.0f), 6.0f);
+        for (float& v : want)
+          v = std::string(act) == "relu" ? std::max(v, 0.0f) : std::min(std::max(v, 0.0f), 6.0f);
         const std::vector<float> got = one.forward();
         ASSERT_EQ(got.size(), want.size());
         int clipped_low = 0, clipped_high = 0;
@@ -225,9 +225,9 @@ TEST(BatchNorm, FusedActivationIsThePairBitForBit) {
   int act_grads = 0;
   for (const Node& n : h.graph().nodes) act_grads += n.op == "relu_grad";
   EXPECT_EQ(act_grads, 1);
-  EXPECT_HAS(case_error({"batchnorm", attr_map({{"activation", std::string("gelu")}}),
-                         {f32({2, 3})}}),
-             "activation");
+  EXPECT_HAS(
+      case_error({"batchnorm", attr_map({{"activation", std::string("gelu")}}), {f32({2, 3})}}),
+      "activation");
 }
 
 // ---------------------------------------------------------------- pooling

@@ -8,15 +8,15 @@
 #include <cstdlib>
 #include <optional>
 
-#include "tests/scoped_env.h"
-#include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "ops/registry.h"
-#include "runtime/graph/autodiff.h"
-#include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
+#include "runtime/core/check.h"
+#include "runtime/graph/autodiff.h"
 #include "runtime/profiler.h"
+#include "tests/scoped_env.h"
+#include "tests/source_dir.h"
 
 namespace remat {
 namespace {

@@ -7,6 +7,8 @@
 // internal buffers. Neither counts against the budget. all_finite's flag is 4 bytes of mapped
 // pinned host memory; the device copy of the step that captured kernels read (Note [step
 // graphs] in backend.h) is 8 bytes of device memory outside the budget.
+#include "runtime/backends/cuda_backend.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -19,10 +21,9 @@
 #include "kernels/kernels.h"
 #include "runtime/backends/backend.h"
 #include "runtime/backends/bf16_staging.h"
-#include "runtime/core/check.h"
-#include "runtime/backends/cuda_backend.h"
 #include "runtime/backends/cuda_context.h"
 #include "runtime/backends/cuda_graphs.h"
+#include "runtime/core/check.h"
 
 namespace remat {
 
@@ -51,7 +52,8 @@ std::string knob_suffix(const CudaOptions& o) {
   if (o.conv_gemm != ConvGemm::Auto)
     set.push_back(std::string("conv gemm ") + (o.conv_gemm == ConvGemm::Off ? "off" : "on"));
   if (o.conv_layout != ConvLayout::Auto)
-    set.push_back(std::string("conv layout ") + (o.conv_layout == ConvLayout::Nchw ? "nchw" : "nhwc"));
+    set.push_back(std::string("conv layout ") +
+                  (o.conv_layout == ConvLayout::Nchw ? "nchw" : "nhwc"));
   std::string s;
   for (const std::string& k : set) s += (s.empty() ? " (" : ", ") + k;
   return s.empty() ? s : s + ")";
