@@ -27,7 +27,8 @@
 //                                 # [channels-last layout] in models/channels_last.cpp)
 //   fuse: batchnorm_relu          # none (default) | batchnorm_relu: each batchnorm whose output
 //                                 # only a relu / relu6 layer reads becomes one node with that
-//                                 # activation (Note [batchnorm + relu fusion] in build.cpp)
+//                                 # activation (Note [batchnorm + relu fusion] in
+//                                 # batchnorm_relu_fusion.cpp)
 //   optimizer: {op: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0005}   # or {op: adam, ...}
 //                                 # default {op: sgd, lr: 0.01}; other keys are the op's attrs
 //                                 # (all: warmup_steps, schedule, decay_steps, min_lr,

@@ -7,12 +7,12 @@
 // Note [batchnorm activation]
 // `activation: relu|relu6` applies the activation to the normalised value before it is stored
 // (ResNet's batch norm + ReLU as one node; the builder fuses the pairs itself under `fuse:
-// batchnorm_relu`, Note [batchnorm + relu fusion] in models/build.cpp). The result is the
-// standalone pair's bit for bit: relu and relu6 commute with rounding to the stored dtype, and
-// the gradient is theirs, a relu_grad [dy, y] node on the fused output (emit_activation_grad)
+// batchnorm_relu`, Note [batchnorm + relu fusion] in models/batchnorm_relu_fusion.cpp). The result
+// is the standalone pair's bit for bit: relu and relu6 commute with rounding to the stored dtype,
+// and the gradient is theirs, a relu_grad [dy, y] node on the fused output (emit_activation_grad)
 // before the three batch-norm gradients, which read x, not y. What the fusion removes is the
-// normalised value before the activation: a value of the plan (transient, since no gradient
-// reads it) and, on the GPU, a pass over it.
+// normalised value before the activation: a value of the plan (transient, since no gradient reads
+// it) and, on the GPU, a pass over it.
 #include <vector>
 
 #include "ops/batchnorm.h"

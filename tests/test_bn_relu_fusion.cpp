@@ -1,9 +1,10 @@
 // Batch norm with a fused activation (Note [batchnorm activation] in ops/batchnorm.cpp) and the
-// builder's `fuse: batchnorm_relu` (Note [batchnorm + relu fusion] in models/build.cpp): which
-// pairs fuse (a batchnorm read only by a relu or relu6 layer) and which do not; the fused graph
-// has one node and one value fewer per pair, the same parameters, and trains bit for bit as the
-// graph as written, in fp32 and bf16, channels-first and channels-last, keeping everything and
-// under a budget that recomputes; a bad `fuse` value names its line.
+// builder's `fuse: batchnorm_relu` (Note [batchnorm + relu fusion] in
+// models/batchnorm_relu_fusion.cpp): which pairs fuse (a batchnorm read only by a relu or relu6
+// layer) and which do not; the fused graph has one node and one value fewer per pair, the same
+// parameters, and trains bit for bit as the graph as written, in fp32 and bf16, channels-first and
+// channels-last, keeping everything and under a budget that recomputes; a bad `fuse` value names
+// its line.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -18,8 +19,7 @@
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
 #include "runtime/graph/autodiff.h"
-#include "solver/from_graph.h"
-#include "solver/strategies.h"
+#include "tests/halfway_plan.h"
 #include "tests/source_dir.h"
 
 namespace remat {
@@ -52,21 +52,7 @@ TrainRun train(const ModelConfig& cfg, const BuildOptions& bo, bool budgeted, in
   const Graph g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
                                       cfg.optimizer.attrs);
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  auto ws = [&](NodeId n) { return node_workspace_bytes(g, ops, *cpu, n); };
-  ExecutionPlan plan = plan_keep_all(g, ws);
-  if (budgeted) {  // checkmate halfway between the smallest budget and keeping everything
-    const GraphProblem gp = problem_from_graph(g, flops_costs(g, ops, ws));
-    const int64_t budget = (problem_min_budget(gp.problem) + plan.predicted_peak) / 2;
-    SolveOptions so;
-    so.time_limit_seconds = 10;
-    const SolveResult solved = solve(gp.problem, "checkmate", budget, so);
-    EXPECT_TRUE(solved.feasible) << solved.message;
-    if (!solved.feasible) return {};
-    plan = lower_schedule(g, gp, solved.schedule, budget);
-    bool recomputes = false;
-    for (const PlanStep& st : plan.steps) recomputes |= st.recompute;
-    EXPECT_TRUE(recomputes) << g.name << ": the budgeted plan recomputes nothing";
-  }
+  const ExecutionPlan plan = halfway_plan(g, ops, *cpu, budgeted ? "checkmate" : "keep");
   Executor ex(g, ops, *cpu, ExecutorOptions{MemoryMode::Arena, plan.predicted_peak * 2});
   ex.init_parameters(cfg.seed);
   const TensorDesc& in = g.value(g.input).desc;
@@ -126,8 +112,9 @@ TEST(BnReluFusion, PairsFuseIntoOneNodeWithTheSameParameters) {
     for (const Node& n : fused.nodes) {
       if (n.op != "relu" && n.op != "relu6") continue;
       const NodeId p = fused.value(n.inputs[0]).producer;
-      if (p >= 0 && fused.node(p).op == "batchnorm")
+      if (p >= 0 && fused.node(p).op == "batchnorm") {
         EXPECT_GT(users[static_cast<size_t>(n.inputs[0])].size(), 1u) << n.name;
+      }
     }
   }
   BuildOptions bo;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/halfway_plan.h"
 #include "tests/source_dir.h"
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
@@ -20,8 +21,6 @@
 #include "ops/registry.h"
 #include "runtime/executor.h"
 #include "runtime/graph/autodiff.h"
-#include "solver/from_graph.h"
-#include "solver/strategies.h"
 #include "tools/training/training.h"
 
 namespace remat {
@@ -166,27 +165,6 @@ std::vector<float> train_losses(const Graph& g, const OpRegistry& ops, const Mod
   }
   *note = ex.graph_note();
   return losses;
-}
-
-// checkmate's plan halfway between the smallest budget and keeping everything, with `be`'s
-// workspaces: a plan that recomputes (the test fails if it does not).
-ExecutionPlan halfway_plan(const Graph& g, const OpRegistry& ops, Backend& be) {
-  auto ws = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
-  const ExecutionPlan keep = plan_keep_all(g, ws);
-  const GraphProblem gp = problem_from_graph(g, flops_costs(g, ops, ws));
-  const int64_t budget = (problem_min_budget(gp.problem) + keep.predicted_peak) / 2;
-  SolveOptions so;
-  so.time_limit_seconds = 10;  // any feasible schedule will do
-  const SolveResult solved = solve(gp.problem, "checkmate", budget, so);
-  if (!solved.feasible) {
-    ADD_FAILURE() << g.name << " on " << be.name() << ": " << solved.message;
-    return keep;
-  }
-  ExecutionPlan plan = lower_schedule(g, gp, solved.schedule, budget);
-  EXPECT_TRUE(std::any_of(plan.steps.begin(), plan.steps.end(),
-                          [](const PlanStep& st) { return st.recompute; }))
-      << g.name << " on " << be.name() << ": the plan recomputes nothing";
-  return plan;
 }
 
 Graph training_graph(const ModelConfig& cfg, const OpRegistry& ops) {

@@ -17,8 +17,7 @@
 #include "ops/registry.h"
 #include "runtime/executor.h"
 #include "runtime/graph/autodiff.h"
-#include "solver/from_graph.h"
-#include "solver/strategies.h"
+#include "tests/halfway_plan.h"
 #include "tests/source_dir.h"
 
 namespace remat {
@@ -175,19 +174,8 @@ void expect_bit_identical(const Trained& a, const Trained& b) {
         << "persistent value #" << i << " differs";
 }
 
-// The plan of `strategy` at the budget halfway between the smallest and keep-everything's
-// (keep-everything itself for "keep").
 ExecutionPlan plan_for(Model& m, Backend& be, const std::string& strategy) {
-  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, be, n); };
-  ExecutionPlan keep = plan_keep_all(m.g, ws);
-  if (strategy == "keep") return keep;
-  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
-  const int64_t budget = (problem_min_budget(gp.problem) + keep.predicted_peak) / 2;
-  SolveOptions so;
-  so.time_limit_seconds = 5;  // any feasible plan will do
-  SolveResult r = solve(gp.problem, strategy, budget, so);
-  EXPECT_TRUE(r.feasible) << strategy << ": " << r.message;
-  return lower_schedule(m.g, gp, r.schedule, budget);
+  return halfway_plan(m.g, m.ops, be, strategy, /*must_recompute=*/false);
 }
 
 ExecutorOptions arena(const ExecutionPlan& plan) {
