@@ -4,7 +4,9 @@
 // outputs they do not keep.
 #include "ops/batchnorm_cuda.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
@@ -22,7 +24,9 @@ namespace {
 //   (ctx.first_compute false) passes no running statistics, so they are updated once a step.
 //   grad_input computes the batch statistics and its two sums in one read of x and dy. Smaller
 //   planes ([N, F] as 1 x 1 included) run cuDNN's spatial routines. REMAT_BN_KERNELS=own or
-//   cudnn forces one side on every plane (CudaOptions::bn_kernels), to compare them. Measured on
+//   cudnn forces one side on every plane (CudaOptions::bn_kernels), to compare them, but for
+//   tensors past cuDNN's element limit (Note [cuDNN's element limit] in cudnn_util.h), which
+//   run our kernels whatever it says: the statistics span the batch. Measured on
 //   an H200 in bf16 at batch 64 with the packed walks (GPU_RESULTS.md, 2026-11-27, fifth
 //   session; ResNet-50's batch norms summed by plane, ours against cuDNN's, microseconds):
 //     plane       112x112   56x56   28x28   14x14   7x7
@@ -53,6 +57,8 @@ namespace {
 //   spatial routines on NHWC descriptors instead, dgamma then through cuDNN's backward with the
 //   batch statistics recomputed and its dx in workspace scratch the size of x. Inference mode
 //   is cuDNN on NHWC descriptors as above. dbeta sums the columns of dy as [N H W, C] rows.
+// - Inference mode past cuDNN's element limit runs the same calls over consecutive samples
+//   (each sample is normalised alone); the weight gradient's sums accumulate over them.
 // - Without a learned scale (scale: false) the kernels take gamma = null (1); cuDNN takes a
 //   vector of ones in the workspace (filled on every call: the workspace is not kept between
 //   calls), so the arithmetic is that of gamma = 1; no weight gradient node exists.
@@ -134,11 +140,17 @@ const void* gamma_of(const BnCudaParams& p, const ExecContext& ctx, int slot, in
   return ws;
 }
 
+// Whether x ([N, C, plane] or [N H W, C, 1]) is past cuDNN's element limit.
+bool past_cudnn_limit(const ExecContext& ctx, const NcPlane& sh) {
+  return sh.n * sh.c * sh.plane > cuda_context(ctx).cudnn_max_elements;
+}
+
 // Our kernels (train mode on planes of at least `min_plane` values, or as REMAT_BN_KERNELS
-// says) or cuDNN (Note [batchnorm on the GPU]).
+// says, or past cuDNN's element limit) or cuDNN (Note [batchnorm on the GPU]).
 bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& sh,
                  int64_t min_plane) {
   if (!p.train) return false;
+  if (past_cudnn_limit(ctx, sh)) return true;
   switch (cuda_context(ctx).bn_kernels) {
     case BnKernels::Own: return true;
     case BnKernels::Cudnn: return false;
@@ -150,7 +162,29 @@ bool own_kernels(const BnCudaParams& p, const ExecContext& ctx, const NcPlane& s
 // The scale gradient in train mode by our kernels: always for NCHW, for channels-last unless
 // REMAT_BN_KERNELS=cudnn (then cuDNN's backward, with an input-sized scratch).
 bool own_gamma(const BnCudaParams& p, const ExecContext& ctx) {
-  return p.train && (!p.channels_last || cuda_context(ctx).bn_kernels != BnKernels::Cudnn);
+  return p.train && (!p.channels_last || cuda_context(ctx).bn_kernels != BnKernels::Cudnn ||
+                     past_cudnn_limit(ctx, nc_plane(ctx.inputs.at(1).shape(), true)));
+}
+
+// Inference mode: calls f(descs, byte offset of the first sample) over x's batch in as few
+// calls as cuDNN's element limit allows (Note [cuDNN's element limit]).
+template <typename F>
+void for_each_inference_call(const BnCudaParams& p, const ExecContext& ctx, const TensorDesc& x,
+                             F f) {
+  const int64_t n = x.shape[0];
+  const int64_t chunk = cudnn_samples_per_call(ctx, n, x.numel() / n);
+  for (int64_t first = 0; first < n; first += chunk) {
+    TensorDesc part = x;
+    part.shape[0] = std::min(chunk, n - first);
+    f(bn_descs(ctx, part, p.channels_last), first * (x.bytes() / n));
+  }
+}
+
+// `base` + `offset` bytes.
+template <typename P>
+P* at_byte(P* base, int64_t offset) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + offset);
 }
 
 // The fused activation (Note [batchnorm activation]) after a cuDNN call, over the stored output
@@ -191,7 +225,6 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc, p.channels_last);
   const float one = 1.0f, zero = 0.0f;
   const int64_t c = channels(p, ctx, 0);
   char* ws_end = static_cast<char*>(ctx.workspace) + (p.train ? 2 * round_up(c * 4) : 0);
@@ -201,9 +234,11 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   void* rm = ctx.inputs[2 + s].data;
   void* rv = ctx.inputs[3 + s].data;
   if (!p.train) {
-    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
-        beta, rm, rv, p.eps));
+    for_each_inference_call(p, ctx, *ctx.inputs[0].desc, [&](const BnDescs& part, int64_t at) {
+      REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+          cc.cudnn, kMode, &one, &zero, part.x.get(), at_byte(x, at), part.x.get(),
+          at_byte(ctx.output.data, at), part.bn.get(), gamma, beta, rm, rv, p.eps));
+    });
     activate_in_place(p, ctx);
     return;
   }
@@ -216,6 +251,7 @@ void batchnorm_forward_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     rm = rm_scratch;
     rv = rv_scratch;
   }
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[0].desc, p.channels_last);
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       cc.cudnn, kMode, &one, &zero, d.x.get(), x, d.x.get(), ctx.output.data, d.bn.get(), gamma,
       beta, p.momentum, rm, rv, p.eps, nullptr, nullptr));
@@ -264,7 +300,6 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     });
     return;
   }
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
   const int64_t c = channels(p, ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_input_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
@@ -275,14 +310,18 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     float* zeros = ws.take(c);
     const void* gamma = gamma_of(p, ctx, 2, c, ws.take(c), cc.stream);
     fill(zeros, 0.0f, c, cc.stream);
-    REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-        cc.cudnn, kMode, &one, &zero, d.x.get(), dy, d.x.get(), ctx.output.data, d.bn.get(),
-        gamma, zeros, zeros, ctx.inputs[3 + s].data, p.eps));
+    for_each_inference_call(p, ctx, *ctx.inputs[1].desc, [&](const BnDescs& part, int64_t at) {
+      REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+          cc.cudnn, kMode, &one, &zero, part.x.get(), at_byte(dy, at), part.x.get(),
+          at_byte(ctx.output.data, at), part.bn.get(), gamma, zeros, zeros,
+          ctx.inputs[3 + s].data, p.eps));
+    });
     return;
   }
   const void* gamma = gamma_of(p, ctx, 2, c, ws.base + 2 * round_up(c * 4), cc.stream);
   float* dscale = ws.take(c);  // scratch
   float* dbias = ws.take(c);   // scratch
+  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
       cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(),
       ctx.output.data, d.bn.get(), gamma, dscale, dbias, p.eps, nullptr, nullptr));
@@ -319,7 +358,6 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   // Inference: cuDNN's backward with savedMean = running_mean, savedInvVariance = invstd;
   // channels-last train mode under REMAT_BN_KERNELS=cudnn: the same with the batch statistics
   // recomputed (null).
-  const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
   const int64_t c = channels(p, ctx, 1);
   Carver ws{reinterpret_cast<char*>(carve_start(ctx, batchnorm_grad_weight_cuda_workspace(p, ctx)))};
   const float one = 1.0f, zero = 0.0f;
@@ -331,18 +369,24 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   float* inv_std = ws.take(c);
   fill(zeros, 0.0f, c, cc.stream);
   if (p.train) {
+    const BnDescs& d = bn_descs(ctx, *ctx.inputs[1].desc, p.channels_last);
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
         cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(), dx,
         d.bn.get(), ones, ctx.output.data, dbias, p.eps, nullptr, nullptr));
     return;
   }
-  CudnnTensorDesc vec = cudnn_tensor_4d(1, c, 1, 1);
+  const BnDescs& vec = bn_descs(ctx, TensorDesc{{1, c, 1, 1}, DType::F32}, false);
   REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-      cc.cudnn, kMode, &one, &zero, vec.get(), ones, vec.get(), inv_std, d.bn.get(), ones, zeros,
-      zeros, ctx.inputs[3].data, p.eps));
-  REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      cc.cudnn, kMode, &one, &zero, &one, &zero, d.x.get(), x, d.x.get(), dy, d.x.get(), dx,
-      d.bn.get(), ones, ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
+      cc.cudnn, kMode, &one, &zero, vec.x.get(), ones, vec.x.get(), inv_std, vec.bn.get(), ones,
+      zeros, zeros, ctx.inputs[3].data, p.eps));
+  bool first_call = true;  // later calls add their sums to the first's
+  for_each_inference_call(p, ctx, *ctx.inputs[1].desc, [&](const BnDescs& part, int64_t at) {
+    REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        cc.cudnn, kMode, &one, &zero, &one, first_call ? &zero : &one, part.x.get(),
+        at_byte(x, at), part.x.get(), at_byte(dy, at), part.x.get(), at_byte(dx, at),
+        part.bn.get(), ones, ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
+    first_call = false;
+  });
 }
 
 void batchnorm_grad_bias_cuda(const BnCudaParams& p, const ExecContext& ctx) {

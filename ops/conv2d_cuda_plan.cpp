@@ -109,8 +109,9 @@ ConvTensors conv_tensors(ConvPass pass, const ExecContext& ctx) {
 namespace {
 
 // Samples per call to try, largest first: divisors of the batch whose x and y chunks stay
-// below 2^31 elements; at most a few, since each costs a Find at setup.
-std::vector<int64_t> chunk_candidates(const ConvTensors& t) {
+// within cuDNN's element limit (Note [cuDNN's element limit]); at most a few, since each costs
+// a Find at setup.
+std::vector<int64_t> chunk_candidates(const ConvTensors& t, int64_t max_elements) {
   const int64_t n = t.x->shape[0];
   const int64_t per = std::max(t.x->numel() / std::max<int64_t>(n, 1),
                                t.y->numel() / std::max<int64_t>(n, 1));
@@ -118,7 +119,7 @@ std::vector<int64_t> chunk_candidates(const ConvTensors& t) {
   for (int64_t parts = 1; parts <= n && out.size() < 6; ++parts) {
     if (n % parts) continue;
     const int64_t c = n / parts;
-    if (c * per < (int64_t{1} << 31)) out.push_back(c);
+    if (c * per <= max_elements) out.push_back(c);
   }
   return out;
 }
@@ -363,10 +364,12 @@ double plan_ms(const ConvPlan& plan, const ConvTensors& t) {
 std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p,
                                           const ConvTensors& t, const CudaContext& cc,
                                           const ExecContext& ctx, std::ostringstream& seen) {
-  const std::vector<int64_t> chunks = chunk_candidates(t);
+  const std::vector<int64_t> chunks = chunk_candidates(t, cc.cudnn_max_elements);
   REMAT_CHECK(!chunks.empty(), "node '" << (ctx.node ? ctx.node->name : std::string("?"))
                                         << "': one sample of " << shape_str(t.x->shape)
-                                        << " already has 2^31 elements or more (cuDNN's limit)");
+                                        << " holds more elements than a cuDNN tensor may ("
+                                        << cc.cudnn_max_elements
+                                        << ", Note [cuDNN's element limit])");
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
   if (p.channels_last) {  // Note [channels-last convolutions]: NHWC is the tensors' layout
     for (int64_t chunk : chunks) {

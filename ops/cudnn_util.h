@@ -6,6 +6,7 @@
 
 #ifdef REMAT_HAVE_CUDA
 
+#include <algorithm>
 #include <climits>
 #include <memory>
 #include <string>
@@ -107,6 +108,28 @@ inline KernelActivation kernel_activation(Activation a) {
 // workspace and one elementwise kernel, small next to the GEMM it feeds.
 inline int64_t bf16_copy_bytes(const TensorDesc& weight) {
   return alloc_bytes(checked_mul(weight.numel(), int64_t{2}, "", "bf16 weight copy bytes"));
+}
+
+// Note [cuDNN's element limit]
+// cuDNN's legacy API describes a tensor with int sizes and refuses one of 2^31 elements or more
+// (CUDNN_STATUS_NOT_SUPPORTED), a size the largest batches reach: VGG19's first pooling at batch
+// 700 in bf16 holds 2.2e9. Every sample of an NCHW or NHWC tensor is contiguous, and
+// convolution, pooling and inference-mode batch norm treat samples alone, so such a call runs
+// as several calls over consecutive samples (the convolution plan chooses its own chunks, Note
+// [conv algorithm choice]); train-mode batch norm, whose statistics span the batch, runs on our
+// kernels instead (Note [batchnorm on the GPU]). CudaContext::cudnn_max_elements is the limit;
+// tests lower it to run the split calls at small sizes.
+//
+// Samples per cuDNN call for a batch of `n` samples of `per_sample` elements each (the larger
+// of a call's tensors): all n when they fit.
+inline int64_t cudnn_samples_per_call(const ExecContext& ctx, int64_t n, int64_t per_sample) {
+  const CudaContext& cc = cuda_context(ctx);
+  REMAT_CHECK(per_sample <= cc.cudnn_max_elements,
+              "node '" << (ctx.node ? ctx.node->name : std::string("?")) << "': one sample holds "
+                       << per_sample
+                       << " elements, more than a cuDNN tensor may (" << cc.cudnn_max_elements
+                       << ", Note [cuDNN's element limit])");
+  return std::min(n, cc.cudnn_max_elements / std::max<int64_t>(per_sample, 1));
 }
 
 // "2x3x4x5" for cache keys.

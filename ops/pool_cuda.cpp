@@ -4,10 +4,14 @@
 // symmetrically: per-side padding (TensorFlow's 'same') and averages over the real elements go to
 // kernels/pool.cu, which equals the CPU bit for bit. global_avgpool: the kernels/ launchers (sums
 // in double, like the CPU). bf16: the tensors' descriptors say CUDNN_DATA_BFLOAT16 (cuDNN pools
-// in FP32 and rounds the result once); kernels/pool.cu loads bf16 and rounds once too.
+// in FP32 and rounds the result once); kernels/pool.cu loads bf16 and rounds once too. A batch
+// past cuDNN's element limit pools in calls over consecutive samples (Note [cuDNN's element
+// limit] in cudnn_util.h).
 #include "ops/pool_cuda.h"
 
+#include <algorithm>
 #include <sstream>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
@@ -81,30 +85,60 @@ void pool_kernels(const PoolCudaParams& p, const ExecContext& ctx, bool backward
   });
 }
 
+// Calls f(descs, first sample) over the batch of x (input-sized) and y (output-sized)
+// in as few calls as cuDNN's element limit allows.
+template <typename F>
+void for_each_pool_call(const PoolCudaParams& p, const ExecContext& ctx, const TensorView& x,
+                        const TensorView& y, F f) {
+  const Shape& xs = x.shape();
+  const int64_t n = xs[0];
+  const int64_t per = std::max(x.numel(), y.numel()) / n;
+  const int64_t chunk = cudnn_samples_per_call(ctx, n, per);
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t count = std::min(chunk, n - first);
+    Shape xc = xs, yc = y.shape();
+    xc[0] = yc[0] = count;
+    f(pool_descs(p, ctx, xc, yc, x.desc->dtype), first);
+  }
+}
+
+// The address of sample `first` of `t` (NCHW and NHWC samples are contiguous).
+template <typename P>
+P* sample_at(P* base, const TensorView& t, int64_t first) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) +
+                              first * (t.desc->bytes() / t.shape()[0]));
+}
+
 }  // namespace
 
 void pool_forward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
   if (!cudnn_pools(p)) return pool_kernels(p, ctx, false);
-  const PoolDescs& d =
-      pool_descs(p, ctx, ctx.inputs[0].shape(), ctx.output.shape(), ctx.output.desc->dtype);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.output;
   const float one = 1.0f, zero = 0.0f;
-  REMAT_CUDNN_CHECK(cudnnPoolingForward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.x.get(),
-                                        ctx.inputs[0].data, &zero, d.y.get(), ctx.output.data));
+  for_each_pool_call(p, ctx, x, y, [&](const PoolDescs& d, int64_t first) {
+    REMAT_CUDNN_CHECK(cudnnPoolingForward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.x.get(),
+                                          sample_at(x.data, x, first), &zero, d.y.get(),
+                                          sample_at(y.data, y, first)));
+  });
 }
 
 void pool_backward_cuda(const PoolCudaParams& p, const ExecContext& ctx) {
   if (!cudnn_pools(p)) return pool_kernels(p, ctx, true);
   const TensorView& dy = ctx.inputs[0];
-  const PoolDescs& d =
-      pool_descs(p, ctx, ctx.output.shape(), dy.shape(), ctx.output.desc->dtype);
+  const TensorView& dx = ctx.output;
   // Average pooling's gradient does not depend on x or y, but cuDNN's API takes them: y is
   // given dy's memory and x dx's (same shapes; values unused in average mode).
-  const void* x = p.max ? ctx.inputs.at(1).data : ctx.output.data;
+  const void* x = p.max ? ctx.inputs.at(1).data : dx.data;
   const void* y = p.max ? ctx.inputs.at(2).data : dy.data;
   const float one = 1.0f, zero = 0.0f;
-  REMAT_CUDNN_CHECK(cudnnPoolingBackward(cuda_context(ctx).cudnn, d.pool.get(), &one, d.y.get(), y,
-                                         d.y.get(), dy.data, d.x.get(), x, &zero, d.x.get(),
-                                         ctx.output.data));
+  for_each_pool_call(p, ctx, dx, dy, [&](const PoolDescs& d, int64_t first) {
+    REMAT_CUDNN_CHECK(cudnnPoolingBackward(
+        cuda_context(ctx).cudnn, d.pool.get(), &one, d.y.get(), sample_at(y, dy, first), d.y.get(),
+        sample_at(dy.data, dy, first), d.x.get(), sample_at(x, dx, first), &zero, d.x.get(),
+        sample_at(dx.data, dx, first)));
+  });
 }
 
 void global_avgpool_forward_cuda(const ExecContext& ctx, bool channels_last) {

@@ -3,10 +3,11 @@
 // [padded convolution] in ops/conv2d_pad_cuda.cpp), pools with per-side padding or averages over
 // the real elements (kernels/pool.cu), batch norm without a scale (cuDNN with a vector of ones),
 // bilinear upsampling (kernels/upsample.cu), forward and every backward node, each rerun for
-// bit-identity, at the CPU suite's shapes and at the Keras networks' sizes. Every test skips
-// without a usable CUDA device.
+// bit-identity, at the CPU suite's shapes and at the Keras networks' sizes; and the calls that
+// split a batch past cuDNN's element limit. Every test skips without a usable CUDA device.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,50 @@ TEST_F(CudaSpatial, KerasNetworkSizes) {
   expect_matches_cpu(cuda(), registry(), {"zeropad", attr_map({{"padding", 1}}), {f32({2, 64, 112, 112})}});
   expect_matches_cpu(cuda(), registry(), {"zeropad", attr_map({{"padding", Ints{1, 0, 1, 0}}}), {f32({2, 8, 55, 55})}});
   expect_matches_cpu(cuda(), registry(), {"batchnorm", attr_map({{"scale", false}}), {f32({4, 64, 17, 17})}});
+}
+
+// Note [cuDNN's element limit] in ops/cudnn_util.h, with the limit lowered to 600 elements:
+// pooling and inference-mode batch norm run as calls over 2, 2 and 1 samples of a batch of 5
+// (the weight gradient's sums accumulated over them), a convolution one sample at a time, and
+// train-mode batch norm on our kernels although REMAT_BN_KERNELS=cudnn asks for cuDNN's; NCHW
+// and NHWC, every value as on the CPU, reruns bit-identical. A sample past the limit is an
+// error that says so.
+TEST_F(CudaSpatial, CallsPastCudnnsElementLimitSplitTheBatch) {
+  CudaOptions o;
+  o.cudnn_max_elements = 600;
+  o.bn_kernels = BnKernels::Cudnn;
+  std::unique_ptr<Backend> small = cuda_backend_with(o);
+  ASSERT_TRUE(small);
+  const AttrValue last = std::string("channels_last");
+  const AttrValue inference = std::string("inference");
+  const std::vector<OpCase> cases = {
+      {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}}), {f32({5, 4, 8, 8})},
+       {spread_values(5 * 4 * 8 * 8)}},
+      {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}, {"data_format", last}}),
+       {f32({5, 8, 8, 4})}, {spread_values(5 * 8 * 8 * 4)}},
+      {"avgpool", attr_map({{"kernel", 3}, {"stride", 1}, {"padding", 1}}), {f32({5, 4, 8, 8})}},
+      {"batchnorm", attr_map({{"mode", inference}}), {f32({5, 4, 8, 8})}},
+      {"batchnorm", attr_map({{"mode", inference}, {"data_format", last}}), {f32({5, 8, 8, 4})}},
+      {"batchnorm", {}, {f32({5, 4, 8, 8})}},
+      {"batchnorm", attr_map({{"data_format", last}}), {f32({5, 8, 8, 4})}},
+      {"conv2d", attr_map({{"filters", 8}, {"kernel", 3}, {"padding", 1}}), {f32({5, 4, 8, 8})}},
+  };
+  for (const OpCase& c : cases) {
+    SCOPED_TRACE(c.op + " " + shape_str(c.inputs[0].shape));
+    expect_matches_cpu(*small, registry(), c);
+  }
+  o.cudnn_max_elements = 100;
+  std::unique_ptr<Backend> tiny = cuda_backend_with(o);
+  ASSERT_TRUE(tiny);
+  CudaOpHarness h(registry(), {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}}),
+                               {f32({5, 4, 8, 8})}});
+  try {
+    h.run_graph(*tiny);
+    ADD_FAILURE() << "a sample of 256 elements ran under a limit of 100";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one sample holds 256 elements"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

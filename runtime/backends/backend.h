@@ -170,6 +170,7 @@ bool cuda_backend_built();
 // bf16 tensor cores (Note [flash attention kernels] in kernels/attention_flash.cu; bf16 data and
 // head sizes 32, 64, 128 only; rows otherwise).
 enum class ConvLayout { Auto, Nchw, Nhwc };
+constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
 enum class ConvGemm { Auto, Off, On };
 enum class BnKernels { Auto, Own, Cudnn };
 enum class AttentionKernel { Rows, Tiled, Flash };
@@ -181,6 +182,9 @@ struct CudaOptions {
   ConvGemm conv_gemm = ConvGemm::Auto;
   BnKernels bn_kernels = BnKernels::Auto;
   AttentionKernel attention_kernel = AttentionKernel::Rows;
+  // Elements one cuDNN tensor may hold: the legacy API refuses 2^31 and more (Note [cuDNN's
+  // element limit] in ops/cudnn_util.h). Tests lower it to run the split calls at small sizes.
+  int64_t cudnn_max_elements = kCudnnMaxElements;
 };
 // The convolution layout REMAT_CONV_LAYOUT names: unset or "auto", "nchw", "nhwc" (a user
 // error for anything else). Every tool reads it, so a profile and a train run agree.

@@ -38,7 +38,8 @@ namespace remat {
 namespace {
 
 // The kernel choices set away from their defaults (REMAT_CONV_LAYOUT, REMAT_CONV_GEMM,
-// REMAT_BN_KERNELS, REMAT_ATTENTION_KERNEL), as " (attention flash, conv layout nchw)", or "".
+// REMAT_BN_KERNELS, REMAT_ATTENTION_KERNEL, and the tests' lowered cuDNN element limit), as
+// " (attention flash, conv layout nchw)", or "".
 // They change kernels, timings and workspaces, so they are part of the backend's name: logs say
 // what ran, and a profiled cost table cached under one setting (runtime/profiler.cpp keys the
 // cache by the name) is not reused under another, where its workspaces would be wrong.
@@ -54,6 +55,8 @@ std::string knob_suffix(const CudaOptions& o) {
   if (o.conv_layout != ConvLayout::Auto)
     set.push_back(std::string("conv layout ") +
                   (o.conv_layout == ConvLayout::Nchw ? "nchw" : "nhwc"));
+  if (o.cudnn_max_elements != kCudnnMaxElements)
+    set.push_back("cudnn elements " + std::to_string(o.cudnn_max_elements));
   std::string s;
   for (const std::string& k : set) s += (s.empty() ? " (" : ", ") + k;
   return s.empty() ? s : s + ")";
@@ -89,6 +92,7 @@ class CudaBackend : public Backend {
     ctx_.conv_gemm = opt_.conv_gemm;
     ctx_.bn_kernels = opt_.bn_kernels;
     ctx_.attention_kernel = opt_.attention_kernel;
+    ctx_.cudnn_max_elements = opt_.cudnn_max_elements;
     ctx_.cache = &cache_;
   }
 

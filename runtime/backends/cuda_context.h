@@ -58,6 +58,7 @@ struct CudaContext {
   ConvGemm conv_gemm = ConvGemm::Auto;        // Note [1x1 convolutions as GEMMs]
   BnKernels bn_kernels = BnKernels::Auto;     // Note [batchnorm on the GPU]
   AttentionKernel attention_kernel = AttentionKernel::Rows;  // Note [tiled attention kernels]
+  int64_t cudnn_max_elements = kCudnnMaxElements;            // Note [cuDNN's element limit]
   CudaCache* cache = nullptr;        // per-shape algorithm and descriptor cache
   // Scratch device memory for algorithm search only (never during a step), at least
   // workspace_limit bytes; null when none was provided.
