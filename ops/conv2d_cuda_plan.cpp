@@ -273,26 +273,27 @@ std::vector<ConvCandidate> find_candidates(ConvPass pass, const ConvPlan& plan,
   return {};
 }
 
-size_t algo_workspace(ConvPass pass, const ConvPlan& plan, int algo, const CudaContext& cc) {
-  size_t bytes = 0;
+// The workspace `algo` needs under the plan's math type, or cuDNN's refusal: a query may
+// refuse an algorithm Find offered (seen with NHWC descriptors and grouped filters), which then
+// drops out of the choice like one Find failed (Note [conv algorithm choice]).
+cudnnStatus_t algo_workspace(ConvPass pass, const ConvPlan& plan, int algo, const CudaContext& cc,
+                             size_t* bytes) {
+  *bytes = 0;
   switch (pass) {
     case ConvPass::Forward:
-      REMAT_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+      return cudnnGetConvolutionForwardWorkspaceSize(
           cc.cudnn, plan.x.get(), plan.w.get(), plan.conv.get(), plan.y.get(),
-          static_cast<cudnnConvolutionFwdAlgo_t>(algo), &bytes));
-      break;
+          static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
     case ConvPass::BackwardData:
-      REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(
           cc.cudnn, plan.w.get(), plan.y.get(), plan.conv.get(), plan.x.get(),
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), &bytes));
-      break;
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
     case ConvPass::BackwardFilter:
-      REMAT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
           cc.cudnn, plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), &bytes));
-      break;
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
   }
-  return bytes;
+  return CUDNN_STATUS_BAD_PARAM;
 }
 
 bool math_allowed(cudnnMathType_t m, bool allow_tf32, DType dtype) {
@@ -323,8 +324,13 @@ bool choose_at_chunk(ConvPass pass, ConvPlan& plan, const ConvTensors& t, const 
   for (const ConvCandidate& c : ok) {
     if (c.time_ms > 1.05f * fastest) continue;
     REMAT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv.get(), c.math));
-    const int64_t bytes =
-        static_cast<int64_t>(std::max(c.memory, algo_workspace(pass, plan, c.algo, cc)));
+    size_t queried = 0;
+    const cudnnStatus_t status = algo_workspace(pass, plan, c.algo, cc, &queried);
+    if (status != CUDNN_STATUS_SUCCESS) {
+      seen << " algo" << c.algo << " workspace query: " << cudnnGetErrorString(status);
+      continue;
+    }
+    const int64_t bytes = static_cast<int64_t>(std::max(c.memory, queried));
     if (bytes > cc.workspace_limit) continue;
     if (!best || bytes < best_bytes || (bytes == best_bytes && c.time_ms < best->time_ms))
       best = &c, best_bytes = bytes;
