@@ -93,15 +93,21 @@ __global__ void xent_pixels_partial_kernel(double* partial, unsigned long long* 
 
 // One block of kXentMaxBlocks threads: loss[0] = sum(partial[0 .. blocks)) / count, where
 // count > 0 is given (pixels) or 0: the rows counted, the sum of partial[blocks .. 2 blocks)
-// (rows); the loss is 0 when every row is ignored.
+// (rows); the loss is 0 when every row is ignored, and NaN when a label was bad: inside a CUDA
+// graph the op cannot read the error slot back, and a NaN loss makes the finite check re-run
+// the step eagerly, where the op names the label (Note [step graphs]), forward-only graphs
+// (an evaluation) included.
 __global__ void xent_finish_kernel(float* loss, const double* partial, unsigned blocks,
-                                   int64_t count) {
+                                   int64_t count, const unsigned long long* error) {
   __shared__ double scratch[32];
   const double v = threadIdx.x < blocks ? partial[threadIdx.x] : 0.0;
   const double total = block_sum(v, scratch);
   const double c = count == 0 && threadIdx.x < blocks ? partial[blocks + threadIdx.x] : 0.0;
   const double rows = count > 0 ? static_cast<double>(count) : block_sum(c, scratch);
-  if (threadIdx.x == 0) loss[0] = rows > 0 ? static_cast<float>(total / rows) : 0.0f;
+  if (threadIdx.x == 0)
+    loss[0] = *error != kNoError ? nanf("")
+              : rows > 0         ? static_cast<float>(total / rows)
+                                 : 0.0f;
 }
 
 // Counts the rows whose label is not `ignore` (integer atomics: the count does not depend on
@@ -198,7 +204,7 @@ void softmax_xent_forward_impl(float* loss, void* workspace, const T* logits,
                                                                        labels, outer, k, inner);
   REMAT_CUDA_LAUNCH_CHECK();
   xent_finish_kernel<<<1, kXentMaxBlocks, 0, stream>>>(loss, partial, blocks,
-                                                       inner == 1 ? 0 : outer * inner);
+                                                       inner == 1 ? 0 : outer * inner, error);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 

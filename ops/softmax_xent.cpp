@@ -202,8 +202,9 @@ int64_t xent_cuda_workspace(const ExecContext& ctx) {
 
 // inputs [logits, labels] -> [1]. Reads the kernel's label check back (one stream sync per
 // loss evaluation) so a bad label fails like on the CPU, naming the sample. Not while a CUDA
-// graph is captured (Note [step graphs]): a bad label then makes its gradient NaN, the finite
-// check (which graphs require) stops the step, and its eager re-run names the sample here.
+// graph is captured (Note [step graphs]): a bad label then makes the loss (and its gradient)
+// NaN, the finite check (which graphs require) stops the step, and its eager re-run names the
+// sample here.
 // F32 or BF16 logits (bf16-native: Note [bf16 launchers] in kernels/kernels.h); the loss is F32
 // either way.
 void xent_cuda(const ExecContext& ctx) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
+#include <typeinfo>
 
 #include "runtime/memory/allocator.h"
 #include "runtime/core/check.h"
@@ -182,6 +184,31 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
 
 StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
                               const int32_t* labels, int64_t step, TraceWriter* trace) {
+  try {
+    return run_step_body(plan, input, labels, step, trace);
+  } catch (const Error& e) {
+    try {
+      release_activations();  // the step is abandoned; a caller may run another
+    } catch (const std::exception&) {  // a device that faulted may fail this too
+    }
+    // A UserError names its cause (a label, a node); other typed errors (the pool's) are
+    // caught by type.
+    if (typeid(e) != typeid(Error)) throw;
+    // A fault inside a replayed record surfaces at the step's first host wait, after the
+    // launch: no node to name (Note [step graphs]).
+    std::ostringstream os;
+    os << "step " << step + 1 << ": " << e.what();
+    if (graph_.replaying)
+      os << " (the step replayed the CUDA graph recorded at step " << graph_.recorded_at + 1
+         << ", which names no node: --no-cuda-graph runs each kernel as it comes, and "
+         << "CUDA_LAUNCH_BLOCKING=1 with it stops at the failing one)";
+    throw Error(os.str());
+  }
+}
+
+StepResult Executor::run_step_body(const ExecutionPlan& plan, const void* input,
+                                   const int32_t* labels, int64_t step, TraceWriter* trace) {
+  graph_.replaying = false;
   // Arena offsets are (re)assigned for a new plan; the pool needs no preparation to run.
   if (opt_.memory == MemoryMode::Arena && prepare(plan) > opt_.budget)
     REMAT_USER_ERROR("plan '" << plan.strategy << "' does not fit the budget in arena mode: "

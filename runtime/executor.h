@@ -139,7 +139,10 @@ class Executor {
   // or parameter gradient throws NonFiniteError before any update (the parameters keep their
   // values).
   // With step_graphs, the plan's steps replay a record of an earlier step of the same plan
-  // where the backend records and nothing above forbids it (Note [step graphs]).
+  // where the backend records and nothing above forbids it (Note [step graphs]). A step that
+  // throws releases its activations; a plain Error (a device fault, a broken invariant; not a
+  // UserError or another subclass) comes back naming the step, and whether it ran as a replayed
+  // record.
   StepResult run_step(const ExecutionPlan& plan, const void* input, const int32_t* labels,
                       int64_t step, TraceWriter* trace = nullptr);
 
@@ -172,6 +175,8 @@ class Executor {
   void release(void* p);
   void run_node(NodeId n, bool recompute, int64_t step, int plan_step);
   void run_update_slice(const UpdateSlice& s, int64_t step);
+  StepResult run_step_body(const ExecutionPlan& plan, const void* input, const int32_t* labels,
+                           int64_t step, TraceWriter* trace);
   // The plan's compute and free steps. With `scan`, stops at the first compute whose output is
   // not finite and returns its plan step index (-1: none); every activation is released then.
   int run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWriter* trace, StepResult* r,
@@ -224,6 +229,8 @@ class Executor {
     bool ran_eagerly = false;
     int id = -1;                // the backend's record, -1 while none
     StepResult recorded;        // the recorded step's counts and peak
+    int64_t recorded_at = -1;   // the step recorded
+    bool replaying = false;     // the running step replays the record
     std::string failure;        // why recording failed (the plan then runs eagerly)
     std::string note;           // graph_note()
   };

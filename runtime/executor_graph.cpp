@@ -36,6 +36,7 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     return;
   }
   if (graph_.id >= 0) {
+    graph_.replaying = true;
     be_.replay(graph_.id, step);
     r->computes += graph_.recorded.computes;
     r->recomputes += graph_.recorded.recomputes;
@@ -74,12 +75,25 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     run_plan_steps(plan, step, trace, r, /*scan=*/false);
     return;
   }
+  const int64_t recorded_peak = peak_;
+  graph_.recorded_at = step;
+  graph_.replaying = true;
+  try {
+    be_.replay(id, step);
+  } catch (const std::exception& e) {  // the record does not launch: eagerly, as above
+    graph_.replaying = false;
+    be_.drop_graph(id);
+    graph_.failure = std::string("the first replay failed: ") + e.what();
+    graph_.note = "off: " + graph_.failure;
+    peak_ = in_use_;
+    run_plan_steps(plan, step, trace, r, /*scan=*/false);
+    return;
+  }
   graph_.id = id;
   graph_.recorded = rec;
-  graph_.recorded.peak_bytes = peak_;
+  graph_.recorded.peak_bytes = recorded_peak;
   graph_.note = "step " + std::to_string(step) + " recorded as " + std::to_string(launches) +
                 " operations, replayed with one launch from then on";
-  be_.replay(id, step);
   r->computes += rec.computes;
   r->recomputes += rec.recomputes;
   r->replayed = true;

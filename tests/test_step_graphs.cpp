@@ -8,6 +8,7 @@
 // What only a GPU shows (CUDA's capture rules, the device copy of the step) is gpu_verify's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -97,6 +98,7 @@ class RecordingBackend : public Backend {
     ++aborted;
   }
   void replay(int graph, int64_t step) override {
+    if (step == fail_replay) REMAT_FAIL("replay " << graph << " fails (test)");
     ++replays;
     for (auto& f : records_.at(static_cast<size_t>(graph))) f(step);
   }
@@ -108,6 +110,7 @@ class RecordingBackend : public Backend {
   int eager_runs = 0, replays = 0, dropped = 0, aborted = 0;
   int fail_after = -1;  // >= 0: the run() call after that many recorded calls throws
   bool fail_begin = false;  // begin_capture() throws
+  int64_t fail_replay = -1;  // replaying at this step throws
   size_t records() const { return records_.size(); }
 
  private:
@@ -295,6 +298,63 @@ TEST(StepGraphs, AFailedRecordingRunsEagerly) {
       EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
     }
   }
+}
+
+// A record whose first replay fails is dropped and the plan runs eagerly from then on.
+TEST(StepGraphs, AFailedFirstReplayRunsEagerly) {
+  Model m(load_model_config(bn_dropout_path()), {});
+  RecordingBackend rec;
+  rec.fail_replay = 1;  // step 1 is recorded, then replayed
+  const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
+  auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
+  const Trained got = train(m, rec, plan_at, 4, arena(plan));
+  ExecutorOptions eo = arena(plan);
+  eo.step_graphs = false;
+  RecordingBackend plain;
+  expect_bit_identical(got, train(m, plain, plan_at, 4, eo));
+  EXPECT_EQ(rec.records(), 1u);
+  EXPECT_EQ(rec.dropped, 1);
+  EXPECT_EQ(rec.replays, 0);
+  EXPECT_NE(got.note.find("off: the first replay failed: "), std::string::npos) << got.note;
+  EXPECT_NE(got.note.find("replay 0 fails (test)"), std::string::npos) << got.note;
+  for (const StepResult& r : got.results) {
+    EXPECT_FALSE(r.replayed);
+    EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
+  }
+}
+
+// A step whose replay fails later (on a GPU: a fault found at the step's first host wait)
+// throws an error naming the step and the record it replayed; the executor runs on.
+TEST(StepGraphs, AFailedReplayNamesTheStepAndTheRecord) {
+  Model m(load_model_config(bn_dropout_path()), {});
+  RecordingBackend rec;
+  rec.fail_replay = 3;
+  const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
+  Executor ex(m.g, m.ops, rec, arena(plan));
+  ex.init_parameters(m.cfg.seed);
+  auto data = make_data_source(m.cfg, m.g.value(m.g.input).desc, m.g.value(m.g.label).desc, "");
+  std::vector<uint32_t> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()));
+  std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()));
+  for (int s = 0; s < 5; ++s) {
+    data->next_batch(s, x.data(), y.data());
+    if (s != 3) {
+      EXPECT_TRUE(std::isfinite(ex.run_step(plan, x.data(), y.data(), s).loss)) << s;
+      continue;
+    }
+    try {
+      ex.run_step(plan, x.data(), y.data(), s);
+      ADD_FAILURE() << "the failed replay was not reported";
+    } catch (const UserError& e) {
+      ADD_FAILURE() << "a device failure reported as the user's: " << e.what();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("step 4: replay 0 fails (test)", 0), 0u) << what;
+      EXPECT_NE(what.find("replayed the CUDA graph recorded at step 2"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("--no-cuda-graph"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(rec.replays, 3);  // steps 1, 2 and 4
 }
 
 // Steps that may not replay run eagerly and say why; the CPU backend records nothing.

@@ -3,10 +3,14 @@
 //
 // Memory: raw_alloc is cudaMalloc (the pool allocator calls it once for the whole budget).
 // Besides the pool the backend may hold one algorithm-search scratch buffer of
-// workspace_limit bytes (Note [search scratch]); cuDNN and cuBLAS keep their own small
-// internal buffers. Neither counts against the budget. all_finite's flag is 4 bytes of mapped
-// pinned host memory; the device copy of the step that captured kernels read (Note [step
-// graphs] in backend.h) is 8 bytes of device memory outside the budget.
+// workspace_limit bytes (Note [search scratch]); cuDNN keeps its own small internal buffers,
+// and cuBLAS gets a fixed workspace of kCublasWorkspaceBytes at start-up (cuBLAS's
+// recommendation for Hopper): eager and captured GEMMs then use the same buffer, and a captured
+// GEMM records no allocation into a CUDA graph (cuBLAS allocates stream-ordered memory under
+// capture from CUDA 12.2 when it has no workspace of its own). None of these counts against
+// the budget. all_finite's flag is 4 bytes of mapped pinned host memory; the device copy of the
+// step that captured kernels read (Note [step graphs] in backend.h) is 8 bytes of device memory
+// outside the budget, allocated at start-up too.
 #include "runtime/backends/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -26,6 +30,8 @@
 #include "runtime/core/check.h"
 
 namespace remat {
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 // Note [search scratch]
 // Ops may benchmark algorithms (cudnnFind*) in their cuda_workspace function, which needs
@@ -80,6 +86,9 @@ class CudaBackend : public Backend {
     REMAT_CUDNN_CHECK(cudnnSetStream(ctx_.cudnn, ctx_.stream));
     REMAT_CUBLAS_CHECK(cublasCreate(&ctx_.cublas));
     REMAT_CUBLAS_CHECK(cublasSetStream(ctx_.cublas, ctx_.stream));
+    REMAT_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
+    REMAT_CUBLAS_CHECK(cublasSetWorkspace(ctx_.cublas, cublas_workspace_, kCublasWorkspaceBytes));
+    graphs_.init();
     // Default math keeps FP32 GEMMs in FP32; TF32 tensor cores only when asked for.
     REMAT_CUBLAS_CHECK(cublasSetMathMode(
         ctx_.cublas, opt_.matmul_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -104,6 +113,7 @@ class CudaBackend : public Backend {
     if (stop_) (void)cudaEventDestroy(stop_);
     if (start_) (void)cudaEventDestroy(start_);
     if (ctx_.cublas) (void)cublasDestroy(ctx_.cublas);
+    if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
     if (ctx_.cudnn) (void)cudnnDestroy(ctx_.cudnn);
     if (ctx_.stream) (void)cudaStreamDestroy(ctx_.stream);
   }
@@ -321,7 +331,8 @@ class CudaBackend : public Backend {
   }
 
   bool begin_capture() override {
-    report_deferred_error();
+    // A deferred error is the eager step's to report (the executor runs one when this says no).
+    if (!deferred_error_.empty()) return false;
     graphs_.begin(ctx_);
     return true;
   }
@@ -359,6 +370,7 @@ class CudaBackend : public Backend {
   CudaCache cache_;
   CudaContext ctx_;
   CudaGraphs graphs_;  // destroyed after the destructor has synchronised the stream
+  void* cublas_workspace_ = nullptr;  // cuBLAS's, kCublasWorkspaceBytes
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   bool scratch_tried_ = false;
   std::string deferred_error_;

@@ -13,10 +13,15 @@ CudaGraphs::~CudaGraphs() {
   if (step_device_) (void)cudaFree(step_device_);
 }
 
+void CudaGraphs::init() {
+  // 8 bytes outside the budget, like cuDNN's and cuBLAS's own buffers (backend.cpp's header),
+  // taken before any budget's region is.
+  if (!step_device_) REMAT_CUDA_CHECK(cudaMalloc(&step_device_, sizeof(uint64_t)));
+}
+
 void CudaGraphs::begin(CudaContext& cc) {
   REMAT_CHECK(!cc.capturing, "a CUDA graph capture is already open");
-  // 8 bytes outside the budget, like cuDNN's and cuBLAS's own buffers (backend.cpp's header).
-  if (!step_device_) REMAT_CUDA_CHECK(cudaMalloc(&step_device_, sizeof(uint64_t)));
+  REMAT_CHECK(step_device_, "CudaGraphs::begin before init");
   REMAT_CUDA_CHECK(cudaStreamBeginCapture(cc.stream, cudaStreamCaptureModeThreadLocal));
   cc.capturing = true;
   cc.step_device = step_device_;
@@ -38,7 +43,8 @@ int CudaGraphs::end(CudaContext& cc, std::string* why, int64_t* launches) {
   e = cudaGraphGetNodes(graph, nullptr, &nodes);
   cudaGraphExec_t exec = nullptr;
   // A library may allocate stream-ordered memory inside the capture and free it later (cuBLAS
-  // its workspace, from CUDA 12.2): each launch then frees what the last one allocated.
+  // its workspace from CUDA 12.2 when it has none of its own; ours has, backend.cpp's header):
+  // each launch then frees what the last one allocated.
   if (e == cudaSuccess)
     e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
   (void)cudaGraphDestroy(graph);
@@ -71,7 +77,11 @@ void CudaGraphs::replay(const CudaContext& cc, int graph, int64_t step) {
   const uint64_t value = static_cast<uint64_t>(step);
   REMAT_CUDA_CHECK(cudaMemcpyAsync(step_device_, &value, sizeof(value), cudaMemcpyHostToDevice,
                                    cc.stream));
-  REMAT_CUDA_CHECK(cudaGraphLaunch(execs_[static_cast<size_t>(graph)], cc.stream));
+  const cudaError_t e = cudaGraphLaunch(execs_[static_cast<size_t>(graph)], cc.stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // a launch that failed leaves no error for the next call to find
+    REMAT_FAIL("cudaGraphLaunch of CUDA graph " << graph << ": " << cudaGetErrorString(e));
+  }
 }
 
 void CudaGraphs::drop(int graph) {

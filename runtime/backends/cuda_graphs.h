@@ -21,6 +21,8 @@ class CudaGraphs {
   CudaGraphs(const CudaGraphs&) = delete;
   CudaGraphs& operator=(const CudaGraphs&) = delete;
 
+  // Allocates the step's device copy (at the backend's start, before any budget's memory).
+  void init();
   // Starts capturing cc.stream (this thread's calls only: a data-loading thread may allocate
   // pinned memory meanwhile) and sets cc.capturing and cc.step_device.
   void begin(CudaContext& cc);
