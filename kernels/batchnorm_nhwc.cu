@@ -12,11 +12,21 @@
 // take every 8th row of the slice, and their sums are added in threadIdx.y order into the
 // slice's partial sum. The slices, fixed by the shapes alone, are added in order by the final
 // kernels: every sum's order is a function of the shapes, so reruns are bit-identical (Note
-// [kernel determinism]). The elementwise passes take one value per thread, its channel i % c.
-// Templated on the storage type T (float or __nv_bfloat16).
+// [kernel determinism]).
+//
+// Note [channels-last elementwise walks]
+// The elementwise passes take a pack of V consecutive channels of one row per load (V =
+// pack_width over c, channel_slices.cuh: 8 bf16 or 4 floats where c and the pointers allow,
+// else 4 or 1). Thread (x, y) of a block takes pack x of row r0 + y, with blockDim.x = c / V
+// packs (up to 256; wider rows loop over their packs): a block reads one contiguous run of
+// rows, a warp 32 consecutive packs, and each thread loads its V channels' coefficients once
+// for all the rows it visits. The first form took one value per thread, its channel i % c (a
+// 64-bit division per element) and its coefficients per element. The arithmetic per value is
+// unchanged. Templated on the storage type T (float or __nv_bfloat16).
 #include <algorithm>
 
 #include "kernels/batchnorm_stats.cuh"
+#include "kernels/channel_slices.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -25,7 +35,6 @@ namespace {
 
 constexpr int kChannelsPerBlock = 32;
 constexpr int kRowThreads = 8;
-constexpr int64_t kBlocksWanted = 1024;
 constexpr int64_t kMinSliceRows = 64;
 
 // Row slices per group of 32 channels: enough blocks to fill the GPU, slices of at least
@@ -86,26 +95,61 @@ int64_t nhwc_moments(double* partial, const T* x, const T* dy, int64_t rows, int
 }
 
 // y = act(x * scale + shift) (float, no contraction), as batchnorm.cu's ForwardApply.
-template <typename T>
-__global__ void bn_nhwc_forward_apply_kernel(T* y, const T* x, const float* coef, int64_t total,
+template <typename T, int V>
+__global__ void bn_nhwc_forward_apply_kernel(T* y, const T* x, const float* coef, int64_t rows,
                                              int64_t c, KernelActivation act) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch = i % c;
-    y[i] = st<T>(activate(__fadd_rn(__fmul_rn(ld(x[i]), coef[2 * ch]), coef[2 * ch + 1]), act));
+  using P = Pack<T, V>;
+  for (int64_t q = threadIdx.x; q < c / V; q += blockDim.x) {
+    float scale[V], shift[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      scale[i] = coef[2 * (q * V + i)];
+      shift[i] = coef[2 * (q * V + i) + 1];
+    }
+    for (int64_t r = blockIdx.x * int64_t{blockDim.y} + threadIdx.y; r < rows;
+         r += int64_t{gridDim.x} * blockDim.y) {
+      const int64_t o = r * c + q * V;
+      const P in = *reinterpret_cast<const P*>(x + o);
+      P out;
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        out.v[i] = st<T>(activate(__fadd_rn(__fmul_rn(ld(in.v[i]), scale[i]), shift[i]), act));
+      *reinterpret_cast<P*>(y + o) = out;
+    }
   }
 }
 
 // dx = A dy + B x + C in double, as batchnorm.cu's BackwardApply.
-template <typename T>
+template <typename T, int V>
 __global__ void bn_nhwc_backward_apply_kernel(T* dx, const T* dy, const T* x, const double* coef,
-                                              int64_t total, int64_t c) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch = i % c;
-    dx[i] = st<T>(static_cast<float>(coef[3 * ch] * ld(dy[i]) + coef[3 * ch + 1] * ld(x[i]) +
-                                     coef[3 * ch + 2]));
+                                              int64_t rows, int64_t c) {
+  using P = Pack<T, V>;
+  for (int64_t q = threadIdx.x; q < c / V; q += blockDim.x) {
+    double a[V], b[V], k[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      a[i] = coef[3 * (q * V + i)];
+      b[i] = coef[3 * (q * V + i) + 1];
+      k[i] = coef[3 * (q * V + i) + 2];
+    }
+    for (int64_t r = blockIdx.x * int64_t{blockDim.y} + threadIdx.y; r < rows;
+         r += int64_t{gridDim.x} * blockDim.y) {
+      const int64_t o = r * c + q * V;
+      const P g = *reinterpret_cast<const P*>(dy + o), in = *reinterpret_cast<const P*>(x + o);
+      P out;
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        out.v[i] = st<T>(static_cast<float>(a[i] * ld(g.v[i]) + b[i] * ld(in.v[i]) + k[i]));
+      *reinterpret_cast<P*>(dx + o) = out;
+    }
   }
+}
+
+// The elementwise passes' block over rows of `packs` packs: x a row's packs (up to
+// kBlockSize), y the rows (Note [channels-last elementwise walks]).
+dim3 nhwc_apply_block(int64_t packs) {
+  const int64_t bx = std::min<int64_t>(packs, kBlockSize);
+  return dim3(static_cast<unsigned>(bx), static_cast<unsigned>(std::max<int64_t>(kBlockSize / bx, 1)));
 }
 
 int64_t round_up256(int64_t b) { return (b + 255) / 256 * 256; }
@@ -127,9 +171,13 @@ void forward_impl(T* y, const T* x, const float* gamma, const float* beta, float
       coef, running_mean, running_var, gamma, beta, partial, c, splits, static_cast<double>(rows),
       eps, momentum);
   REMAT_CUDA_LAUNCH_CHECK();
-  bn_nhwc_forward_apply_kernel<<<grid_for(rows * c), kBlockSize, 0, stream>>>(y, x, coef, rows * c,
-                                                                              c, act);
-  REMAT_CUDA_LAUNCH_CHECK();
+  with_pack_width<T>(pack_width<T>(c, y, x), [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    const dim3 block = nhwc_apply_block(c / V);
+    bn_nhwc_forward_apply_kernel<T, V>
+        <<<grid_for(rows, block.y), block, 0, stream>>>(y, x, coef, rows, c, act);
+    REMAT_CUDA_LAUNCH_CHECK();
+  });
 }
 
 template <typename T>
@@ -143,9 +191,13 @@ void backward_input_impl(T* dx, const T* dy, const T* x, const float* gamma, int
   bn_backward_final_kernel<<<grid_for(c), kBlockSize, 0, stream>>>(
       coef, gamma, partial, c, splits, static_cast<double>(rows), eps);
   REMAT_CUDA_LAUNCH_CHECK();
-  bn_nhwc_backward_apply_kernel<<<grid_for(rows * c), kBlockSize, 0, stream>>>(dx, dy, x, coef,
-                                                                               rows * c, c);
-  REMAT_CUDA_LAUNCH_CHECK();
+  with_pack_width<T>(pack_width<T>(c, dx, dy, x), [&](auto w) {
+    constexpr int V = decltype(w)::value;
+    const dim3 block = nhwc_apply_block(c / V);
+    bn_nhwc_backward_apply_kernel<T, V>
+        <<<grid_for(rows, block.y), block, 0, stream>>>(dx, dy, x, coef, rows, c);
+    REMAT_CUDA_LAUNCH_CHECK();
+  });
 }
 
 template <typename T>
