@@ -149,7 +149,8 @@ __global__ void bn_nhwc_backward_apply_kernel(T* dx, const T* dy, const T* x, co
 // kBlockSize), y the rows (Note [channels-last elementwise walks]).
 dim3 nhwc_apply_block(int64_t packs) {
   const int64_t bx = std::min<int64_t>(packs, kBlockSize);
-  return dim3(static_cast<unsigned>(bx), static_cast<unsigned>(std::max<int64_t>(kBlockSize / bx, 1)));
+  return dim3(static_cast<unsigned>(bx),
+              static_cast<unsigned>(std::max<int64_t>(kBlockSize / bx, 1)));
 }
 
 int64_t round_up256(int64_t b) { return (b + 255) / 256 * 256; }

@@ -105,9 +105,7 @@ __global__ void xent_finish_kernel(float* loss, const double* partial, unsigned 
   const double c = count == 0 && threadIdx.x < blocks ? partial[blocks + threadIdx.x] : 0.0;
   const double rows = count > 0 ? static_cast<double>(count) : block_sum(c, scratch);
   if (threadIdx.x == 0)
-    loss[0] = *error != kNoError ? nanf("")
-              : rows > 0         ? static_cast<float>(total / rows)
-                                 : 0.0f;
+    loss[0] = *error != kNoError ? nanf("") : rows > 0 ? static_cast<float>(total / rows) : 0.0f;
 }
 
 // Counts the rows whose label is not `ignore` (integer atomics: the count does not depend on

@@ -313,8 +313,8 @@ void batchnorm_grad_input_cuda(const BnCudaParams& p, const ExecContext& ctx) {
     for_each_inference_call(p, ctx, *ctx.inputs[1].desc, [&](const BnDescs& part, int64_t at) {
       REMAT_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
           cc.cudnn, kMode, &one, &zero, part.x.get(), at_byte(dy, at), part.x.get(),
-          at_byte(ctx.output.data, at), part.bn.get(), gamma, zeros, zeros,
-          ctx.inputs[3 + s].data, p.eps));
+          at_byte(ctx.output.data, at), part.bn.get(), gamma, zeros, zeros, ctx.inputs[3 + s].data,
+          p.eps));
     });
     return;
   }
@@ -382,9 +382,9 @@ void batchnorm_grad_weight_cuda(const BnCudaParams& p, const ExecContext& ctx) {
   bool first_call = true;  // later calls add their sums to the first's
   for_each_inference_call(p, ctx, *ctx.inputs[1].desc, [&](const BnDescs& part, int64_t at) {
     REMAT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        cc.cudnn, kMode, &one, &zero, &one, first_call ? &zero : &one, part.x.get(),
-        at_byte(x, at), part.x.get(), at_byte(dy, at), part.x.get(), at_byte(dx, at),
-        part.bn.get(), ones, ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
+        cc.cudnn, kMode, &one, &zero, &one, first_call ? &zero : &one, part.x.get(), at_byte(x, at),
+        part.x.get(), at_byte(dy, at), part.x.get(), at_byte(dx, at), part.bn.get(), ones,
+        ctx.output.data, dbias, p.eps, ctx.inputs[2].data, inv_std));
     first_call = false;
   });
 }

@@ -371,11 +371,10 @@ std::optional<ConvPlan> choose_cudnn_plan(ConvPass pass, const ConvCudaParams& p
                                           const ConvTensors& t, const CudaContext& cc,
                                           const ExecContext& ctx, std::ostringstream& seen) {
   const std::vector<int64_t> chunks = chunk_candidates(t, cc.cudnn_max_elements);
-  REMAT_CHECK(!chunks.empty(), "node '" << (ctx.node ? ctx.node->name : std::string("?"))
-                                        << "': one sample of " << shape_str(t.x->shape)
-                                        << " holds more elements than a cuDNN tensor may ("
-                                        << cc.cudnn_max_elements
-                                        << ", Note [cuDNN's element limit])");
+  REMAT_CHECK(!chunks.empty(),
+              "node '" << (ctx.node ? ctx.node->name : std::string("?")) << "': one sample of "
+                       << shape_str(t.x->shape) << " holds more elements than a cuDNN tensor may ("
+                       << cc.cudnn_max_elements << ", Note [cuDNN's element limit])");
   const bool bf16_filter = pass == ConvPass::BackwardFilter && t.x->dtype == DType::BF16;
   if (p.channels_last) {  // Note [channels-last convolutions]: NHWC is the tensors' layout
     for (int64_t chunk : chunks) {

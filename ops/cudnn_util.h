@@ -15,8 +15,8 @@
 #include "kernels/kernels.h"
 #include "ops/fused_activation.h"
 #include "ops/op_cuda.h"  // cuda_context
-#include "runtime/core/check.h"
 #include "runtime/backends/cuda_context.h"
+#include "runtime/core/check.h"
 #include "runtime/graph/op.h"
 
 namespace remat {
@@ -126,9 +126,8 @@ inline int64_t cudnn_samples_per_call(const ExecContext& ctx, int64_t n, int64_t
   const CudaContext& cc = cuda_context(ctx);
   REMAT_CHECK(per_sample <= cc.cudnn_max_elements,
               "node '" << (ctx.node ? ctx.node->name : std::string("?")) << "': one sample holds "
-                       << per_sample
-                       << " elements, more than a cuDNN tensor may (" << cc.cudnn_max_elements
-                       << ", Note [cuDNN's element limit])");
+                       << per_sample << " elements, more than a cuDNN tensor may ("
+                       << cc.cudnn_max_elements << ", Note [cuDNN's element limit])");
   return std::min(n, cc.cudnn_max_elements / std::max<int64_t>(per_sample, 1));
 }
 

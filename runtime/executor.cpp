@@ -9,11 +9,11 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "runtime/memory/allocator.h"
-#include "runtime/core/check.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/grad_sync.h"
+#include "runtime/core/check.h"
 #include "runtime/io/trace.h"
+#include "runtime/memory/allocator.h"
 
 namespace remat {
 
@@ -188,7 +188,7 @@ StepResult Executor::run_step(const ExecutionPlan& plan, const void* input,
     return run_step_body(plan, input, labels, step, trace);
   } catch (const Error& e) {
     try {
-      release_activations();  // the step is abandoned; a caller may run another
+      release_activations();           // the step is abandoned; a caller may run another
     } catch (const std::exception&) {  // a device that faulted may fail this too
     }
     // A UserError names its cause (a label, a node); other typed errors (the pool's) are

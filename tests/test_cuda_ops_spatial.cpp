@@ -81,10 +81,14 @@ TEST_F(CudaSpatial, CallsPastCudnnsElementLimitSplitTheBatch) {
   const AttrValue last = std::string("channels_last");
   const AttrValue inference = std::string("inference");
   const std::vector<OpCase> cases = {
-      {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}}), {f32({5, 4, 8, 8})},
+      {"maxpool",
+       attr_map({{"kernel", 2}, {"stride", 2}}),
+       {f32({5, 4, 8, 8})},
        {spread_values(5 * 4 * 8 * 8)}},
-      {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}, {"data_format", last}}),
-       {f32({5, 8, 8, 4})}, {spread_values(5 * 8 * 8 * 4)}},
+      {"maxpool",
+       attr_map({{"kernel", 2}, {"stride", 2}, {"data_format", last}}),
+       {f32({5, 8, 8, 4})},
+       {spread_values(5 * 8 * 8 * 4)}},
       {"avgpool", attr_map({{"kernel", 3}, {"stride", 1}, {"padding", 1}}), {f32({5, 4, 8, 8})}},
       {"batchnorm", attr_map({{"mode", inference}}), {f32({5, 4, 8, 8})}},
       {"batchnorm", attr_map({{"mode", inference}, {"data_format", last}}), {f32({5, 8, 8, 4})}},
@@ -99,8 +103,8 @@ TEST_F(CudaSpatial, CallsPastCudnnsElementLimitSplitTheBatch) {
   o.cudnn_max_elements = 100;
   std::unique_ptr<Backend> tiny = cuda_backend_with(o);
   ASSERT_TRUE(tiny);
-  CudaOpHarness h(registry(), {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}}),
-                               {f32({5, 4, 8, 8})}});
+  CudaOpHarness h(registry(),
+                  {"maxpool", attr_map({{"kernel", 2}, {"stride", 2}}), {f32({5, 4, 8, 8})}});
   try {
     h.run_graph(*tiny);
     ADD_FAILURE() << "a sample of 256 elements ran under a limit of 100";

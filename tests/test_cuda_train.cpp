@@ -11,16 +11,16 @@
 #include <cstring>
 #include <vector>
 
-#include "tests/halfway_plan.h"
-#include "tests/source_dir.h"
-#include "runtime/core/check.h"
-#include "runtime/backends/cuda_backend.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
+#include "runtime/backends/cuda_backend.h"
+#include "runtime/core/check.h"
 #include "runtime/executor.h"
 #include "runtime/graph/autodiff.h"
+#include "tests/halfway_plan.h"
+#include "tests/source_dir.h"
 #include "tools/training/training.h"
 
 namespace remat {

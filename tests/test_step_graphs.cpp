@@ -349,8 +349,7 @@ TEST(StepGraphs, AFailedReplayNamesTheStepAndTheRecord) {
     } catch (const Error& e) {
       const std::string what = e.what();
       EXPECT_EQ(what.rfind("step 4: replay 0 fails (test)", 0), 0u) << what;
-      EXPECT_NE(what.find("replayed the CUDA graph recorded at step 2"), std::string::npos)
-          << what;
+      EXPECT_NE(what.find("replayed the CUDA graph recorded at step 2"), std::string::npos) << what;
       EXPECT_NE(what.find("--no-cuda-graph"), std::string::npos) << what;
     }
   }
