@@ -17,10 +17,14 @@ inline void check_attention_sizes(int64_t bh, int64_t t, int64_t d, float rate) 
   REMAT_CHECK(rate >= 0.0f && rate < 1.0f, "attention: dropout rate " << rate << " outside [0, 1)");
 }
 
-// Allows `bytes` of dynamic shared memory for `kernel` (above the default 48 KB: opt-in).
+// Allows `bytes` of dynamic shared memory for `kernel`: an opt-in above what it may take by
+// default, 48 KB less its static shared memory (the row kernels' reduction arrays; on sm_90
+// also 1 KB the compiler reserves), so a request just under 48 KB opts in too.
 template <typename K>
 void allow_shared(K* kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
+  cudaFuncAttributes fa{};
+  REMAT_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  if (bytes > static_cast<size_t>(fa.maxDynamicSharedSizeBytes))
     REMAT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
 }

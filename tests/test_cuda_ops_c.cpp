@@ -62,7 +62,8 @@ TEST_F(CudaOpsC, BiasGradientsOverManyRows) {
 }
 
 // The fused attention kernels' loops (kernels/attention.cu): rows longer than a block, head
-// sizes over one staged chunk (256), causal with dropout and full, the token layout, fp32 and bf16.
+// sizes over one staged chunk (256), causal with dropout and full, the token layout, fp32 and
+// bf16, and a sequence whose backward needs the shared-memory opt-in just under 48 KB.
 TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
   for (bool bf16 : {false, true}) {
     SCOPED_TRACE(bf16 ? "bf16" : "fp32");
@@ -78,6 +79,11 @@ TEST_F(CudaOpsC, FusedAttentionAtModelSizes) {
                        as({"attention", attr_map({{"heads", int64_t{3}}, {"dropout", 0.1}}),
                            {f32({2, 300, 3 * 3 * 64})}}));
   }
+  // 2,944 rows: the row backward kernels' 47 KB of dynamic shared memory plus their static
+  // arrays pass the default 48 KB, which allow_shared must opt in to (kernels/attention_launch.cuh).
+  const Shape one_head{1, 1, 2944, 16};
+  expect_matches_cpu(cuda(), registry(),
+                     {"attention", {}, {f32(one_head), f32(one_head), f32(one_head)}});
 }
 
 // The tiled attention kernels (REMAT_ATTENTION_KERNEL=tiled, Note [tiled attention kernels]):
