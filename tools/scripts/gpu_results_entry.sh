@@ -9,9 +9,10 @@ set -uo pipefail
 out=$1
 steps=$2
 build=${3:-build-portable}
-gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-torch=$(python3 -c 'import torch; print("PyTorch %s (CUDA %s, cuDNN %s)" % (torch.__version__, torch.version.cuda, torch.backends.cudnn.version()))' 2>/dev/null || echo "PyTorch: not importable")
-version=$("$build/tools/train" --version 2>/dev/null)
+# Each probe has a limit: a GPU in a bad state can hang nvidia-smi, and the entry must still come.
+gpu=$(timeout -k 5 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+torch=$(timeout -k 5 60 python3 -c 'import torch; print("PyTorch %s (CUDA %s, cuDNN %s)" % (torch.__version__, torch.version.cuda, torch.backends.cudnn.version()))' 2>/dev/null || echo "PyTorch: not importable")
+version=$(timeout -k 5 20 "$build/tools/train" --version 2>/dev/null)
 rev=$(sed -n 's/.*(git \([^)]*\)).*/\1/p' <<< "$version" | head -1)
 echo "## $(date -u +%Y-%m-%d) — ${gpu:-unknown device}, revision ${rev:-unknown}"
 echo
@@ -34,7 +35,7 @@ for log in "$out"/train_*.txt; do
   echo "**$(basename "$log" .txt)**"
   echo
   echo '```'
-  grep -E '^(model |plan |memory: |done: |data: |eval after|cuda graph)|slowdown' "$log" | cut -c1-200
+  grep -E '^(training graph|model |plan |memory: |done: |data: |eval after|cuda graph)|slowdown' "$log" | cut -c1-200
   echo '```'
 done
 for log in "$out"/profile_*.txt; do

@@ -40,9 +40,12 @@
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
 # Library paths come from the NVIDIA Python wheels when present (PyTorch's cuDNN and cuBLAS).
-# Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; the benchmark
-# REMAT_BENCH_TIMEOUT, default 1800; REMAT_BENCH_ARGS, extra arguments for it such as
-# "--no-maxbatch --fractions 0.5" for a short run); exit 1 if any failed.
+# Each step has a time limit (REMAT_STEP_TIMEOUT seconds, default 300; each test suite
+# REMAT_TEST_TIMEOUT, default 90; the benchmark REMAT_BENCH_TIMEOUT, default 1800;
+# REMAT_BENCH_ARGS, extra arguments for it such as "--no-maxbatch --fractions 0.5" for a short
+# run), then a KILL 15 s later (train and profile stop at a TERM only between steps); exit 1 if
+# any failed. The step running is named in $OUT/inflight with its process group, for
+# gpu_session.sh to name and end when its own limit cuts the run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${REMAT_PORTABLE_DIR:-build-portable}
@@ -52,12 +55,20 @@ steps=${*:-tests train gpt2 bench loader}
 mkdir -p "$out"
 : > "$out/summary.txt"
 out_abs=$(cd "$out" && pwd)  # data paths in configs are relative to the config's folder
-if [ ! -x "$build/tools/train" ] && [ -f build-carry/remat-portable.tar.xz ]; then
-  tar xJf build-carry/remat-portable.tar.xz  # tools/scripts/pack_portable.sh's archive
+# tools/scripts/pack_portable.sh's archive, unpacked unless this build-portable/ came from it
+# (a machine kept warm keeps the last call's build-portable/, which a repacked archive replaces).
+if [ -f build-carry/remat-portable.tar.xz ]; then
+  sum=$(sha256sum build-carry/remat-portable.tar.xz | cut -d' ' -f1)
+  if [ "$(cat build-portable/.archive.sha256 2>/dev/null)" != "$sum" ]; then
+    rm -rf build-portable
+    tar xJf build-carry/remat-portable.tar.xz && echo "$sum" > build-portable/.archive.sha256
+  fi
 fi
 if NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
-  export LD_LIBRARY_PATH=$(ls -d "$NV"/*/lib | tr '\n' :)${LD_LIBRARY_PATH:-}
+  libs=$(ls -d "$NV"/*/lib | tr '\n' : | sed 's/:$//')
+  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+export PYTHONUNBUFFERED=1  # a benchmark cut by its limit still leaves what it printed
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 ldd "$build/tools/train" > "$out/ldd.txt" 2>&1
 if grep -q "not found" "$out/ldd.txt"; then cat "$out/ldd.txt"; echo "gpu_verify: unresolved libraries" >&2; exit 1; fi
@@ -66,8 +77,13 @@ failed=0
 run() {  # name command...
   local name=$1; shift
   local t0=$(date +%s)
-  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  # In the background so that its process group (timeout makes one) can be named in inflight.
+  timeout -k 15 "$limit" "$@" > "$out/$name.txt" 2>&1 &
+  local pid=$!
+  echo "$name $pid $t0" > "$out/inflight"
+  wait $pid
   local rc=$?
+  rm -f "$out/inflight"
   [ $rc -eq 0 ] || failed=1
   printf "%-22s rc=%d  %4ds  %s\n" "$name" $rc $(( $(date +%s) - t0 )) "$(tail -1 "$out/$name.txt" | cut -c1-110)" \
     | tee -a "$out/summary.txt"
@@ -76,7 +92,7 @@ for step in $steps; do
   case $step in
     tests)
       for t in test_cuda_backend test_cuda_ops_a test_cuda_ops_b test_cuda_ops_c test_cuda_attention_flash test_cuda_ops_spatial test_cuda_ops_bf16 test_cuda_channels_last test_finite_check test_cuda_train test_profiler test_nccl; do
-        run "$t" "$build/tests/$t"
+        limit=${REMAT_TEST_TIMEOUT:-90} run "$t" "$build/tests/$t"
       done ;;
     train)
       run train_small_cuda "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 30 --log-every 10
@@ -205,6 +221,9 @@ for step in $steps; do
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
-bash tools/scripts/gpu_results_entry.sh "$out" "$steps" "$build" > "$out/gpu_results_entry.md"
-echo "gpu_verify: GPU_RESULTS.md entry in $out/gpu_results_entry.md"
+# gpu_session.sh writes its own (REMAT_NO_ENTRY=1).
+if [ -z "${REMAT_NO_ENTRY:-}" ]; then
+  bash tools/scripts/gpu_results_entry.sh "$out" "$steps" "$build" > "$out/gpu_results_entry.md"
+  echo "gpu_verify: GPU_RESULTS.md entry in $out/gpu_results_entry.md"
+fi
 exit $failed
