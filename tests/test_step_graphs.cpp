@@ -270,15 +270,20 @@ TEST(StepGraphs, ANewPlanIsRecordedAnew) {
   for (int s : {0, 3}) EXPECT_FALSE(replayed.results[s].replayed) << s;
 }
 
-// A call that cannot be recorded, or a recording that cannot start: the step runs eagerly, as
-// does every later one, and the note says why; the results are those of eager training.
+// A call that cannot be recorded, a recording that cannot start, or a record whose first replay
+// fails (dropped then): the step runs eagerly, as does every later one, and the note says why;
+// the results are those of eager training.
 TEST(StepGraphs, AFailedRecordingRunsEagerly) {
   Model m(load_model_config(bn_dropout_path()), {});
-  for (bool at_begin : {false, true}) {
-    SCOPED_TRACE(at_begin ? "begin_capture fails" : "the sixth recorded call fails");
+  enum Failure { kBegin, kSixthCall, kFirstReplay };
+  for (Failure f : {kBegin, kSixthCall, kFirstReplay}) {
+    SCOPED_TRACE(f == kBegin       ? "begin_capture fails"
+                 : f == kSixthCall ? "the sixth recorded call fails"
+                                   : "the first replay fails");
     RecordingBackend rec;
-    rec.fail_after = at_begin ? -1 : 5;
-    rec.fail_begin = at_begin;
+    rec.fail_begin = f == kBegin;
+    rec.fail_after = f == kSixthCall ? 5 : -1;
+    rec.fail_replay = f == kFirstReplay ? 1 : -1;  // step 1 is recorded, then replayed
     const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
     auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
     const Trained got = train(m, rec, plan_at, 4, arena(plan));
@@ -286,40 +291,21 @@ TEST(StepGraphs, AFailedRecordingRunsEagerly) {
     eo.step_graphs = false;
     RecordingBackend plain;
     expect_bit_identical(got, train(m, plain, plan_at, 4, eo));
-    EXPECT_EQ(rec.aborted, 1);
+    EXPECT_EQ(rec.aborted, f == kFirstReplay ? 0 : 1);
     EXPECT_EQ(rec.replays, 0);
-    EXPECT_EQ(rec.records(), 0u);
-    EXPECT_NE(got.note.find("off: recording stopped: "), std::string::npos) << got.note;
-    EXPECT_NE(got.note.find(at_begin ? "cannot start recording (test)" : "cannot be recorded (test)"),
-              std::string::npos)
-        << got.note;
+    EXPECT_EQ(rec.records(), f == kFirstReplay ? 1u : 0u);
+    EXPECT_EQ(rec.dropped, f == kFirstReplay ? 1 : 0);
+    const std::string why = f == kBegin ? "off: recording stopped: cannot start recording (test)"
+                            : f == kSixthCall ? "off: recording stopped: node '"
+                                              : "off: the first replay failed: replay 0 fails (test)";
+    EXPECT_EQ(got.note.rfind(why, 0), 0u) << got.note;
+    if (f == kSixthCall) {
+      EXPECT_NE(got.note.find("' cannot be recorded (test)"), std::string::npos) << got.note;
+    }
     for (const StepResult& r : got.results) {
       EXPECT_FALSE(r.replayed);
       EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
     }
-  }
-}
-
-// A record whose first replay fails is dropped and the plan runs eagerly from then on.
-TEST(StepGraphs, AFailedFirstReplayRunsEagerly) {
-  Model m(load_model_config(bn_dropout_path()), {});
-  RecordingBackend rec;
-  rec.fail_replay = 1;  // step 1 is recorded, then replayed
-  const ExecutionPlan plan = plan_for(m, rec, "chen-sqrtn");
-  auto plan_at = [&](int) -> const ExecutionPlan& { return plan; };
-  const Trained got = train(m, rec, plan_at, 4, arena(plan));
-  ExecutorOptions eo = arena(plan);
-  eo.step_graphs = false;
-  RecordingBackend plain;
-  expect_bit_identical(got, train(m, plain, plan_at, 4, eo));
-  EXPECT_EQ(rec.records(), 1u);
-  EXPECT_EQ(rec.dropped, 1);
-  EXPECT_EQ(rec.replays, 0);
-  EXPECT_NE(got.note.find("off: the first replay failed: "), std::string::npos) << got.note;
-  EXPECT_NE(got.note.find("replay 0 fails (test)"), std::string::npos) << got.note;
-  for (const StepResult& r : got.results) {
-    EXPECT_FALSE(r.replayed);
-    EXPECT_EQ(r.peak_bytes, plan.predicted_peak);
   }
 }
 
