@@ -80,6 +80,15 @@ const Node& writer_node(const Graph& g, ValueId v) {
   return g.nodes.at(0);
 }
 
+// The node whose op's tolerance value v gets: its writer, or for a copy out of another value
+// (concat's gradient slices) the writer of that value, whose error the copy carries.
+const Node& tolerance_node(const Graph& g, ValueId v) {
+  const Node* n = &writer_node(g, v);
+  while (n->op == "concat_slice" && !n->inputs.empty() && g.value(n->inputs[0]).producer >= 0)
+    n = &writer_node(g, n->inputs[0]);
+  return *n;
+}
+
 // Ops whose CUDA path rounds the GEMM's result to bf16 before a bias / activation epilogue
 // kernel rounds it again (Note [bf16 GEMMs] in ops/dense.cpp, Note [bf16 convolutions]).
 bool has_bf16_epilogue(const std::string& op) {
@@ -206,7 +215,7 @@ GraphRun CudaOpHarness::run_graph(Backend& b, int steps, const GraphRun* inputs_
       err << "\n  value '" << name << "': " << a.size() << " vs " << b.size() << " elements";
       continue;
     }
-    const Node& writer = writer_node(g, static_cast<ValueId>(v));
+    const Node& writer = tolerance_node(g, static_cast<ValueId>(v));
     const std::string& op = writer.op;
     CudaTolerance tol = bitwise ? kCudaExact : cuda_tolerance(op);
     const std::vector<float>* mag = nullptr;
