@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
@@ -178,13 +177,6 @@ void for_each_inference_call(const BnCudaParams& p, const ExecContext& ctx, cons
     part.shape[0] = std::min(chunk, n - first);
     f(bn_descs(ctx, part, p.channels_last), first * (x.bytes() / n));
   }
-}
-
-// `base` + `offset` bytes.
-template <typename P>
-P* at_byte(P* base, int64_t offset) {
-  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
-  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + offset);
 }
 
 // The fused activation (Note [batchnorm activation]) after a cuDNN call, over the stored output

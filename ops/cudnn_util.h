@@ -131,6 +131,13 @@ inline int64_t cudnn_samples_per_call(const ExecContext& ctx, int64_t n, int64_t
   return std::min(n, cc.cudnn_max_elements / std::max<int64_t>(per_sample, 1));
 }
 
+// `base` + `offset` bytes (a later sample of a split call).
+template <typename P>
+P* at_byte(P* base, int64_t offset) {
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) + offset);
+}
+
 // "2x3x4x5" for cache keys.
 inline std::string shape_key(const Shape& s) {
   std::string k;

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <sstream>
-#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "ops/cpu_storage.h"
@@ -105,9 +104,7 @@ void for_each_pool_call(const PoolCudaParams& p, const ExecContext& ctx, const T
 // The address of sample `first` of `t` (NCHW and NHWC samples are contiguous).
 template <typename P>
 P* sample_at(P* base, const TensorView& t, int64_t first) {
-  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
-  return reinterpret_cast<P*>(reinterpret_cast<Byte*>(base) +
-                              first * (t.desc->bytes() / t.shape()[0]));
+  return at_byte(base, first * (t.desc->bytes() / t.shape()[0]));
 }
 
 }  // namespace

@@ -68,6 +68,18 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     release_activations();
     why = std::string("recording stopped: ") + e.what();
   }
+  graph_.recorded_at = step;
+  graph_.replaying = id >= 0;
+  if (id >= 0) {
+    try {
+      be_.replay(id, step);
+    } catch (const std::exception& e) {  // the record does not launch
+      graph_.replaying = false;
+      be_.drop_graph(id);
+      id = -1;
+      why = std::string("the first replay failed: ") + e.what();
+    }
+  }
   if (id < 0) {  // nothing ran: the step runs eagerly, as will every later one of this plan
     graph_.failure = why;
     graph_.note = "off: " + why;
@@ -75,23 +87,9 @@ void Executor::run_plan(const ExecutionPlan& plan, int64_t step, TraceWriter* tr
     run_plan_steps(plan, step, trace, r, /*scan=*/false);
     return;
   }
-  const int64_t recorded_peak = peak_;
-  graph_.recorded_at = step;
-  graph_.replaying = true;
-  try {
-    be_.replay(id, step);
-  } catch (const std::exception& e) {  // the record does not launch: eagerly, as above
-    graph_.replaying = false;
-    be_.drop_graph(id);
-    graph_.failure = std::string("the first replay failed: ") + e.what();
-    graph_.note = "off: " + graph_.failure;
-    peak_ = in_use_;
-    run_plan_steps(plan, step, trace, r, /*scan=*/false);
-    return;
-  }
   graph_.id = id;
   graph_.recorded = rec;
-  graph_.recorded.peak_bytes = recorded_peak;
+  graph_.recorded.peak_bytes = peak_;
   graph_.note = "step " + std::to_string(step) + " recorded as " + std::to_string(launches) +
                 " operations, replayed with one launch from then on";
   r->computes += rec.computes;
