@@ -33,8 +33,9 @@
 #          is lent 15 minutes of device time): ResNet-50 b64 bf16 as written, channels-last, and
 #          channels-last with batch norm and relu fused (fuse=batchnorm_relu),
 #          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
-#          kernels, then the benchmark against PyTorch of ResNet-50 channels-last and of
-#          gpt2_fused with the flash kernels (keep-everything and 50 %). With `tests` first:
+#          kernels, VGG19 b64 bf16 as written and channels-last, then the benchmark against
+#          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
+#          channels-last (keep-everything and 50 %). With `tests` first:
 #          REMAT_STEP_TIMEOUT=120 tools/scripts/gpu_session.sh 540 tests quick;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
@@ -209,14 +210,19 @@ for step in $steps; do
       REMAT_ATTENTION_KERNEL=flash run train_gpt2_fused_bf16_flash "$build/tools/train" \
           --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
           --summary "$out/gpt2_fused_bf16_flash.json"
-      limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_channels_last python3 tools/bench/bench_pytorch.py \
-          --device cuda --bin "$build/tools" --config configs/resnet50.yaml --precision bf16 \
-          --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 --remat-override layout=channels_last \
-          --json "$out/bench_pytorch_channels_last.json"
+      for lay in channels_first channels_last; do
+        run train_vgg19_bf16_$lay "$build/tools/train" --config configs/vgg19.yaml \
+            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 \
+            layout=$lay --summary "$out/vgg19_bf16_$lay.summary.json"
+      done
       REMAT_ATTENTION_KERNEL=flash limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_flash python3 \
           tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" --config configs/gpt2_fused.yaml \
           --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
-          --json "$out/bench_pytorch_flash.json" ;;
+          --json "$out/bench_pytorch_flash.json"
+      limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_channels_last python3 tools/bench/bench_pytorch.py \
+          --device cuda --bin "$build/tools" --config configs/resnet50.yaml --config configs/vgg19.yaml \
+          --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
+          --remat-override layout=channels_last --json "$out/bench_pytorch_channels_last.json" ;;
     *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick)" >&2; exit 2 ;;
   esac
 done
