@@ -523,9 +523,9 @@ def gen_headline(root, doc):
                        and r["budget"]])
     keep = newest([r for r in train if r["config"] == "gpt2" and r["precision"] == "bf16"
                    and not r["budget"] and r["revision"] == budgeted["revision"]])
+    budget = re.sub(r"(\d)([KMGT]i?B)$", r"\1 \2", budgeted["budget"])
     rows.append([
-        f"memory on the GPU: GPT-2 124M, bf16, batch {budgeted['batch']}, under "
-        f"{budgeted['budget']}",
+        f"memory on the GPU: GPT-2 124M, bf16, batch {budgeted['batch']}, under {budget}",
         f"predicted peak {budgeted['predicted_peak']}, measured {budgeted['measured_peak']}; "
         f"{budgeted['samples_per_s']} samples/s against {keep['samples_per_s']} keeping "
         f"everything ({keep['predicted_peak']})",
