@@ -1,16 +1,20 @@
-// The README's commands run as written (issue 26): every command line of its code blocks — the
-// quick start, data parallel on CPU ranks — is run from a scratch directory that looks like the
-// repository root (configs/ and build/tools/ linked in), and must exit 0. Only these are not
-// run, each class named: commands for a GPU (`--device cuda`), `mpirun -H` across other hosts,
-// and the setup scripts (the two commands themselves, which CI runs, and the portable build and
-// GPU verification, which run on a GPU machine); and runs of minutes, which the README puts in
-// ```sh fenced blocks and says so beside them (the tests of those paths run them small). As root, OpenMPI needs `--allow-run-as-root`
-// and more ranks than cores `--oversubscribe` (the README says so): they are added after
-// `mpirun` then.
+// The documentation's commands run as written: every command line of the code blocks of README.md
+// and of every .md under docs/ (the quick start, the guides' examples, data parallel on CPU ranks)
+// is run from a scratch directory that looks like the repository root (configs/, tools/ and
+// build/tools/ linked in; a fresh one per file, so each page's commands need only the page's
+// earlier ones), and must exit 0. Only these are not run, each class named: commands for a GPU
+// (`--device cuda`), `mpirun -H` across other hosts, and the setup scripts (the two commands
+// themselves, which CI runs, and the portable build and GPU verification, which run on a GPU
+// machine); and runs of minutes, which the pages put in ```sh fenced blocks and say so beside
+// them (the tests of those paths run them small). As root, OpenMPI needs `--allow-run-as-root`
+// and more ranks than cores `--oversubscribe` (the data-parallel guide says so): they are added
+// after `mpirun` then.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -27,9 +31,9 @@ struct Command {
   std::string text;
 };
 
-// Lines of 4-space-indented code blocks that start with a command of ours.
-std::vector<Command> readme_commands() {
-  std::ifstream f(test_source_dir() + "/README.md");
+// Lines of 4-space-indented code blocks of `file` that start with a command of ours.
+std::vector<Command> page_commands(const std::string& file) {
+  std::ifstream f(file);
   std::vector<Command> out;
   std::string l;
   int n = 0;
@@ -45,6 +49,18 @@ std::vector<Command> readme_commands() {
   return out;
 }
 
+// README.md, then every .md under docs/ in path order (relative to the repository root).
+std::vector<std::string> pages() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(test_source_dir() + "/docs"))
+    if (e.is_regular_file() && e.path().extension() == ".md")
+      out.push_back(fs::relative(e.path(), test_source_dir()).string());
+  std::sort(out.begin(), out.end());
+  out.insert(out.begin(), "README.md");
+  return out;
+}
+
 // Why a command is not run here, or "" when it is.
 std::string not_run(const std::string& c) {
   if (c.find("--device cuda") != std::string::npos) return "a GPU command";
@@ -57,31 +73,41 @@ std::string not_run(const std::string& c) {
 class Readme : public ToolRunTest {};
 
 TEST_F(Readme, EveryCommandRunsAsWritten) {
-  const std::vector<Command> commands = readme_commands();
-  ASSERT_GE(commands.size(), 8u) << "the README's code blocks lost their commands";
-  ASSERT_EQ(::symlink((test_source_dir() + "/configs").c_str(), path("configs").c_str()), 0);
-  ASSERT_EQ(::mkdir(path("build").c_str(), 0755), 0);
-  ASSERT_EQ(::symlink(TOOLS_DIR, path("build/tools").c_str()), 0);
+  const std::vector<std::string> files = pages();
+  ASSERT_GE(files.size(), 10u) << "docs/ lost its pages";
+  ASSERT_GE(page_commands(test_source_dir() + "/README.md").size(), 8u)
+      << "the README's code blocks lost their commands";
   const bool root = ::geteuid() == 0;
-  int ran = 0;
-  for (const Command& c : commands) {
-    SCOPED_TRACE("README.md:" + std::to_string(c.line) + ": " + c.text);
-    if (!not_run(c.text).empty()) continue;
-    std::string cmd = c.text;
-    if (cmd.rfind("mpirun ", 0) == 0) {
-      if (std::string(MPIEXEC).empty()) continue;  // a build without MPI
-      cmd = std::string("'") + MPIEXEC + "' " + (root ? "--allow-run-as-root --oversubscribe " : "") +
-            cmd.substr(7);
+  int ran = 0, ran_readme = 0;
+  for (size_t p = 0; p < files.size(); ++p) {
+    // A directory per page that looks like the repository root.
+    const std::string page = path("page" + std::to_string(p));
+    ASSERT_EQ(::mkdir(page.c_str(), 0755), 0);
+    for (const char* link : {"configs", "tools"})
+      ASSERT_EQ(::symlink((test_source_dir() + "/" + link).c_str(), (page + "/" + link).c_str()), 0);
+    ASSERT_EQ(::mkdir((page + "/build").c_str(), 0755), 0);
+    ASSERT_EQ(::symlink(TOOLS_DIR, (page + "/build/tools").c_str()), 0);
+    for (const Command& c : page_commands(test_source_dir() + "/" + files[p])) {
+      SCOPED_TRACE(files[p] + ":" + std::to_string(c.line) + ": " + c.text);
+      if (!not_run(c.text).empty()) continue;
+      std::string cmd = c.text;
+      if (cmd.rfind("mpirun ", 0) == 0) {
+        if (std::string(MPIEXEC).empty()) continue;  // a build without MPI
+        cmd = std::string("'") + MPIEXEC + "' " +
+              (root ? "--allow-run-as-root --oversubscribe " : "") + cmd.substr(7);
+      }
+      {
+        std::ofstream script(path("command.sh"));
+        script << "cd '" << page << "' && " << cmd << "\n";
+      }
+      const RunResult r = run("/bin/sh", "'" + path("command.sh") + "'");
+      EXPECT_EQ(r.code, 0) << r.out << r.err;
+      ++ran;
+      if (p == 0) ++ran_readme;
     }
-    {
-      std::ofstream script(path("command.sh"));
-      script << "cd '" << dir_ << "' && " << cmd << "\n";
-    }
-    const RunResult r = run("/bin/sh", "'" + path("command.sh") + "'");
-    EXPECT_EQ(r.code, 0) << r.out << r.err;
-    ++ran;
   }
-  EXPECT_GE(ran, 7) << "the quick start's commands are not all run";
+  EXPECT_GE(ran_readme, 7) << "the quick start's commands are not all run";
+  EXPECT_GE(ran, 20) << "the guides' commands are not all run";
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #             ops), and of FCN-32, PSPNet (ResNet-50) and ResNet-101 (~230 s in fp32 and bf16,
 #             2026-11-28, when CI took 42 min: PSPNet (VGG), the U-Nets and SegNets and ResNet-50
 #             v2 run their ops, and the op suites run crop and every other op), gpt2_tiny's
-#             50-step loss test (~65 s), the README's commands (the tools the other suites
+#             50-step loss test (~65 s), the commands of README.md and docs/ (the tools the other suites
 #             run), checkmate against the full MILP (~100 s; the MILP
 #             solves are Cbc's), and five solver tests whose outcome depends on speed: the
 #             wall-clock test, checkmate against LP rounding run alone with the same limit
