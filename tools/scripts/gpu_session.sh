@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call of the device tool's `run` in a GPU session: gpu_verify.sh's steps under a hard time
+# One remote run on a GPU machine: gpu_verify.sh's steps under a hard time
 # limit, then, whatever happened, the GPU_RESULTS.md entry and the logs, all under $OUT (the
 # folder that comes back). Run from the repository root on the device with build-carry/ carried
 # (tools/scripts/pack_portable.sh's archive, unpacked by gpu_verify.sh).
@@ -9,7 +9,7 @@
 # GPU_RESULTS.md and commit it) and $OUT/logs.tgz (every log but the cost cache and generated
 # images). When the limit cuts the run, the step then running is ended too and named in
 # verify.log and entry.md. Exits with gpu_verify.sh's status, or 3 when the limit cut it (137
-# would read as the device tool's own time-out).
+# would read as a time-out of the remote run itself).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then

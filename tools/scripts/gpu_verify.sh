@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on a GPU machine the checks a GPU session owes (issue 11), from a portable build carried
+# Runs on a GPU machine the GPU checks and measurements, from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
 # [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] (default: the first five, in that order; steps
@@ -29,14 +29,14 @@
 #          under 6 GB, and gpt2_fused bf16 with the flash kernels, each with its plan replayed as
 #          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
 #          losses (equal when the replay is right) in each run's summary JSON;
-#   quick: the unverified work of the sixth to tenth sessions in about five minutes (a session
-#          is lent 15 minutes of device time): ResNet-50 b64 bf16 as written, channels-last, and
-#          channels-last with batch norm and relu fused (fuse=batchnorm_relu),
+#   quick: every path not yet run on a GPU (the list at the top of GPU_RESULTS.md) in about six
+#          minutes: ResNet-50 b64 bf16 as written, channels-last, and channels-last with
+#          batch norm and relu fused (fuse=batchnorm_relu),
 #          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
 #          kernels, VGG19 b64 bf16 as written and channels-last, then the benchmark against
 #          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
 #          channels-last (keep-everything and 50 %). With `tests` first:
-#          REMAT_STEP_TIMEOUT=120 tools/scripts/gpu_session.sh 540 tests quick;
+#          REMAT_STEP_TIMEOUT=100 tools/scripts/gpu_session.sh 430 tests quick;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -103,7 +103,7 @@ for step in $steps; do
           -o "$out/vgg19_b64_costs.json"
       run train_vgg19_15GB "$build/tools/train" --config configs/vgg19.yaml --device cuda --budget 15GB --time-limit 20 \
           --steps 20 --cost-model "$out/vgg19_b64_costs.json" --batch 64 --trace "$out/vgg19_trace.json"
-      # bf16 (issue 20): the small CNN, VGG19 at 15 GB with its own measured costs, gpt2_tiny.
+      # bf16: the small CNN, VGG19 at 15 GB with its own measured costs, gpt2_tiny.
       run train_small_bf16 "$build/tools/train" --config configs/small_cnn.yaml --device cuda --steps 30 \
           --precision bf16 --log-every 10
       run profile_vgg19_b64_bf16 "$build/tools/profile" --config configs/vgg19.yaml --device cuda \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs the portable build's tools and GPU test suites, stripped, into one xz archive small
-# enough to carry to a GPU machine (the device tool carries at most 64 MiB; the binaries are
+# enough to carry to a GPU machine (a remote run carries at most 64 MiB; the binaries are
 # ~35 MB each, mostly the same static libraries, which xz's large dictionary shares):
 #   tools/scripts/build_portable.sh && tools/scripts/pack_portable.sh     -> build-carry/remat-portable.tar.xz
 # There, `tar xJf build-carry/remat-portable.tar.xz` recreates build-portable/{tools,tests}
