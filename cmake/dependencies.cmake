@@ -144,6 +144,31 @@ if(REMAT_HAVE_MPI)
   find_program(REMAT_MPIEXEC NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 endif()
 
+# Note [ONNX in the portable build]
+# ONNX import (models/onnx/): Debian's libonnx-dev 1.12 and libprotobuf-dev, found the standard
+# way. Optional: a build without them has no `model: {onnx: ...}` and says so when asked.
+# Debian ships ONNX as shared libraries only (libonnx.so.1, libonnx_proto.so.1, and
+# libprotobuf.so.32 under them), so the portable build leaves the importer out rather than
+# carry three libraries the GPU machines lack: it runs the zoo's YAML configs, and an imported
+# model plans and trains on any machine with a normal build (the graph after import is the same).
+option(REMAT_WITH_ONNX "Build the ONNX importer when ONNX and protobuf are found" ON)
+set(REMAT_HAVE_ONNX OFF)
+add_library(remat_onnx_deps INTERFACE)
+if(REMAT_WITH_ONNX AND NOT REMAT_PORTABLE)
+  find_package(Protobuf QUIET)
+  find_package(ONNX CONFIG QUIET)
+  if(Protobuf_FOUND AND ONNX_FOUND)
+    set(REMAT_HAVE_ONNX ON)
+    target_link_libraries(remat_onnx_deps INTERFACE onnx onnx_proto protobuf::libprotobuf)
+    target_compile_definitions(remat_onnx_deps INTERFACE ONNX_ML=1 ONNX_NAMESPACE=onnx)
+    message(STATUS "remat: ONNX import ON (ONNX ${ONNX_VERSION}, protobuf ${Protobuf_VERSION})")
+  endif()
+endif()
+if(NOT REMAT_HAVE_ONNX)
+  message(STATUS "remat: ONNX import OFF (libonnx-dev not found, REMAT_WITH_ONNX=OFF or REMAT_PORTABLE)")
+endif()
+set(REMAT_HAVE_ONNX ${REMAT_HAVE_ONNX} CACHE INTERNAL "ONNX importer built")
+
 # NCCL: optional, with CUDA. The header and library ship with the CUDA toolkit here and with
 # PyTorch's wheels (site-packages/nvidia/nccl) on GPU machines; NCCL_HOME may point to one.
 set(REMAT_HAVE_NCCL OFF)

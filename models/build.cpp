@@ -8,6 +8,7 @@
 
 #include "models/batchnorm_relu_fusion.h"
 #include "models/channels_last.h"
+#include "models/onnx/onnx_config.h"
 #include "runtime/core/check.h"
 
 namespace remat {
@@ -360,7 +361,13 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
         node.inputs.push_back(shared_param(g, l, p, shared->second));
         continue;
       }
-      node.inputs.push_back(g.add_value(param_value(l.name, p)));
+      Value pv = param_value(l.name, p);
+      if (auto named = l.param_names.find(p.suffix); named != l.param_names.end()) {
+        pv.name = named->second;  // an imported model's own name (Note [ONNX import])
+        if (g.find_value(pv.name) != kNoValue)
+          REMAT_USER_ERROR(prefix << "parameter '" << pv.name << "' is also another value's name");
+      }
+      node.inputs.push_back(g.add_value(pv));
     }
     by_name[l.name] = g.node(g.add_node(std::move(node), out)).output;
     layouts.record(by_name[l.name]);
@@ -413,6 +420,14 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
 // first, a layer with `precision: fp32`), the batch stays F32 and the cast stays a node.
 Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
                           const BuildOptions& opt) {
+  // An imported model at another size is imported again there: its shape arithmetic was folded
+  // at the config's size (Note [ONNX constant folding] in models/onnx/onnx_const.h).
+  if (cfg.onnx && ((opt.input && !cfg.tokens() && *opt.input != cfg.input) ||
+                   (opt.sequence && cfg.tokens() && *opt.sequence != cfg.sequence))) {
+    ModelConfig sized = cfg;
+    onnx_apply(sized, OnnxSizes{opt.input, opt.sequence});
+    return build_forward_graph(sized, ops, opt);
+  }
   Graph g = build_graph(cfg, ops, opt, DType::F32, {});
   const BnReluFusion fusion = cfg.fuse_batchnorm_relu ? bn_relu_pairs(g) : BnReluFusion{};
   DType batch = DType::F32;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "models/config_parser.h"
+#include "models/onnx/onnx_config.h"
 #include "runtime/graph/graph.h"
 #include "runtime/io/input_file.h"
 
@@ -31,7 +32,8 @@ namespace config_detail {
 namespace {
 const std::vector<std::string> kTopKeys = {
     "name", "input",     "classes",   "sequence", "vocab", "batch",  "accumulate", "loss",
-    "seed", "precision", "optimizer", "data",     "val",   "layers", "layout",     "fuse"};
+    "seed", "precision", "optimizer", "data",     "val",   "layers", "layout",     "fuse",
+    "model"};
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -57,7 +59,7 @@ ModelConfig ConfigParser::parse(const std::string& text,
   }
 
   // Scalar settings go through AttrReader, so types and ranges are reported uniformly.
-  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "val", "layers", "loss"});
+  AttrMap top = to_attr_map(root, "model", {"optimizer", "data", "val", "layers", "loss", "model"});
   AttrReader r(top);
   if (!r.has("name")) r.fail("name", "is required");
   cfg_.name = r.get_string("name", "");
@@ -66,7 +68,19 @@ ModelConfig ConfigParser::parse(const std::string& text,
     auto w = top.where.find(k);
     return w == top.where.end() ? pos(root) : w->second;
   };
-  if (r.has("sequence")) {  // a token model
+  const bool imported = static_cast<bool>(root["model"]);  // Note [ONNX import]
+  if (imported) {
+    for (const char* k : {"classes", "vocab"})
+      if (r.has(k)) r.fail(k, "comes from the ONNX model's output (`model: {onnx: ...}`)");
+    if (r.has("input") && r.has("sequence"))
+      r.fail("sequence", "an ONNX model takes `input` (images) or `sequence` (tokens), not both");
+    if (r.has("input")) {
+      if (!std::holds_alternative<std::vector<int64_t>>(top.values.at("input")))
+        r.fail("input", "expected a list [C, H, W], got " + attr_value_str(top.values.at("input")));
+      cfg_.input = r.get_ints("input", 3, {}, 1, 1 << 24);
+    }
+    if (r.has("sequence")) cfg_.sequence = r.require_int("sequence", 1, 1 << 24);
+  } else if (r.has("sequence")) {  // a token model
     for (const char* k : {"input", "classes"})
       if (r.has(k))
         r.fail(k, "does not apply to a token model (`sequence` is set: the input is token ids "
@@ -84,8 +98,8 @@ ModelConfig ConfigParser::parse(const std::string& text,
     if (!r.has("classes")) r.fail("classes", "is required");
     cfg_.classes = r.require_int("classes", 1, 1 << 24);
   }
-  if (!r.has("batch")) r.fail("batch", "is required");
-  cfg_.batch = r.require_int("batch", 1, 1 << 24);
+  if (!r.has("batch") && !imported) r.fail("batch", "is required");
+  if (r.has("batch")) cfg_.batch = r.require_int("batch", 1, 1 << 24);
   cfg_.accumulate = static_cast<int>(r.get_int("accumulate", 1, 1, kMaxMicroBatches));
   cfg_.seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
   cfg_.precision = precision_from_name(r.get_choice("precision", "fp32", {"fp32", "bf16"}));
@@ -104,6 +118,7 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.where_precision = where_of("precision");
   cfg_.where_loss = pos(root);
   cfg_.loss = cfg_.tokens() ? "token_xent" : "softmax_xent";
+  if (imported) parse_model_file(root["model"]);
   cfg_.loss_attrs.origin = pos(root) + ": loss";
   for (auto it = root.begin(); it != root.end(); ++it)
     if (it->first.Scalar() == "loss") parse_loss(it->first, it->second);
@@ -116,7 +131,11 @@ ModelConfig ConfigParser::parse(const std::string& text,
   if (root["val"]) parse_data(root["val"], "val", &cfg_.val.emplace());
 
   const YAML::Node layers = root["layers"];
-  if (!layers) fail(root, "model", "field 'layers' is required");
+  if (imported) {
+    if (layers) fail(layers, "model", "give `layers` or `model: {onnx: FILE}`, not both");
+    return std::move(cfg_);
+  }
+  if (!layers) fail(root, "model", "field 'layers' is required (or `model: {onnx: FILE}`)");
   std::vector<Scope> scopes(1);
   scopes[0].input = kModelInputName;
   parse_list(layers, scopes);
@@ -142,6 +161,40 @@ void ConfigParser::parse_loss(const YAML::Node& key, const YAML::Node& n) {
     fail(key, "model: field 'loss'",
          "'" + cfg_.loss + "' is not one of: " + join(known) +
              (cfg_.tokens() ? " (a token model)" : ""));
+}
+
+// `model: {onnx: FILE}`: the file read, checked and translated at the config's size (Note
+// [ONNX import]); its errors are reported at the `onnx` value.
+void ConfigParser::parse_model_file(const YAML::Node& n) {
+  if (!n.IsMap() || !n["onnx"])
+    fail(n, "model", "expected a map {onnx: FILE} (an ONNX file exported from PyTorch)");
+  check_unique_keys(n, "model");
+  for (auto it = n.begin(); it != n.end(); ++it)
+    if (it->first.Scalar() != "onnx")
+      fail(it->first, "model", "unknown key '" + it->first.Scalar() + "' (known: onnx)");
+  std::string path = scalar_string(n["onnx"], "model", "onnx");
+  const std::filesystem::path dir = std::filesystem::path(src_).parent_path();
+  if (std::filesystem::path(path).is_relative() && !dir.empty()) path = (dir / path).string();
+  // A default config (Note [ONNX default config]) has no position worth naming: the errors
+  // name the file.
+  const bool generated = src_.size() > 17 && src_.compare(src_.size() - 17, 17, " (default config)") == 0;
+  cfg_.where_onnx = generated ? "" : pos(n["onnx"]) + ": model: onnx";
+  OnnxApplied im;
+  try {
+    cfg_.onnx = onnx_read(path);
+  } catch (const UserError& e) {
+    if (generated) throw;
+    REMAT_USER_ERROR(cfg_.where_onnx << ": " << e.what());
+  }
+  im = onnx_apply(cfg_, {});
+  cfg_.loss = onnx_default_loss(im.output, cfg_.tokens());
+  if (cfg_.batch == 0) {  // no `batch`: the export's own, unless it left the axis open
+    if (!im.static_batch)
+      REMAT_USER_ERROR((cfg_.where_onnx.empty() ? "" : cfg_.where_onnx + ": ")
+                       << path << ": the batch is a dynamic axis of the export: give --batch N "
+                       << "(or `batch: N` in the config)");
+    cfg_.batch = *im.static_batch;
+  }
 }
 
 void ConfigParser::parse_optimizer(const YAML::Node& n) {
@@ -170,7 +223,10 @@ int64_t loss_ignore_index(const ModelConfig& cfg) {
 }
 
 ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {
-  ModelConfig cfg = parse_model_config(read_file(path, "model config"), path, overrides);
+  const bool onnx = std::filesystem::path(path).extension() == ".onnx";  // Note [ONNX default config]
+  ModelConfig cfg = onnx ? parse_model_config(onnx_default_config(path), path + " (default config)",
+                                              overrides)
+                         : parse_model_config(read_file(path, "model config"), path, overrides);
   cfg.dir = std::filesystem::path(path).parent_path().string();
   return cfg;
 }

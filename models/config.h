@@ -46,7 +46,13 @@
 //                                 # (paths relative to the config file's directory)
 //   val: {source: folder, path: imagenet/val}   # validation data, the same keys as `data`
 //                                 #   (never augmented); train --eval-every evaluates on it
-//   layers:                       # required, non-empty, in order
+//   model: {onnx: resnet18.onnx}  # instead of layers: the network of an ONNX file (Note
+//                                 #   [ONNX import] in models/onnx/onnx_import.h; relative to
+//                                 #   the config's folder). `input` / `sequence` are then the
+//                                 #   size to import at (needed where the export left an axis
+//                                 #   open), classes, vocab and the default loss come from the
+//                                 #   output; every other key applies as to a YAML model
+//   layers:                       # required, non-empty, in order (unless `model` is given)
 //     - {name: conv1, op: conv2d, filters: 16, kernel: 3, padding: 1, activation: relu}
 //     - {name: bn1, op: batchnorm}
 //     - {name: pool1, op: maxpool, kernel: 2}
@@ -93,6 +99,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,6 +139,9 @@ struct LayerConfig {
   // `precision`: the dtype this layer runs in (F32 or BF16); unset: the model's rules.
   std::optional<DType> precision;
   std::string precision_where;
+  // Parameter suffix -> the name of its value where that is not "<layer>.<suffix>": an imported
+  // model's parameters keep their ONNX (PyTorch state_dict) names (Note [ONNX import]).
+  std::map<std::string, std::string> param_names;
 };
 
 struct OptimizerConfig {
@@ -171,6 +181,8 @@ struct DataConfig {
   std::string where;                 // "file:line:col" of the `data` section (or of the file)
 };
 
+struct OnnxSource;  // models/onnx/onnx_source.h
+
 struct ModelConfig {
   std::string name;
   std::string source;   // file path or the source name given to parse_model_config
@@ -191,6 +203,13 @@ struct ModelConfig {
   DataConfig data;
   std::optional<DataConfig> val;    // `val`: the validation data (same keys as `data`)
   std::vector<LayerConfig> layers;  // flattened, in definition order
+  // `model: {onnx: FILE}`: the layers are the file's, translated at `input` / `sequence`
+  // (Note [ONNX import] in models/onnx/onnx_import.h); null for a model written in YAML.
+  std::shared_ptr<const OnnxSource> onnx;
+  std::string where_onnx;  // "file:line:col" of the `onnx` value
+  // Initial values of named parameters and buffers (an imported model's weights), applied after
+  // the init rules (write_initial_values in models/initial_values.h); null: init rules only.
+  std::shared_ptr<const std::map<std::string, std::vector<float>>> initial_values;
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,

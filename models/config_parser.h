@@ -65,6 +65,7 @@ class ConfigParser {
                             const std::string& key) const;
   void parse_loss(const YAML::Node& key, const YAML::Node& n);
   void parse_optimizer(const YAML::Node& n);
+  void parse_model_file(const YAML::Node& n);
   // `data` or `val` (section) into *d (config_data.cpp).
   void parse_data(const YAML::Node& n, const std::string& section, DataConfig* d);
   void parse_transform(const YAML::Node& n, const std::string& section, AttrReader& r,

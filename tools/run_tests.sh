@@ -42,8 +42,8 @@ has_stage() { [[ " $stages " == *" $1 "* ]]; }
 
 if has_stage normal; then
   # The PyTorch comparison benchmark's CPU test needs PyTorch and PyYAML, the zoo's cross-check
-  # torchvision (Debian's packages).
-  REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-yaml" bash tools/scripts/setup.sh
+  # torchvision, the ONNX import's comparisons torchvision and python3-onnx (Debian's packages).
+  REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-onnx python3-yaml" bash tools/scripts/setup.sh
   build=${REMAT_BUILD_DIR:-build}
   # A test that hangs is stopped after --timeout (the suite's slowest takes 30 s on 2 cores;
   # ctest sets no limit by default) and run once more; its timeout stays in the log with its

@@ -342,6 +342,28 @@ gen_bf16_accuracy = simple(
      "verdict"], bf16_row)
 
 
+# ---- ONNX import -----------------------------------------------------------------------------
+
+ONNX_ZOO = "tools/bench/results/onnx/torchvision.csv"
+
+
+def onnx_zoo_row(r):
+    same = r["remat_params"] == r["params"] if r["remat_params"] else None
+    params = thousands(r["params"]) + ("" if same is None else " (equal)" if same else
+                                       f" (remat {thousands(r['remat_params'])})")
+    return [r["model"], params, r["onnx_nodes"], r["remat_nodes"], r["maxbatch_keep"],
+            r["maxbatch_checkmate"], r["step_s"] and r["step_s"] + " s", r["import_s"] and r["import_s"] + " s",
+            r["status"]]
+
+
+gen_onnx_zoo = simple(
+    ONNX_ZOO,
+    ["model", "params", "onnx_nodes", "status", "remat_nodes", "remat_params", "step_s",
+     "maxbatch_keep", "maxbatch_checkmate", "import_s"],
+    ["model", "parameters (PyTorch; remat's)", "ONNX nodes", "remat nodes", "max batch 16 GB, keep",
+     "max batch 16 GB, checkmate", "CPU step, batch 1", "import + plan", "import"], onnx_zoo_row)
+
+
 # ---- the solver ------------------------------------------------------------------------------
 
 def gen_solver_zoo(root, doc):
@@ -629,6 +651,7 @@ TABLES = {
     "gpu-bench": gen_gpu_bench,
     "gpu-train": gen_gpu_train,
     "notes": gen_notes,
+    "onnx-torchvision": gen_onnx_zoo,
 }
 
 # ---- the Markdown files --------------------------------------------------------------------

@@ -267,4 +267,39 @@ int report_exception(const std::string& who) {
   }
 }
 
+const char* const kOnnxFlagHelp =
+    "an ONNX model (torch.onnx.export) with the default config: softmax cross-entropy on its "
+    "output, sgd, synthetic data; sizes from --batch / --input / --seq";
+
+std::string model_file_flag(const FlagParser& f, const std::string& tool) {
+  if (f.has("config") && f.has("onnx"))
+    throw UsageError((tool.empty() ? "" : tool + ": ") + "give --config or --onnx, not both");
+  if (f.has("onnx")) {
+    const std::string p = f.get("onnx");
+    if (p.size() < 5 || p.compare(p.size() - 5, 5, ".onnx") != 0)
+      throw UsageError((tool.empty() ? "" : tool + ": ") + "--onnx " + p + ": expected a .onnx file");
+    return p;
+  }
+  return f.has("config") ? f.get("config") : "";
+}
+
+std::vector<std::string> model_overrides(const FlagParser& f, const std::string& model_file) {
+  std::vector<std::string> out = f.positional();
+  const bool onnx = model_file.size() >= 5 && model_file.compare(model_file.size() - 5, 5, ".onnx") == 0;
+  if (!onnx) return out;
+  auto given = [&](const char* flag) { return f.declared(flag) && f.has(flag); };
+  if (given("batch")) out.insert(out.begin(), "batch=" + f.get("batch"));
+  // maxbatch searches the batch (the config's is where the search starts) and export's weights
+  // do not depend on it: a dynamic batch needs no --batch there.
+  else if (f.program() == "maxbatch" || f.program() == "export") out.insert(out.begin(), "batch=1");
+  if (given("input")) {
+    std::string list = f.get("input");
+    for (char& c : list)
+      if (c == 'x' || c == 'X') c = ',';
+    out.insert(out.begin(), "input=[" + list + "]");
+  }
+  if (given("seq")) out.insert(out.begin(), "sequence=" + f.get("seq"));
+  return out;
+}
+
 }  // namespace remat

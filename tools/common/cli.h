@@ -78,6 +78,8 @@ class FlagParser {
   const std::vector<std::string>& positional() const { return positional_; }
 
   bool has(const std::string& name) const;  // given on the command line (or boolean set)
+  bool declared(const std::string& name) const { return flags_.count(name) > 0; }
+  const std::string& program() const { return program_; }
   std::string get(const std::string& name) const;  // value or default
   int64_t get_int(const std::string& name, int64_t min_value, int64_t max_value) const;
   double get_double(const std::string& name, double min_value, double max_value) const;
@@ -99,6 +101,17 @@ class FlagParser {
   std::string positional_name_, positional_help_;
   std::vector<std::string> positional_;
 };
+
+// Note [--onnx]: the tools that read a model take `--config FILE` or `--onnx FILE`, an ONNX file
+// read with its default config (Note [ONNX default config] in models/onnx/onnx_config.h; a
+// --config naming a .onnx file is the same). model_file_flag returns the one given (UsageError
+// for both; "" for neither). model_overrides returns the KEY=VALUE words for load_model_config:
+// the command line's, and for an ONNX file also batch, input and sequence from --batch,
+// --input and --seq, which its default config is made from.
+std::string model_file_flag(const FlagParser& f, const std::string& tool);
+std::vector<std::string> model_overrides(const FlagParser& f, const std::string& model_file);
+// The help line of --onnx.
+extern const char* const kOnnxFlagHelp;
 
 // Runs `body` and turns any exception into one clear line on stderr and its exit code (Note
 // [exit codes]). Every tool's main() is `return run_main([&] { ... });`.

@@ -22,6 +22,7 @@ namespace remat {
 void add_problem_flags(FlagParser& flags) {
   flags.add("problem", "FILE", "rematerialization problem (remat-problem/1 JSON)")
       .add("config", "FILE", "model config (YAML); builds the training graph's problem")
+      .add("onnx", "FILE", kOnnxFlagHelp)
       .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
       .add("input", "CxHxW", "per-sample input size override (with --config)")
       .add("seq", "T", "a token model's sequence length override (with --config)")
@@ -49,7 +50,7 @@ ParallelConfig parallel_from_flags(const FlagParser& flags) {
 
 ConfigProblem config_problem_from_flags(const FlagParser& flags) {
   ConfigProblem c;
-  c.config = flags.get("config");
+  c.config = model_file_flag(flags, "");
   if (flags.has("input"))
     c.input = parse_flag_value([&] { return parse_input_size(flags.get("input"), "--input"); });
   if (flags.has("seq")) c.sequence = flags.get_int("seq", 1, int64_t{1} << 24);
@@ -59,7 +60,7 @@ ConfigProblem config_problem_from_flags(const FlagParser& flags) {
     c.precision = precision_storage(flags.get_choice("precision", kPrecisionChoices));
   if (flags.has("accumulate"))
     c.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
-  c.overrides = flags.positional();
+  c.overrides = model_overrides(flags, c.config);
   return c;
 }
 
@@ -89,7 +90,7 @@ Problem problem_from_config(const ConfigProblem& c) {
 }
 
 int micro_batches_from_flags(const FlagParser& flags) {
-  if (!flags.has("config")) return 1;
+  if (model_file_flag(flags, "").empty()) return 1;
   const ConfigProblem c = config_problem_from_flags(flags);
   return c.accumulate ? *c.accumulate : load_model_config(c.config, c.overrides).accumulate;
 }
@@ -125,12 +126,12 @@ int64_t max_buildable_sequence(const ConfigProblem& c) {
 }
 
 Problem problem_from_flags(const FlagParser& flags) {
-  const bool has_problem = flags.has("problem"), has_config = flags.has("config");
+  const bool has_problem = flags.has("problem"), has_config = !model_file_flag(flags, "").empty();
   if (has_problem && has_config)
-    throw UsageError("--problem and --config are exclusive: give exactly one of them");
+    throw UsageError("--problem and --config / --onnx are exclusive: give exactly one of them");
   if (!has_problem && !has_config)
-    throw UsageError("no problem given: use --config FILE (a model YAML) or --problem FILE "
-                     "(a remat-problem/1 JSON)");
+    throw UsageError("no problem given: use --config FILE (a model YAML), --onnx FILE (an ONNX "
+                     "model) or --problem FILE (a remat-problem/1 JSON)");
   std::optional<int64_t> batch;
   if (flags.has("batch")) batch = flags.get_int("batch", 1, int64_t(1) << 40);
   if (has_problem) {
@@ -150,7 +151,7 @@ Problem problem_from_flags(const FlagParser& flags) {
 }
 
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
-  if (!flags.has("config") || flags.get("cost-model") != "flops") return nullptr;
+  if (model_file_flag(flags, "").empty() || flags.get("cost-model") != "flops") return nullptr;
   const ConfigProblem c = config_problem_from_flags(flags);
   return [c](int64_t batch) {
     ConfigProblem at = c;

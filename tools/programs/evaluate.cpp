@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/build.h"
+#include "models/initial_values.h"
 #include "models/config.h"
 #include "ops/registry.h"
 #include "runtime/backends/backend.h"
@@ -44,8 +45,9 @@ void point_val_at(ModelConfig* cfg, const std::string& path) {
 int evaluate_main(int argc, char** argv) {
   FlagParser f("evaluate", "Reports a checkpoint's validation metrics (loss, top-1/top-5, mean IoU, "
                            "perplexity) on the config's val data or on --data.");
-  f.add("config", "FILE", "model YAML of the checkpoint (required)")
-      .add("checkpoint", "FILE", "a checkpoint from train --save (required)")
+  f.add("config", "FILE", "model YAML of the checkpoint (or --onnx)")
+      .add("onnx", "FILE", "an ONNX model (Note [--onnx]); without --checkpoint, its own weights")
+      .add("checkpoint", "FILE", "a checkpoint from train --save (required, but for an ONNX model)")
       .add("data", "PATH", "evaluate on this folder or file (the val source kind; default the "
                            "config's val section)")
       .add("batch", "N", "samples per pass (default the config's batch)")
@@ -61,10 +63,14 @@ int evaluate_main(int argc, char** argv) {
       .add("json", "FILE", "write the metrics and the run's facts as JSON")
       .allow_positional("KEY=VALUE", "override a config field, as train took them");
   if (!f.parse(argc, argv)) return 0;
-  for (const char* need : {"config", "checkpoint"})
-    if (!f.has(need)) throw UsageError(std::string("evaluate: --") + need + " is required\n" + f.usage());
+  const std::string model_file = model_file_flag(f, "evaluate");
+  if (model_file.empty())
+    throw UsageError("evaluate: --config (or --onnx) is required\n" + f.usage());
   if (f.has("json")) check_output_file(f.get("json"), "evaluate: --json");
-  ModelConfig cfg = load_model_config(f.get("config"), f.positional());
+  ModelConfig cfg = load_model_config(model_file, model_overrides(f, model_file));
+  if (!f.has("checkpoint") && !cfg.initial_values)
+    throw UsageError("evaluate: --checkpoint is required (a model without weights of its own)\n" +
+                     f.usage());
   if (f.has("data")) point_val_at(&cfg, f.get("data"));
   const std::string precision = resolve_precision(
       f.has("precision") ? f.get_choice("precision", kPrecisionChoices) : "", cfg.precision);
@@ -94,7 +100,13 @@ int evaluate_main(int argc, char** argv) {
   Evaluator ev(cfg, bo, ops, *be, eo, /*constant_bytes=*/-1);
   const Graph& g = ev.graph();
   be->end_setup();
-  const CheckpointInfo ck = checkpoint_load(ev.executor(nullptr), f.get("checkpoint"));
+  CheckpointInfo ck;
+  if (f.has("checkpoint")) {
+    ck = checkpoint_load(ev.executor(nullptr), f.get("checkpoint"));
+  } else {  // an imported model's own weights (Note [ONNX import])
+    ev.executor(nullptr).init_parameters(cfg.seed);
+    write_initial_values(ev.executor(nullptr), cfg);
+  }
   std::printf("evaluate: %s after step %lld, batch %lld, %s, %s\n", g.name.c_str(),
               static_cast<long long>(ck.step), static_cast<long long>(g.batch),
               be->name().c_str(), on_cpu && precision != "bf16" ? "fp32" : precision.c_str());
@@ -107,7 +119,7 @@ int evaluate_main(int argc, char** argv) {
   if (f.has("json")) {
     nlohmann::json j = nlohmann::json::parse("{" + m.json_fields() + "}");
     j["model"] = g.name;
-    j["config"] = f.get("config");
+    j["config"] = model_file;
     j["checkpoint"] = f.get("checkpoint");
     j["step"] = ck.step;
     j["batch"] = g.batch;

@@ -22,16 +22,20 @@ namespace {
 int export_main(int argc, char** argv) {
   FlagParser f("export", "Writes a checkpoint's model weights (no optimizer state) as safetensors "
                          "for PyTorch.");
-  f.add("config", "FILE", "model YAML of the checkpoint (required)")
+  f.add("config", "FILE", "model YAML of the checkpoint (or --onnx)")
+      .add("onnx", "FILE", "the ONNX model of the checkpoint (Note [--onnx])")
       .add("checkpoint", "FILE", "a checkpoint from train --save (required)")
       .add("output", "FILE", "the weights file to write (required)")
       .alias("-o", "output")
       .allow_positional("KEY=VALUE", "override a config field, as train took them");
   if (!f.parse(argc, argv)) return 0;
-  for (const char* need : {"config", "checkpoint", "output"})
+  const std::string model_file = model_file_flag(f, "export");
+  if (model_file.empty())
+    throw UsageError("export: --config (or --onnx) is required\n" + f.usage());
+  for (const char* need : {"checkpoint", "output"})
     if (!f.has(need)) throw UsageError(std::string("export: --") + need + " is required\n" + f.usage());
   check_output_file(f.get("output"), "export: --output");
-  const ModelConfig cfg = load_model_config(f.get("config"), f.positional());
+  const ModelConfig cfg = load_model_config(model_file, model_overrides(f, model_file));
   const OpRegistry ops = make_builtin_registry();
   BuildOptions bo;
   bo.batch = 1;  // the weights do not depend on the batch

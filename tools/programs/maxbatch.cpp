@@ -48,7 +48,8 @@ std::string maxbatch_svg(const Problem& p, int64_t budget, const std::string& si
 // error, or a measurement that disagrees with the plan).
 int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
             const std::vector<MaxBatchResult>& results) {
-  if (!flags.has("config")) throw UsageError("maxbatch: --verify needs --config (a model to train)");
+  if (model_file_flag(flags, "maxbatch").empty())
+    throw UsageError("maxbatch: --verify needs --config or --onnx (a model to train)");
   const std::string device = flags.get_choice("device", {"cpu", "cuda"});
   struct Row {
     std::string strategy;
@@ -62,7 +63,7 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
     std::printf("\n--verify %s at %s %lld on %s:\n", r.strategy.c_str(),
                 vary_seq ? "sequence" : "batch", static_cast<long long>(r.batch), device.c_str());
     TrainOptions t;
-    t.config = flags.get("config");
+    t.config = model_file_flag(flags, "maxbatch");
     t.device = device;
     t.steps = 2;
     if (vary_seq) {
@@ -78,7 +79,7 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
     if (flags.has("precision")) t.precision = flags.get("precision");
     if (flags.has("accumulate"))
       t.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
-    t.overrides = flags.positional();
+    t.overrides = model_overrides(flags, t.config);
     t.plan.budget = budget;
     t.plan.strategy = r.strategy;
     t.plan.cost_model = flags.get("cost-model");
@@ -126,7 +127,8 @@ int run(int argc, char** argv) {
   const int64_t budget = flags.get_bytes("budget");
   SizeFamily family;
   if (vary_seq) {
-    if (!flags.has("config")) throw UsageError("maxbatch: --vary seq needs --config (a token model)");
+    if (model_file_flag(flags, "maxbatch").empty())
+      throw UsageError("maxbatch: --vary seq needs --config or --onnx (a token model)");
     if (flags.get("cost-model") != "flops")
       throw UsageError("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
                        "sequence length)");

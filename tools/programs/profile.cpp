@@ -78,7 +78,8 @@ void print_table(const Graph& g, const CostTable& t) {
 
 int profile_main(int argc, char** argv) {
   FlagParser f("profile", "Measures each node of a model's training graph (cost table JSON).");
-  f.add("config", "FILE", "model YAML (required)")
+  f.add("config", "FILE", "model YAML (or --onnx)")
+      .add("onnx", "FILE", kOnnxFlagHelp)
       .add("device", "cpu|cuda", "where to measure", "cpu")
       .add("batch", "N", "override the config's batch size")
       .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
@@ -92,14 +93,16 @@ int profile_main(int argc, char** argv) {
       .add("no-cache", "", "measure again even if a cached table exists")
       .allow_positional("KEY=VALUE", "override a config field, as train takes them");
   if (!f.parse(argc, argv)) return 0;
-  if (!f.has("config")) throw UsageError("profile: --config FILE is required\n" + f.usage());
+  const std::string model_file = model_file_flag(f, "profile");
+  if (model_file.empty())
+    throw UsageError("profile: --config FILE (or --onnx FILE) is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
   ProfileOptions po;
   po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
   po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));
 
-  ModelConfig cfg = load_model_config(f.get("config"), f.positional());
+  ModelConfig cfg = load_model_config(model_file, model_overrides(f, model_file));
   const OpRegistry ops = make_builtin_registry();
   const std::string precision = resolve_precision(
       f.has("precision") ? f.get_choice("precision", kPrecisionChoices) : "", cfg.precision);

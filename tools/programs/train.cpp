@@ -52,7 +52,8 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   std::string known;
   for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
   remat::FlagParser f("train", "Trains a model described in YAML (see README).");
-  f.add("config", "FILE", "model YAML (required)")
+  f.add("config", "FILE", "model YAML (or --onnx)")
+      .add("onnx", "FILE", remat::kOnnxFlagHelp)
       .add("device", "cpu|cuda", "where to train", "cpu")
       .add("steps", "N", "training steps (total, when resuming)", "50")
       .add("batch", "N", "override the config's batch size (per rank under mpirun; per micro-batch with --accumulate)")
@@ -102,9 +103,10 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
       .allow_positional("KEY=VALUE", "override a config field, e.g. optimizer.lr=0.01 batch=64 "
                                      "layers.conv1.filters=32");
   if (!f.parse(argc, argv)) return 0;
-  if (!f.has("config")) throw remat::UsageError("train: --config FILE is required\n" + f.usage());
   remat::TrainOptions opt;
-  opt.config = f.get("config");
+  opt.config = remat::model_file_flag(f, "train");
+  if (opt.config.empty())
+    throw remat::UsageError("train: --config FILE (or --onnx FILE) is required\n" + f.usage());
   opt.device = f.get_choice("device", {"cpu", "cuda"});
   opt.steps = f.get_int("steps", 1, 100000000);
   if (f.has("batch")) opt.batch = f.get_int("batch", 1, 1 << 20);
@@ -145,7 +147,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
     throw remat::UsageError("train: --keep-last needs --save-every N (it bounds the periodic "
                             "checkpoints)");
   opt.keep_last = static_cast<int>(f.get_int("keep-last", 1, 1000000));
-  opt.overrides = f.positional();
+  opt.overrides = remat::model_overrides(f, opt.config);
   opt.check_finite = !f.has("no-check-finite");
   opt.cuda_graph = !f.has("no-cuda-graph");
   if (f.has("data-threads")) opt.data_threads = static_cast<int>(f.get_int("data-threads", 1, 1024));

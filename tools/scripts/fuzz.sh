@@ -5,7 +5,7 @@
 # kept in $build/fuzz-artifacts/), 0 otherwise.
 #
 #   tools/scripts/fuzz.sh [SECONDS] [HARNESS ...]    # default 60 s each; harnesses: config problem
-#                                             # schedule plan costs safetensors
+#                                             # schedule plan costs safetensors onnx (where built)
 #
 # REMAT_FUZZ_RUNS=N also stops each harness after N executions (whichever comes first).
 # Needs the sanitizer build (build-asan: clang, ASan + UBSan + libFuzzer instrumentation), which
@@ -17,8 +17,11 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(config problem schedule plan costs safetensors)
 build=${REMAT_ASAN_BUILD_DIR:-build-asan}
+if ((${#harnesses[@]} == 0)); then
+  harnesses=(config problem schedule plan costs safetensors)
+  [ -x "$build/tests/fuzz/fuzz_onnx" ] && harnesses+=(onnx)  # built where ONNX was found
+fi
 for h in "${harnesses[@]}"; do
   [ -x "$build/tests/fuzz/fuzz_$h" ] || { echo "fuzz: $build/tests/fuzz/fuzz_$h is missing (run tools/run_tests.sh first)" >&2; exit 2; }
 done

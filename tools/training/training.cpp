@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "models/build.h"
+#include "models/initial_values.h"
+#include "models/onnx/onnx_source.h"
 #include "models/config.h"
 #include "models/data.h"
 #include "ops/registry.h"
@@ -169,6 +171,9 @@ TrainSummary run_training(const TrainOptions& opt, MpiSession* session) {
     std::printf("%s\n", eval->describe().c_str());
   }
   ex.init_parameters(cfg.seed);
+  if (write_initial_values(ex, cfg) > 0)
+    std::printf("weights: %zu parameters and buffers from %s\n", cfg.initial_values->size(),
+                cfg.onnx ? cfg.onnx->path.c_str() : "the model file");
   int64_t first_step = 0;
   if (!opt.resume_file.empty()) {
     const CheckpointInfo ck = job ? checkpoint_load_replicas(ex, *job->host, opt.resume_file)

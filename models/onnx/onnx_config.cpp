@@ -1,0 +1,63 @@
+// onnx_apply: an import's result into the config the builder reads.
+#include "models/onnx/onnx_config.h"
+
+#include <cctype>
+#include <filesystem>
+
+#include "runtime/core/check.h"
+
+namespace remat {
+
+std::string onnx_default_config(const std::string& path) {
+  const std::filesystem::path p = std::filesystem::absolute(path);
+  std::string quoted;
+  for (char c : p.string()) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  std::string name;
+  for (char c : p.stem().string())
+    name += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
+  return "name: " + (name.empty() ? std::string("onnx_model") : name) + "\nmodel: {onnx: \"" +
+         quoted + "\"}\n";
+}
+
+std::string onnx_default_loss(const Shape& output, bool tokens) {
+  if (tokens) return output.size() == 2 ? "token_xent" : "";
+  if (output.size() == 1) return "softmax_xent";
+  if (output.size() == 3) return "softmax_xent_pixel";
+  return "";
+}
+
+OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes) {
+  REMAT_CHECK(cfg.onnx, "onnx_apply: not an imported model");
+  OnnxSizes at = sizes;
+  if (!at.input && !cfg.input.empty()) at.input = cfg.input;
+  if (!at.sequence && cfg.sequence > 0) at.sequence = cfg.sequence;
+  OnnxImport im;
+  try {
+    im = onnx_import(*cfg.onnx, at);
+  } catch (const UserError& e) {
+    if (cfg.where_onnx.empty()) throw;
+    REMAT_USER_ERROR(cfg.where_onnx << ": " << e.what());
+  }
+  if (onnx_default_loss(im.output, im.tokens).empty())
+    REMAT_USER_ERROR((cfg.where_onnx.empty() ? "" : cfg.where_onnx + ": ")
+                     << cfg.onnx->path << ": the output is " << shape_str(im.output)
+                     << " per sample; remat's losses read logits [N, K], [N, K, H, W] or [N, T, V]");
+  cfg.layers = std::move(im.layers);
+  if (im.tokens) {
+    cfg.sequence = im.sequence;
+    cfg.vocab = im.output.back();
+    cfg.input.clear();
+    cfg.classes = 0;
+  } else {
+    cfg.input = im.input;
+    cfg.classes = im.output[0];
+  }
+  cfg.initial_values =
+      std::make_shared<const std::map<std::string, std::vector<float>>>(std::move(im.initial));
+  return OnnxApplied{im.output, im.static_batch};
+}
+
+}  // namespace remat

@@ -1,0 +1,62 @@
+// ONNX graph -> remat layers: the second way to declare a model (Note [ONNX import]). The
+// importer translates each ONNX node of an export into a layer of an existing remat op (or
+// folds it away, Note [ONNX constant folding] in onnx_const.h); everything after the layer list
+// (the builder, autodiff, the solver, the plan, the executor) treats an imported model as a
+// YAML one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+#include "models/onnx/onnx_source.h"
+
+namespace remat {
+
+// Note [ONNX import]
+// What torch.onnx.export writes is a graph of ONNX operators over named values, with the
+// module's parameters as initializers under their state_dict names (training-mode exports;
+// eval-mode exports fold batch norm into the convolutions and name the results onnx::Conv_N).
+// The importer walks the nodes the single graph output needs, in the file's (topological) order:
+//   - a node whose inputs are all constants is folded (Shape, Gather, Concat, arithmetic, ...);
+//   - a node over data becomes one layer of a remat op whose result is the same (Conv -> conv2d,
+//     Gemm -> dense, Clip(0, 6) -> relu6, GlobalAveragePool -> global_avgpool, ...), or an alias
+//     where remat's value already is the result (a Flatten after the pooling, an Identity);
+//   - the initializers a layer reads as weights become its parameters and buffers under their
+//     ONNX names (LayerConfig::param_names), their values the model's initial values, so an
+//     exported model trains from its weights and `export` writes them back under those names;
+//   - anything else is an error naming the file, the node, its op type and the opset, with the
+//     list of what is supported. Nothing half-built: the config is made only from a complete
+//     translation.
+// Layer names come from the parameters (conv1.weight -> layer conv1) or the node's scope
+// (/layer1/layer1.0/relu/Relu -> layer1.0.relu.Relu), made unique.
+
+// The input size to import at (the batch is never fixed: Note [ONNX constant folding]).
+struct OnnxSizes {
+  std::optional<Shape> input;        // per-sample [C, H, W] of an image model
+  std::optional<int64_t> sequence;   // T of a token model
+};
+
+struct OnnxImport {
+  std::vector<LayerConfig> layers;   // topological; the last one is the graph's output
+  bool tokens = false;               // an integer input [N, T]
+  Shape input;                       // image models: per-sample [C, H, W]
+  int64_t sequence = 0;              // token models: T
+  Shape output;                      // the output's per-sample shape: [K], [K, H, W] or [T, V]
+  std::optional<int64_t> static_batch;  // the export's batch, when it is not a dynamic axis
+  // Initial values of the parameters and buffers, by name, in remat's layout.
+  std::map<std::string, std::vector<float>> initial;
+  int64_t onnx_nodes = 0;            // nodes in the file
+  int64_t folded_nodes = 0;          // nodes folded away at import
+};
+
+// Translates `src` at `sizes`. Throws UserError naming the file and the node.
+OnnxImport onnx_import(const OnnxSource& src, const OnnxSizes& sizes);
+
+// The ONNX ops the importer reads, as an error lists them.
+std::string onnx_supported_ops();
+
+}  // namespace remat

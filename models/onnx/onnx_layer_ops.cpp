@@ -1,0 +1,463 @@
+// The ONNX ops over data, each translated into one layer of a remat op whose result is the same
+// (or into an alias of a value remat already has). Note [ONNX import] in onnx_import.h.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "models/onnx/onnx_translator.h"
+
+namespace remat {
+namespace onnx_detail {
+
+namespace {
+
+// A float attribute as the user wrote it in PyTorch: ONNX stores floats in 32 bits, so
+// torch's momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06.
+double short_float(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", v);
+  return std::strtod(buf, nullptr);
+}
+
+std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
+
+// Input k's dims when it is an initializer (a weight), else an error.
+Shape weight_dims(Translator& t, int k, const std::string& what) {
+  if (!t.is_initializer(k))
+    t.fail(what + " (input " + std::to_string(k) + ") must be an initializer: remat trains "
+           "weights it owns, and this one is computed");
+  return t.initializer_dims(k);
+}
+
+// The data input as an image [C, H, W] per sample, remat's value of the same shape.
+const DataValue& image_input(Translator& t) {
+  const DataValue& x = t.data(0);
+  if (x.sample.size() != 3 || x.remat != x.sample)
+    t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
+  return x;
+}
+
+// One spatial axis of a window op: explicit pads or auto_pad, and the output size.
+struct Axis {
+  int64_t begin = 0, end = 0, out = 0;
+};
+
+Axis window_axis(Translator& t, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
+                 bool ceil) {
+  const std::string auto_pad = t.attr_string("auto_pad", "NOTSET");
+  const int64_t span = (k - 1) * d + 1;
+  Axis a{pb, pe, 0};
+  if (auto_pad == "VALID") {
+    a.begin = a.end = 0;
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t total = std::max<int64_t>(((in + s - 1) / s - 1) * s + span - in, 0);
+    a.begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    a.end = total - a.begin;
+  } else if (auto_pad != "NOTSET") {
+    t.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+  }
+  const int64_t room = in + a.begin + a.end - span;
+  if (room < 0) t.fail("the window is larger than the padded input");
+  a.out = (ceil ? (room + s - 1) / s : room / s) + 1;
+  // PyTorch's (and ONNX's) rule: the last window starts inside the input or its left padding.
+  if (ceil && (a.out - 1) * s >= in + a.begin) --a.out;
+  return a;
+}
+
+struct Window {
+  int64_t kh, kw, sh, sw, dh, dw;
+  Axis h, w;
+};
+
+Window window(Translator& t, int64_t kh, int64_t kw, int64_t in_h, int64_t in_w, bool ceil) {
+  const std::vector<int64_t> s = t.attr_ints("strides", {1, 1}), d = t.attr_ints("dilations", {1, 1}),
+                             p = t.attr_ints("pads", {0, 0, 0, 0});
+  if (s.size() != 2 || d.size() != 2 || p.size() != 4)
+    t.fail("strides, dilations and pads must be for two spatial axes (a 2-D op)");
+  for (int64_t v : s)
+    if (v < 1) t.fail("strides must be positive");
+  for (int64_t v : d)
+    if (v < 1) t.fail("dilations must be positive");
+  for (int64_t v : p)
+    if (v < 0) t.fail("pads must not be negative");
+  Window w{kh, kw, s[0], s[1], d[0], d[1], {}, {}};
+  w.h = window_axis(t, in_h, kh, s[0], d[0], p[0], p[2], ceil);
+  w.w = window_axis(t, in_w, kw, s[1], d[1], p[1], p[3], ceil);
+  return w;
+}
+
+void conv(Translator& t) {
+  const DataValue x = image_input(t);
+  const Shape wd = weight_dims(t, 1, "the weight");
+  if (wd.size() != 4) t.fail("only 2-D convolutions are supported (weight " + shape_str(wd) + ")");
+  const int64_t groups = t.attr_int("group", 1), k = wd[0];
+  if (groups < 1 || wd[1] * groups != x.sample[0])
+    t.fail("weight " + shape_str(wd) + " with group " + std::to_string(groups) +
+           " does not fit " + std::to_string(x.sample[0]) + " input channels");
+  const std::vector<int64_t> ks = t.attr_ints("kernel_shape", {wd[2], wd[3]});
+  if (ks != std::vector<int64_t>{wd[2], wd[3]}) t.fail("kernel_shape disagrees with the weight");
+  const Window w = window(t, wd[2], wd[3], x.sample[1], x.sample[2], false);
+  AttrMap a;
+  a.set("filters", k);
+  a.set("kernel", list({w.kh, w.kw}));
+  a.set("stride", list({w.sh, w.sw}));
+  a.set("padding", list({w.h.begin, w.h.end, w.w.begin, w.w.end}));
+  a.set("dilation", list({w.dh, w.dw}));
+  a.set("groups", groups);
+  a.set("bias", t.has(2));
+  std::vector<ParamUse> params = {{"weight", t.node().input(1), wd, {}}};
+  if (t.has(2)) {
+    weight_dims(t, 2, "the bias");
+    params.push_back({"bias", t.node().input(2), {k}, {}});
+  }
+  const Shape out = {k, w.h.out, w.w.out};
+  t.emit("conv2d", {x}, a, params, out, out);
+}
+
+void batch_norm(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || (x.sample.size() != 3 && x.sample.size() != 1))
+    t.fail("expects [N, C, H, W] or [N, C]");
+  const int64_t c = x.sample[0];
+  const char* names[4] = {"weight", "bias", "running_mean", "running_var"};
+  std::vector<ParamUse> params;
+  for (int k = 1; k <= 4; ++k) {
+    weight_dims(t, k, std::string("the ") + names[k - 1]);
+    params.push_back({names[k - 1], t.node().input(k), {c}, {}});
+  }
+  t.require_unused_outputs(1);
+  AttrMap a;
+  a.set("eps", short_float(t.attr_float("epsilon", 1e-5)));
+  a.set("momentum", short_float(1.0 - t.attr_float("momentum", 0.9)));  // ONNX keeps 1 - torch's
+  a.set("mode", std::string("train"));  // evaluation reads the running statistics either way
+  t.emit("batchnorm", {x}, a, params, x.sample, x.remat);
+}
+
+void relu(Translator& t) {
+  const DataValue x = t.data(0);
+  t.emit("relu", {x}, {}, {}, x.sample, x.remat);
+}
+
+// Clip(0, 6) is relu6 and Clip(0) relu; other bounds have no remat op.
+void clip(Translator& t) {
+  const DataValue x = t.data(0);
+  const double lo = t.has(1) ? t.konst(1).scalar(t.where() + ": min") : t.attr_float("min", -INFINITY);
+  const double hi = t.has(2) ? t.konst(2).scalar(t.where() + ": max") : t.attr_float("max", INFINITY);
+  if (lo == 0 && hi == 6) {
+    t.emit("relu6", {x}, {}, {}, x.sample, x.remat);
+  } else if (lo == 0 && std::isinf(hi) && hi > 0) {
+    t.emit("relu", {x}, {}, {}, x.sample, x.remat);
+  } else {
+    t.fail("Clip(" + std::to_string(lo) + ", " + std::to_string(hi) +
+           ") is not supported (Clip(0, 6) and Clip(0) are: relu6 and relu)");
+  }
+}
+
+void pool(Translator& t, bool average) {
+  const DataValue x = image_input(t);
+  const std::vector<int64_t> ks = t.attr_ints("kernel_shape", {});
+  if (ks.size() != 2) t.fail("kernel_shape must have two sizes (a 2-D pooling)");
+  if (t.attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
+    t.fail("dilated pooling is not supported");
+  if (t.attr_int("storage_order", 0) != 0) t.fail("storage_order 1 is not supported");
+  const bool ceil = t.attr_int("ceil_mode", 0) != 0;
+  const Window w = window(t, ks[0], ks[1], x.sample[1], x.sample[2], ceil);
+  // remat's windows use floor: ceil mode is floor over extra rows and columns at the end, which
+  // a max ignores; an average would count them.
+  const int64_t extra_h = (w.h.out - 1) * w.sh + w.kh - (x.sample[1] + w.h.begin + w.h.end);
+  const int64_t extra_w = (w.w.out - 1) * w.sw + w.kw - (x.sample[2] + w.w.begin + w.w.end);
+  if (average && (extra_h > 0 || extra_w > 0))
+    t.fail("ceil_mode with windows past the padded input is not supported for averages");
+  const int64_t pads[4] = {w.h.begin, w.h.end + std::max<int64_t>(extra_h, 0), w.w.begin,
+                           w.w.end + std::max<int64_t>(extra_w, 0)};
+  for (int k = 0; k < 4; ++k)
+    if (pads[k] > (k < 2 ? w.kh : w.kw) / 2)
+      t.fail("padding " + std::to_string(pads[k]) + " is more than half the window");
+  AttrMap a;
+  a.set("kernel", list({w.kh, w.kw}));
+  a.set("stride", list({w.sh, w.sw}));
+  a.set("padding", list({pads[0], pads[1], pads[2], pads[3]}));
+  if (average) a.set("count_include_pad", t.attr_int("count_include_pad", 0) != 0);
+  t.require_unused_outputs(1);
+  const Shape out = {x.sample[0], w.h.out, w.w.out};
+  t.emit(average ? "avgpool" : "maxpool", {x}, a, {}, out, out);
+}
+
+void max_pool(Translator& t) { pool(t, false); }
+void average_pool(Translator& t) { pool(t, true); }
+
+void global_average_pool(Translator& t) {
+  const DataValue x = image_input(t);
+  t.emit("global_avgpool", {x}, {}, {}, {x.sample[0], 1, 1}, {x.sample[0]});
+}
+
+void reduce_mean(Translator& t) {
+  const DataValue x = image_input(t);
+  std::vector<int64_t> axes = t.has(1) ? t.konst(1).ints(t.where() + ": axes") : t.attr_ints("axes", {});
+  for (int64_t& a : axes) a = normalize_axis(a, 4, t.where());
+  std::sort(axes.begin(), axes.end());
+  if (axes != std::vector<int64_t>{2, 3})
+    t.fail("only the mean over H and W (axes 2, 3) is supported");
+  const bool keep = t.attr_int("keepdims", 1) != 0;
+  t.emit("global_avgpool", {x}, {}, {}, keep ? Shape{x.sample[0], 1, 1} : Shape{x.sample[0]},
+         {x.sample[0]});
+}
+
+// `s` without trailing 1s (at least one dimension kept): the shapes an alias may differ by.
+Shape strip_ones(Shape s) {
+  while (s.size() > 1 && s.back() == 1) s.pop_back();
+  return s;
+}
+
+// [N, ...] -> [N, F]: an alias when remat's value is flat already.
+void to_flat(Translator& t, const DataValue& x) {
+  const Shape flat = {shape_numel(x.sample)};
+  if (x.remat == flat) {
+    DataValue v = x;
+    v.sample = flat;
+    t.alias(0, v);
+  } else {
+    t.emit("flatten", {x}, {}, {}, flat, flat);
+  }
+}
+
+void flatten(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t axis = normalize_axis(t.attr_int("axis", 1), static_cast<int64_t>(x.sample.size()) + 1,
+                                      t.where());
+  if (axis != 1) t.fail("only Flatten at axis 1 (keeping the batch) is supported");
+  to_flat(t, x);
+}
+
+// Reshape of data: the batch stays first (Note [ONNX constant folding]); a flat result is a
+// flatten, one that is remat's value already an alias.
+void reshape(Translator& t) {
+  const DataValue x = t.data(0);
+  const OnnxConst& to = t.konst(1);
+  if (to.is_float || to.shape.size() != 1 || to.i.empty()) t.fail("the shape must be a 1-D integer list");
+  const SymInt first = to.i[0];
+  const int64_t numel = shape_numel(x.sample);
+  Shape rest;
+  int64_t infer = -1, known = 1;
+  for (size_t k = 1; k < to.i.size(); ++k) {
+    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
+    int64_t v = to.i[k].c;
+    if (v == 0 && k - 1 < x.sample.size()) v = x.sample[k - 1];
+    if (v == -1) infer = static_cast<int64_t>(rest.size());
+    else known *= v;
+    rest.push_back(v);
+  }
+  if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = numel / known;
+  const bool batch_first = first == SymInt{1, 0} || first == SymInt{0, 0} ||
+                           (first == SymInt{0, -1} && infer < 0 && shape_numel(rest) == numel) ||
+                           (t.static_batch() && first == SymInt{0, *t.static_batch()});
+  if (!batch_first || shape_numel(rest) != numel)
+    t.fail("a Reshape to [" + sym_str(first) + ", ...] of " + shape_str(x.sample) +
+           " per sample does not keep the batch first (remat's values keep it)");
+  if (rest.size() == 1) return to_flat(t, x);
+  if (strip_ones(rest) == strip_ones(x.remat)) {
+    DataValue v = x;
+    v.sample = rest;
+    return t.alias(0, v);
+  }
+  t.fail("a Reshape of " + shape_str(x.sample) + " to " + shape_str(rest) +
+         " per sample is not supported (only to a flat [N, F])");
+}
+
+// Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
+// trailing 1s.
+void squeeze_like(Translator& t, bool unsqueeze) {
+  const DataValue x = t.data(0);
+  const std::vector<int64_t> axes =
+      t.has(1) ? t.konst(1).ints(t.where() + ": axes") : t.attr_ints("axes", {});
+  OnnxConst probe;  // only the shape matters; the batch stands as 2 so no axis takes it for a 1
+  probe.shape = Shape{2};
+  probe.shape.insert(probe.shape.end(), x.sample.begin(), x.sample.end());
+  const OnnxConst r = unsqueeze ? fold_unsqueeze(probe, axes, t.where())
+                                : fold_squeeze(probe, axes, t.where());
+  if (r.shape.empty() || r.shape[0] != 2) t.fail("the batch axis cannot be squeezed or unsqueezed");
+  const Shape sample(r.shape.begin() + 1, r.shape.end());
+  if (strip_ones(sample) != strip_ones(x.remat))
+    t.fail(std::string(unsqueeze ? "Unsqueeze" : "Squeeze") + " of " + shape_str(x.sample) +
+           " to " + shape_str(sample) + " per sample is not supported (remat has no general "
+           "reshape)");
+  DataValue v = x;
+  v.sample = sample;
+  t.alias(0, v);
+}
+
+void squeeze(Translator& t) { squeeze_like(t, false); }
+void unsqueeze(Translator& t) { squeeze_like(t, true); }
+
+void gemm(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat.size() != 1) t.fail("expects a flat input [N, F], got " + shape_str(x.remat) + " per sample");
+  if (t.attr_float("alpha", 1) != 1 || (t.has(2) && t.attr_float("beta", 1) != 1))
+    t.fail("alpha and beta other than 1 are not supported");
+  if (t.attr_int("transA", 0) != 0) t.fail("transA is not supported (the batch comes first)");
+  const Shape b = weight_dims(t, 1, "the weight");
+  const bool trans_b = t.attr_int("transB", 0) != 0;
+  if (b.size() != 2) t.fail("the weight must be 2-D, got " + shape_str(b));
+  const int64_t in = trans_b ? b[1] : b[0], out = trans_b ? b[0] : b[1];
+  if (in != x.remat[0]) t.fail("weight " + shape_str(b) + " does not take " + std::to_string(x.remat[0]) + " inputs");
+  std::vector<ParamUse> params = {{"weight", t.node().input(1), {out, in}, {}}};
+  if (!trans_b) params[0].values = t.transposed_initializer(1);  // remat keeps [out, in]
+  if (t.has(2)) {
+    const Shape c = weight_dims(t, 2, "the bias");
+    if (shape_numel(c) != out) t.fail("the bias " + shape_str(c) + " is not one per output");
+    params.push_back({"bias", t.node().input(2), {out}, {}});
+  }
+  AttrMap a;
+  a.set("units", out);
+  a.set("bias", t.has(2));
+  t.emit("dense", {x}, a, params, {out}, {out});
+}
+
+// MatMul of data by a 2-D weight [in, out]: dense without bias over the last dimension.
+void matmul(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
+  const Shape b = weight_dims(t, 1, "the weight");
+  if (b.size() != 2 || b[0] != x.sample.back())
+    t.fail("a weight " + shape_str(b) + " does not take " + std::to_string(x.sample.back()) + " inputs");
+  AttrMap a;
+  a.set("units", b[1]);
+  a.set("bias", false);
+  Shape out = x.sample;
+  out.back() = b[1];
+  t.emit("dense", {x}, a, {{"weight", t.node().input(1), {b[1], b[0]}, t.transposed_initializer(1)}},
+         out, out);
+}
+
+std::vector<DataValue> data_inputs(Translator& t) {
+  std::vector<DataValue> in;
+  for (int k = 0; k < t.inputs(); ++k) {
+    if (t.is_const(k))
+      t.fail("input " + std::to_string(k) + " is a constant; only data from the step is supported here");
+    in.push_back(t.data(k));
+  }
+  return in;
+}
+
+void add(Translator& t) {
+  const std::vector<DataValue> in = data_inputs(t);
+  for (const DataValue& v : in)
+    if (v.sample != in[0].sample || v.remat != in[0].remat)
+      t.fail("inputs " + shape_str(in[0].sample) + " and " + shape_str(v.sample) +
+             " per sample: broadcasting is not supported");
+  if (in.size() == 1) return t.alias(0, in[0]);
+  t.emit("add", in, {}, {}, in[0].sample, in[0].remat);
+}
+
+void concat(Translator& t) {
+  const std::vector<DataValue> in = data_inputs(t);
+  const int64_t axis = normalize_axis(t.attr_int("axis", 1),
+                                      static_cast<int64_t>(in[0].sample.size()) + 1, t.where());
+  if (axis != 1) t.fail("only Concat along axis 1 (channels or features) is supported");
+  Shape out = in[0].sample;
+  out[0] = 0;
+  for (const DataValue& v : in) {
+    if (v.remat != v.sample || v.sample.size() != in[0].sample.size())
+      t.fail("inputs of different ranks");
+    out[0] += v.sample[0];
+  }
+  if (in.size() == 1) return t.alias(0, in[0]);
+  t.emit("concat", in, {}, {}, out, out);
+}
+
+void dropout(Translator& t) {
+  const DataValue x = t.data(0);
+  const double rate = t.has(1) ? t.konst(1).scalar(t.where() + ": ratio") : t.attr_float("ratio", 0.5);
+  t.require_unused_outputs(1);
+  if (rate <= 0) return t.alias(0, x);
+  AttrMap a;
+  a.set("rate", short_float(rate));
+  t.emit("dropout", {x}, a, {}, x.sample, x.remat);
+}
+
+void identity(Translator& t) { t.alias(0, t.data(0)); }
+
+void pad(Translator& t) {
+  const DataValue x = image_input(t);
+  if (t.attr_string("mode", "constant") != "constant") t.fail("only constant padding is supported");
+  if (t.has(2) && t.konst(2).scalar(t.where() + ": constant_value") != 0)
+    t.fail("only padding with zeros is supported");
+  if (t.has(3)) t.fail("the axes input is not supported");
+  const std::vector<int64_t> p = t.has(1) ? t.konst(1).ints(t.where() + ": pads") : t.attr_ints("pads", {});
+  if (p.size() != 8) t.fail("pads must have 8 values for [N, C, H, W]");
+  if (p[0] || p[1] || p[4] || p[5]) t.fail("only H and W may be padded");
+  const int64_t top = p[2], left = p[3], bottom = p[6], right = p[7];
+  const Shape out = {x.sample[0], x.sample[1] + top + bottom, x.sample[2] + left + right};
+  if (out[1] < 1 || out[2] < 1) t.fail("the result would be empty");
+  AttrMap a;
+  if (top >= 0 && left >= 0 && bottom >= 0 && right >= 0) {
+    a.set("padding", list({top, bottom, left, right}));
+    t.emit("zeropad", {x}, a, {}, out, out);
+  } else if (top <= 0 && left <= 0 && bottom <= 0 && right <= 0) {
+    a.set("cropping", list({-top, -bottom, -left, -right}));
+    t.emit("crop", {x}, a, {}, out, out);
+  } else {
+    t.fail("pads that add on one side and remove on another are not supported");
+  }
+}
+
+void softmax(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
+    t.fail("only the softmax over the last axis is supported");
+  t.emit("softmax", {x}, {}, {}, x.sample, x.remat);
+}
+
+void layer_norm(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
+    t.fail("only the normalization over the last axis is supported");
+  if (!t.has(2)) t.fail("a LayerNormalization without a bias is not supported");
+  const int64_t c = x.sample.back();
+  weight_dims(t, 1, "the scale");
+  weight_dims(t, 2, "the bias");
+  t.require_unused_outputs(1);
+  AttrMap a;
+  a.set("eps", short_float(t.attr_float("epsilon", 1e-5)));
+  t.emit("layernorm", {x}, a,
+         {{"weight", t.node().input(1), {c}, {}}, {"bias", t.node().input(2), {c}, {}}}, x.sample,
+         x.remat);
+}
+
+}  // namespace
+
+const std::map<std::string, TranslateFn>& layer_ops() {
+  static const std::map<std::string, TranslateFn> ops = {
+      {"Conv", conv},
+      {"BatchNormalization", batch_norm},
+      {"Relu", relu},
+      {"Clip", clip},
+      {"MaxPool", max_pool},
+      {"AveragePool", average_pool},
+      {"GlobalAveragePool", global_average_pool},
+      {"ReduceMean", reduce_mean},
+      {"Flatten", flatten},
+      {"Reshape", reshape},
+      {"Squeeze", squeeze},
+      {"Unsqueeze", unsqueeze},
+      {"Gemm", gemm},
+      {"MatMul", matmul},
+      {"Add", add},
+      {"Sum", add},
+      {"Concat", concat},
+      {"Dropout", dropout},
+      {"Identity", identity},
+      {"Pad", pad},
+      {"Softmax", softmax},
+      {"LayerNormalization", layer_norm},
+  };
+  return ops;
+}
+
+}  // namespace onnx_detail
+}  // namespace remat

@@ -1,0 +1,241 @@
+// The walk of an ONNX graph (Note [ONNX import] in onnx_import.h): the input at the asked size,
+// the nodes the output needs in file order, folded or translated, then the output.
+#include "models/onnx/onnx_translator.h"
+
+#include <algorithm>
+
+#include "runtime/core/check.h"
+
+namespace remat {
+namespace onnx_detail {
+
+Translator::Translator(const OnnxSource& src, OnnxImport* out)
+    : src_(src), g_(src.model->graph()), out_(out) {
+  for (const auto& t : g_.initializer()) initializers_[t.name()] = &t;
+}
+
+bool Translator::is_const(int k) const {
+  const std::string& v = node_->input(k);
+  return consts_.count(v) || (initializers_.count(v) && !data_.count(v));
+}
+
+bool Translator::is_initializer(int k) const {
+  return has(k) && initializers_.count(node_->input(k)) > 0;
+}
+
+Shape Translator::initializer_dims(int k) const {
+  const onnx::TensorProto& t = *initializers_.at(node_->input(k));
+  return Shape(t.dims().begin(), t.dims().end());
+}
+
+std::vector<float> Translator::transposed_initializer(int k) const {
+  const onnx::TensorProto& t = *initializers_.at(node_->input(k));
+  const std::vector<float> v = floats_from_proto(t, src_.path + ": initializer '" + t.name() + "'");
+  REMAT_CHECK(t.dims_size() == 2, "transposed_initializer: not 2-D");
+  const int64_t rows = t.dims(0), cols = t.dims(1);
+  std::vector<float> out(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
+  return out;
+}
+
+const OnnxConst& Translator::konst(int k) {
+  if (!has(k)) fail("input " + std::to_string(k) + " is required");
+  const std::string& v = node_->input(k);
+  auto it = consts_.find(v);
+  if (it != consts_.end()) return it->second;
+  auto init = initializers_.find(v);
+  if (init == initializers_.end())
+    fail("input " + std::to_string(k) + " ('" + v + "') must be a constant known at import, "
+         "but the step computes it");
+  return consts_.emplace(v, const_from_proto(*init->second, src_.path + ": initializer '" + v + "'"))
+      .first->second;
+}
+
+const DataValue& Translator::data(int k) const {
+  if (!has(k)) fail("input " + std::to_string(k) + " is required");
+  auto it = data_.find(node_->input(k));
+  if (it == data_.end())
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) +
+         "') is a constant where this op needs data the step computes");
+  return it->second;
+}
+
+const onnx::AttributeProto* Translator::attr(const std::string& name) const {
+  for (const auto& a : node_->attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool Translator::has_attr(const std::string& name) const { return attr(name) != nullptr; }
+
+int64_t Translator::attr_int(const std::string& name, int64_t def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  if (a->type() != onnx::AttributeProto::INT) fail("attribute '" + name + "' must be an int");
+  return a->i();
+}
+
+std::vector<int64_t> Translator::attr_ints(const std::string& name,
+                                           std::vector<int64_t> def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  if (a->type() != onnx::AttributeProto::INTS) fail("attribute '" + name + "' must be ints");
+  return {a->ints().begin(), a->ints().end()};
+}
+
+double Translator::attr_float(const std::string& name, double def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  if (a->type() != onnx::AttributeProto::FLOAT) fail("attribute '" + name + "' must be a float");
+  return a->f();
+}
+
+std::string Translator::attr_string(const std::string& name, const std::string& def) const {
+  const auto* a = attr(name);
+  if (!a) return def;
+  if (a->type() != onnx::AttributeProto::STRING) fail("attribute '" + name + "' must be a string");
+  return a->s();
+}
+
+void Translator::set_const(int out, OnnxConst c) {
+  if (out < node_->output_size() && !node_->output(out).empty())
+    consts_[node_->output(out)] = std::move(c);
+}
+
+void Translator::set_data(int out, DataValue v) {
+  if (out < node_->output_size() && !node_->output(out).empty())
+    data_[node_->output(out)] = std::move(v);
+}
+
+void Translator::require_unused_outputs(int from) {
+  for (int k = from; k < node_->output_size(); ++k)
+    if (!node_->output(k).empty() && live_values_.count(node_->output(k)))
+      fail("output " + std::to_string(k) + " ('" + node_->output(k) +
+           "') is read by the graph; only output 0 is supported");
+}
+
+std::string Translator::where() const {
+  return src_.path + ": node '" + (node_->name().empty() ? node_->output(0) : node_->name()) +
+         "' (" + node_->op_type() + ", opset " + std::to_string(src_.opset) + ")";
+}
+
+void Translator::fail(const std::string& msg) const { REMAT_USER_ERROR(where() << ": " << msg); }
+
+namespace {
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    out += ok ? c : '_';
+  }
+  while (!out.empty() && out.front() == '.') out.erase(out.begin());
+  return out.empty() ? "node" : out;
+}
+
+// "/layer1/layer1.0/relu/Relu" -> "layer1.0.relu.Relu": scope parts without the ones the next
+// part repeats (torch writes each module's full path after its parent's).
+std::string scope_name(const std::string& node_name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= node_name.size()) {
+    const size_t slash = node_name.find('/', start);
+    const std::string p = node_name.substr(start, slash == std::string::npos ? std::string::npos
+                                                                             : slash - start);
+    if (!p.empty()) parts.push_back(p);
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  std::string out;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k + 1 < parts.size() && parts[k + 1].rfind(parts[k] + ".", 0) == 0) continue;
+    out += (out.empty() ? "" : ".") + parts[k];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Translator::layer_name(const std::vector<ParamUse>& params) const {
+  std::string base;
+  for (const ParamUse& p : params) {
+    const std::string tail = "." + p.suffix;
+    const std::string& n = p.initializer;
+    if (n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0) {
+      base = n.substr(0, n.size() - tail.size());
+      break;
+    }
+  }
+  if (base.empty())
+    base = scope_name(node_->name().empty() ? node_->output(0) : node_->name());
+  base = sanitize(base);
+  if (base == kModelInputName || base == "labels" || base == "loss") base += "_layer";
+  std::string name = base;
+  for (int k = 2; layer_names_.count(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+const DataValue& Translator::emit(const std::string& op, const std::vector<DataValue>& inputs,
+                                  AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
+                                  const Shape& remat, DType dtype) {
+  LayerConfig l;
+  l.name = layer_name(params);
+  layer_names_.insert(l.name);
+  l.op = op;
+  l.where = l.op_where = l.inputs_where = where();
+  for (const DataValue& v : inputs) {
+    l.inputs.push_back(v.layer);
+    l.input_where.push_back(l.where);
+  }
+  attrs.origin = l.where + ": layer '" + l.name + "'";
+  l.attrs = std::move(attrs);
+  for (ParamUse& p : params) {
+    const onnx::TensorProto& t = *initializers_.at(p.initializer);
+    const std::string what = src_.path + ": initializer '" + p.initializer + "'";
+    if (param_owner_.count(p.initializer)) {  // read by an earlier layer too: weight tying
+      l.shared[p.suffix] = param_owner_.at(p.initializer);
+      l.shared_where[p.suffix] = l.where;
+      continue;
+    }
+    const bool relaid = !p.values.empty();  // remat's layout differs (a transposed weight)
+    std::vector<float> values = relaid ? std::move(p.values) : floats_from_proto(t, what);
+    if (!relaid) {
+      Shape dims(t.dims().begin(), t.dims().end());
+      while (dims.size() > p.expect.size() && dims.front() == 1) dims.erase(dims.begin());  // [1, K]
+      if (dims != p.expect)
+        fail("initializer '" + p.initializer + "' is " + shape_str(dims) + ", the layer needs " +
+             shape_str(p.expect));
+    }
+    if (static_cast<int64_t>(values.size()) != shape_numel(p.expect))
+      fail("initializer '" + p.initializer + "' holds " + std::to_string(values.size()) +
+           " values, the layer needs " + shape_str(p.expect));
+    l.param_names[p.suffix] = p.initializer;
+    param_owner_[p.initializer] = p.initializer;
+    out_->initial[p.initializer] = std::move(values);
+  }
+  out_->layers.push_back(std::move(l));
+  set_data(0, DataValue{out_->layers.back().name, sample, remat, dtype});
+  return data_.at(node_->output(0));
+}
+
+std::vector<bool> Translator::live_nodes() {
+  std::set<std::string> needed;
+  for (const auto& o : g_.output()) needed.insert(o.name());
+  std::vector<bool> live(static_cast<size_t>(g_.node_size()), false);
+  for (int k = g_.node_size(); k-- > 0;) {
+    const onnx::NodeProto& n = g_.node(k);
+    bool any = false;
+    for (const auto& o : n.output()) any = any || needed.count(o);
+    if (!any) continue;
+    live[static_cast<size_t>(k)] = true;
+    for (const auto& i : n.input())
+      if (!i.empty()) needed.insert(i);
+  }
+  live_values_ = std::move(needed);
+  return live;
+}
+
+}  // namespace onnx_detail
+}  // namespace remat

@@ -1,0 +1,110 @@
+// Internal to models/onnx: the state of one translation (values known so far, layers emitted)
+// and the op tables the walk dispatches on (onnx_fold_ops.cpp, onnx_layer_ops.cpp).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "models/onnx/onnx_const.h"
+#include "models/onnx/onnx_import.h"
+
+namespace remat {
+namespace onnx_detail {
+
+// A value computed by the step: the model input or a layer's output. The batch is its first
+// dimension, left out of both shapes. `sample` is ONNX's per-sample shape; `remat` the shape of
+// the remat value standing for it, which differs only by trailing 1s that remat's op drops
+// (GlobalAveragePool's [C, 1, 1] is global_avgpool's [C]).
+struct DataValue {
+  std::string layer;  // the layer computing it, or kModelInputName
+  Shape sample;
+  Shape remat;
+  DType dtype = DType::F32;
+};
+
+// A parameter or buffer a layer reads from an initializer: its op's suffix, the initializer's
+// name and its values in remat's layout (empty: as the initializer holds them).
+struct ParamUse {
+  std::string suffix;
+  std::string initializer;
+  Shape expect;                       // the dims remat's op gives the parameter
+  std::vector<float> values;          // set when the layout differs (a transposed weight)
+};
+
+class Translator {
+ public:
+  Translator(const OnnxSource& src, OnnxImport* out);
+
+  // The node being translated and its inputs. An absent optional input is "".
+  const onnx::NodeProto& node() const { return *node_; }
+  int inputs() const { return node_->input_size(); }
+  bool has(int k) const { return k < node_->input_size() && !node_->input(k).empty(); }
+  bool is_const(int k) const;
+  const OnnxConst& konst(int k);       // folds an initializer on first use
+  const DataValue& data(int k) const;  // UserError when input k is a constant
+  bool is_initializer(int k) const;
+  Shape initializer_dims(int k) const;                   // input k's dims (an initializer)
+  std::vector<float> transposed_initializer(int k) const;  // a 2-D initializer, transposed
+  std::optional<int64_t> static_batch() const { return out_->static_batch; }
+
+  // Attributes, with defaults.
+  int64_t attr_int(const std::string& name, int64_t def) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def) const;
+  double attr_float(const std::string& name, double def) const;
+  std::string attr_string(const std::string& name, const std::string& def) const;
+  bool has_attr(const std::string& name) const;
+  const onnx::AttributeProto* attr(const std::string& name) const;
+
+  void set_const(int out, OnnxConst c);
+  void set_data(int out, DataValue v);
+  // Makes output `out` the same value as `v` (an op remat does not need: Identity, Flatten of a
+  // flat value).
+  void alias(int out, const DataValue& v) { set_data(out, v); }
+  // Emits one layer reading `inputs` (data values) with `params`, whose result (per sample) is
+  // `sample` in ONNX and `remat` in remat; sets output 0 to it.
+  const DataValue& emit(const std::string& op, const std::vector<DataValue>& inputs,
+                        AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
+                        const Shape& remat, DType dtype = DType::F32);
+  // Outputs other than 0 must be unused (batch norm's running statistics, dropout's mask).
+  void require_unused_outputs(int from);
+  // "FILE: node 'NAME' (Conv, opset 13): "
+  std::string where() const;
+  [[noreturn]] void fail(const std::string& msg) const;
+
+  // The walk (onnx_translator.cpp).
+  void run(const OnnxSizes& sizes);
+
+ private:
+  void set_input(const OnnxSizes& sizes);
+  std::vector<bool> live_nodes();  // also sets live_values_
+  void translate(const onnx::NodeProto& n);
+  std::string layer_name(const std::vector<ParamUse>& params) const;
+  void finish_output();
+
+  const OnnxSource& src_;
+  const onnx::GraphProto& g_;
+  OnnxImport* out_;
+  const onnx::NodeProto* node_ = nullptr;
+  std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::map<std::string, OnnxConst> consts_;
+  std::map<std::string, DataValue> data_;
+  std::set<std::string> live_values_;   // values some live node or the output reads
+  std::set<std::string> layer_names_;
+  std::map<std::string, std::string> param_owner_;  // initializer -> the parameter's full name
+  std::string input_name_;
+};
+
+using TranslateFn = std::function<void(Translator&)>;
+// ONNX op type -> translator; the fold table runs when every input is a constant.
+const std::map<std::string, TranslateFn>& fold_ops();
+const std::map<std::string, TranslateFn>& layer_ops();
+
+}  // namespace onnx_detail
+}  // namespace remat

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The PyTorch side of the ONNX import tests (tests/test_onnx_models.cpp): exports torchvision
+networks with torch.onnx.export and writes what PyTorch computes on one batch, to compare with
+what remat computes on the imported graph.
+
+For each model NAME, into OUTDIR:
+  NAME.onnx          the export (training mode, opset 13 unless the spec says otherwise, the
+                     batch a dynamic axis, no constant folding: parameters keep their
+                     state_dict names)
+  NAME.safetensors   "input" [N, 3, S, S] f32, "labels" [N] i32, and, each computed in float64
+                     and stored rounded to f32, with KEY.err the largest difference of
+                     PyTorch's float32 result from it: "eval_logits" [N, K] (eval mode), then of
+                     a training-mode forward and backward from the same state "logits", "loss"
+                     [1] (mean softmax cross-entropy), "grad.<p>" for every parameter p and
+                     "after.<b>" for every batch-norm running statistic
+Dropout is set to p = 0 (its masks are PyTorch's random numbers), and every batch norm's
+running statistics start away from (0, 1) so that evaluation reads them.
+Usage: make_references.py OUTDIR [NAME ...]   (default: every model of MODELS)"""
+import copy
+import json
+import os
+import struct
+import sys
+
+import onnx
+import onnx.numpy_helper
+import torch
+import torch.nn.functional as F
+import torchvision
+
+# name -> (torchvision constructor keywords, input size, batch, opset, export mode)
+MODELS = {
+    # The input is large enough that no batch norm normalizes fewer than 8 values per channel:
+    # over 2 or 4 values its output hangs on rounding (float32 and float64 PyTorch disagree).
+    "resnet18": ({}, 64, 4, 13, "train"),
+    "mobilenet_v2": ({}, 64, 4, 13, "train"),
+    "densenet121": ({}, 64, 2, 13, "train"),
+    "squeezenet1_0": ({}, 64, 2, 13, "train"),
+    "googlenet": ({"aux_logits": False, "transform_input": False, "init_weights": True}, 64, 2, 17, "train"),
+    "regnet_x_400mf": ({}, 64, 2, 17, "train"),
+    "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
+}
+CLASSES = 10
+
+
+def save_safetensors(path, tensors):
+    """tensors: {name: torch tensor (float32 or int32)}; the format's own layout."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        dtype = {torch.float32: "F32", torch.int32: "I32"}[t.dtype]
+        raw = t.numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def build(name, kwargs):
+    arch = name[:-len("_eval")] if name.endswith("_eval") else name
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model
+
+
+def run(model, x, labels):
+    """Eval-mode logits, then a training-mode forward and backward from the same state."""
+    model.eval()
+    out = {}
+    x = x.to(next(model.parameters()).dtype)
+    with torch.no_grad():
+        out["eval_logits"] = model(x)
+    model.train()
+    logits = model(x)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    out["logits"] = logits.detach()
+    out["loss"] = loss.detach().reshape(1)
+    for p_name, p in model.named_parameters():
+        out["grad." + p_name] = p.grad
+    for b_name, b in model.named_buffers():
+        if "running" in b_name:
+            out["after." + b_name] = b
+    return out
+
+
+def make(outdir, name):
+    kwargs, size, batch, opset, mode = MODELS[name]
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, 3, size, size, generator=gen)
+    labels = torch.randint(0, CLASSES, (batch,), generator=gen)
+    out = {"input": x, "labels": labels.to(torch.int32)}
+    path = os.path.join(outdir, name + ".onnx")
+    training = mode == "train"
+    exported = build(name, kwargs)
+    exported.train(training)
+    torch.onnx.export(exported, x, path, opset_version=opset, input_names=["input"],
+                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                      training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
+                      do_constant_folding=not training)
+    # A training-mode export traces a forward that moves the running statistics before they are
+    # written: the reference starts from the file's values.
+    model = build(name, kwargs)
+    state = model.state_dict()
+    with torch.no_grad():
+        for init in onnx.load(path).graph.initializer:
+            if init.name in state:
+                state[init.name].copy_(torch.from_numpy(onnx.numpy_helper.to_array(init).copy()))
+    exact_model = copy.deepcopy(model).double()
+    results = {torch.float32: run(model, x, labels), torch.float64: run(exact_model, x, labels)}
+    # PyTorch's own float32 error per tensor, against float64 (Note [ONNX model tolerance]).
+    for key, exact in results[torch.float64].items():
+        out[key] = exact.float()
+        out[key + ".err"] = (results[torch.float32][key].double() - exact).abs().max().reshape(1).float()
+    save_safetensors(os.path.join(outdir, name + ".safetensors"), out)
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    for name in sys.argv[2:] or list(MODELS):
+        make(outdir, name)
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
