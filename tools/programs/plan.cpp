@@ -134,6 +134,7 @@ int run(int argc, char** argv) {
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
   progress_line_attach(opt, &line);
+  ProgressTicker ticker(&line);  // Note [progress ticker]
   solve_check_budget(p, budget);
   const std::string svg_dir = flags.has("svg") ? flags.get("svg") : "";
   if (!svg_dir.empty()) svg_make_dir(svg_dir);

@@ -12,6 +12,7 @@
 
 #include "runtime/core/check.h"
 #include "tools/common/cli.h"
+#include "tools/common/progress.h"
 
 namespace remat {
 
@@ -104,7 +105,8 @@ void StepLog::record(const StepRecord& r) {
   const bool first = r.step == opt_.first_step + 1, last = r.step == opt_.total_steps;
   const std::string text = line(r, elapsed);
   if (opt_.terminal && opt_.log_every == 0) {  // one live line (Note [live lines])
-    std::fprintf(opt_.out, "\r%s\033[K", text.c_str());
+    std::fprintf(opt_.out, "\r%s\033[K",
+                 fit_to_columns(text, terminal_columns(opt_.out)).c_str());
     live_open_ = true;
     if (last) end_line();
   } else {
