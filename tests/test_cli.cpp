@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "runtime/core/check.h"
 #include "tools/common/cli.h"
@@ -83,6 +85,36 @@ TEST(FlagParser, MistypedFlagsAndTheUsageText) {
   }
   EXPECT_GT(lines, 25u);
   EXPECT_EQ(u.rfind("usage: train [--steps N]", 0), 0u) << u;
+}
+
+// A stray word names the flag before it when it is most likely the rest of that flag's value:
+// `--budget 9 MB` said "override 'MB': expected KEY=VALUE" and never named --budget.
+TEST(FlagParser, AStrayWordNamesTheFlagBeforeIt) {
+  auto error_of = [](std::vector<const char*> argv, bool overrides) {
+    FlagParser f("train", "trains");
+    f.add("budget", "BYTES", "budget").add("steps", "N", "steps");
+    if (overrides) f.allow_positional("KEY=VALUE", "config overrides");
+    try {
+      f.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_of({"train", "--budget", "9", "MB", "--steps", "3"}, true)
+                .rfind("train: --budget 9: 'MB' is neither a flag nor KEY=VALUE (did you mean "
+                       "--budget 9MB?)",
+                       0),
+            0u)
+      << error_of({"train", "--budget", "9", "MB"}, true);
+  EXPECT_NE(error_of({"train", "--budget", "9", "MB"}, false)
+                .find("train: --budget 9: unexpected argument 'MB' (did you mean --budget 9MB?)"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"train", "--budget=9", "lr"}, true)
+                .rfind("train: 'lr' is neither a flag nor KEY=VALUE\n", 0),
+            0u)
+      << error_of({"train", "--budget=9", "lr"}, true);
+  EXPECT_EQ(error_of({"train", "--budget", "9MB", "optimizer.lr=0.1"}, true), "(accepted)");
 }
 
 }  // namespace
