@@ -138,11 +138,12 @@ void print_parallel(const ParallelJob& job, int64_t step_batch, const Persistent
                     const Communicator& grads) {
   int64_t largest = 0;
   for (const auto& b : L.buckets) largest = std::max(largest, b.bytes);
-  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %zu buckets "
+  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %s "
               "(largest %s, in place, padding %s) averaged with %s while the backward runs; "
               "optimizer state %s per rank%s\n",
               job.world, static_cast<long long>(step_batch),
-              static_cast<long long>(step_batch * job.world), L.buckets.size(),
+              static_cast<long long>(step_batch * job.world),
+              plural(static_cast<int64_t>(L.buckets.size()), "bucket").c_str(),
               format_bytes(largest).c_str(), format_bytes(L.padding_bytes).c_str(),
               grads.name().c_str(), format_bytes(L.state_kinds * L.state_block_bytes).c_str(),
               L.parallel.shard_optimizer
