@@ -59,10 +59,6 @@ LrSchedule optimizer_lr_schedule(const ModelConfig& cfg) {
   return parse_lr_schedule(r, 0.01);
 }
 
-const char* signal_name(int sig) {
-  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
-}
-
 // The resume: fresh weights, then the checkpoint's state when resuming. Returns the steps done
 // before this run.
 int64_t resume(TrainingRun& run, const TrainOptions& opt) {
@@ -146,6 +142,9 @@ struct LoopState {
   double timed_seconds = 0, comm_seconds = 0, recorded_seconds = 0;
   int64_t timed_samples = 0;
   double first_wait = 0;  // seconds the first step waited for its batch
+  // The signal that ends the loop (Note [graceful stop]); data parallel, the one the ranks
+  // agreed on after a step.
+  int stop_signal = 0;
 };
 
 // Validation after `after` steps: one line, a --metrics line, the summary's last result.
@@ -235,7 +234,10 @@ void after_step(TrainingRun& run, const TrainOptions& opt, LoopState& st, int64_
 void step_loop(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
   Executor& ex = *run.exec;
   ParallelJob* job = run.job.get();
-  for (int64_t step = st.first_step; step < opt.steps && !stop_signal_received(); ++step) {
+  stop_signals_graceful();  // Note [graceful stop]: from here a signal ends the running step
+  // One process reads the flag before every step; ranks stop where they agreed to.
+  auto stopped = [&] { return job ? st.stop_signal : stop_signal_received(); };
+  for (int64_t step = st.first_step; step < opt.steps && !stopped(); ++step) {
     const PrefetchSource::Batch batch = run.data->acquire(step);
     const bool last = step + 1 == opt.steps;
     const bool traces =
@@ -248,8 +250,10 @@ void step_loop(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
       throw NonFiniteError(std::string(e.what()) +
                            " (a lower learning rate may help; --no-check-finite trains on)");
     }
-    if (job) {
-      r.loss = static_cast<float>(mean_over_ranks(*job, r.loss));
+    if (job) {  // Note [stopping a data-parallel job]
+      const StepAgreement agreed = agree_after_step(*job, r.loss, stop_signal_received());
+      r.loss = static_cast<float>(agreed.loss);
+      st.stop_signal = agreed.stop_signal;
       if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
         check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
     }
@@ -287,7 +291,9 @@ void write_outputs(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
 TrainSummary finish(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
   TrainSummary& sum = st.sum;
   const int64_t ran = st.steps_done - st.first_step;
-  if (run.eval && ran > 0 && !stop_signal_received()) validate(run, st, st.steps_done);
+  // One process also hears a signal that comes after the loop; ranks keep what they agreed.
+  auto stop = [&] { return run.job ? st.stop_signal : stop_signal_received(); };
+  if (run.eval && ran > 0 && !stop()) validate(run, st, st.steps_done);
   sum.data_wait_ms = ran > 1  // the steps after the first, as samples/s
                          ? 1000.0 * (run.data->wait_seconds() - st.first_wait) /
                                static_cast<double>(ran - 1)
@@ -295,9 +301,9 @@ TrainSummary finish(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
   sum.skipped_samples = run.data->skipped_samples();
   write_outputs(run, opt, st);
   sum.steps_done = st.steps_done;
-  sum.stop_signal = stop_signal_received();
+  sum.stop_signal = stop();
   if (sum.stop_signal != 0)
-    std::printf("stopped by %s after step %lld of %lld\n", signal_name(sum.stop_signal),
+    std::printf("stopped by %s after step %lld of %lld\n", stop_signal_name(sum.stop_signal),
                 static_cast<long long>(st.steps_done), static_cast<long long>(opt.steps));
   const int64_t global_batch = run.global_batch();
   if (st.timed_samples == 0 && st.recorded_seconds > 0)  // no other step to time: the recording one
