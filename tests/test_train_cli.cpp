@@ -140,6 +140,20 @@ TEST_F(TrainCli, SaveEveryKeepsTheLastKAndMetricsHasOneLinePerStep) {
       EXPECT_TRUE(j.contains(k)) << k << " in " << ls[i];
     EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.02);  // small_cnn's
   }
+  // Note [metrics on resume]: resumed from step 4, the file keeps steps 1 to 4 and goes on; the
+  // lines of steps 5 to 7 (of the run that went past that checkpoint) are replaced.
+  RunResult resumed = run(TRAIN_EXE, small("--steps 8 --resume '" + path("ck-step4.safetensors") +
+                                           "' --metrics '" + m + "'"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("metrics: " + m + " continues after step 4 (4 lines kept; 3 lines "
+                             "of later steps or cut short dropped)"),
+            std::string::npos)
+      << resumed.out;
+  const std::vector<std::string> all = lines_of(read_whole_file(m));
+  ASSERT_EQ(all.size(), 8u) << read_whole_file(m);
+  for (size_t i = 0; i < all.size(); ++i)
+    EXPECT_EQ(nlohmann::json::parse(all[i]).at("step"), static_cast<int64_t>(i + 1)) << all[i];
+  EXPECT_EQ(all[3], ls[3]) << "the first run's lines are kept as written";
   RunResult no_save = run(TRAIN_EXE, small("--steps 2 --save-every 1"));
   EXPECT_EQ(no_save.code, 2);
   EXPECT_NE(no_save.err.find("--save-every needs --save"), std::string::npos) << no_save.err;
