@@ -44,7 +44,8 @@ ModelConfig ConfigParser::parse(const std::string& text,
                           << ": YAML syntax error: " << e.msg);
   }
   if (loaded.IsMap())
-    for (const auto& o : overrides) config_apply_override(loaded, o, &override_nodes_);
+    for (const auto& o : overrides)
+      config_apply_override(loaded, o, &override_nodes_, &cfg_.overrides.emplace_back());
   const YAML::Node& root = loaded;  // const: lookups of absent keys must not insert them
   if (!root.IsMap()) fail(root, "", "expected a map of model settings (name, input, layers, ...)");
   check_unique_keys(root, "");

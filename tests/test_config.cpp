@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "models/config.h"
 #include "tests/config_yaml.h"
 #include "tests/model_test_util.h"
@@ -209,6 +211,36 @@ TEST(ConfigOverrides, SetFieldsAnywhereInTheTree) {
   EXPECT_EQ(c.data.seed, 9u);
   EXPECT_EQ(std::get<int64_t>(c.layers[0].attrs.values.at("filters")), 32);
   EXPECT_EQ(std::get<int64_t>(c.layers[0].attrs.values.at("kernel")), 3);  // the rest kept
+}
+
+// What each override did, for the run's "overrides:" line: a change, the config's own value
+// (0.02 written 2e-2 is the same number), a key the config did not set.
+TEST(ConfigOverrides, SayWhatTheyChanged) {
+  YamlText y = base_yaml();
+  y.lines.push_back("optimizer: {op: sgd, lr: 0.02}");
+  const ModelConfig c = parse_model_config(
+      y.text(), y.source, {"optimizer.lr=2e-2", "batch=4", "optimizer.momentum=0.9", "input=[3,4,4]"});
+  ASSERT_EQ(c.overrides.size(), 4u);
+  EXPECT_TRUE(c.overrides[0].same);
+  EXPECT_EQ(describe_overrides(c),
+            "overrides: optimizer.lr 2e-2 (the config's value: no change), batch 2 -> 4, "
+            "optimizer.momentum 0.9 (not in the config), input [3, 8, 8] -> [3, 4, 4]");
+  EXPECT_EQ(describe_overrides(parse_model_config(y.text(), y.source)), "");
+}
+
+// Note [paths in overrides]: a path in an override is relative to the working directory; one
+// in the file to the file's folder (issue 43: an override's path was taken from the config's).
+TEST(ConfigOverrides, APathIsRelativeToTheWorkingDirectory) {
+  YamlText y = base_yaml();
+  y.lines.push_back("data: {source: cifar10, path: in_file}");
+  const ModelConfig c = parse_model_config(y.text(), y.source, {"val={source: cifar10, path: here}"});
+  EXPECT_EQ(c.data.path, "in_file");  // joined to the config's folder when read
+  EXPECT_EQ(c.val->path, (std::filesystem::current_path() / "here").string());
+  const ModelConfig d = parse_model_config(y.text(), y.source, {"data.path=../up/there"});
+  EXPECT_EQ(d.data.path,
+            (std::filesystem::current_path() / "../up/there").lexically_normal().string());
+  const ModelConfig a = parse_model_config(y.text(), y.source, {"data.path=/abs/x"});
+  EXPECT_EQ(a.data.path, "/abs/x");
 }
 
 TEST(ConfigOverrides, ReachIntoRepeatBlocks) {

@@ -220,10 +220,16 @@ TEST_F(TrainCli, CompareReportsTheMeasuredSlowdownAgainstAKeepEverythingRun) {
 // ---- overrides (Note [config overrides]) ------------------------------------------------------
 TEST_F(TrainCli, OverridesAreAppliedAndValidatedLikeTheFile) {
   RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 batch=6 "
-                               "layers.conv1.filters=8 optimizer.lr=0.01 --metrics '" +
-                               path("m.jsonl") + "'");
+                               "layers.conv1.filters=8 optimizer.lr=0.01 optimizer.momentum=0.9 "
+                               "optimizer.nesterov=true --metrics '" + path("m.jsonl") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("batch 6,"), std::string::npos) << r.out;
+  // One line says what each override did: a change, the config's own value, a new key.
+  EXPECT_EQ(lines_of(r.out).at(0),
+            "overrides: batch 32 -> 6, layers.conv1.filters 16 -> 8, optimizer.lr 0.02 -> 0.01, "
+            "optimizer.momentum 0.9 (the config's value: no change), optimizer.nesterov true "
+            "(not in the config)")
+      << r.out;
   const nlohmann::json j = nlohmann::json::parse(lines_of(read_whole_file(path("m.jsonl"))).at(0));
   EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.01);
   RunResult unknown = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 layers.conv1.filtrs=8");

@@ -157,6 +157,8 @@ namespace {
 // The config with the flags' overrides, and the training graph.
 void build_run_graph(TrainingRun& run, const TrainOptions& opt) {
   run.cfg = load_model_config(opt.config, opt.overrides);
+  const std::string overrides = describe_overrides(run.cfg);
+  if (!overrides.empty()) std::printf("%s\n", overrides.c_str());
   if (opt.seed != 0) run.cfg.seed = opt.seed;
   if (opt.accumulate) run.cfg.accumulate = *opt.accumulate;
   run.ops = make_builtin_registry();
