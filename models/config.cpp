@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "models/config_parser.h"
+#include "models/yaml_error.h"
 #include "runtime/graph/graph.h"
 #include "runtime/io/input_file.h"
 
@@ -40,8 +41,10 @@ ModelConfig ConfigParser::parse(const std::string& text,
   try {
     loaded = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    REMAT_USER_ERROR(src_ << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
-                          << ": YAML syntax error: " << e.msg);
+    // Note [YAML error positions]
+    const YamlErrorAt at = yaml_error_at(text, e.mark.line, e.mark.column, e.msg);
+    REMAT_USER_ERROR(src_ << ":" << at.line << ":" << at.column << ": YAML syntax error: "
+                          << at.what);
   }
   if (loaded.IsMap())
     for (const auto& o : overrides)
