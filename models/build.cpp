@@ -98,12 +98,22 @@ void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const Ten
                    << "): the last layer must output " << want_str);
 }
 
+// The optimizer's op must be one of the ops that update parameters; the error lists those (not
+// every op) with the nearest name.
 void check_optimizer(const ModelConfig& cfg, const OpRegistry& ops) {
   const OptimizerConfig& o = cfg.optimizer;
   const std::string prefix = o.op_where + ": optimizer: ";
-  const OpDef& op = get_op(ops, o.op, prefix);
-  if (op.kind != NodeKind::Update)
-    REMAT_USER_ERROR(prefix << "op '" << o.op << "' is not an optimizer");
+  std::vector<std::string> optimizers;
+  std::string known;
+  for (const std::string& name : ops.names(true))
+    if (ops.get(name).kind == NodeKind::Update)
+      optimizers.push_back(name), known += (known.empty() ? "" : ", ") + name;
+  if (!ops.has(o.op) || ops.get(o.op).kind != NodeKind::Update)
+    REMAT_USER_ERROR(prefix << "field 'op': "
+                            << (ops.has(o.op) ? "'" + o.op + "' is a layer op, not an optimizer"
+                                              : "unknown optimizer '" + o.op + "'")
+                            << did_you_mean(o.op, optimizers) << " (known: " << known << ")");
+  const OpDef& op = ops.get(o.op);
   try {
     AttrReader r(o.attrs);
     op.parse(r);
