@@ -1,6 +1,7 @@
 // yaml_error_at: a scan of the document up to yaml-cpp's mark for what is still open there.
 #include "models/yaml_error.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
