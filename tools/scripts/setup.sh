@@ -28,15 +28,16 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 build=${REMAT_BUILD_DIR:-build}
-if command -v nvcc >/dev/null; then cuda="with CUDA (nvcc found)"; else cuda="CPU only (no nvcc)"; fi
-echo "setup: configuring $build/, $cuda"
+echo "setup: configuring $build/"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${REMAT_CMAKE_ARGS:-} >/dev/null
+# What the configuration decided (nvcc found and REMAT_WITH_CUDA not off).
+if grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON' "$build/CMakeCache.txt"; then kind="with CUDA"; else kind="CPU only"; fi
 jobs=$(nproc)
 if [ -n "${REMAT_BUILD_TARGETS:-}" ]; then
   read -ra targets <<< "$REMAT_BUILD_TARGETS"
-  echo "setup: building ${#targets[@]} target(s) (${targets[*]}) with $jobs jobs"
+  echo "setup: building ${#targets[@]} target(s) (${targets[*]}), $kind, with $jobs jobs"
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 else
-  echo "setup: building everything (the tools and the tests) with $jobs jobs"
+  echo "setup: building everything (the tools and the tests), $kind, with $jobs jobs"
   cmake --build "$build" -j"$jobs"
 fi
