@@ -99,12 +99,22 @@ void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const Ten
                    << "): the last layer must output " << want_str);
 }
 
+// The optimizer's op must be one of the ops that update parameters; the error lists those (not
+// every op) with the nearest name.
 void check_optimizer(const ModelConfig& cfg, const OpRegistry& ops) {
   const OptimizerConfig& o = cfg.optimizer;
   const std::string prefix = o.op_where + ": optimizer: ";
-  const OpDef& op = get_op(ops, o.op, prefix);
-  if (op.kind != NodeKind::Update)
-    REMAT_USER_ERROR(prefix << "op '" << o.op << "' is not an optimizer");
+  std::vector<std::string> optimizers;
+  std::string known;
+  for (const std::string& name : ops.names(true))
+    if (ops.get(name).kind == NodeKind::Update)
+      optimizers.push_back(name), known += (known.empty() ? "" : ", ") + name;
+  if (!ops.has(o.op) || ops.get(o.op).kind != NodeKind::Update)
+    REMAT_USER_ERROR(prefix << "field 'op': "
+                            << (ops.has(o.op) ? "'" + o.op + "' is a layer op, not an optimizer"
+                                              : "unknown optimizer '" + o.op + "'")
+                            << did_you_mean(o.op, optimizers) << " (known: " << known << ")");
+  const OpDef& op = ops.get(o.op);
   try {
     AttrReader r(o.attrs);
     op.parse(r);
@@ -244,141 +254,103 @@ TensorDesc labels_desc_for(const std::string& loss, const TensorDesc& last_outpu
 
 namespace {
 
-// The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it
-// is), with `fusion`'s pairs fused.
-Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOptions& opt,
-                  DType image_input, const BnReluFusion& fusion) {
-  REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
-  const int64_t n = opt.batch ? *opt.batch : cfg.batch;
-  if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
-  Value in;
-  in.name = kModelInputName;
-  in.kind = ValueKind::Input;
-  const int64_t t = opt.sequence ? *opt.sequence : cfg.sequence;
-  if (cfg.tokens()) {
-    if (opt.input)
-      REMAT_USER_ERROR("model '" << cfg.name << "' is a token model (" << cfg.where_sequence
-                                 << "): set its sequence length, not an image size");
-    if (t < 1) REMAT_USER_ERROR("sequence length must be at least 1, got " << t);
-    in.desc = {{n, t}, DType::I32};
-  } else {
-    if (opt.sequence)
-      REMAT_USER_ERROR("model '" << cfg.name << "' is an image model (" << cfg.where_input
-                                 << "): a sequence length applies to token models only");
-    const Shape chw = opt.input ? *opt.input : cfg.input;
-    if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
-      REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
-    in.desc = {{n, chw[0], chw[1], chw[2]}, image_input};
+// What add_layer needs besides the layer: the graph so far, the outputs by layer name, and the
+// casts and layouts placed so far (Note [bf16 autocast], Note [channels-last layout]).
+struct LayerContext {
+  Graph& g;
+  const OpRegistry& ops;
+  const ModelConfig& cfg;
+  DType model_precision;
+  std::map<std::string, ValueId>& by_name;
+  std::map<std::pair<ValueId, DType>, ValueId>& casts;
+  ChannelsLastPlacer& layouts;
+};
+
+// Adds layer `l`'s node (its inputs cast and laid out as its op runs them, its parameters) and
+// returns its output.
+ValueId add_layer(LayerContext& c, const LayerConfig& l, const BnReluFusion& fusion) {
+  Graph& g = c.g;
+  const std::string prefix = layer_ctx(l.where, l.name);
+  const OpDef& op = get_op(c.ops, l.op, layer_ctx(l.op_where, l.name));
+  check_forward_op(op, layer_ctx(l.op_where, l.name));
+  const int count = static_cast<int>(l.inputs.size());
+  if (count < op.min_inputs || (op.max_inputs >= 0 && count > op.max_inputs)) {
+    std::string range = op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
+                        : op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
+                                            : std::to_string(op.min_inputs) + " to " +
+                                                  std::to_string(op.max_inputs);
+    REMAT_USER_ERROR(layer_ctx(l.inputs_where, l.name)
+                     << "field 'inputs': op '" << op.name << "' takes " << range << " input"
+                     << (range == "1" ? "" : "s") << ", got " << count);
   }
-  check_all_used(cfg);
-
-  Graph g;
-  g.name = cfg.name;
-  g.batch = n;
-  checked_tensor_bytes(in.desc,
-                       (cfg.tokens() ? cfg.where_sequence : cfg.where_input) + ": model: input batch " +
-                           shape_str(in.desc.shape),
-                       "input");
-  g.input = g.add_value(in);
-  Value lab;
-  lab.name = "labels";
-  lab.kind = ValueKind::Label;
-  lab.desc = {{n}, DType::I32};  // final shape set once the last layer's output is known
-  g.label = g.add_value(lab);
-
-  std::map<std::string, ValueId> by_name = {{kModelInputName, g.input}};
-  const DType model_precision = opt.precision ? *opt.precision : cfg.precision;
-  std::map<std::pair<ValueId, DType>, ValueId> casts;  // Note [bf16 autocast]
-  ChannelsLastPlacer layouts(g, ops, cfg.seed, cfg.channels_last);  // Note [channels-last layout]
-  for (const LayerConfig& l : cfg.layers) {
-    if (auto into = fusion.fused_into.find(l.name); into != fusion.fused_into.end()) {
-      by_name[l.name] = by_name.at(into->second);  // Note [batchnorm + relu fusion]
+  Node node;
+  node.name = l.name;
+  node.op = l.op;
+  node.kind = NodeKind::Forward;
+  node.attrs = l.attrs;
+  if (auto act = fusion.activation.find(l.name); act != fusion.activation.end())
+    node.attrs.set("activation", act->second);
+  node.seed = node_seed(c.cfg.seed, l.name);
+  try {
+    AttrReader r(node.attrs);
+    node.typed = op.parse(r);
+  } catch (const UserError& e) {
+    rethrow_at(e, c.cfg.source, prefix);
+  }
+  REMAT_CHECK(node.typed, "op '" << op.name << "' parse returned no attributes");
+  std::vector<TensorDesc> data;
+  for (const auto& name : l.inputs) {
+    auto it = c.by_name.find(name);
+    REMAT_CHECK(it != c.by_name.end(), "layer '" << l.name << "' input '" << name << "' unbuilt");
+    node.inputs.push_back(it->second);
+    data.push_back(g.value(it->second).desc);
+  }
+  if (const std::optional<DType> run = layer_run_dtype(l, op, c.model_precision, data)) {
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      node.inputs[k] = cast_value(g, c.ops, node.inputs[k], *run, c.cfg.seed,
+                                  l.where + ": layer '" + l.name + "'", c.casts);
+      data[k] = g.value(node.inputs[k]).desc;
+    }
+  }
+  try {
+    c.layouts.place(node, op, data, l.where + ": layer '" + l.name + "'");
+  } catch (const UserError& e) {
+    rethrow_at(e, c.cfg.source, prefix);
+  }
+  TensorDesc out;
+  std::vector<ParamSpec> params;
+  try {
+    out = op.infer(*node.typed, data);
+    checked_tensor_bytes(out, "", "output " + shape_str(out.shape));
+    if (op.params) params = op.params(*node.typed, data);
+  } catch (const UserError& e) {
+    std::string inputs;
+    for (size_t k = 0; k < data.size(); ++k)
+      inputs += (k ? ", " : "") + l.inputs[k] + " " + shape_str(data[k].shape);
+    throw UserError(prefix + e.what() + " (inputs: " + inputs + ")");
+  }
+  check_shared_suffixes(l, op, params);
+  for (const ParamSpec& p : params) {
+    auto shared = l.shared.find(p.suffix);
+    if (shared != l.shared.end()) {
+      node.inputs.push_back(shared_param(g, l, p, shared->second));
       continue;
     }
-    const std::string prefix = layer_ctx(l.where, l.name);
-    const OpDef& op = get_op(ops, l.op, layer_ctx(l.op_where, l.name));
-    check_forward_op(op, layer_ctx(l.op_where, l.name));
-    const int count = static_cast<int>(l.inputs.size());
-    if (count < op.min_inputs || (op.max_inputs >= 0 && count > op.max_inputs)) {
-      std::string range = op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
-                          : op.max_inputs < 0 ? "at least " + std::to_string(op.min_inputs)
-                                              : std::to_string(op.min_inputs) + " to " +
-                                                    std::to_string(op.max_inputs);
-      REMAT_USER_ERROR(layer_ctx(l.inputs_where, l.name)
-                       << "field 'inputs': op '" << op.name << "' takes " << range << " input"
-                       << (range == "1" ? "" : "s") << ", got " << count);
+    Value pv = param_value(l.name, p);
+    if (auto named = l.param_names.find(p.suffix); named != l.param_names.end()) {
+      pv.name = named->second;  // an imported model's own name (Note [ONNX import])
+      if (g.find_value(pv.name) != kNoValue)
+        REMAT_USER_ERROR(layer_ctx(l.where, l.name)
+                         << "parameter '" << pv.name << "' is also another value's name");
     }
-    Node node;
-    node.name = l.name;
-    node.op = l.op;
-    node.kind = NodeKind::Forward;
-    node.attrs = l.attrs;
-    if (auto act = fusion.activation.find(l.name); act != fusion.activation.end())
-      node.attrs.set("activation", act->second);
-    node.seed = node_seed(cfg.seed, l.name);
-    try {
-      AttrReader r(node.attrs);
-      node.typed = op.parse(r);
-    } catch (const UserError& e) {
-      rethrow_at(e, cfg.source, prefix);
-    }
-    REMAT_CHECK(node.typed, "op '" << op.name << "' parse returned no attributes");
-    std::vector<TensorDesc> data;
-    for (const auto& name : l.inputs) {
-      auto it = by_name.find(name);
-      REMAT_CHECK(it != by_name.end(), "layer '" << l.name << "' input '" << name << "' unbuilt");
-      node.inputs.push_back(it->second);
-      data.push_back(g.value(it->second).desc);
-    }
-    if (const std::optional<DType> run = layer_run_dtype(l, op, model_precision, data)) {
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        node.inputs[k] = cast_value(g, ops, node.inputs[k], *run, cfg.seed,
-                                    l.where + ": layer '" + l.name + "'", casts);
-        data[k] = g.value(node.inputs[k]).desc;
-      }
-    }
-    try {
-      layouts.place(node, op, data, l.where + ": layer '" + l.name + "'");
-    } catch (const UserError& e) {
-      rethrow_at(e, cfg.source, prefix);
-    }
-    TensorDesc out;
-    std::vector<ParamSpec> params;
-    try {
-      out = op.infer(*node.typed, data);
-      checked_tensor_bytes(out, "", "output " + shape_str(out.shape));
-      if (op.params) params = op.params(*node.typed, data);
-    } catch (const UserError& e) {
-      std::string inputs;
-      for (size_t k = 0; k < data.size(); ++k)
-        inputs += (k ? ", " : "") + l.inputs[k] + " " + shape_str(data[k].shape);
-      throw UserError(prefix + e.what() + " (inputs: " + inputs + ")");
-    }
-    check_shared_suffixes(l, op, params);
-    for (const ParamSpec& p : params) {
-      auto shared = l.shared.find(p.suffix);
-      if (shared != l.shared.end()) {
-        node.inputs.push_back(shared_param(g, l, p, shared->second));
-        continue;
-      }
-      Value pv = param_value(l.name, p);
-      if (auto named = l.param_names.find(p.suffix); named != l.param_names.end()) {
-        pv.name = named->second;  // an imported model's own name (Note [ONNX import])
-        if (g.find_value(pv.name) != kNoValue)
-          REMAT_USER_ERROR(prefix << "parameter '" << pv.name << "' is also another value's name");
-      }
-      node.inputs.push_back(g.add_value(pv));
-    }
-    by_name[l.name] = g.node(g.add_node(std::move(node), out)).output;
-    layouts.record(by_name[l.name]);
+    node.inputs.push_back(g.add_value(pv));
   }
+  return g.node(g.add_node(std::move(node), out)).output;
+}
 
-  const LayerConfig& last = cfg.layers.back();
-  const ValueId last_value = layouts.channels_first(by_name.at(last.name), last.where + ": loss");
+// The loss node on the last layer's output (channels first) and the labels.
+void add_loss(Graph& g, const OpRegistry& ops, const ModelConfig& cfg, ValueId last_value) {
   const TensorDesc last_out = g.value(last_value).desc;
-  check_loss_shape(cfg, last, last_out, n, t);
-  g.values[static_cast<size_t>(g.label)].desc = labels_desc_for(cfg.loss, last_out);
-
   const std::string loss_prefix = cfg.where_loss + ": loss: ";
   const OpDef& loss_op = get_op(ops, cfg.loss, loss_prefix);
   if (loss_op.kind != NodeKind::Loss)
@@ -400,6 +372,77 @@ Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOpti
   }
   NodeId loss_node = g.add_node(std::move(loss), loss_out);
   g.loss = g.node(loss_node).output;
+}
+
+// The model's input batch: [N, T] token ids, or [N, C, H, W] images of dtype `image_input`.
+Value input_value(const ModelConfig& cfg, const BuildOptions& opt, DType image_input, int64_t n,
+                  int64_t t) {
+  Value in;
+  in.name = kModelInputName;
+  in.kind = ValueKind::Input;
+  if (cfg.tokens()) {
+    if (opt.input)
+      REMAT_USER_ERROR("model '" << cfg.name << "' is a token model (" << cfg.where_sequence
+                                 << "): set its sequence length, not an image size");
+    if (t < 1) REMAT_USER_ERROR("sequence length must be at least 1, got " << t);
+    in.desc = {{n, t}, DType::I32};
+  } else {
+    if (opt.sequence)
+      REMAT_USER_ERROR("model '" << cfg.name << "' is an image model (" << cfg.where_input
+                                 << "): a sequence length applies to token models only");
+    const Shape chw = opt.input ? *opt.input : cfg.input;
+    if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
+      REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
+    in.desc = {{n, chw[0], chw[1], chw[2]}, image_input};
+  }
+  return in;
+}
+
+// The forward graph with an image batch of dtype `image_input` (token ids are I32 whatever it
+// is), with `fusion`'s pairs fused.
+Graph build_graph(const ModelConfig& cfg, const OpRegistry& ops, const BuildOptions& opt,
+                  DType image_input, const BnReluFusion& fusion) {
+  REMAT_CHECK(!cfg.layers.empty(), "model '" << cfg.name << "' has no layers");
+  const int64_t n = opt.batch ? *opt.batch : cfg.batch;
+  if (n < 1) REMAT_USER_ERROR("batch size must be at least 1, got " << n);
+  const int64_t t = opt.sequence ? *opt.sequence : cfg.sequence;
+  const Value in = input_value(cfg, opt, image_input, n, t);
+  check_all_used(cfg);
+
+  Graph g;
+  g.name = cfg.name;
+  g.batch = n;
+  checked_tensor_bytes(in.desc,
+                       (cfg.tokens() ? cfg.where_sequence : cfg.where_input) + ": model: input batch " +
+                           shape_str(in.desc.shape),
+                       "input");
+  g.input = g.add_value(in);
+  Value lab;
+  lab.name = "labels";
+  lab.kind = ValueKind::Label;
+  lab.desc = {{n}, DType::I32};  // final shape set once the last layer's output is known
+  g.label = g.add_value(lab);
+
+  std::map<std::string, ValueId> by_name = {{kModelInputName, g.input}};
+  std::map<std::pair<ValueId, DType>, ValueId> casts;  // Note [bf16 autocast]
+  ChannelsLastPlacer layouts(g, ops, cfg.seed, cfg.channels_last);  // Note [channels-last layout]
+  LayerContext c{g, ops, cfg, opt.precision ? *opt.precision : cfg.precision, by_name, casts,
+                 layouts};
+  for (const LayerConfig& l : cfg.layers) {
+    if (auto into = fusion.fused_into.find(l.name); into != fusion.fused_into.end()) {
+      by_name[l.name] = by_name.at(into->second);  // Note [batchnorm + relu fusion]
+      continue;
+    }
+    by_name[l.name] = add_layer(c, l, fusion);
+    layouts.record(by_name[l.name]);
+  }
+
+  const LayerConfig& last = cfg.layers.back();
+  const ValueId last_value = layouts.channels_first(by_name.at(last.name), last.where + ": loss");
+  const TensorDesc last_out = g.value(last_value).desc;
+  check_loss_shape(cfg, last, last_out, n, t);
+  g.values[static_cast<size_t>(g.label)].desc = labels_desc_for(cfg.loss, last_out);
+  add_loss(g, ops, cfg, last_value);
 
   check_optimizer(cfg, ops);
   g.validate();

@@ -8,6 +8,7 @@
 
 #include "models/config_parser.h"
 #include "models/onnx/onnx_config.h"
+#include "models/yaml_error.h"
 #include "runtime/graph/graph.h"
 #include "runtime/io/input_file.h"
 
@@ -42,11 +43,14 @@ ModelConfig ConfigParser::parse(const std::string& text,
   try {
     loaded = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    REMAT_USER_ERROR(src_ << ":" << e.mark.line + 1 << ":" << e.mark.column + 1
-                          << ": YAML syntax error: " << e.msg);
+    // Note [YAML error positions]
+    const YamlErrorAt at = yaml_error_at(text, e.mark.line, e.mark.column, e.msg);
+    REMAT_USER_ERROR(src_ << ":" << at.line << ":" << at.column << ": YAML syntax error: "
+                          << at.what);
   }
   if (loaded.IsMap())
-    for (const auto& o : overrides) config_apply_override(loaded, o, &override_nodes_);
+    for (const auto& o : overrides)
+      config_apply_override(loaded, o, &override_nodes_, &cfg_.overrides.emplace_back());
   const YAML::Node& root = loaded;  // const: lookups of absent keys must not insert them
   if (!root.IsMap()) fail(root, "", "expected a map of model settings (name, input, layers, ...)");
   check_unique_keys(root, "");

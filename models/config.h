@@ -43,7 +43,8 @@
 //                                 #   PNG label map pairs (VOC / Cityscapes layouts)
 //                                 # folder and segmentation also take seed, augment, mean, std,
 //                                 # scale, ratio, flip, crop_pct (ImageTransformConfig)
-//                                 # (paths relative to the config file's directory)
+//                                 # (paths relative to the config file's directory; in a
+//                                 # KEY=VALUE override, to the working directory)
 //   val: {source: folder, path: imagenet/val}   # validation data, the same keys as `data`
 //                                 #   (never augmented); train --eval-every evaluates on it
 //   model: {onnx: resnet18.onnx}  # instead of layers: the network of an ONNX file (Note
@@ -182,6 +183,13 @@ struct DataConfig {
 };
 
 struct OnnxSource;  // models/onnx/onnx_source.h
+// What one `KEY=VALUE` override did (Note [config overrides]), for the run's "overrides:" line.
+struct ConfigOverride {
+  std::string key;     // the dotted path, as written
+  std::string before;  // the config's value as YAML text; "" when the config does not set it
+  std::string after;   // the override's value as YAML text
+  bool same = false;   // the config already has this value: the override changes nothing
+};
 
 struct ModelConfig {
   std::string name;
@@ -210,6 +218,7 @@ struct ModelConfig {
   // Initial values of named parameters and buffers (an imported model's weights), applied after
   // the init rules (write_initial_values in models/initial_values.h); null: init rules only.
   std::shared_ptr<const std::map<std::string, std::vector<float>>> initial_values;
+  std::vector<ConfigOverride> overrides;  // in the order given
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,
@@ -219,6 +228,10 @@ struct ModelConfig {
 
   const LayerConfig* find_layer(const std::string& full_name) const;  // nullptr if absent
 };
+
+// "overrides: optimizer.lr 0.02 -> 0.01, batch 32 (the config's value: no change),
+// optimizer.momentum 0.9 (not in the config)"; "" without overrides.
+std::string describe_overrides(const ModelConfig& cfg);
 
 // The label the loss skips (its ignore_index attribute), or kNoIgnoreIndex when it has none.
 constexpr int64_t kNoIgnoreIndex = INT64_MIN;

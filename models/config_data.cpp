@@ -1,5 +1,6 @@
 // The `data` and `val` sections of a model YAML: the source, its files, and for image sources
 // the transforms (Note on ImageTransformConfig in models/config.h).
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -64,10 +65,16 @@ void ConfigParser::parse_data(const YAML::Node& n, const std::string& section, D
                          (cfg_.tokens() ? "a token" : "an image") + " model)");
   d->source = r.get_choice("source", "synthetic", sources);
   std::vector<std::string> known = {"source"};
+  // Note [paths in overrides]: a path in the file is relative to the file's folder (where the
+  // config and its data live together); a path given on the command line is relative to the
+  // working directory, as every other path on a command line is. It is made absolute here, so
+  // that joining it to the config's folder later leaves it as it is.
   auto path = [&](const char* key, std::string* value, std::string* where) {
     *value = r.get_string(key, "");
     if (value->empty()) r.fail(key, "must not be empty");
     *where = m.where.at(key);
+    if (where->rfind("override '", 0) == 0 && std::filesystem::path(*value).is_relative())
+      *value = (std::filesystem::current_path() / *value).lexically_normal().string();
     known.push_back(key);
   };
   if (d->source == "synthetic") {

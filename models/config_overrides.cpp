@@ -43,9 +43,41 @@ void mark_override(const YAML::Node& n, const std::string& label, OverrideMarks*
     for (const auto& e : n) mark_override(e, label, marks);
 }
 
+// A value as YAML text on one line: a scalar as written, a list or map in flow style.
+std::string yaml_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter e;
+  e.SetSeqFormat(YAML::Flow);
+  e.SetMapFormat(YAML::Flow);
+  e << n;
+  return e.c_str();
+}
+
+// Two scalars are the same value when their text is, or when both are the same number
+// (0.02 and 2e-2).
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char* end_a = nullptr;
+  char* end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 }  // namespace
 
-void config_apply_override(YAML::Node root, const std::string& text, OverrideMarks* marks) {
+std::string describe_overrides(const ModelConfig& cfg) {
+  std::string s;
+  for (const ConfigOverride& o : cfg.overrides) {
+    s += s.empty() ? "overrides: " : ", ";
+    if (o.before.empty()) s += o.key + " " + o.after + " (not in the config)";
+    else if (o.same) s += o.key + " " + o.after + " (the config's value: no change)";
+    else s += o.key + " " + o.before + " -> " + o.after;
+  }
+  return s;
+}
+
+void config_apply_override(YAML::Node root, const std::string& text, OverrideMarks* marks,
+                           ConfigOverride* effect) {
   const std::string label = "override '" + text + "'";
   const size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -74,6 +106,12 @@ void config_apply_override(YAML::Node root, const std::string& text, OverrideMar
     const YAML::Node& ccur = cur;  // const: lookups must not insert
     if (ccur.IsMap()) {
       if (last) {
+        if (effect) {
+          effect->key = text.substr(0, eq);
+          effect->before = ccur[part] ? yaml_text(ccur[part]) : "";
+          effect->after = yaml_text(value);
+          effect->same = ccur[part] && same_value(effect->before, effect->after);
+        }
         cur.remove(part);
         cur[part] = value;
         for (auto it = cur.begin(); it != cur.end(); ++it)

@@ -71,11 +71,14 @@ void PrefetchSource::produce() {
     slot->error = nullptr;
     const uint64_t generation = generation_;
     lock.unlock();
+    // The inner source is this thread's alone: its count grows only inside this batch.
+    const int64_t skipped_before = inner_->skipped_samples();
     try {
       inner_->next_batch(slot->step, slot->input, static_cast<int32_t*>(slot->labels));
     } catch (...) {
       slot->error = std::current_exception();
     }
+    slot->skipped = inner_->skipped_samples() - skipped_before;
     lock.lock();
     if (generation != generation_) {  // restarted meanwhile: not wanted
       slot->state = SlotState::Free;
@@ -113,6 +116,7 @@ PrefetchSource::Batch PrefetchSource::acquire(int64_t step) {
   cv_.wait(lock, [&] { return (slot = ready_slot(step)) != nullptr; });
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   slot->state = SlotState::Held;
+  skipped_ += slot->skipped;
   cv_.notify_all();
   if (slot->error) {
     std::exception_ptr e = slot->error;

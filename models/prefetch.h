@@ -46,7 +46,9 @@ class PrefetchSource : public DataSource {
   void next_batch(int64_t step, void* input, int32_t* labels) override;
   std::string describe() const override;
   int64_t size() const override { return inner_->size(); }
-  int64_t skipped_samples() const override { return inner_->skipped_samples(); }
+  // Unreadable samples replaced in the batches handed out (acquire): a batch made ahead that no
+  // step took (past the last step, or dropped by a jump) does not count.
+  int64_t skipped_samples() const override { return skipped_; }
 
   // Seconds acquire spent waiting for a batch that was not ready (the step waited on data).
   double wait_seconds() const { return wait_seconds_; }
@@ -58,6 +60,7 @@ class PrefetchSource : public DataSource {
     void* labels = nullptr;
     SlotState state = SlotState::Free;
     int64_t step = -1;
+    int64_t skipped = 0;  // unreadable samples the inner source replaced in this batch
     std::exception_ptr error;
   };
   void produce();
@@ -74,6 +77,7 @@ class PrefetchSource : public DataSource {
   uint64_t generation_ = 0;  // bumped by a restart: a batch in the making is dropped
   bool stop_ = false;
   double wait_seconds_ = 0;
+  int64_t skipped_ = 0;  // over the batches handed out
   std::thread thread_;  // last: starts after every member above exists
 };
 

@@ -4,6 +4,9 @@
 #include "solver/child_run.h"
 
 #include <poll.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -144,6 +147,7 @@ ChildEnd child_run(const std::function<void(ChildChannel&)>& work, double deadli
   if (::pipe(fds) != 0) return in_process(std::string("pipe: ") + std::strerror(errno));
   std::cout.flush();
   std::fflush(nullptr);  // or the child's exit would print the parent's buffered output again
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
@@ -151,6 +155,12 @@ ChildEnd child_run(const std::function<void(ChildChannel&)>& work, double deadli
     return in_process(std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
+#ifdef __linux__
+    // A parent that ends without waiting (`train` stopped while it solves, Note [graceful stop]
+    // in tools/training/stop_signal.h) takes its solver along instead of leaving it running.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+#endif
     ::close(fds[0]);
     // The solver's own log goes to stderr: stdout is the tools' results (one JSON object per
     // line with --json), and a killed child's half-written line must not land in it.

@@ -55,156 +55,210 @@ std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<
   return md;
 }
 
+namespace {
+
+// milp_build's parts: the scales, the columns (R, S, FREE, U, P), then the rows (dependencies,
+// retention, FREE, links, the U recurrence with the memory rows, the cost cap). Each adds to
+// the model what its comment says, in this order (the column and row numbers follow from it).
+class MilpAssembly {
+ public:
+  MilpAssembly(const Problem& p, const MilpBuildOptions& opt, MilpModel& m)
+      : p_(p), opt_(opt), m_(m), b_{m, {}}, n_(p.size()), paper_(opt.paper_formulation),
+        min_peak_(opt.objective == MilpObjective::MinPeak), users_(problem_users(p)),
+        md_(max_descendant(p, users_)) {}
+
+  void build() {
+    scales();
+    rs_columns();
+    free_columns();
+    u_columns();
+    dependency_and_retention_rows();
+    free_rows();
+    if (!paper_) link_rows();
+    memory_rows();
+    if (min_peak_ || opt_.cost_cap > 0) cost_cap_row();  // MinCost: max batch's probes
+    b_.finish();
+  }
+
+ private:
+  double bytes(int i) const { return double(p_.nodes[i].bytes) * per_ / m_.byte_scale; }
+  double ws(int i) const { return double(p_.nodes[i].workspace_bytes) * per_ / m_.byte_scale; }
+
+  // MinPeak works in bytes per sample (constant excluded).
+  void scales() {
+    per_ = min_peak_ ? 1.0 / double(std::max<int64_t>(1, p_.batch)) : 1.0;
+    if (min_peak_) {
+      double mx = 1;
+      for (const auto& nd : p_.nodes) mx = std::max(mx, double(nd.bytes + nd.workspace_bytes));
+      m_.byte_scale = mx * per_;
+    } else {
+      REMAT_CHECK(opt_.budget > 0, "budget " << opt_.budget);
+      m_.byte_scale = double(opt_.budget);
+    }
+    double cost_sum = 0;
+    int cost_cnt = 0;
+    for (const auto& nd : p_.nodes)
+      if (nd.cost > 0) cost_sum += nd.cost, ++cost_cnt;
+    m_.cost_scale = cost_cnt ? cost_sum / cost_cnt : 1.0;
+    cap_ = min_peak_ ? 0 : 1.0;  // memory bound in model units (MinCost)
+    constant_ = min_peak_ ? 0 : double(p_.constant_bytes) / m_.byte_scale;
+  }
+
+  void rs_columns() {
+    for (int t = 0; t < n_; ++t) {
+      for (int i = 0; i <= t; ++i) {
+        const double cost = min_peak_ ? 0 : p_.nodes[i].cost / m_.cost_scale;
+        if (i == t) {
+          m_.r_col[size_t(t) * n_ + i] = b_.add_col(1, 1, cost, true);
+          continue;
+        }
+        if (!paper_ && md_[i] < t) continue;
+        m_.r_col[size_t(t) * n_ + i] = b_.add_col(0, 1, cost, true);
+        m_.s_col[size_t(t) * n_ + i] = b_.add_col(0, 1, 0, true);
+      }
+    }
+  }
+
+  // FREE[t,i,k] for i in deps(k) + {k}, where R[t,k] can be 1 and no user j of i with
+  // k < j == t forces i to stay (R[t,t] = 1).
+  void free_columns() {
+    for (int t = 0; t < n_; ++t) {
+      for (int k = 0; k <= t; ++k) {
+        if (m_.r(t, k) < 0) continue;
+        std::vector<int> cand = p_.nodes[k].deps;
+        cand.push_back(k);
+        for (int i : cand) {
+          bool pinned = false;
+          for (int j : users_[i]) pinned |= (j > k && j == t);
+          if (pinned) continue;
+          int col = b_.add_col(0, 1, 0, paper_);  // continuous (paper: binary): see the Note
+          m_.free_vars.push_back({t, i, k, col});
+        }
+      }
+    }
+  }
+
+  // U[t,k] and P.
+  void u_columns() {
+    for (int t = 0; t < n_; ++t)
+      for (int k = 0; k <= t; ++k) {
+        double ub = min_peak_ ? 1e30 : (k == t ? cap_ - ws(k) : cap_);
+        m_.u_col[size_t(t) * n_ + k] = b_.add_col(0, std::max(0.0, ub), 0, false);
+      }
+    if (min_peak_) m_.p_col = b_.add_col(0, 1e30, 1, false);
+  }
+
+  // Dependencies: R[t,k] <= R[t,i] + S[t,i]. Retention: S[t+1,i] <= R[t,i] + S[t,i].
+  void dependency_and_retention_rows() {
+    for (int t = 0; t < n_; ++t)
+      for (int k = 0; k <= t; ++k) {
+        if (m_.r(t, k) < 0) continue;
+        for (int i : p_.nodes[k].deps)
+          b_.add_row(-1e30, 0, {{m_.r(t, k), 1}, {m_.r(t, i), -1}, {m_.s(t, i), -1}});
+      }
+    for (int t = 0; t + 1 < n_; ++t)
+      for (int i = 0; i <= t; ++i)
+        if (m_.s(t + 1, i) >= 0)
+          b_.add_row(-1e30, 0,
+                     {{m_.s(t + 1, i), 1}, {m_.r(t, i), -1}, {t > i ? m_.s(t, i) : -1, -1}});
+  }
+
+  void free_rows() {
+    for (const auto& f : m_.free_vars) {
+      int s_next = f.t + 1 < n_ ? m_.s(f.t + 1, f.i) : -1;
+      auto lu = later_users(users_[f.i], f.k, f.t);
+      if (paper_) {
+        double big_m = 2.0 + double(lu.size());
+        std::vector<std::pair<int, double>> a{{m_.r(f.t, f.k), 1}, {s_next, -1}, {f.col, -1}};
+        std::vector<std::pair<int, double>> c{{m_.r(f.t, f.k), -1}, {s_next, 1}, {f.col, big_m}};
+        for (int j : lu) a.push_back({m_.r(f.t, j), -1}), c.push_back({m_.r(f.t, j), 1});
+        b_.add_row(-1e30, 0, a);
+        b_.add_row(-1e30, big_m - 1, c);
+        continue;
+      }
+      if (f.k < f.t) b_.add_row(-1e30, 0, {{f.col, 1}, {m_.r(f.t, f.k), -1}});
+      if (s_next >= 0) b_.add_row(-1e30, 1, {{f.col, 1}, {s_next, 1}});
+      for (int j : lu)
+        if (m_.r(f.t, j) >= 0) b_.add_row(-1e30, 1, {{f.col, 1}, {m_.r(f.t, j), 1}});
+    }
+  }
+
+  // Link rows: sum_k FREE[t,i,k] + S[t+1,i] <= S[t,i] + R[t,i] (see the Note).
+  void link_rows() {
+    std::vector<std::vector<int>> frees_of(size_t(n_) * n_);  // [t*n+i] -> FREE columns
+    for (const auto& f : m_.free_vars) frees_of[size_t(f.t) * n_ + f.i].push_back(f.col);
+    for (int t = 0; t < n_; ++t)
+      for (int i = 0; i <= t; ++i) {
+        const auto& cols = frees_of[size_t(t) * n_ + i];
+        if (cols.empty()) continue;
+        std::vector<std::pair<int, double>> e;
+        for (int col : cols) e.push_back({col, 1});
+        e.push_back({t + 1 < n_ ? m_.s(t + 1, i) : -1, 1});
+        e.push_back({m_.r(t, i), -1});
+        e.push_back({i < t ? m_.s(t, i) : -1, -1});
+        b_.add_row(-1e30, 0, e);
+      }
+  }
+
+  // U recurrence and memory rows.
+  void memory_rows() {
+    std::vector<std::vector<int>> frees_after(size_t(n_) * n_);  // [t*n+k] -> free_vars indices
+    for (size_t v = 0; v < m_.free_vars.size(); ++v)
+      frees_after[size_t(m_.free_vars[v].t) * n_ + m_.free_vars[v].k].push_back(int(v));
+    for (int t = 0; t < n_; ++t) {
+      std::vector<std::pair<int, double>> e{{m_.u(t, 0), 1}, {m_.r(t, 0), -bytes(0)}};
+      for (int i = 0; i < t; ++i) e.push_back({m_.s(t, i), -bytes(i)});
+      b_.add_row(constant_, constant_, e);
+      for (int k = 1; k <= t; ++k) {
+        std::vector<std::pair<int, double>> r{
+            {m_.u(t, k), 1}, {m_.u(t, k - 1), -1}, {m_.r(t, k), -bytes(k)}};
+        for (int v : frees_after[size_t(t) * n_ + k - 1])
+          r.push_back({m_.free_vars[v].col, bytes(m_.free_vars[v].i)});
+        b_.add_row(0, 0, r);
+      }
+      for (int k = 0; k <= t; ++k) {
+        if (m_.r(t, k) < 0) continue;
+        if (min_peak_) {
+          b_.add_row(-1e30, 0, {{m_.u(t, k), 1}, {m_.r(t, k), ws(k)}, {m_.p_col, -1}});
+        } else if (k < t && p_.nodes[k].workspace_bytes > 0) {
+          b_.add_row(-1e30, cap_, {{m_.u(t, k), 1}, {m_.r(t, k), ws(k)}});
+        }
+      }
+    }
+  }
+
+  void cost_cap_row() {
+    std::vector<std::pair<int, double>> e;
+    for (int t = 0; t < n_; ++t)
+      for (int i = 0; i <= t; ++i)
+        if (m_.r(t, i) >= 0) e.push_back({m_.r(t, i), p_.nodes[i].cost / m_.cost_scale});
+    b_.add_row(-1e30, opt_.cost_cap / m_.cost_scale * (1 + 1e-9), e);
+  }
+
+  const Problem& p_;
+  const MilpBuildOptions& opt_;
+  MilpModel& m_;
+  LpBuilder b_;
+  const int n_;
+  const bool paper_, min_peak_;
+  const std::vector<std::vector<int>> users_;
+  const std::vector<int> md_;  // max_descendant
+  double per_ = 1;             // bytes per sample (MinPeak) or 1
+  double cap_ = 1;             // memory bound in model units (MinCost)
+  double constant_ = 0;        // the constant in model units (MinCost)
+};
+
+}  // namespace
+
 MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
+  REMAT_CHECK(p.size() > 0, "empty problem");
   const int n = p.size();
-  const bool paper = opt.paper_formulation;
-  const bool min_peak = opt.objective == MilpObjective::MinPeak;
-  REMAT_CHECK(n > 0, "empty problem");
   MilpModel m;
   m.n = n;
   m.r_col.assign(size_t(n) * n, -1);
   m.s_col.assign(size_t(n) * n, -1);
   m.u_col.assign(size_t(n) * n, -1);
-  const auto users = problem_users(p);
-  const auto md = max_descendant(p, users);
-
-  // Scales. MinPeak works in bytes per sample (constant excluded).
-  double per = min_peak ? 1.0 / double(std::max<int64_t>(1, p.batch)) : 1.0;
-  if (min_peak) {
-    double mx = 1;
-    for (const auto& nd : p.nodes) mx = std::max(mx, double(nd.bytes + nd.workspace_bytes));
-    m.byte_scale = mx * per;
-  } else {
-    REMAT_CHECK(opt.budget > 0, "budget " << opt.budget);
-    m.byte_scale = double(opt.budget);
-  }
-  double cost_sum = 0;
-  int cost_cnt = 0;
-  for (const auto& nd : p.nodes)
-    if (nd.cost > 0) cost_sum += nd.cost, ++cost_cnt;
-  m.cost_scale = cost_cnt ? cost_sum / cost_cnt : 1.0;
-  auto bytes = [&](int i) { return double(p.nodes[i].bytes) * per / m.byte_scale; };
-  auto ws = [&](int i) { return double(p.nodes[i].workspace_bytes) * per / m.byte_scale; };
-  const double cap = min_peak ? 0 : 1.0;  // memory bound in model units (MinCost)
-  const double constant = min_peak ? 0 : double(p.constant_bytes) / m.byte_scale;
-
-  LpBuilder b{m, {}};
-  // Columns. R and S.
-  for (int t = 0; t < n; ++t) {
-    for (int i = 0; i <= t; ++i) {
-      if (i == t) {
-        m.r_col[size_t(t) * n + i] =
-            b.add_col(1, 1, min_peak ? 0 : p.nodes[i].cost / m.cost_scale, true);
-        continue;
-      }
-      if (!paper && md[i] < t) continue;
-      m.r_col[size_t(t) * n + i] =
-          b.add_col(0, 1, min_peak ? 0 : p.nodes[i].cost / m.cost_scale, true);
-      m.s_col[size_t(t) * n + i] = b.add_col(0, 1, 0, true);
-    }
-  }
-  // FREE[t,i,k] for i in deps(k) + {k}, where R[t,k] can be 1 and no user j of i with
-  // k < j == t forces i to stay (R[t,t] = 1).
-  for (int t = 0; t < n; ++t) {
-    for (int k = 0; k <= t; ++k) {
-      if (m.r(t, k) < 0) continue;
-      std::vector<int> cand = p.nodes[k].deps;
-      cand.push_back(k);
-      for (int i : cand) {
-        bool pinned = false;
-        for (int j : users[i]) pinned |= (j > k && j == t);
-        if (pinned) continue;
-        int col = b.add_col(0, 1, 0, paper);  // continuous (paper: binary): see the Note
-        m.free_vars.push_back({t, i, k, col});
-      }
-    }
-  }
-  // U[t,k] and P.
-  for (int t = 0; t < n; ++t)
-    for (int k = 0; k <= t; ++k) {
-      double ub = min_peak ? 1e30 : (k == t ? cap - ws(k) : cap);
-      m.u_col[size_t(t) * n + k] = b.add_col(0, std::max(0.0, ub), 0, false);
-    }
-  if (min_peak) m.p_col = b.add_col(0, 1e30, 1, false);
-
-  // Dependencies: R[t,k] <= R[t,i] + S[t,i].
-  for (int t = 0; t < n; ++t)
-    for (int k = 0; k <= t; ++k) {
-      if (m.r(t, k) < 0) continue;
-      for (int i : p.nodes[k].deps)
-        b.add_row(-1e30, 0, {{m.r(t, k), 1}, {m.r(t, i), -1}, {m.s(t, i), -1}});
-    }
-  // Retention: S[t+1,i] <= R[t,i] + S[t,i].
-  for (int t = 0; t + 1 < n; ++t)
-    for (int i = 0; i <= t; ++i)
-      if (m.s(t + 1, i) >= 0)
-        b.add_row(-1e30, 0, {{m.s(t + 1, i), 1}, {m.r(t, i), -1}, {t > i ? m.s(t, i) : -1, -1}});
-  // FREE rows.
-  for (const auto& f : m.free_vars) {
-    int s_next = f.t + 1 < n ? m.s(f.t + 1, f.i) : -1;
-    auto lu = later_users(users[f.i], f.k, f.t);
-    if (paper) {
-      double big_m = 2.0 + double(lu.size());
-      std::vector<std::pair<int, double>> a{{m.r(f.t, f.k), 1}, {s_next, -1}, {f.col, -1}};
-      std::vector<std::pair<int, double>> c{{m.r(f.t, f.k), -1}, {s_next, 1}, {f.col, big_m}};
-      for (int j : lu) a.push_back({m.r(f.t, j), -1}), c.push_back({m.r(f.t, j), 1});
-      b.add_row(-1e30, 0, a);
-      b.add_row(-1e30, big_m - 1, c);
-      continue;
-    }
-    if (f.k < f.t) b.add_row(-1e30, 0, {{f.col, 1}, {m.r(f.t, f.k), -1}});
-    if (s_next >= 0) b.add_row(-1e30, 1, {{f.col, 1}, {s_next, 1}});
-    for (int j : lu)
-      if (m.r(f.t, j) >= 0) b.add_row(-1e30, 1, {{f.col, 1}, {m.r(f.t, j), 1}});
-  }
-  // Link rows: sum_k FREE[t,i,k] + S[t+1,i] <= S[t,i] + R[t,i] (see the Note).
-  if (!paper) {
-    std::vector<std::vector<int>> frees_of(size_t(n) * n);  // [t*n+i] -> FREE columns
-    for (const auto& f : m.free_vars) frees_of[size_t(f.t) * n + f.i].push_back(f.col);
-    for (int t = 0; t < n; ++t)
-      for (int i = 0; i <= t; ++i) {
-        const auto& cols = frees_of[size_t(t) * n + i];
-        if (cols.empty()) continue;
-        std::vector<std::pair<int, double>> e;
-        for (int col : cols) e.push_back({col, 1});
-        e.push_back({t + 1 < n ? m.s(t + 1, i) : -1, 1});
-        e.push_back({m.r(t, i), -1});
-        e.push_back({i < t ? m.s(t, i) : -1, -1});
-        b.add_row(-1e30, 0, e);
-      }
-  }
-  // U recurrence and memory rows.
-  std::vector<std::vector<int>> frees_after(size_t(n) * n);  // [t*n+k] -> indices into free_vars
-  for (size_t v = 0; v < m.free_vars.size(); ++v)
-    frees_after[size_t(m.free_vars[v].t) * n + m.free_vars[v].k].push_back(int(v));
-  for (int t = 0; t < n; ++t) {
-    std::vector<std::pair<int, double>> e{{m.u(t, 0), 1}, {m.r(t, 0), -bytes(0)}};
-    for (int i = 0; i < t; ++i) e.push_back({m.s(t, i), -bytes(i)});
-    b.add_row(constant, constant, e);
-    for (int k = 1; k <= t; ++k) {
-      std::vector<std::pair<int, double>> r{
-          {m.u(t, k), 1}, {m.u(t, k - 1), -1}, {m.r(t, k), -bytes(k)}};
-      for (int v : frees_after[size_t(t) * n + k - 1])
-        r.push_back({m.free_vars[v].col, bytes(m.free_vars[v].i)});
-      b.add_row(0, 0, r);
-    }
-    for (int k = 0; k <= t; ++k) {
-      if (m.r(t, k) < 0) continue;
-      if (min_peak) {
-        b.add_row(-1e30, 0, {{m.u(t, k), 1}, {m.r(t, k), ws(k)}, {m.p_col, -1}});
-      } else if (k < t && p.nodes[k].workspace_bytes > 0) {
-        b.add_row(-1e30, cap, {{m.u(t, k), 1}, {m.r(t, k), ws(k)}});
-      }
-    }
-  }
-  if (min_peak || opt.cost_cap > 0) {  // MinCost: an optional cap (max batch's probes)
-    std::vector<std::pair<int, double>> e;
-    for (int t = 0; t < n; ++t)
-      for (int i = 0; i <= t; ++i)
-        if (m.r(t, i) >= 0) e.push_back({m.r(t, i), p.nodes[i].cost / m.cost_scale});
-    b.add_row(-1e30, opt.cost_cap / m.cost_scale * (1 + 1e-9), e);
-  }
-  b.finish();
+  MilpAssembly(p, opt, m).build();
   return m;
 }
 

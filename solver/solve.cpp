@@ -129,60 +129,98 @@ struct Incumbent {
 // the full round's first search reaches its cap, the graph has too many held sets and the
 // searches stop (a few seconds lost); the exact search runs only after a keep-only search
 // that finished.
-std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
-                                        std::string* why) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto left = [&] {
-    return opt.time_limit_seconds -
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  // Each stage is announced, and what it found reported, so a progress line shows the best
-  // schedule and bound between the MILPs' own reports (the times are the line's).
-  double bound = 0;
-  Incumbent best{p, budget, std::nullopt, 0};
-  auto report = [&] {
-    if (opt.progress) opt.progress(0, best.s ? best.cost : -1, bound, opt.progress_user);
-  };
-  auto phase = [&](const char* name) {
+// One checkmate search (Note [checkmate at scale]): the clock, the best schedule and the
+// largest proven bound, and the steps that improve them. Each step is announced, and what it
+// found reported, so a progress line shows the best schedule and bound between the MILPs' own
+// reports (the times are the line's).
+class CheckmateSearch {
+ public:
+  CheckmateSearch(const Problem& p, int64_t budget, const SolveOptions& opt)
+      : p_(p), budget_(budget), opt_(opt), t0_(std::chrono::steady_clock::now()),
+        best_{p, budget, std::nullopt, 0}, small_(full_milp_is_small(p)),
+        searchable_(p.size() <= kHeldSetMaxNodes) {
+    for (const auto& nd : p.nodes) bound_ += nd.cost;
+  }
+
+  // The steps in order; nullopt with `why` when nothing fits (or nothing was found in time).
+  std::optional<Schedule> run(std::string* why) {
+    baselines();
+    if (!lp_rounding(why)) return std::nullopt;
+    smaller_budgets();
+    moment_milp();
+    bool fits = held_sets(kHeldSetQuick, kHeldSetQuick, 0.1, false);
+    // A short Checkmate MILP where it is small: it proves VGG-like graphs in seconds.
+    if (fits && small_ && left() > 0.5 && open_gap()) full_milp(0.1 * left());
+    if (fits) fits = held_sets(kHeldSetProbe, kHeldSetTransitions, 0.6, true);
+    if (!fits) {
+      *why = "no schedule fits the budget (held-set search, exhaustive: a proof)";
+      return std::nullopt;
+    }
+    if (small_ && left() > 0.5 && open_gap()) full_milp(0.3 * left());
+    if (!relaxation_milp(why)) return std::nullopt;
+    if (!best_.s) {
+      *why = "no schedule found within the time limit (" + lp_why_ + ")";
+      return std::nullopt;
+    }
+    local_improvement();
+    return result();
+  }
+
+ private:
+  double left() const {
+    return opt_.time_limit_seconds -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  void report() {
+    if (opt_.progress) opt_.progress(0, best_.s ? best_.cost : -1, bound_, opt_.progress_user);
+  }
+  void phase(const char* name) {
     report();
-    if (opt.phase) opt.phase(name, opt.progress_user);
-  };
-  std::string source = "every node runs once";
-  for (const auto& nd : p.nodes) bound += nd.cost;
-  phase("baselines");
-  best.offer(best_baseline(p, budget, opt.time_limit_seconds / 10));
-  if (opt.candidates)  // Note [monotone sweeps]
-    for (const Schedule& c : *opt.candidates) best.offer(c);
-  auto raise = [&](double b, const std::string& why) {
-    if (b > bound) bound = b, source = why;
-  };
-  MomentBound moment;
-  {  // Note [moment bounds]: LPs of milliseconds to a second; at most a tenth of the limit
+    if (opt_.phase) opt_.phase(name, opt_.progress_user);
+  }
+  void raise(double b, const std::string& why) {
+    if (b > bound_) bound_ = b, source_ = why;
+  }
+  void solved(const std::string& m) {
+    if (!m.empty()) models_ += (models_.empty() ? "" : "; ") + m;
+  }
+  bool open_gap() const {
+    return !best_.s || (best_.cost - bound_) / best_.cost > opt_.relative_gap;
+  }
+
+  // Step 1, and the moment bounds (Note [moment bounds]: LPs of milliseconds to a second; at
+  // most a tenth of the limit).
+  void baselines() {
+    phase("baselines");
+    best_.offer(best_baseline(p_, budget_, opt_.time_limit_seconds / 10));
+    if (opt_.candidates)  // Note [monotone sweeps]
+      for (const Schedule& c : *opt_.candidates) best_.offer(c);
     phase("moment bounds");
-    moment = moment_lower_bound(p, budget, std::max(0.05, left() / 10));
-    raise(moment.bound, moment.source);
+    moment_ = moment_lower_bound(p_, budget_, std::max(0.05, left() / 10));
+    raise(moment_.bound, moment_.source);
   }
-  std::string models;
-  auto solved = [&](const std::string& m) {
-    if (!m.empty()) models += (models.empty() ? "" : "; ") + m;
-  };
-  LpBasis basis;
-  double lp_bound = 0;
-  std::string lp_why;
-  SolveOptions lp_opt = opt;
-  lp_opt.time_limit_seconds = std::max(0.05, left());
-  lp_opt.phase = nullptr;  // its stages are this one
-  phase("LP relaxation and rounding");
-  std::string lp_source;
-  std::optional<Schedule> lp =
-      solve_lp_rounding(p, budget, lp_opt, &lp_bound, &basis, &lp_why, &lp_source);
-  raise(lp_bound, lp_source);  // a proof whether or not a rounding fitted
-  if (lp) solved(lp->models);
-  if (!best.s && lp_why.find("(a proof)") != std::string::npos) {
-    *why = lp_why;
-    return std::nullopt;
+
+  // Step 2: what `lp` does, with the rest of the limit. False (and `why`) when its LP proves
+  // that nothing fits.
+  bool lp_rounding(std::string* why) {
+    double lp_bound = 0;
+    lp_opt_ = opt_;
+    lp_opt_.time_limit_seconds = std::max(0.05, left());
+    lp_opt_.phase = nullptr;  // its stages are this one
+    phase("LP relaxation and rounding");
+    std::string lp_source;
+    std::optional<Schedule> lp =
+        solve_lp_rounding(p_, budget_, lp_opt_, &lp_bound, &basis_, &lp_why_, &lp_source);
+    raise(lp_bound, lp_source);  // a proof whether or not a rounding fitted
+    if (lp) solved(lp->models);
+    if (!best_.s && lp_why_.find("(a proof)") != std::string::npos) {
+      *why = lp_why_;
+      return false;
+    }
+    best_.offer(std::move(lp));
+    return true;
   }
-  best.offer(std::move(lp));
+
   // Note [smaller budgets]
   // Every schedule that fits a smaller budget fits this one, and the LP's roundings and their
   // repair can fit near the minimum budget where they fit nothing above it: U-Net on MobileNet
@@ -190,41 +228,44 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
   // 713 MB, lp found 1.99x in 3 s and checkmate 1.71x. With nothing found yet, the rounding
   // runs again at budgets between the minimum and this one, nearest first, each with a quarter
   // of the time left; the later stages start from what it finds (there: 1.029x, gap 0.95 %).
-  for (int k = 2; k >= 0 && !best.s && left() > 0.5; --k) {
-    const int64_t lowest = problem_min_budget(p);
-    const int64_t smaller = lowest + (budget - lowest) / 4 * k;  // budget >= lowest here
-    if (smaller == budget) continue;
-    SolveOptions so = lp_opt;
-    so.time_limit_seconds = left() / 4;
-    best.offer(solve_lp_rounding(p, smaller, so));
+  void smaller_budgets() {
+    for (int k = 2; k >= 0 && !best_.s && left() > 0.5; --k) {
+      const int64_t lowest = problem_min_budget(p_);
+      const int64_t smaller = lowest + (budget_ - lowest) / 4 * k;  // budget >= lowest here
+      if (smaller == budget_) continue;
+      SolveOptions so = lp_opt_;
+      so.time_limit_seconds = left() / 4;
+      best_.offer(solve_lp_rounding(p_, smaller, so));
+    }
   }
-  const bool small = full_milp_is_small(p);
-  auto open_gap = [&] { return !best.s || (best.cost - bound) / best.cost > opt.relative_gap; };
+
   // The strongest moment, in binary; not with under 5 s left: Cbc's child process may overrun
   // its share by half a second (Note [hard solver deadline]), all of a short limit (a sweep's
   // 0.5 s solves under ASan found schedules at 3 of 6 budgets where they had found 4).
-  if (moment.node >= 0 && left() > 5 && open_gap()) {
+  void moment_milp() {
+    if (moment_.node < 0 || left() <= 5 || !open_gap()) return;
     phase("moment MILP");
-    SolveOptions mo = opt;
+    SolveOptions mo = opt_;
     mo.time_limit_seconds = std::min(left() / 10, 10.0);
-    const MomentBound mm = moment_milp_bound(p, budget, moment.node, mo);
+    const MomentBound mm = moment_milp_bound(p_, budget_, moment_.node, mo);
     raise(mm.bound, mm.source);
   }
-  auto full_milp = [&](double seconds) {
+
+  void full_milp(double seconds) {
     phase("Checkmate MILP");
-    SolveOptions mo = opt;
+    SolveOptions mo = opt_;
     mo.time_limit_seconds = seconds;
     std::optional<Schedule> m =
-        solve_checkmate_milp(p, budget, mo, best.s ? &*best.s : nullptr, &basis);
+        solve_checkmate_milp(p_, budget_, mo, best_.s ? &*best_.s : nullptr, &basis_);
     if (m) solved(m->models);
     if (m && m->lower_bound > 0) raise(m->lower_bound, "Checkmate MILP bound");
-    if (m && m->status == "optimal") raise(simulate(p, *m).total_cost, "Checkmate MILP optimum");
-    best.offer(std::move(m));
-  };
+    if (m && m->status == "optimal") raise(simulate(p_, *m).total_cost, "Checkmate MILP optimum");
+    best_.offer(std::move(m));
+  }
+
   // Note [held sets in checkmate]. Returns false when the exact search proves that nothing fits.
-  bool searchable = p.size() <= kHeldSetMaxNodes;
-  auto held_sets = [&](int64_t probe_cap, int64_t cap, double share, bool probe_decides) {
-    if (!searchable || left() <= 0.5 || !open_gap()) return true;
+  bool held_sets(int64_t probe_cap, int64_t cap, double share, bool probe_decides) {
+    if (!searchable_ || left() <= 0.5 || !open_gap()) return true;
     phase("held-set search");
     const double stop_at = left() * (1 - share);
     auto limits = [&](int64_t transitions) {
@@ -234,72 +275,90 @@ std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const 
     int64_t transitions = probe_cap;
     bool finished = false;  // the last keep-only search
     for (double step = 0.005; left() > stop_at && open_gap(); step *= 4, transitions = cap) {
-      const double rising = bound > 0 && step < 1e6 ? bound * (1 + step) : kNoCeiling;
-      const bool last = best.s ? rising >= best.cost : rising == kNoCeiling;
-      const double ceiling = last && best.s ? best.cost * (1 + 1e-9) : rising;
+      const double rising = bound_ > 0 && step < 1e6 ? bound_ * (1 + step) : kNoCeiling;
+      const bool last = best_.s ? rising >= best_.cost : rising == kNoCeiling;
+      const double ceiling = last && best_.s ? best_.cost * (1 + 1e-9) : rising;
       HeldSetSearch ko =
-          held_set_search(p, budget, ceiling, HeldSetSpace::KeepOnly, limits(transitions));
+          held_set_search(p_, budget_, ceiling, HeldSetSpace::KeepOnly, limits(transitions));
       const bool found = ko.best.has_value();
       finished = ko.complete;
-      best.offer(std::move(ko.best));
+      best_.offer(std::move(ko.best));
       if (probe_decides && ko.capped && transitions == probe_cap) {
-        searchable = false;  // too many held sets
+        searchable_ = false;  // too many held sets
         return true;
       }
       if (found || !ko.complete || last) break;
     }
     if (!finished || left() <= 0.5 || !open_gap()) return true;
-    HeldSetSearch exact = held_set_search(p, budget, best.s ? best.cost * (1 + 1e-9) : kNoCeiling,
-                                          HeldSetSpace::Exact, limits(cap));
+    HeldSetSearch exact =
+        held_set_search(p_, budget_, best_.s ? best_.cost * (1 + 1e-9) : kNoCeiling,
+                        HeldSetSpace::Exact, limits(cap));
     if (!exact.complete) return true;
     solved("held-set search");
-    if (!exact.best && !best.s) return false;
-    best.offer(std::move(exact.best));
-    raise(best.cost, "held-set search (exact)");
+    if (!exact.best && !best_.s) return false;
+    best_.offer(std::move(exact.best));
+    raise(best_.cost, "held-set search (exact)");
     return true;
-  };
-  bool fits = held_sets(kHeldSetQuick, kHeldSetQuick, 0.1, false);
-  // A short Checkmate MILP where it is small: it proves VGG-like graphs in seconds.
-  if (fits && small && left() > 0.5 && open_gap()) full_milp(0.1 * left());
-  if (fits) fits = held_sets(kHeldSetProbe, kHeldSetTransitions, 0.6, true);
-  if (!fits) {
-    *why = "no schedule fits the budget (held-set search, exhaustive: a proof)";
-    return std::nullopt;
   }
-  if (small && left() > 0.5 && open_gap()) full_milp(0.3 * left());
-  if (left() > 0.5 && open_gap()) {
+
+  // Step 5. False (and `why`) when it proves that nothing fits.
+  bool relaxation_milp(std::string* why) {
+    if (left() <= 0.5 || !open_gap()) return true;
     phase("relaxation MILP");
-    RelaxationSearch rm = relaxation_milp_search(p, budget, opt, 0.8 * left(),
-                                                 best.s ? &*best.s : nullptr);
+    RelaxationSearch rm = relaxation_milp_search(p_, budget_, opt_, 0.8 * left(),
+                                                 best_.s ? &*best_.s : nullptr);
     raise(rm.bound, rm.bound_source);
     solved(rm.model);
-    best.offer(std::move(rm.best));
-    if (!best.s && rm.infeasible) {
+    best_.offer(std::move(rm.best));
+    if (!best_.s && rm.infeasible) {
       *why = rm.failure;
-      return std::nullopt;
+      return false;
     }
-    if (!best.s && !rm.failure.empty()) lp_why += "; " + rm.failure;
+    if (!best_.s && !rm.failure.empty()) lp_why_ += "; " + rm.failure;
+    return true;
   }
-  if (!best.s) {
-    *why = "no schedule found within the time limit (" + lp_why + ")";
-    return std::nullopt;
-  }
-  if (left() > 0 && open_gap()) {
+
+  // Step 6.
+  void local_improvement() {
+    if (left() <= 0 || !open_gap()) return;
     phase("local improvement");
-    best.offer(schedule_improve(p, *best.s, budget, left()));
+    best_.offer(schedule_improve(p_, *best_.s, budget_, left()));
     if (left() > 0 && open_gap())
-      best.offer(schedule_improve_repairing(p, *best.s, budget, left()));
+      best_.offer(schedule_improve_repairing(p_, *best_.s, budget_, left()));
   }
-  Schedule s = std::move(*best.s);
-  const double cost = best.cost;
-  s.strategy = "checkmate";
-  s.lower_bound = std::min(cost, bound);
-  s.bound_source = source;
-  s.models = models;
-  const double gap = cost > 0 ? (cost - s.lower_bound) / cost : 0;
-  s.status = gap <= opt.relative_gap ? "optimal" : left() <= 0 ? "time-limit" : "feasible";
-  s.solve_seconds = opt.time_limit_seconds - left();
-  return s;
+
+  Schedule result() {
+    Schedule s = std::move(*best_.s);
+    const double cost = best_.cost;
+    s.strategy = "checkmate";
+    s.lower_bound = std::min(cost, bound_);
+    s.bound_source = source_;
+    s.models = models_;
+    const double gap = cost > 0 ? (cost - s.lower_bound) / cost : 0;
+    s.status = gap <= opt_.relative_gap ? "optimal" : left() <= 0 ? "time-limit" : "feasible";
+    s.solve_seconds = opt_.time_limit_seconds - left();
+    return s;
+  }
+
+  const Problem& p_;
+  const int64_t budget_;
+  const SolveOptions& opt_;
+  const std::chrono::steady_clock::time_point t0_;
+  double bound_ = 0;                             // the largest proven lower bound
+  std::string source_ = "every node runs once";  // what proves it
+  Incumbent best_;
+  std::string models_;    // the models solved, for Schedule::models
+  MomentBound moment_;
+  LpBasis basis_;         // step 2's LP basis, for the Checkmate MILP's root
+  SolveOptions lp_opt_;   // step 2's options, for the smaller budgets
+  std::string lp_why_;    // why step 2 found nothing (when it did not)
+  const bool small_;      // full_milp_is_small
+  bool searchable_;       // held-set searches still worth running
+};
+
+std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
+                                        std::string* why) {
+  return CheckmateSearch(p, budget, opt).run(why);
 }
 
 }  // namespace

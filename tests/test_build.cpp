@@ -225,11 +225,18 @@ TEST(BuildErrors, Optimizer) {
   y.lines[5] = "optimizer: {op: sgd, momentun: 0.9}";
   EXPECT_THAT(build_error(y), HasSubstr(y.at("momentun") + ": optimizer: field 'momentun': "
                                                            "unknown field for op 'sgd'"));
+  // The optimizer's op is named among the optimizers, with the nearest one (a layer op is not
+  // offered: "sgdd" listed every op of the model before).
   y.lines[5] = "optimizer: {op: relu}";
-  EXPECT_THAT(build_error(y), HasSubstr(y.at("relu") + ": optimizer: op 'relu' is not an "
-                                                       "optimizer"));
+  EXPECT_THAT(build_error(y), HasSubstr(y.at("relu") + ": optimizer: field 'op': 'relu' is a "
+                                                       "layer op, not an optimizer (known: sgd)"));
   y.lines[5] = "optimizer: {op: lbfgs}";
-  EXPECT_THAT(build_error(y), HasSubstr(y.at("lbfgs") + ": optimizer: unknown op 'lbfgs'"));
+  EXPECT_THAT(build_error(y), HasSubstr(y.at("lbfgs") + ": optimizer: field 'op': unknown "
+                                                        "optimizer 'lbfgs' (known: sgd)"));
+  y.lines[5] = "optimizer: {op: sgdd}";
+  EXPECT_THAT(build_error(y), HasSubstr(y.at("sgdd") + ": optimizer: field 'op': unknown "
+                                                       "optimizer 'sgdd' (did you mean 'sgd'?) "
+                                                       "(known: sgd)"));
 }
 
 // --- The real registry and the shipped configs ------------------------------------------
@@ -310,6 +317,11 @@ TEST(BuildConfigs, RealOpErrorsAtLayerPosition) {
   EXPECT_THAT(e, HasSubstr(y.at("conv3d") + ": layer 'conv1': unknown op 'conv3d' (known: "));
   EXPECT_THAT(e, HasSubstr("conv2d"));
   EXPECT_THAT(e, ::testing::Not(HasSubstr("conv2d_grad")));  // internal ops are not listed
+  y = cnn_yaml();
+  y.lines.insert(y.lines.begin() + 5, "optimizer: {op: sgdd, lr: 0.1}");
+  e = user_error([&] { build_forward_graph(parse_model_config(y.text(), y.source), ops); });
+  EXPECT_THAT(e, HasSubstr(y.at("sgdd") + ": optimizer: field 'op': unknown optimizer 'sgdd' "
+                                          "(did you mean 'sgd'?) (known: adam, adamw, sgd)"));
 }
 
 }  // namespace

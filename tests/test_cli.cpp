@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "runtime/core/check.h"
 #include "tools/common/cli.h"
-#include "tools/common/progress.h"
 
 namespace remat {
 namespace {
@@ -86,100 +87,34 @@ TEST(FlagParser, MistypedFlagsAndTheUsageText) {
   EXPECT_EQ(u.rfind("usage: train [--steps N]", 0), 0u) << u;
 }
 
-// Everything written to `f` since it was opened.
-std::string contents(std::FILE* f) {
-  std::fflush(f);
-  std::rewind(f);
-  std::string s;
-  for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
-  return s;
-}
-
-TEST(ProgressLine, LogModeWritesPlainLinesAtAnInterval) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  ProgressLine line;
-  line.out = f;
-  line.terminal = false;
-  double t = 0;
-  line.clock = [&] { return t; };
-  progress_line_next(&line, "checkmate");
-  for (int k = 0; k <= 60; ++k) {  // 30 s, twice a second
-    t = 0.5 * k;
-    progress_solve(-1, -1, 10, &line);
-  }
-  const std::string s = contents(f);
-  std::fclose(f);
-  EXPECT_EQ(s.find('\r'), std::string::npos) << s;
-  int lines = 0;
-  for (char c : s) lines += c == '\n';
-  EXPECT_EQ(lines, 4) << s;  // at 0, 10, 20 and 30 s
-  EXPECT_NE(s.find("checkmate:"), std::string::npos) << s;
-}
-
-TEST(ProgressLine, NeverGoesBackToNoIncumbent) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  ProgressLine line;
-  line.out = f;
-  line.terminal = false;
-  line.log_interval = 0;
-  double t = 0;
-  line.clock = [&] { return t; };
-  progress_line_next(&line, "checkmate");
-  t = 1, progress_solve(0, -1, 5, &line);
-  t = 2, progress_solve(0, 12, 6, &line);
-  t = 3, progress_solve(0, 1e50, 7, &line);  // a later sub-solve without one: the best is kept
-  t = 4, progress_solve(0, -1, 8, &line);
-  const std::string s = contents(f);
-  std::fclose(f);
-  const size_t first = s.find("incumbent 12");
-  ASSERT_NE(first, std::string::npos) << s;
-  EXPECT_EQ(s.find("no incumbent", first), std::string::npos) << s;
-  EXPECT_NE(s.find("4.0s  incumbent 12  bound 8  gap 33.33%"), std::string::npos) << s;
-}
-
-// The time is the line's own (a sub-solver restarting its clock does not show), a proven bound
-// never goes down (a later model's weaker bound is not shown), and a new phase shows at once in
-// a log, between the interval's lines.
-TEST(ProgressLine, OwnClockRisingBoundAndPhases) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  ProgressLine line;
-  line.out = f;
-  line.terminal = false;
-  double t = 100;
-  line.clock = [&] { return t; };
-  progress_line_next(&line, "checkmate");
-  t = 100.2, progress_phase("baselines", &line);
-  t = 101, progress_phase("LP relaxation and rounding", &line);
-  t = 103, progress_solve(0.1, 50, 3.94796e9, &line);  // 0.1: the sub-solver's own clock
-  t = 120, progress_solve(0.2, 50, 3.94495e9, &line);
-  const std::string s = contents(f);
-  std::fclose(f);
-  EXPECT_NE(s.find("checkmate:     0.2s  [baselines]  no incumbent yet"), std::string::npos) << s;
-  EXPECT_NE(s.find("checkmate:     1.0s  [LP relaxation and rounding]"), std::string::npos) << s;
-  EXPECT_NE(s.find("checkmate:    20.0s  [LP relaxation and rounding]  incumbent 50  bound "
-                   "3.94796e+09"),
-            std::string::npos)
-      << s;
-  EXPECT_EQ(s.find("3.94495e+09"), std::string::npos) << s;
-}
-
-TEST(ProgressLine, TerminalModeRedrawsOneLine) {
-  std::FILE* f = std::tmpfile();
-  ASSERT_NE(f, nullptr);
-  ProgressLine line;
-  line.out = f;
-  line.terminal = true;
-  progress_line_next(&line, "lp");
-  progress_solve(1, 3, 2, &line);
-  progress_solve(2, 3, 2.5, &line);
-  progress_line_next(&line, "");
-  const std::string s = contents(f);
-  std::fclose(f);
-  EXPECT_EQ(std::count(s.begin(), s.end(), '\r'), 2) << s;
-  EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1) << s;
+// A stray word names the flag before it when it is most likely the rest of that flag's value:
+// `--budget 9 MB` said "override 'MB': expected KEY=VALUE" and never named --budget.
+TEST(FlagParser, AStrayWordNamesTheFlagBeforeIt) {
+  auto error_of = [](std::vector<const char*> argv, bool overrides) {
+    FlagParser f("train", "trains");
+    f.add("budget", "BYTES", "budget").add("steps", "N", "steps");
+    if (overrides) f.allow_positional("KEY=VALUE", "config overrides");
+    try {
+      f.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(error_of({"train", "--budget", "9", "MB", "--steps", "3"}, true)
+                .rfind("train: --budget 9: 'MB' is neither a flag nor KEY=VALUE (did you mean "
+                       "--budget 9MB?)",
+                       0),
+            0u)
+      << error_of({"train", "--budget", "9", "MB"}, true);
+  EXPECT_NE(error_of({"train", "--budget", "9", "MB"}, false)
+                .find("train: --budget 9: unexpected argument 'MB' (did you mean --budget 9MB?)"),
+            std::string::npos);
+  EXPECT_EQ(error_of({"train", "--budget=9", "lr"}, true)
+                .rfind("train: 'lr' is neither a flag nor KEY=VALUE\n", 0),
+            0u)
+      << error_of({"train", "--budget=9", "lr"}, true);
+  EXPECT_EQ(error_of({"train", "--budget", "9MB", "optimizer.lr=0.1"}, true), "(accepted)");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "models/config.h"
@@ -219,6 +221,27 @@ TEST_F(ImageData, BadImagesAreNamedOrSkippedWithACount) {
   EXPECT_EQ(b.y[6], 1);
   EXPECT_EQ(std::vector<float>(b.x.begin() + 6 * 768, b.x.begin() + 7 * 768),
             std::vector<float>(b.x.begin() + 7 * 768, b.x.begin() + 8 * 768));
+}
+
+// --skip-bad-samples counts the replacements in the batches the steps took: the prefetching
+// loader makes batches ahead, and one that no step takes (past the last step) does not count.
+TEST_F(ImageData, SkippedSamplesCountOnlyTheBatchesTaken) {
+  classification_tree();
+  write("tree/dog/broken.jpg", std::string("\xFF\xD8\xFF\xE0", 4) + std::string(200, 'x'));
+  const ModelConfig cfg = config("{source: folder, path: tree, augment: false}");
+  LoaderOptions skip;
+  skip.skip_bad_samples = true;
+  // Batches of 3 in sorted order: broken.jpg (sample 6) is in the third batch (step 2).
+  PrefetchSource ahead(make_data_source(cfg, images(3), classes(3), dir_, {}, skip),
+                       3 * 3 * 16 * 16 * 4, 3 * 4, 2);
+  ahead.acquire(0);
+  ahead.acquire(1);  // step 2 is being made ahead, or made
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(ahead.skipped_samples(), 0) << "step 2's batch was made, not taken";
+  ahead.acquire(2);
+  EXPECT_EQ(ahead.skipped_samples(), 1);
+  ahead.acquire(3);
+  EXPECT_EQ(ahead.skipped_samples(), 1);
 }
 
 // A segmentation pair whose colour says its label: red pixels are class 1, blue ones class 2

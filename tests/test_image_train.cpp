@@ -56,6 +56,13 @@ TEST(EvalMetrics, ClassificationByHand) {
   a.add_vector(m.to_vector());
   EXPECT_EQ(a.count, 4);
   EXPECT_NEAR(a.top1_rate(), 0.75, 1e-12);
+  // Top-5 is reported only with more than 5 classes (with 4 it is always 100 %).
+  m.classes = 4;
+  EXPECT_EQ(m.describe().find("top-5"), std::string::npos) << m.describe();
+  EXPECT_EQ(m.json_fields().find("val_top5"), std::string::npos) << m.json_fields();
+  m.classes = 6;
+  EXPECT_NE(m.describe().find("top-5 100.00%"), std::string::npos) << m.describe();
+  EXPECT_NE(m.json_fields().find("\"val_top5\": 1,"), std::string::npos) << m.json_fields();
 }
 
 TEST(EvalMetrics, SegmentationByHand) {

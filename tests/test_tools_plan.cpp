@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,6 +99,20 @@ TEST_F(ToolsTest, PlanConfigJsonLinesAreConsistent) {
   EXPECT_FALSE(cost.count("all-keep")) << "all-keep peaks at " << hi << " > budget " << budget;
   ASSERT_TRUE(cost.count("checkmate")) << r.out;
   for (const auto& [name, c] : cost) EXPECT_LE(cost["checkmate"], c * (1 + 1e-4)) << name;
+}
+
+// The all-keep row shows what keeping everything needs even when it does not fit (the README's
+// way of choosing a budget), marked as over the budget.
+TEST_F(ToolsTest, PlanShowsKeepEverythingsPeakOverTheBudget) {
+  RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 9MB --strategies "
+                                  "all-keep,chen-greedy");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::regex row("\nall-keep +no +- +- +10\\.95 MB\\* +[0-9.]+ +-  \\* over the budget "
+                       "9\\.00 MB\n");
+  EXPECT_TRUE(std::regex_search(r.out, row)) << r.out;
+  RunResult fits = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies all-keep");
+  EXPECT_TRUE(std::regex_search(fits.out, std::regex("\nall-keep +yes .* 10\\.95 MB ")))
+      << fits.out;
 }
 
 TEST_F(ToolsTest, PlanWriteProblemRoundTrips) {

@@ -259,6 +259,12 @@ TEST_F(ToolsTest, AMemoryFigureAboveALargeConstantUsesItsHeight) {
                                   " --strategies chen-greedy,checkmate --time-limit 3 --log-level 0 --svg '" +
                                   path("figs") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* strategy : {"chen-greedy", "checkmate"}) {  // said, as the other tools do
+    const std::string base = path("figs") + "/" + strategy;
+    EXPECT_NE(r.out.find("wrote " + base + "-schedule.svg and " + base + "-memory.svg\n"),
+              std::string::npos)
+        << r.out;
+  }
   for (const char* strategy : {"chen-greedy", "checkmate"}) {
     const std::string mem = read_whole_file(path("figs/") + strategy + "-memory.svg");
     ASSERT_FALSE(mem.empty()) << strategy << ": " << r.out;

@@ -1,6 +1,6 @@
 // `train` and the planning tools as a user runs them (issue 14): logs without carriage returns,
-// safe stopping on a signal, periodic checkpoints, metrics, config overrides, exit codes, human
-// units and the small wording fixes. Every case runs the tools as processes.
+// periodic checkpoints, metrics, config overrides, exit codes, human units and the small wording
+// fixes (stopping on a signal: test_train_stop.cpp). Every case runs the tools as processes.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -88,110 +88,6 @@ TEST_F(TrainCli, ResumingACheckpointThatIsDoneIsAnErrorAndKeepsIt) {
   EXPECT_EQ(read_whole_file(ck), before) << "the checkpoint was rewritten";
 }
 
-// ---- stopping on a signal (Note [graceful stop]) --------------------------------------------
-// SIGINT to a running `train --save`: it finishes the step, writes the checkpoint, prints the
-// summary and exits 130; resuming from it equals an uninterrupted run bit for bit.
-TEST_F(TrainCli, SigintSavesACheckpointThatResumesBitIdentically) {
-  const std::string ck = path("stopped.safetensors"), out = path("run.out");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' " +
-                            small("--steps 1000000 --save '" + ck + "'") + " >'" + out + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  // Wait for a few steps, then interrupt.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (read_whole_file(out).find(" 3/1000000 ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  const std::string log = read_whole_file(out);
-  ASSERT_TRUE(WIFEXITED(status)) << log;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
-  EXPECT_NE(log.find("stopped by SIGINT after step "), std::string::npos) << log;
-  EXPECT_NE(log.find("stopped: "), std::string::npos) << "the summary is printed:\n" << log;
-  EXPECT_NE(log.find("to continue: "), std::string::npos) << log;
-  EXPECT_NE(log.find(" --resume " + ck), std::string::npos) << log;
-  ASSERT_TRUE(exists(ck)) << log;
-  const int64_t k = std::stoll(safetensors_load(ck).metadata.at("step"));
-  ASSERT_GE(k, 3);
-  ASSERT_LT(k, 1000000);
-  const std::string steps = " --steps " + std::to_string(k + 2);
-  ASSERT_EQ(run(TRAIN_EXE, small(steps + " --resume '" + ck + "' --save '" + path("a.safetensors") + "'")).code, 0);
-  ASSERT_EQ(run(TRAIN_EXE, small(steps + " --save '" + path("b.safetensors") + "'")).code, 0);
-  const SafeTensorFile a = safetensors_load(path("a.safetensors"));
-  const SafeTensorFile b = safetensors_load(path("b.safetensors"));
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (size_t i = 0; i < a.tensors.size(); ++i)
-    EXPECT_TRUE(a.tensors[i].data == b.tensors[i].data) << a.tensors[i].name;
-}
-
-// One key press delivered twice (two signals within kStopGraceSeconds) is one stop: the step
-// ends, the checkpoint is written, exit 130.
-TEST_F(TrainCli, TwoSignalsWithinTheGracePeriodAreOneStop) {
-  const std::string ck = path("stopped.safetensors"), out = path("run.out");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' " +
-                            small("--steps 1000000 --save '" + ck + "'") + " >'" + out + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (read_whole_file(out).find(" 2/1000000 ") == std::string::npos &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  const std::string log = read_whole_file(out);
-  ASSERT_TRUE(WIFEXITED(status)) << log;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << log;
-  EXPECT_EQ(log.find("stopped at once"), std::string::npos) << log;
-  EXPECT_TRUE(exists(ck)) << "the checkpoint must survive a doubled key press:\n" << log;
-}
-
-// A second signal stops at once: here both arrive while the solver works on ResNet-50 (with a
-// two-minute limit), the second after the grace period, and train is gone long before the
-// limit, with 128 + SIGTERM.
-TEST_F(TrainCli, ASecondSignalStopsAtOnce) {
-  const std::string out = path("run.out");
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const std::string cmd = "exec '" + std::string(TRAIN_EXE) + "' --config '" + test_source_dir() +
-                            "/configs/resnet50.yaml' --batch 2 --budget 400MB --time-limit 120 "
-                            "--steps 2 --save '" + path("ck.safetensors") + "' >'" + out + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  while (read_whole_file(out).find("solving:") == std::string::npos &&
-         std::chrono::steady_clock::now() < start + std::chrono::seconds(90))
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const auto signalled = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past kStopGraceSeconds
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
-  const std::string log = read_whole_file(out);
-  ASSERT_TRUE(WIFEXITED(status)) << log;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << log;
-  EXPECT_LT(waited, 30) << log;
-  EXPECT_NE(log.find("stopped at once (second signal)"), std::string::npos) << log;
-  EXPECT_FALSE(exists(path("ck.safetensors"))) << "nothing trained, nothing written";
-}
-
 // Note [side outputs]: the metrics file meets a full disk (a 8 KiB file-size limit, SIGXFSZ
 // ignored, so writes fail with EFBIG): train says why, keeps the metrics file on its last whole
 // line, trains every step, writes the checkpoint and exits 4.
@@ -244,6 +140,20 @@ TEST_F(TrainCli, SaveEveryKeepsTheLastKAndMetricsHasOneLinePerStep) {
       EXPECT_TRUE(j.contains(k)) << k << " in " << ls[i];
     EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.02);  // small_cnn's
   }
+  // Note [metrics on resume]: resumed from step 4, the file keeps steps 1 to 4 and goes on; the
+  // lines of steps 5 to 7 (of the run that went past that checkpoint) are replaced.
+  RunResult resumed = run(TRAIN_EXE, small("--steps 8 --resume '" + path("ck-step4.safetensors") +
+                                           "' --metrics '" + m + "'"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("metrics: " + m + " continues after step 4 (4 lines kept; 3 lines "
+                             "of later steps or cut short dropped)"),
+            std::string::npos)
+      << resumed.out;
+  const std::vector<std::string> all = lines_of(read_whole_file(m));
+  ASSERT_EQ(all.size(), 8u) << read_whole_file(m);
+  for (size_t i = 0; i < all.size(); ++i)
+    EXPECT_EQ(nlohmann::json::parse(all[i]).at("step"), static_cast<int64_t>(i + 1)) << all[i];
+  EXPECT_EQ(all[3], ls[3]) << "the first run's lines are kept as written";
   RunResult no_save = run(TRAIN_EXE, small("--steps 2 --save-every 1"));
   EXPECT_EQ(no_save.code, 2);
   EXPECT_NE(no_save.err.find("--save-every needs --save"), std::string::npos) << no_save.err;
@@ -310,10 +220,16 @@ TEST_F(TrainCli, CompareReportsTheMeasuredSlowdownAgainstAKeepEverythingRun) {
 // ---- overrides (Note [config overrides]) ------------------------------------------------------
 TEST_F(TrainCli, OverridesAreAppliedAndValidatedLikeTheFile) {
   RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 batch=6 "
-                               "layers.conv1.filters=8 optimizer.lr=0.01 --metrics '" +
-                               path("m.jsonl") + "'");
+                               "layers.conv1.filters=8 optimizer.lr=0.01 optimizer.momentum=0.9 "
+                               "optimizer.nesterov=true --metrics '" + path("m.jsonl") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("batch 6,"), std::string::npos) << r.out;
+  // One line says what each override did: a change, the config's own value, a new key.
+  EXPECT_EQ(lines_of(r.out).at(0),
+            "overrides: batch 32 -> 6, layers.conv1.filters 16 -> 8, optimizer.lr 0.02 -> 0.01, "
+            "optimizer.momentum 0.9 (the config's value: no change), optimizer.nesterov true "
+            "(not in the config)")
+      << r.out;
   const nlohmann::json j = nlohmann::json::parse(lines_of(read_whole_file(path("m.jsonl"))).at(0));
   EXPECT_DOUBLE_EQ(j.at("lr").get<double>(), 0.01);
   RunResult unknown = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 layers.conv1.filtrs=8");

@@ -52,4 +52,8 @@ void MpiSession::abort_job(int code) {
   if (active_) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+void MpiSession::barrier() {
+  if (active_) mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
 }  // namespace remat

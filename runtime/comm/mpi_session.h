@@ -41,6 +41,8 @@ class MpiSession {
 
   // Ends every rank of the job with `code` (MPI_Abort); returns only without MPI.
   void abort_job(int code);
+  // Waits until every rank has called it (MPI_Barrier); returns at once without MPI.
+  void barrier();
 
  private:
   bool active_ = false;

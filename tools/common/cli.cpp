@@ -139,7 +139,21 @@ std::string FlagParser::usage() const {
 
 bool FlagParser::parse(int argc, char** argv) {
   auto short_usage = [&] { return "\nrun '" + program_ + " --help' for the list of flags"; };
+  // A word that is neither a flag nor a positional this tool takes: after a flag's value given
+  // as the next word, most likely the rest of that value (`--budget 9 MB`).
+  std::string last_flag, last_value;  // the flag whose value was the previous word
+  auto stray = [&](const std::string& arg) {
+    const std::string what = positional_name_.empty()
+                                 ? "unexpected argument '" + arg + "'"
+                                 : "'" + arg + "' is neither a flag nor " + positional_name_;
+    if (last_flag.empty()) return UsageError(program_ + ": " + what + short_usage());
+    return UsageError(program_ + ": --" + last_flag + " " + last_value + ": " + what +
+                      " (did you mean --" + last_flag + " " + last_value + arg + "?)" +
+                      short_usage());
+  };
   for (int i = 1; i < argc; ++i) {
+    const std::string value_flag = last_flag;
+    last_flag.clear();
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::cout << usage();
@@ -161,11 +175,17 @@ bool FlagParser::parse(int argc, char** argv) {
         name = name.substr(0, eq);
         has_value = true;
       }
-    } else if (!positional_name_.empty()) {
+    } else {
+      // KEY=VALUE positionals need their '='.
+      const bool takes = !positional_name_.empty() &&
+                         (positional_name_.find('=') == std::string::npos ||
+                          arg.find('=') != std::string::npos);
+      if (!takes) {
+        last_flag = value_flag;
+        throw stray(arg);
+      }
       positional_.push_back(arg);
       continue;
-    } else {
-      throw UsageError(program_ + ": unexpected argument '" + arg + "'" + short_usage());
     }
     auto it = flags_.find(name);
     if (it == flags_.end()) {
@@ -184,6 +204,7 @@ bool FlagParser::parse(int argc, char** argv) {
         throw UsageError(program_ + ": flag --" + name + " needs a value (" +
                          it->second.value_name + ")" + short_usage());
       value = argv[++i];
+      last_flag = name, last_value = value;
     }
     if (given_.count(name)) throw UsageError(program_ + ": flag --" + name + " given twice");
     given_[name] = value;

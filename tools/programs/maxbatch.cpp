@@ -149,6 +149,7 @@ int run(int argc, char** argv) {
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
   progress_line_attach(opt, &line);
+  ProgressTicker ticker(&line);  // Note [progress ticker]
   // Note [gradient accumulation]: the batch searched is a micro-batch; a step takes K of them.
   const int micro_batches = micro_batches_from_flags(flags);
   if (!json) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -94,13 +95,16 @@ std::string memory_svg(const Problem& p, const SimResult& sim, int64_t budget,
   return svg_line_chart(c);
 }
 
-void write_svgs(const std::string& dir, const Problem& p, const SolveResult& r, int64_t budget) {
+// Returns what it wrote, for the "wrote ..." line the tools print.
+std::string write_svgs(const std::string& dir, const Problem& p, const SolveResult& r,
+                       int64_t budget) {
   const std::string base = dir + "/" + r.strategy;
   const std::string head = p.name + " / " + r.strategy + " at " + format_bytes(budget);
   svg_save(schedule_svg(p, r.schedule, head + ": schedule"), base + "-schedule.svg");
   svg_save(memory_svg(p, r.sim, budget,
                       head + ": memory (peak " + format_bytes(r.sim.peak_bytes) + ")"),
            base + "-memory.svg");
+  return base + "-schedule.svg and " + base + "-memory.svg";
 }
 
 int run(int argc, char** argv) {
@@ -134,10 +138,12 @@ int run(int argc, char** argv) {
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
   progress_line_attach(opt, &line);
+  ProgressTicker ticker(&line);  // Note [progress ticker]
   solve_check_budget(p, budget);
   const std::string svg_dir = flags.has("svg") ? flags.get("svg") : "";
   if (!svg_dir.empty()) svg_make_dir(svg_dir);
-  const double keep_cost = simulate(p, all_keep_schedule(p)).total_cost;
+  const SimResult keep = simulate(p, all_keep_schedule(p));
+  const double keep_cost = keep.total_cost;
 
   if (!json) {
     std::printf("problem %s: %d nodes, constant %s, minimum budget %s, budget %s\n",
@@ -147,6 +153,7 @@ int run(int argc, char** argv) {
                 "overhead", "peak", "time(s)", "gap", "status");
   }
   std::optional<SolveResult> chosen;
+  std::vector<std::string> figures;  // --svg: what was written, said after the table
   const auto started = std::chrono::steady_clock::now();
   for (const std::string& name : strategies) {
     progress_line_next(&line, name);
@@ -180,12 +187,17 @@ int run(int argc, char** argv) {
       if (has_bound && !r.schedule.bound_source.empty())
         std::printf("  bound: %.6g from %s\n", r.schedule.lower_bound,
                     r.schedule.bound_source.c_str());
+    } else if (name == "all-keep" && keep.valid && keep.peak_bytes > budget) {
+      // What keeping everything needs, marked as over the budget (README: choosing a budget).
+      std::printf("%-20s %-8s %14s %9s %12s %9.3f %8s  * over the budget %s\n", name.c_str(),
+                  "no", "-", "-", (format_bytes(keep.peak_bytes) + "*").c_str(), r.solve_seconds,
+                  "-", format_bytes(budget).c_str());
     } else {
       std::printf("%-20s %-8s %14s %9s %12s %9.3f %8s  %s\n", name.c_str(), "no", "-", "-", "-",
                   r.solve_seconds, "-", status_of(r).c_str());
     }
     std::fflush(stdout);
-    if (!svg_dir.empty() && r.feasible) write_svgs(svg_dir, p, r, budget);
+    if (!svg_dir.empty() && r.feasible) figures.push_back(write_svgs(svg_dir, p, r, budget));
     bool better = r.feasible && (!chosen || r.sim.total_cost < chosen->sim.total_cost);
     if (better || (strategies.size() == 1 && !chosen)) chosen = std::move(r);
   }
@@ -193,6 +205,8 @@ int run(int argc, char** argv) {
     std::printf("total %.1f s for %zu strategies (--time-limit %s s each)\n",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
                 strategies.size(), flags.get("time-limit").c_str());
+  if (!json)
+    for (const std::string& f : figures) std::printf("wrote %s\n", f.c_str());
   if (flags.has("output")) {
     if (!chosen || !chosen->feasible)
       REMAT_USER_ERROR("plan: no feasible schedule at budget " << format_bytes(budget)

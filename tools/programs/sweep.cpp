@@ -112,6 +112,7 @@ int run(int argc, char** argv) {
   SolveOptions opt = solve_options_from_flags(flags);
   ProgressLine line;
   progress_line_attach(opt, &line);
+  ProgressTicker ticker(&line);  // Note [progress ticker]
   const std::string dir = flags.get("output");
   svg_make_dir(dir);
 

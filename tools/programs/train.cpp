@@ -3,6 +3,7 @@
 // parses flags and dispatches.
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -22,7 +23,12 @@ namespace {
 // Any rank's error ends the whole job: the failing rank prints its message, prefixed with its
 // rank and host, and calls MPI_Abort with its exit code, which makes mpirun stop every other
 // rank (even one blocked in a collective waiting for it) and exit with that code. A rank that
-// dies without a word (a signal) is noticed by mpirun, which also stops the rest.
+// dies without a word (a signal) is noticed by mpirun, which also stops the rest. Not errors of
+// one rank: a usage error, which every rank meets on the same command line (rank 0 alone prints
+// it, and every rank exits with 2 without MPI_Abort: several aborts at once garble mpirun's
+// report); a stop (Note [stopping a data-parallel job]) and a side output's failure (exit 4),
+// which end every rank normally after the same step.
+//
 // The command that continues a stopped run: this one with `--resume CHECKPOINT` instead of any
 // --resume it had (arguments quoted for a POSIX shell where they need it).
 std::string resume_command(int argc, char** argv, const std::string& checkpoint) {
@@ -47,11 +53,10 @@ std::string resume_command(int argc, char** argv, const std::string& checkpoint)
   return cmd + " --resume " + quoted(checkpoint);
 }
 
-int train_main(int argc, char** argv, remat::MpiSession& session) {
-  std::vector<std::string> strategies = remat::strategy_names();
+// The flags `train` takes.
+void declare_flags(remat::FlagParser& f) {
   std::string known;
-  for (const auto& s : strategies) known += (known.empty() ? "" : "|") + s;
-  remat::FlagParser f("train", "Trains a model described in YAML (see README).");
+  for (const auto& s : remat::strategy_names()) known += (known.empty() ? "" : "|") + s;
   f.add("config", "FILE", "model YAML (or --onnx)")
       .add("onnx", "FILE", remat::kOnnxFlagHelp)
       .add("device", "cpu|cuda", "where to train", "cpu")
@@ -102,7 +107,10 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
                                "(and at the start and end; 0: start and end only)", "100")
       .allow_positional("KEY=VALUE", "override a config field, e.g. optimizer.lr=0.01 batch=64 "
                                      "layers.conv1.filters=32");
-  if (!f.parse(argc, argv)) return 0;
+}
+
+// TrainOptions from the parsed flags; UsageError for a flag that is malformed or conflicts.
+remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   remat::TrainOptions opt;
   opt.config = remat::model_file_flag(f, "train");
   if (opt.config.empty())
@@ -117,7 +125,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
   if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
   if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
-  opt.plan.strategy = f.get_choice("strategy", strategies);
+  opt.plan.strategy = f.get_choice("strategy", remat::strategy_names());
   opt.plan.cost_model = f.get("cost-model");
   if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
   if (f.has("plan") && !f.has("budget"))
@@ -164,6 +172,25 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
   opt.check_every = f.get_int("check-every", 0, INT64_MAX);
   for (const char* out : {"trace", "save-plan", "save", "summary", "metrics"})
     if (f.has(out)) remat::check_output_file(f.get(out), std::string("train: --") + out);
+  return opt;
+}
+
+// The command that launched this rank's job, before `train`: "mpirun -np 4 " (OpenMPI),
+// "srun -n 4 " (Slurm), "mpiexec -n 4 " (another launcher); "" for one process. Other launcher
+// options (hosts, MCA parameters) are not known to the ranks.
+std::string launcher_prefix(const remat::MpiSession& session) {
+  if (session.size() <= 1) return "";
+  const std::string n = std::to_string(session.size());
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) return "mpirun -np " + n + " ";
+  if (std::getenv("SLURM_STEP_ID")) return "srun -n " + n + " ";
+  return "mpiexec -n " + n + " ";
+}
+
+int train_main(int argc, char** argv, remat::MpiSession& session) {
+  remat::FlagParser f("train", "Trains a model described in YAML (see README).");
+  declare_flags(f);
+  if (!f.parse(argc, argv)) return 0;
+  const remat::TrainOptions opt = options_from_flags(f);
   if (session.size() > 1) {
     // Rank 0 alone prints progress; the others keep stderr for their errors.
     if (session.rank() != 0 && !std::freopen("/dev/null", "w", stdout))
@@ -172,10 +199,14 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     if (opt.device == "cpu") remat::cpu_gemm_set_threads(cores / session.local_size());
   }
-  remat::StopSignals stop;  // Note [graceful stop]
+  // Note [graceful stop]; under mpirun, Note [stopping a data-parallel job].
+  remat::StopSignals stop(session.size() <= 1  ? remat::StopMessages::All
+                          : session.rank() == 0 ? remat::StopMessages::AtOnceOnly
+                                                : remat::StopMessages::None);
   const remat::TrainSummary sum = remat::run_training(opt, &session);
-  if (sum.stop_signal && !opt.save_file.empty() && sum.steps_done > 0 && session.rank() == 0)
-    std::printf("to continue: %s\n", resume_command(argc, argv, opt.save_file).c_str());
+  if (sum.stop_signal && !opt.save_file.empty() && !sum.losses.empty() && session.rank() == 0)
+    std::printf("to continue: %s%s\n", launcher_prefix(session).c_str(),
+                resume_command(argc, argv, opt.save_file).c_str());
   if (sum.stop_signal) return 128 + sum.stop_signal;
   return sum.side_output_failures.empty() ? 0 : 4;  // Note [side outputs]
 }
@@ -188,10 +219,31 @@ int main(int argc, char** argv) {
   try {
     session = std::make_unique<remat::MpiSession>();
     code = train_main(argc, argv, *session);
+    if (code >= 128 && session->size() > 1) {
+      // Stopped (Note [stopping a data-parallel job]): every rank has done its part. No
+      // MPI_Finalize: after Ctrl-C mpirun is ending the job, and a rank in MPI_Finalize would
+      // wait for its SIGKILL. The barrier keeps a rank's exit from ending rank 0 before it
+      // has printed everything.
+      std::fflush(nullptr);
+      session->barrier();
+      std::_Exit(code);
+    }
+    return code;  // a side output's failure too ends every rank normally
+  } catch (const remat::UsageError&) {
+    // Every rank reads the same command line: rank 0 alone says what is wrong, and no rank
+    // aborts the job (several MPI_Aborts at once garble mpirun's report). _Exit: MPI_Finalize
+    // would wait for a rank that went on; mpirun ends the job at the first non-zero exit.
+    const bool quiet = session && session->size() > 1 && session->rank() != 0;
+    code = quiet ? 2 : remat::report_exception();
+    if (session && session->size() > 1) {
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }
+    return code;
   } catch (...) {
     code = remat::report_exception(session ? session->label() : "");
   }
-  if (code != 0 && session && session->size() > 1) {
+  if (session && session->size() > 1) {
     std::fflush(stderr);
     session->abort_job(code);  // Note [errors in a data-parallel job]
   }

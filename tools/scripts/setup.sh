@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what remat needs on Debian 12 (as root) — only the packages that are missing —
-# then configures and builds into ./build. CUDA is used when nvcc is present.
+# then configures and builds into ./build: everything (the tools and the tests), or only the
+# targets REMAT_BUILD_TARGETS names (space-separated, e.g. "train": run_main.sh). CUDA is used
+# when nvcc is present. One line per phase says what it is doing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,6 +19,8 @@ if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then echo "setup: need root to install packages" >&2; exit 1; fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: the ${#packages[@]} packages needed are installed"
 fi
 
 # nvcc lives in /usr/local/cuda/bin on CUDA machines; CMake looks on PATH.
@@ -24,5 +28,16 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 build=${REMAT_BUILD_DIR:-build}
+echo "setup: configuring $build/"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${REMAT_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build" -j"$(nproc)"
+# What the configuration decided (nvcc found and REMAT_WITH_CUDA not off).
+if grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON' "$build/CMakeCache.txt"; then kind="with CUDA"; else kind="CPU only"; fi
+jobs=$(nproc)
+if [ -n "${REMAT_BUILD_TARGETS:-}" ]; then
+  read -ra targets <<< "$REMAT_BUILD_TARGETS"
+  echo "setup: building ${#targets[@]} target(s) (${targets[*]}), $kind, with $jobs jobs"
+  cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+else
+  echo "setup: building everything (the tools and the tests), $kind, with $jobs jobs"
+  cmake --build "$build" -j"$jobs"
+fi

@@ -1,6 +1,7 @@
 // ParallelJob: communicators, graph agreement, plan sharing and reductions for `train` ranks.
 #include "tools/training/data_parallel.h"
 
+#include <csignal>
 #include <sstream>
 
 #include "runtime/core/check.h"
@@ -65,6 +66,15 @@ int64_t max_over_ranks(ParallelJob& job, int64_t value) {
 double mean_over_ranks(ParallelJob& job, double value) {
   job.host->all_reduce_now(&value, 1, CommType::F64, CommOp::Avg);
   return value;
+}
+
+StepAgreement agree_after_step(ParallelJob& job, double loss, int stop_signal) {
+  double v[3] = {loss, stop_signal == SIGTERM ? 1.0 : 0.0, stop_signal == SIGINT ? 1.0 : 0.0};
+  job.host->all_reduce_now(v, 3, CommType::F64, CommOp::Sum);
+  StepAgreement a;
+  a.loss = v[0] / job.world;  // as CommOp::Avg divides
+  a.stop_signal = v[1] > 0 ? SIGTERM : v[2] > 0 ? SIGINT : 0;
+  return a;
 }
 
 }  // namespace remat

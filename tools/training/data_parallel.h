@@ -44,4 +44,24 @@ ExecutionPlan share_plan(ParallelJob& job, const ExecutionPlan& plan, const Grap
 int64_t max_over_ranks(ParallelJob& job, int64_t value);
 double mean_over_ranks(ParallelJob& job, double value);
 
+// Note [stopping a data-parallel job]
+// Ctrl-C at mpirun reaches the ranks as SIGTERM, and OpenMPI SIGKILLs them a second later
+// (odls_base_sigkill_timeout): enough for the step of a small model and its checkpoint, not for
+// a long step. A signal sent to the ranks themselves (`kill`, a scheduler) leaves them the time
+// they need; it may reach one rank a little before another. The ranks must end after the same step — one that went on into the next
+// step's collectives would wait for the others forever — so the all-reduce that averages a
+// step's loss carries each rank's signal too: after it every rank knows whether any rank was
+// signalled, and by what (SIGTERM before SIGINT). They stop after that step, write the
+// checkpoint together, meet at a barrier and exit with 128 + the signal, as one process does,
+// without MPI_Abort (its banner) and without MPI_Finalize (after Ctrl-C mpirun is ending the job
+// and would leave a rank in it until its SIGKILL); rank 0 alone reports it, on stdout. The job
+// then ends with that code when the ranks were signalled; after Ctrl-C OpenMPI's mpirun exits
+// with 1 whatever its ranks do. Before the first step a signal ends every rank at once (Note
+// [graceful stop]).
+struct StepAgreement {
+  double loss = 0;      // the mean over the ranks
+  int stop_signal = 0;  // SIGTERM or SIGINT when any rank received one, else 0
+};
+StepAgreement agree_after_step(ParallelJob& job, double loss, int stop_signal);
+
 }  // namespace remat

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/core/check.h"
 
@@ -43,8 +44,12 @@ std::string EvalMetrics::describe() const {
   char buf[200];
   switch (kind) {
     case MetricKind::Classification:
-      std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.0f images)",
-                    loss(), 100 * top1_rate(), 100 * top5_rate(), count);
+      if (has_top5())
+        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.0f images)",
+                      loss(), 100 * top1_rate(), 100 * top5_rate(), count);
+      else
+        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%% (%.0f images)", loss(),
+                      100 * top1_rate(), count);
       break;
     case MetricKind::Segmentation:
       std::snprintf(buf, sizeof buf, "val loss %.4f, mean IoU %.2f%%, pixel accuracy %.2f%% (%.0f pixels)",
@@ -62,8 +67,11 @@ std::string EvalMetrics::json_fields() const {
   char buf[256];
   switch (kind) {
     case MetricKind::Classification:
-      std::snprintf(buf, sizeof buf, "\"val_loss\": %.8g, \"val_top1\": %.8g, \"val_top5\": %.8g",
-                    loss(), top1_rate(), top5_rate());
+      std::snprintf(buf, sizeof buf, "\"val_loss\": %.8g, \"val_top1\": %.8g", loss(),
+                    top1_rate());
+      if (has_top5())
+        std::snprintf(buf + std::strlen(buf), sizeof buf - std::strlen(buf),
+                      ", \"val_top5\": %.8g", top5_rate());
       break;
     case MetricKind::Segmentation:
       std::snprintf(buf, sizeof buf, "\"val_loss\": %.8g, \"val_miou\": %.8g, \"val_pixel_accuracy\": %.8g",

@@ -23,14 +23,18 @@ struct EvalMetrics {
   double loss() const { return count > 0 ? loss_sum / count : 0; }
   double top1_rate() const { return count > 0 ? top1 / count : 0; }
   double top5_rate() const { return count > 0 ? top5 / count : 0; }
+  // Top-5 says something only with more than 5 classes (with 5 or fewer it is always 100 %).
+  bool has_top5() const { return kind == MetricKind::Classification && classes > 5; }
   double pixel_accuracy() const;
   // Mean over the classes that occur (in the labels or the predictions) of TP / (TP + FP + FN).
   double mean_iou() const;
   double perplexity() const;
-  // One line for the log: "val loss 1.2345, top-1 45.60%, top-5 78.90% (5000 images)".
+  // One line for the log: "val loss 1.2345, top-1 45.60%, top-5 78.90% (5000 images)" (top-5
+  // only with more than 5 classes).
   std::string describe() const;
 
-  // The --metrics and --summary fields: {"val_loss", "val_top1", "val_top5"} (classification),
+  // The --metrics and --summary fields: {"val_loss", "val_top1", "val_top5"} (classification;
+  // val_top5 only with more than 5 classes),
   // {"val_loss", "val_miou", "val_pixel_accuracy"}, {"val_loss", "val_perplexity"}, and
   // "val_count" (images, pixels or tokens); rates as fractions.
   std::string json_fields() const;

@@ -2,6 +2,7 @@
 #include "tools/training/step_plan.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
@@ -82,9 +83,20 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
     so.log_level = opt.log_level;
     ProgressLine line;  // Note [live lines]
     line.label = "solving";
-    if (opt.log_level >= 1)
+    std::optional<ProgressTicker> ticker;  // Note [progress ticker]
+    if (opt.log_level >= 1) {
       so.progress = progress_solve, so.phase = progress_phase, so.progress_user = &line;
-    SolveResult r = solve(gp.problem, opt.strategy, solver_budget, so);
+      ticker.emplace(&line);
+    }
+    SolveResult r;
+    try {
+      r = solve(gp.problem, opt.strategy, solver_budget, so);
+    } catch (...) {
+      ticker.reset();
+      progress_line_clear(&line);  // the error's line takes its place
+      throw;
+    }
+    ticker.reset();
     progress_line_clear(&line);
     if (!r.feasible)
       REMAT_USER_ERROR("strategy '" << opt.strategy << "' finds no schedule within "

@@ -1,4 +1,5 @@
-// SIGINT/SIGTERM handlers for Note [graceful stop]: a flag on the first, _exit on the second.
+// SIGINT/SIGTERM handlers for Note [graceful stop]: _exit during the set-up; then a flag on the
+// first signal, _exit on the second.
 #include "tools/training/stop_signal.h"
 
 #include <time.h>
@@ -13,10 +14,13 @@ namespace remat {
 
 namespace {
 
-// A signal handler can only reach state through a global; this one is written by the handler
-// and read by the training loop, and is the only state the handlers have.
+// A signal handler can only reach state through globals; these are written by the handler and
+// the training loop, and are the only state the handlers have.
 volatile std::sig_atomic_t g_received = 0;
+volatile std::sig_atomic_t g_graceful = 0;  // the first step has started
 struct timespec g_first_at {};  // when the first signal came (CLOCK_MONOTONIC)
+pid_t g_owner = 0;              // the process that installed them (not a forked solver)
+StopMessages g_messages = StopMessages::All;
 bool g_installed = false;
 struct sigaction g_old_int, g_old_term;
 
@@ -25,27 +29,40 @@ void write_stderr(const char* text) {
   (void)ignored;
 }
 
-// Only async-signal-safe calls here (write, clock_gettime, _exit).
+// Only async-signal-safe calls here (write, getpid, clock_gettime, _exit).
 extern "C" void on_stop_signal(int sig) {
+  if (::getpid() != g_owner) ::_exit(128 + sig);  // a solver child: its parent reports
+  if (g_graceful == 0) {
+    if (g_messages != StopMessages::None)
+      write_stderr(sig == SIGINT ? "\nstopped by SIGINT before the first step (while setting up "
+                                   "or solving): nothing trained, nothing written\n"
+                                 : "\nstopped by SIGTERM before the first step (while setting up "
+                                   "or solving): nothing trained, nothing written\n");
+    ::_exit(128 + sig);
+  }
   struct timespec now {};
   ::clock_gettime(CLOCK_MONOTONIC, &now);
   if (g_received != 0) {
     const double since = static_cast<double>(now.tv_sec - g_first_at.tv_sec) +
                          1e-9 * static_cast<double>(now.tv_nsec - g_first_at.tv_nsec);
     if (since < kStopGraceSeconds) return;  // the same key press, delivered twice
-    write_stderr("\nstopped at once (second signal)\n");
+    if (g_messages != StopMessages::None) write_stderr("\nstopped at once (second signal)\n");
     ::_exit(128 + sig);
   }
   g_first_at = now;
   g_received = sig;
-  write_stderr("\nstopping after this step (signal again after a second to stop at once)\n");
+  if (g_messages == StopMessages::All)
+    write_stderr("\nstopping after this step (signal again after a second to stop at once)\n");
 }
 
 }  // namespace
 
-StopSignals::StopSignals() {
+StopSignals::StopSignals(StopMessages messages) {
   REMAT_CHECK(!g_installed, "StopSignals installed twice");
   g_received = 0;
+  g_graceful = 0;
+  g_owner = ::getpid();
+  g_messages = messages;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -60,8 +77,15 @@ StopSignals::~StopSignals() {
   ::sigaction(SIGTERM, &g_old_term, nullptr);
   g_installed = false;
   g_received = 0;
+  g_graceful = 0;
 }
 
+void stop_signals_graceful() { g_graceful = 1; }
+
 int stop_signal_received() { return g_received; }
+
+const char* stop_signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+}
 
 }  // namespace remat

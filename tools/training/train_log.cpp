@@ -7,11 +7,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/core/check.h"
 #include "tools/common/cli.h"
+#include "tools/common/progress.h"
 
 namespace remat {
 
@@ -44,12 +46,55 @@ std::string metrics_json_line(const StepRecord& r, double elapsed_seconds) {
   return j.dump();
 }
 
+namespace {
+
+// Note [metrics on resume]: a resumed run continues its metrics file. The lines of steps up to
+// the checkpoint's (steps and validations) stay; lines of later steps — written by a run that
+// went on past the checkpoint it is resumed from — and a line cut short go, so that the file
+// holds each step once, in order. The file is then rewritten with those lines, and the new
+// steps are appended.
+struct KeptMetrics {
+  std::string text;   // the lines kept, each with its newline
+  int64_t kept = 0, dropped = 0;
+};
+
+KeptMetrics metrics_through(const std::string& path, int64_t last_step) {
+  KeptMetrics k;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool ours = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    if (ours && j["step"].get<int64_t>() <= last_step) {
+      k.text += line + "\n";
+      ++k.kept;
+    } else {
+      ++k.dropped;
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
 StepLog::StepLog(StepLogOptions opt) : opt_(std::move(opt)) {
   if (opt_.metrics_file.empty()) return;
+  KeptMetrics kept;
+  if (opt_.first_step > 0) kept = metrics_through(opt_.metrics_file, opt_.first_step);
   metrics_fd_ = ::open(opt_.metrics_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (metrics_fd_ < 0)
     REMAT_USER_ERROR("--metrics " << opt_.metrics_file << ": cannot open for writing ("
                                   << std::strerror(errno) << ")");
+  if (kept.kept + kept.dropped == 0) return;
+  write_metrics(kept.text);
+  std::fprintf(opt_.out, "metrics: %s continues after step %lld (%s kept",
+               opt_.metrics_file.c_str(), static_cast<long long>(opt_.first_step),
+               plural(kept.kept, "line").c_str());
+  if (kept.dropped > 0)
+    std::fprintf(opt_.out, "; %s of later steps or cut short dropped",
+                 plural(kept.dropped, "line").c_str());
+  std::fprintf(opt_.out, ")\n");
 }
 
 StepLog::~StepLog() {
@@ -104,7 +149,8 @@ void StepLog::record(const StepRecord& r) {
   const bool first = r.step == opt_.first_step + 1, last = r.step == opt_.total_steps;
   const std::string text = line(r, elapsed);
   if (opt_.terminal && opt_.log_every == 0) {  // one live line (Note [live lines])
-    std::fprintf(opt_.out, "\r%s\033[K", text.c_str());
+    std::fprintf(opt_.out, "\r%s\033[K",
+                 fit_to_columns(text, terminal_columns(opt_.out)).c_str());
     live_open_ = true;
     if (last) end_line();
   } else {

@@ -48,7 +48,8 @@ std::string metrics_json_line(const StepRecord& r, double elapsed_seconds);
 
 class StepLog {
  public:
-  // Opens (truncates) the metrics file; UserError naming it when it cannot be opened.
+  // Opens the metrics file: a new one, or after a resume the same one with the lines up to
+  // first_step (Note [metrics on resume]); UserError naming it when it cannot be opened.
   explicit StepLog(StepLogOptions opt);
   ~StepLog();
   StepLog(const StepLog&) = delete;

@@ -1,13 +1,20 @@
-// The setup half of `train` (training_setup.h): backend, plan and executor, header lines.
+// The set-up of `train` (training_setup.h, training_run.h): config and graphs, backend, job,
+// data, validation, plan and executor, and the header lines that say what was set up.
 #include "tools/training/training_setup.h"
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
 
+#include "models/data.h"
+#include "runtime/comm/mpi_session.h"
 #include "runtime/core/check.h"
+#include "runtime/core/checked.h"
+#include "runtime/graph/autodiff.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
+#include "tools/training/run_summary.h"
+#include "tools/training/training_run.h"
 
 namespace remat {
 
@@ -131,17 +138,160 @@ void print_parallel(const ParallelJob& job, int64_t step_batch, const Persistent
                     const Communicator& grads) {
   int64_t largest = 0;
   for (const auto& b : L.buckets) largest = std::max(largest, b.bytes);
-  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %zu buckets "
+  std::printf("data parallel: %d ranks x batch %lld = global batch %lld; gradients in %s "
               "(largest %s, in place, padding %s) averaged with %s while the backward runs; "
               "optimizer state %s per rank%s\n",
               job.world, static_cast<long long>(step_batch),
-              static_cast<long long>(step_batch * job.world), L.buckets.size(),
+              static_cast<long long>(step_batch * job.world),
+              plural(static_cast<int64_t>(L.buckets.size()), "bucket").c_str(),
               format_bytes(largest).c_str(), format_bytes(L.padding_bytes).c_str(),
               grads.name().c_str(), format_bytes(L.state_kinds * L.state_block_bytes).c_str(),
               L.parallel.shard_optimizer
                   ? (" (sharded: 1/" + std::to_string(job.world) + " of " +
                      format_bytes(L.state_kinds * L.flat_bytes) + ")").c_str()
                   : "");
+}
+
+namespace {
+
+// The config with the flags' overrides, and the training graph.
+void build_run_graph(TrainingRun& run, const TrainOptions& opt) {
+  run.cfg = load_model_config(opt.config, opt.overrides);
+  const std::string overrides = describe_overrides(run.cfg);
+  if (!overrides.empty()) std::printf("%s\n", overrides.c_str());
+  if (opt.seed != 0) run.cfg.seed = opt.seed;
+  if (opt.accumulate) run.cfg.accumulate = *opt.accumulate;
+  run.ops = make_builtin_registry();
+  run.precision = resolve_precision(opt.precision, run.cfg.precision);
+  run.bo.batch = opt.batch;
+  run.bo.input = opt.input;
+  run.bo.sequence = opt.sequence;
+  run.bo.precision = precision_storage(run.precision);
+  Graph fwd = build_forward_graph(run.cfg, run.ops, run.bo);
+  run.g = make_training_graph(fwd, run.ops, run.cfg.optimizer.op, run.cfg.optimizer.attrs,
+                              run.cfg.accumulate);
+}
+
+// The backend, the data-parallel job (several ranks), and this rank's share of a step.
+void open_backend_and_job(TrainingRun& run, const TrainOptions& opt, MpiSession* session) {
+  const bool parallel = session && session->size() > 1;
+  const Graph& g = run.g;
+  run.base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
+  run.backend =
+      make_backend(g, opt, run.precision, parallel ? parallel_cuda_device(*session) : 0);
+  run.job = parallel ? make_parallel_job(*session, *run.backend) : nullptr;
+  ParallelJob* job = run.job.get();
+  if (job) {
+    check_same_graph(*job, g, opt.config);
+    run.eo.parallel = ParallelConfig{job->world, job->rank, opt.shard_optimizer, opt.bucket_bytes};
+    run.eo.grad_comm = job->grads.get();
+    run.eo.op_comm = job->ops.get();
+    run.eo.host_comm = job->host.get();  // the finite check's shared decision
+  }
+  // One step's samples on this rank: K micro-batches of N (Note [gradient accumulation]); the
+  // ranks' together are the global batch.
+  run.step_batch = checked_mul(g.batch, g.micro_batches, "--accumulate", "samples per step");
+  run.layout = persistent_layout(g, run.eo.parallel);
+  if (job && opt.save_every > 0)
+    REMAT_USER_ERROR("--save-every is not available under mpirun with " << job->world
+                     << " ranks yet (a checkpoint of several ranks is one collective write); "
+                        "use --save, which writes at the end and when stopped");
+  run.writer = !job || job->rank == 0;
+}
+
+LoaderOptions loader_options(const TrainOptions& opt) {
+  LoaderOptions loader;
+  loader.threads = opt.data_threads > 0 ? opt.data_threads : default_loader_threads();
+  loader.skip_bad_samples = opt.skip_bad_samples;
+  return loader;
+}
+
+// The training data, prefetched, and validation on the config's `val` data.
+void open_data(TrainingRun& run, const TrainOptions& opt) {
+  const Graph& g = run.g;
+  ParallelJob* job = run.job.get();
+  DataShard shard;
+  if (job)
+    shard = DataShard{job->rank * run.step_batch,
+                      checked_mul(run.step_batch, job->world, "--accumulate", "global batch")};
+  run.step_in = g.value(g.input).desc;
+  run.step_labels = g.value(g.label).desc;
+  run.step_in.shape[0] = run.step_labels.shape[0] = run.step_batch;
+  const LoaderOptions loader = loader_options(opt);
+  // The batches the step reads, in host memory the device reads without staging (pinned on the
+  // GPU): the upload is asynchronous, and the step's final synchronize ends it before the next
+  // acquire hands the slot back to the loader.
+  Backend* host_mem = run.backend.get();
+  const TensorDesc* step_in = &run.step_in;
+  run.data = std::make_unique<PrefetchSource>(
+      make_data_source(run.cfg, run.step_in, run.step_labels, run.cfg.dir, shard, loader),
+      run.step_in.bytes(), run.step_labels.bytes(), 2,
+      HostMemory{[host_mem, step_in](int64_t bytes) {
+                   return backend_alloc(*host_mem, bytes, "a prefetched batch of " +
+                                        shape_str(step_in->shape), /*host=*/true);
+                 },
+                 [host_mem](void* p) { host_mem->host_free(p); }});
+  if (run.cfg.val && !opt.no_eval) {  // validation: its own plan, in the same budget
+    EvalOptions eopt;
+    eopt.plan = opt.plan;
+    eopt.loader = loader;
+    eopt.batches = opt.eval_batches;
+    if (job) {
+      eopt.shard = DataShard{job->rank * g.batch, job->world * g.batch};
+      eopt.host_comm = job->host.get();
+    }
+    run.eval = std::make_unique<Evaluator>(run.cfg, run.bo, run.ops, *run.backend, eopt,
+                                           persistent_layout(g, run.eo.parallel).constant_bytes);
+  } else if (opt.eval_every > 0) {
+    REMAT_USER_ERROR(opt.config << ": --eval-every needs a `val` section in the config (e.g. val: "
+                                   "{source: folder, path: val})");
+  }
+}
+
+// "model ...", "training graph ..." and, data parallel, how the ranks share the work.
+void print_header(const TrainingRun& run, const TrainOptions& opt) {
+  const Graph& g = run.g;
+  const int64_t K = g.micro_batches;
+  int params = 0;
+  int64_t param_numel = 0;
+  for (const auto& v : g.values)
+    if (v.kind == ValueKind::Param) ++params, param_numel += v.desc.numel();
+  const std::string batch_words =
+      K == 1 ? "batch " + std::to_string(g.batch)
+             : "batch " + std::to_string(run.step_batch) + " per step (" + std::to_string(K) +
+                   " micro-batches of " + std::to_string(g.batch) + ", gradients accumulated)";
+  std::printf("model %s: %zu layers, %d parameter tensors (%lld weights), %s, input %s\n",
+              run.cfg.name.c_str(), run.cfg.layers.size(), params,
+              static_cast<long long>(param_numel), batch_words.c_str(),
+              shape_str(g.value(g.input).desc.shape).c_str());
+  // "nodes" are the ones a plan orders (as plan and maxbatch count them); the optimizer's updates
+  // run after every plan.
+  std::printf("training graph: %s + %s, persistent %s; device %s, %s; data %s\n",
+              plural(planned_nodes(g), "node").c_str(),
+              plural(static_cast<int64_t>(g.nodes.size()) - planned_nodes(g), "optimizer update")
+                  .c_str(),
+              format_bytes(run.layout.constant_bytes).c_str(), run.backend->name().c_str(),
+              precision_description(run.precision, opt.device).c_str(),
+              run.data->describe().c_str());
+  if (run.job) print_parallel(*run.job, run.step_batch, run.layout, *run.job->grads);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingRun> training_set_up(const TrainOptions& opt, MpiSession* session) {
+  auto run = std::make_unique<TrainingRun>();
+  build_run_graph(*run, opt);
+  open_backend_and_job(*run, opt, session);
+  open_data(*run, opt);
+  print_header(*run, opt);
+  run->exec = executor_with_plan(run->g, run->ops, *run->backend, opt, run->eo, run->job.get(),
+                                 &run->sp, run->eval ? run->eval->arena_bytes() : 0);
+  if (run->eval) {
+    run->eval->executor(run->exec.get());
+    std::printf("%s\n", run->eval->describe().c_str());
+  }
+  return run;
 }
 
 }  // namespace remat

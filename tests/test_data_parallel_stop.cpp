@@ -1,0 +1,158 @@
+// How a data-parallel `train` ends when it does not run to the end: stopped by a signal (Note
+// [stopping a data-parallel job]) — every rank after the same step, the checkpoint written, one
+// message, the command that continues it with its launcher, no MPI_Abort — and a usage error,
+// said once.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/io/safetensors.h"
+#include "tests/source_dir.h"
+#include "tests/tool_runner.h"
+
+namespace remat {
+namespace {
+
+int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The processes whose parent is `parent` (mpirun's ranks).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');  // "pid (name) state ppid ..."
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent)
+      out.push_back(pid);
+  }
+  ::closedir(d);
+  return out;
+}
+
+class DataParallelStop : public ScratchDirTest {
+ protected:
+  // mpirun -np 2 (as root, more ranks than cores) train on small_cnn at batch 4, until stopped.
+  std::string job(const std::string& more) const {
+    return std::string("exec '") + MPIEXEC + "' --allow-run-as-root --oversubscribe " + more +
+           " -np 2 '" + TRAIN_EXE + "' --config '" + test_source_dir() +
+           "/configs/small_cnn.yaml' --batch 4 --steps 1000000 --save '" + path("ck.safetensors") +
+           "'";
+  }
+  // Starts `cmd` with its output in files; returns its pid.
+  pid_t start(const std::string& cmd) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const std::string full = cmd + " >'" + path("out.txt") + "' 2>'" + path("err.txt") + "'";
+      ::execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  }
+  // Waits for `part` in the job's stdout (false after two minutes).
+  bool wait_for(const std::string& part) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (read_whole_file(path("out.txt")).find(part) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+  // The job's exit code after it ends (a kill after two minutes: -1).
+  int finish(pid_t pid) {
+    int status = 0;
+    for (int i = 0; i < 1200 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (::waitpid(pid, &status, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  // What every stop must show: one report on stdout after the same step on every rank (the
+  // checkpoint's), the command that continues it under mpirun, no abort, no per-rank messages.
+  void expect_a_clean_stop(const std::string& signal) {
+    const std::string out = read_whole_file(path("out.txt")), err = read_whole_file(path("err.txt"));
+    EXPECT_EQ(count_of(out, "stopped by " + signal + " after step "), 1) << out << err;
+    EXPECT_NE(out.find("to continue: mpirun -np 2 " + std::string(TRAIN_EXE) + " "),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(err.find("MPI_ABORT"), std::string::npos) << err;
+    EXPECT_EQ(err.find("ORTE_ERROR_LOG"), std::string::npos) << err;
+    EXPECT_EQ(err.find("stopping after this step"), std::string::npos) << err;
+    const size_t at = out.find("stopped by " + signal + " after step ");
+    ASSERT_NE(at, std::string::npos);
+    const long long step = std::atoll(out.c_str() + at + std::string("stopped by " + signal +
+                                                                     " after step ").size());
+    EXPECT_EQ(safetensors_load(path("ck.safetensors")).metadata.at("step"), std::to_string(step));
+    // Issue 43: "gradients in 1 buckets".
+    EXPECT_NE(out.find("gradients in 1 bucket "), std::string::npos) << out;
+  }
+};
+
+// Ctrl-C at mpirun (issue 43: MPI_ABORT with errorcode 143, two "stopping after this step"
+// lines, a `to continue:` line without mpirun): OpenMPI sends the ranks SIGTERM (and SIGKILL a
+// second later; a step here takes milliseconds) and exits 1 whatever they do.
+TEST_F(DataParallelStop, CtrlCAtMpirunStopsEveryRankAfterTheSameStep) {
+  const pid_t pid = start(job(""));
+  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(finish(pid), 1) << "mpirun's own code after Ctrl-C";
+  expect_a_clean_stop("SIGTERM");
+}
+
+// The ranks signalled themselves (a scheduler's stop, `kill`): the job ends with 143, as one
+// process stopped by SIGTERM does.
+TEST_F(DataParallelStop, ASignalToTheRanksEndsTheJobWithTheSingleProcessCode) {
+  const pid_t pid = start(job(""));
+  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
+  const std::vector<pid_t> ranks = children_of(pid);
+  ASSERT_EQ(ranks.size(), 2u);
+  ::kill(ranks[0], SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a rank a step later than the other
+  ::kill(ranks[1], SIGTERM);
+  EXPECT_EQ(finish(pid), 128 + SIGTERM);
+  expect_a_clean_stop("SIGTERM");
+}
+
+// A usage error is the same on every rank: said once, no abort (issue 43: it was printed per
+// rank, then MPI_ABORT and "ORTE_ERROR_LOG: Data unpack would read past end of buffer").
+TEST_F(DataParallelStop, AUsageErrorIsSaidOnce) {
+  const pid_t pid = start(std::string("exec '") + MPIEXEC +
+                          "' --allow-run-as-root --oversubscribe -np 2 '" + TRAIN_EXE +
+                          "' --config '" + test_source_dir() +
+                          "/configs/small_cnn.yaml' --budget 9 MB");
+  EXPECT_EQ(finish(pid), 2);
+  const std::string err = read_whole_file(path("err.txt"));
+  EXPECT_EQ(count_of(err, "error: train: --budget 9: 'MB' is neither a flag nor KEY=VALUE (did "
+                          "you mean --budget 9MB?)"),
+            1)
+      << err;
+  EXPECT_EQ(err.find("MPI_ABORT"), std::string::npos) << err;
+  EXPECT_EQ(err.find("ORTE_ERROR_LOG"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace remat
