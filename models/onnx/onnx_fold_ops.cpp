@@ -121,6 +121,23 @@ void expand(Translator& t) {
   t.set_const(0, fold_binary("Add", a, zeros, t.where()));
 }
 
+// Trilu: the upper (or lower) triangle of the last two dimensions from diagonal k, zeros
+// elsewhere.
+void trilu(Translator& t) {
+  OnnxConst a = t.konst(0);
+  const int64_t k = t.has(1) ? t.konst(1).ints(t.where() + ": k").at(0) : 0;
+  const bool upper = t.attr_int("upper", 1) != 0;
+  if (a.shape.size() < 2) t.fail("Trilu needs 2 or more dimensions");
+  const int64_t rows = a.shape[a.shape.size() - 2], cols = a.shape.back();
+  for (int64_t e = 0; e < a.numel(); ++e) {
+    const int64_t i = (e / cols) % rows, j = e % cols;
+    if (upper ? j - i >= k : j - i <= k) continue;
+    if (a.is_float) a.f[static_cast<size_t>(e)] = 0;
+    else a.i[static_cast<size_t>(e)] = SymInt{0, 0};
+  }
+  t.set_const(0, std::move(a));
+}
+
 void size(Translator& t) { t.set_const(0, const_ints({{0, t.konst(0).numel()}}, {})); }
 
 void identity(Translator& t) { t.set_const(0, t.konst(0)); }
@@ -135,7 +152,7 @@ const std::map<std::string, TranslateFn>& fold_ops() {
         {"Cast", cast},         {"Where", where},         {"Reshape", reshape},
         {"Slice", slice},       {"Range", range},         {"Transpose", transpose},
         {"Size", size},         {"ConstantOfShape", constant_of_shape},
-        {"Expand", expand},     {"Identity", identity}};
+        {"Expand", expand},     {"Identity", identity},       {"Trilu", trilu}};
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And",
                            "Or", "Max", "Min", "Mod"})
       m[op] = binary;

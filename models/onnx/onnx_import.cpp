@@ -68,6 +68,10 @@ void Translator::set_input(const OnnxSizes& sizes) {
 
 void Translator::translate(const onnx::NodeProto& n) {
   node_ = &n;
+  if (n.domain() == "remat") {  // a group of the pattern pass (Note [ONNX patterns])
+    pattern_ops().at(n.op_type())(*this);
+    return;
+  }
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     fail("ops of domain '" + n.domain() + "' are not supported (the default ONNX domain is)");
   bool all_const = true;
@@ -117,8 +121,8 @@ void Translator::run(const OnnxSizes& sizes) {
   out_->onnx_nodes = g_.node_size();
   set_input(sizes);
   const std::vector<bool> live = live_nodes();
-  for (int k = 0; k < g_.node_size(); ++k)
-    if (live[static_cast<size_t>(k)]) translate(g_.node(k));
+  for (size_t k = 0; k < nodes_.size(); ++k)
+    if (live[k]) translate(nodes_[k]);
     else ++out_->folded_nodes;  // dead: nothing the output needs
   finish_output();
 }
@@ -138,7 +142,7 @@ std::string onnx_supported_ops() {
   for (const auto& kv : onnx_detail::layer_ops()) all.insert(kv.first);
   for (const auto& kv : onnx_detail::fold_ops()) all.insert(kv.first + (onnx_detail::layer_ops().count(kv.first) ? "" : "*"));
   for (const auto& n : all) s += (s.empty() ? "" : ", ") + n;
-  return s + "; * over constants only";
+  return s + "; * over constants only; and the transformer patterns of docs/guide/onnx.md";
 }
 
 }  // namespace remat

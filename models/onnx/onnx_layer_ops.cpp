@@ -316,8 +316,10 @@ void gemm(Translator& t) {
   t.emit("dense", {x}, a, params, {out}, {out});
 }
 
-// MatMul of data by a 2-D weight [in, out]: dense without bias over the last dimension.
+// MatMul of data by a 2-D weight [in, out]: dense without bias over the last dimension; of data
+// by data: remat's matmul (matmul_of_data).
 void matmul(Translator& t) {
+  if (!t.is_const(1)) return matmul_of_data(t);
   const DataValue x = t.data(0);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape b = weight_dims(t, 1, "the weight");
@@ -379,6 +381,24 @@ void dropout(Translator& t) {
 }
 
 void identity(Translator& t) { t.alias(0, t.data(0)); }
+
+// Gather(W, ids) of token ids from a table W [V, C]: an embedding.
+void gather(Translator& t) {
+  if (!t.is_initializer(0) || t.is_const(1))
+    t.fail("only an embedding (a table initializer indexed by the token ids) gathers data");
+  const DataValue ids = t.data(1);
+  if (ids.dtype != DType::I32 || ids.layer != kModelInputName)
+    t.fail("only the model's token ids index an embedding");
+  if (t.attr_int("axis", 0) != 0) t.fail("an embedding gathers rows (axis 0)");
+  const Shape w = t.initializer_dims(0);
+  if (w.size() != 2) t.fail("the table " + shape_str(w) + " is not [vocab, C]");
+  AttrMap a;
+  a.set("vocab", w[0]);
+  a.set("dim", w[1]);
+  Shape out = ids.sample;
+  out.push_back(w[1]);
+  t.emit("embedding", {ids}, a, {{"weight", t.node().input(0), w, {}}}, out, out);
+}
 
 void pad(Translator& t) {
   const DataValue x = image_input(t);
@@ -452,6 +472,7 @@ const std::map<std::string, TranslateFn>& layer_ops() {
       {"Concat", concat},
       {"Dropout", dropout},
       {"Identity", identity},
+      {"Gather", gather},
       {"Pad", pad},
       {"Softmax", softmax},
       {"LayerNormalization", layer_norm},

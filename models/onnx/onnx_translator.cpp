@@ -10,7 +10,7 @@ namespace remat {
 namespace onnx_detail {
 
 Translator::Translator(const OnnxSource& src, OnnxImport* out)
-    : src_(src), g_(src.model->graph()), out_(out) {
+    : src_(src), g_(src.model->graph()), nodes_(rewrite_patterns(g_)), out_(out) {
   for (const auto& t : g_.initializer()) initializers_[t.name()] = &t;
 }
 
@@ -108,6 +108,10 @@ void Translator::set_data(int out, DataValue v) {
     data_[node_->output(out)] = std::move(v);
 }
 
+void Translator::mark_transposed(int out) {
+  if (out < node_->output_size() && data_.count(node_->output(out))) data_[node_->output(out)].transposed = true;
+}
+
 void Translator::require_unused_outputs(int from) {
   for (int k = from; k < node_->output_size(); ++k)
     if (!node_->output(k).empty() && live_values_.count(node_->output(k)))
@@ -116,8 +120,20 @@ void Translator::require_unused_outputs(int from) {
 }
 
 std::string Translator::where() const {
+  // A node of the pattern pass (Note [ONNX patterns]) is named after the group's first node.
+  static const std::map<std::string, std::string> groups = {
+      {"Dense", "MatMul + Add read as one linear layer"},
+      {"SplitHeads", "Reshape + Transpose read as a split into heads"},
+      {"MergeHeads", "Transpose + Reshape read as a merge of heads"},
+      {"ScaledMatMul", "MatMul + Mul read as one scaled product"},
+      {"MaskedSoftmax", "Where + Softmax read as a masked softmax"},
+      {"PositionEmbedding", "Gather + Add read as a position embedding"},
+      {"GeluTanh", "the nodes of GPT-2's gelu"},
+      {"LayerNorm", "the nodes of a layer norm"}};
+  const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   return src_.path + ": node '" + (node_->name().empty() ? node_->output(0) : node_->name()) +
-         "' (" + node_->op_type() + ", opset " + std::to_string(src_.opset) + ")";
+         "' (" + (grouped ? groups.at(node_->op_type()) : node_->op_type()) + ", opset " +
+         std::to_string(src_.opset) + ")";
 }
 
 void Translator::fail(const std::string& msg) const { REMAT_USER_ERROR(where() << ": " << msg); }
@@ -223,13 +239,13 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
 std::vector<bool> Translator::live_nodes() {
   std::set<std::string> needed;
   for (const auto& o : g_.output()) needed.insert(o.name());
-  std::vector<bool> live(static_cast<size_t>(g_.node_size()), false);
-  for (int k = g_.node_size(); k-- > 0;) {
-    const onnx::NodeProto& n = g_.node(k);
+  std::vector<bool> live(nodes_.size(), false);
+  for (size_t k = nodes_.size(); k-- > 0;) {
+    const onnx::NodeProto& n = nodes_[k];
     bool any = false;
     for (const auto& o : n.output()) any = any || needed.count(o);
     if (!any) continue;
-    live[static_cast<size_t>(k)] = true;
+    live[k] = true;
     for (const auto& i : n.input())
       if (!i.empty()) needed.insert(i);
   }

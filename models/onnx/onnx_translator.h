@@ -27,6 +27,9 @@ struct DataValue {
   Shape sample;
   Shape remat;
   DType dtype = DType::F32;
+  // remat's value holds the last two dimensions of `sample` swapped (k's heads [H, T, D] where
+  // ONNX has k^T [H, D, T]): only a MatMul reads it, as transpose_b.
+  bool transposed = false;
 };
 
 // A parameter or buffer a layer reads from an initializer: its op's suffix, the initializer's
@@ -72,6 +75,8 @@ class Translator {
   const DataValue& emit(const std::string& op, const std::vector<DataValue>& inputs,
                         AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
                         const Shape& remat, DType dtype = DType::F32);
+  // Marks output `out` as transposed (DataValue::transposed).
+  void mark_transposed(int out);
   // Outputs other than 0 must be unused (batch norm's running statistics, dropout's mask).
   void require_unused_outputs(int from);
   // "FILE: node 'NAME' (Conv, opset 13): "
@@ -90,6 +95,7 @@ class Translator {
 
   const OnnxSource& src_;
   const onnx::GraphProto& g_;
+  std::vector<onnx::NodeProto> nodes_;  // g_'s nodes after rewrite_patterns
   OnnxImport* out_;
   const onnx::NodeProto* node_ = nullptr;
   std::map<std::string, const onnx::TensorProto*> initializers_;
@@ -101,10 +107,28 @@ class Translator {
   std::string input_name_;
 };
 
+// Note [ONNX patterns]
+// A transformer's export spells out in several ONNX nodes what remat has as one op: nn.Linear
+// is Transpose(W) + MatMul + Add(bias); split_heads is Reshape + Transpose [0, 2, 1, 3] (for k,
+// [0, 2, 3, 1]: the transposed heads of q k^T); merge_heads is Transpose + Reshape; a scaled
+// product is MatMul + Mul (or Div) by a constant; a causal softmax is Where(mask, -inf, s) +
+// Softmax; GPT-2's gelu is nine nodes around a Tanh; a position embedding is Add(x, Gather(W,
+// positions)). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
+// intermediate value read by the group alone, and replaces each by one node of domain "remat"
+// carrying its data and constant inputs; onnx_pattern_ops.cpp then checks the constants (the
+// gelu's coefficients, a mask that is exactly causal, positions 0 .. T-1, a reshape into heads)
+// and emits the one layer, so the graph is the one the YAML spelling builds. A group whose
+// constants do not match is an error naming its first node.
+std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& g);
+
 using TranslateFn = std::function<void(Translator&)>;
-// ONNX op type -> translator; the fold table runs when every input is a constant.
+// ONNX op type -> translator; the fold table runs when every input is a constant; the pattern
+// table translates the nodes of domain "remat" (Note [ONNX patterns]).
 const std::map<std::string, TranslateFn>& fold_ops();
 const std::map<std::string, TranslateFn>& layer_ops();
+const std::map<std::string, TranslateFn>& pattern_ops();
+// MatMul of two data tensors (remat's matmul; onnx_pattern_ops.cpp).
+void matmul_of_data(Translator& t);
 
 }  // namespace onnx_detail
 }  // namespace remat

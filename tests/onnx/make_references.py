@@ -27,6 +27,7 @@ import onnx.numpy_helper
 import torch
 import torch.nn.functional as F
 import torchvision
+import yaml
 
 # name -> (torchvision constructor keywords, input size, batch, opset, export mode)
 MODELS = {
@@ -39,8 +40,13 @@ MODELS = {
     "googlenet": ({"aux_logits": False, "transform_input": False, "init_weights": True}, 64, 2, 17, "train"),
     "regnet_x_400mf": ({}, 64, 2, 17, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
+    # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
+    "gpt2_tiny": ({}, 64, 4, 17, "train"),
+    "gpt2_tiny_opset14": ({}, 64, 4, 14, "train"),  # layer norm written out (no LayerNormalization)
 }
 CLASSES = 10
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VOCAB = 256  # gpt2_tiny's
 
 
 def save_safetensors(path, tensors):
@@ -62,7 +68,14 @@ def save_safetensors(path, tensors):
 def build(name, kwargs):
     arch = name[:-len("_eval")] if name.endswith("_eval") else name
     torch.manual_seed(0)
-    model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)
+    if arch.startswith("gpt2_tiny"):
+        sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+        from bench_pytorch_gpt2 import build_gpt2
+        path = os.path.join(ROOT, "configs", "gpt2_tiny.yaml")
+        with open(path) as f:
+            model = build_gpt2(yaml.safe_load(f), path)
+    else:
+        model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
@@ -79,12 +92,13 @@ def run(model, x, labels):
     """Eval-mode logits, then a training-mode forward and backward from the same state."""
     model.eval()
     out = {}
-    x = x.to(next(model.parameters()).dtype)
+    if x.is_floating_point():
+        x = x.to(next(model.parameters()).dtype)
     with torch.no_grad():
         out["eval_logits"] = model(x)
     model.train()
     logits = model(x)
-    loss = F.cross_entropy(logits, labels)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     loss.backward()
     out["logits"] = logits.detach()
     out["loss"] = loss.detach().reshape(1)
@@ -99,9 +113,14 @@ def run(model, x, labels):
 def make(outdir, name):
     kwargs, size, batch, opset, mode = MODELS[name]
     gen = torch.Generator().manual_seed(1)
-    x = torch.randn(batch, 3, size, size, generator=gen)
-    labels = torch.randint(0, CLASSES, (batch,), generator=gen)
-    out = {"input": x, "labels": labels.to(torch.int32)}
+    if name.startswith("gpt2_tiny"):  # token ids, and the next token of each position as its label
+        x = torch.randint(0, VOCAB, (batch, size), generator=gen)
+        labels = torch.randint(0, VOCAB, (batch, size), generator=gen)
+        out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
+    else:
+        x = torch.randn(batch, 3, size, size, generator=gen)
+        labels = torch.randint(0, CLASSES, (batch,), generator=gen)
+        out = {"input": x, "labels": labels.to(torch.int32)}
     path = os.path.join(outdir, name + ".onnx")
     training = mode == "train"
     exported = build(name, kwargs)

@@ -1,0 +1,209 @@
+// The nodes of domain "remat" that the pattern pre-pass makes (Note [ONNX patterns] in
+// onnx_translator.h), each translated into one layer of an existing op after its constants are
+// checked to give that op's result.
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+
+#include "models/onnx/onnx_translator.h"
+
+namespace remat {
+namespace onnx_detail {
+
+namespace {
+
+// Dense(x, W, bias?): nn.Linear's MatMul by its transposed weight (weight_in_out 0), or a
+// MatMul by an [in, out] weight (1), with the bias Add when there is one.
+void dense(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
+  const Shape w = t.initializer_dims(1);
+  const bool in_out = t.attr_int("weight_in_out", 1) != 0;
+  if (w.size() != 2) t.fail("the weight must be 2-D, got " + shape_str(w));
+  const int64_t in = in_out ? w[0] : w[1], out = in_out ? w[1] : w[0];
+  if (in != x.sample.back())
+    t.fail("a weight " + shape_str(w) + " does not take " + std::to_string(x.sample.back()) + " inputs");
+  std::vector<ParamUse> params = {{"weight", t.node().input(1), {out, in}, {}}};
+  if (in_out) params[0].values = t.transposed_initializer(1);  // remat keeps [out, in]
+  if (t.has(2)) {
+    if (shape_numel(t.initializer_dims(2)) != out) t.fail("the bias is not one per output");
+    params.push_back({"bias", t.node().input(2), {out}, {}});
+  }
+  AttrMap a;
+  a.set("units", out);
+  a.set("bias", t.has(2));
+  Shape o = x.sample;
+  o.back() = out;
+  t.emit("dense", {x}, a, params, o, o);
+}
+
+// The heads of Reshape(x, [N, T, H, D]) then Transpose [0, 2, 1, 3] (or [0, 2, 3, 1]: k for
+// q k^T, kept as [H, T, D] and marked transposed).
+void split_heads(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.size() != 2) t.fail("expects data [N, T, C]");
+  const OnnxConst& to = t.konst(1);
+  if (to.i.size() != 4 || !(to.i[0] == SymInt{1, 0} || to.i[0] == SymInt{0, 0}))
+    t.fail("expects a Reshape to [N, T, heads, C / heads]");
+  std::vector<int64_t> rest;
+  for (size_t k = 1; k < 4; ++k) {
+    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
+    rest.push_back(to.i[k].c);
+  }
+  const int64_t T = rest[0] == 0 ? x.sample[0] : rest[0], h = rest[1];
+  const int64_t d = rest[2] == -1 ? x.sample[1] / h : rest[2];
+  if (T != x.sample[0] || h < 1 || h * d != x.sample[1])
+    t.fail("a Reshape of " + shape_str(x.sample) + " to [" + std::to_string(rest[0]) + ", " +
+           std::to_string(rest[1]) + ", " + std::to_string(rest[2]) + "] is not a split into heads");
+  const bool transposed = t.attr_ints("perm", {}) == std::vector<int64_t>{0, 2, 3, 1};
+  AttrMap a;
+  a.set("heads", h);
+  const Shape heads = {h, T, d};
+  t.emit("split_heads", {x}, a, {}, transposed ? Shape{h, d, T} : heads, heads);
+  if (transposed) t.mark_transposed(0);
+}
+
+// Transpose [0, 2, 1, 3] of heads [N, H, T, D] then Reshape to [N, T, H D].
+void merge_heads(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.transposed || x.sample.size() != 3) t.fail("expects heads [N, H, T, D]");
+  const OnnxConst& to = t.konst(1);
+  const int64_t c = x.sample[0] * x.sample[2];
+  if (to.i.size() != 3 || !(to.i[0] == SymInt{1, 0} || to.i[0] == SymInt{0, 0}) ||
+      !(to.i[1] == SymInt{0, x.sample[1]} || to.i[1] == SymInt{0, 0}) ||
+      !(to.i[2] == SymInt{0, c} || to.i[2] == SymInt{0, -1}))
+    t.fail("expects a Reshape to [N, T, heads * D]");
+  t.emit("merge_heads", {x}, {}, {}, {x.sample[1], c}, {x.sample[1], c});
+}
+
+// MatMul of data by data: remat's matmul (q k^T with transpose_b, probs v), times a scale.
+void matmul_of(Translator& t, double scale) {
+  const DataValue a = t.data(0), b = t.data(1);
+  if (a.transposed || a.remat != a.sample) t.fail("input 0 is not a plain tensor");
+  if (a.sample.size() < 2 || b.sample.size() != a.sample.size())
+    t.fail("expects two tensors of one rank (at least [N, M, K]), got " + shape_str(a.sample) +
+           " and " + shape_str(b.sample));
+  const size_t r = a.sample.size();
+  for (size_t k = 0; k + 2 < r; ++k)
+    if (a.sample[k] != b.sample[k]) t.fail("the batch dimensions differ (no broadcasting)");
+  if (a.sample[r - 1] != b.sample[r - 2])
+    t.fail(shape_str(a.sample) + " x " + shape_str(b.sample) + " do not multiply");
+  if (!b.transposed && b.remat != b.sample) t.fail("input 1 is not a plain tensor");
+  AttrMap at;
+  at.set("transpose_b", b.transposed);
+  if (scale != 1.0) at.set("scale", scale);
+  Shape out = a.sample;
+  out[r - 1] = b.sample[r - 1];
+  t.emit("matmul", {a, b}, at, {}, out, out);
+}
+
+void scaled_matmul(Translator& t) {
+  const double c = t.konst(2).scalar(t.where() + ": the scale");
+  if (c == 0 || !std::isfinite(c)) t.fail("the scale must be finite and not 0");
+  matmul_of(t, t.attr_int("divide", 0) ? 1.0 / c : c);
+}
+
+// Where(mask, a, b) then Softmax over the last axis: a causal softmax when the mask hides
+// exactly the keys after each query (j > i) behind -inf (or any fill at or below -1e4, whose
+// exponential is 0 in float next to a finite score).
+void masked_softmax(Translator& t) {
+  const bool fill_first = t.is_const(0) && !t.is_const(1);
+  const int data_k = fill_first ? 1 : 0, fill_k = fill_first ? 0 : 1;
+  const DataValue x = t.data(data_k);
+  const OnnxConst& fill = t.konst(fill_k);
+  const OnnxConst& mask = t.konst(2);
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample ||
+      x.sample.size() < 2)
+    t.fail("only a softmax over the last axis of scores [.., T, T] is supported");
+  for (double f : fill.f)
+    if (!(f <= -1e4)) t.fail("the masked scores must be -inf (or at most -1e4)");
+  if (fill.f.empty()) t.fail("the mask's fill must be a float");
+  const int64_t T = x.sample.back();
+  if (x.sample[x.sample.size() - 2] != T) t.fail("expects square scores [.., T, T]");
+  if (mask.shape.size() < 2 || mask.shape[mask.shape.size() - 1] != T ||
+      mask.shape[mask.shape.size() - 2] != T || mask.numel() != T * T)
+    t.fail("the mask must be [T, T] (" + shape_str(mask.shape) + ")");
+  const std::vector<int64_t> m = mask.ints(t.where() + ": mask");
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if ((m[static_cast<size_t>(i * T + j)] != 0) != ((j > i) == fill_first))
+        t.fail("the mask is not causal (key j > query i hidden): only causal masks are supported");
+  AttrMap a;
+  a.set("causal", true);
+  t.emit("softmax", {x}, a, {}, x.sample, x.remat);
+}
+
+// x + Gather(W, positions) with positions 0 .. T-1: position_embedding.
+void position_embedding(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.size() != 2) t.fail("expects data [N, T, C]");
+  const Shape w = t.initializer_dims(1);
+  const std::vector<int64_t> pos = t.konst(2).ints(t.where() + ": positions");
+  const int64_t T = x.sample[0], C = x.sample[1];
+  if (w.size() != 2 || w[1] != C) t.fail("the table " + shape_str(w) + " is not [max_len, C]");
+  if (static_cast<int64_t>(pos.size()) != T) t.fail("the positions are not one per token");
+  for (int64_t i = 0; i < T; ++i)
+    if (pos[static_cast<size_t>(i)] != i) t.fail("the positions are not 0, 1, ..., T - 1");
+  AttrMap a;
+  a.set("max_len", w[0]);
+  t.emit("position_embedding", {x}, a, {{"weight", t.node().input(1), w, {}}}, x.sample, x.remat);
+}
+
+// GPT-2's gelu written out: remat's gelu (the same tanh formula) once the constants are its.
+void gelu_tanh(Translator& t) {
+  const DataValue x = t.data(0);
+  const double want[4] = {0.044715, std::sqrt(2.0 / 3.14159265358979323846), 1.0, 0.5};
+  for (int k = 0; k < 4; ++k) {
+    const double c = t.konst(k + 1).scalar(t.where());
+    // The constants arrive as float32.
+    if (std::fabs(c - want[k]) > 1e-6 * want[k] + 1e-7)
+      t.fail("a constant " + std::to_string(c) + " where GPT-2's gelu has " + std::to_string(want[k]));
+  }
+  t.emit("gelu", {x}, {}, {}, x.sample, x.remat);
+}
+
+// Layer norm written out (opsets before 17): remat's layernorm over the last axis, once both
+// means are over it and the exponent is 2.
+void layer_norm(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., C]");
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  for (const char* m : {"mean_axes", "var_axes"}) {
+    const std::vector<int64_t> axes = t.attr_ints(m, {});
+    if (axes.size() != 1 || normalize_axis(axes[0], rank, t.where()) != rank - 1)
+      t.fail("the means must be over the last axis alone");
+  }
+  if (t.attr_int("mean_keepdims", 1) == 0 || t.attr_int("var_keepdims", 1) == 0)
+    t.fail("the means must keep their axis");
+  if (t.konst(2).scalar(t.where() + ": exponent") != 2.0) t.fail("the variance must square");
+  const int64_t c = x.sample.back();
+  if (t.initializer_dims(3) != Shape{c} || t.initializer_dims(4) != Shape{c})
+    t.fail("the scale and bias must be [" + std::to_string(c) + "]");
+  AttrMap a;
+  a.set("eps", t.konst(1).scalar(t.where() + ": eps"));
+  t.emit("layernorm", {x}, a,
+         {{"weight", t.node().input(3), {c}, {}}, {"bias", t.node().input(4), {c}, {}}}, x.sample,
+         x.remat);
+}
+
+}  // namespace
+
+const std::map<std::string, TranslateFn>& pattern_ops() {
+  static const std::map<std::string, TranslateFn> ops = {
+      {"Dense", dense},
+      {"SplitHeads", split_heads},
+      {"MergeHeads", merge_heads},
+      {"ScaledMatMul", scaled_matmul},
+      {"MaskedSoftmax", masked_softmax},
+      {"PositionEmbedding", position_embedding},
+      {"GeluTanh", gelu_tanh},
+      {"LayerNorm", layer_norm},
+  };
+  return ops;
+}
+
+void matmul_of_data(Translator& t) { matmul_of(t, 1.0); }
+
+}  // namespace onnx_detail
+}  // namespace remat
