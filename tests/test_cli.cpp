@@ -115,6 +115,11 @@ TEST(FlagParser, AStrayWordNamesTheFlagBeforeIt) {
             0u)
       << error_of({"train", "--budget=9", "lr"}, true);
   EXPECT_EQ(error_of({"train", "--budget", "9MB", "optimizer.lr=0.1"}, true), "(accepted)");
+  // Words that do not read as a number and its unit are not offered joined.
+  EXPECT_EQ(error_of({"train", "--budget", "9MB", "lr"}, true)
+                .rfind("train: --budget 9MB: 'lr' is neither a flag nor KEY=VALUE\n", 0),
+            0u)
+      << error_of({"train", "--budget", "9MB", "lr"}, true);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Flag parsing, byte sizes and the one-line error reporting every tool's main() uses.
 #include "tools/common/cli.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -147,9 +148,15 @@ bool FlagParser::parse(int argc, char** argv) {
                                  ? "unexpected argument '" + arg + "'"
                                  : "'" + arg + "' is neither a flag nor " + positional_name_;
     if (last_flag.empty()) return UsageError(program_ + ": " + what + short_usage());
+    // The two words as one only where they read as a number and its unit (`9` `MB`).
+    const bool number = !last_value.empty() &&
+                        last_value.find_first_not_of("0123456789.") == std::string::npos;
+    const bool unit = !arg.empty() && arg.size() <= 3 &&
+                      std::all_of(arg.begin(), arg.end(),
+                                  [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+    const std::string joined = " (did you mean --" + last_flag + " " + last_value + arg + "?)";
     return UsageError(program_ + ": --" + last_flag + " " + last_value + ": " + what +
-                      " (did you mean --" + last_flag + " " + last_value + arg + "?)" +
-                      short_usage());
+                      (number && unit ? joined : "") + short_usage());
   };
   for (int i = 1; i < argc; ++i) {
     const std::string value_flag = last_flag;
