@@ -26,8 +26,8 @@ namespace {
 //   cudnn forces one side on every plane (CudaOptions::bn_kernels), to compare them, but for
 //   tensors past cuDNN's element limit (Note [cuDNN's element limit] in cudnn_util.h), which
 //   run our kernels whatever it says: the statistics span the batch. Measured on
-//   an H200 in bf16 at batch 64 with the packed walks (GPU_RESULTS.md, 2026-11-27, fifth
-//   session; ResNet-50's batch norms summed by plane, ours against cuDNN's, microseconds):
+//   an H200 in bf16 at batch 64 with the packed walks (GPU_RESULTS.md, 2026-11-27, revision
+//   d10911b; ResNet-50's batch norms summed by plane, ours against cuDNN's, microseconds):
 //     plane       112x112   56x56   28x28   14x14   7x7
 //     forward     103/722   278/789 173/138 154/99  189/105
 //     dx          149/1389  393/1473 236/374 184/199 210/175

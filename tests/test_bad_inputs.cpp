@@ -1,4 +1,4 @@
-// The bad-input suite: every class of broken input the tools must refuse (issue 15 and the
+// The bad-input suite: every class of broken input the tools must refuse (and the
 // README's promises), run as processes. Each case asserts a non-zero exit, a message that names
 // the file (and the line, node, step or field), and that no output file was left behind.
 #include <gtest/gtest.h>

@@ -180,7 +180,7 @@ TEST(ConfigErrors, YamlSyntaxPosition) {
 }
 
 // Note [YAML error positions]: yaml-cpp notices some faults lines later; the error names the
-// line at fault (the small_cnn mistakes of issue 43: line 7 was reported at 8:5, 14 at 16:3).
+// line at fault (on small_cnn, a fault on line 7 reads "8:5" in yaml-cpp's mark, one on 14 "16:3").
 TEST(ConfigErrors, YamlSyntaxNamesTheLineAtFault) {
   struct Case {
     int line;  // 0-based, in base_yaml()
@@ -257,7 +257,7 @@ TEST(ConfigOverrides, SayWhatTheyChanged) {
 }
 
 // Note [paths in overrides]: a path in an override is relative to the working directory; one
-// in the file to the file's folder (issue 43: an override's path was taken from the config's).
+// in the file to the file's folder.
 TEST(ConfigOverrides, APathIsRelativeToTheWorkingDirectory) {
   YamlText y = base_yaml();
   y.lines.push_back("data: {source: cifar10, path: in_file}");

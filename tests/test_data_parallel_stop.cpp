@@ -112,8 +112,8 @@ class DataParallelStop : public ScratchDirTest {
   }
 };
 
-// Ctrl-C at mpirun (issue 43: MPI_ABORT with errorcode 143, two "stopping after this step"
-// lines, a `to continue:` line without mpirun): OpenMPI sends the ranks SIGTERM (and SIGKILL a
+// Ctrl-C at mpirun: no MPI_ABORT, one "stopped" line, a `to continue:` line with mpirun's
+// rank count. OpenMPI sends the ranks SIGTERM (and SIGKILL a
 // second later; a step here takes milliseconds) and exits 1 whatever they do.
 TEST_F(DataParallelStop, CtrlCAtMpirunStopsEveryRankAfterTheSameStep) {
   const pid_t pid = start(job(""));
@@ -137,8 +137,8 @@ TEST_F(DataParallelStop, ASignalToTheRanksEndsTheJobWithTheSingleProcessCode) {
   expect_a_clean_stop("SIGTERM");
 }
 
-// A usage error is the same on every rank: said once, no abort (issue 43: it was printed per
-// rank, then MPI_ABORT and "ORTE_ERROR_LOG: Data unpack would read past end of buffer").
+// A usage error is the same on every rank: said once, no abort (no MPI_ABORT, no
+// "ORTE_ERROR_LOG: Data unpack would read past end of buffer").
 TEST_F(DataParallelStop, AUsageErrorIsSaidOnce) {
   const pid_t pid = start(std::string("exec '") + MPIEXEC +
                           "' --allow-run-as-root --oversubscribe -np 2 '" + TRAIN_EXE +

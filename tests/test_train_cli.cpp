@@ -1,4 +1,4 @@
-// `train` and the planning tools as a user runs them (issue 14): logs without carriage returns,
+// `train` and the planning tools as a user runs them: logs without carriage returns,
 // periodic checkpoints, metrics, config overrides, exit codes, human units and the small wording
 // fixes (stopping on a signal: test_train_stop.cpp). Every case runs the tools as processes.
 #include <gtest/gtest.h>

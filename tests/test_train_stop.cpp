@@ -103,8 +103,8 @@ TEST_F(TrainCli, TwoSignalsWithinTheGracePeriodAreOneStop) {
 }
 
 // A signal while the solver works (before the first step: nothing to save) stops at once and
-// says so (issue 43: "stopping after this step" was printed and the solve ran on): here ResNet-50
-// with a two-minute limit, gone long before it, with 128 + SIGTERM and nothing written.
+// says so, rather than letting the solve run on: here ResNet-50 with a two-minute limit, gone
+// long before it, with 128 + SIGTERM and nothing written.
 TEST_F(TrainCli, ASignalWhileSolvingStopsAtOnce) {
   const std::string out = path("run.out");
   const pid_t pid = ::fork();

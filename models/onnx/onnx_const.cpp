@@ -251,6 +251,41 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& what) 
 
 namespace {
 
+// The most elements a folded constant may hold: shape arithmetic and masks are small; a constant
+// this large would be data the step should compute.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 26;
+
+// The elements of a folded result of shape `s`, or UserError when out of range or too many.
+int64_t folded_numel(const Shape& s, const std::string& what) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0 || (d > 0 && n > kMaxFoldedElements / d))
+      REMAT_USER_ERROR(what << ": a folded constant of shape " << shape_str(s)
+                            << " (more than " << kMaxFoldedElements << " values)");
+    n *= d;
+  }
+  return n;
+}
+
+int64_t add_or_fail(int64_t a, int64_t b, const std::string& what) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) REMAT_USER_ERROR(what << ": integer overflow in " << a << " + " << b);
+  return r;
+}
+
+int64_t mul_or_fail(int64_t a, int64_t b, const std::string& what) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) REMAT_USER_ERROR(what << ": integer overflow in " << a << " * " << b);
+  return r;
+}
+
+// A float as an integer, or UserError when it is not finite or out of int64's range.
+int64_t float_to_int(double v, const std::string& what) {
+  if (!std::isfinite(v) || v >= 9.2e18 || v <= -9.2e18)
+    REMAT_USER_ERROR(what << ": " << v << " is not an integer in range");
+  return static_cast<int64_t>(v);
+}
+
 // Row-major strides of `s`.
 std::vector<int64_t> strides_of(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
@@ -279,19 +314,25 @@ SymInt sym_binary(const std::string& op, SymInt x, SymInt y, const std::string& 
       REMAT_USER_ERROR(what << ": " << op << " of " << sym_str(x) << " and " << sym_str(y)
                             << " " << why << " (the batch N must stay n * N + c)");
   };
-  if (op == "Add") return {x.n + y.n, x.c + y.c};
-  if (op == "Sub") return {x.n - y.n, x.c - y.c};
+  if (op == "Add") return {add_or_fail(x.n, y.n, what), add_or_fail(x.c, y.c, what)};
+  if (op == "Sub") {
+    if (y.n == INT64_MIN || y.c == INT64_MIN) REMAT_USER_ERROR(what << ": integer overflow");
+    return {add_or_fail(x.n, -y.n, what), add_or_fail(x.c, -y.c, what)};
+  }
   if (op == "Mul") {
-    if (x.is_const()) return {y.n * x.c, y.c * x.c};
-    if (y.is_const()) return {x.n * y.c, x.c * y.c};
+    if (x.is_const()) return {mul_or_fail(y.n, x.c, what), mul_or_fail(y.c, x.c, what)};
+    if (y.is_const()) return {mul_or_fail(x.n, y.c, what), mul_or_fail(x.c, y.c, what)};
     plain("multiplies the batch by itself");
   }
+  if (op == "Div" || op == "Mod") {
+    if (y.is_const() && y.c == 0) REMAT_USER_ERROR(what << ": integer division by zero");
+    if (y.is_const() && y.c == -1 && (x.n == INT64_MIN || x.c == INT64_MIN))
+      REMAT_USER_ERROR(what << ": integer overflow");
+  }
   if (op == "Div") {
-    if (y.is_const() && y.c != 0 && x.n % y.c == 0 && x.c % y.c == 0) return {x.n / y.c, x.c / y.c};
+    if (y.is_const() && x.n % y.c == 0 && x.c % y.c == 0) return {x.n / y.c, x.c / y.c};
     plain("is not a whole multiple of the batch");
-    if (y.c == 0) REMAT_USER_ERROR(what << ": integer division by zero");
-    const int64_t q = x.c / y.c;  // ONNX integer Div truncates, as C++ does
-    return {0, q};
+    return {0, x.c / y.c};  // ONNX integer Div truncates, as C++ does
   }
   plain("cannot be folded");
   int64_t a = x.c, b = y.c, r = 0;
@@ -302,8 +343,8 @@ SymInt sym_binary(const std::string& op, SymInt x, SymInt y, const std::string& 
   else if (op == "Or") r = a || b;
   else if (op == "Max") r = std::max(a, b);
   else if (op == "Min") r = std::min(a, b);
-  else if (op == "Pow") r = static_cast<int64_t>(std::llround(std::pow(a, b)));
-  else if (op == "Mod") r = b == 0 ? 0 : a % b;
+  else if (op == "Pow") r = float_to_int(std::round(std::pow(static_cast<double>(a), static_cast<double>(b))), what);
+  else if (op == "Mod") r = a % b;
   else REMAT_USER_ERROR(what << ": cannot fold " << op);
   return {0, r};
 }
@@ -331,7 +372,7 @@ bool is_comparison(const std::string& op) {
 OnnxConst fold_binary(const std::string& op, const OnnxConst& a, const OnnxConst& b,
                       const std::string& what) {
   const Shape out = broadcast_shapes(a.shape, b.shape, what);
-  const int64_t n = shape_numel(out);
+  const int64_t n = folded_numel(out, what);
   const bool floats = a.is_float || b.is_float;
   if (floats && (a.is_symbolic() || b.is_symbolic()))
     REMAT_USER_ERROR(what << ": " << op << " mixes the batch N with floats");
@@ -345,7 +386,7 @@ OnnxConst fold_binary(const std::string& op, const OnnxConst& a, const OnnxConst
       const double y = b.is_float ? b.f[ib] : static_cast<double>(b.i[ib].c);
       const double v = float_binary(op, x, y, what);
       if (r.is_float) r.f.push_back(v);
-      else r.i.push_back({0, static_cast<int64_t>(v)});
+      else r.i.push_back({0, float_to_int(v, what)});
     } else {
       r.i.push_back(sym_binary(op, a.i[ia], b.i[ib], what));
     }
@@ -358,6 +399,8 @@ OnnxConst fold_unary(const std::string& op, const OnnxConst& a, const std::strin
   OnnxConst r = a;
   if (!a.is_float) {
     for (SymInt& v : r.i) {
+      if ((op == "Neg" || op == "Abs") && (v.n == INT64_MIN || v.c == INT64_MIN))
+        REMAT_USER_ERROR(what << ": integer overflow");
       if (op == "Neg") v = {-v.n, -v.c};
       else if (!v.is_const()) REMAT_USER_ERROR(what << ": " << op << " of the batch N");
       else if (op == "Abs") v.c = std::abs(v.c);
@@ -381,6 +424,7 @@ OnnxConst fold_unary(const std::string& op, const OnnxConst& a, const std::strin
 OnnxConst fold_where(const OnnxConst& cond, const OnnxConst& a, const OnnxConst& b,
                      const std::string& what) {
   const Shape out = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, what), b.shape, what);
+  folded_numel(out, what);
   if (cond.is_float) REMAT_USER_ERROR(what << ": the condition must be boolean");
   if (a.is_float != b.is_float) REMAT_USER_ERROR(what << ": both branches must have one type");
   OnnxConst r;
@@ -411,7 +455,7 @@ OnnxConst fold_cast(const OnnxConst& a, int onnx_type, const std::string& what) 
   } else {
     const bool to_bool = onnx_type == onnx::TensorProto::BOOL;
     for (int64_t k = 0; k < a.numel(); ++k) {
-      SymInt v = a.is_float ? SymInt{0, static_cast<int64_t>(a.f[k])} : a.i[k];
+      SymInt v = a.is_float ? SymInt{0, float_to_int(a.f[k], what)} : a.i[k];
       if (to_bool && v.is_const()) v.c = v.c != 0;
       r.i.push_back(v);
     }
@@ -428,6 +472,7 @@ OnnxConst fold_gather(const OnnxConst& data, const OnnxConst& idx, int64_t axis,
   Shape out(data.shape.begin(), data.shape.begin() + axis);
   out.insert(out.end(), idx.shape.begin(), idx.shape.end());
   out.insert(out.end(), data.shape.begin() + axis + 1, data.shape.end());
+  folded_numel(out, what);
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= data.shape[k];
   for (int64_t k = axis + 1; k < rank; ++k) inner *= data.shape[k];
@@ -468,6 +513,7 @@ OnnxConst fold_concat(const std::vector<const OnnxConst*>& in, int64_t axis,
     out[axis] += c->shape[axis];
     floats = floats || c->is_float;
   }
+  folded_numel(out, what);
   int64_t outer = 1;
   for (int64_t k = 0; k < axis; ++k) outer *= s0[k];
   OnnxConst r;
@@ -527,14 +573,14 @@ OnnxConst fold_reshape(const OnnxConst& a, Shape to, const std::string& what) {
     if (to[k] == -1) {
       if (infer >= 0) REMAT_USER_ERROR(what << ": Reshape with two -1 dimensions");
       infer = static_cast<int64_t>(k);
-    } else if (to[k] < 0) {
-      REMAT_USER_ERROR(what << ": Reshape to a negative dimension " << to[k]);
+    } else if (to[k] < 0 || to[k] > kMaxFoldedElements) {
+      REMAT_USER_ERROR(what << ": Reshape to a dimension of " << to[k]);
     } else {
-      known *= to[k];
+      known = mul_or_fail(known, to[k], what);
     }
   }
   if (infer >= 0 && known > 0) to[infer] = a.numel() / known;
-  if (shape_numel(to) != a.numel())
+  if (folded_numel(to, what) != a.numel())
     REMAT_USER_ERROR(what << ": cannot reshape " << shape_str(a.shape) << " to " << shape_str(to));
   OnnxConst r = a;
   r.shape = to;
@@ -550,17 +596,16 @@ OnnxConst fold_slice(const OnnxConst& a, const std::vector<int64_t>& starts,
   for (size_t k = 0; k < starts.size(); ++k) {
     const int64_t ax = normalize_axis(axes.empty() ? static_cast<int64_t>(k) : axes[k], rank, what);
     const int64_t dim = a.shape[ax], st = steps.empty() ? 1 : steps[k];
-    if (st == 0) REMAT_USER_ERROR(what << ": Slice step 0");
+    if (st == 0 || st == INT64_MIN) REMAT_USER_ERROR(what << ": Slice step " << st);
     auto clampi = [&](int64_t v, int64_t low, int64_t high) {
-      if (v < 0) v += dim;
+      if (v < 0) v = v < -dim ? -1 - dim : v + dim;  // far below: before the start
       return std::min(std::max(v, low), high);
     };
     const int64_t b = st > 0 ? clampi(starts[k], 0, dim) : clampi(starts[k], -1, dim - 1);
     const int64_t e = st > 0 ? clampi(ends[k], 0, dim) : clampi(ends[k], -1, dim - 1);
     lo[ax] = b;
     step[ax] = st;
-    out[ax] = st > 0 ? std::max<int64_t>(0, (e - b + st - 1) / st)
-                     : std::max<int64_t>(0, (b - e - st - 1) / -st);
+    out[ax] = st > 0 ? (e > b ? (e - b - 1) / st + 1 : 0) : (b > e ? (b - e - 1) / -st + 1 : 0);
   }
   const std::vector<int64_t> in_st = strides_of(a.shape);
   OnnxConst r;
@@ -582,15 +627,18 @@ OnnxConst fold_slice(const OnnxConst& a, const std::vector<int64_t>& starts,
 OnnxConst fold_range(const OnnxConst& start, const OnnxConst& limit, const OnnxConst& delta,
                      const std::string& what) {
   const double s = start.scalar(what), l = limit.scalar(what), d = delta.scalar(what);
-  if (d == 0) REMAT_USER_ERROR(what << ": Range with delta 0");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((l - s) / d)));
-  if (n > (int64_t{1} << 26)) REMAT_USER_ERROR(what << ": Range of " << n << " values");
+  if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+    REMAT_USER_ERROR(what << ": Range(" << s << ", " << l << ", " << d << ")");
+  const double count = std::ceil((l - s) / d);
+  if (count > static_cast<double>(kMaxFoldedElements))
+    REMAT_USER_ERROR(what << ": Range of " << count << " values");
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   OnnxConst r;
   r.shape = {n};
   r.is_float = start.is_float;
   for (int64_t k = 0; k < n; ++k) {
     if (r.is_float) r.f.push_back(s + k * d);
-    else r.i.push_back({0, static_cast<int64_t>(s) + k * static_cast<int64_t>(d)});
+    else r.i.push_back({0, float_to_int(s + static_cast<double>(k) * d, what)});
   }
   return r;
 }
@@ -627,8 +675,7 @@ OnnxConst fold_constant_of_shape(const OnnxConst& shape, const OnnxConst& value,
     REMAT_USER_ERROR(what << ": a constant whose shape " << "holds the batch N (a tensor as large "
                           << "as the batch that no layer computes)");
   const Shape s = shape.ints(what);
-  const int64_t n = shape_numel(s);
-  if (n > (int64_t{1} << 26)) REMAT_USER_ERROR(what << ": a constant of " << n << " values");
+  const int64_t n = folded_numel(s, what);
   OnnxConst r;
   r.shape = s;
   r.is_float = value.is_float;

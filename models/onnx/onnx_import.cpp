@@ -51,6 +51,8 @@ void Translator::set_input(const OnnxSizes& sizes) {
     if (out_->tokens && sizes.sequence) asked = *sizes.sequence;
     if (!out_->tokens && sizes.input) asked = (*sizes.input)[static_cast<size_t>(k - 1)];
     if (!asked && dims[k].has_dim_value() && dims[k].dim_value() > 0) asked = dims[k].dim_value();
+    if (asked && (*asked < 1 || *asked > (int64_t{1} << 24)))
+      REMAT_USER_ERROR(what << ": axis " << k << " of size " << *asked << " (1 to 2^24 are read)");
     if (!asked)
       REMAT_USER_ERROR(what << " has a dynamic axis " << k << " ("
                                  << dim_str(dims[k]) << ") left open: give the "
@@ -60,6 +62,8 @@ void Translator::set_input(const OnnxSizes& sizes) {
                                                     "W]` in the config)"));
     sample.push_back(*asked);
   }
+  if (sample[0] * (sample.size() > 1 ? sample[1] * sample[2] : 1) > (int64_t{1} << 40))
+    REMAT_USER_ERROR(what << ": a sample of " << shape_str(sample) << " is too large");
   if (out_->tokens) out_->sequence = sample[0];
   else out_->input = sample;
   data_[in.name()] = DataValue{kModelInputName, sample, sample,

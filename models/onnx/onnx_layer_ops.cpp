@@ -77,12 +77,14 @@ Window window(Translator& t, int64_t kh, int64_t kw, int64_t in_h, int64_t in_w,
                              p = t.attr_ints("pads", {0, 0, 0, 0});
   if (s.size() != 2 || d.size() != 2 || p.size() != 4)
     t.fail("strides, dilations and pads must be for two spatial axes (a 2-D op)");
+  constexpr int64_t kMax = int64_t{1} << 20;  // as remat's window ops read them
   for (int64_t v : s)
-    if (v < 1) t.fail("strides must be positive");
+    if (v < 1 || v > kMax) t.fail("strides must be 1 to 2^20");
   for (int64_t v : d)
-    if (v < 1) t.fail("dilations must be positive");
+    if (v < 1 || v > kMax) t.fail("dilations must be 1 to 2^20");
   for (int64_t v : p)
-    if (v < 0) t.fail("pads must not be negative");
+    if (v < 0 || v > kMax) t.fail("pads must be 0 to 2^20");
+  if (kh < 1 || kw < 1 || kh > kMax || kw > kMax) t.fail("the window must be 1 to 2^20 wide");
   Window w{kh, kw, s[0], s[1], d[0], d[1], {}, {}};
   w.h = window_axis(t, in_h, kh, s[0], d[0], p[0], p[2], ceil);
   w.w = window_axis(t, in_w, kw, s[1], d[1], p[1], p[3], ceil);
@@ -246,8 +248,9 @@ void reshape(Translator& t) {
     if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
     int64_t v = to.i[k].c;
     if (v == 0 && k - 1 < x.sample.size()) v = x.sample[k - 1];
+    if (v < -1 || v > (int64_t{1} << 40)) t.fail("a dimension of " + std::to_string(v));
     if (v == -1) infer = static_cast<int64_t>(rest.size());
-    else known *= v;
+    else known = v == 0 || known <= (int64_t{1} << 40) / v ? known * v : (int64_t{1} << 41);
     rest.push_back(v);
   }
   if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = numel / known;
@@ -438,18 +441,24 @@ void layer_norm(Translator& t) {
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the normalization over the last axis is supported");
   if (!t.has(2)) t.fail("a LayerNormalization without a bias is not supported");
-  const int64_t c = x.sample.back();
   weight_dims(t, 1, "the scale");
   weight_dims(t, 2, "the bias");
   t.require_unused_outputs(1);
-  AttrMap a;
-  a.set("eps", short_float(t.attr_float("epsilon", 1e-5)));
-  t.emit("layernorm", {x}, a,
-         {{"weight", t.node().input(1), {c}, {}}, {"bias", t.node().input(2), {c}, {}}}, x.sample,
-         x.remat);
+  emit_layernorm(t, x, 1, 2, short_float(t.attr_float("epsilon", 1e-5)));
 }
 
 }  // namespace
+
+void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps) {
+  const int64_t c = x.sample.back();
+  if (t.initializer_dims(scale) != Shape{c} || t.initializer_dims(bias) != Shape{c})
+    t.fail("the scale and bias must be [" + std::to_string(c) + "]");
+  AttrMap a;
+  a.set("eps", eps);
+  t.emit("layernorm", {x}, a,
+         {{"weight", t.node().input(scale), {c}, {}}, {"bias", t.node().input(bias), {c}, {}}},
+         x.sample, x.remat);
+}
 
 const std::map<std::string, TranslateFn>& layer_ops() {
   static const std::map<std::string, TranslateFn> ops = {

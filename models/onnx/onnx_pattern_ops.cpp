@@ -51,6 +51,7 @@ void split_heads(Translator& t) {
     rest.push_back(to.i[k].c);
   }
   const int64_t T = rest[0] == 0 ? x.sample[0] : rest[0], h = rest[1];
+  if (h < 1 || h > x.sample[1]) t.fail("a split into " + std::to_string(h) + " heads");
   const int64_t d = rest[2] == -1 ? x.sample[1] / h : rest[2];
   if (T != x.sample[0] || h < 1 || h * d != x.sample[1])
     t.fail("a Reshape of " + shape_str(x.sample) + " to [" + std::to_string(rest[0]) + ", " +
@@ -68,7 +69,7 @@ void merge_heads(Translator& t) {
   const DataValue x = t.data(0);
   if (x.remat != x.sample || x.transposed || x.sample.size() != 3) t.fail("expects heads [N, H, T, D]");
   const OnnxConst& to = t.konst(1);
-  const int64_t c = x.sample[0] * x.sample[2];
+  const int64_t c = x.sample[0] * x.sample[2];  // the heads' sizes are the import's own
   if (to.i.size() != 3 || !(to.i[0] == SymInt{1, 0} || to.i[0] == SymInt{0, 0}) ||
       !(to.i[1] == SymInt{0, x.sample[1]} || to.i[1] == SymInt{0, 0}) ||
       !(to.i[2] == SymInt{0, c} || to.i[2] == SymInt{0, -1}))
@@ -177,14 +178,7 @@ void layer_norm(Translator& t) {
   if (t.attr_int("mean_keepdims", 1) == 0 || t.attr_int("var_keepdims", 1) == 0)
     t.fail("the means must keep their axis");
   if (t.konst(2).scalar(t.where() + ": exponent") != 2.0) t.fail("the variance must square");
-  const int64_t c = x.sample.back();
-  if (t.initializer_dims(3) != Shape{c} || t.initializer_dims(4) != Shape{c})
-    t.fail("the scale and bias must be [" + std::to_string(c) + "]");
-  AttrMap a;
-  a.set("eps", t.konst(1).scalar(t.where() + ": eps"));
-  t.emit("layernorm", {x}, a,
-         {{"weight", t.node().input(3), {c}, {}}, {"bias", t.node().input(4), {c}, {}}}, x.sample,
-         x.remat);
+  emit_layernorm(t, x, 3, 4, t.konst(1).scalar(t.where() + ": eps"));
 }
 
 }  // namespace

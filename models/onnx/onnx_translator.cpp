@@ -15,6 +15,7 @@ Translator::Translator(const OnnxSource& src, OnnxImport* out)
 }
 
 bool Translator::is_const(int k) const {
+  if (!has(k)) return false;
   const std::string& v = node_->input(k);
   return consts_.count(v) || (initializers_.count(v) && !data_.count(v));
 }
@@ -131,8 +132,9 @@ std::string Translator::where() const {
       {"GeluTanh", "the nodes of GPT-2's gelu"},
       {"LayerNorm", "the nodes of a layer norm"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
-  return src_.path + ": node '" + (node_->name().empty() ? node_->output(0) : node_->name()) +
-         "' (" + (grouped ? groups.at(node_->op_type()) : node_->op_type()) + ", opset " +
+  const std::string name = !node_->name().empty() ? node_->name()
+                           : node_->output_size() ? node_->output(0) : node_->op_type();
+  return src_.path + ": node '" + name + "' (" + (grouped ? groups.at(node_->op_type()) : node_->op_type()) + ", opset " +
          std::to_string(src_.opset) + ")";
 }
 

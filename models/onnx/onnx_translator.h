@@ -129,6 +129,9 @@ const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
 // MatMul of two data tensors (remat's matmul; onnx_pattern_ops.cpp).
 void matmul_of_data(Translator& t);
+// layernorm over x's last axis with the initializers of inputs `scale` and `bias` ([C] each)
+// (onnx_layer_ops.cpp).
+void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps);
 
 }  // namespace onnx_detail
 }  // namespace remat
