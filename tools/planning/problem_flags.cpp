@@ -64,8 +64,13 @@ ConfigProblem config_problem_from_flags(const FlagParser& flags) {
   return c;
 }
 
+ConfigProblem with_loaded_config(ConfigProblem c) {
+  c.loaded = std::make_shared<const ModelConfig>(load_model_config(c.config, c.overrides));
+  return c;
+}
+
 Problem problem_from_config(const ConfigProblem& c) {
-  ModelConfig cfg = load_model_config(c.config, c.overrides);
+  ModelConfig cfg = c.loaded ? *c.loaded : load_model_config(c.config, c.overrides);
   if (c.accumulate) cfg.accumulate = *c.accumulate;
   std::optional<int64_t> batch = c.batch;
   std::optional<CostTable> table;
@@ -152,7 +157,7 @@ Problem problem_from_flags(const FlagParser& flags) {
 
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags) {
   if (model_file_flag(flags, "").empty() || flags.get("cost-model") != "flops") return nullptr;
-  const ConfigProblem c = config_problem_from_flags(flags);
+  const ConfigProblem c = with_loaded_config(config_problem_from_flags(flags));
   return [c](int64_t batch) {
     ConfigProblem at = c;
     at.batch = batch;

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "models/config.h"
 #include "runtime/memory/param_layout.h"
 #include "runtime/core/tensor.h"
 #include "solver/problem.h"
@@ -55,7 +57,13 @@ struct ConfigProblem {
   std::optional<DType> precision;       // overrides the config's `precision`
   std::optional<int> accumulate;        // overrides the config's `accumulate`
   std::vector<std::string> overrides;   // KEY=VALUE config overrides
+  // The config, once loaded (with_loaded_config): a search builds many problems of one model,
+  // and an ONNX file is read once for all of them.
+  std::shared_ptr<const ModelConfig> loaded;
 };
+
+// `c` with its config loaded (ConfigProblem::loaded).
+ConfigProblem with_loaded_config(ConfigProblem c);
 
 // The ConfigProblem of the --config flags (--cost-model, --input, --seq, --world,
 // --shard-optimizer, --precision, --accumulate, KEY=VALUE); --batch is left to the caller.

@@ -133,7 +133,7 @@ int run(int argc, char** argv) {
       throw UsageError("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
                        "sequence length)");
     if (flags.has("seq")) throw UsageError("maxbatch: --vary seq searches the sequence length; drop --seq");
-    ConfigProblem c = config_problem_from_flags(flags);
+    ConfigProblem c = with_loaded_config(config_problem_from_flags(flags));
     if (flags.has("batch")) c.batch = flags.get_int("batch", 1, int64_t(1) << 40);
     family.at = [c](int64_t t) {
       ConfigProblem at = c;
