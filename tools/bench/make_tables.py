@@ -361,7 +361,15 @@ gen_onnx_zoo = simple(
     ["model", "params", "onnx_nodes", "status", "remat_nodes", "remat_params", "step_s",
      "maxbatch_keep", "maxbatch_checkmate", "import_s"],
     ["model", "parameters (PyTorch; remat's)", "ONNX nodes", "remat nodes", "max batch 16 GB, keep",
-     "max batch 16 GB, checkmate", "CPU step, batch 1", "import + plan", "import"], onnx_zoo_row)
+     "max batch 16 GB, checkmate", "train, 1 step", "import + plan", "import"], onnx_zoo_row)
+
+
+gen_onnx_resnet50 = simple(
+    "tools/bench/results/onnx/resnet50_16gb.csv",
+    ["model", "source", "nodes", "constant", "maxbatch_keep", "maxbatch_checkmate"],
+    ["network", "from", "planned nodes", "constant", "max batch 16 GB, keep", "max batch 16 GB, checkmate"],
+    lambda r: [r["model"], r["source"], r["nodes"], r["constant"], r["maxbatch_keep"],
+               r["maxbatch_checkmate"]])
 
 
 # ---- the solver ------------------------------------------------------------------------------
@@ -554,6 +562,18 @@ def gen_headline(root, doc):
         budgeted["device"], budgeted["revision"], budgeted["date"],
         link("docs/benchmarks.md", "benchmarks") + ", " + link(GPU_TRAIN, "data")])
 
+    rel = ONNX_ZOO
+    onnx_rows = read_csv(root, rel)
+    imported = [r for r in onnx_rows if r["status"] == "imports"]
+    equal = sum(r["remat_params"] == r["params"] for r in imported)
+    rows.append([
+        "ONNX import: torchvision classification models exported from PyTorch",
+        f"{len(imported)} of {len(onnx_rows)} import, plan and train a CPU step; parameters "
+        f"equal to PyTorch's in {equal} of {len(imported)}",
+        imported[0]["machine"], ", ".join(sorted({r["revision"] for r in onnx_rows})),
+        ", ".join(sorted({r["date"] for r in onnx_rows})),
+        link("docs/guide/onnx.md", "ONNX import") + ", " + link(rel, "data")])
+
     comparisons = gpu_comparisons(root)
     for config, precision, setting_prefix in (("resnet50", "bf16", "keep"),
                                               ("resnet50", "bf16", "50%"),
@@ -652,6 +672,7 @@ TABLES = {
     "gpu-train": gen_gpu_train,
     "notes": gen_notes,
     "onnx-torchvision": gen_onnx_zoo,
+    "onnx-resnet50": gen_onnx_resnet50,
 }
 
 # ---- the Markdown files --------------------------------------------------------------------

@@ -5,7 +5,8 @@ trained one CPU step at batch 1, and searched for its largest batch under a budg
 table and appends one CSV row per model to --csv (tools/bench/results/onnx/torchvision.csv):
   model, params (PyTorch's trainable count), onnx_nodes, status (imports | the importer's error,
   shortened), remat_nodes (the training graph's planned nodes), remat_params (the trained
-  step's weights), step_s (the CPU step), maxbatch_keep and maxbatch_checkmate (under --budget,
+  step's weights), step_s (the wall time of `train --batch 1 --steps 1`: the file read, the plan
+  and one CPU step), maxbatch_keep and maxbatch_checkmate (under --budget,
   FLOPs costs; checkmate's with its upper bound), import_s (loading and translating the file),
   and the provenance columns revision, date, machine, load.
 Usage: onnx_zoo_bench.py --bin build/tools [--models a,b] [--budget 16GB] [--time-limit 10]
