@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 
 #include "runtime/core/attrs.h"
 #include "runtime/core/check.h"
@@ -63,6 +66,43 @@ bool same_value(const std::string& a, const std::string& b) {
   return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
 }
 
+// Counts the aliases (*a) in a YAML text's events: what makes a short text a large tree.
+class AliasCounter : public YAML::EventHandler {
+ public:
+  int aliases = 0;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { ++aliases; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Note [aliases in overrides]: an override's value is one line of YAML, where an alias has no
+// use; a few nested ones (`[&a [1,1,1], &b [*a,*a,*a], ...]`) make a tree of billions of nodes
+// that marking and printing the override would walk. They are refused before anything is built,
+// as fast as the same text in a config file is refused by its field's check.
+void refuse_aliases(const std::string& value_text, const std::string& label) {
+  std::istringstream in(value_text);
+  YAML::Parser parser(in);
+  AliasCounter counter;
+  try {
+    while (parser.HandleNextDocument(counter)) {
+    }
+  } catch (const YAML::ParserException& e) {
+    REMAT_USER_ERROR(label << ": the value is not valid YAML: " << e.msg);
+  }
+  if (counter.aliases > 0)
+    REMAT_USER_ERROR(label << ": YAML aliases (*name) are not allowed in an override's value; "
+                              "write the value out");
+}
+
 }  // namespace
 
 std::string describe_overrides(const ModelConfig& cfg) {
@@ -92,6 +132,7 @@ void config_apply_override(YAML::Node root, const std::string& text, OverrideMar
     if (end == eq) break;
     start = end + 1;
   }
+  refuse_aliases(text.substr(eq + 1), label);  // Note [aliases in overrides]
   YAML::Node value;
   try {
     value = YAML::Load(text.substr(eq + 1));

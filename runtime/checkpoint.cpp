@@ -1,9 +1,11 @@
 // Checkpoints as safetensors: the trainable state of an executor, saved atomically.
 #include "runtime/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/core/check.h"
+#include "runtime/graph/init.h"
 #include "runtime/io/safetensors.h"
 
 namespace remat {
@@ -45,6 +47,35 @@ void checkpoint_save(const Graph& g, const std::function<std::vector<float>(Valu
 
 void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_done) {
   checkpoint_save(ex.graph(), [&](ValueId v) { return ex.read(v); }, path, steps_done);
+}
+
+std::string checkpoint_non_finite(const Executor& ex) {
+  const Graph& g = ex.graph();
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (!checkpoint_holds(g.values[v].kind)) continue;
+    const std::vector<float> host = ex.read(static_cast<ValueId>(v));
+    for (size_t i = 0; i < host.size(); ++i)
+      if (!std::isfinite(host[i]))
+        return "tensor '" + g.values[v].name + "': element " + std::to_string(i) + " is " +
+               std::to_string(host[i]);
+  }
+  return "";
+}
+
+std::vector<std::string> reset_non_finite_buffers(Executor& ex) {
+  const Graph& g = ex.graph();
+  std::vector<std::string> reset;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    if (val.kind != ValueKind::Buffer ||
+        (val.init != InitKind::Zeros && val.init != InitKind::Ones))
+      continue;
+    const std::vector<float> host = ex.read(static_cast<ValueId>(v));
+    if (std::all_of(host.begin(), host.end(), [](float x) { return std::isfinite(x); })) continue;
+    ex.write(static_cast<ValueId>(v), init_values(val, 0));
+    reset.push_back(val.name);
+  }
+  return reset;
 }
 
 CheckpointData checkpoint_read(const Graph& g, const std::string& path) {

@@ -25,6 +25,15 @@ void checkpoint_save(const Executor& ex, const std::string& path, int64_t steps_
 void checkpoint_save(const Graph& g, const std::function<std::vector<float>(ValueId)>& read,
                      const std::string& path, int64_t steps_done);
 
+// "" when every value a checkpoint holds is finite, else the first that is not ("tensor
+// 'bn.running_mean': element 3 is nan"): a checkpoint holds finite values only.
+std::string checkpoint_non_finite(const Executor& ex);
+
+// Writes their initial values (zeros, ones) into the buffers of constant initialisation that
+// hold a non-finite element (batch-norm running statistics a failed step's forward spoiled) and
+// returns their names. Note [saving at an error] in tools/training/training.cpp.
+std::vector<std::string> reset_non_finite_buffers(Executor& ex);
+
 // A checkpoint read and checked against `g`, nothing written yet: the step it was taken after,
 // per value of g the tensor (empty for values a checkpoint does not hold), and the tensors
 // without a checksum (files written before checksums existed). UserError naming the file and

@@ -264,7 +264,23 @@ TEST_F(BadInput, NonFiniteLossStopsAtTheStepNamingTheNode) {
   RunResult r = run(TRAIN_EXE, args);
   expect_refused(r, 3, {"step 3: the loss is", "the first non-finite output is node 'conv2'",
                         "--no-check-finite"},
-                 {"out.safetensors"});
+                 {});
+  // Note [saving at an error]: --save holds the state after step 2, the last finite one, with
+  // the running statistics step 3's forward spoiled reset (named); it loads as a checkpoint.
+  EXPECT_NE(r.out.find("checkpoint after step 2 written to " + path("out.safetensors") +
+                       " before the error below"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reset to their initial values in it: bn2.running_mean, bn2.running_var"),
+            std::string::npos) << r.out;
+  EXPECT_FALSE(exists(path("out.safetensors.tmp")));
+  const SafeTensorFile ck = safetensors_load(path("out.safetensors"));
+  EXPECT_EQ(ck.metadata.at("step"), "2");
+  for (const SafeTensor& t : ck.tensors)
+    for (float x : t.f32()) ASSERT_TRUE(std::isfinite(x)) << t.name;
+  RunResult resumed = run(TRAIN_EXE, "--config '" + path("div.yaml") + "' --batch 4 --steps 3 "
+                                      "--no-check-finite --resume '" + path("out.safetensors") + "'");
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resumed from " + path("out.safetensors") + " after step 2"),
+            std::string::npos) << resumed.out;
   RunResult on = run(TRAIN_EXE, args + " --no-check-finite");
   EXPECT_EQ(on.code, 0) << on.err;  // the opt-out trains on, as before
   EXPECT_NE(on.out.find("nan"), std::string::npos) << on.out;
@@ -300,6 +316,35 @@ TEST_F(BadInput, AFailedWriteLeavesNoFileAndKeepsTheOldOne) {
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_EQ(read_whole_file(path("p.json")), "old");
   EXPECT_FALSE(exists(path("p.json.tmp")));
+}
+
+// Note [file-size limit]: SIGXFSZ no longer kills `train`. Past `ulimit -f` the metrics stop
+// on a whole line (training goes on) and the --save that does not fit is an error that leaves
+// no temporary behind.
+TEST_F(BadInput, AFileSizeLimitFailsTheWritesInsteadOfKillingTrain) {
+  RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --batch 4 --steps 500 --log-every 100 "
+                    "--metrics '" + path("m.jsonl") + "' --save '" + path("s.safetensors") + "'",
+                    "ulimit -f 128;");
+  expect_refused(r, 1, {"--metrics " + path("m.jsonl") + ": cannot write (File too large) after step",
+                        "training goes on", path("s.safetensors") + ".tmp: cannot write: File too large"},
+                 {"s.safetensors"});
+  EXPECT_NE(r.out.find("step 500/500"), std::string::npos) << "trained to the end:\n" << r.out;
+  const std::string metrics = read_whole_file(path("m.jsonl"));
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(metrics.back(), '\n') << "the metrics end on a whole line";
+}
+
+// A config that is a FIFO (or any other non-regular file) is refused at once instead of waiting
+// for a writer that never comes.
+TEST_F(BadInput, AConfigThatIsNotARegularFileIsRefusedAtOnce) {
+  ASSERT_EQ(::mkfifo(path("c.yaml").c_str(), 0644), 0);
+  for (const char* exe : {TRAIN_EXE, PLAN_EXE})
+    expect_refused(run(exe, "--config '" + path("c.yaml") + "' --budget 1GB", "timeout 60"), 1,
+                   {path("c.yaml") + ": is a FIFO (named pipe), not a regular file; expected a "
+                                     "model config"},
+                   {});
+  expect_refused(run(PLAN_EXE, "--config /dev/zero --budget 1GB", "timeout 60"), 1,
+                 {"/dev/zero: is a character device, not a regular file"}, {});
 }
 
 // ---- memory ---------------------------------------------------------------------------------

@@ -298,5 +298,23 @@ TEST(ConfigOverrides, ABadOverrideNamesItself) {
   EXPECT_THAT(err("layers.conv1.filters=[1"), HasSubstr("the value is not valid YAML"));
 }
 
+// Note [aliases in overrides]: nested aliases in an override's value (here 9^6 nodes once
+// expanded) are refused before the tree is walked, at once; an anchor alone is harmless.
+TEST(ConfigOverrides, AliasesInAValueAreRefusedAtOnce) {
+  const YamlText y = base_yaml();
+  std::string bomb = "input=[&a0 [1,1,1,1,1,1,1,1,1]";
+  for (int i = 1; i <= 6; ++i) {
+    bomb += ", &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 9; ++k) bomb += (k ? ",*a" : "*a") + std::to_string(i - 1);
+    bomb += "]";
+  }
+  bomb += "]";
+  const std::string e = user_error([&] { parse_model_config(y.text(), y.source, {bomb}); });
+  EXPECT_THAT(e, HasSubstr("YAML aliases (*name) are not allowed in an override's value"));
+  EXPECT_THAT(e, HasSubstr("override 'input=[&a0"));
+  const ModelConfig c = parse_model_config(y.text(), y.source, {"input=&a [3, 4, 4]"});
+  EXPECT_EQ(c.input, (Shape{3, 4, 4}));
+}
+
 }  // namespace
 }  // namespace remat::test

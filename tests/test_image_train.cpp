@@ -17,6 +17,7 @@
 #include "models/data_rng.h"
 #include "runtime/core/check.h"
 #include "models/images/image_decode.h"
+#include "runtime/io/safetensors.h"
 #include "tests/data_files.h"
 #include "tests/tool_runner.h"
 #include "tools/training/metrics.h"
@@ -113,6 +114,38 @@ TEST_F(ImageTrain, LearnsColoursAndValidatesEveryKSteps) {
   EXPECT_NEAR(j.at("val_top1").get<double>(), s.val->top1_rate(), 1e-9);
   EXPECT_EQ(j.at("val_count"), 12);
   EXPECT_EQ(j.at("skipped_samples"), 0);
+}
+
+// Note [saving at an error]: an unreadable image met mid-run (without --skip-bad-samples) stops
+// the run with an error naming it, and --save holds the steps trained before it.
+TEST_F(ImageTrain, ABadImageMidRunSavesTheStepsBeforeIt) {
+  TrainOptions o;
+  o.config = config();
+  write("train/r/zz_bad.jpg", "not a jpeg");
+  o.batch = 1;  // sample i of the first epoch is read at step i + 1
+  o.steps = 37;
+  o.log_every = 100;
+  o.data_threads = 1;
+  o.save_file = path("ck.safetensors");
+  std::string error;
+  try {
+    run_training(o);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  ASSERT_NE(error.find("zz_bad.jpg"), std::string::npos) << error;
+  ASSERT_TRUE(fs::exists(path("ck.safetensors"))) << "no checkpoint at the error: " << error;
+  const SafeTensorFile ck = safetensors_load(path("ck.safetensors"));
+  const int64_t saved = std::stoll(ck.metadata.at("step"));
+  EXPECT_GE(saved, 1) << "the bad image is not the first sample of this seed's order";
+  EXPECT_LT(saved, 37);
+  // Resuming without the bad file trains on from that step.
+  fs::remove(path("train/r/zz_bad.jpg"));
+  o.resume_file = path("ck.safetensors");
+  o.save_file.clear();
+  const TrainSummary s = run_training(o);
+  EXPECT_EQ(s.steps_done, 37);
+  EXPECT_EQ(static_cast<int64_t>(s.losses.size()), 37 - saved);
 }
 
 // Under a budget below keep-everything the training recomputes, and the validation plan runs in

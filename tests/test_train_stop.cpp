@@ -11,9 +11,11 @@
 #include <string>
 #include <thread>
 
+#include "runtime/io/atomic_file.h"
 #include "runtime/io/safetensors.h"
 #include "tests/source_dir.h"
 #include "tests/tool_runner.h"
+#include "tools/training/stop_signal.h"
 
 namespace remat {
 namespace {
@@ -168,6 +170,35 @@ TEST_F(TrainCli, ASecondSignalDuringAStepStopsAtOnce) {
   EXPECT_NE(log.find("stopping after this step"), std::string::npos) << log;
   EXPECT_NE(log.find("stopped at once (second signal)"), std::string::npos) << log;
   EXPECT_FALSE(exists(path("ck.safetensors"))) << log;
+}
+
+// The second signal ends the process at once, and the temporary of a write in progress goes
+// with it (Note [temporary files at exit]): here a forked child holds a registered PATH.tmp,
+// as write_file_atomic does while it writes, when the second signal comes.
+TEST(StopSignal, TheSecondSignalRemovesTheTemporaryBeingWritten) {
+  char dir[] = "/tmp/remat_stop_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string tmp = std::string(dir) + "/ck.safetensors.tmp";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    StopSignals handlers(StopMessages::None);
+    stop_signals_graceful();
+    const TemporaryInProgress in_progress(tmp);
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f || std::fputs("half a checkpoint", f) < 0 || std::fflush(f) != 0) ::_exit(90);
+    ::raise(SIGTERM);  // the first: a flag
+    if (stop_signal_received() != SIGTERM) ::_exit(91);
+    ::usleep(static_cast<useconds_t>((kStopGraceSeconds + 0.2) * 1e6));
+    ::raise(SIGTERM);  // the second: at once
+    ::_exit(92);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_FALSE(exists(tmp)) << tmp << " was left behind";
+  std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
 
 }  // namespace

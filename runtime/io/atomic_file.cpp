@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "runtime/core/check.h"
@@ -34,7 +36,32 @@ std::string parent_dir(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// Note [temporary files at exit]: the registered temporary's path, NUL-terminated, readable from
+// a signal handler once g_tmp_state is kTmpSet.
+constexpr int kTmpFree = 0, kTmpClaimed = 1, kTmpSet = 2;
+std::atomic<int> g_tmp_state{kTmpFree};
+char g_tmp_path[4096];
+
 }  // namespace
+
+TemporaryInProgress::TemporaryInProgress(const std::string& tmp_path) {
+  int expected = kTmpFree;
+  if (tmp_path.size() >= sizeof g_tmp_path ||
+      !g_tmp_state.compare_exchange_strong(expected, kTmpClaimed))
+    return;
+  std::memcpy(g_tmp_path, tmp_path.c_str(), tmp_path.size() + 1);
+  g_tmp_state.store(kTmpSet);
+  registered_ = true;
+}
+
+TemporaryInProgress::~TemporaryInProgress() {
+  if (registered_) g_tmp_state.store(kTmpFree);
+}
+
+void remove_temporary_in_progress() {
+  static_assert(std::atomic<int>::is_always_lock_free, "read from a signal handler");
+  if (g_tmp_state.load() == kTmpSet) ::unlink(g_tmp_path);
+}
 
 void check_output_file(const std::string& path, const std::string& what) {
   struct stat st {};
@@ -52,6 +79,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     REMAT_USER_ERROR(path << ": exists and is not a regular file; not replacing it");
   const std::string tmp = path + ".tmp";
+  const TemporaryInProgress in_progress(tmp);  // Note [temporary files at exit]
   // A stale temporary (an earlier run killed mid-write) is replaced; O_EXCL | O_NOFOLLOW make
   // sure the data goes into a fresh regular file, never through a FIFO or a link left there.
   ::unlink(tmp.c_str());

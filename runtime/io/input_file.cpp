@@ -21,20 +21,32 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
 }  // namespace
 
 std::string read_file(const std::string& path, const std::string& what, int64_t max_bytes) {
-  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; a regular file ignores the flag.
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (f.fd < 0) REMAT_USER_ERROR(path << ": cannot open " << what << ": " << std::strerror(errno));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0)
     REMAT_USER_ERROR(path << ": cannot read " << what << ": " << std::strerror(errno));
   if (S_ISDIR(st.st_mode)) REMAT_USER_ERROR(path << ": is a directory, expected a " << what);
-  if (S_ISREG(st.st_mode) && st.st_size > max_bytes)
+  if (!S_ISREG(st.st_mode))
+    REMAT_USER_ERROR(path << ": is " << file_kind(st.st_mode) << ", not a regular file; expected a "
+                          << what << " (a pipe or device could block or never end)");
+  if (st.st_size > max_bytes)
     REMAT_USER_ERROR(path << ": " << what << " of " << st.st_size << " bytes is larger than the "
                           << max_bytes << "-byte limit");
   std::string out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(f.fd, buf, sizeof buf);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -275,6 +276,13 @@ std::string FlagParser::get_choice(const std::string& name,
   for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
   throw UsageError(program_ + ": --" + name + " '" + v + "' is not one of: " + list);
 }
+
+// Note [file-size limit]: a write past the shell's file-size limit (`ulimit -f`, RLIMIT_FSIZE)
+// raises SIGXFSZ, whose default action kills the process: a run would end with no checkpoint
+// and a metrics file cut mid-line. Ignored, the write fails with EFBIG instead and takes the
+// path of a full disk: the file being written is removed (atomic writes), a side output's
+// failure is reported (Note [side outputs]) and the checkpoint is written where it fits.
+void ignore_file_size_signal() { std::signal(SIGXFSZ, SIG_IGN); }
 
 int report_exception(const std::string& who) {
   std::fflush(stdout);  // progress printed so far comes before the error line

@@ -122,8 +122,13 @@ int run_main(F&& body);
 // is not empty, e.g. a data-parallel rank), returns the exit code.
 int report_exception(const std::string& who = "");
 
+// Every tool ignores SIGXFSZ, so a write past `ulimit -f` fails as on a full disk (Note
+// [file-size limit]); run_main calls it.
+void ignore_file_size_signal();
+
 template <typename F>
 int run_main(F&& body) {
+  ignore_file_size_signal();
   try {
     return body();
   } catch (...) {

@@ -216,6 +216,7 @@ int train_main(int argc, char** argv, remat::MpiSession& session) {
 int main(int argc, char** argv) {
   std::unique_ptr<remat::MpiSession> session;
   int code = 0;
+  remat::ignore_file_size_signal();  // Note [file-size limit]
   try {
     session = std::make_unique<remat::MpiSession>();
     code = train_main(argc, argv, *session);

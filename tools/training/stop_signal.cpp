@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "runtime/core/check.h"
+#include "runtime/io/atomic_file.h"
 
 namespace remat {
 
@@ -29,7 +30,7 @@ void write_stderr(const char* text) {
   (void)ignored;
 }
 
-// Only async-signal-safe calls here (write, getpid, clock_gettime, _exit).
+// Only async-signal-safe calls here (write, getpid, clock_gettime, unlink, _exit).
 extern "C" void on_stop_signal(int sig) {
   if (::getpid() != g_owner) ::_exit(128 + sig);  // a solver child: its parent reports
   if (g_graceful == 0) {
@@ -38,6 +39,7 @@ extern "C" void on_stop_signal(int sig) {
                                    "or solving): nothing trained, nothing written\n"
                                  : "\nstopped by SIGTERM before the first step (while setting up "
                                    "or solving): nothing trained, nothing written\n");
+    remove_temporary_in_progress();
     ::_exit(128 + sig);
   }
   struct timespec now {};
@@ -46,6 +48,7 @@ extern "C" void on_stop_signal(int sig) {
     const double since = static_cast<double>(now.tv_sec - g_first_at.tv_sec) +
                          1e-9 * static_cast<double>(now.tv_nsec - g_first_at.tv_nsec);
     if (since < kStopGraceSeconds) return;  // the same key press, delivered twice
+    remove_temporary_in_progress();  // Note [temporary files at exit]
     if (g_messages != StopMessages::None) write_stderr("\nstopped at once (second signal)\n");
     ::_exit(128 + sig);
   }

@@ -10,7 +10,8 @@ namespace remat {
 // first signal only sets a flag; the training loop ends the step it is running, writes the
 // checkpoint when --save was given, prints its summary and exits with 128 + the signal's number,
 // as a shell expects of a command ended by a signal. A second signal exits at once (the same
-// code, nothing written: checkpoints are atomic, so no half-written file is left) — unless it
+// code, nothing written: checkpoints are atomic, and the temporary of a write in progress is
+// removed, Note [temporary files at exit] in runtime/io/atomic_file.h) — unless it
 // comes within kStopGraceSeconds of the first: one key press can reach a process twice (a
 // terminal's SIGINT to the process group and a wrapper such as `timeout --foreground`
 // forwarding it), and it must not cancel the checkpoint. Only `train` installs the handlers;

@@ -235,35 +235,95 @@ void after_step(TrainingRun& run, const TrainOptions& opt, LoopState& st, int64_
   }
 }
 
-// The step loop: up to --steps, or until a stop signal ends it after a step.
-void step_loop(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
+// One step: its batch, the plan, the ranks' agreement, the step line and what follows it.
+void one_step(TrainingRun& run, const TrainOptions& opt, LoopState& st, int64_t step) {
   Executor& ex = *run.exec;
   ParallelJob* job = run.job.get();
+  const PrefetchSource::Batch batch = run.data->acquire(step);
+  const bool last = step + 1 == opt.steps;
+  const bool traces = run.writer && !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
+  StepResult r;
+  try {
+    r = ex.run_step(run.sp.plan, batch.input, batch.labels, step, traces ? &st.trace : nullptr);
+  } catch (const NonFiniteError& e) {
+    throw NonFiniteError(std::string(e.what()) +
+                         " (a lower learning rate may help; --no-check-finite trains on)");
+  }
+  if (job) {  // Note [stopping a data-parallel job]
+    const StepAgreement agreed = agree_after_step(*job, r.loss, stop_signal_received());
+    r.loss = static_cast<float>(agreed.loss);
+    st.stop_signal = agreed.stop_signal;
+    if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
+      check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
+  }
+  record_step(run, opt, st, step, r);
+  after_step(run, opt, st, step, r, last, traces);
+}
+
+// Note [saving at an error]: a step that fails — a sample that cannot be read (without
+// --skip-bad-samples), a non-finite loss or gradient (found before the optimizer update) —
+// leaves the parameters and optimizer state of the last completed step. With --save they are
+// written before the error is reported, so the run resumes from them (the bad file removed, a
+// lower learning rate). The failing step's forward has already updated the batch-norm running
+// statistics; where that made them non-finite (a diverging step usually does), they are reset
+// to their initial values (mean 0, variance 1), named in a line, and re-converge within a few
+// times 1 / momentum steps. A state that stays non-finite is not written (a checkpoint holds
+// finite values only), and the line says why. Data parallel: the ranks agree on a non-finite
+// step and save together; a sample error is one rank's and ends the job (Note [errors in a
+// data-parallel job]), so nothing is saved.
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+void save_after_failed_step(TrainingRun& run, const TrainOptions& opt, LoopState& st,
+                            bool every_rank_failed) {
+  if (opt.save_file.empty() || st.steps_done == st.first_step) return;
+  if (run.job && !every_rank_failed) return;
+  const std::vector<std::string> reset = reset_non_finite_buffers(*run.exec);
+  const std::string bad = checkpoint_non_finite(*run.exec);
+  const bool any_bad = run.job ? max_over_ranks(*run.job, bad.empty() ? 0 : 1) > 0 : !bad.empty();
+  if (any_bad) {
+    if (run.writer)
+      std::fprintf(stderr, "no checkpoint written to %s: %s (a checkpoint holds finite values "
+                           "only)\n", opt.save_file.c_str(),
+                   bad.empty() ? "another rank's state is not finite" : bad.c_str());
+    return;
+  }
+  try {
+    if (run.job) checkpoint_save_replicas(*run.exec, *run.job->host, opt.save_file, st.steps_done);
+    else checkpoint_save(*run.exec, opt.save_file, st.steps_done);
+    if (run.writer) {
+      std::printf("checkpoint after step %lld written to %s before the error below\n",
+                  static_cast<long long>(st.steps_done), opt.save_file.c_str());
+      if (!reset.empty())
+        std::printf("  running statistics the failed step made non-finite, reset to their initial "
+                    "values in it: %s\n", join_names(reset).c_str());
+    }
+  } catch (const UserError& e) {
+    std::fprintf(stderr, "no checkpoint written at the error: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+// The step loop: up to --steps, or until a stop signal ends it after a step.
+void step_loop(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
   stop_signals_graceful();  // Note [graceful stop]: from here a signal ends the running step
   // One process reads the flag before every step; ranks stop where they agreed to.
-  auto stopped = [&] { return job ? st.stop_signal : stop_signal_received(); };
+  auto stopped = [&] { return run.job ? st.stop_signal : stop_signal_received(); };
   for (int64_t step = st.first_step; step < opt.steps && !stopped(); ++step) {
-    const PrefetchSource::Batch batch = run.data->acquire(step);
-    const bool last = step + 1 == opt.steps;
-    const bool traces =
-        run.writer && !opt.trace_file.empty() && step >= opt.steps - opt.trace_steps;
-    StepResult r;
     try {
-      r = ex.run_step(run.sp.plan, batch.input, batch.labels, step, traces ? &st.trace : nullptr);
-    } catch (const NonFiniteError& e) {
+      one_step(run, opt, st, step);
+    } catch (const NonFiniteError&) {  // every rank's verdict (Note [finite check])
       st.log.end_line();
-      throw NonFiniteError(std::string(e.what()) +
-                           " (a lower learning rate may help; --no-check-finite trains on)");
+      save_after_failed_step(run, opt, st, true);
+      throw;
+    } catch (const UserError&) {
+      st.log.end_line();
+      save_after_failed_step(run, opt, st, false);
+      throw;
     }
-    if (job) {  // Note [stopping a data-parallel job]
-      const StepAgreement agreed = agree_after_step(*job, r.loss, stop_signal_received());
-      r.loss = static_cast<float>(agreed.loss);
-      st.stop_signal = agreed.stop_signal;
-      if (opt.check_every > 0 && (step + 1) % opt.check_every == 0 && !last)
-        check_replicas_identical(ex, *job->host, "after step " + std::to_string(step + 1));
-    }
-    record_step(run, opt, st, step, r);
-    after_step(run, opt, st, step, r, last, traces);
   }
   st.log.end_line();
 }
