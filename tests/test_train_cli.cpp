@@ -256,6 +256,9 @@ TEST_F(TrainCli, ExitCodesAreTheSameInEveryTool) {
       {TRAIN_EXE, "--steps 3", 2},                      // --config missing
       {TRAIN_EXE, cnn + " --steps many", 2},
       {TRAIN_EXE, cnn + " --strategy lp", 2},            // needs --budget
+      {TRAIN_EXE, cnn + " --plan p.json", 2},            // needs --budget
+      {EVALUATE_EXE, cnn + " --strategy lp", 2},         // the same rule, before --checkpoint
+      {EVALUATE_EXE, cnn + " --strategy lp --checkpoint c.safetensors", 2},
       {TRAIN_EXE, cnn + " --budget lots", 2},
       {TRAIN_EXE, cnn + " --input 3xq", 2},
       {TRAIN_EXE, cnn + " --keep-last 2", 2},            // needs --save-every

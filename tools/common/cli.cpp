@@ -277,6 +277,15 @@ std::string FlagParser::get_choice(const std::string& name,
   throw UsageError(program_ + ": --" + name + " '" + v + "' is not one of: " + list);
 }
 
+void require_budget_for(const FlagParser& f, const std::string& tool,
+                        const std::vector<std::string>& flags) {
+  if (f.has("budget")) return;
+  for (const std::string& flag : flags)
+    if (f.has(flag))
+      throw UsageError(tool + ": --" + flag + " needs --budget (it says how a plan fits a budget; "
+                       "without one everything is kept)");
+}
+
 // Note [file-size limit]: a write past the shell's file-size limit (`ulimit -f`, RLIMIT_FSIZE)
 // raises SIGXFSZ, whose default action kills the process: a run would end with no checkpoint
 // and a metrics file cut mid-line. Ignored, the write fails with EFBIG instead and takes the

@@ -122,6 +122,13 @@ int run_main(F&& body);
 // is not empty, e.g. a data-parallel rank), returns the exit code.
 int report_exception(const std::string& who = "");
 
+// Note [flags that need --budget]: --strategy (and train's --plan) say how a plan fits a
+// budget; without --budget there is no plan to make, and every tool that takes them calls that
+// a usage error (exit 2) instead of ignoring them. UsageError "<tool>: --strategy needs
+// --budget" for the first of `flags` given without it.
+void require_budget_for(const FlagParser& f, const std::string& tool,
+                        const std::vector<std::string>& flags);
+
 // Every tool ignores SIGXFSZ, so a write past `ulimit -f` fails as on a full disk (Note
 // [file-size limit]); run_main calls it.
 void ignore_file_size_signal();

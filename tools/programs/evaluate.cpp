@@ -63,6 +63,7 @@ int evaluate_main(int argc, char** argv) {
       .add("json", "FILE", "write the metrics and the run's facts as JSON")
       .allow_positional("KEY=VALUE", "override a config field, as train took them");
   if (!f.parse(argc, argv)) return 0;
+  require_budget_for(f, "evaluate", {"strategy"});  // Note [flags that need --budget]
   const std::string model_file = model_file_flag(f, "evaluate");
   if (model_file.empty())
     throw UsageError("evaluate: --config (or --onnx) is required\n" + f.usage());

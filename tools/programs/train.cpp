@@ -128,10 +128,7 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   opt.plan.strategy = f.get_choice("strategy", remat::strategy_names());
   opt.plan.cost_model = f.get("cost-model");
   if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
-  if (f.has("plan") && !f.has("budget"))
-    throw remat::UsageError("train: --plan needs --budget (the cap the plan runs under)");
-  if (f.has("strategy") && !f.has("budget"))
-    throw remat::UsageError("train: --strategy needs --budget");
+  remat::require_budget_for(f, "train", {"plan", "strategy"});  // Note [flags that need --budget]
   opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
   opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
   opt.memory = f.get_choice("memory", {"arena", "pool"});
