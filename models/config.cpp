@@ -35,6 +35,34 @@ const std::vector<std::string> kTopKeys = {
     "name", "input",     "classes",   "sequence", "vocab", "batch",  "accumulate", "loss",
     "seed", "precision", "optimizer", "data",     "val",   "layers", "layout",     "fuse",
     "model"};
+
+// ModelConfig::settings: "key.path: value" lines of a YAML tree.
+void flatten_settings(const YAML::Node& n, const std::string& key, std::vector<std::string>* out) {
+  constexpr size_t kMaxSettings = 1'000'000;  // a bound on any tree, validated or not
+  if (out->size() >= kMaxSettings) return;
+  const std::string prefix = key.empty() ? "" : key + ".";
+  if (n.IsMap()) {
+    if (n.size() == 0) out->push_back(key + ": {}");
+    for (auto it = n.begin(); it != n.end(); ++it)
+      flatten_settings(it->second, prefix + it->first.Scalar(), out);
+  } else if (n.IsSequence()) {
+    bool scalars = true;
+    for (const auto& e : n) scalars = scalars && e.IsScalar();
+    if (scalars) {
+      std::string line = key + ": [";
+      for (size_t k = 0; k < n.size(); ++k) line += (k ? ", " : "") + n[k].Scalar();
+      out->push_back(line + "]");
+      return;
+    }
+    for (size_t k = 0; k < n.size(); ++k) {
+      const YAML::Node e = n[k];
+      const bool named = e.IsMap() && e["name"] && e["name"].IsScalar();
+      flatten_settings(e, prefix + (named ? e["name"].Scalar() : std::to_string(k)), out);
+    }
+  } else {
+    out->push_back(key + ": " + (n.IsScalar() ? n.Scalar() : std::string("~")));
+  }
+}
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -137,12 +165,14 @@ ModelConfig ConfigParser::parse(const std::string& text,
   const YAML::Node layers = root["layers"];
   if (imported) {
     if (layers) fail(layers, "model", "give `layers` or `model: {onnx: FILE}`, not both");
+    flatten_settings(root, "", &cfg_.settings);  // validated: no alias can make it large
     return std::move(cfg_);
   }
   if (!layers) fail(root, "model", "field 'layers' is required (or `model: {onnx: FILE}`)");
   std::vector<Scope> scopes(1);
   scopes[0].input = kModelInputName;
   parse_list(layers, scopes);
+  flatten_settings(root, "", &cfg_.settings);  // validated: no alias can make it large
   return std::move(cfg_);
 }
 

@@ -219,6 +219,10 @@ struct ModelConfig {
   // the init rules (write_initial_values in models/initial_values.h); null: init rules only.
   std::shared_ptr<const std::map<std::string, std::vector<float>>> initial_values;
   std::vector<ConfigOverride> overrides;  // in the order given
+  // The settings as read, overrides applied: one "key.path: value" line per scalar (a list of
+  // scalars on one line, a list of layers by their names), in the file's order. Data-parallel
+  // ranks compare them (Note [ranks agree on the run] in tools/training/data_parallel.h).
+  std::vector<std::string> settings;
 
   // Positions of top-level fields, for errors found later (builder, data).
   std::string where_input, where_classes, where_loss, where_batch, where_sequence, where_vocab,

@@ -320,28 +320,32 @@ void write_fake_cifar(const std::string& dir) {
   }
 }
 
-// Rank 1 alone is given a config whose data path does not exist (MPMD launch: one command
+// Rank 1 alone reads a config whose data folder has no data: the same settings (a relative
+// `path: cifar`, Note [ranks agree on the run]) in another folder (MPMD launch: one command
 // line per rank). The job ends at once with rank 1's message and a non-zero exit.
 TEST_F(DataParallel, ARankThatFailsEndsTheJobWithItsMessage) {
-  write_fake_cifar(path("cifar"));
-  std::ofstream(path("good.yaml")) << cifar_config(path("cifar"));
-  std::ofstream(path("bad.yaml")) << cifar_config(path("no-such-dir"));
+  std::filesystem::create_directories(path("good"));
+  std::filesystem::create_directories(path("bad"));
+  write_fake_cifar(path("good/cifar"));
+  std::ofstream(path("good/c.yaml")) << cifar_config("cifar");
+  std::ofstream(path("bad/c.yaml")) << cifar_config("cifar");
   const std::string args = " --steps 3 --check-every 1";
-  JobResult ok = train_ok(mpirun(2) + train() + "--config '" + path("good.yaml") + "'" + args);
+  JobResult ok = train_ok(mpirun(2) + train() + "--config '" + path("good/c.yaml") + "'" + args);
   JobResult r = run(std::string("'") + MPIEXEC + "' --allow-run-as-root --oversubscribe -np 1 " +
-                        train() + "--config '" + path("good.yaml") + "'" + args + " : -np 1 " +
-                        train() + "--config '" + path("bad.yaml") + "'" + args,
+                        train() + "--config '" + path("good/c.yaml") + "'" + args + " : -np 1 " +
+                        train() + "--config '" + path("bad/c.yaml") + "'" + args,
                     120);
   EXPECT_NE(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.code, 124) << "the job hung until the time limit";
   EXPECT_NE(r.err.find("error: rank 1 of 2"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("no-such-dir/data_batch_1.bin"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad/cifar/data_batch_1.bin"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 60) << "a failing rank must not leave the others waiting";
 }
 
 // A step whose loss or averaged gradient is not finite stops every rank before the update
 // (Note [finite check]): the job exits 3 with the step's message, at the step where one
-// process at the global batch stops, and writes no checkpoint.
+// process at the global batch stops, and the ranks save the state before it together (Note
+// [saving at an error]).
 TEST_F(DataParallel, ANonFiniteStepStopsEveryRank) {
   std::string cfg = read_whole_file(config("small_cnn"));
   const size_t lr = cfg.find("lr: 0.02");
@@ -355,20 +359,24 @@ TEST_F(DataParallel, ANonFiniteStepStopsEveryRank) {
   EXPECT_NE(r.err.find("of 2 (" ), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("step 3: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("stopped before the optimizer update"), std::string::npos) << r.err;
-  EXPECT_FALSE(std::ifstream(path("out.st")).good());
+  EXPECT_NE(r.out.find("checkpoint after step 2 written to " + path("out.st") +
+                       " before the error below"), std::string::npos) << r.out;
+  EXPECT_EQ(safetensors_load(path("out.st")).metadata.at("step"), "2");
   JobResult one = run(train() + args + " --batch 4", 120);
   EXPECT_EQ(one.code, 3) << one.err;
   EXPECT_NE(one.err.find("step 3: "), std::string::npos) << one.err;
 }
 
-// Ranks given different models refuse to train together.
+// Ranks given different models refuse to train together (Note [ranks agree on the run]).
 TEST_F(DataParallel, RanksWithDifferentGraphsRefuse) {
   const std::string cfg = " --config '" + config("small_cnn") + "' --steps 1";
   JobResult r = run(mpirun(1) + train() + cfg + " --batch 4 : -np 1 " + train() + cfg +
                         " --batch 5",
                     120);
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("build a different training graph than rank 0"), std::string::npos)
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("ranks disagree on the run (every rank must be started with the same "
+                       "config, overrides and flags): rank 1: --batch 5 (rank 0: 4)"),
+            std::string::npos)
       << r.err;
 }
 

@@ -1,7 +1,8 @@
 // How a data-parallel `train` ends when it does not run to the end: stopped by a signal (Note
-// [stopping a data-parallel job]) — every rank after the same step, the checkpoint written, one
-// message, the command that continues it with its launcher, no MPI_Abort — and a usage error,
-// said once.
+// [stopping a data-parallel job]) — every rank after the same step, even when one rank alone is
+// signalled, the checkpoint written, one message, the command that continues it with its
+// launcher, no MPI_Abort — a usage error or ranks started differently, said once; a killed rank
+// ends the job. Each fault ends the job within 30 s.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -107,7 +108,7 @@ class DataParallelStop : public ScratchDirTest {
     const long long step = std::atoll(out.c_str() + at + std::string("stopped by " + signal +
                                                                      " after step ").size());
     EXPECT_EQ(safetensors_load(path("ck.safetensors")).metadata.at("step"), std::to_string(step));
-    // Issue 43: "gradients in 1 buckets".
+    // The bucket count is singular: "gradients in 1 bucket".
     EXPECT_NE(out.find("gradients in 1 bucket "), std::string::npos) << out;
   }
 };
@@ -152,6 +153,71 @@ TEST_F(DataParallelStop, AUsageErrorIsSaidOnce) {
       << err;
   EXPECT_EQ(err.find("MPI_ABORT"), std::string::npos) << err;
   EXPECT_EQ(err.find("ORTE_ERROR_LOG"), std::string::npos) << err;
+}
+
+// ---- faults: each ends the job within 30 s -------------------------------------------------
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A scheduler's preemption reaches one rank first, or only one: the stop still reaches every
+// rank at the next step boundary, and they all stop after it and save.
+TEST_F(DataParallelStop, ASignalToOneRankStopsEveryRank) {
+  const pid_t pid = start(job(""));
+  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
+  const std::vector<pid_t> ranks = children_of(pid);
+  ASSERT_EQ(ranks.size(), 2u);
+  const auto at = std::chrono::steady_clock::now();
+  ::kill(ranks[1], SIGTERM);
+  EXPECT_EQ(finish(pid), 128 + SIGTERM);
+  EXPECT_LT(seconds_since(at), 30);
+  expect_a_clean_stop("SIGTERM");
+}
+
+// A rank killed outright (the OOM killer, a node lost): mpirun ends the others.
+TEST_F(DataParallelStop, AKilledRankEndsTheJob) {
+  const pid_t pid = start(job(""));
+  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
+  const std::vector<pid_t> ranks = children_of(pid);
+  ASSERT_EQ(ranks.size(), 2u);
+  const auto at = std::chrono::steady_clock::now();
+  ::kill(ranks[1], SIGKILL);
+  const int code = finish(pid);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(code, -1) << "the job did not end within two minutes";
+  EXPECT_LT(seconds_since(at), 30);
+}
+
+// Note [ranks agree on the run]: ranks started with different --steps, a --save on one rank
+// only, or another data seed would hang or train silently apart; they refuse at start-up, said
+// once, with the difference named.
+TEST_F(DataParallelStop, RanksThatDisagreeOnTheRunRefuseToStart) {
+  const std::string train = std::string("'") + TRAIN_EXE + "' --config '" + test_source_dir() +
+                            "/configs/small_cnn.yaml' --batch 4 ";
+  const std::string mpmd = std::string("exec '") + MPIEXEC + "' --allow-run-as-root --oversubscribe ";
+  struct Case {
+    std::string rank0, rank1, said;
+  };
+  const std::vector<Case> cases = {
+      {"--steps 20", "--steps 30", "rank 1: --steps 30 (rank 0: 20)"},
+      {"--steps 20 --save '" + path("s.st") + "'", "--steps 20",
+       "rank 1: --save not given (rank 0: " + path("s.st") + ")"},
+      {"--steps 20", "--steps 20 data.seed=3", "rank 1: data.seed 3 (rank 0: 7)"},
+  };
+  for (const Case& c : cases) {
+    const auto at = std::chrono::steady_clock::now();
+    const pid_t pid = start(mpmd + "-np 1 " + train + c.rank0 + " : -np 1 " + train + c.rank1);
+    EXPECT_EQ(finish(pid), 2) << c.rank1;
+    EXPECT_LT(seconds_since(at), 30) << c.rank1;
+    const std::string err = read_whole_file(path("err.txt"));
+    EXPECT_EQ(count_of(err, "error: ranks disagree on the run (every rank must be started with "
+                            "the same config, overrides and flags): " + c.said),
+              1)
+        << err;
+    EXPECT_EQ(err.find("MPI_ABORT"), std::string::npos) << err;
+    EXPECT_EQ(read_whole_file(path("out.txt")).find("step 1/"), std::string::npos);
+    EXPECT_FALSE(std::ifstream(path("s.st")).good());
+  }
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // ParallelJob: communicators, graph agreement, plan sharing and reductions for `train` ranks.
 #include "tools/training/data_parallel.h"
 
+#include <algorithm>
 #include <csignal>
 #include <sstream>
 
 #include "runtime/core/check.h"
 #include "runtime/backends/cuda_backend.h"
 #include "runtime/memory/plan_io.h"
+#include "tools/common/cli.h"
 
 namespace remat {
 
@@ -15,13 +17,15 @@ int parallel_cuda_device(const MpiSession& s) {
   return count > 0 ? s.local_rank() % count : 0;
 }
 
-std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be) {
+std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be,
+                                               const std::vector<std::string>& settings) {
   REMAT_CHECK(session.active() && session.size() > 1, "a parallel job needs several MPI ranks");
   auto job = std::make_unique<ParallelJob>();
   job->rank = session.rank();
   job->world = session.size();
   job->label = session.label();
   job->host = session.make_communicator();
+  check_same_run(*job->host, settings);  // Note [ranks agree on the run]
   if (be.kind() == DeviceKind::Cpu) {
     job->grads = session.make_communicator();
     job->ops = session.make_communicator();
@@ -33,6 +37,80 @@ std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be)
   if (!job->grads || !job->ops)
     REMAT_USER_ERROR("data parallel on " << be.name() << " needs NCCL: " << why);
   return job;
+}
+
+namespace {
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+// "key: value" lines as (key, value), in order.
+std::vector<std::pair<std::string, std::string>> key_values(const std::vector<std::string>& lines) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& l : lines) {
+    const size_t colon = l.find(": ");
+    out.emplace_back(l.substr(0, colon), colon == std::string::npos ? "" : l.substr(colon + 2));
+  }
+  return out;
+}
+
+// This rank's first differences from rank 0's settings: "data.seed 3 (rank 0: 7)".
+std::string differences(const std::vector<std::string>& mine, const std::vector<std::string>& zero) {
+  const auto a = key_values(mine), b = key_values(zero);
+  auto find = [](const auto& kv, const std::string& k) -> const std::string* {
+    for (const auto& [key, value] : kv)
+      if (key == k) return &value;
+    return nullptr;
+  };
+  auto shown = [](const std::string& v) { return v.empty() ? std::string("not given") : v; };
+  std::vector<std::string> diffs;
+  for (const auto& [key, value] : b) {
+    const std::string* here = find(a, key);
+    if (!here) diffs.push_back(key + " not given (rank 0: " + shown(value) + ")");
+    else if (*here != value)
+      diffs.push_back(key + " " + shown(*here) + " (rank 0: " + shown(value) + ")");
+  }
+  for (const auto& [key, value] : a)
+    if (!find(b, key)) diffs.push_back(key + " " + shown(value) + " (rank 0: not given)");
+  std::string s;
+  for (size_t i = 0; i < diffs.size() && i < 4; ++i) s += (i ? ", " : "") + diffs[i];
+  if (diffs.size() > 4) s += " and " + std::to_string(diffs.size() - 4) + " more";
+  return s;
+}
+
+}  // namespace
+
+void check_same_run(Communicator& host, const std::vector<std::string>& settings) {
+  const std::string text = joined(settings);
+  const std::vector<uint64_t> all = all_gather_u64(host, fnv1a(text));
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
+  if (differ.empty()) return;
+  std::vector<std::string> zero;
+  std::istringstream in(broadcast_string(host, host.rank() == 0 ? text : "", 0));
+  for (std::string line; std::getline(in, line);) zero.push_back(line);
+  std::string message = "ranks disagree on the run (every rank must be started with the same "
+                        "config, overrides and flags): ";
+  const size_t shown = std::min<size_t>(differ.size(), 8);
+  for (size_t i = 0; i < shown; ++i) {
+    const int r = differ[i];
+    const std::string mine = host.rank() == r ? differences(settings, zero) : "";
+    message += (i ? "; " : "") + std::string("rank ") + std::to_string(r) + ": " +
+               broadcast_string(host, mine, r);
+  }
+  if (differ.size() > shown)
+    message += "; and " + std::to_string(differ.size() - shown) + " more ranks";
+  throw UsageError(message);
 }
 
 void check_same_graph(ParallelJob& job, const Graph& g, const std::string& config) {

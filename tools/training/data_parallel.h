@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/backends/backend.h"
 #include "runtime/comm/communicator.h"
@@ -27,9 +28,23 @@ struct ParallelJob {
 int parallel_cuda_device(const MpiSession& s);
 
 // The communicators of a job of session.size() > 1 ranks for `be`: MPI on the CPU; NCCL on
-// CUDA, its unique id sent over MPI. UserError when this build cannot communicate in `be`'s
-// memory.
-std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be);
+// CUDA, its unique id sent over MPI. First, over MPI, the ranks compare their `settings` (Note
+// [ranks agree on the run]). UserError when this build cannot communicate in `be`'s memory.
+std::unique_ptr<ParallelJob> make_parallel_job(MpiSession& session, Backend& be,
+                                               const std::vector<std::string>& settings);
+
+// Note [ranks agree on the run]: every rank of a job must train the same run, or they meet in
+// different collectives and wait forever: ranks with different --steps end at different steps,
+// a --save given to one rank writes a checkpoint the others never join, and a different data
+// seed trains silently on overlapping samples. At start-up, before any other collective, the
+// ranks compare their run's settings — the config as read with its overrides
+// (ModelConfig::settings: "data.seed: 7") and every flag of the run but the host-local ones
+// ("--steps: 20") — by a hash of each; where any differs, every rank learns each differing
+// rank's first differences from rank 0's and the job ends with a usage error (exit 2, printed
+// once by rank 0): "ranks disagree on the run: rank 1: data.seed 3 (rank 0: 7); ...".
+// The config file's path is not compared (ranks on other hosts may mount it elsewhere); its
+// settings are.
+void check_same_run(Communicator& host, const std::vector<std::string>& settings);
 
 // UserError naming every rank whose training graph (model, batch, layers, optimizer) differs
 // from rank 0's; `config` is what this rank was given (--config).

@@ -172,6 +172,50 @@ void build_run_graph(TrainingRun& run, const TrainOptions& opt) {
                               run.cfg.accumulate);
 }
 
+// Note [ranks agree on the run]: the config's settings and the flags of the run, all but the
+// host-local ones (--data-threads, --log-every), and --config's path (its settings count).
+std::vector<std::string> run_settings(const TrainingRun& run, const TrainOptions& opt) {
+  std::vector<std::string> s = run.cfg.settings;
+  auto flag = [&](const char* name, const std::string& value) {
+    s.push_back(std::string("--") + name + ": " + value);
+  };
+  auto optional = [](const auto& v) { return v ? std::to_string(*v) : std::string(); };
+  flag("device", opt.device);
+  flag("steps", std::to_string(opt.steps));
+  flag("batch", optional(opt.batch));
+  flag("accumulate", optional(opt.accumulate));
+  flag("input", opt.input ? shape_str(*opt.input) : "");
+  flag("seq", optional(opt.sequence));
+  flag("seed", std::to_string(opt.seed));
+  flag("budget", optional(opt.plan.budget));
+  flag("strategy", opt.plan.strategy);
+  flag("cost-model", opt.plan.cost_model);
+  flag("plan", opt.plan.schedule_file);
+  flag("time-limit", std::to_string(opt.plan.time_limit));
+  flag("memory", opt.memory);
+  flag("precision", opt.precision);
+  flag("metrics", opt.metrics_file);
+  flag("trace", opt.trace_file);
+  flag("trace-steps", std::to_string(opt.trace_steps));
+  flag("save-plan", opt.save_plan_file);
+  flag("save", opt.save_file);
+  flag("save-every", std::to_string(opt.save_every));
+  flag("keep-last", std::to_string(opt.keep_last));
+  flag("resume", opt.resume_file);
+  flag("summary", opt.summary_file);
+  flag("compare", opt.compare_file);
+  flag("check-finite", opt.check_finite ? "on" : "off");
+  flag("cuda-graph", opt.cuda_graph ? "on" : "off");
+  flag("skip-bad-samples", opt.skip_bad_samples ? "on" : "off");
+  flag("eval-every", std::to_string(opt.eval_every));
+  flag("eval-batches", std::to_string(opt.eval_batches));
+  flag("no-eval", opt.no_eval ? "on" : "off");
+  flag("shard-optimizer", opt.shard_optimizer ? "on" : "off");
+  flag("bucket-size", std::to_string(opt.bucket_bytes));
+  flag("check-every", std::to_string(opt.check_every));
+  return s;
+}
+
 // The backend, the data-parallel job (several ranks), and this rank's share of a step.
 void open_backend_and_job(TrainingRun& run, const TrainOptions& opt, MpiSession* session) {
   const bool parallel = session && session->size() > 1;
@@ -179,7 +223,7 @@ void open_backend_and_job(TrainingRun& run, const TrainOptions& opt, MpiSession*
   run.base_ms = opt.compare_file.empty() ? 0 : compared_ms_per_step(g, opt);
   run.backend =
       make_backend(g, opt, run.precision, parallel ? parallel_cuda_device(*session) : 0);
-  run.job = parallel ? make_parallel_job(*session, *run.backend) : nullptr;
+  run.job = parallel ? make_parallel_job(*session, *run.backend, run_settings(run, opt)) : nullptr;
   ParallelJob* job = run.job.get();
   if (job) {
     check_same_graph(*job, g, opt.config);
