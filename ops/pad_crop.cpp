@@ -5,7 +5,9 @@
 // (kernels/pad.cu), in F32 and natively in bf16: values move unchanged, so every path is exact.
 // Channels-last [N, H, W, C] (data_format, Note [channels-last layout] in
 // models/channels_last.cpp) is the same copy over planes of H rows of W C values, each pixel's C
-// values moving together: column offsets and widths times C.
+// values moving together: column offsets and widths times C. zeropad's `padding: same` pads per
+// input size, for the window given by `kernel` and `stride` (Note [same padding] in padding.h):
+// every path resolves it from the input's shape, and the gradient crops the resolved sides.
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,18 +24,37 @@ namespace {
 
 constexpr int64_t kMaxPad = int64_t(1) << 20;
 
-// Rows and columns added (zeropad) or removed (crop) on each side.
+// Rows and columns added (zeropad) or removed (crop) on each side: fixed, or zeropad's 'same'
+// for a kh x kw window at stride (sh, sw), resolved per input.
 struct PadCropAttrs : OpAttrs {
-  Pads sides;
+  PaddingSpec pad;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1;  // 'same' only
   bool channels_last = false;
+  // The sides for an input of H x W.
+  Pads sides(int64_t h, int64_t w) const { return padding_resolve(pad, h, w, kh, kw, sh, sw); }
+  Pads sides_of(const Shape& x) const {
+    const ImageDims d = image_dims(x, channels_last);
+    return sides(d.h, d.w);
+  }
 };
 
-// zeropad reads `padding`, crop `cropping`: an int, [h, w] or [top, bottom, left, right].
-OpAttrsPtr pad_crop_parse(AttrReader& r, const std::string& op_name, const std::string& key) {
+// zeropad reads `padding`, crop `cropping`: an int, [h, w] or [top, bottom, left, right];
+// zeropad also 'valid' (none) or 'same' with `kernel` (required) and `stride` (default 1).
+OpAttrsPtr pad_crop_parse(AttrReader& r, const std::string& op_name, const std::string& key,
+                          bool allow_words) {
   auto a = std::make_shared<PadCropAttrs>();
   if (!r.has(key)) r.fail(key, "is required");
-  const PaddingSpec s = padding_parse(r, key, kMaxPad, false);
-  a->sides = Pads{s.top, s.bottom, s.left, s.right};
+  a->pad = padding_parse(r, key, kMaxPad, allow_words);
+  if (a->pad.same) {
+    if (!r.has("kernel"))
+      r.fail("kernel", "is required with padding: same (the window it pads for)");
+    const std::vector<int64_t> k = r.get_ints("kernel", 2, {}, 1, kMaxPad);
+    const std::vector<int64_t> s = r.get_ints("stride", 2, {1, 1}, 1, kMaxPad);
+    a->kh = k[0], a->kw = k[1], a->sh = s[0], a->sw = s[1];
+  } else if (allow_words) {
+    for (const char* k : {"kernel", "stride"})
+      if (r.has(k)) r.fail(k, "applies only with padding: same (the window it pads for)");
+  }
   a->channels_last = read_channels_last(r);
   r.finish(op_name);
   return a;
@@ -47,10 +68,10 @@ void check_nchw(const TensorDesc& x, const std::string& op) {
 
 TensorDesc zeropad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const PadCropAttrs&>(at);
-  const Pads& p = a.sides;
   const TensorDesc& x = in.at(0);
   check_nchw(x, "zeropad");
   const ImageDims d = image_dims(x.shape, a.channels_last);
+  const Pads p = a.sides(d.h, d.w);
   return checked_desc(
       ImageDims{d.n, d.c, d.h + p.top + p.bottom, d.w + p.left + p.right, a.channels_last}.shape(),
       x.dtype, "zeropad output");
@@ -58,10 +79,10 @@ TensorDesc zeropad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
 
 TensorDesc crop_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const PadCropAttrs&>(at);
-  const Pads& p = a.sides;
   const TensorDesc& x = in.at(0);
   check_nchw(x, "crop");
   const ImageDims d = image_dims(x.shape, a.channels_last);
+  const Pads p = a.sides(d.h, d.w);
   const int64_t h = d.h - p.top - p.bottom, w = d.w - p.left - p.right;
   if (h < 1 || w < 1)
     REMAT_USER_ERROR("crop of [" << p.top << ", " << p.bottom << ", " << p.left << ", "
@@ -112,7 +133,7 @@ void window_copy_cpu_t(const ExecContext& ctx, Offsets offsets) {
 
 template <Offsets (*offsets)(const Pads&)>
 void window_copy_cpu(const ExecContext& ctx) {
-  const Offsets o = offsets(attrs_of<PadCropAttrs>(*ctx.node).sides);
+  const Offsets o = offsets(attrs_of<PadCropAttrs>(*ctx.node).sides_of(ctx.inputs[0].shape()));
   with_storage(ctx.inputs[0].desc->dtype,
                [&](auto tag) { window_copy_cpu_t<decltype(tag)>(ctx, o); });
 }
@@ -122,7 +143,7 @@ template <Offsets (*offsets)(const Pads&)>
 void window_copy_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<PadCropAttrs>(*ctx.node);
   const TensorView& x = ctx.inputs[0];
-  const Window w = window_of(a, x.shape(), ctx.output.shape(), offsets(a.sides));
+  const Window w = window_of(a, x.shape(), ctx.output.shape(), offsets(a.sides_of(x.shape())));
   with_storage(x.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     window_copy(storage<T>(ctx.output), storage<T>(x), w.planes, w.H, w.W, w.Ho, w.Wo, w.o.dh,
@@ -131,27 +152,32 @@ void window_copy_cuda(const ExecContext& ctx) {
 }
 #endif
 
-// The gradient of zeropad (crop) is crop (zeropad) of dy by the same four sides.
+// The gradient of zeropad (crop) is crop (zeropad) of dy by the same four sides, those the
+// forward resolved for its input.
 std::vector<ValueId> emit_inverse(GradEmitter& g, const Node& fwd, ValueId dy,
                                   const std::string& op, const std::string& key) {
-  const Pads p = attrs_of<PadCropAttrs>(fwd).sides;
+  const auto& a = attrs_of<PadCropAttrs>(fwd);
+  const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
+  const Pads p = a.sides_of(x.shape);
   auto typed = std::make_shared<PadCropAttrs>();
-  typed->sides = p;
-  typed->channels_last = attrs_of<PadCropAttrs>(fwd).channels_last;
+  typed->pad = PaddingSpec{false, p.top, p.bottom, p.left, p.right};
+  typed->channels_last = a.channels_last;
   AttrMap m;
   m.origin = fwd.attrs.origin;
   m.set(key, std::vector<int64_t>{p.top, p.bottom, p.left, p.right});
   if (typed->channels_last) m.set("data_format", std::string("channels_last"));
-  const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
   return {g.emit("grad", op, {dy}, x, m, typed)};
 }
 
 template <Offsets (*offsets)(const Pads&)>
-OpDef pad_crop_op(const std::string& name, const std::string& summary, const std::string& key) {
+OpDef pad_crop_op(const std::string& name, const std::string& summary, const std::string& key,
+                  bool allow_words) {
   OpDef op;
   op.name = name;
   op.summary = summary;
-  op.parse = [name, key](AttrReader& rd) { return pad_crop_parse(rd, name, key); };
+  op.parse = [name, key, allow_words](AttrReader& rd) {
+    return pad_crop_parse(rd, name, key, allow_words);
+  };
   op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
     return elementwise_cost(in, out, 1.0);
   };
@@ -169,8 +195,10 @@ OpDef pad_crop_op(const std::string& name, const std::string& summary, const std
 
 void register_pad_crop_ops(OpRegistry& r) {
   OpDef pad = pad_crop_op<zeropad_offsets>(
-      "zeropad", "zero rows / columns around [N, C, H, W] (padding: [top, bottom, left, right])",
-      "padding");
+      "zeropad",
+      "zero rows / columns around [N, C, H, W] (padding: [top, bottom, left, right], or same "
+      "with the kernel and stride of the window that follows)",
+      "padding", true);
   pad.infer = zeropad_infer;
   pad.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) {
     return emit_inverse(g, fwd, dy, "crop", "cropping");
@@ -179,7 +207,7 @@ void register_pad_crop_ops(OpRegistry& r) {
 
   OpDef crop = pad_crop_op<crop_offsets>(
       "crop", "remove rows / columns of [N, C, H, W] (cropping: [top, bottom, left, right])",
-      "cropping");
+      "cropping", false);
   crop.infer = crop_infer;
   crop.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) {
     return emit_inverse(g, fwd, dy, "zeropad", "padding");

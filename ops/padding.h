@@ -19,6 +19,12 @@ namespace remat {
 // inputs pad (0, 1): PyTorch's symmetric padding cannot express them. 'same' is resolved per
 // input size (the pads of a 224 input differ from a 225 one), so the same layer at another
 // --input stays TensorFlow's.
+// zeropad takes 'same' with the `kernel` and `stride` of the window that follows it: it adds the
+// pads that window's 'same' would add, as zeros a following 'valid' window reads (they count in
+// an average and can win a max, where a pool's own 'same' skips them). For an odd kernel k at
+// stride 2 these are Keras's correct_pad(x, k) on every size, (k / 2 - 1, k / 2) on an even side
+// and (k / 2, k / 2) on an odd one: `{op: zeropad, padding: same, kernel: 3, stride: 2}` is
+// Keras's ZeroPadding2D(correct_pad(x, 3)) at any input size.
 struct PaddingSpec {
   bool same = false;                            // resolved per input (Note [same padding])
   int64_t top = 0, bottom = 0, left = 0, right = 0;  // when !same
@@ -32,7 +38,7 @@ struct Pads {
 };
 
 // Reads attribute `key` (absent: 0 on every side); each pad in [0, max_pad]. `allow_words`:
-// also accept 'same' and 'valid' (zeropad takes numbers only). Errors name the key's position.
+// also accept 'same' and 'valid' (crop takes numbers only). Errors name the key's position.
 PaddingSpec padding_parse(AttrReader& r, const std::string& key, int64_t max_pad,
                           bool allow_words);
 

@@ -87,9 +87,10 @@ inline std::vector<TransformerCase> transformer_cases() {
 }
 
 // The spatial ops and attributes of the Keras networks (tests/test_ops_spatial.cpp,
-// test_cuda_ops_spatial.cpp and the bf16 list below): zeropad and crop, per-side and 'same'
-// padding of conv2d and the pools (even and odd inputs, strides 1 and 2, depthwise, 1x7),
-// averages over the real elements, batch norm without a scale, bilinear and per-axis upsampling.
+// test_cuda_ops_spatial.cpp and the bf16 list below): zeropad (per-side and 'same') and crop,
+// per-side and 'same' padding of conv2d and the pools (even and odd inputs, strides 1 and 2,
+// depthwise, 1x7), averages over the real elements, batch norm without a scale, bilinear and
+// per-axis upsampling.
 struct SpatialCase {
   const char* name;
   OpCase c;
@@ -111,6 +112,8 @@ inline std::vector<SpatialCase> spatial_op_cases() {
   return {
       {"zeropad_all", {"zeropad", attr_map({{"padding", 1}}), {f32({2, 2, 3, 4})}}, kTolLinear},
       {"zeropad_sides", {"zeropad", attr_map({{"padding", Ints{1, 0, 2, 1}}}), {f32({1, 3, 2, 3})}}, kTolLinear},
+      {"zeropad_same_s2", {"zeropad", attr_map({{"padding", same}, {"kernel", 3}, {"stride", 2}}),
+                           {f32({1, 2, 5, 6})}}, kTolLinear},
       {"crop_sides", {"crop", attr_map({{"cropping", Ints{1, 0, 0, 2}}}), {f32({2, 2, 4, 5})}}, kTolLinear},
       {"conv_same_s2", {"conv2d", attr_map({{"filters", 3}, {"kernel", 3}, {"stride", 2}, {"padding", same}}),
                         {f32({2, 2, 6, 6})}}, kTolLinear},

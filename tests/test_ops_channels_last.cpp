@@ -131,6 +131,7 @@ TEST(ChannelsLastOps, PoolingPaddingCroppingAndUpsamplingAreBitIdenticalInBothLa
        attr_map({{"kernel", 3}, {"stride", 1}, {"padding", 1}, {"count_include_pad", false}})},
       {"global_avgpool", AttrMap{}},
       {"zeropad", attr_map({{"padding", std::vector<int64_t>{1, 2, 0, 3}}})},
+      {"zeropad", attr_map({{"padding", std::string("same")}, {"kernel", 3}, {"stride", 2}})},
       {"crop", attr_map({{"cropping", std::vector<int64_t>{1, 0, 2, 1}}})},
       {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", std::string("same")}})},
       {"upsample", attr_map({{"factor", std::vector<int64_t>{2, 3}}})},

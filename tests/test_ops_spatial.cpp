@@ -1,16 +1,19 @@
-// The spatial ops and attributes Keras's networks need: zeropad and crop, per-side and 'same'
-// padding of conv2d and the pools (Note [same padding] in ops/padding.h), average pooling over
-// the real elements (count_include_pad: false), batch norm without a learned scale, bilinear
-// and per-axis upsampling. Shapes, hand-computed (or PyTorch-computed) forward values,
-// gradients against central differences (tests/op_harness.h) for every case of
-// spatial_op_cases(), and the errors of each attribute, at the field's file:line:col.
+// The spatial ops and attributes Keras's networks need: zeropad (per-side, or 'same' as Keras's
+// correct_pad) and crop, per-side and 'same' padding of conv2d and the pools (Note [same
+// padding] in ops/padding.h), average pooling over the real elements (count_include_pad: false),
+// batch norm without a learned scale, bilinear and per-axis upsampling. Shapes, hand-computed
+// (or PyTorch-computed) forward values, gradients against central differences
+// (tests/op_harness.h) for every case of spatial_op_cases(), and the errors of each attribute,
+// at the field's file:line:col.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "ops/padding.h"
 #include "tests/op_cases.h"
 #include "tests/op_harness.h"
 #include "tests/op_test_util.h"
@@ -87,8 +90,18 @@ TEST(ZeroPad, Errors) {
              "a list of 2 or 4 integers, got 3 values");
   EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", -1}}), {f32({1, 1, 2, 2})}}),
              "out of range");
-  EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", std::string("same")}}), {f32({1, 1, 2, 2})}}),
+  EXPECT_HAS(case_error({"crop", attr_map({{"cropping", std::string("same")}}), {f32({1, 1, 2, 2})}}),
              "expected an integer or a list of 2 or 4 integers");
+  EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", std::string("same")}}), {f32({1, 1, 2, 2})}}),
+             "'kernel': is required with padding: same");
+  EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", std::string("full")}, {"kernel", 3}}),
+                         {f32({1, 1, 2, 2})}}),
+             "not one of: same, valid");
+  EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", 1}, {"kernel", 3}}), {f32({1, 1, 2, 2})}}),
+             "'kernel': applies only with padding: same");
+  EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", std::string("same")}, {"kernel", 3}, {"stride", 0}}),
+                         {f32({1, 1, 2, 2})}}),
+             "out of range");
   EXPECT_HAS(case_error({"crop", attr_map({{"cropping", Ints{1, 1, 0, 0}}}), {f32({1, 1, 2, 5})}}),
              "leaves nothing of a 2x5 input");
   EXPECT_HAS(case_error({"zeropad", attr_map({{"padding", 1}}), {f32({2, 3})}}), "[N, C, H, W]");
@@ -97,6 +110,57 @@ TEST(ZeroPad, Errors) {
   const std::string e =
       located_error({"crop", attr_map({{"cropping", Ints{1, 2, 3}}}), {f32({1, 1, 4, 4})}}, "cropping");
   EXPECT_EQ(e.rfind("configs/x.yaml:9:7: layer 'l': field 'cropping'", 0), 0u) << e;
+}
+
+// Keras's imagenet_utils.correct_pad(x, k) on one side of length n: (k // 2 - adjust, k // 2)
+// with adjust = 1 - n % 2 (the pads of ZeroPadding2D before a stride-2 'valid' window).
+std::pair<int64_t, int64_t> keras_correct_pad(int64_t n, int64_t k) {
+  const int64_t adjust = 1 - n % 2, correct = k / 2;
+  return {correct - adjust, correct};
+}
+
+TEST(ZeroPad, SameAtStrideTwoIsKerasCorrectPadOnOddAndEvenSides) {
+  PaddingSpec same;
+  same.same = true;
+  for (int64_t k : {3, 5, 7})
+    for (int64_t n = 1; n <= 64; ++n) {
+      SCOPED_TRACE("kernel " + std::to_string(k) + ", sides " + std::to_string(n) + "x" +
+                   std::to_string(n + 1));
+      const Pads p = padding_resolve(same, n, n + 1, k, k, 2, 2);
+      EXPECT_EQ(std::make_pair(p.top, p.bottom), keras_correct_pad(n, k));
+      EXPECT_EQ(std::make_pair(p.left, p.right), keras_correct_pad(n + 1, k));
+    }
+  // NASNet's reduction_pad_1 at 224x224 (111, then 56) and at 75x75 (37, 19, 10, 5).
+  for (int64_t n : {111, 37, 19, 5})
+    EXPECT_EQ(keras_correct_pad(n, 3), std::make_pair(int64_t{1}, int64_t{1})) << n;
+  for (int64_t n : {56, 10})
+    EXPECT_EQ(keras_correct_pad(n, 3), std::make_pair(int64_t{0}, int64_t{1})) << n;
+}
+
+TEST(ZeroPad, SamePadsPerInputSizeAndItsGradientCropsThoseSides) {
+  const AttrValue same = std::string("same");
+  const AttrMap s2 = attr_map({{"padding", same}, {"kernel", 3}, {"stride", 2}});
+  EXPECT_EQ(out_shape({"zeropad", s2, {f32({1, 2, 111, 56})}}), (Shape{1, 2, 113, 57}));
+  EXPECT_EQ(out_shape({"zeropad", s2, {f32({1, 2, 19, 10})}}), (Shape{1, 2, 21, 11}));
+  // Stride 1 (the default): (k - 1) / 2 on each side; a 1x1 window pads nothing.
+  EXPECT_EQ(out_shape({"zeropad", attr_map({{"padding", same}, {"kernel", Ints{3, 5}}}), {f32({1, 1, 4, 4})}}),
+            (Shape{1, 1, 6, 8}));
+  EXPECT_EQ(out_shape({"zeropad", attr_map({{"padding", same}, {"kernel", 1}, {"stride", 2}}),
+                       {f32({1, 1, 4, 5})}}),
+            (Shape{1, 1, 4, 5}));
+  EXPECT_EQ(out_shape({"zeropad", attr_map({{"padding", std::string("valid")}}), {f32({1, 1, 4, 5})}}),
+            (Shape{1, 1, 4, 5}));
+  // 3 rows (odd: one above, one below) and 2 columns (even: one at the right).
+  OpHarness p(builtin_registry(), {"zeropad", s2, {f32({1, 1, 3, 2})}, {{1, 2, 3, 4, 5, 6}}});
+  EXPECT_EQ(p.output_desc().shape, (Shape{1, 1, 5, 3}));
+  EXPECT_EQ(p.forward(), (Floats{0, 0, 0,  //
+                                 1, 2, 0,  //
+                                 3, 4, 0,  //
+                                 5, 6, 0,  //
+                                 0, 0, 0}));
+  EXPECT_EQ(p.gradients(iota(15))[0], (Floats{4, 5, 7, 8, 10, 11}));
+  ASSERT_EQ(p.backward_nodes().size(), 1u);
+  EXPECT_EQ(p.graph().node(p.backward_nodes()[0]).op, "crop");
 }
 
 // ---------------------------------------------------------------- conv2d padding

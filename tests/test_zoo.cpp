@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -242,8 +243,8 @@ std::vector<ZooCase> zoo_cases() {
   // 9 x 22, 2 reductions x 22 = 356; Large (6 cells per stage): 1 + 21 + 23 + 3 x 23 + 15 x 22 +
   // 2 x 22 = 488. A concat per cell and per halving adjustment, which pads and crops once; each
   // of the 4 reduction cells zero-pads h once for its two max pools and its strided average pool;
-  // average pools: 2 per halving adjustment and per reduction cell, 3 per normal cell. Large's
-  // small input, 43x43, has the parities of 331x331 at every reduction (its pads are Keras's).
+  // average pools: 2 per halving adjustment and per reduction cell, 3 per normal cell. Other
+  // input sizes: Zoo.NasnetBuildsAtOtherSizesAsKeras.
   z.push_back({"nasnet_mobile", 5289978, 36738, {64, 1000},
                {{"conv2d", 356}, {"concat", 20}, {"zeropad", 8}, {"crop", 4}, {"maxpool", 8},
                 {"avgpool", 8 + 8 + 12 * 3}},
@@ -377,6 +378,75 @@ TEST(Zoo, Vgg16DenseHeadFollowsTheInputSize) {
   Graph g = build_forward_graph(cfg, ops, bo);
   EXPECT_EQ(numel_of_kind(g, ValueKind::Param), 138357544 - (25088 - 512) * 4096);
   EXPECT_EQ(g.value(g.find_value("flatten")).desc.shape, (Shape{2, 512}));
+}
+
+// Keras's NASNet at an input side of n: the stem conv (3x3/2, 'valid') leaves (n - 3) / 2 + 1,
+// each of the 4 reduction cells (stem_1, stem_2 and the two between the stages) halves, rounding
+// up. Returns h's side at each reduction cell and the last cells' side.
+std::vector<int64_t> nasnet_keras_sides(int64_t n) {
+  std::vector<int64_t> sides = {(n - 3) / 2 + 1};
+  for (int r = 0; r < 4; ++r) sides.push_back((sides.back() + 1) / 2);
+  return sides;
+}
+
+// NASNet at sizes other than its own, as Keras builds them: each reduction cell zero-pads h by
+// correct_pad(h, 3), (1, 1) on an odd side and (0, 1) on an even one, so that its 3x3/2 'valid'
+// pools match its strided separable convolutions ('same') at every size of at least 32x32. A
+// fixed pad fails at 75x75 (stem_2's h is 19: [0, 1, 0, 1] leaves its pools 9x9 against the
+// convolutions' 10x10) or pads other than Keras (33x33).
+struct NasnetSize {
+  const char* name;
+  int64_t h, w, trainable;
+};
+
+void expect_nasnet_as_keras(const OpRegistry& ops, const NasnetSize& s) {
+  ModelConfig cfg = load_model_config(config_path(s.name));
+  BuildOptions bo;
+  bo.batch = 2;  // batch norm in train mode needs 2 values per channel at 1x1 (33x33)
+  bo.input = Shape{3, s.h, s.w};
+  const Graph g = build_forward_graph(cfg, ops, bo);
+  const Node& loss = g.node(g.find_node("loss"));
+  EXPECT_EQ(g.value(loss.inputs.at(0)).desc.shape, (Shape{2, 1000}));
+  EXPECT_EQ(numel_of_kind(g, ValueKind::Param), s.trainable);
+
+  const std::vector<int64_t> hs = nasnet_keras_sides(s.h), ws = nasnet_keras_sides(s.w);
+  size_t cell = 0;
+  for (const Node& n : g.nodes) {
+    const bool reduction_pad = n.op == "zeropad" && n.name.find(".h3") != std::string::npos;
+    if (n.kind != NodeKind::Forward || !reduction_pad) continue;
+    ASSERT_LT(cell, 4u) << n.name;
+    const Shape& in = g.value(n.inputs.at(0)).desc.shape;
+    const Shape& out = g.value(n.output).desc.shape;
+    EXPECT_EQ(in[2], hs[cell]) << n.name;
+    EXPECT_EQ(in[3], ws[cell]) << n.name;
+    EXPECT_EQ(out[2], hs[cell] + (hs[cell] % 2 == 1 ? 2 : 1)) << n.name;
+    EXPECT_EQ(out[3], ws[cell] + (ws[cell] % 2 == 1 ? 2 : 1)) << n.name;
+    ++cell;
+  }
+  EXPECT_EQ(cell, 4u);
+  const Node& gap = g.node(g.find_node("avg_pool"));
+  const Shape& last = g.value(gap.inputs.at(0)).desc.shape;
+  EXPECT_EQ(last[2], hs[4]);
+  EXPECT_EQ(last[3], ws[4]);
+}
+
+TEST(Zoo, NasnetBuildsAtOtherSizesAsKeras) {
+  // Written out for 75x75: h is 37, 19, 10 and 5 at the reductions, the last cells 3x3.
+  EXPECT_EQ(nasnet_keras_sides(75), (std::vector<int64_t>{37, 19, 10, 5, 3}));
+  const OpRegistry ops = make_builtin_registry();
+  const NasnetSize sizes[] = {
+      {"nasnet_mobile", 75, 75, 5289978},   {"nasnet_mobile", 33, 33, 5289978},
+      {"nasnet_mobile", 331, 331, 5289978}, {"nasnet_mobile", 75, 40, 5289978},
+      {"nasnet_mobile", 224, 224, 5289978}, {"nasnet_large", 99, 99, 88753150},
+      {"nasnet_large", 224, 224, 88753150}};
+  for (const NasnetSize& s : sizes) {
+    SCOPED_TRACE(std::string(s.name) + " at " + std::to_string(s.h) + "x" + std::to_string(s.w));
+    try {
+      expect_nasnet_as_keras(ops, s);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
 }
 
 TEST(Zoo, Linear16IsMakeChainOutput) {

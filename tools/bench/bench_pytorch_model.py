@@ -207,8 +207,10 @@ def make_layer(op, attrs, in_shapes, where):
         else:  # the padding counts (or there is none): zeros in every window
             mod = nn.Sequential(Pad(sides), nn.AvgPool2d(k, st))
         return mod, out
-    if op == "zeropad":
-        t, b, l, r = sides = _sides(attrs["padding"])
+    if op == "zeropad":  # 'same': the pads of the window `kernel` / `stride` that follows
+        k = _pair(attrs.get("kernel"), (1, 1))
+        st = _pair(attrs.get("stride"), (1, 1))
+        t, b, l, r = sides = _resolve_padding(attrs["padding"], s[1:], k, st)
         return Pad(sides), (s[0], s[1] + t + b, s[2] + l + r)
     if op == "crop":
         t, b, l, r = sides = _sides(attrs["cropping"])
