@@ -80,6 +80,13 @@ class DataParallelStop : public ScratchDirTest {
     }
     return true;
   }
+  // The job (job("")) started and past its third step; its ranks' pids in `ranks`.
+  pid_t start_training(std::vector<pid_t>* ranks) {
+    const pid_t pid = start(job(""));
+    if (!wait_for(" 3/1000000 ")) return pid;
+    *ranks = children_of(pid);
+    return pid;
+  }
   // The job's exit code after it ends (a kill after two minutes: -1).
   int finish(pid_t pid) {
     int status = 0;
@@ -127,10 +134,9 @@ TEST_F(DataParallelStop, CtrlCAtMpirunStopsEveryRankAfterTheSameStep) {
 // The ranks signalled themselves (a scheduler's stop, `kill`): the job ends with 143, as one
 // process stopped by SIGTERM does.
 TEST_F(DataParallelStop, ASignalToTheRanksEndsTheJobWithTheSingleProcessCode) {
-  const pid_t pid = start(job(""));
-  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
-  const std::vector<pid_t> ranks = children_of(pid);
-  ASSERT_EQ(ranks.size(), 2u);
+  std::vector<pid_t> ranks;
+  const pid_t pid = start_training(&ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_whole_file(path("err.txt"));
   ::kill(ranks[0], SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a rank a step later than the other
   ::kill(ranks[1], SIGTERM);
@@ -163,10 +169,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // A scheduler's preemption reaches one rank first, or only one: the stop still reaches every
 // rank at the next step boundary, and they all stop after it and save.
 TEST_F(DataParallelStop, ASignalToOneRankStopsEveryRank) {
-  const pid_t pid = start(job(""));
-  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
-  const std::vector<pid_t> ranks = children_of(pid);
-  ASSERT_EQ(ranks.size(), 2u);
+  std::vector<pid_t> ranks;
+  const pid_t pid = start_training(&ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_whole_file(path("err.txt"));
   const auto at = std::chrono::steady_clock::now();
   ::kill(ranks[1], SIGTERM);
   EXPECT_EQ(finish(pid), 128 + SIGTERM);
@@ -176,10 +181,9 @@ TEST_F(DataParallelStop, ASignalToOneRankStopsEveryRank) {
 
 // A rank killed outright (the OOM killer, a node lost): mpirun ends the others.
 TEST_F(DataParallelStop, AKilledRankEndsTheJob) {
-  const pid_t pid = start(job(""));
-  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
-  const std::vector<pid_t> ranks = children_of(pid);
-  ASSERT_EQ(ranks.size(), 2u);
+  std::vector<pid_t> ranks;
+  const pid_t pid = start_training(&ranks);
+  ASSERT_EQ(ranks.size(), 2u) << read_whole_file(path("err.txt"));
   const auto at = std::chrono::steady_clock::now();
   ::kill(ranks[1], SIGKILL);
   const int code = finish(pid);
