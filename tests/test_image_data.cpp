@@ -25,6 +25,7 @@
 #include "models/images/image_source.h"
 #include "models/prefetch.h"
 #include "runtime/core/check.h"
+#include "runtime/io/input_file.h"
 #include "tests/tool_runner.h"
 
 namespace remat {
@@ -311,6 +312,85 @@ TEST_F(ImageData, SegmentationLabelsStayWithTheirPixels) {
   write("list.txt", "# VOC-style pairs\nseg/img/b.png seg/lbl/b.png\n\nseg/img/c.png\n");
   EXPECT_HAS(error_of([&] { read_segmentation_list(path("list.txt")); }),
              "list.txt:4: expected 'image label' (two paths)");
+}
+
+// Links are followed, to folders outside the tree too; a link back to a folder that contains
+// it (directly, or through a chain of links) is refused, naming the link and the folder.
+TEST_F(ImageData, FolderLinksAreFollowedAndCyclesRefused) {
+  classification_tree();
+  image("outside/more/5.jpg", 20, 20, 150, 40, 40);
+  fs::create_directory_symlink(path("outside/more"), path("tree/cat/more"));
+  fs::create_directory_symlink(path("outside/more"), path("tree/eel/also"));  // no cycle: listed twice
+  const std::vector<ImageSample> s = scan_image_folder(path("tree"), nullptr);
+  ASSERT_EQ(s.size(), 12u);
+  EXPECT_EQ(s[3].image, path("tree/cat/more/5.jpg"));
+  EXPECT_EQ(s[3].cls, 0);
+  EXPECT_EQ(s[8].image, path("tree/eel/also/5.jpg"));
+  EXPECT_EQ(s[8].cls, 2);
+
+  fs::create_directory_symlink("..", path("tree/dog/up"));
+  EXPECT_HAS(error_of([&] { scan_image_folder(path("tree"), nullptr); }),
+             path("tree/dog/up") + ": a symbolic link that leads back to " +
+                 fs::canonical(path("tree")).string() + ", a folder that contains it");
+  fs::remove(path("tree/dog/up"));
+  // A chain: tree/cat/more -> outside/more, outside/more/back -> tree/cat.
+  fs::create_directory_symlink(path("tree/cat"), path("outside/more/back"));
+  EXPECT_HAS(error_of([&] { scan_image_folder(path("tree"), nullptr); }),
+             path("tree/cat/more/back") + ": a symbolic link that leads back to " + path("tree/cat"));
+  fs::remove(path("outside/more/back"));
+  // The segmentation folders are walked the same way.
+  image("seg/img/a.png", 8, 8, 1, 2, 3);
+  fs::create_directories(path("seg/lbl"));
+  fs::create_directory_symlink(path("seg"), path("seg/img/loop"));
+  EXPECT_HAS(error_of([&] { scan_segmentation_folders(path("seg/img"), path("seg/lbl")); }),
+             path("seg/img/loop") + ": a symbolic link that leads back to");
+}
+
+// An image link that cannot be followed is named: the source refuses it at the start, or with
+// --skip-bad-samples counts it and serves the next sample as for any unreadable image.
+TEST_F(ImageData, BrokenImageLinksAreNamedOrSkippedWithACount) {
+  classification_tree();
+  fs::create_symlink(path("nowhere/bb.jpg"), path("tree/dog/bb.jpg"));
+  fs::create_symlink("w.jpg", path("tree/eel/w.jpg"));  // a link to itself
+  const ModelConfig cfg = config("{source: folder, path: tree, augment: false}");
+  EXPECT_HAS(error_of([&] { make_data_source(cfg, images(12), classes(12), dir_); }),
+             path("tree/dog/bb.jpg") + ": is a symbolic link to a missing file (" +
+                 path("nowhere/bb.jpg") + ") (--skip-bad-samples skips such samples)");
+  LoaderOptions skip;
+  skip.skip_bad_samples = true;
+  auto lenient = make_data_source(cfg, images(12), classes(12), dir_, {}, skip);
+  EXPECT_EQ(lenient->size(), 12);
+  // Sorted: dog/bb.jpg is sample 6 (served as dog/c.jpg), eel/w.jpg sample 8 (eel/x.png).
+  const Batch b = batch(*lenient, 12, 0);
+  EXPECT_EQ(lenient->skipped_samples(), 2);
+  EXPECT_EQ(b.y[6], 1);
+  EXPECT_EQ(b.y[8], 2);
+  fs::remove(path("tree/dog/bb.jpg"));
+  EXPECT_HAS(error_of([&] { make_data_source(cfg, images(11), classes(11), dir_); }),
+             path("tree/eel/w.jpg") + ": is a symbolic link loop (w.jpg)");
+
+  // Segmentation: a broken link for an image (b), another for a label map (d).
+  auto w = [&](const std::string& rel, const std::string& bytes) { write(rel, bytes); };
+  pair(this, "a", 20, 20, w);
+  pair(this, "c", 20, 20, w);
+  write("seg/lbl/b.png", read_file(path("seg/lbl/a.png"), "label map"));
+  fs::create_symlink(path("seg/gone.png"), path("seg/img/b.png"));
+  write("seg/img/d.png", read_file(path("seg/img/a.png"), "image"));
+  fs::create_symlink(path("seg/gone.png"), path("seg/lbl/d.png"));
+  ModelConfig seg = parse_model_config(
+      "name: s\ninput: [3, 16, 16]\nclasses: 3\nbatch: 4\n"
+      "loss: {op: softmax_xent_pixel, ignore_index: 255}\n"
+      "data: {source: segmentation, images: seg/img, labels: seg/lbl, augment: false}\n"
+      "layers:\n  - {name: c, op: conv2d, filters: 3, kernel: 1}\n",
+      path("s.yaml"));
+  seg.dir = dir_;
+  const TensorDesc lab{{4, 16, 16}, DType::I32};
+  EXPECT_HAS(error_of([&] { make_data_source(seg, images(4), lab, dir_); }),
+             path("seg/img/b.png") + ": is a symbolic link to a missing file");
+  auto pairs = make_data_source(seg, images(4), lab, dir_, {}, skip);
+  EXPECT_EQ(pairs->size(), 4);
+  batch(*pairs, 4, 0, 16 * 16);  // a; b served as c; c; d served as a
+  EXPECT_EQ(pairs->skipped_samples(), 2);
 }
 
 TEST_F(ImageData, ConfigErrorsNameTheField) {

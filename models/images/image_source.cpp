@@ -1,7 +1,10 @@
 // Image folders and segmentation pairs: scanning, the epoch order, and the threaded batch fill.
 #include "models/images/image_source.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +12,8 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <system_error>
+#include <utility>
 
 #include "models/data_rng.h"
 #include "models/images/image_decode.h"
@@ -34,15 +39,93 @@ void require_dir(const std::string& dir, const std::string& what) {
     REMAT_USER_ERROR(dir << ": " << what << " is not a readable folder");
 }
 
-// Every image file under `dir`, at any depth, in sorted order.
-std::vector<std::string> images_under(const std::string& dir) {
-  std::vector<std::string> out;
+// Note [links in image folders]
+// Symbolic links are followed, to files and to folders anywhere, with two exceptions that are
+// named rather than passed over. A link to a folder that contains it (`up -> ..`), or a chain of
+// links back to a folder the walk is inside, would list the same images again and again: the
+// scan refuses it, naming the link and the folder it leads back to. A folder reached twice by
+// different routes (two links to one folder) is no cycle and is listed twice. An image link
+// that cannot be followed (its target is missing, or it is a loop of links) stays a sample that
+// carries the reason: a source refuses it at the start, or with --skip-bad-samples counts and
+// skips it like any unreadable image.
+
+// A folder's identity on disk, whatever the path: (st_dev, st_ino).
+using FolderId = std::pair<uint64_t, uint64_t>;
+
+// The folders a walk is inside: their real ancestors and the folders it descended through,
+// each with the path an error names it by.
+using OpenFolders = std::map<FolderId, std::string>;
+
+struct FoundImage {
+  std::string path;
+  std::string unreadable;  // why the link at `path` cannot be followed; "" for a file
+};
+
+bool folder_id(const fs::path& p, FolderId* id) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return false;
+  *id = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+  return true;
+}
+
+std::string broken_link(const fs::path& p, int err) {
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    if (it->is_regular_file(ec) && has_image_extension(it->path())) out.push_back(it->path().string());
+  const fs::path target = fs::read_symlink(p, ec);
+  const std::string to = ec ? "" : " (" + target.string() + ")";
+  if (err == ENOENT || err == ENOTDIR) return p.string() + ": is a symbolic link to a missing file" + to;
+  if (err == ELOOP) return p.string() + ": is a symbolic link loop" + to + ": it never reaches a file";
+  return p.string() + ": is a symbolic link that cannot be followed" + to + ": " +
+         std::error_code(err, std::generic_category()).message();
+}
+
+// Adds the images under `dir` to `out` (Note [links in image folders]); `open` holds `dir`.
+void walk_folder(const fs::path& dir, OpenFolders* open, std::vector<FoundImage>* out) {
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    std::error_code ignored;  // a directory entry's cached type needs no system call
+    const bool link = it->is_symlink(ignored);
+    if (!link && it->is_regular_file(ignored)) {
+      if (has_image_extension(p)) out->push_back({p.string(), ""});
+      continue;
+    }
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      if (link && has_image_extension(p)) out->push_back({p.string(), broken_link(p, err)});
+      continue;
+    }
+    if (S_ISREG(st.st_mode) && has_image_extension(p)) out->push_back({p.string(), ""});
+    if (!S_ISDIR(st.st_mode)) continue;
+    const FolderId id{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+    const auto again = open->find(id);
+    if (again != open->end())
+      REMAT_USER_ERROR(p.string() << ": " << (link ? "a symbolic link that leads" : "leads")
+                                  << " back to " << again->second
+                                  << ", a folder that contains it: its images would be listed "
+                                     "again and again (a cycle of folders)");
+    open->emplace(id, p.string());
+    walk_folder(p, open, out);
+    open->erase(id);
+  }
+  if (ec) REMAT_USER_ERROR(dir.string() << ": cannot list the folder: " << ec.message());
+}
+
+// Every image file under `dir`, at any depth, in sorted order.
+std::vector<FoundImage> images_under(const std::string& dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
   if (ec) REMAT_USER_ERROR(dir << ": cannot list the folder: " << ec.message());
-  std::sort(out.begin(), out.end());
+  OpenFolders open;  // `dir` under its own name, then its real ancestors up to /
+  for (fs::path p = real;; p = p.parent_path()) {
+    FolderId id;
+    if (folder_id(p, &id)) open.emplace(id, p == real ? dir : p.string());
+    if (!p.has_relative_path()) break;
+  }
+  std::vector<FoundImage> out;
+  walk_folder(dir, &open, &out);
+  std::sort(out.begin(), out.end(),
+            [](const FoundImage& a, const FoundImage& b) { return a.path < b.path; });
   return out;
 }
 
@@ -62,10 +145,10 @@ std::vector<ImageSample> scan_image_folder(const std::string& root, std::vector<
   std::vector<ImageSample> samples;
   for (size_t c = 0; c < names.size(); ++c) {
     const std::string dir = (fs::path(root) / names[c]).string();
-    const std::vector<std::string> files = images_under(dir);
+    const std::vector<FoundImage> files = images_under(dir);
     if (files.empty())
       REMAT_USER_ERROR(dir << ": class folder '" << names[c] << "' has no image (.jpg, .jpeg, .png)");
-    for (const std::string& f : files) samples.push_back({f, "", static_cast<int32_t>(c)});
+    for (const FoundImage& f : files) samples.push_back({f.path, "", static_cast<int32_t>(c), f.unreadable});
   }
   if (classes) *classes = names;
   return samples;
@@ -74,21 +157,22 @@ std::vector<ImageSample> scan_image_folder(const std::string& root, std::vector<
 std::vector<ImageSample> scan_segmentation_folders(const std::string& images, const std::string& labels) {
   require_dir(images, "the images folder");
   require_dir(labels, "the label maps folder");
-  std::map<std::string, std::string> by_stem;
-  for (const std::string& f : images_under(images)) {
-    const std::string stem = fs::relative(fs::path(f), images).replace_extension().string();
+  std::map<std::string, FoundImage> by_stem;
+  for (const FoundImage& f : images_under(images)) {
+    const std::string stem = fs::relative(fs::path(f.path), images).replace_extension().string();
     if (!by_stem.emplace(stem, f).second)
-      REMAT_USER_ERROR(f << ": a second image named '" << stem << "' (its label map would be ambiguous)");
+      REMAT_USER_ERROR(f.path << ": a second image named '" << stem << "' (its label map would be ambiguous)");
   }
   std::vector<ImageSample> samples;
-  for (const std::string& l : images_under(labels)) {
-    if (fs::path(l).extension() != ".png") continue;
-    const std::string stem = fs::relative(fs::path(l), labels).replace_extension().string();
+  for (const FoundImage& l : images_under(labels)) {
+    if (fs::path(l.path).extension() != ".png") continue;
+    const std::string stem = fs::relative(fs::path(l.path), labels).replace_extension().string();
     auto it = by_stem.find(stem);
     if (it == by_stem.end())
-      REMAT_USER_ERROR(l << ": no image for this label map (looked for " << images << "/" << stem
-                         << ".jpg, .jpeg or .png)");
-    samples.push_back({it->second, l, 0});
+      REMAT_USER_ERROR(l.path << ": no image for this label map (looked for " << images << "/" << stem
+                              << ".jpg, .jpeg or .png)");
+    const FoundImage& image = it->second;
+    samples.push_back({image.path, l.path, 0, image.unreadable.empty() ? l.unreadable : image.unreadable});
   }
   if (samples.empty()) REMAT_USER_ERROR(labels << ": no label maps (*.png)");
   return samples;
@@ -109,7 +193,7 @@ std::vector<ImageSample> read_segmentation_list(const std::string& list) {
     auto resolve = [&](const std::string& p) {
       return fs::path(p).is_relative() ? (dir / p).string() : p;
     };
-    samples.push_back({resolve(image), resolve(label), 0});
+    samples.push_back({resolve(image), resolve(label), 0, ""});
   }
   if (samples.empty()) REMAT_USER_ERROR(list << ": no 'image label' lines");
   return samples;
@@ -137,6 +221,9 @@ class ImageSource : public DataSource {
       if (!pixel_labels_ && s.cls >= classes_)
         REMAT_USER_ERROR(what_ << ": " << s.cls + 1 << " class folders, but the model has "
                                << classes_ << " classes");
+    for (const ImageSample& s : samples_)  // Note [links in image folders]
+      if (!opt_.skip_bad_samples && !s.unreadable.empty())
+        REMAT_USER_ERROR(what_ << ": " << s.unreadable << " (--skip-bad-samples skips such samples)");
   }
 
   void next_batch(int64_t step, void* input, int32_t* labels) override {
@@ -204,6 +291,7 @@ class ImageSource : public DataSource {
   }
 
   void load_one(int64_t step, int64_t i, const ImageSample& s, float* x, int32_t* y) const {
+    if (!s.unreadable.empty()) throw UserError(s.unreadable);
     const Image img = load_image(s.image);
     Rng rng = sample_rng(d_.seed, step, shard_.first + i);
     const bool train = !opt_.evaluation && d_.transform.augment;

@@ -5,7 +5,8 @@
 # kept in $build/fuzz-artifacts/), 0 otherwise.
 #
 #   tools/scripts/fuzz.sh [SECONDS] [HARNESS ...]    # default 60 s each; harnesses: config problem
-#                                             # schedule plan costs safetensors onnx (where built)
+#                                             # schedule plan costs safetensors images overrides
+#                                             # onnx (where built)
 #
 # REMAT_FUZZ_RUNS=N also stops each harness after N executions (whichever comes first).
 # Needs the sanitizer build (build-asan: clang, ASan + UBSan + libFuzzer instrumentation), which
@@ -19,7 +20,7 @@ shift || true
 harnesses=("$@")
 build=${REMAT_ASAN_BUILD_DIR:-build-asan}
 if ((${#harnesses[@]} == 0)); then
-  harnesses=(config problem schedule plan costs safetensors)
+  harnesses=(config problem schedule plan costs safetensors images overrides)
   [ -x "$build/tests/fuzz/fuzz_onnx" ] && harnesses+=(onnx)  # built where ONNX was found
 fi
 for h in "${harnesses[@]}"; do
