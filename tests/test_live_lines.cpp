@@ -27,7 +27,7 @@ bool has_line_starting(const std::vector<std::string>& lines, const std::string&
   return false;
 }
 
-// Issue 43: maxbatch left "all-keep: 0.0s batch >= 25, < 26" above every row, plan "gap 2.46%
+// Once maxbatch left "all-keep: 0.0s batch >= 25, < 26" above every row, plan "gap 2.46%
 // gap 2.46%", and train "resumed from ck.safetensors after step 20 ... 6%" (a 104-character
 // solver line cleared with 100 spaces). On an 80-column terminal (the solver's lines are wider:
 // they are cut to fit, or they would wrap and could not be redrawn).

@@ -1,5 +1,6 @@
 // `maxbatch` end to end as a process: the table and chart, agreement with `plan` at the batch it
-// finds, --verify training at that batch, and --vary seq on a token model.
+// finds, --verify training at that batch, --vary seq on a token model and --vary input on an
+// image model.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -152,6 +153,97 @@ TEST_F(ToolsTest, MaxBatchVariesTheSequenceLength) {
   EXPECT_NE(image.err.find("not a token model"), std::string::npos) << image.err;
 }
 
+// Note [input-size search]: --vary input, the largest square input of an image model. A model
+// whose skip connection needs H and W to be multiples of 4, searched in steps of 2: the sizes it
+// refuses are skipped (counted, never answers); all-keep's answer is exact over the sizes that
+// build; checkmate's is never below a baseline's; --verify trains at the answer with the
+// predicted peak measured.
+std::string skip_model(int64_t units) {
+  return "name: sizes\ninput: [3, 16, 16]\nclasses: " + std::to_string(units) +
+         "\nbatch: 2\noptimizer: {op: sgd, lr: 0.01}\n"
+         "layers:\n"
+         "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1, activation: relu}\n"
+         "  - {name: p1, op: maxpool, kernel: 2}\n"
+         "  - {name: c2, op: conv2d, filters: 8, kernel: 3, padding: 1, activation: relu}\n"
+         "  - {name: p2, op: maxpool, kernel: 2}\n"
+         "  - {name: up, op: upsample, factor: 4}\n"
+         "  - {name: cat, op: concat, inputs: [up, c1]}\n"
+         "  - {name: c3, op: conv2d, filters: 4, kernel: 3, padding: 1, activation: relu}\n"
+         "  - {name: flat, op: flatten}\n"
+         "  - {name: fc, op: dense, units: " + std::to_string(units) + "}\n";
+}
+
+int64_t answer_of(const std::string& out, const std::string& strategy) {
+  for (const std::string& l : lines_of(out)) {
+    std::istringstream is(l);
+    std::string name, value;
+    is >> name >> value;
+    if (name == strategy) return std::stoll(value);
+  }
+  return -1;
+}
+
+TEST_F(ToolsTest, MaxBatchVariesTheInputSize) {
+  const std::string cfg = path("sizes.yaml");
+  std::ofstream(cfg) << skip_model(4);
+  auto at = [&](int64_t side) {
+    ConfigProblem c;
+    c.config = cfg;
+    c.input = Shape{3, side, side};
+    return problem_from_config(c);
+  };
+  const int64_t budget = all_keep_peak(at(48));
+  const std::string args = "--config '" + cfg + "' --vary input --input-step 2 --budget " +
+                           std::to_string(budget) + " --time-limit 10";
+  RunResult r = run(MAXBATCH_EXE, args + " --strategies all-keep,chen-greedy,checkmate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("varying the square input H = W in steps of 2 (4 to "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" refused) at batch 2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" 0 refused"), std::string::npos) << "odd multiples of 2 do not build";
+  const int64_t keep = answer_of(r.out, "all-keep"), greedy = answer_of(r.out, "chen-greedy"),
+                best = answer_of(r.out, "checkmate");
+  EXPECT_EQ(keep % 4, 0) << r.out;
+  EXPECT_GE(keep, 48);
+  EXPECT_LE(all_keep_peak(at(keep)), budget);
+  EXPECT_GT(all_keep_peak(at(keep + 4)), budget) << "the next size that builds does not fit";
+  EXPECT_GE(best, std::max(keep, greedy)) << r.out;
+  EXPECT_EQ(best % 4, 0) << r.out;
+  RunResult j = run(MAXBATCH_EXE, args + " --strategies all-keep --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(lines_of(j.out).at(0)).at("input"), keep) << j.out;
+  RunResult v = run(MAXBATCH_EXE, args + " --strategies checkmate --verify");
+  ASSERT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("--verify checkmate at input side " + std::to_string(best)),
+            std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(": ok"), std::string::npos) << v.out;
+}
+
+// A size whose constant alone reaches the budget ends the search, and the line says so: here
+// the dense layer's weights grow with H W.
+TEST_F(ToolsTest, MaxBatchInputSearchEndsWhereTheConstantReachesTheBudget) {
+  const std::string cfg = path("wide.yaml");
+  std::ofstream(cfg) << skip_model(256);
+  RunResult r = run(MAXBATCH_EXE, "--config '" + cfg + "' --vary input --budget 4MB "
+                                  "--strategies all-keep,checkmate");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("in steps of 4 ("), std::string::npos) << "the stride product:\n" << r.out;
+  EXPECT_NE(r.out.find("the sizes end where the constant ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(") reaches the budget at "), std::string::npos) << r.out;
+  EXPECT_GT(answer_of(r.out, "all-keep"), 0) << r.out;
+}
+
+TEST_F(ToolsTest, MaxBatchInputSearchRefusesWhatItCannotSearch) {
+  const std::string gpt = "--config '" + test_source_dir() + "/configs/gpt2_tiny.yaml' ";
+  RunResult tokens = run(MAXBATCH_EXE, gpt + "--vary input --budget 1GB");
+  EXPECT_EQ(tokens.code, 1) << tokens.err;
+  EXPECT_NE(tokens.err.find("a token model: its input size is the sequence length (--vary seq)"),
+            std::string::npos) << tokens.err;
+  const std::string cnn = "--config '" + kSmallCnn + "' --budget 1GB ";
+  for (const std::string& bad : {cnn + "--vary input --input 3x64x64", cnn + "--input-step 8",
+                                 cnn + "--vary inputs", cnn + "--vary seq --input-step 8"})
+    EXPECT_EQ(run(MAXBATCH_EXE, bad).code, 2) << bad;
+}
 
 }  // namespace
 }  // namespace remat

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The solver at scale (issue 10's goal rows) in one table.
+"""The solver at scale (zoo CNNs, DenseNet, GPT-2, linear chains, max-batch brackets) in one table.
 
 For each row: the model's training graph as a rematerialization problem (FLOPs cost model,
 `plan --write-problem`), a budget of constant + f x keep-everything's activation bytes, and
@@ -163,7 +163,7 @@ def main():
     for name, batch in zoo:
         for f in fracs:
             rows.append((f"{name} b{batch} {int(f * 100)}%", (name, batch), ("frac", f), limit))
-    # Issue 23's dense rows: DenseNet-121 b32 (1,333 nodes) at 40/60/80 % (60 s each).
+    # The dense rows: DenseNet-121 b32 (1,333 nodes) at 40/60/80 % (60 s each).
     if os.path.exists(os.path.join(root, "configs", "densenet121.yaml")):
         for f in ([0.6] if a.quick else [0.4, 0.6, 0.8]):
             rows.append((f"densenet121 b32 {int(f * 100)}%", ("densenet121", 32), ("frac", f), limit))
@@ -242,7 +242,7 @@ def main():
         sys.stdout.flush()
         results.append({"row": label, "nodes": len(prob["nodes"]), "budget": budget,
                         "keep_cost": keep_cost, "strategies": res})
-    # Issue 23's max-batch brackets: checkmate's answer .. proven upper bound at 16 GB, against
+    # The max-batch brackets: checkmate's answer .. proven upper bound at 16 GB, against
     # the best baseline's batch, 60 s per strategy (--quick: 20 s).
     mb_rows = [name for name in ("resnet50", "densenet121")
                if os.path.exists(os.path.join(root, "configs", name + ".yaml"))

@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -87,14 +88,19 @@ std::string solve_text(const ProgressLine& line, double elapsed) {
   return text;
 }
 
-// "<label>: 1.2s  batch >= 24, < 32".
+// "<label>: 1.2s  batch >= 24, < 32" (the size a search counts, as its value).
 std::string batch_text(const ProgressLine& line, double elapsed) {
+  auto value = [&](int64_t i) -> int64_t {
+    if (line.size_values.empty() || i < 1) return i;
+    return line.size_values[static_cast<size_t>(
+        std::min<int64_t>(i, static_cast<int64_t>(line.size_values.size())) - 1)];
+  };
   char upper[32] = "?";
   if (line.batch_hi > 0)
-    std::snprintf(upper, sizeof upper, "%lld", static_cast<long long>(line.batch_hi));
+    std::snprintf(upper, sizeof upper, "%lld", static_cast<long long>(value(line.batch_hi)));
   char text[256];
-  std::snprintf(text, sizeof text, "%s: %7.1fs  batch >= %lld, < %s", line.label.c_str(),
-                elapsed, static_cast<long long>(line.batch_lo), upper);
+  std::snprintf(text, sizeof text, "%s: %7.1fs  %s >= %lld, < %s", line.label.c_str(), elapsed,
+                line.size_word.c_str(), static_cast<long long>(value(line.batch_lo)), upper);
   return text;
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 namespace remat {
@@ -53,6 +54,10 @@ struct ProgressLine {
   double best_incumbent = -1; // < 0: none yet
   double best_bound = -1;     // < 0: none yet
   int64_t batch_lo = 0, batch_hi = 0;  // max batch's bracket (Kind::Batch)
+  // What the bracket counts ("batch", "seq", "input"), and for a search over a list of sizes
+  // (an input size's) the sizes its indices 1, 2, ... stand for.
+  std::string size_word = "batch";
+  std::vector<int64_t> size_values;
   std::string phase;          // the stage running (SolveOptions::phase), "" before any
   double start = 0;           // seconds on the clock when the label started
   // Seconds on a monotonic clock; the steady clock unless a test sets another.

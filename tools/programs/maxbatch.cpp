@@ -1,6 +1,7 @@
 // maxbatch (the paper's Figure 5): the largest batch whose schedule fits a memory budget, per
 // strategy, as a table (or JSON lines) and optionally an SVG bar chart; with --vary seq, the
-// longest sequence of a token model instead (its graph rebuilt at each length).
+// longest sequence of a token model instead (its graph rebuilt at each length); with --vary
+// input, the largest square input of an image model (Note [input-size search]).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "solver/griewank.h"
 #include "solver/strategies.h"
 #include "tools/common/cli.h"
+#include "tools/planning/input_sizes.h"
 #include "tools/planning/problem_flags.h"
 #include "tools/planning/svg.h"
 #include "tools/training/training.h"
@@ -46,8 +48,9 @@ std::string maxbatch_svg(const Problem& p, int64_t budget, const std::string& si
 // --verify: trains two steps of the real graph at each strategy's batch, under the budget, and
 // reports the measured peak next to the plan's. Returns the number of rows that failed (an
 // error, or a measurement that disagrees with the plan).
-int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
-            const std::vector<MaxBatchResult>& results) {
+int verify(const FlagParser& flags, int64_t budget, const std::string& vary,
+           const std::vector<MaxBatchResult>& results, int64_t channels) {
+  const bool vary_seq = vary == "seq";
   if (model_file_flag(flags, "maxbatch").empty())
     throw UsageError("maxbatch: --verify needs --config or --onnx (a model to train)");
   const std::string device = flags.get_choice("device", {"cpu", "cuda"});
@@ -61,13 +64,14 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
   for (const MaxBatchResult& r : results) {
     if (r.batch < 1) continue;
     std::printf("\n--verify %s at %s %lld on %s:\n", r.strategy.c_str(),
-                vary_seq ? "sequence" : "batch", static_cast<long long>(r.batch), device.c_str());
+                vary_seq ? "sequence" : vary == "input" ? "input side" : "batch",
+                static_cast<long long>(r.batch), device.c_str());
     TrainOptions t;
     t.config = model_file_flag(flags, "maxbatch");
     t.device = device;
     t.steps = 2;
-    if (vary_seq) {
-      t.sequence = r.batch;
+    if (vary_seq || vary == "input") {
+      if (vary_seq) t.sequence = r.batch;
       if (flags.has("batch")) t.batch = flags.get_int("batch", 1, int64_t(1) << 40);
     } else {
       t.batch = r.batch;
@@ -76,6 +80,7 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
     if (flags.has("input"))
       t.input = parse_flag_value(
           [&] { return parse_input_size(flags.get("input"), "maxbatch: --input"); });
+    if (vary == "input") t.input = Shape{channels, r.batch, r.batch};
     if (flags.has("precision")) t.precision = flags.get("precision");
     if (flags.has("accumulate"))
       t.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
@@ -100,20 +105,108 @@ int verify(const FlagParser& flags, int64_t budget, bool vary_seq,
     rows.push_back({r.strategy, r.batch, buf});
     failed += !ok;
   }
-  std::printf("\n%-20s %8s  %s\n", "strategy", vary_seq ? "seq" : "batch", "verified (2 steps)");
+  std::printf("\n%-20s %8s  %s\n", "strategy", vary_seq ? "seq" : vary == "input" ? "input" : "batch",
+              "verified (2 steps)");
   for (const Row& r : rows)
     std::printf("%-20s %8lld  %s\n", r.strategy.c_str(), static_cast<long long>(r.batch),
                 r.outcome.c_str());
   return failed;
 }
 
+// One strategy's answer: a table row, or a JSON line.
+void print_row(const MaxBatchResult& r, const char* size_name, bool json, int micro_batches,
+               bool batches) {
+  const bool applies = r.status != kNotApplicable;
+  if (json) {
+    nlohmann::json j = {{"strategy", r.strategy},
+                        {size_name, applies ? nlohmann::json(r.batch) : nlohmann::json()},
+                        {"micro_batches", micro_batches},
+                        {"upper_bound", applies ? nlohmann::json(r.upper_bound) : nlohmann::json()},
+                        {"solve_seconds", r.solve_seconds},
+                        {"status", r.status}};
+    if (!r.bound_source.empty()) j["bound_source"] = r.bound_source;
+    std::printf("%s\n", j.dump().c_str());
+  } else if (!applies) {
+    std::printf("%-20s %10s %12s %9s  %s\n", r.strategy.c_str(), "n/a", "n/a", "-",
+                r.status.c_str());
+  } else {
+    std::string status = r.status;
+    if (micro_batches > 1 && batches && r.batch > 0)
+      status += " (" + std::to_string(r.batch * micro_batches) + " samples per step)";
+    std::printf("%-20s %10lld %12lld %9.3f  %s\n", r.strategy.c_str(),
+                static_cast<long long>(r.batch), static_cast<long long>(r.upper_bound),
+                r.solve_seconds, status.c_str());
+  }
+  std::fflush(stdout);
+}
+
+// The size a search varies other than the batch: a token model's sequence length, or an image
+// model's square input (Note [input-size search]).
+struct OtherSize {
+  std::string vary = "batch";  // batch | seq | input
+  SizeFamily family;
+  InputSizes inputs;           // --vary input
+  std::string described;       // the line saying what varies, "" for the batch
+};
+
+OtherSize other_size(const FlagParser& flags, int64_t budget, int64_t batch) {
+  OtherSize o;
+  o.vary = flags.get_choice("vary", {"batch", "seq", "input"});
+  if (!flags.has("vary") && flags.has("input-step"))
+    throw UsageError("maxbatch: --input-step goes with --vary input");
+  if (o.vary == "batch") return o;
+  const std::string what = "maxbatch: --vary " + o.vary;
+  if (model_file_flag(flags, "maxbatch").empty())
+    throw UsageError(what + " needs --config or --onnx (" +
+                     (o.vary == "seq" ? "a token model)" : "an image model)"));
+  if (flags.get("cost-model") != "flops")
+    throw UsageError(what + " needs --cost-model flops (a cost table holds one size)");
+  if (o.vary == "seq" && flags.has("seq"))
+    throw UsageError("maxbatch: --vary seq searches the sequence length; drop --seq");
+  if (o.vary == "input" && flags.has("input"))
+    throw UsageError("maxbatch: --vary input searches the input size; drop --input");
+  if (o.vary == "seq" && flags.has("input-step"))
+    throw UsageError("maxbatch: --input-step goes with --vary input");
+  ConfigProblem c = with_loaded_config(config_problem_from_flags(flags));
+  if (flags.has("batch")) c.batch = flags.get_int("batch", 1, int64_t(1) << 40);
+  char line[320];
+  if (o.vary == "seq") {
+    o.family.at = [c](int64_t t) {
+      ConfigProblem at = c;
+      at.sequence = t;
+      return problem_from_config(at);
+    };
+    o.family.max_size = max_buildable_sequence(c);
+    std::snprintf(line, sizeof line,
+                  "varying the sequence length (1 to %lld, the model's position table) at batch %lld",
+                  static_cast<long long>(o.family.max_size), static_cast<long long>(batch));
+  } else {
+    std::optional<int64_t> step;
+    if (flags.has("input-step")) step = flags.get_int("input-step", 1, kMaxInputSide);
+    o.inputs = input_sizes(c, budget, step);
+    o.family = input_size_family(c, o.inputs);
+    const InputSizes& in = o.inputs;
+    std::snprintf(line, sizeof line,
+                  "varying the square input H = W in steps of %lld (%lld to %lld: %zu sizes "
+                  "build, %zu refused) at batch %lld; the sizes end where %s",
+                  static_cast<long long>(in.step), static_cast<long long>(in.sizes.front()),
+                  static_cast<long long>(in.sizes.back()), in.sizes.size(), in.refused.size(),
+                  static_cast<long long>(batch), in.end.c_str());
+  }
+  o.described = line;
+  return o;
+}
+
 int run(int argc, char** argv) {
-  FlagParser flags("maxbatch", "Find the largest batch (or sequence) that trains within a "
-                               "memory budget.");
+  FlagParser flags("maxbatch", "Find the largest batch (or sequence, or input size) that trains "
+                               "within a memory budget.");
   add_problem_flags(flags);
   flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)")
-      .add("vary", "batch|seq", "the size to maximise: the batch, or a token model's sequence "
-                                "length (--config only; the batch stays fixed)", "batch");
+      .add("vary", "batch|seq|input", "the size to maximise: the batch, a token model's sequence "
+                                      "length, or an image model's square input H = W (--config "
+                                      "only; the batch stays fixed)", "batch")
+      .add("input-step", "N", "--vary input: sizes are multiples of N (default: the model's "
+                              "stride product)");
   add_solve_flags(flags);
   flags.add("json", "", "one JSON object per strategy instead of a table")
       .add("svg", "FILE", "write a bar chart of the max batch per strategy")
@@ -122,32 +215,18 @@ int run(int argc, char** argv) {
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) throw UsageError("maxbatch: --budget is required");
   if (flags.has("svg")) check_output_file(flags.get("svg"), "maxbatch: --svg");
-  const bool vary_seq = flags.get_choice("vary", {"batch", "seq"}) == "seq";
   const Problem p = problem_from_flags(flags);
   const int64_t budget = flags.get_bytes("budget");
-  SizeFamily family;
-  if (vary_seq) {
-    if (model_file_flag(flags, "maxbatch").empty())
-      throw UsageError("maxbatch: --vary seq needs --config or --onnx (a token model)");
-    if (flags.get("cost-model") != "flops")
-      throw UsageError("maxbatch: --vary seq needs --cost-model flops (a cost table holds one "
-                       "sequence length)");
-    if (flags.has("seq")) throw UsageError("maxbatch: --vary seq searches the sequence length; drop --seq");
-    ConfigProblem c = with_loaded_config(config_problem_from_flags(flags));
-    if (flags.has("batch")) c.batch = flags.get_int("batch", 1, int64_t(1) << 40);
-    family.at = [c](int64_t t) {
-      ConfigProblem at = c;
-      at.sequence = t;
-      return problem_from_config(at);
-    };
-    family.max_size = max_buildable_sequence(c);
-  }
-  const char* size_name = vary_seq ? "seq" : "batch";
+  const OtherSize other = other_size(flags, budget, p.batch);
+  const bool vary_seq = other.vary == "seq", vary_input = other.vary == "input";
+  const char* size_name = vary_seq ? "seq" : vary_input ? "input" : "batch";
   tune_allocator_for_solving();  // Note [allocator for solving]
   SolveOptions opt = solve_options_from_flags(flags);
   const bool json = flags.has("json");
   if (json && !flags.has("log-level")) opt.log_level = 0;
   ProgressLine line;
+  line.size_word = size_name;
+  line.size_values = other.inputs.sizes;  // --vary input: indices stand for these sides
   progress_line_attach(opt, &line);
   ProgressTicker ticker(&line);  // Note [progress ticker]
   // Note [gradient accumulation]: the batch searched is a micro-batch; a step takes K of them.
@@ -159,11 +238,9 @@ int run(int argc, char** argv) {
     if (micro_batches > 1)
       std::printf("accumulating %d micro-batches per step: the %s is a micro-batch's, a step "
                   "takes %d times its samples\n",
-                  micro_batches, vary_seq ? "sequence length applies to each" : "batch",
+                  micro_batches, other.vary != "batch" ? "size applies to each" : "batch",
                   micro_batches);
-    if (vary_seq)
-      std::printf("varying the sequence length (1 to %lld, the model's position table) at batch "
-                  "%lld\n", static_cast<long long>(family.max_size), static_cast<long long>(p.batch));
+    if (!other.described.empty()) std::printf("%s\n", other.described.c_str());
     std::printf("%-20s %10s %12s %9s  %s\n", "strategy", size_name, "upper bound", "time(s)",
                 "status");
   }
@@ -176,40 +253,27 @@ int run(int argc, char** argv) {
       r.status = kNotApplicable;
     } else {
       progress_line_next(&line, name);
-      r = vary_seq ? max_size(family, name, budget, opt) : max_batch(p, name, budget, opt, at_batch);
+      r = other.vary == "batch" ? max_batch(p, name, budget, opt, at_batch)
+                                : max_size(other.family, name, budget, opt);
+      if (vary_input) r = as_input_sizes(r, other.inputs);
       progress_line_next(&line, "");
     }
-    if (r.status.empty()) r.status = r.batch == 0 ? "does not fit at batch 1" : "ok";
-    const bool applies = r.status != kNotApplicable;
-    if (json) {
-      nlohmann::json j = {{"strategy", name},
-                          {size_name, applies ? nlohmann::json(r.batch) : nlohmann::json()},
-                          {"micro_batches", micro_batches},
-                          {"upper_bound", applies ? nlohmann::json(r.upper_bound) : nlohmann::json()},
-                          {"solve_seconds", r.solve_seconds},
-                          {"status", r.status}};
-      if (!r.bound_source.empty()) j["bound_source"] = r.bound_source;
-      std::printf("%s\n", j.dump().c_str());
-    } else if (!applies) {
-      std::printf("%-20s %10s %12s %9s  %s\n", name.c_str(), "n/a", "n/a", "-", r.status.c_str());
-    } else {
-      std::string status = r.status;
-      if (micro_batches > 1 && !vary_seq && r.batch > 0)
-        status += " (" + std::to_string(r.batch * micro_batches) + " samples per step)";
-      std::printf("%-20s %10lld %12lld %9.3f  %s\n", name.c_str(),
-                  static_cast<long long>(r.batch), static_cast<long long>(r.upper_bound),
-                  r.solve_seconds, status.c_str());
-    }
-    std::fflush(stdout);
+    if (r.status.empty())
+      r.status = r.batch > 0                ? "ok"
+                 : other.vary == "batch" ? "does not fit at batch 1"
+                                         : "does not fit at the smallest size";
+    print_row(r, size_name, json, micro_batches, other.vary == "batch");
     results.push_back(std::move(r));
   }
   if (flags.has("svg")) {
-    svg_save(maxbatch_svg(p, budget, vary_seq ? "sequence length" : "batch size", results),
+    svg_save(maxbatch_svg(p, budget,
+                          vary_seq ? "sequence length" : vary_input ? "input side" : "batch size",
+                          results),
              flags.get("svg"));
     if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
   }
   if (flags.has("verify")) {
-    const int failed = verify(flags, budget, vary_seq, results);
+    const int failed = verify(flags, budget, other.vary, results, other.inputs.channels);
     if (failed > 0)
       REMAT_USER_ERROR("maxbatch --verify: " << plural(failed, "row") << " failed (see the table "
                                                                        "above)");
