@@ -130,7 +130,10 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // Checkmate MILP where that is small), stopped at its first incumbent, last. The bisection
 // keeps lo feasible and hi proven infeasible, so upper_bound = hi - 1 is proven; an Unknown
 // probe narrows only the search for lo. lo starts at the best baseline's batch; the baselines
-// run with a floor (each searches only above the best batch so far) in a third of the limit.
+// run with a floor (each searches only above the best batch so far) in a third of the limit,
+// and then at the best answer of the strategies that ran before checkmate in the same maxbatch
+// run (lp's with its full limit among them), their schedules checked at those answers: in
+// one run, checkmate's answer is never below another strategy's.
 // The first round (no MILP) gallops: it probes at most a quarter above lo, each probe with a
 // quarter of the time left. The proven hi is often ten times the answer (NASNet-Large at
 // 16 GB: 19 .. 234), and a probe far above lo spends its time to end Unknown, where near lo
@@ -250,10 +253,12 @@ const char* const kBaselines[] = {"all-keep",           "chen-sqrtn",        "ch
                                   "chen-greedy-linear", "chen-sqrtn-linear", "griewank"};
 
 MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64_t budget,
-                            const SolveOptions& opt) {
+                            const SolveOptions& opt, const std::vector<MaxBatchResult>& earlier) {
   const Deadline d{Clock::now(), opt.time_limit_seconds};
   if (strategy != "checkmate") {
-    MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, nullptr);
+    std::optional<Schedule> s;
+    MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, &s);
+    if (s && r.batch > 0) r.schedule = std::make_shared<const Schedule>(std::move(*s));
     r.solve_seconds = d.elapsed();
     return r;
   }
@@ -283,6 +288,13 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
     lo = std::max(lo, r.batch);
   }
   if (auto all = solve_all_keep(batches.at(1))) prober.known.push_back(*all);
+  // The strategies that ran before in the same search (lp among them): their schedules, checked
+  // at their answers, raise lo and seed the probes.
+  for (const MaxBatchResult& e : earlier)
+    if (e.schedule && e.batch > lo && batches.fits(*e.schedule, e.batch, budget)) {
+      prober.known.push_back(*e.schedule);
+      lo = e.batch;
+    }
   lo = std::max<int64_t>(lo, 1);
   // hi: the first batch whose working set alone exceeds the budget, or past the largest size
   // (proven infeasible).
@@ -339,19 +351,20 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
 }  // namespace
 
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
-                         const SolveOptions& opt, const ProblemAtBatch& at_batch) {
+                         const SolveOptions& opt, const ProblemAtBatch& at_batch,
+                         const std::vector<MaxBatchResult>& earlier) {
   Batches batches;
   batches.make = at_batch ? at_batch : ProblemAtBatch([&p](int64_t b) { return problem_at_batch(p, b); });
-  return search_sizes(batches, strategy, budget, opt);
+  return search_sizes(batches, strategy, budget, opt, earlier);
 }
 
 MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
-                        const SolveOptions& opt) {
+                        const SolveOptions& opt, const std::vector<MaxBatchResult>& earlier) {
   REMAT_CHECK(family.at && family.max_size >= 1, "max_size: an empty size family");
   Batches sizes;
   sizes.make = family.at;
   sizes.max_size = family.max_size;
-  return search_sizes(sizes, strategy, budget, opt);
+  return search_sizes(sizes, strategy, budget, opt, earlier);
 }
 
 }  // namespace remat

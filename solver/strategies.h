@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <map>
 #include <optional>
 #include <string>
@@ -107,6 +108,9 @@ struct MaxBatchResult {
   std::string bound_source;  // what proves upper_bound + 1 does not fit (checkmate), in words
   double solve_seconds = 0;
   std::string status;
+  // The schedule that fits at `batch` (null for none or an exact size search that kept none):
+  // what a later checkmate search of the same run starts from (Note [max-batch bisection]).
+  std::shared_ptr<const Schedule> schedule;
 };
 // The problem at another batch. Default: problem_at_batch(p, b), which scales bytes, costs
 // and workspace linearly; a model config instead rebuilds its graph at each batch, so that the
@@ -114,8 +118,11 @@ struct MaxBatchResult {
 using ProblemAtBatch = std::function<Problem(int64_t batch)>;
 // Every strategy shares one wall-clock limit (opt.time_limit_seconds); opt.batch_progress, when
 // set, hears the bracket [lo, hi] as it narrows.
+// `earlier`: the answers of the strategies that ran before in the same search (a maxbatch run);
+// checkmate starts from the best of them, so its answer is never below theirs.
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
-                         const SolveOptions& opt = {}, const ProblemAtBatch& at_batch = nullptr);
+                         const SolveOptions& opt = {}, const ProblemAtBatch& at_batch = nullptr,
+                         const std::vector<MaxBatchResult>& earlier = {});
 
 // The same search over any size of one graph (max_batch is the family problem_at_batch(p, .)):
 // at(s) is the problem at size s >= 1 (bytes and costs growing with s; the graph's structure,
@@ -128,6 +135,7 @@ struct SizeFamily {
   int64_t max_size = int64_t{1} << 40;
 };
 MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
-                        const SolveOptions& opt = {});
+                        const SolveOptions& opt = {},
+                        const std::vector<MaxBatchResult>& earlier = {});
 
 }  // namespace remat

@@ -196,6 +196,27 @@ TEST(MilpMaxBatch, CheckmateReachesTheCheapDropsBatch) {
     EXPECT_GE(cm.batch, max_batch(p, baseline, budget, opt).batch) << baseline;
 }
 
+// In one maxbatch run checkmate starts from the answers before it (Note [max-batch bisection]):
+// its answer is never below another strategy's, even with no time of its own, and its schedule
+// is checked at that answer, not taken on trust.
+TEST(MilpMaxBatch, CheckmateStartsFromTheEarlierAnswersOfTheRun) {
+  Problem p = dense_problem(12);
+  p.batch = 4;
+  const int64_t budget = budget_at(p, 0.5) * 3;
+  SolveOptions opt;
+  opt.time_limit_seconds = 5;
+  const MaxBatchResult greedy = max_batch(p, "chen-greedy", budget, opt);
+  ASSERT_GT(greedy.batch, 1);
+  ASSERT_TRUE(greedy.schedule);
+  SolveOptions none = opt;
+  none.time_limit_seconds = 1e-9;  // no probe, no baseline of its own
+  EXPECT_LT(max_batch(p, "checkmate", budget, none).batch, greedy.batch) << "alone, in no time";
+  EXPECT_GE(max_batch(p, "checkmate", budget, none, nullptr, {greedy}).batch, greedy.batch);
+  MaxBatchResult claimed = greedy;  // a schedule that does not fit at the answer claimed
+  claimed.batch = greedy.batch * 100;
+  EXPECT_LT(max_batch(p, "checkmate", budget, none, nullptr, {claimed}).batch, greedy.batch);
+}
+
 // small_dag (configs/small_dag.yaml, batch 4, FLOPs costs) as written by
 // `plan --config configs/small_dag.yaml --batch 4 --write-problem`: a residual DAG with a side
 // branch and a concat, where a 10 s checkmate once returned 17% over LP rounding.

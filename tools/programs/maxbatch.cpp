@@ -2,6 +2,7 @@
 // strategy, as a table (or JSON lines) and optionally an SVG bar chart; with --vary seq, the
 // longest sequence of a token model instead (its graph rebuilt at each length); with --vary
 // input, the largest square input of an image model (Note [input-size search]).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -245,16 +246,20 @@ int run(int argc, char** argv) {
                 "status");
   }
   const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
-  std::vector<MaxBatchResult> results;
-  for (const std::string& name : strategies_from_flags(flags)) {
+  std::vector<MaxBatchResult> results, searched;  // searched: in the search's units (indices)
+  // checkmate runs last, from the best answer before it (Note [max-batch bisection]).
+  std::vector<std::string> names = strategies_from_flags(flags);
+  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n != "checkmate"; });
+  for (const std::string& name : names) {
     MaxBatchResult r;
     if (name == "griewank" && !problem_is_chain(p)) {
       r.strategy = name;
       r.status = kNotApplicable;
     } else {
       progress_line_next(&line, name);
-      r = other.vary == "batch" ? max_batch(p, name, budget, opt, at_batch)
-                                : max_size(other.family, name, budget, opt);
+      r = other.vary == "batch" ? max_batch(p, name, budget, opt, at_batch, searched)
+                                : max_size(other.family, name, budget, opt, searched);
+      searched.push_back(r);
       if (vary_input) r = as_input_sizes(r, other.inputs);
       progress_line_next(&line, "");
     }
