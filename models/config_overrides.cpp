@@ -93,8 +93,7 @@ void refuse_aliases(const std::string& value_text, const std::string& label) {
   YAML::Parser parser(in);
   AliasCounter counter;
   try {
-    while (parser.HandleNextDocument(counter)) {
-    }
+    parser.HandleNextDocument(counter);  // the first document, the one YAML::Load reads
   } catch (const YAML::ParserException& e) {
     REMAT_USER_ERROR(label << ": the value is not valid YAML: " << e.msg);
   }
