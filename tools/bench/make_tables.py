@@ -328,6 +328,14 @@ gen_arena = simple(
     lambda r: [r["plans"], r["points"], r["limit_s"], r["measure"], r["value"]])
 
 
+gen_fuzz = simple(
+    "tools/bench/results/cpu/fuzz.csv",
+    ["harness", "seconds", "executions", "executions_per_s", "crashes"],
+    ["harness", "seconds", "executions", "executions/s", "crashes"],
+    lambda r: [r["harness"], r["seconds"], thousands(r["executions"]),
+               thousands(r["executions_per_s"]), r["crashes"]])
+
+
 def bf16_row(r):
     diff = abs(float(r["bf16"]) - float(r["fp32"]))
     verdict = "pass" if diff <= float(r["tolerance"]) else "fail"
@@ -340,6 +348,37 @@ gen_bf16_accuracy = simple(
     ["config", "steps", "window", "fp32", "fp32_seed_plus_1", "bf16", "tolerance"],
     ["config", "steps", "window", "fp32", "fp32 seed+1", "bf16", "|bf16 - fp32|", "tolerance",
      "verdict"], bf16_row)
+
+
+# ---- the input-size result (maxbatch --vary input / seq) -------------------------------------
+
+MAXINPUT = "tools/bench/results/maxinput/16gb.csv"
+MAXINPUT_OTHERS = ["all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy",
+                   "chen-greedy-linear", "griewank", "lp"]
+
+
+def maxinput_row(r):
+    best = r["checkmate"]
+    if best and r["checkmate_bound"] and r["checkmate_bound"] != best:
+        best += f" (<= {r['checkmate_bound']})"
+    others = [int(r[s]) for s in MAXINPUT_OTHERS if r[s]]
+    beats = "" if not r["checkmate"] or not others else (
+        "yes" if int(r["checkmate"]) >= max(others) else "no")
+    note = r["note"]
+    if note.startswith("varying "):  # the search's own line: keep what it says of the sizes
+        note = note[note.find("(") + 1:note.find(")")] if "(" in note else ""
+    return [r["model"], r["precision"], r["batch"], "H = W" if r["dimension"] == "input" else "T",
+            *[r[s] or "n/a" for s in MAXINPUT_OTHERS], best, r["ratio"] and r["ratio"] + "x", beats,
+            r["seconds"] + " s", note]
+
+
+gen_maxinput = simple(
+    MAXINPUT,
+    ["model", "precision", "batch", "dimension", *MAXINPUT_OTHERS, "checkmate", "checkmate_bound", "ratio",
+     "seconds", "note"],
+    ["model", "precision", "batch", "size", *MAXINPUT_OTHERS, "checkmate (<= proven bound)",
+     "checkmate / all-keep", "checkmate >= every other", "run", "sizes searched"],
+    maxinput_row)
 
 
 # ---- ONNX import -----------------------------------------------------------------------------
@@ -548,6 +587,21 @@ def gen_headline(root, doc):
             cm["machine"], cm["revision"], cm["date"],
             link("docs/guide/precision-and-layouts.md", "precision") + ", " + link(rel, "data")])
 
+    rel = MAXINPUT
+    mi = [r for r in read_csv(root, rel) if r["ratio"]]
+    if mi:
+        best = max(mi, key=lambda r: float(r["ratio"]))
+        images = [r for r in mi if r["dimension"] == "input"]
+        rows.append([
+            "memory: largest input in 16 GB (the paper's input-size result)",
+            f"checkmate / keeping everything up to {best['ratio']}x ({best['model']}, "
+            f"{best['precision']}, batch {best['batch']}: H = W {best['checkmate']} against "
+            f"{best['all-keep']}); {len(images)} image rows, {len(mi) - len(images)} GPT-2 rows",
+            best["machine"], ", ".join(sorted({r["revision"] for r in mi})),
+            ", ".join(sorted({r["date"] for r in mi})),
+            link("docs/zoo.md#the-largest-input-under-16-gb-the-papers-input-size-result", "zoo")
+            + ", " + link(rel, "data")])
+
     train = read_csv(root, GPU_TRAIN)
     budgeted = newest([r for r in train if r["config"] == "gpt2" and r["precision"] == "bf16"
                        and r["budget"]])
@@ -673,6 +727,8 @@ TABLES = {
     "notes": gen_notes,
     "onnx-torchvision": gen_onnx_zoo,
     "onnx-resnet50": gen_onnx_resnet50,
+    "maxinput-16gb": gen_maxinput,
+    "fuzz": gen_fuzz,
 }
 
 # ---- the Markdown files --------------------------------------------------------------------
