@@ -134,7 +134,8 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // and then at the best answer of the strategies that ran before checkmate in the same maxbatch
 // run (lp's with its full limit among them), their schedules checked at those answers: in
 // one run, checkmate's answer is never below another strategy's.
-// The first round (no MILP) gallops: it probes at most a quarter above lo, each probe with a
+// Time the two rounds leave (their last probes ended Unknown in their shares) goes to the next
+// size above lo, whole. The first round (no MILP) gallops: it probes at most a quarter above lo, each probe with a
 // quarter of the time left. The proven hi is often ten times the answer (NASNet-Large at
 // 16 GB: 19 .. 234), and a probe far above lo spends its time to end Unknown, where near lo
 // cheap drops fit, the known schedules repair or the LP rounds. With half the time left per
@@ -340,6 +341,21 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
       }
       report(opt, d, lo, hi);
     }
+  }
+  // Time left after both rounds (the last probes above lo ended Unknown in their shares): the
+  // next size above lo gets all of it, and again while it fits.
+  while (hi - lo > 1 && d.left() > 0.5) {
+    const Probe r = prober.probe(lo + 1, d.left(), true);
+    if (r == Probe::Feasible) {
+      ++lo;
+    } else {
+      if (r == Probe::Infeasible) {
+        hi = lo + 1;
+        res.bound_source = prober.answer + " at " + std::to_string(hi);
+      }
+      break;
+    }
+    report(opt, d, lo, hi);
   }
   res.batch = lo;
   res.upper_bound = hi - 1;
