@@ -11,12 +11,12 @@ Usage: maxinput_bench.py --bin build/tools [--models unet,vgg19] [--batches 1,8]
        [--precisions fp32,bf16] [--budget 16GB] [--time-limit 60] [--csv FILE] [--machine TEXT]
        [--load TEXT]"""
 import argparse
-import csv
-import datetime
 import json
 import os
 import subprocess
 import time
+
+from result_rows import ROOT, append_row, provenance
 
 STRATEGIES = ["all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy", "chen-greedy-linear",
               "griewank", "lp", "checkmate"]
@@ -24,7 +24,6 @@ FIELDS = (["model", "precision", "batch", "dimension"] + STRATEGIES +
           ["checkmate_bound", "checkmate_status", "ratio", "seconds", "note", "revision", "date",
            "machine", "load"])
 MODELS = ["unet", "fcn8", "segnet", "pspnet", "vgg19", "resnet50", "gpt2"]
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_one(a, model, precision, batch):
@@ -69,26 +68,18 @@ def main():
     ap.add_argument("--machine", default="not recorded")
     ap.add_argument("--load", default="not recorded")
     a = ap.parse_args()
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT).stdout.strip() or "not recorded"
     print(f"{'model':9} {'prec':4} {'b':>2} {'dim':5} " + " ".join(f"{s[:10]:>10}" for s in STRATEGIES) +
           f" {'bound':>7} {'ratio':>5}")
     for model in a.models.split(","):
         for precision in a.precisions.split(","):
             for batch in a.batches.split(","):
                 row = run_one(a, model, precision, int(batch))
-                row.update(revision=rev, date=datetime.date.today().isoformat(), machine=a.machine,
-                           load=a.load)
+                row.update(provenance(a.machine, a.load))
                 print(f"{model:9} {precision:4} {batch:>2} {row['dimension']:5} " +
                       " ".join(f"{row[s]:>10}" for s in STRATEGIES) +
                       f" {row['checkmate_bound']:>7} {row['ratio']:>5}  {row['seconds']} s", flush=True)
                 if a.csv:
-                    new = not os.path.exists(a.csv)
-                    with open(a.csv, "a", newline="") as f:
-                        w = csv.DictWriter(f, fieldnames=FIELDS)
-                        if new:
-                            w.writeheader()
-                        w.writerow(row)
+                    append_row(a.csv, FIELDS, row)
 
 
 if __name__ == "__main__":

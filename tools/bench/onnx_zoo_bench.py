@@ -12,8 +12,6 @@ table and appends one CSV row per model to --csv (tools/bench/results/onnx/torch
 Usage: onnx_zoo_bench.py --bin build/tools [--models a,b] [--budget 16GB] [--time-limit 10]
        [--csv FILE] [--machine TEXT] [--load TEXT]"""
 import argparse
-import csv
-import datetime
 import os
 import re
 import subprocess
@@ -23,6 +21,8 @@ import time
 
 import torch
 import torchvision
+
+from result_rows import append_row, provenance
 
 FIELDS = ["model", "params", "onnx_nodes", "status", "remat_nodes", "remat_params", "step_s",
           "maxbatch_keep", "maxbatch_checkmate", "import_s", "revision", "date", "machine", "load"]
@@ -96,14 +96,11 @@ def main():
     ap.add_argument("--load", default="not recorded")
     a = ap.parse_args()
     names = a.models.split(",") if a.models else torchvision.models.list_models(module=torchvision.models)
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "not recorded"
     print(f"{'model':22} {'params':>11} {'onnx':>5} {'remat':>5} {'keep':>5} {'checkmate':>12}  status")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             row = {k: "" for k in FIELDS}
-            row.update(model=name, revision=rev, date=datetime.date.today().isoformat(),
-                       machine=a.machine, load=a.load)
+            row.update(model=name, **provenance(a.machine, a.load))
             path = os.path.join(tmp, name + ".onnx")
             try:
                 params, nodes = export(name, path)
@@ -117,12 +114,7 @@ def main():
             print(f"{name:22} {row['params']:>11} {row['onnx_nodes']:>5} {row['remat_nodes']:>5} "
                   f"{row['maxbatch_keep']:>5} {row['maxbatch_checkmate']:>12}  {row['status']}", flush=True)
             if a.csv:
-                new = not os.path.exists(a.csv)
-                with open(a.csv, "a", newline="") as f:
-                    w = csv.DictWriter(f, fieldnames=FIELDS)
-                    if new:
-                        w.writeheader()
-                    w.writerow(row)
+                append_row(a.csv, FIELDS, row)
 
 
 if __name__ == "__main__":
