@@ -54,12 +54,15 @@ std::vector<pid_t> children_of(pid_t parent) {
 
 class DataParallelStop : public ScratchDirTest {
  protected:
-  // mpirun -np 2 (as root, more ranks than cores) train on small_cnn at batch 4, until stopped.
-  std::string job(const std::string& more) const {
-    return std::string("exec '") + MPIEXEC + "' --allow-run-as-root --oversubscribe " + more +
-           " -np 2 '" + TRAIN_EXE + "' --config '" + test_source_dir() +
-           "/configs/small_cnn.yaml' --batch 4 --steps 1000000 --save '" + path("ck.safetensors") +
-           "'";
+  // mpirun -np 2 (as root, more ranks than cores) train on small_cnn at batch 4, until stopped,
+  // printing steps 1, 100, 200, ... (`log_every`; 0: the default, every step, which fills
+  // mpirun's buffers after Ctrl-C: Note [output of a stopping rank]).
+  std::string job(int log_every = 100) const {
+    return std::string("exec '") + MPIEXEC + "' --allow-run-as-root --oversubscribe -np 2 '" +
+           TRAIN_EXE + "' --config '" + test_source_dir() +
+           "/configs/small_cnn.yaml' --batch 4 --steps 1000000" +
+           (log_every > 0 ? " --log-every " + std::to_string(log_every) : std::string()) +
+           " --save '" + path("ck.safetensors") + "'";
   }
   // Starts `cmd` with its output in files; returns its pid.
   pid_t start(const std::string& cmd) {
@@ -80,10 +83,10 @@ class DataParallelStop : public ScratchDirTest {
     }
     return true;
   }
-  // The job (job("")) started and past its third step; its ranks' pids in `ranks`.
+  // The job (job()) started and past its first step; its ranks' pids in `ranks`.
   pid_t start_training(std::vector<pid_t>* ranks) {
-    const pid_t pid = start(job(""));
-    if (!wait_for(" 3/1000000 ")) return pid;
+    const pid_t pid = start(job());
+    if (!wait_for(" 1/1000000 ")) return pid;
     *ranks = children_of(pid);
     return pid;
   }
@@ -124,11 +127,24 @@ class DataParallelStop : public ScratchDirTest {
 // rank count. OpenMPI sends the ranks SIGTERM (and SIGKILL a
 // second later; a step here takes milliseconds) and exits 1 whatever they do.
 TEST_F(DataParallelStop, CtrlCAtMpirunStopsEveryRankAfterTheSameStep) {
-  const pid_t pid = start(job(""));
-  ASSERT_TRUE(wait_for(" 3/1000000 ")) << read_whole_file(path("err.txt"));
+  const pid_t pid = start(job());
+  ASSERT_TRUE(wait_for(" 1/1000000 ")) << read_whole_file(path("err.txt"));
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   EXPECT_EQ(finish(pid), 1) << "mpirun's own code after Ctrl-C";
   expect_a_clean_stop("SIGTERM");
+}
+
+// With a line every step (hundreds a second), mpirun's buffers are full before its SIGTERM
+// comes: the ranks drop what does not fit and still write the checkpoint of the step they
+// stopped after (Note [output of a stopping rank]); before, they blocked in write(2) until
+// mpirun's SIGKILL.
+TEST_F(DataParallelStop, CtrlCAtMpirunWritesTheCheckpointWhateverTheOutput) {
+  const pid_t pid = start(job(0));
+  ASSERT_TRUE(wait_for(" 300/1000000 ")) << read_whole_file(path("err.txt"));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  EXPECT_EQ(finish(pid), 1) << "mpirun's own code after Ctrl-C";
+  ASSERT_TRUE(std::ifstream(path("ck.safetensors")).good()) << read_whole_file(path("err.txt"));
+  EXPECT_GE(std::stoll(safetensors_load(path("ck.safetensors")).metadata.at("step")), 300);
 }
 
 // The ranks signalled themselves (a scheduler's stop, `kill`): the job ends with 143, as one

@@ -2,6 +2,7 @@
 // first signal, _exit on the second.
 #include "tools/training/stop_signal.h"
 
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +31,24 @@ void write_stderr(const char* text) {
   (void)ignored;
 }
 
-// Only async-signal-safe calls here (write, getpid, clock_gettime, unlink, _exit).
+// Note [output of a stopping rank]: after Ctrl-C, OpenMPI's mpirun stops reading its ranks'
+// output (pseudo-terminals of a few KB) while it waits a second before sending them SIGTERM
+// and another before SIGKILL. A rank printing a step line every few milliseconds fills that
+// buffer and then blocks in write(2) — the SIGTERM's handler returns into the same blocked
+// write (SA_RESTART) — and is killed before it writes its checkpoint. So a rank that receives a
+// stop signal makes its stdout and stderr non-blocking: a line that does not fit is dropped
+// (mpirun is not reading it), and the stop goes on to the checkpoint. A regular file ignores
+// the flag; a pipe loses what does not fit after the signal.
+void set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+void never_block_output() {
+  set_nonblocking(STDOUT_FILENO);
+  set_nonblocking(STDERR_FILENO);
+}
+
+// Only async-signal-safe calls here (write, getpid, clock_gettime, unlink, fcntl, _exit).
 extern "C" void on_stop_signal(int sig) {
   if (::getpid() != g_owner) ::_exit(128 + sig);  // a solver child: its parent reports
   if (g_graceful == 0) {
@@ -56,6 +74,8 @@ extern "C" void on_stop_signal(int sig) {
   g_received = sig;
   if (g_messages == StopMessages::All)
     write_stderr("\nstopping after this step (signal again after a second to stop at once)\n");
+  else
+    never_block_output();  // a rank of a job: Note [output of a stopping rank]
 }
 
 }  // namespace
