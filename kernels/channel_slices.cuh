@@ -38,7 +38,7 @@ inline int64_t splits_for(int64_t n, int64_t c, int64_t plane) {
 // sizeof(T): 8 bf16 or 4 floats, one 128-bit load; 4 bf16 where only that divides the plane;
 // else 1). One 2- or 4-byte load per thread kept too few bytes in flight to near the memory
 // bandwidth: ResNet-50's first batch norm (103 MB in bf16) took 0.45 ms forward on an H200,
-// ~0.7 TB/s (GPU_RESULTS.md, 2026-11-27, fifth session). A pack never straddles two planes when
+// ~0.7 TB/s (GPU_RESULTS.md, 2026-11-27, NVIDIA H200). A pack never straddles two planes when
 // V divides the plane, so all its values share one channel and the walks are those of a
 // tensor of plane / V "values" a pack each. Within a pack the values are taken in ascending
 // order, so a thread still adds its values in ascending order and every sum stays a function of

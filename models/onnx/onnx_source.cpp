@@ -4,7 +4,6 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
-#include <filesystem>
 
 #include "runtime/core/check.h"
 #include "runtime/io/input_file.h"
@@ -14,12 +13,7 @@ namespace remat {
 bool onnx_import_built() { return true; }
 
 std::shared_ptr<const OnnxSource> onnx_read(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
-      !std::filesystem::is_directory(status))
-    REMAT_USER_ERROR(path << ": not a regular file (an ONNX model is read from a file)");
-  // protobuf refuses messages of 2 GiB and more; ONNX keeps larger weights in external files.
+  // read_file refuses a FIFO or device, naming it. protobuf refuses messages of 2 GiB and more; ONNX keeps larger weights in external files.
   return onnx_parse(read_file(path, "ONNX model", (int64_t{1} << 31) - 1), path);
 }
 

@@ -2,6 +2,7 @@
 #include "tools/planning/input_sizes.h"
 
 #include <algorithm>
+#include <map>
 
 #include "models/build.h"
 #include "models/config.h"
@@ -97,19 +98,29 @@ InputSizes input_sizes(const ConfigProblem& c, int64_t budget, std::optional<int
   }
   // The first multiple of step (from 1) that is proven too large, by doubling then bisection
   // over the multiples that build; sizes that do not build are passed over.
+  // Each multiple is built, and checked against the budget, once.
   const int64_t last = kMaxInputSide / out.step;
+  std::map<int64_t, bool> built;
   auto builds = [&](int64_t k) {
+    auto it = built.find(k);
+    if (it != built.end()) return it->second;
     std::string why;
     const bool ok = probe.build(k * out.step, &why).has_value();
     if (!ok && out.refused_why.empty()) out.refused_why = why;
-    return ok;
+    return built[k] = ok;
+  };
+  std::map<int64_t, std::string> too_large_why;  // "" for a size that may fit
+  auto too_large_at = [&](int64_t j) -> const std::string& {
+    auto it = too_large_why.find(j);
+    if (it == too_large_why.end()) it = too_large_why.emplace(j, probe.too_large(j * out.step)).first;
+    return it->second;
   };
   // The multiple of the first size from the k-th on that builds (within kNearby) and is too
   // large, or 0 when it fits or none builds.
   constexpr int64_t kNearby = 8;
   auto too_large = [&](int64_t k) -> int64_t {
     for (int64_t j = k; j < k + kNearby && j <= last; ++j)
-      if (builds(j)) return probe.too_large(j * out.step).empty() ? 0 : j;
+      if (builds(j)) return too_large_at(j).empty() ? 0 : j;
     return 0;
   };
   int64_t lo = 0, hi = 1;  // no multiple up to lo is known too large
@@ -126,7 +137,7 @@ InputSizes input_sizes(const ConfigProblem& c, int64_t budget, std::optional<int
                               << " to search; give a larger --input-step");
   for (int64_t k = 1; k <= end; ++k)
     (builds(k) ? out.sizes : out.refused).push_back(k * out.step);
-  out.end = hi <= last ? probe.too_large(end * out.step)
+  out.end = hi <= last ? too_large_at(end)
                        : "the largest side searched (" + std::to_string(last * out.step) + ")";
   if (out.sizes.empty())
     REMAT_USER_ERROR(c.config << ": builds at no square input of a multiple of " << out.step

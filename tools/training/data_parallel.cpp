@@ -114,10 +114,8 @@ void check_same_run(Communicator& host, const std::vector<std::string>& settings
 }
 
 void check_same_graph(ParallelJob& job, const Graph& g, const std::string& config) {
-  // FNV-1a of the graph's JSON: names, shapes, attributes, optimizer, batch.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : graph_to_json_text(g)) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  const std::vector<uint64_t> all = all_gather_u64(*job.host, h);
+  // The graph's JSON: names, shapes, attributes, optimizer, batch.
+  const std::vector<uint64_t> all = all_gather_u64(*job.host, fnv1a(graph_to_json_text(g)));
   std::ostringstream bad;
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) bad << (bad.str().empty() ? "" : ", ") << r;
