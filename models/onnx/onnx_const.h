@@ -4,6 +4,7 @@
 // arithmetic), computed once at import so that no such node reaches the training graph.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -49,6 +50,11 @@ struct OnnxConst {
 
 OnnxConst const_ints(const std::vector<SymInt>& v, Shape shape);  // shape {} -> [size]
 OnnxConst const_floats(std::vector<double> v, Shape shape);
+
+// Bytes of one element of an ONNX data type (TensorProto::DataType); 0 for types the importer
+// does not read. And whether the type is a floating-point one.
+size_t onnx_element_bytes(int onnx_type);
+bool onnx_is_float_type(int onnx_type);
 
 // An initializer or a Constant node's `value`; `what` names it in errors (the bytes disagreeing
 // with the dims, an unsupported data type, external data).
