@@ -94,6 +94,10 @@ ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Sched
   // A node that writes a persistent value (a parameter's gradient, Note [gradient accumulation])
   // runs once, in its own stage: a recomputation would rewrite it for nothing, or add a
   // micro-batch's gradient twice. Its value costs no bytes, so holding it from then on is free.
+  if (schedule.has_copies())
+    REMAT_USER_ERROR("the " << schedule.strategy << " schedule copies values to host memory, which "
+                     "the executor does not run yet: plan, sweep and maxbatch take the offload "
+                     "strategies, train and evaluate do not");
   Schedule s = schedule;
   for (int k = 0; k < s.R.cols(); ++k) {
     if (g.value(g.node(gp.node_of[static_cast<size_t>(k)]).output).kind == ValueKind::Activation)

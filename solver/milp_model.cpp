@@ -70,12 +70,14 @@ class MilpAssembly {
   void build() {
     scales();
     rs_columns();
+    if (opt_.offload) milp_add_offload_columns(p_, opt_, m_, b_);
     free_columns();
     u_columns();
     dependency_and_retention_rows();
     free_rows();
     if (!paper_) link_rows();
     memory_rows();
+    if (opt_.offload) milp_add_offload_rows(p_, opt_, m_, b_);
     if (min_peak_ || opt_.cost_cap > 0) cost_cap_row();  // MinCost: max batch's probes
     b_.finish();
   }
@@ -160,7 +162,8 @@ class MilpAssembly {
       for (int i = 0; i <= t; ++i)
         if (m_.s(t + 1, i) >= 0)
           b_.add_row(-1e30, 0,
-                     {{m_.s(t + 1, i), 1}, {m_.r(t, i), -1}, {t > i ? m_.s(t, i) : -1, -1}});
+                     {{m_.s(t + 1, i), 1}, {m_.r(t, i), -1}, {t > i ? m_.s(t, i) : -1, -1},
+                      {m_.in(t, i), -1}});
   }
 
   void free_rows() {
@@ -177,6 +180,7 @@ class MilpAssembly {
         continue;
       }
       if (f.k < f.t) b_.add_row(-1e30, 0, {{f.col, 1}, {m_.r(f.t, f.k), -1}});
+      if (m_.out(f.t, f.i) >= 0) b_.add_row(-1e30, 1, {{f.col, 1}, {m_.out(f.t, f.i), 1}});
       if (s_next >= 0) b_.add_row(-1e30, 1, {{f.col, 1}, {s_next, 1}});
       for (int j : lu)
         if (m_.r(f.t, j) >= 0) b_.add_row(-1e30, 1, {{f.col, 1}, {m_.r(f.t, j), 1}});
@@ -196,6 +200,7 @@ class MilpAssembly {
         e.push_back({t + 1 < n_ ? m_.s(t + 1, i) : -1, 1});
         e.push_back({m_.r(t, i), -1});
         e.push_back({i < t ? m_.s(t, i) : -1, -1});
+        e.push_back({m_.in(t, i), -1});
         b_.add_row(-1e30, 0, e);
       }
   }
@@ -208,6 +213,7 @@ class MilpAssembly {
     for (int t = 0; t < n_; ++t) {
       std::vector<std::pair<int, double>> e{{m_.u(t, 0), 1}, {m_.r(t, 0), -bytes(0)}};
       for (int i = 0; i < t; ++i) e.push_back({m_.s(t, i), -bytes(i)});
+      for (int i = 0; i < t; ++i) e.push_back({m_.in(t, i), -bytes(i)});
       b_.add_row(constant_, constant_, e);
       for (int k = 1; k <= t; ++k) {
         std::vector<std::pair<int, double>> r{
@@ -232,6 +238,7 @@ class MilpAssembly {
     for (int t = 0; t < n_; ++t)
       for (int i = 0; i <= t; ++i)
         if (m_.r(t, i) >= 0) e.push_back({m_.r(t, i), p_.nodes[i].cost / m_.cost_scale});
+    for (int col : m_.excess_col) e.push_back({col, 1});
     b_.add_row(-1e30, opt_.cost_cap / m_.cost_scale * (1 + 1e-9), e);
   }
 
@@ -263,8 +270,10 @@ MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt) {
 }
 
 std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
-                                             const BoolMatrix& R, const BoolMatrix& S) {
+                                             const BoolMatrix& R, const BoolMatrix& S,
+                                             const Schedule* copies) {
   const int n = m.n;
+  const bool moved = copies && copies->has_copies();
   const auto users = problem_users(p);
   std::vector<double> x(m.num_cols(), 0.0);
   for (int t = 0; t < n; ++t)
@@ -276,7 +285,8 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
   double per = m.p_col >= 0 ? 1.0 / double(std::max<int64_t>(1, p.batch)) : 1.0;
   auto bytes = [&](int i) { return double(p.nodes[i].bytes) * per / m.byte_scale; };
   for (const auto& f : m.free_vars) {
-    bool ok = R(f.t, f.k) && !(f.t + 1 < n && S(f.t + 1, f.i));
+    bool ok = R(f.t, f.k) && !(f.t + 1 < n && S(f.t + 1, f.i)) &&
+              !(moved && copies->offload(f.t, f.i));
     for (int j : users[f.i])
       if (j > f.k && j <= f.t && R(f.t, j)) ok = false;
     x[f.col] = ok ? 1 : 0;
@@ -286,7 +296,7 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
   double peak = 0;
   for (int t = 0; t < n; ++t) {
     double u = constant;
-    for (int i = 0; i < t; ++i) u += S(t, i) ? bytes(i) : 0;
+    for (int i = 0; i < t; ++i) u += S(t, i) || (moved && copies->prefetch(t, i)) ? bytes(i) : 0;
     for (int k = 0; k <= t; ++k) {
       if (k > 0) u -= freed[size_t(t) * n + k - 1];
       if (R(t, k)) u += bytes(k);
@@ -296,7 +306,14 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
     }
   }
   if (m.p_col >= 0) x[m.p_col] = peak;
+  if (copies) milp_offload_point(m, p, *copies, x);
   return x;
+}
+
+std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
+                                             const Schedule& s) {
+  if (!s.has_copies() && m.out_col.empty()) return milp_point_from_schedule(m, p, s.R, s.S);
+  return milp_point_from_schedule(m, p, s.R, s.S, &s);
 }
 
 BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) {

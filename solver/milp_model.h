@@ -26,6 +26,10 @@ struct MilpBuildOptions {
   double cost_cap = 0;            // total cost must not exceed this (Problem units); MinCost:
                                   // only when > 0
   bool paper_formulation = false; // the paper's big-M FREE rows, binary FREE, no fixings
+  // Offload and prefetch columns (Note [offload in the MILP], milp_offload.cpp); MinCost only,
+  // and only with Problem::copy_cost_per_byte > 0.
+  bool offload = false;
+  int64_t host_budget = 0;        // bytes of host copies alive at once; 0: no limit
 };
 
 struct MilpFreeVar {
@@ -37,6 +41,8 @@ struct MilpModel {
   int n = 0;
   std::vector<int> r_col, s_col, u_col;  // n*n, indexed [t*n + i]
   std::vector<MilpFreeVar> free_vars;
+  std::vector<int> out_col, in_col, host_col;  // n*n: offload, prefetch, on host entering t
+  std::vector<int> excess_col;                 // n: stage t's copy time beyond its computes
   int p_col = -1;                        // MinPeak only
   double byte_scale = 1;                 // model bytes = real bytes / byte_scale
   double cost_scale = 1;                 // model objective = real cost / cost_scale (MinCost)
@@ -52,6 +58,9 @@ struct MilpModel {
   int r(int t, int i) const { return r_col[size_t(t) * n + i]; }
   int s(int t, int i) const { return s_col[size_t(t) * n + i]; }
   int u(int t, int k) const { return u_col[size_t(t) * n + k]; }
+  int out(int t, int i) const { return out_col.empty() ? -1 : out_col[size_t(t) * n + i]; }
+  int in(int t, int i) const { return in_col.empty() ? -1 : in_col[size_t(t) * n + i]; }
+  int host(int t, int i) const { return host_col.empty() ? -1 : host_col[size_t(t) * n + i]; }
 };
 
 MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt);
@@ -67,8 +76,24 @@ std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<
 
 // A full column vector for the schedule (R, S): FREE at its largest allowed value, U by its
 // recurrence, P = the schedule's peak per sample. Used as a MIP start.
+// `copies` (an offload model): the schedule whose offload and prefetch rows go with (R, S).
 std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
-                                             const BoolMatrix& R, const BoolMatrix& S);
+                                             const BoolMatrix& R, const BoolMatrix& S,
+                                             const Schedule* copies = nullptr);
+std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
+                                             const Schedule& s);
+
+// The offload columns and rows of an offload model (milp_offload.cpp), added by milp_build once
+// the Checkmate columns exist; and their values for a schedule (a MIP start) and back.
+struct LpBuilder;
+void milp_add_offload_columns(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,
+                              LpBuilder& b);
+void milp_add_offload_rows(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,
+                           LpBuilder& b);
+void milp_offload_point(const MilpModel& m, const Problem& p, const Schedule& s,
+                        std::vector<double>& x);
+// The schedule a solution of an offload model states: R, S and the copies as they are.
+Schedule milp_offload_schedule(const MilpModel& m, const double* x);
 
 // S read from a column vector (x >= threshold); not yet retention-consistent (see
 // schedule_repair_s).

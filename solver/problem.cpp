@@ -96,6 +96,9 @@ void problem_validate(const Problem& p, const std::string& source) {
   if (p.cost_unit != "flops" && p.cost_unit != "ms")
     REMAT_USER_ERROR(source << ": field 'cost_unit': must be 'flops' or 'ms', got '" << p.cost_unit
                             << "'");
+  if (!std::isfinite(p.copy_cost_per_byte) || p.copy_cost_per_byte < 0)
+    REMAT_USER_ERROR(source << ": field 'copy_cost_per_byte': must be finite and >= 0, got "
+                            << p.copy_cost_per_byte);
   // Note [checked sizes]: the constant, every node's bytes and the largest workspace together
   // fit, so no sum the solver or the simulator forms from them can overflow.
   int64_t total = p.constant_bytes, max_workspace = 0;
@@ -141,7 +144,7 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");
   json_reject_unknown_fields(j, source,
                         {"format", "name", "batch", "constant_bytes", "batch_constant_bytes",
-                         "cost_unit", "nodes"});
+                         "cost_unit", "copy_cost_per_byte", "nodes"});
   std::string format = json_string(json_field(j, source, "format"), source, "format");
   if (format != kFormat)
     REMAT_USER_ERROR(source << ": field 'format': unknown format '" << format << "' (expected '"
@@ -154,6 +157,8 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (j.contains("batch_constant_bytes"))
     p.batch_constant_bytes = json_int64(j["batch_constant_bytes"], source, "batch_constant_bytes");
   if (j.contains("cost_unit")) p.cost_unit = json_string(j["cost_unit"], source, "cost_unit");
+  if (j.contains("copy_cost_per_byte"))
+    p.copy_cost_per_byte = json_number(j["copy_cost_per_byte"], source, "copy_cost_per_byte");
   const Json& nodes = json_field(j, source, "nodes");
   if (!nodes.is_array())
     REMAT_USER_ERROR(source << ": field 'nodes': expected an array, got " << nodes.type_name());
@@ -171,6 +176,7 @@ std::string problem_to_json_text(const Problem& p) {
   j["constant_bytes"] = p.constant_bytes;
   if (p.batch_constant_bytes != 0) j["batch_constant_bytes"] = p.batch_constant_bytes;
   j["cost_unit"] = p.cost_unit;
+  if (p.copy_cost_per_byte != 0) j["copy_cost_per_byte"] = p.copy_cost_per_byte;
   Json nodes = Json::array();
   for (const ProblemNode& n : p.nodes) {
     Json o;

@@ -32,6 +32,10 @@ struct Problem {
   int64_t constant_bytes = 0;       // params, grads, optimizer state, batch, labels
   int64_t batch_constant_bytes = 0; // the part of constant_bytes that scales with the batch
                                     // (the input batch and labels); <= constant_bytes
+  // The host link (Note [offload semantics] in solver/schedule.h): cost units per byte copied
+  // between device and host, each direction having its own stream. 0: no link, so no schedule
+  // offloads. Tools set it from a bandwidth (and, for FLOPs costs, a device rate).
+  double copy_cost_per_byte = 0;
   std::vector<ProblemNode> nodes;
 
   int size() const { return static_cast<int>(nodes.size()); }

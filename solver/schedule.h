@@ -73,10 +73,26 @@ inline int last_set(const uint8_t* row, int from, int to) {
 // recompute earlier nodes (R[t][i], i < t) in ascending order before it. S[t][i] = 1 means the
 // value of node i is held in memory entering stage t (i < t; S[0] is all zero). A value may be
 // held entering t+1 only if it was held entering t or computed in t.
+// Note [offload semantics]
+// A schedule may also move values over the host link, each direction on its own copy stream.
+// offload[t][i]: value i, held entering stage t (S[t][i]), is copied to host memory during
+// stage t; the copy starts with the stage and the device copy stays until the stage ends. The
+// host copy exists from then until the end of the last stage that prefetches it.
+// prefetch[t][i]: value i is copied from an earlier stage's host copy to the device during stage
+// t, for stage t + 1 on (S[t+1][i] may then hold it); its device bytes count from the stage's
+// start, and i is neither held entering stage t nor computed in it. Stage t lasts as long as
+// the longest of its computes (their summed cost) and its two copy streams (bytes times
+// Problem::copy_cost_per_byte each); the excess over its computes is the copies' cost. Stages are
+// synchronisation points: a stage's copies start with it and end with it (a copy spans one
+// stage, so each one hides only behind the compute of its own stage).
 struct Schedule {
   std::string strategy;
   BoolMatrix R;  // T x n: node i computed in stage t
   BoolMatrix S;  // T x n: value i held entering stage t
+  // Note [offload semantics]; both 0 x 0 (no copies) or both T x n.
+  BoolMatrix offload;   // T x n: value i copied device -> host during stage t
+  BoolMatrix prefetch;  // T x n: value i copied host -> device during stage t
+  bool has_copies() const { return offload.rows() > 0; }
   // Solver report (filled by strategies that solve something).
   double solve_seconds = 0;
   double lower_bound = 0;  // proven lower bound on cost (0 if none); gap = (cost-lb)/cost
@@ -108,11 +124,13 @@ void derive_cheapest_r_row(const Problem& p, const BoolMatrix& S, int t, bool co
 // After k runs its workspace is released, then every value that nothing later in the schedule
 // still needs before it would be recomputed is freed (including k's own output if unused). The
 // budget is total bytes: constant_bytes + resident values (+ workspace while running).
-enum class StepKind { Compute, Free };
+// Offload (Note [offload semantics]): a copy to host issued at the stage's start (no device
+// bytes change); Prefetch: the device bytes of a copy from host, allocated at the stage's start.
+enum class StepKind { Compute, Free, Offload, Prefetch };
 
 struct SimStep {
   StepKind kind = StepKind::Compute;
-  int node = -1;            // node computed, or node whose value is freed
+  int node = -1;            // node computed, or node whose value is freed, offloaded, prefetched
   int stage = -1;
   bool recompute = false;   // Compute of a node already computed earlier in the step
   int64_t bytes_during = 0; // Compute: bytes in use while it runs (incl. workspace)
@@ -123,14 +141,20 @@ struct SimResult {
   bool valid = false;
   std::string error;            // why not valid: names stage, node and missing dependency
   std::vector<SimStep> steps;   // ordered compute/free steps
-  double total_cost = 0;        // sum of costs of all computes
+  double total_cost = 0;        // compute_cost + copy_cost: what strategies minimise
+  double compute_cost = 0;      // sum of costs of all computes
+  double copy_cost = 0;         // stages' copy time beyond their compute (Note [offload semantics])
   int64_t peak_bytes = 0;       // max bytes_during/bytes_after, constant included
   int peak_step = -1;           // index into steps where the peak occurs
   int computes = 0, recomputes = 0;
+  int offloads = 0, prefetches = 0;
+  int64_t copied_bytes = 0;     // both directions
+  int64_t host_peak_bytes = 0;  // host copies alive at once, at most
 };
 
 // Replays `s` on `p`. Checks shape (T = n, R[t][t] = 1, no R/S above the frontier), that every
-// dependency of every compute is resident, and that S only holds available values.
+// dependency of every compute is resident, that S only holds available values, and that copies
+// follow Note [offload semantics] (with copy_cost_per_byte > 0).
 SimResult simulate(const Problem& p, const Schedule& s);
 
 // JSON ("remat-schedule/1", solver/schedule_io.cpp): {"format", "strategy", "n", "R": [[nodes

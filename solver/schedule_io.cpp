@@ -62,6 +62,11 @@ std::string schedule_to_json_text(const Schedule& s, const SimResult* sim, const
   }
   j["R"] = rows_to_json(s.R);
   j["S"] = rows_to_json(s.S);
+  if (s.has_copies()) {
+    j["offload"] = rows_to_json(s.offload);
+    j["prefetch"] = rows_to_json(s.prefetch);
+    if (sim) j["host_peak_bytes"] = sim->host_peak_bytes, j["copy_cost"] = sim->copy_cost;
+  }
   return j.dump() + "\n";
 }
 
@@ -95,6 +100,13 @@ Schedule schedule_from_json_text(const std::string& text, const std::string& sou
   }
   s.R = rows_from_json(j["R"], n, source, "R");
   s.S = rows_from_json(j["S"], n, source, "S");
+  if (j.contains("offload") != j.contains("prefetch"))
+    REMAT_USER_ERROR(source << ": fields 'offload' and 'prefetch' come together (missing '"
+                            << (j.contains("offload") ? "prefetch" : "offload") << "')");
+  if (j.contains("offload")) {
+    s.offload = rows_from_json(j["offload"], n, source, "offload");
+    s.prefetch = rows_from_json(j["prefetch"], n, source, "prefetch");
+  }
   return s;
 }
 

@@ -21,6 +21,14 @@ std::string check_schedule(const Problem& p, const Schedule& s) {
        << s.S.cols() << " does not match the problem's " << n << " nodes";
     return os.str();
   }
+  const bool no_copies = s.offload.rows() == 0 && s.prefetch.rows() == 0;
+  if (!no_copies && (s.offload.rows() != n || s.offload.cols() != n || s.prefetch.rows() != n ||
+                     s.prefetch.cols() != n)) {
+    os << "schedule copies: offload " << s.offload.rows() << "x" << s.offload.cols()
+       << ", prefetch " << s.prefetch.rows() << "x" << s.prefetch.cols()
+       << " do not match the problem's " << n << " nodes";
+    return os.str();
+  }
   // Each test scans for its first violation (Note [row scans]); the error names that one.
   // Held entering t, but neither held entering t-1 nor computed in it.
   std::vector<uint8_t> unavailable(static_cast<size_t>(n));
@@ -43,11 +51,14 @@ std::string check_schedule(const Problem& p, const Schedule& s) {
     if (t > 0) {
       const uint8_t* held_before = s.S.row(t - 1);
       const uint8_t* computed_before = s.R.row(t - 1);
+      const uint8_t* arrived = s.has_copies() ? s.prefetch.row(t - 1) : nullptr;
       for (int i = 0; i < t; ++i)
-        unavailable[size_t(i)] = h[i] & ~(held_before[i] | computed_before[i]);
+        unavailable[size_t(i)] =
+            h[i] & ~(held_before[i] | computed_before[i] | (arrived ? arrived[i] : 0));
       if (int i = first_set(unavailable.data(), 0, t); i < t) {
         os << "stage " << t << ": holds node " << node_label(p, i)
-           << ", which is neither held entering stage " << t - 1 << " nor computed in it";
+           << ", which is neither held entering stage " << t - 1
+           << " nor computed or prefetched in it";
         return os.str();
       }
     }
@@ -64,39 +75,155 @@ std::string check_schedule(const Problem& p, const Schedule& s) {
   return "";
 }
 
+// The copies (Note [offload semantics]); returns an error or "". Runs after check_schedule.
+std::string check_copies(const Problem& p, const Schedule& s) {
+  const int n = p.size();
+  std::ostringstream os;
+  if (!s.has_copies()) return "";
+  std::vector<uint8_t> on_host(size_t(n), 0);  // offloaded in an earlier stage
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* out = s.offload.row(t);
+    const uint8_t* in = s.prefetch.row(t);
+    if (p.copy_cost_per_byte <= 0 && (first_set(out, 0, n) < n || first_set(in, 0, n) < n)) {
+      os << "stage " << t << ": copies values over a host link the problem does not have"
+         << " (copy_cost_per_byte 0)";
+      return os.str();
+    }
+    for (int i = first_set(out, 0, n); i < n; i = first_set(out, i + 1, n)) {
+      if (i < t && s.S(t, i)) continue;
+      os << "stage " << t << ": offloads node " << node_label(p, i)
+         << ", which is not held entering stage " << t;
+      return os.str();
+    }
+    for (int i = first_set(in, 0, n); i < n; i = first_set(in, i + 1, n)) {
+      if (i >= t || !on_host[size_t(i)]) {
+        os << "stage " << t << ": prefetches node " << node_label(p, i)
+           << ", which no earlier stage offloads";
+        return os.str();
+      }
+      if (s.S(t, i) || s.R(t, i)) {
+        os << "stage " << t << ": prefetches node " << node_label(p, i)
+           << ", which is already on the device in stage " << t;
+        return os.str();
+      }
+    }
+    for (int i = first_set(out, 0, n); i < n; i = first_set(out, i + 1, n)) on_host[size_t(i)] = 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+namespace {
+
+// One step's order of events: per stage, its prefetches (device bytes from the stage's start),
+// its computes, then its end (copies finish; prefetched values become the ones read).
+enum class EventKind { Prefetch, Compute, End };
+struct Event {
+  EventKind kind;
+  int stage, node;
+};
+
+struct EventList {
+  std::vector<Event> events;
+  std::vector<int> end_of;    // [stage] -> index of its End event
+  std::vector<int> death;     // [event] -> the event after which the instance it made is freed
+  std::vector<int> host_end;  // [stage * n + node] -> End event freeing that offload's host copy
+};
+
+EventList order_events(const Problem& p, const Schedule& s) {
+  const int n = p.size();
+  const bool copies = s.has_copies();
+  EventList l;
+  for (int t = 0; t < n; ++t) {
+    if (copies)
+      for (int i = first_set(s.prefetch.row(t), 0, n); i < n;
+           i = first_set(s.prefetch.row(t), i + 1, n))
+        l.events.push_back({EventKind::Prefetch, t, i});
+    const uint8_t* r = s.R.row(t);
+    for (int i = first_set(r, 0, t + 1); i <= t; i = first_set(r, i + 1, t + 1))
+      l.events.push_back({EventKind::Compute, t, i});
+    l.end_of.push_back(static_cast<int>(l.events.size()));
+    l.events.push_back({EventKind::End, t, -1});
+  }
+  // Lifetimes: an instance lives until its last read before the node is made again, until the
+  // end of a stage that offloads it, and a prefetched one at least until it arrives.
+  const int m = static_cast<int>(l.events.size());
+  l.death.assign(size_t(m), -1);
+  if (copies) l.host_end.assign(size_t(n) * n, -1);
+  std::vector<int> current(size_t(n), -1), host_current(size_t(n), -1);
+  auto extend = [&](int inst, int e) {
+    l.death[size_t(inst)] = std::max(l.death[size_t(inst)], e);
+  };
+  for (int t = 0, e = 0; t < n; ++t) {
+    if (copies)
+      for (int i = first_set(s.offload.row(t), 0, n); i < n;
+           i = first_set(s.offload.row(t), i + 1, n)) {
+        extend(current[size_t(i)], l.end_of[t]);
+        l.host_end[size_t(t) * n + i] = l.end_of[t];
+      }
+    for (; l.events[size_t(e)].kind != EventKind::End; ++e) {
+      const Event& ev = l.events[size_t(e)];
+      if (ev.kind == EventKind::Prefetch) {
+        extend(e, l.end_of[t]);
+        int& h = l.host_end[size_t(host_current[size_t(ev.node)]) * n + ev.node];
+        h = std::max(h, l.end_of[t]);
+        continue;
+      }
+      for (int d : p.nodes[ev.node].deps) extend(current[size_t(d)], e);
+      current[size_t(ev.node)] = e;
+      extend(e, e);
+    }
+    for (int i = 0; copies && i < n; ++i) {
+      if (s.prefetch(t, i)) current[size_t(i)] = -1;  // set below, from its event
+      if (s.offload(t, i)) host_current[size_t(i)] = t;
+    }
+    for (int f = e - 1; f >= 0 && l.events[size_t(f)].stage == t; --f)
+      if (l.events[size_t(f)].kind == EventKind::Prefetch)
+        current[size_t(l.events[size_t(f)].node)] = f;
+    ++e;
+  }
+  return l;
+}
+
+// Stage t's copy time beyond its computes (Note [offload semantics]).
+double copy_excess(const Problem& p, const Schedule& s, int t, double compute, SimResult& r) {
+  const int n = p.size();
+  int64_t out = 0, in = 0;
+  for (int i = first_set(s.offload.row(t), 0, n); i < n; i = first_set(s.offload.row(t), i + 1, n))
+    out += p.nodes[i].bytes, ++r.offloads;
+  for (int i = first_set(s.prefetch.row(t), 0, n); i < n;
+       i = first_set(s.prefetch.row(t), i + 1, n))
+    in += p.nodes[i].bytes, ++r.prefetches;
+  r.copied_bytes += out + in;
+  const double longest = double(std::max(out, in)) * p.copy_cost_per_byte;
+  return std::max(0.0, longest - compute);
+}
+
 }  // namespace
 
 SimResult simulate(const Problem& p, const Schedule& s) {
   SimResult r;
   r.error = check_schedule(p, s);
+  if (r.error.empty()) r.error = check_copies(p, s);
   if (!r.error.empty()) return r;
   const int n = p.size();
-
-  // The ordered computes, and for each the index of the last compute that uses its output
-  // before the node is computed again (-1: unused, freed right after it runs).
-  struct Event {
-    int stage, node;
-  };
-  std::vector<Event> events;
-  for (int t = 0; t < n; ++t) {
-    const uint8_t* r = s.R.row(t);
-    for (int i = first_set(r, 0, t + 1); i <= t; i = first_set(r, i + 1, t + 1))
-      events.push_back({t, i});
-  }
-  const int m = static_cast<int>(events.size());
-  std::vector<int> last_use(m, -1);
-  std::vector<int> current(n, -1);  // event that produced the live instance of each node
-  for (int e = 0; e < m; ++e) {
-    for (int d : p.nodes[events[e].node].deps) last_use[current[d]] = e;
-    current[events[e].node] = e;
-  }
-  // frees_after[e]: events whose instance dies right after event e.
-  std::vector<std::vector<int>> frees_after(m);
-  for (int e = 0; e < m; ++e) frees_after[last_use[e] < 0 ? e : last_use[e]].push_back(e);
+  const bool copies = s.has_copies();
+  const EventList l = order_events(p, s);
+  const int m = static_cast<int>(l.events.size());
+  std::vector<std::vector<int>> frees_after(
+      static_cast<size_t>(m));  // instances dying after each event
+  for (int e = 0; e < m; ++e)
+    if (l.events[size_t(e)].kind != EventKind::End)
+      frees_after[size_t(l.death[size_t(e)])].push_back(e);
+  std::vector<int64_t> host_freed(static_cast<size_t>(m),
+                                  0);  // host bytes released at each End event
+  for (size_t k = 0; k < l.host_end.size(); ++k)
+    if (l.host_end[k] >= 0) host_freed[size_t(l.host_end[k])] += p.nodes[k % size_t(n)].bytes;
 
   std::vector<uint8_t> computed(n, 0);
   r.steps.reserve(2 * size_t(m));
-  int64_t in_use = p.constant_bytes;
+  int64_t in_use = p.constant_bytes, host_in_use = 0;
   r.peak_bytes = in_use;
   auto note_peak = [&](int64_t bytes) {
     if (bytes > r.peak_bytes || r.peak_step < 0) {
@@ -104,36 +231,58 @@ SimResult simulate(const Problem& p, const Schedule& s) {
       r.peak_step = static_cast<int>(r.steps.size());
     }
   };
+  double stage_compute = 0;
   for (int e = 0; e < m; ++e) {
-    const ProblemNode& node = p.nodes[events[e].node];
-    SimStep c;
-    c.kind = StepKind::Compute;
-    c.node = events[e].node;
-    c.stage = events[e].stage;
-    c.recompute = computed[c.node] != 0;
-    c.bytes_during = in_use + node.bytes + node.workspace_bytes;
-    in_use += node.bytes;
-    c.bytes_after = in_use;
-    note_peak(c.bytes_during);
-    r.steps.push_back(c);
-    computed[c.node] = 1;
-    r.total_cost += node.cost;
-    ++r.computes;
-    if (c.recompute) ++r.recomputes;
-    std::vector<int>& dying = frees_after[e];
+    const Event& ev = l.events[size_t(e)];
+    if (copies && (e == 0 || l.events[size_t(e) - 1].kind == EventKind::End)) {
+      for (int i = first_set(s.offload.row(ev.stage), 0, n); i < n;
+           i = first_set(s.offload.row(ev.stage), i + 1, n)) {
+        host_in_use += p.nodes[i].bytes;
+        r.steps.push_back({StepKind::Offload, i, ev.stage, false, in_use, in_use});
+      }
+      r.host_peak_bytes = std::max(r.host_peak_bytes, host_in_use);
+    }
+    if (ev.kind == EventKind::End) {
+      if (copies) r.copy_cost += copy_excess(p, s, ev.stage, stage_compute, r);
+      host_in_use -= host_freed[size_t(e)];
+      stage_compute = 0;
+    } else if (ev.kind == EventKind::Prefetch) {
+      in_use += p.nodes[ev.node].bytes;
+      r.steps.push_back({StepKind::Prefetch, ev.node, ev.stage, false, in_use, in_use});
+      note_peak(in_use);
+    } else {
+      const ProblemNode& node = p.nodes[ev.node];
+      SimStep c;
+      c.kind = StepKind::Compute;
+      c.node = ev.node;
+      c.stage = ev.stage;
+      c.recompute = computed[c.node] != 0;
+      c.bytes_during = in_use + node.bytes + node.workspace_bytes;
+      in_use += node.bytes;
+      c.bytes_after = in_use;
+      note_peak(c.bytes_during);
+      r.steps.push_back(c);
+      computed[c.node] = 1;
+      r.compute_cost += node.cost;
+      stage_compute += node.cost;
+      ++r.computes;
+      if (c.recompute) ++r.recomputes;
+    }
+    std::vector<int>& dying = frees_after[size_t(e)];
     std::sort(dying.begin(), dying.end(),
-              [&](int a, int b) { return events[a].node < events[b].node; });
+              [&](int a, int b) { return l.events[size_t(a)].node < l.events[size_t(b)].node; });
     for (int d : dying) {
       SimStep f;
       f.kind = StepKind::Free;
-      f.node = events[d].node;
-      f.stage = events[e].stage;
+      f.node = l.events[size_t(d)].node;
+      f.stage = ev.stage;
       in_use -= p.nodes[f.node].bytes;
       f.bytes_during = in_use;
       f.bytes_after = in_use;
       r.steps.push_back(f);
     }
   }
+  r.total_cost = r.compute_cost + r.copy_cost;
   r.valid = true;
   return r;
 }

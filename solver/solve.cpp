@@ -11,6 +11,7 @@
 #include "solver/held_set_search.h"
 #include "solver/local_search.h"
 #include "solver/moment_bound.h"
+#include "solver/offload.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
@@ -375,6 +376,11 @@ void solve_check_budget(const Problem& p, int64_t budget) {
                              << pool_format_bytes(ws) << ")");
 }
 
+const std::vector<std::string>& offload_strategy_names() {
+  static const std::vector<std::string> names{"all-keep-offload", "checkmate-offload"};
+  return names;
+}
+
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> kNames = {
       "all-keep",           "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy",
@@ -384,7 +390,8 @@ const std::vector<std::string>& strategy_names() {
 
 SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
                   const SolveOptions& opt) {
-  const auto& names = strategy_names();
+  std::vector<std::string> names = strategy_names();
+  for (const auto& n : offload_strategy_names()) names.push_back(n);
   if (std::find(names.begin(), names.end(), strategy) == names.end()) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -415,6 +422,12 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
     std::string why;
     s = solve_checkmate(p, budget, opt, &why);
     if (!s) r.message = "checkmate: " + why;
+  } else if (strategy == "all-keep-offload") {
+    s = solve_all_keep_offload(p, budget, opt.host_budget);
+  } else if (strategy == "checkmate-offload") {
+    std::string why;
+    s = solve_checkmate_offload(p, budget, opt, &why);
+    if (!s) r.message = "checkmate-offload: " + why;
   }
   r.solve_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -425,13 +438,18 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   if (s->strategy.empty()) s->strategy = strategy;
   r.schedule = std::move(*s);
   r.sim = simulate(p, r.schedule);
-  r.feasible = r.sim.valid && r.sim.peak_bytes <= budget;
+  const bool host_fits = opt.host_budget <= 0 || r.sim.host_peak_bytes <= opt.host_budget;
+  r.feasible = r.sim.valid && r.sim.peak_bytes <= budget && host_fits;
   if (!r.sim.valid) {
     r.message = strategy + ": produced an invalid schedule: " + r.sim.error;
   } else if (!r.feasible) {
     std::ostringstream os;
-    os << strategy << ": schedule peak " << pool_format_bytes(r.sim.peak_bytes)
-       << " exceeds the budget " << pool_format_bytes(budget);
+    if (r.sim.peak_bytes > budget)
+      os << strategy << ": schedule peak " << pool_format_bytes(r.sim.peak_bytes)
+         << " exceeds the budget " << pool_format_bytes(budget);
+    else
+      os << strategy << ": host copies peak at " << pool_format_bytes(r.sim.host_peak_bytes)
+         << ", over the host budget " << pool_format_bytes(opt.host_budget);
     r.message = os.str();
   }
   if (r.feasible && !r.schedule.note.empty()) r.message = strategy + ": " + r.schedule.note;

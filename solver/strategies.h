@@ -39,6 +39,8 @@ struct SolveOptions {
   // When > 0, a search may stop at the first schedule that fits at most this cost (max batch's
   // probes need no cheaper one); the greedy searches do.
   double cost_cap = 0;
+  // The offload strategies (solver/offload.h): bytes of host copies alive at once; 0: no limit.
+  int64_t host_budget = 0;
 };
 
 struct SolveResult {
@@ -55,6 +57,10 @@ struct SolveResult {
 // "all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy", "chen-greedy-linear",
 // "griewank", "lp", "checkmate".
 const std::vector<std::string>& strategy_names();
+// The strategies that may also offload (solver/offload.h), which solve() takes too:
+// "all-keep-offload", "checkmate-offload". Not in strategy_names(): the tools' default lists
+// run them only when asked.
+const std::vector<std::string>& offload_strategy_names();
 
 // Solves `p` with `strategy` at `budget` bytes (constant included). An unknown strategy is a
 // UserError listing the known ones. A budget below problem_min_budget() is a UserError stating

@@ -101,6 +101,44 @@ TEST_F(ToolsTest, PlanConfigJsonLinesAreConsistent) {
   for (const auto& [name, c] : cost) EXPECT_LE(cost["checkmate"], c * (1 + 1e-4)) << name;
 }
 
+// The offload strategies: asked for by name (not in 'all'), never above the strategies run
+// before them, their copies reported; the link written into a problem file; bad link flags.
+TEST_F(ToolsTest, PlanOffloadStrategiesTakeTheLinkFlags) {
+  const Problem p = small_cnn_problem();
+  const int64_t budget = problem_min_budget(p) + (all_keep_peak(p) - problem_min_budget(p)) / 3;
+  RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
+                                  " --strategies checkmate,all-keep-offload,checkmate-offload"
+                                  " --link-bandwidth 25 --device-tflops 0.01 --time-limit 5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> ls = lines_of(r.out);
+  ASSERT_EQ(ls.size(), 3u) << r.out;
+  nlohmann::json checkmate = nlohmann::json::parse(ls[0]), moved = nlohmann::json::parse(ls[1]),
+                 offload = nlohmann::json::parse(ls[2]);
+  ASSERT_TRUE(checkmate.at("feasible").get<bool>() && offload.at("feasible").get<bool>()) << r.out;
+  EXPECT_LE(offload.at("cost").get<double>(), checkmate.at("cost").get<double>() * (1 + 1e-12));
+  EXPECT_LE(offload.at("peak_bytes").get<int64_t>(), budget);
+  if (moved.at("feasible").get<bool>()) {
+    ASSERT_TRUE(moved.contains("copies")) << ls[1];
+    EXPECT_GT(moved["copies"].at("offloads").get<int>(), 0);
+    EXPECT_GT(moved["copies"].at("host_peak_bytes").get<int64_t>(), 0);
+  }
+  RunResult all = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies all --json");
+  EXPECT_EQ(all.out.find("offload"), std::string::npos) << all.out;
+
+  RunResult w = run(PLAN_EXE, "--config '" + kSmallCnn + "' --link-bandwidth 25 --write-problem '" +
+                                  path("p.json") + "'");
+  ASSERT_EQ(w.code, 0) << w.err;
+  EXPECT_DOUBLE_EQ(problem_load(path("p.json")).copy_cost_per_byte, 100e12 / 25e9);
+  for (const char* bad : {"--link-bandwidth 0", "--link-bandwidth fast", "--host-budget lots",
+                          "--device-tflops -1"}) {
+    RunResult e = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB " + bad +
+                                    " --strategies checkmate-offload");
+    EXPECT_EQ(e.code, 2) << bad << ": " << e.err;
+    EXPECT_NE(e.err.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos)
+        << bad << ": " << e.err;
+  }
+}
+
 // The all-keep row shows what keeping everything needs even when it does not fit (the README's
 // way of choosing a budget), marked as over the budget.
 TEST_F(ToolsTest, PlanShowsKeepEverythingsPeakOverTheBudget) {

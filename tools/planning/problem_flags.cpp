@@ -3,6 +3,7 @@
 #include "tools/planning/problem_flags.h"
 
 #include <algorithm>
+#include <fstream>
 #include <cstdio>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -34,8 +35,26 @@ void add_problem_flags(FlagParser& flags) {
                                     "--config; tf32 and tf32-all plan as fp32)")
       .add("accumulate", "K", "K micro-batches per optimizer step (with --config): the problem "
                               "is one micro-batch's, its gradients accumulated")
+      .add("link-bandwidth", "GB/s", "host link bandwidth each way, in 1e9 bytes per second; "
+                                     "lets the offload strategies copy values to host memory")
+      .add("device-tflops", "F", "with --link-bandwidth and FLOPs costs: the device's sustained "
+                                 "rate, which turns copy time into FLOPs", "100")
       .allow_positional("KEY=VALUE", "override a config field (with --config), e.g. "
                                      "precision=bf16 batch=64");
+}
+
+void apply_link(const LinkSpeed& link, Problem& p) {
+  if (link.bytes_per_second <= 0) return;
+  p.copy_cost_per_byte = p.cost_unit == "ms" ? 1e3 / link.bytes_per_second
+                                             : link.device_flops / link.bytes_per_second;
+}
+
+LinkSpeed link_from_flags(const FlagParser& flags) {
+  LinkSpeed link;
+  if (flags.has("link-bandwidth"))
+    link.bytes_per_second = flags.get_double("link-bandwidth", 1e-6, 1e6) * 1e9;
+  link.device_flops = flags.get_double("device-tflops", 1e-6, 1e9) * 1e12;
+  return link;
 }
 
 ParallelConfig parallel_from_flags(const FlagParser& flags) {
@@ -61,6 +80,7 @@ ConfigProblem config_problem_from_flags(const FlagParser& flags) {
   if (flags.has("accumulate"))
     c.accumulate = static_cast<int>(flags.get_int("accumulate", 1, kMaxMicroBatches));
   c.overrides = model_overrides(flags, c.config);
+  c.link = link_from_flags(flags);
   return c;
 }
 
@@ -91,6 +111,7 @@ Problem problem_from_config(const ConfigProblem& c) {
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
+  apply_link(c.link, p);
   return p;
 }
 
@@ -148,6 +169,7 @@ Problem problem_from_flags(const FlagParser& flags) {
     if (!flags.positional().empty())
       throw UsageError("'" + flags.positional()[0] + "': KEY=VALUE overrides need --config");
     Problem p = problem_load(flags.get("problem"));
+    apply_link(link_from_flags(flags), p);
     return batch ? problem_at_batch(p, *batch) : p;
   }
   ConfigProblem c = config_problem_from_flags(flags);
@@ -173,7 +195,19 @@ void add_solve_flags(FlagParser& flags) {
                                 "command takes their sum", "60")
       .add("threads", "N", "solver threads", "1")
       .add("gap", "G", "MILP relative gap to stop at", "0.0001")
-      .add("log-level", "N", "0 silent, 1 live progress line, 2 solver log", "1");
+      .add("log-level", "N", "0 silent, 1 live progress line, 2 solver log", "1")
+      .add("host-budget", "SIZE", "host memory the offload strategies' copies may use at once "
+                                  "(default: what the machine has available)");
+}
+
+int64_t host_memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
 }
 
 void tune_allocator_for_solving() {
@@ -189,11 +223,16 @@ SolveOptions solve_options_from_flags(const FlagParser& flags) {
   opt.threads = static_cast<int>(flags.get_int("threads", 1, 1024));
   opt.relative_gap = flags.get_double("gap", 0, 1);
   opt.log_level = static_cast<int>(flags.get_int("log-level", 0, 3));
+  opt.host_budget = flags.has("host-budget") ? parse_flag_value([&] {
+    return parse_bytes(flags.get("host-budget"), "--host-budget");
+  }) : host_memory_available();
   return opt;
 }
 
 std::vector<std::string> parse_strategy_list(const std::string& text, const std::string& what) {
-  const std::vector<std::string>& known = strategy_names();
+  std::vector<std::string> known = strategy_names();
+  const std::vector<std::string>& plain = strategy_names();  // what "all" means
+  for (const auto& n : offload_strategy_names()) known.push_back(n);
   std::vector<std::string> out;
   auto add = [&](const std::string& name) {
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
@@ -204,8 +243,8 @@ std::vector<std::string> parse_strategy_list(const std::string& text, const std:
     if (comma == std::string::npos) comma = text.size();
     const std::string name = text.substr(start, comma - start);
     start = comma + 1;
-    if (name == "all") {  // anywhere in the list: every strategy, in display order
-      for (const auto& n : known) add(n);
+    if (name == "all") {  // anywhere in the list: every strategy without copies, in order
+      for (const auto& n : plain) add(n);
       continue;
     }
     if (std::find(known.begin(), known.end(), name) == known.end()) {

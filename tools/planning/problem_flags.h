@@ -34,6 +34,8 @@ namespace remat {
 //                         dtype, overriding the config's `precision` (config only)
 //   --accumulate K        K micro-batches per optimizer step: the graph gets its accumulate
 //                         nodes (runtime/graph/accumulate.h), the batch is a micro-batch's
+//   --link-bandwidth GB/s the host link each way (Problem::copy_cost_per_byte)
+//   --device-tflops F     FLOPs costs: the device rate copy time converts at (default 100)
 //   KEY=VALUE ...         config overrides, as train takes them (config only)
 void add_problem_flags(FlagParser& flags);
 
@@ -46,6 +48,15 @@ Problem problem_from_flags(const FlagParser& flags);
 // scaled (problem_at_batch). Null means "scale".
 ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 
+// The host link of --link-bandwidth and --device-tflops (Note [offload semantics]).
+struct LinkSpeed {
+  double bytes_per_second = 0;  // 0: no link
+  double device_flops = 100e12; // FLOPs costs: the sustained rate copy time is counted at
+};
+LinkSpeed link_from_flags(const FlagParser& flags);
+// Sets p.copy_cost_per_byte from `link` in p's cost unit (nothing without a link).
+void apply_link(const LinkSpeed& link, Problem& p);
+
 // What --config and its companion flags describe.
 struct ConfigProblem {
   std::string config;                   // the model YAML
@@ -57,6 +68,7 @@ struct ConfigProblem {
   std::optional<DType> precision;       // overrides the config's `precision`
   std::optional<int> accumulate;        // overrides the config's `accumulate`
   std::vector<std::string> overrides;   // KEY=VALUE config overrides
+  LinkSpeed link;                       // --link-bandwidth, --device-tflops
   // The config, once loaded (with_loaded_config): a search builds many problems of one model,
   // and an ONNX file is read once for all of them.
   std::shared_ptr<const ModelConfig> loaded;
@@ -94,7 +106,8 @@ int64_t max_buildable_sequence(const ConfigProblem& c);
 // and return freed memory only beyond 512 MB. Nothing on non-glibc systems.
 void tune_allocator_for_solving();
 
-// Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level.
+// Declares --strategies (alias --strategy), --time-limit, --threads, --gap, --log-level,
+// --host-budget (default: MemAvailable of /proc/meminfo).
 void add_solve_flags(FlagParser& flags);
 SolveOptions solve_options_from_flags(const FlagParser& flags);
 

@@ -155,9 +155,13 @@ int run(int argc, char** argv) {
   std::optional<SolveResult> chosen;
   std::vector<std::string> figures;  // --svg: what was written, said after the table
   const auto started = std::chrono::steady_clock::now();
+  std::vector<Schedule> earlier;  // what the offload strategies start from (Note [checkmate-offload])
   for (const std::string& name : strategies) {
     progress_line_next(&line, name);
-    SolveResult r = solve(p, name, budget, opt);
+    SolveOptions o = opt;
+    if (name == "checkmate-offload") o.candidates = &earlier;
+    SolveResult r = solve(p, name, budget, o);
+    if (r.feasible) earlier.push_back(r.schedule);
     progress_line_next(&line, "");
     const double cost = r.feasible ? r.sim.total_cost : 0;
     const double overhead = r.feasible && keep_cost > 0 ? cost / keep_cost : 0;
@@ -175,6 +179,10 @@ int run(int argc, char** argv) {
         j["bound_source"] = r.schedule.bound_source;
       }
       if (!r.schedule.models.empty()) j["models"] = r.schedule.models;
+      if (r.feasible && r.schedule.has_copies())
+        j["copies"] = {{"offloads", r.sim.offloads},   {"prefetches", r.sim.prefetches},
+                       {"bytes", r.sim.copied_bytes}, {"host_peak_bytes", r.sim.host_peak_bytes},
+                       {"cost", r.sim.copy_cost}};
       if (r.feasible && !r.message.empty()) j["note"] = r.message;
       std::printf("%s\n", j.dump().c_str());
     } else if (r.feasible) {
@@ -184,6 +192,10 @@ int run(int argc, char** argv) {
                   overhead, format_bytes(r.sim.peak_bytes).c_str(), r.solve_seconds, gap,
                   status_of(r).c_str());
       if (!r.message.empty()) std::printf("  note: %s\n", r.message.c_str());
+      if (r.schedule.has_copies())
+        std::printf("  copies: %d offloads, %d prefetches, %s moved, host peak %s, cost %.6g\n",
+                    r.sim.offloads, r.sim.prefetches, format_bytes(r.sim.copied_bytes).c_str(),
+                    format_bytes(r.sim.host_peak_bytes).c_str(), r.sim.copy_cost);
       if (has_bound && !r.schedule.bound_source.empty())
         std::printf("  bound: %.6g from %s\n", r.schedule.lower_bound,
                     r.schedule.bound_source.c_str());

@@ -1,0 +1,219 @@
+// The offload strategies: a greedy that moves waiting values to host memory, the offload MILP
+// and checkmate-offload, which combines them with checkmate.
+#include "solver/offload.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "solver/milp_model.h"
+
+namespace remat {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool fits(const SimResult& sim, int64_t budget, int64_t host_budget) {
+  return sim.valid && sim.peak_bytes <= budget &&
+         (host_budget <= 0 || sim.host_peak_bytes <= host_budget);
+}
+
+// Note [offload to fit]
+// A value held entering stages a..c (S[a..c][i] = 1), neither computed nor read in stages
+// a+1..c-1, and read in stage c, waits on the device through stages a+1..c-1. Moving it: an
+// offload in the first of those stages where it is held (a, or a+1 when stage a computes it)
+// unless an earlier offload made a host copy, S cleared in between, and a prefetch in stage
+// c-1 (S[c] stays: the prefetch provides it). The device then holds it through neither stage
+// between the offload's stage and the prefetch's. Where the peak is, the largest value
+// waiting there moves first; the simulator judges each result.
+struct Wait {
+  int value = -1;
+  int offload_stage = -1;  // -1: an earlier offload's host copy serves
+  int clear_from = -1;     // S[clear_from..prefetch_stage][value] are cleared
+  int prefetch_stage = -1;
+};
+
+bool reads(const std::vector<std::vector<int>>& users, const Schedule& s, int t, int i) {
+  if (s.R(t, i)) return true;
+  for (int j : users[size_t(i)])
+    if (j <= t && s.R(t, j)) return true;
+  return false;
+}
+
+// The waiting values around stage t whose move would free their bytes in stage t.
+std::vector<Wait> waits_at(const Problem& p, const std::vector<std::vector<int>>& users,
+                           const Schedule& s, int t) {
+  const int n = p.size();
+  std::vector<Wait> out;
+  for (int i = 0; i < t; ++i) {
+    if (!s.S(t, i) || reads(users, s, t, i)) continue;
+    int c = t + 1;
+    while (c < n && s.S(c, i) && !reads(users, s, c, i)) ++c;
+    if (c >= n || !s.S(c, i)) continue;  // not read again while held: nothing to bring back
+    int a = t;
+    while (a - 1 > i && s.S(a - 1, i) && !reads(users, s, a - 1, i)) --a;
+    // a: the first stage of the wait; the value was read (or made) in stage a - 1.
+    bool on_host = false;
+    for (int u = 0; u < a && !on_host; ++u) on_host = s.offload(u, i) != 0;
+    Wait w{i, on_host ? -1 : a, on_host ? a : a + 1, c - 1};
+    if (t >= w.clear_from && t < w.prefetch_stage) out.push_back(w);
+  }
+  return out;
+}
+
+void apply(Schedule& s, const Wait& w) {
+  if (w.offload_stage >= 0) s.offload.set(w.offload_stage, w.value, true);
+  for (int u = w.clear_from; u <= w.prefetch_stage; ++u) s.S.set(u, w.value, false);
+  s.prefetch.set(w.prefetch_stage, w.value, true);
+}
+
+}  // namespace
+
+std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
+                                       int64_t host_budget) {
+  if (p.copy_cost_per_byte <= 0) return std::nullopt;
+  const int n = p.size();
+  const auto users = problem_users(p);
+  Schedule s = base;
+  if (!s.has_copies()) s.offload = BoolMatrix(n, n), s.prefetch = BoolMatrix(n, n);
+  for (int moves = 0; moves <= n * n; ++moves) {
+    SimResult sim = simulate(p, s);
+    if (!sim.valid) return std::nullopt;
+    if (fits(sim, budget, host_budget)) return s;
+    if (sim.peak_bytes <= budget) return std::nullopt;  // the host budget binds: moving adds
+    std::vector<Wait> ws = waits_at(p, users, s, sim.steps[size_t(sim.peak_step)].stage);
+    if (ws.empty()) return std::nullopt;
+    auto larger = [&](const Wait& x, const Wait& y) {
+      return p.nodes[size_t(x.value)].bytes < p.nodes[size_t(y.value)].bytes;
+    };
+    apply(s, *std::max_element(ws.begin(), ws.end(), larger));
+  }
+  return std::nullopt;
+}
+
+std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
+                                               int64_t host_budget) {
+  std::optional<Schedule> keep = solve_all_keep(p);
+  if (!keep) return std::nullopt;
+  SimResult sim = simulate(p, *keep);
+  if (fits(sim, budget, host_budget)) return keep;
+  std::optional<Schedule> s = offload_to_fit(p, *keep, budget, host_budget);
+  if (s) s->strategy = "all-keep-offload";
+  return s;
+}
+
+std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,
+                                           const SolveOptions& opt, const Schedule* warm_start) {
+  const auto t0 = Clock::now();
+  if (p.copy_cost_per_byte <= 0 || budget < problem_min_budget(p)) return std::nullopt;
+  MilpBuildOptions bo;
+  bo.budget = budget;
+  bo.offload = true;
+  bo.host_budget = host_budget;
+  MilpModel m = milp_build(p, bo);
+  std::vector<double> start;
+  if (warm_start && fits(simulate(p, *warm_start), budget, host_budget))
+    start = milp_point_from_schedule(m, p, *warm_start);
+  MilpRun run = milp_run_cbc(m, opt, start.empty() ? nullptr : &start, nullptr);
+  std::optional<Schedule> best;
+  double best_cost = 0;
+  if (run.has_solution) {
+    Schedule s = milp_offload_schedule(m, run.x.data());
+    SimResult sim = simulate(p, s);
+    if (fits(sim, budget, host_budget)) best = std::move(s), best_cost = sim.total_cost;
+  }
+  if (warm_start && !start.empty()) {
+    SimResult sim = simulate(p, *warm_start);
+    if (!best || sim.total_cost < best_cost) best = *warm_start, best_cost = sim.total_cost;
+  }
+  if (!best) return std::nullopt;
+  best->strategy = "checkmate-offload";
+  best->models =
+      "offload MILP " + std::to_string(m.num_rows()) + " x " + std::to_string(m.num_cols());
+  best->solve_seconds = seconds_since(t0);
+  if (!run.infeasible)
+    best->lower_bound = std::max(0.0, std::min(best_cost, run.bound * m.cost_scale));
+  const double gap = best_cost > 0 ? (best_cost - best->lower_bound) / best_cost : 0;
+  best->status = run.optimal || gap <= opt.relative_gap ? "optimal" : "feasible";
+  return best;
+}
+
+// Note [checkmate-offload]
+// Offload can only lower the optimum: every schedule without copies is one with none. So the
+// strategy starts from checkmate's answer at the budget (a third of the limit) and the
+// schedules it is given (SolveOptions::candidates: plan passes the answers of the strategies it
+// ran before, so checkmate-offload is never above them), then tries
+// what copies add: all-keep-offload, and offload_to_fit from checkmate's schedules at budgets
+// 1.25, 1.5 and 2 times larger (recompute less, move the rest), each while time is left; the
+// cheapest that fits is the incumbent. Where the Checkmate MILP is small (full_milp_is_small),
+// the offload MILP then runs from it for the rest of the limit, and its bound is the lower
+// bound. On larger graphs the answer is heuristic and its lower bound the all-keep cost.
+std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
+                                                const SolveOptions& opt, std::string* why) {
+  const auto t0 = Clock::now();
+  const int64_t host_budget = opt.host_budget;
+  std::optional<Schedule> best;
+  double best_cost = 0;
+  auto offer = [&](std::optional<Schedule> c) {
+    if (!c) return;
+    SimResult sim = simulate(p, *c);
+    if (!fits(sim, budget, host_budget) || (best && sim.total_cost >= best_cost)) return;
+    best = std::move(c), best_cost = sim.total_cost;
+  };
+  auto left = [&] { return opt.time_limit_seconds - seconds_since(t0); };
+  SolveOptions part = opt;
+  part.time_limit_seconds = opt.time_limit_seconds / 3;
+  part.phase = nullptr;
+  part.progress = nullptr;  // the live line shows this strategy's phases, not checkmate's
+  SolveResult base = solve(p, "checkmate", budget, part);
+  if (base.feasible) offer(base.schedule);
+  if (opt.candidates)
+    for (const Schedule& c : *opt.candidates) offer(c);
+  if (p.copy_cost_per_byte > 0) {
+    offer(solve_all_keep_offload(p, budget, host_budget));
+    for (double f : {1.25, 1.5, 2.0}) {
+      const int64_t larger = static_cast<int64_t>(double(budget) * f);
+      if (left() < opt.time_limit_seconds / 6 || larger > problem_total_bytes(p)) break;
+      part.time_limit_seconds = std::min(left() / 4, opt.time_limit_seconds / 6);
+      SolveResult r = solve(p, "checkmate", larger, part);
+      if (r.feasible) offer(offload_to_fit(p, r.schedule, budget, host_budget));
+    }
+    if (full_milp_is_small(p) && left() > 1) {
+      if (opt.phase) opt.phase("offload MILP", opt.progress_user);
+      SolveOptions milp = opt;
+      milp.time_limit_seconds = left();
+      const Schedule* warm = best ? &*best : nullptr;
+      std::optional<Schedule> m = solve_offload_milp(p, budget, host_budget, milp, warm);
+      if (m) {
+        const Schedule proof = *m;  // its bound holds whichever schedule is kept
+        offer(std::move(m));
+        best->lower_bound = proof.lower_bound;
+        best->bound_source = "offload MILP";
+        best->models = proof.models;
+        best->status = proof.status;
+      }
+    }
+  }
+  if (!best) {
+    if (why)
+      *why = p.copy_cost_per_byte > 0 ? "no schedule with or without copies fits the budget"
+                                      : base.message;
+    return std::nullopt;
+  }
+  best->strategy = "checkmate-offload";
+  if (best->bound_source.empty()) {
+    double once = 0;  // every node runs at least once, whatever moves
+    for (const ProblemNode& nd : p.nodes) once += nd.cost;
+    best->lower_bound = once;
+    best->bound_source = "every node runs once";
+    best->status = "heuristic";
+  }
+  if (p.copy_cost_per_byte <= 0)
+    best->note = "the problem has no host link (copy_cost_per_byte 0): checkmate's schedule";
+  return best;
+}
+
+}  // namespace remat

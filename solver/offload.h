@@ -1,0 +1,37 @@
+// The strategies that also move values to host memory (Note [offload semantics] in
+// solver/schedule.h): a greedy baseline and checkmate's offload counterpart.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "solver/problem.h"
+#include "solver/schedule.h"
+#include "solver/strategies.h"
+
+namespace remat {
+
+// `base` with values moved to host memory where they wait, one at a time at the peak, the
+// largest first, until the schedule fits `budget` (and `host_budget` when > 0); nullopt if
+// the peak has no waiting value left to move. Note [offload to fit].
+std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
+                                       int64_t host_budget);
+
+// "all-keep-offload": every value kept, and offload_to_fit from there (no recomputation).
+std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
+                                               int64_t host_budget);
+
+// The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
+// `warm_start` when it fits; the schedule its incumbent states, or the warm start.
+std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,
+                                           const SolveOptions& opt,
+                                           const Schedule* warm_start = nullptr);
+
+// "checkmate-offload": the cheapest of checkmate (a third of the limit), all-keep-offload,
+// offload_to_fit from checkmate's schedule at larger budgets, and, where the MILP is small
+// (full_milp_is_small), the offload MILP from the best of those. Note [checkmate-offload].
+std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
+                                                const SolveOptions& opt, std::string* why);
+
+}  // namespace remat

@@ -1,0 +1,325 @@
+// Offload (Note [offload semantics]): the simulator's accounting of copies, the offload MILP
+// against an exhaustive search over keep / recompute / offload on tiny graphs, the greedy
+// baseline, checkmate-offload without a link, and the schedule file's copies.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+
+#include "runtime/core/check.h"
+#include "solver/offload.h"
+#include "solver/schedule.h"
+#include "solver/strategies.h"
+#include "tests/solver_test_util.h"
+
+namespace remat {
+namespace {
+
+// x0 (10 bytes) waits while x1..x5 run (x3 is large), then g reads x0 and x5.
+Problem waiting_chain(double copy_cost_per_byte, double x0_cost = 1) {
+  Problem p;
+  p.name = "waiting";
+  p.copy_cost_per_byte = copy_cost_per_byte;
+  using K = ProblemNodeKind;
+  add_problem_node(p, "x0", K::Forward, x0_cost, 10, 0, {});
+  add_problem_node(p, "x1", K::Forward, 2, 4, 0, {0});
+  add_problem_node(p, "x2", K::Forward, 2, 4, 0, {1});
+  add_problem_node(p, "x3", K::Forward, 2, 12, 0, {2});
+  add_problem_node(p, "x4", K::Forward, 2, 4, 0, {3});
+  add_problem_node(p, "x5", K::Forward, 2, 4, 0, {4});
+  add_problem_node(p, "g", K::Loss, 1, 1, 0, {0, 5});
+  return p;
+}
+
+// all-keep with x0 offloaded in stage 2 and prefetched in stage 5.
+Schedule moved_x0(const Problem& p) {
+  Schedule s = *solve_all_keep(p);
+  s.offload = BoolMatrix(p.size(), p.size());
+  s.prefetch = BoolMatrix(p.size(), p.size());
+  s.offload.set(2, 0, true);
+  s.S.set(3, 0, false), s.S.set(4, 0, false), s.S.set(5, 0, false);
+  s.prefetch.set(5, 0, true);
+  return s;
+}
+
+TEST(OffloadSimulate, AMovedValueLeavesTheDeviceBetweenItsCopies) {
+  const Problem p = waiting_chain(0.1);
+  SimResult keep = simulate(p, *solve_all_keep(p));
+  ASSERT_TRUE(keep.valid) << keep.error;
+  EXPECT_EQ(keep.peak_bytes, 10 + 4 + 12);  // x0, x2, x3 while x3 runs
+  SimResult moved = simulate(p, moved_x0(p));
+  ASSERT_TRUE(moved.valid) << moved.error;
+  // Stage 2 keeps x0 until its copy ends (x0 + x1 + x2); stage 5 has it back from its start
+  // (x0 + x4 + x5); x3's stages hold x2/x4 and x3 only.
+  EXPECT_EQ(moved.peak_bytes, 10 + 4 + 4);
+  EXPECT_EQ(moved.host_peak_bytes, 10);
+  EXPECT_EQ(moved.offloads, 1);
+  EXPECT_EQ(moved.prefetches, 1);
+  EXPECT_EQ(moved.copied_bytes, 20);
+  // 10 bytes at 0.1 per byte hide behind each stage's compute of 2.
+  EXPECT_DOUBLE_EQ(moved.copy_cost, 0);
+  EXPECT_DOUBLE_EQ(moved.total_cost, keep.total_cost);
+  int offload_steps = 0, prefetch_steps = 0;
+  for (const SimStep& st : moved.steps) {
+    offload_steps += st.kind == StepKind::Offload && st.stage == 2 && st.node == 0;
+    prefetch_steps += st.kind == StepKind::Prefetch && st.stage == 5 && st.node == 0;
+  }
+  EXPECT_EQ(offload_steps, 1);
+  EXPECT_EQ(prefetch_steps, 1);
+}
+
+TEST(OffloadSimulate, CopiesLongerThanTheirStageCostTheExcess) {
+  const Problem p = waiting_chain(0.5);  // 10 bytes: 5 units against a stage compute of 2
+  SimResult moved = simulate(p, moved_x0(p));
+  ASSERT_TRUE(moved.valid) << moved.error;
+  EXPECT_DOUBLE_EQ(moved.copy_cost, 3 + 3);
+  EXPECT_DOUBLE_EQ(moved.total_cost, moved.compute_cost + 6);
+}
+
+TEST(OffloadSimulate, InvalidCopiesAreNamed) {
+  const Problem p = waiting_chain(0.1);
+  auto error_of = [&](const std::function<void(Schedule&)>& edit, const Problem& q) {
+    Schedule s = moved_x0(q);
+    edit(s);
+    SimResult r = simulate(q, s);
+    EXPECT_FALSE(r.valid);
+    return r.error;
+  };
+  EXPECT_NE(error_of([](Schedule& s) { s.offload.set(4, 0, true); }, p)
+                .find("stage 4: offloads node 'x0' (0), which is not held entering stage 4"),
+            std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.offload.set(2, 0, false); }, p)
+                .find("stage 5: prefetches node 'x0' (0), which no earlier stage offloads"),
+            std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.R.set(5, 0, true); }, p)
+                .find("prefetches node 'x0' (0), which is already on the device in stage 5"),
+            std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.prefetch.set(5, 0, false); }, p)
+                .find("stage 6: holds node 'x0' (0), which is neither held entering stage 5 nor"
+                      " computed or prefetched in it"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([](Schedule&) {}, waiting_chain(0)).find("a host link the problem does not have"),
+      std::string::npos);
+  EXPECT_NE(error_of([](Schedule& s) { s.prefetch = BoolMatrix(3, 3); }, p).find("do not match"),
+            std::string::npos);
+}
+
+TEST(OffloadSchedule, CopiesSurviveTheScheduleFile) {
+  const Problem p = waiting_chain(0.1);
+  const Schedule s = moved_x0(p);
+  SimResult sim = simulate(p, s);
+  Schedule back = schedule_from_json_text(schedule_to_json_text(s, &sim, &p), "s.json");
+  EXPECT_TRUE(back.offload == s.offload);
+  EXPECT_TRUE(back.prefetch == s.prefetch);
+  EXPECT_EQ(simulate(p, back).peak_bytes, sim.peak_bytes);
+  std::string text = schedule_to_json_text(s);
+  text.replace(text.find("\"offload\""), 9, "\"offloads\"");
+  EXPECT_THROW(
+      {
+        try {
+          schedule_from_json_text(text, "s.json");
+        } catch (const UserError& e) {
+          EXPECT_NE(
+              std::string(e.what()).find("s.json: fields 'offload' and 'prefetch' come together"),
+              std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      UserError);
+}
+
+TEST(OffloadProblem, TheLinkCostIsReadWrittenAndChecked) {
+  const Problem p = waiting_chain(0.25);
+  EXPECT_DOUBLE_EQ(problem_from_json_text(problem_to_json_text(p), "p.json").copy_cost_per_byte,
+                   0.25);
+  std::string text = problem_to_json_text(p);
+  text.replace(text.find("0.25"), 4, "-1.0");
+  try {
+    problem_from_json_text(text, "p.json");
+    FAIL() << "a negative copy cost was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("p.json: field 'copy_cost_per_byte': must be finite and >= 0"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(OffloadGreedy, AllKeepOffloadMovesTheWaitingValueAndNoMore) {
+  const Problem p = waiting_chain(0.5);
+  auto s = solve_all_keep_offload(p, 18, 0);
+  ASSERT_TRUE(s.has_value());
+  SimResult sim = simulate(p, *s);
+  EXPECT_EQ(sim.peak_bytes, 18);
+  EXPECT_EQ(sim.offloads, 1);
+  EXPECT_FALSE(solve_all_keep_offload(p, 17, 0).has_value());  // stage 2 keeps x0, x1, x2
+  EXPECT_FALSE(solve_all_keep_offload(p, 18, 9).has_value());  // x0's host copy is 10 bytes
+  SolveOptions opt;
+  opt.host_budget = 9;
+  SolveResult r = solve(p, "all-keep-offload", 18, opt);
+  EXPECT_FALSE(r.feasible);
+  EXPECT_FALSE(solve_all_keep_offload(waiting_chain(0), 18, 0).has_value());  // no link
+}
+
+// Exhaustive search over keep, recompute and offload in canonical form: per stage, the cheapest
+// R for its S (derive_cheapest_r), offloads of held values not yet on host, prefetches of host
+// copies that are then held into the next stage, and S[t+1] among the values on the device in
+// stage t, with every value held entering t and neither read nor offloaded there held on.
+struct OffloadBruteForce {
+  OffloadBruteForce(const Problem& problem, int64_t bytes) : p(problem), budget(bytes) {}
+  const Problem& p;
+  int64_t budget;
+  std::vector<std::vector<int>> users = problem_users(p);
+  std::optional<double> best;
+
+  void stage(int t, Schedule& s, double cost_so_far) {
+    const int n = p.size();
+    BoolMatrix R = derive_cheapest_r(p, s.S);
+    for (int i = 0; i <= t; ++i) s.R.set(t, i, R(t, i));
+    double compute = 0;
+    for (int i = 0; i <= t; ++i) compute += R(t, i) ? p.nodes[i].cost : 0;
+    std::vector<int> held, on_host;
+    for (int i = 0; i < t; ++i) {
+      if (s.S(t, i)) held.push_back(i);
+      bool h = false;
+      for (int u = 0; u < t; ++u) h |= s.offload(u, i);
+      if (h && !s.S(t, i) && !R(t, i) && t + 1 < n) on_host.push_back(i);
+    }
+    std::vector<int> movable;
+    for (int i : held) {
+      bool h = false;
+      for (int u = 0; u < t; ++u) h |= s.offload(u, i);
+      if (!h) movable.push_back(i);
+    }
+    for (uint32_t om = 0; om < (1u << movable.size()); ++om)
+      for (uint32_t pm = 0; pm < (1u << on_host.size()); ++pm) {
+        int64_t out = 0, in = 0;
+        for (size_t b = 0; b < movable.size(); ++b) {
+          s.offload.set(t, movable[b], om >> b & 1);
+          out += (om >> b & 1) ? p.nodes[movable[b]].bytes : 0;
+        }
+        for (size_t b = 0; b < on_host.size(); ++b) {
+          s.prefetch.set(t, on_host[b], pm >> b & 1);
+          in += (pm >> b & 1) ? p.nodes[on_host[b]].bytes : 0;
+        }
+        const double c = cost_so_far + compute +
+                         std::max(0.0, double(std::max(out, in)) * p.copy_cost_per_byte - compute);
+        if (!best || c < *best - 1e-9) next(t, s, c);
+      }
+    for (int i = 0; i < n; ++i) s.offload.set(t, i, false), s.prefetch.set(t, i, false);
+  }
+
+  void next(int t, Schedule& s, double cost) {
+    const int n = p.size();
+    if (t == n - 1) {
+      SimResult sim = simulate(p, s);
+      if (sim.valid && sim.peak_bytes <= budget && (!best || sim.total_cost < *best))
+        best = sim.total_cost;
+      return;
+    }
+    std::vector<int> must, may;
+    for (int i = 0; i <= t; ++i) {
+      const bool read = s.R(t, i) || [&] {
+        for (int j : users[i])
+          if (j <= t && s.R(t, j)) return true;
+        return false;
+      }();
+      if (i < t && s.S(t, i) && !read && !s.offload(t, i))
+        must.push_back(i);
+      else if (s.prefetch(t, i))
+        must.push_back(i);
+      else if (s.R(t, i) || (i < t && s.S(t, i)))
+        may.push_back(i);
+    }
+    for (uint32_t mask = 0; mask < (1u << may.size()); ++mask) {
+      int64_t held = p.constant_bytes;
+      for (int i = 0; i < n; ++i) s.S.set(t + 1, i, false);
+      for (int i : must) s.S.set(t + 1, i, true), held += p.nodes[i].bytes;
+      for (size_t b = 0; b < may.size(); ++b)
+        if (mask >> b & 1) s.S.set(t + 1, may[b], true), held += p.nodes[may[b]].bytes;
+      if (held <= budget) stage(t + 1, s, cost);
+    }
+    for (int i = 0; i < n; ++i) s.S.set(t + 1, i, false);
+  }
+
+  std::optional<double> run() {
+    const int n = p.size();
+    Schedule s;
+    s.R = BoolMatrix(n, n), s.S = BoolMatrix(n, n);
+    s.offload = BoolMatrix(n, n), s.prefetch = BoolMatrix(n, n);
+    stage(0, s, 0);
+    return best;
+  }
+};
+
+// The offload MILP's optimum equals the exhaustive one at every budget, is never above the
+// optimum without copies, and is below it somewhere.
+void check_offload_milp(Problem p, double copy_cost_per_byte, bool copies_help = true) {
+  p.copy_cost_per_byte = copy_cost_per_byte;
+  const int64_t lo = problem_min_budget(p) - 1, hi = problem_total_bytes(p);
+  int cheaper = 0, feasible = 0;
+  for (int64_t budget = lo; budget <= hi; ++budget) {
+    auto want = OffloadBruteForce(p, budget).run();
+    auto without = BruteForce(p, budget).run();
+    auto got = solve_offload_milp(p, budget, 0, exact_options(20));
+    ASSERT_EQ(got.has_value(), want.has_value()) << "budget " << budget;
+    if (!want) continue;
+    ++feasible;
+    SimResult sim = simulate(p, *got);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_LE(sim.peak_bytes, budget);
+    EXPECT_NEAR(sim.total_cost, *want, 1e-6) << "budget " << budget;
+    EXPECT_LE(got->lower_bound, sim.total_cost + 1e-6);
+    if (without) {
+      EXPECT_LE(*want, *without + 1e-9) << "budget " << budget;
+    }
+    if (!without || *want < *without - 1e-9) ++cheaper;
+  }
+  EXPECT_GT(feasible, 2);
+  if (copies_help) {
+    EXPECT_GT(cheaper, 0) << "copies never helped: the test does not exercise them";
+  }
+}
+
+// Copies that hide behind their stages (x0 moves for free where recomputing it costs 1);
+// copies that cost 6 beyond their stages, where recomputing x0 costs 10; and a training chain
+// too short for any value to wait long enough to move (copies never help there, and must
+// not hurt).
+TEST(OffloadMilp, EqualsExhaustiveSearchWithHiddenCopies) {
+  check_offload_milp(waiting_chain(0), 0.1);
+}
+TEST(OffloadMilp, EqualsExhaustiveSearchWithExposedCopies) {
+  check_offload_milp(waiting_chain(0, 10), 0.5);
+}
+TEST(OffloadMilp, EqualsExhaustiveSearchOnATrainingChain) {
+  check_offload_milp(varied_chain(2), 0.05, /*copies_help=*/false);
+}
+
+TEST(CheckmateOffload, WithoutALinkItIsCheckmate) {
+  const Problem p = skip_dag();
+  const int64_t budget = problem_min_budget(p) + 2;
+  SolveResult plain = solve(p, "checkmate", budget, exact_options(10));
+  SolveResult off = solve(p, "checkmate-offload", budget, exact_options(10));
+  ASSERT_TRUE(plain.feasible && off.feasible) << plain.message << off.message;
+  EXPECT_FALSE(off.schedule.has_copies());
+  EXPECT_DOUBLE_EQ(off.sim.total_cost, plain.sim.total_cost);
+  EXPECT_NE(off.message.find("no host link"), std::string::npos) << off.message;
+}
+
+TEST(CheckmateOffload, FitsWhereNothingWithoutCopiesDoes) {
+  const Problem p = waiting_chain(0.1);
+  // Without copies, 18 bytes need x0 recomputed... which x0's own 10 bytes at stage 2 allow;
+  // below the all-keep peak, checkmate-offload is never dearer than checkmate.
+  for (int64_t budget = problem_min_budget(p); budget <= 26; ++budget) {
+    SolveResult plain = solve(p, "checkmate", budget, exact_options(10));
+    SolveResult off = solve(p, "checkmate-offload", budget, exact_options(10));
+    if (!plain.feasible) continue;
+    ASSERT_TRUE(off.feasible) << "budget " << budget << ": " << off.message;
+    EXPECT_LE(off.sim.total_cost, plain.sim.total_cost + 1e-9) << "budget " << budget;
+  }
+}
+
+}  // namespace
+}  // namespace remat
