@@ -120,6 +120,32 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   if (ws) release(ws);
 }
 
+void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
+  const Value& val = g_.value(s.value);
+  void*& p = ptr_[static_cast<size_t>(s.value)];
+  const int buffer = host_buffers_.output_request[static_cast<size_t>(plan_step)];
+  REMAT_CHECK(buffer >= 0, "plan step " << plan_step << " has no host copy of '" << val.name << "'");
+  char* host = host_region_ + host_arena_.offsets[static_cast<size_t>(buffer)];
+  if (s.kind == PlanStepKind::Offload) {
+    REMAT_CHECK(p, "plan offloads '" << val.name << "', which is not resident");
+    be_.copy_to_host(host, p, val.desc.bytes());
+  } else if (s.kind == PlanStepKind::Prefetch) {
+    REMAT_CHECK(!p, "plan prefetches '" << val.name << "', which is resident");
+    const bool arena = opt_.memory == MemoryMode::Arena;
+    p = acquire(val.desc.bytes(), "prefetch of '" + val.name + "'",
+                arena ? arena_buffers_.output_request[static_cast<size_t>(plan_step)] : -1);
+    in_use_ += val.desc.alloc_bytes();
+    peak_ = std::max(peak_, in_use_);
+    be_.copy_from_host(p, host, val.desc.bytes());
+  }
+  if (trace) {
+    const char* what = s.kind == PlanStepKind::Offload    ? "offload "
+                       : s.kind == PlanStepKind::Prefetch ? "prefetch "
+                                                          : "host free ";
+    trace->instant(what + val.name, "copy", step_elapsed_us(), 1);
+  }
+}
+
 void Executor::capture(ValueId v, void* host) {
   REMAT_CHECK(v >= 0 && static_cast<size_t>(v) < g_.values.size() &&
                   g_.value(v).kind == ValueKind::Activation,
@@ -150,6 +176,11 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
   bool loss_read = scan;  // a re-run does not read the loss again
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
+    if (s.kind == PlanStepKind::Offload || s.kind == PlanStepKind::Prefetch ||
+        s.kind == PlanStepKind::HostFree) {
+      run_copy(s, static_cast<int>(i), trace);
+      continue;
+    }
     if (s.kind == PlanStepKind::Free) {
       void*& p = ptr_[static_cast<size_t>(s.value)];
       REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
@@ -216,6 +247,8 @@ StepResult Executor::run_step_body(const ExecutionPlan& plan, const void* input,
                               << pool_format_bytes(arena_.arena_bytes) << " (lower bound "
                               << pool_format_bytes(arena_.lower_bound) << ") > budget "
                               << pool_format_bytes(opt_.budget));
+  plan_copies_ = plan.has_copies();
+  if (plan_copies_) prepare_host(plan);
   step_t0_ = std::chrono::steady_clock::now();
   be_.range_push("step " + std::to_string(step), kRangePhase);
   StepResult r;

@@ -190,6 +190,9 @@ class Executor {
   void check_finite(const ExecutionPlan& plan, int64_t step);
   bool value_finite(ValueId v);
   void release_activations();  // every resident activation (after an aborted step)
+  // Note [host copies]: the host region of `plan`'s copies, laid out once per plan.
+  void prepare_host(const ExecutionPlan& plan);
+  void run_copy(const PlanStep& s, int plan_step, TraceWriter* trace);
   // A span from start_us to now (synchronising first) and the memory counter.
   // A span of node n (args: op, output, shape, bytes, recompute) and the memory and budget
   // counters at its end.
@@ -220,6 +223,17 @@ class Executor {
   std::vector<PlanStep> arena_steps_;  // the plan the arena was prepared for
   PlanBuffers arena_buffers_;
   ArenaPlan arena_;
+  // Note [host copies]
+  // A plan that offloads (PlanStepKind::Offload, Prefetch, HostFree) keeps its host copies in
+  // one host_alloc region (pinned on a GPU), each at an offset laid out ahead like the arena's
+  // (plan_host_buffers, plan_arena), so the host side does no allocator work either and its
+  // size is the plan's host peak. The copies run in plan order, synchronously: such a plan runs
+  // eagerly (no step graph), and the device bytes are the plan's exactly.
+  std::vector<PlanStep> host_steps_;  // the plan the host region is laid out for
+  PlanBuffers host_buffers_;
+  ArenaPlan host_arena_;
+  char* host_region_ = nullptr;
+  bool plan_copies_ = false;  // the running plan has copies (Note [step graphs]: eager)
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations
   int64_t peak_ = 0;

@@ -18,6 +18,7 @@ std::string Executor::graph_blocker(const TraceWriter* trace) const {
   if (!opt_.check_finite)
     return "the finite check is off (a recorded loss cannot report a bad label; the check does)";
   if (!captures_.empty()) return "values are copied to the host during the step";
+  if (plan_copies_) return "the plan offloads values to host memory (Note [host copies])";
   if (trace) return "this step is traced (spans need a synchronisation per node)";
   return "";
 }

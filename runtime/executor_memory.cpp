@@ -69,6 +69,8 @@ void Executor::release_all() {
   sync_.reset();
   be_.host_free(loss_host_);
   loss_host_ = nullptr;
+  be_.host_free(host_region_);
+  host_region_ = nullptr;
   if (borrowed_) {  // only the activations of a step that failed are this executor's
     for (size_t v = 0; v < ptr_.size(); ++v)
       if (ptr_[v] && !value_is_persistent(g_.values[v].kind) && opt_.memory != MemoryMode::Arena)
@@ -213,6 +215,18 @@ int64_t Executor::prepare(const ExecutionPlan& plan) {
     drop_step_graph();  // Note [step graphs]: its addresses were the old layout's
   }
   return arena_base_ + arena_.arena_bytes;
+}
+
+void Executor::prepare_host(const ExecutionPlan& plan) {
+  if (plan_steps_equal(plan.steps, host_steps_)) return;
+  host_buffers_ = plan_host_buffers(g_, plan);
+  host_arena_ = plan_arena(host_buffers_.requests, kArenaAlignment);
+  be_.host_free(host_region_);
+  host_region_ = nullptr;
+  host_steps_.clear();
+  host_region_ = static_cast<char*>(backend_alloc(
+      be_, std::max<int64_t>(host_arena_.arena_bytes, 1), "the host copies of the plan", true));
+  host_steps_ = plan.steps;
 }
 
 void Executor::release_activations() {

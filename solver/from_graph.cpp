@@ -94,15 +94,13 @@ ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Sched
   // A node that writes a persistent value (a parameter's gradient, Note [gradient accumulation])
   // runs once, in its own stage: a recomputation would rewrite it for nothing, or add a
   // micro-batch's gradient twice. Its value costs no bytes, so holding it from then on is free.
-  if (schedule.has_copies())
-    REMAT_USER_ERROR("the " << schedule.strategy << " schedule copies values to host memory, which "
-                     "the executor does not run yet: plan, sweep and maxbatch take the offload "
-                     "strategies, train and evaluate do not");
   Schedule s = schedule;
   for (int k = 0; k < s.R.cols(); ++k) {
     if (g.value(g.node(gp.node_of[static_cast<size_t>(k)]).output).kind == ValueKind::Activation)
       continue;
     for (int t = k + 1; t < s.R.rows(); ++t) s.R.set(t, k, false), s.S.set(t, k, true);
+    for (int t = 0; t < s.offload.rows(); ++t)  // zero bytes: nothing to move
+      s.offload.set(t, k, false), s.prefetch.set(t, k, false);
   }
   SimResult sim = simulate(gp.problem, s);
   REMAT_CHECK(sim.valid, "cannot lower an invalid " << s.strategy << " schedule: " << sim.error);
@@ -112,6 +110,7 @@ ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Sched
   plan.budget = budget;
   plan.constant_bytes = gp.problem.constant_bytes;
   plan.predicted_peak = sim.peak_bytes;
+  plan.predicted_host_peak = sim.host_peak_bytes;
   for (const SimStep& st : sim.steps) {
     const NodeId node = gp.node_of[static_cast<size_t>(st.node)];
     const ValueId out = g.node(node).output;
@@ -125,7 +124,10 @@ ExecutionPlan lower_schedule(const Graph& g, const GraphProblem& gp, const Sched
       ps.recompute = st.recompute;
     } else {
       if (g.value(out).kind != ValueKind::Activation) continue;
-      ps.kind = PlanStepKind::Free;
+      ps.kind = st.kind == StepKind::Free       ? PlanStepKind::Free
+                : st.kind == StepKind::Offload  ? PlanStepKind::Offload
+                : st.kind == StepKind::Prefetch ? PlanStepKind::Prefetch
+                                                : PlanStepKind::HostFree;
     }
     plan.steps.push_back(ps);
   }

@@ -98,11 +98,9 @@ std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
                                                int64_t host_budget) {
   std::optional<Schedule> keep = solve_all_keep(p);
   if (!keep) return std::nullopt;
-  SimResult sim = simulate(p, *keep);
-  if (fits(sim, budget, host_budget)) return keep;
-  std::optional<Schedule> s = offload_to_fit(p, *keep, budget, host_budget);
-  if (s) s->strategy = "all-keep-offload";
-  return s;
+  keep->strategy = "all-keep-offload";
+  if (fits(simulate(p, *keep), budget, host_budget)) return keep;
+  return offload_to_fit(p, *keep, budget, host_budget);
 }
 
 std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,

@@ -139,6 +139,12 @@ void problem_validate(const Problem& p, const std::string& source) {
               "workspace_bytes (the largest, plus the constant and every node's bytes)");
 }
 
+void problem_set_link(Problem& p, double bytes_per_second, double device_flops) {
+  if (bytes_per_second <= 0) return;
+  p.copy_cost_per_byte =
+      p.cost_unit == "ms" ? 1e3 / bytes_per_second : device_flops / bytes_per_second;
+}
+
 Problem problem_from_json_text(const std::string& text, const std::string& source) {
   const Json j = json_parse(text, source);
   if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");

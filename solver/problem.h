@@ -41,6 +41,11 @@ struct Problem {
   int size() const { return static_cast<int>(nodes.size()); }
 };
 
+// Sets p.copy_cost_per_byte for a host link of `bytes_per_second` each way (nothing when <= 0):
+// 1000 / bytes_per_second ms per byte for measured costs, device_flops / bytes_per_second FLOPs
+// per byte for FLOPs costs (the device's sustained rate turns copy time into FLOPs).
+void problem_set_link(Problem& p, double bytes_per_second, double device_flops);
+
 // users[i] = indices of nodes that depend on node i, ascending.
 std::vector<std::vector<int>> problem_users(const Problem& p);
 

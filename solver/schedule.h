@@ -126,7 +126,8 @@ void derive_cheapest_r_row(const Problem& p, const BoolMatrix& S, int t, bool co
 // budget is total bytes: constant_bytes + resident values (+ workspace while running).
 // Offload (Note [offload semantics]): a copy to host issued at the stage's start (no device
 // bytes change); Prefetch: the device bytes of a copy from host, allocated at the stage's start.
-enum class StepKind { Compute, Free, Offload, Prefetch };
+// HostFree: a host copy released after the last prefetch that reads it (or its own stage).
+enum class StepKind { Compute, Free, Offload, Prefetch, HostFree };
 
 struct SimStep {
   StepKind kind = StepKind::Compute;

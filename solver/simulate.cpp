@@ -216,10 +216,10 @@ SimResult simulate(const Problem& p, const Schedule& s) {
   for (int e = 0; e < m; ++e)
     if (l.events[size_t(e)].kind != EventKind::End)
       frees_after[size_t(l.death[size_t(e)])].push_back(e);
-  std::vector<int64_t> host_freed(static_cast<size_t>(m),
-                                  0);  // host bytes released at each End event
+  // Host copies released at each End event, by node.
+  std::vector<std::vector<int>> host_frees(static_cast<size_t>(m));
   for (size_t k = 0; k < l.host_end.size(); ++k)
-    if (l.host_end[k] >= 0) host_freed[size_t(l.host_end[k])] += p.nodes[k % size_t(n)].bytes;
+    if (l.host_end[k] >= 0) host_frees[size_t(l.host_end[k])].push_back(int(k % size_t(n)));
 
   std::vector<uint8_t> computed(n, 0);
   r.steps.reserve(2 * size_t(m));
@@ -244,7 +244,10 @@ SimResult simulate(const Problem& p, const Schedule& s) {
     }
     if (ev.kind == EventKind::End) {
       if (copies) r.copy_cost += copy_excess(p, s, ev.stage, stage_compute, r);
-      host_in_use -= host_freed[size_t(e)];
+      for (int i : host_frees[size_t(e)]) {
+        host_in_use -= p.nodes[size_t(i)].bytes;
+        r.steps.push_back({StepKind::HostFree, i, ev.stage, false, in_use, in_use});
+      }
       stage_compute = 0;
     } else if (ev.kind == EventKind::Prefetch) {
       in_use += p.nodes[ev.node].bytes;

@@ -96,5 +96,48 @@ TEST(PlanIo, StructuralFaultsNameFileAndStep) {
   expect([](nlohmann::json& j) { j["format"] = "remat-plan/9"; }, "not an execution plan");
 }
 
+// Copies (Note [host copies]): the first activation offloaded, freed, prefetched and its host
+// copy released right after its compute round-trips, and each misplaced copy is named.
+TEST(PlanIo, CopiesRoundTripAndMisplacedOnesAreNamed) {
+  SmallCnn m;
+  const ValueId v = m.plan.steps[0].value;
+  std::vector<PlanStep> moved;
+  for (PlanStepKind k : {PlanStepKind::Offload, PlanStepKind::Free, PlanStepKind::Prefetch,
+                         PlanStepKind::HostFree}) {
+    PlanStep s;
+    s.kind = k;
+    s.value = v;
+    moved.push_back(s);
+  }
+  m.plan.steps.insert(m.plan.steps.begin() + 1, moved.begin(), moved.end());
+  const ExecutionPlan q = plan_from_json_text(plan_to_json_text(m.plan, m.g), m.g, "p.json");
+  ASSERT_EQ(q.steps.size(), m.plan.steps.size());
+  for (size_t i = 1; i <= 4; ++i) {
+    EXPECT_EQ(q.steps[i].kind, m.plan.steps[i].kind) << i;
+    EXPECT_EQ(q.steps[i].value, v);
+  }
+  EXPECT_TRUE(q.has_copies());
+  const std::string name = m.g.value(v).name;
+  auto without = [&](size_t k) {
+    nlohmann::json j = m.json();
+    j["steps"].erase(k);
+    return m.error(j);
+  };
+  EXPECT_NE(without(1).find("steps[2]: prefetches the host copy of '" + name + "', which has none"),
+            std::string::npos)
+      << without(1);
+  EXPECT_NE(without(2).find("steps[2]: prefetches '" + name + "', which is in memory"),
+            std::string::npos)
+      << without(2);
+  EXPECT_NE(without(4).find("'" + name + "' still has a host copy after the last step"),
+            std::string::npos)
+      << without(4);
+  nlohmann::json twice = m.json();
+  twice["steps"].insert(twice["steps"].begin() + 1, twice["steps"][1]);
+  EXPECT_NE(m.error(twice).find("steps[2]: offloads '" + name + "', which is already on the host"),
+            std::string::npos)
+      << m.error(twice);
+}
+
 }  // namespace
 }  // namespace remat

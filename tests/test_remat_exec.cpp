@@ -68,17 +68,20 @@ bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<s
   return true;
 }
 
+// `copy_cost_per_byte` > 0: the problem has a host link (Note [offload semantics]), and some
+// plan must copy.
 void check_every_strategy(Model& m, int points,
                           const std::vector<std::string>& strategies = strategy_names(),
-                          MemoryMode mode = MemoryMode::Arena) {
+                          MemoryMode mode = MemoryMode::Arena, double copy_cost_per_byte = 0) {
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
+  gp.problem.copy_cost_per_byte = copy_cost_per_byte;
   ExecutionPlan keep = plan_keep_all(m.g, ws);
   auto reference = train_state(m, keep, {}, 2);
   const int64_t lo = problem_min_budget(gp.problem);
   const int64_t hi = keep.predicted_peak;
   ASSERT_LT(lo, hi);
-  int ran = 0, recomputing = 0;
+  int ran = 0, recomputing = 0, copying = 0;
   // The feasible range of a DAG starts well above problem_min_budget (long-lived gradients),
   // so the budgets step down from keep-everything in 4% steps of the range.
   for (int k = 0; k < points; ++k) {
@@ -90,6 +93,7 @@ void check_every_strategy(Model& m, int points,
       if (!r.feasible) continue;
       ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, budget);
       EXPECT_LE(plan.predicted_peak, budget) << strategy;
+      copying += plan.has_copies();
       // Room for the arena's alignment and packing (or the pool's fragmentation): the region is
       // checked against its size.
       ExecutorOptions eo{mode, budget + budget / 4};
@@ -107,7 +111,11 @@ void check_every_strategy(Model& m, int points,
   }
   EXPECT_GE(ran, std::min<int>(points * 2, points * static_cast<int>(strategies.size())))
       << "too few feasible strategies to mean anything";
-  EXPECT_GT(recomputing, 0) << "no plan recomputed anything";
+  if (copy_cost_per_byte > 0) {
+    EXPECT_GT(copying, 0) << "no plan copied anything";
+  } else {
+    EXPECT_GT(recomputing, 0) << "no plan recomputed anything";
+  }
 }
 
 BuildOptions small(int64_t batch, DType precision = DType::F32) {
@@ -125,6 +133,20 @@ TEST(RematExec, SmallCnnEveryStrategyBitIdentical) {
 TEST(RematExec, SmallDagEveryStrategyBitIdentical) {
   Model m(load_model_config(test_source_dir() + "/configs/small_dag.yaml"), small(4));
   check_every_strategy(m, 3);
+}
+
+// Offload (Note [host copies]): plans that move activations to host memory and back, with or
+// without recomputation, train bit-identically to keep-everything with the measured device
+// peak equal to the prediction, in the arena and in the pool. A link of 2 FLOPs per byte makes
+// copies cheaper than recomputing a convolution's output, so the plans move values.
+TEST(RematExec, OffloadStrategiesBitIdentical) {
+  for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
+    SCOPED_TRACE(memory_mode_name(mode));
+    BuildOptions bo = small(2);
+    bo.input = Shape{3, 36, 36};
+    Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
+    check_every_strategy(m, 3, {"all-keep-offload", "checkmate-offload"}, mode, 2.0);
+  }
 }
 
 // The zoo's real architectures at a small input (the 138M-parameter VGG/FCN are covered by

@@ -332,12 +332,45 @@ PlanBuffers plan_buffers(const Graph& g, const ExecutionPlan& plan,
       out.output_request[static_cast<size_t>(i)] = open[o];
       const int k = times[o]++;
       out.requests.push_back({val.desc.bytes(), i, n - 1, k ? val.name + "#" + std::to_string(k) : val.name});
-    } else {
+    } else if (s.kind == PlanStepKind::Prefetch) {  // the value's device buffer, again
+      const Value& val = g.value(s.value);
+      REMAT_CHECK(s.value >= 0 && v < open.size() && open[v] < 0,
+                  "plan step " << i << " prefetches '" << val.name << "' while it is in memory");
+      open[v] = static_cast<int>(out.requests.size());
+      out.output_request[static_cast<size_t>(i)] = open[v];
+      const int k = times[v]++;
+      out.requests.push_back({val.desc.bytes(), i, n - 1, val.name + "#" + std::to_string(k)});
+    } else if (s.kind == PlanStepKind::Free) {
       REMAT_CHECK(s.value >= 0 && v < open.size() && open[v] >= 0,
                   "plan step " << i << " frees value " << s.value << " that is not in memory");
       out.requests[static_cast<size_t>(open[v])].last = i;
       open[v] = -1;
     }
+  }
+  return out;
+}
+
+PlanBuffers plan_host_buffers(const Graph& g, const ExecutionPlan& plan) {
+  PlanBuffers out;
+  const int n = static_cast<int>(plan.steps.size());
+  out.output_request.assign(plan.steps.size(), -1);
+  std::vector<int> open(g.values.size(), -1);  // value -> its host buffer while it has one
+  for (int i = 0; i < n; ++i) {
+    const PlanStep& s = plan.steps[static_cast<size_t>(i)];
+    const size_t v = static_cast<size_t>(s.value);
+    if (s.kind == PlanStepKind::Offload) {
+      REMAT_CHECK(open[v] < 0, "plan step " << i << " offloads '" << g.value(s.value).name
+                                            << "', which has a host copy");
+      open[v] = static_cast<int>(out.requests.size());
+      out.requests.push_back({g.value(s.value).desc.bytes(), i, n - 1, g.value(s.value).name});
+    } else if (s.kind == PlanStepKind::Prefetch || s.kind == PlanStepKind::HostFree) {
+      REMAT_CHECK(open[v] >= 0, "plan step " << i << " reads the host copy of '"
+                                             << g.value(s.value).name << "', which has none");
+    } else {
+      continue;
+    }
+    out.output_request[static_cast<size_t>(i)] = open[v];
+    if (s.kind == PlanStepKind::HostFree) out.requests[size_t(open[v])].last = i, open[v] = -1;
   }
   return out;
 }

@@ -54,7 +54,7 @@ void check_arena(const std::vector<ArenaRequest>& requests, const ArenaPlan& pla
 
 // The buffers one training step of `plan` needs, for plan_arena(): each activation from the
 // Compute step that writes it to the Free step that releases it (or the last step if the plan
-// never frees it; a recomputed value is a new buffer), and each Compute step's workspace
+// never frees it; a recomputed or prefetched value is a new buffer), and each Compute step's workspace
 // (`workspace(node)` bytes, live at that step only). Persistent values are not included.
 struct PlanBuffers {
   std::vector<ArenaRequest> requests;
@@ -64,5 +64,9 @@ struct PlanBuffers {
 // Throws Error when the plan computes a value that is still live or frees one that is not.
 PlanBuffers plan_buffers(const Graph& g, const ExecutionPlan& plan,
                          const std::function<int64_t(NodeId)>& workspace);
+// The host buffers of a plan's copies: each from the Offload step that writes it to the HostFree
+// step that releases it; output_request maps each Offload, Prefetch and HostFree step to its
+// buffer (no workspace). A Prefetch's device buffer is plan_buffers'.
+PlanBuffers plan_host_buffers(const Graph& g, const ExecutionPlan& plan);
 
 }  // namespace remat

@@ -49,6 +49,12 @@ ExecutionPlan plan_keep_all(const Graph& g, const std::function<int64_t(NodeId)>
   return plan;
 }
 
+bool ExecutionPlan::has_copies() const {
+  for (const PlanStep& s : steps)
+    if (s.kind == PlanStepKind::Offload) return true;
+  return false;
+}
+
 bool plan_steps_equal(const std::vector<PlanStep>& a, const std::vector<PlanStep>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)

@@ -12,12 +12,16 @@
 
 namespace remat {
 
-enum class PlanStepKind { Compute, Free };
+// Offload, Prefetch and HostFree move activations over the host link (Note [offload
+// semantics] in solver/schedule.h): Offload copies a resident activation into its host buffer
+// (device bytes unchanged), Prefetch allocates its device buffer again and copies the host
+// buffer back, HostFree releases the host buffer. The executor runs the copies in plan order.
+enum class PlanStepKind { Compute, Free, Offload, Prefetch, HostFree };
 
 struct PlanStep {
   PlanStepKind kind = PlanStepKind::Compute;
   NodeId node = -1;          // Compute: the node run
-  ValueId value = kNoValue;  // Free: the activation released (Compute: the node's output)
+  ValueId value = kNoValue;  // the activation freed, copied or prefetched (Compute: the output)
   bool recompute = false;    // Compute of a node already computed earlier this step
   int64_t bytes_during = 0;  // predicted bytes in use while the node runs (workspace included)
   int64_t bytes_after = 0;   // predicted bytes in use after this step
@@ -29,7 +33,11 @@ struct ExecutionPlan {
   int64_t budget = 0;          // bytes; 0 = no budget
   int64_t constant_bytes = 0;  // persistent values (params, grads, state, batch, labels)
   int64_t predicted_peak = 0;  // max bytes_during over the steps, constant included
+  int64_t predicted_host_peak = 0;  // host copies alive at once, at most (0: none)
   std::vector<PlanStep> steps;
+
+  // Whether any step moves a value over the host link.
+  bool has_copies() const;
 };
 
 // True when `a` and `b` are the same compute / free sequence (kind, node, value, recompute): what

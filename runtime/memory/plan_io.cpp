@@ -24,8 +24,14 @@ std::string plan_to_json_text(const ExecutionPlan& plan, const Graph& g) {
                        {"recompute", s.recompute},
                        {"bytes_during", s.bytes_during},
                        {"bytes_after", s.bytes_after}});
-    else
+    else if (s.kind == PlanStepKind::Free)
       steps.push_back({{"free", g.value(s.value).name}, {"bytes_after", s.bytes_after}});
+    else if (s.kind == PlanStepKind::Prefetch)
+      steps.push_back({{"prefetch", g.value(s.value).name}, {"bytes_after", s.bytes_after}});
+    else
+      steps.push_back({{s.kind == PlanStepKind::Offload ? "offload" : "host_free",
+                        g.value(s.value).name},
+                       {"bytes_after", s.bytes_after}});
   }
   json j = {{"format", kFormat},
             {"graph", plan.graph_name},
@@ -35,6 +41,7 @@ std::string plan_to_json_text(const ExecutionPlan& plan, const Graph& g) {
             {"constant_bytes", plan.constant_bytes},
             {"predicted_peak", plan.predicted_peak},
             {"steps", steps}};
+  if (plan.predicted_host_peak > 0) j["predicted_host_peak"] = plan.predicted_host_peak;
   return j.dump(1) + "\n";
 }
 
@@ -63,6 +70,7 @@ ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const
   p.budget = count(j, source, "budget");
   p.constant_bytes = count(j, source, "constant_bytes");
   p.predicted_peak = count(j, source, "predicted_peak");
+  if (j.contains("predicted_host_peak")) p.predicted_host_peak = count(j, source, "predicted_host_peak");
   if (p.constant_bytes != constant_bytes)
     REMAT_USER_ERROR(source << ": plan's constant " << p.constant_bytes << " bytes, this run's "
                             << constant_bytes
@@ -85,9 +93,16 @@ ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const
       s.recompute = json_bool(json_field(js, where, "recompute"), where, "recompute");
       s.bytes_during = count(js, where, "bytes_during");
     } else {
-      json_reject_unknown_fields(js, where, {"free", "bytes_after"});
-      const std::string name = json_string(json_field(js, where, "free"), where, "free");
-      s.kind = PlanStepKind::Free;
+      const char* field = "free";
+      for (const char* f : {"offload", "prefetch", "host_free"})
+        if (js.contains(f)) field = f;
+      json_reject_unknown_fields(js, where, {field, "bytes_after"});
+      const std::string name = json_string(json_field(js, where, field), where, field);
+      const std::string kind = field;
+      s.kind = kind == "free"       ? PlanStepKind::Free
+               : kind == "offload"  ? PlanStepKind::Offload
+               : kind == "prefetch" ? PlanStepKind::Prefetch
+                                    : PlanStepKind::HostFree;
       s.value = g.find_value(name);
       if (s.value == kNoValue || g.value(s.value).kind != ValueKind::Activation)
         REMAT_USER_ERROR(where << ": '" << name << "' is not an activation of '" << g.name << "'");
@@ -101,9 +116,27 @@ ExecutionPlan plan_from_json_text(const std::string& text, const Graph& g, const
 
 void plan_check_structure(const ExecutionPlan& plan, const Graph& g, const std::string& source) {
   std::vector<bool> resident(g.values.size(), false), computed(g.nodes.size(), false);
+  std::vector<bool> on_host(g.values.size(), false);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     const std::string where = source + ": steps[" + std::to_string(i) + "]";
+    if (s.kind == PlanStepKind::Offload || s.kind == PlanStepKind::Prefetch ||
+        s.kind == PlanStepKind::HostFree) {
+      const size_t v = static_cast<size_t>(s.value);
+      const std::string& name = g.value(s.value).name;
+      if (s.kind == PlanStepKind::Offload && (!resident[v] || on_host[v]))
+        REMAT_USER_ERROR(where << ": offloads '" << name << "', which is "
+                               << (on_host[v] ? "already on the host" : "not in memory"));
+      if (s.kind != PlanStepKind::Offload && !on_host[v])
+        REMAT_USER_ERROR(where << ": " << (s.kind == PlanStepKind::Prefetch ? "prefetches" : "frees")
+                               << " the host copy of '" << name << "', which has none");
+      if (s.kind == PlanStepKind::Prefetch && resident[v])
+        REMAT_USER_ERROR(where << ": prefetches '" << name << "', which is in memory");
+      if (s.kind == PlanStepKind::Offload) on_host[v] = true;
+      if (s.kind == PlanStepKind::HostFree) on_host[v] = false;
+      if (s.kind == PlanStepKind::Prefetch) resident[v] = true;
+      continue;
+    }
     if (s.kind == PlanStepKind::Free) {
       if (!resident[static_cast<size_t>(s.value)])
         REMAT_USER_ERROR(where << ": frees '" << g.value(s.value).name
@@ -129,10 +162,15 @@ void plan_check_structure(const ExecutionPlan& plan, const Graph& g, const std::
   for (size_t n = 0; n < g.nodes.size(); ++n)
     if (g.nodes[n].kind != NodeKind::Update && !computed[n])
       REMAT_USER_ERROR(source << ": node '" << g.nodes[n].name << "' is never computed");
-  for (size_t v = 0; v < g.values.size(); ++v)
+  for (size_t v = 0; v < g.values.size(); ++v) {
     if (resident[v])
       REMAT_USER_ERROR(source << ": activation '" << g.values[v].name
                               << "' is still in memory after the last step (a free is missing)");
+    if (on_host[v])
+      REMAT_USER_ERROR(source << ": activation '" << g.values[v].name
+                              << "' still has a host copy after the last step (a host_free is "
+                                 "missing)");
+  }
 }
 
 void plan_save(const ExecutionPlan& plan, const Graph& g, const std::string& path) {

@@ -54,6 +54,10 @@ PoolReplay replay_pool(const Graph& g, const ExecutionPlan& plan,
         ptr[static_cast<size_t>(s.value)] = nullptr;
         continue;
       }
+      if (s.kind == PlanStepKind::Prefetch)
+        ptr[static_cast<size_t>(s.value)] =
+            pool.allocate(g.value(s.value).desc.bytes(), g.value(s.value).name);
+      if (s.kind != PlanStepKind::Compute) continue;
       const ValueId out = g.node(s.node).output;
       if (g.value(out).kind == ValueKind::Activation)
         ptr[static_cast<size_t>(out)] = pool.allocate(g.value(out).desc.bytes(), g.node(s.node).name);

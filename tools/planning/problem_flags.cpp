@@ -44,9 +44,7 @@ void add_problem_flags(FlagParser& flags) {
 }
 
 void apply_link(const LinkSpeed& link, Problem& p) {
-  if (link.bytes_per_second <= 0) return;
-  p.copy_cost_per_byte = p.cost_unit == "ms" ? 1e3 / link.bytes_per_second
-                                             : link.device_flops / link.bytes_per_second;
+  problem_set_link(p, link.bytes_per_second, link.device_flops);
 }
 
 LinkSpeed link_from_flags(const FlagParser& flags) {

@@ -53,10 +53,17 @@ std::string resume_command(int argc, char** argv, const std::string& checkpoint)
   return cmd + " --resume " + quoted(checkpoint);
 }
 
+// Every strategy, the offload ones included.
+std::vector<std::string> train_strategies() {
+  std::vector<std::string> all = remat::strategy_names();
+  for (const auto& s : remat::offload_strategy_names()) all.push_back(s);
+  return all;
+}
+
 // The flags `train` takes.
 void declare_flags(remat::FlagParser& f) {
   std::string known;
-  for (const auto& s : remat::strategy_names()) known += (known.empty() ? "" : "|") + s;
+  for (const auto& s : train_strategies()) known += (known.empty() ? "" : "|") + s;
   f.add("config", "FILE", "model YAML (or --onnx)")
       .add("onnx", "FILE", remat::kOnnxFlagHelp)
       .add("device", "cpu|cuda", "where to train", "cpu")
@@ -71,6 +78,11 @@ void declare_flags(remat::FlagParser& f) {
       .add("cost-model", "flops|profile|FILE", "costs the solver minimises", "flops")
       .add("plan", "FILE", "run a schedule (`plan -o`) or plan (--save-plan) instead of solving")
       .add("save-plan", "FILE", "write the execution plan that runs (JSON)")
+      .add("link-bandwidth", "GB/s", "host link bandwidth each way (1e9 bytes/s), for the "
+                                     "offload strategies")
+      .add("device-tflops", "F", "with --link-bandwidth and FLOPs costs: the device rate copy "
+                                 "time converts at", "100")
+      .add("host-budget", "SIZE", "host memory the offload strategies' copies may use at once")
       .add("time-limit", "SEC", "solver time limit", "60")
       .add("threads", "N", "solver threads", "1")
       .add("memory", "arena|pool", "how activations are placed in the budget", "arena")
@@ -125,10 +137,15 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   if (f.has("seq")) opt.sequence = f.get_int("seq", 1, 1 << 24);
   if (f.has("seed")) opt.seed = static_cast<uint64_t>(f.get_int("seed", 1, INT64_MAX));
   if (f.has("budget")) opt.plan.budget = f.get_bytes("budget");
-  opt.plan.strategy = f.get_choice("strategy", remat::strategy_names());
+  opt.plan.strategy = f.get_choice("strategy", train_strategies());
+  if (f.has("link-bandwidth"))
+    opt.plan.link_bytes_per_second = f.get_double("link-bandwidth", 1e-6, 1e6) * 1e9;
+  opt.plan.device_flops = f.get_double("device-tflops", 1e-6, 1e9) * 1e12;
+  if (f.has("host-budget")) opt.plan.host_budget = f.get_bytes("host-budget");
   opt.plan.cost_model = f.get("cost-model");
   if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
-  remat::require_budget_for(f, "train", {"plan", "strategy"});  // Note [flags that need --budget]
+  // Note [flags that need --budget]
+  remat::require_budget_for(f, "train", {"plan", "strategy", "link-bandwidth", "host-budget"});
   opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
   opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
   opt.memory = f.get_choice("memory", {"arena", "pool"});

@@ -69,6 +69,7 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   }
   GraphProblem gp =
       problem_from_graph(g, cost_table(g, ops, be, opt.cost_model), opt.constant_bytes);
+  problem_set_link(gp.problem, opt.link_bytes_per_second, opt.device_flops);
   sp.cost_unit = gp.problem.cost_unit;
   for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
   Schedule schedule;
@@ -81,6 +82,7 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
     so.time_limit_seconds = opt.time_limit;
     so.threads = opt.threads;
     so.log_level = opt.log_level;
+    so.host_budget = opt.host_budget;
     ProgressLine line;  // Note [live lines]
     line.label = "solving";
     std::optional<ProgressTicker> ticker;  // Note [progress ticker]

@@ -24,6 +24,10 @@ struct StepPlanOptions {
   // The bytes resident all step that the plan is made around: -1 the graph's persistent bytes;
   // data parallel: the rank's layout (runtime/memory/param_layout.h), sharding included.
   int64_t constant_bytes = -1;
+  // The host link for the offload strategies (Note [offload semantics]): none when 0.
+  double link_bytes_per_second = 0;
+  double device_flops = 100e12;  // FLOPs costs: the rate copy time converts at
+  int64_t host_budget = 0;       // host bytes the copies may hold at once; 0: no limit
 };
 
 struct StepPlan {

@@ -130,6 +130,12 @@ void print_plan(const StepPlan& sp, const TrainOptions& opt, Executor& ex) {
     if (ex.memory_mode() == MemoryMode::Arena)
       std::printf(" (region %s)", format_bytes(ex.prepare(p)).c_str());
   }
+  if (p.has_copies()) {
+    int offloads = 0;
+    for (const auto& s : p.steps) offloads += s.kind == PlanStepKind::Offload;
+    std::printf("; %s to host memory (host peak %s)", plural(offloads, "offload").c_str(),
+                format_bytes(p.predicted_host_peak).c_str());
+  }
   std::printf("\n");
 }
 
