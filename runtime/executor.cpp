@@ -126,6 +126,7 @@ void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
   const int buffer = host_buffers_.output_request[static_cast<size_t>(plan_step)];
   REMAT_CHECK(buffer >= 0, "plan step " << plan_step << " has no host copy of '" << val.name << "'");
   char* host = host_region_ + host_arena_.offsets[static_cast<size_t>(buffer)];
+  const double start = trace ? step_elapsed_us() : 0;
   if (s.kind == PlanStepKind::Offload) {
     REMAT_CHECK(p, "plan offloads '" << val.name << "', which is not resident");
     be_.copy_to_host(host, p, val.desc.bytes());
@@ -138,12 +139,16 @@ void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
     peak_ = std::max(peak_, in_use_);
     be_.copy_from_host(p, host, val.desc.bytes());
   }
-  if (trace) {
-    const char* what = s.kind == PlanStepKind::Offload    ? "offload "
-                       : s.kind == PlanStepKind::Prefetch ? "prefetch "
-                                                          : "host free ";
-    trace->instant(what + val.name, "copy", step_elapsed_us(), 1);
+  if (!trace) return;
+  if (s.kind == PlanStepKind::HostFree) {
+    trace->instant("host free " + val.name, "copy", step_elapsed_us(), kTraceCopyOutTrack);
+    return;
   }
+  be_.synchronize();  // the span covers the copy
+  const bool out = s.kind == PlanStepKind::Offload;
+  trace->span((out ? "offload " : "prefetch ") + val.name, "copy", start,
+              step_elapsed_us() - start, out ? kTraceCopyOutTrack : kTraceCopyInTrack,
+              {{"bytes", std::to_string(val.desc.bytes())}});
 }
 
 void Executor::capture(ValueId v, void* host) {

@@ -78,6 +78,11 @@ struct ExecutorOptions {
   bool step_graphs = true;
 };
 
+// Trace tracks (thread ids) of the copies to and from host memory (Note [host copies]); the
+// computes are on track 1.
+constexpr int kTraceCopyOutTrack = 2;
+constexpr int kTraceCopyInTrack = 3;
+
 struct StepResult {
   float loss = 0;
   double seconds = 0;

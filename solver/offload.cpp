@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/memory/allocator.h"
 #include "solver/milp_model.h"
 
 namespace remat {
@@ -155,9 +156,15 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
   const int64_t host_budget = opt.host_budget;
   std::optional<Schedule> best;
   double best_cost = 0;
+  // The cheapest schedule that fit the device but not the host budget (the greedy searches run
+  // without the host budget, so that a budget too small for them can be named).
+  double host_rejected = -1;
   auto offer = [&](std::optional<Schedule> c) {
     if (!c) return;
     SimResult sim = simulate(p, *c);
+    if (sim.valid && sim.peak_bytes <= budget && !fits(sim, budget, host_budget) &&
+        (host_rejected < 0 || sim.total_cost < host_rejected))
+      host_rejected = sim.total_cost;
     if (!fits(sim, budget, host_budget) || (best && sim.total_cost >= best_cost)) return;
     best = std::move(c), best_cost = sim.total_cost;
   };
@@ -171,13 +178,13 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
   if (opt.candidates)
     for (const Schedule& c : *opt.candidates) offer(c);
   if (p.copy_cost_per_byte > 0) {
-    offer(solve_all_keep_offload(p, budget, host_budget));
+    offer(solve_all_keep_offload(p, budget, 0));
     for (double f : {1.25, 1.5, 2.0}) {
       const int64_t larger = static_cast<int64_t>(double(budget) * f);
       if (left() < opt.time_limit_seconds / 6 || larger > problem_total_bytes(p)) break;
       part.time_limit_seconds = std::min(left() / 4, opt.time_limit_seconds / 6);
       SolveResult r = solve(p, "checkmate", larger, part);
-      if (r.feasible) offer(offload_to_fit(p, r.schedule, budget, host_budget));
+      if (r.feasible) offer(offload_to_fit(p, r.schedule, budget, 0));
     }
     if (full_milp_is_small(p) && left() > 1) {
       if (opt.phase) opt.phase("offload MILP", opt.progress_user);
@@ -195,10 +202,16 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
       }
     }
   }
+  const bool host_bound = host_rejected >= 0 && (!best || host_rejected < best_cost);
+  const std::string host_note =
+      host_bound ? "the host budget " + pool_format_bytes(host_budget) +
+                       " is too small for the copies that would help"
+                 : "";
   if (!best) {
     if (why)
-      *why = p.copy_cost_per_byte > 0 ? "no schedule with or without copies fits the budget"
-                                      : base.message;
+      *why = p.copy_cost_per_byte <= 0 ? base.message
+             : host_bound ? "no schedule without copies fits the budget, and " + host_note
+                          : "no schedule with or without copies fits the budget";
     return std::nullopt;
   }
   best->strategy = "checkmate-offload";
@@ -211,6 +224,8 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
   }
   if (p.copy_cost_per_byte <= 0)
     best->note = "the problem has no host link (copy_cost_per_byte 0): checkmate's schedule";
+  else if (host_bound && !best->has_copies())
+    best->note = host_note + ": a schedule without copies";
   return best;
 }
 

@@ -160,6 +160,23 @@ TEST(OffloadGreedy, AllKeepOffloadMovesTheWaitingValueAndNoMore) {
   opt.host_budget = 9;
   SolveResult r = solve(p, "all-keep-offload", 18, opt);
   EXPECT_FALSE(r.feasible);
+  EXPECT_NE(r.message.find("the host budget 9 B is too small: its copies need 10 B"),
+            std::string::npos)
+      << r.message;
+}
+
+// Copies that would beat recomputing x0 (10) but do not fit the host budget: checkmate-offload
+// recomputes and says why.
+TEST(CheckmateOffload, AHostBudgetTooSmallFallsBackAndSaysSo) {
+  const Problem p = waiting_chain(0.5, 10);
+  SolveOptions opt = exact_options(10);
+  opt.host_budget = 9;
+  SolveResult c = solve(p, "checkmate-offload", 18, opt);
+  ASSERT_TRUE(c.feasible) << c.message;
+  EXPECT_FALSE(c.schedule.has_copies());
+  EXPECT_NE(c.message.find("the host budget 9 B is too small for the copies that would help"),
+            std::string::npos)
+      << c.message;
   EXPECT_FALSE(solve_all_keep_offload(waiting_chain(0), 18, 0).has_value());  // no link
 }
 

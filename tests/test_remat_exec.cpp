@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/source_dir.h"
 #include "models/build.h"
 #include "models/config.h"
@@ -15,6 +17,7 @@
 #include "runtime/memory/allocator.h"
 #include "runtime/graph/autodiff.h"
 #include "runtime/executor.h"
+#include "runtime/io/trace.h"
 #include "runtime/memory/pool_replay.h"
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
@@ -147,6 +150,38 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
     Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
     check_every_strategy(m, 3, {"all-keep-offload", "checkmate-offload"}, mode, 2.0);
   }
+}
+
+// A traced step of a plan that copies shows each copy as a span on its own track, with its bytes.
+TEST(RematExec, TracedCopiesAreSpansOnTheirOwnTracks) {
+  BuildOptions bo = small(2);
+  bo.input = Shape{3, 36, 36};
+  Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
+  gp.problem.copy_cost_per_byte = 2;
+  const int64_t keep = plan_keep_all(m.g, ws).predicted_peak;
+  SolveResult r = solve(gp.problem, "all-keep-offload", keep - keep / 100);
+  ASSERT_TRUE(r.feasible) << r.message;
+  const ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, keep);
+  ASSERT_TRUE(plan.has_copies());
+  Executor ex(m.g, m.ops, *m.be, {MemoryMode::Arena, keep + keep / 4});
+  ex.init_parameters(1);
+  std::vector<float> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()), 0.5f);
+  std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()), 1);
+  TraceWriter trace;
+  ex.run_step(plan, x.data(), y.data(), 0, &trace);
+  const nlohmann::json j = nlohmann::json::parse(trace.json());
+  int out = 0, in = 0;
+  for (const auto& e : j.at("traceEvents")) {
+    if (!e.contains("cat") || e.at("cat") != "copy" || e.at("ph") != "X") continue;
+    const std::string name = e.at("name");
+    EXPECT_TRUE(e.at("args").contains("bytes")) << name;
+    if (name.rfind("offload ", 0) == 0) out += e.at("tid") == kTraceCopyOutTrack;
+    if (name.rfind("prefetch ", 0) == 0) in += e.at("tid") == kTraceCopyInTrack;
+  }
+  EXPECT_EQ(out, r.sim.offloads);
+  EXPECT_EQ(in, r.sim.prefetches);
 }
 
 // The zoo's real architectures at a small input (the 138M-parameter VGG/FCN are covered by

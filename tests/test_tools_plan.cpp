@@ -122,6 +122,15 @@ TEST_F(ToolsTest, PlanOffloadStrategiesTakeTheLinkFlags) {
     EXPECT_GT(moved["copies"].at("offloads").get<int>(), 0);
     EXPECT_GT(moved["copies"].at("host_peak_bytes").get<int64_t>(), 0);
   }
+  // The memory figure draws the host copies beside the device's bytes.
+  RunResult svg = run(PLAN_EXE, "--config '" + kSmallCnn + "' --batch 16 --budget 6.2MB "
+                                "--strategies all-keep-offload --link-bandwidth 25 --svg '" +
+                                    path("svg") + "'");
+  ASSERT_EQ(svg.code, 0) << svg.err;
+  std::ifstream mem(path("svg") + "/all-keep-offload-memory.svg");
+  std::stringstream text;
+  text << mem.rdbuf();
+  EXPECT_NE(text.str().find("host copies"), std::string::npos);
   RunResult all = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies all --json");
   EXPECT_EQ(all.out.find("offload"), std::string::npos) << all.out;
 

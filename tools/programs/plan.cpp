@@ -84,6 +84,23 @@ std::string memory_svg(const Problem& p, const SimResult& sim, int64_t budget,
   c.y_label = "memory (" + unit.first + ")";
   c.y_break = true;  // a large model's steps all happen just above its constant bytes
   c.series.push_back(std::move(mem));
+  if (sim.offloads > 0) {  // the host copies' bytes beside the device's (Note [offload semantics])
+    SvgSeries host;
+    host.name = "host copies";
+    host.markers = false;
+    host.step = true;
+    host.dash = 1;
+    int64_t held = 0;
+    for (size_t i = 0; i < sim.steps.size(); ++i) {
+      const SimStep& st = sim.steps[i];
+      const int64_t b = p.nodes[static_cast<size_t>(st.node)].bytes;
+      held += st.kind == StepKind::Offload ? b : st.kind == StepKind::HostFree ? -b : 0;
+      host.x.push_back(static_cast<double>(i) + 0.5);
+      host.y.push_back(static_cast<double>(held) / unit.second);
+    }
+    c.series.push_back(std::move(host));
+    c.y_break = false;  // the host line starts at zero
+  }
   char budget_tick[32];
   std::snprintf(budget_tick, sizeof budget_tick, "%.2f", static_cast<double>(budget) / unit.second);
   c.hlines.push_back({static_cast<double>(budget) / unit.second,

@@ -129,14 +129,18 @@ int run(int argc, char** argv) {
   std::printf("%-20s %14s %-8s %14s %9s %12s %9s %8s  %s\n", "strategy", "budget", "feasible",
               "cost", "overhead", "peak", "time(s)", "gap", "status");
   std::vector<SweepPoint> pts;
+  std::vector<Schedule> everything;  // every strategy's answers so far (Note [checkmate-offload])
   for (const std::string& s : strategies) {
     std::vector<Schedule> found;  // this strategy's answers at the smaller budgets
+    const bool offload = s == "checkmate-offload";
     for (int64_t budget : budgets) {
       progress_line_next(&line, s + " @ " + format_bytes(budget));
       SolveOptions at = opt;
-      at.candidates = &found;  // Note [monotone sweeps]: checkmate starts from the best of them
+      // Note [monotone sweeps]: checkmate starts from the best of them; checkmate-offload from
+      // the best of every strategy's before it, at this budget and the smaller ones.
+      at.candidates = offload ? &everything : &found;
       SolveResult r = solve(p, s, budget, at);
-      if (r.feasible) found.push_back(r.schedule);
+      if (r.feasible) found.push_back(r.schedule), everything.push_back(r.schedule);
       progress_line_next(&line, "");
       SweepPoint q;
       q.strategy = s;

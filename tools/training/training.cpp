@@ -341,6 +341,8 @@ void write_outputs(TrainingRun& run, const TrainOptions& opt, LoopState& st) {
     st.trace.process_name("remat " + run.g.name + ", " + plural(st.traced, "step") +
                           " to step " + std::to_string(st.steps_done));
     st.trace.thread_name(1, run.backend->name());
+    st.trace.thread_name(kTraceCopyOutTrack, "copies to host");
+    st.trace.thread_name(kTraceCopyInTrack, "copies from host");
     try {
       st.trace.save(opt.trace_file);
       std::printf("trace of %s (to step %lld) written to %s\n", plural(st.traced, "step").c_str(),
