@@ -257,9 +257,18 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
                             const SolveOptions& opt, const std::vector<MaxBatchResult>& earlier) {
   const Deadline d{Clock::now(), opt.time_limit_seconds};
   if (strategy != "checkmate") {
+    // checkmate-offload searches above the best answer of the strategies before it (a
+    // schedule without copies is one of its own; Note [checkmate-offload]).
+    int64_t floor = 0;
+    std::shared_ptr<const Schedule> floor_schedule;
+    if (strategy == "checkmate-offload")
+      for (const MaxBatchResult& e : earlier)
+        if (e.schedule && e.batch > floor && batches.fits(*e.schedule, e.batch, budget))
+          floor = e.batch, floor_schedule = e.schedule;
     std::optional<Schedule> s;
-    MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, &s);
+    MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, &s, floor);
     if (s && r.batch > 0) r.schedule = std::make_shared<const Schedule>(std::move(*s));
+    if (r.batch < floor) r.batch = r.upper_bound = floor, r.schedule = floor_schedule;
     r.solve_seconds = d.elapsed();
     return r;
   }

@@ -70,6 +70,27 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
 }
 
+// checkmate-offload runs after checkmate, whatever the order asked, and starts from its answer
+// (Note [checkmate-offload]): its batch is never below checkmate's.
+TEST_F(ToolsTest, MaxBatchRunsCheckmateOffloadLastFromTheBestAnswer) {
+  RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget 20MB --strategies "
+                                  "checkmate-offload,checkmate,chen-greedy --link-bandwidth 25 "
+                                  "--time-limit 5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> ls = lines_of(r.out);
+  ASSERT_EQ(ls.size(), 3u) << r.out;
+  std::vector<std::string> order;
+  std::map<std::string, int64_t> batch;
+  for (const std::string& l : ls) {
+    nlohmann::json j = nlohmann::json::parse(l);
+    order.push_back(j.at("strategy"));
+    batch[order.back()] = j.at("batch").get<int64_t>();
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"chen-greedy", "checkmate", "checkmate-offload"}));
+  EXPECT_GE(batch["checkmate-offload"], batch["checkmate"]);
+  EXPECT_GE(batch["checkmate"], batch["chen-greedy"]);
+}
+
 // The answer is self-consistent: `plan --config --batch B` finds a schedule at the batch B
 // maxbatch reports, and at B + 1 the exact searches (the baselines) find none.
 TEST_F(ToolsTest, MaxBatchAgreesWithPlanAtThatBatch) {

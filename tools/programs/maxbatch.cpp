@@ -247,9 +247,14 @@ int run(int argc, char** argv) {
   }
   const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
   std::vector<MaxBatchResult> results, searched;  // searched: in the search's units (indices)
-  // checkmate runs last, from the best answer before it (Note [max-batch bisection]).
+  // checkmate runs last, from the best answer before it (Note [max-batch bisection]), and
+  // checkmate-offload after it, from the best of all of them.
   std::vector<std::string> names = strategies_from_flags(flags);
-  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n != "checkmate"; });
+  auto rank = [](const std::string& n) {
+    return n == "checkmate" ? 1 : n == "checkmate-offload" ? 2 : 0;
+  };
+  std::stable_sort(names.begin(), names.end(),
+                   [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   for (const std::string& name : names) {
     MaxBatchResult r;
     if (name == "griewank" && !problem_is_chain(p)) {
