@@ -70,7 +70,7 @@ class MilpAssembly {
   void build() {
     scales();
     rs_columns();
-    if (opt_.offload) milp_add_offload_columns(p_, opt_, m_, b_);
+    if (opt_.offload) milp_add_offload_columns(opt_, m_, b_);
     free_columns();
     u_columns();
     dependency_and_retention_rows();
@@ -310,11 +310,6 @@ std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& 
   return x;
 }
 
-std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
-                                             const Schedule& s) {
-  if (!s.has_copies() && m.out_col.empty()) return milp_point_from_schedule(m, p, s.R, s.S);
-  return milp_point_from_schedule(m, p, s.R, s.S, &s);
-}
 
 BoolMatrix schedule_repair_s(const Problem& p, BoolMatrix S, BoolMatrix* R_out) {
   const int n = p.size();

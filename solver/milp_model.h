@@ -80,14 +80,11 @@ std::vector<int> max_descendant(const Problem& p, const std::vector<std::vector<
 std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
                                              const BoolMatrix& R, const BoolMatrix& S,
                                              const Schedule* copies = nullptr);
-std::vector<double> milp_point_from_schedule(const MilpModel& m, const Problem& p,
-                                             const Schedule& s);
 
 // The offload columns and rows of an offload model (milp_offload.cpp), added by milp_build once
 // the Checkmate columns exist; and their values for a schedule (a MIP start) and back.
 struct LpBuilder;
-void milp_add_offload_columns(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,
-                              LpBuilder& b);
+void milp_add_offload_columns(const MilpBuildOptions& opt, MilpModel& m, LpBuilder& b);
 void milp_add_offload_rows(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,
                            LpBuilder& b);
 void milp_offload_point(const MilpModel& m, const Problem& p, const Schedule& s,

@@ -24,8 +24,7 @@
 
 namespace remat {
 
-void milp_add_offload_columns(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,
-                              LpBuilder& b) {
+void milp_add_offload_columns(const MilpBuildOptions& opt, MilpModel& m, LpBuilder& b) {
   REMAT_CHECK(opt.objective == MilpObjective::MinCost && !opt.paper_formulation,
               "offload columns need the MinCost tight formulation");
   const int n = m.n;
@@ -41,7 +40,6 @@ void milp_add_offload_columns(const Problem& p, const MilpBuildOptions& opt, Mil
         m.in_col[size_t(t) * n + i] = b.add_col(0, 1, 0, true);
     }
   for (int t = 0; t < n; ++t) m.excess_col.push_back(b.add_col(0, 1e30, 1, false));
-  (void)p;
 }
 
 void milp_add_offload_rows(const Problem& p, const MilpBuildOptions& opt, MilpModel& m,

@@ -96,12 +96,18 @@ std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, i
 }
 
 std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
-                                               int64_t host_budget) {
+                                               int64_t host_budget, std::string* why) {
   std::optional<Schedule> keep = solve_all_keep(p);
   if (!keep) return std::nullopt;
   keep->strategy = "all-keep-offload";
   if (fits(simulate(p, *keep), budget, host_budget)) return keep;
-  return offload_to_fit(p, *keep, budget, host_budget);
+  std::optional<Schedule> s = offload_to_fit(p, *keep, budget, host_budget);
+  if (!s && why && host_budget > 0)
+    if (std::optional<Schedule> unbounded = offload_to_fit(p, *keep, budget, 0))
+      *why = "the host budget " + pool_format_bytes(host_budget) +
+             " is too small: its copies need " +
+             pool_format_bytes(simulate(p, *unbounded).host_peak_bytes);
+  return s;
 }
 
 std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,
@@ -115,7 +121,7 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
   MilpModel m = milp_build(p, bo);
   std::vector<double> start;
   if (warm_start && fits(simulate(p, *warm_start), budget, host_budget))
-    start = milp_point_from_schedule(m, p, *warm_start);
+    start = milp_point_from_schedule(m, p, warm_start->R, warm_start->S, warm_start);
   MilpRun run = milp_run_cbc(m, opt, start.empty() ? nullptr : &start, nullptr);
   std::optional<Schedule> best;
   double best_cost = 0;

@@ -19,8 +19,9 @@ std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, i
                                        int64_t host_budget);
 
 // "all-keep-offload": every value kept, and offload_to_fit from there (no recomputation).
+// Without a schedule, `why` (when given) names a host budget too small for the copies.
 std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
-                                               int64_t host_budget);
+                                               int64_t host_budget, std::string* why = nullptr);
 
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.

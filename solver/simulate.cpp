@@ -174,10 +174,11 @@ EventList order_events(const Problem& p, const Schedule& s) {
       current[size_t(ev.node)] = e;
       extend(e, e);
     }
-    for (int i = 0; copies && i < n; ++i) {
-      if (s.prefetch(t, i)) current[size_t(i)] = -1;  // set below, from its event
-      if (s.offload(t, i)) host_current[size_t(i)] = t;
-    }
+    // The stage's host copies and prefetched values are the ones later stages read.
+    if (copies)
+      for (int i = first_set(s.offload.row(t), 0, n); i < n;
+           i = first_set(s.offload.row(t), i + 1, n))
+        host_current[size_t(i)] = t;
     for (int f = e - 1; f >= 0 && l.events[size_t(f)].stage == t; --f)
       if (l.events[size_t(f)].kind == EventKind::Prefetch)
         current[size_t(l.events[size_t(f)].node)] = f;

@@ -423,13 +423,9 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
     s = solve_checkmate(p, budget, opt, &why);
     if (!s) r.message = "checkmate: " + why;
   } else if (strategy == "all-keep-offload") {
-    s = solve_all_keep_offload(p, budget, opt.host_budget);
-    std::optional<Schedule> unbounded;
-    if (!s && opt.host_budget > 0) unbounded = solve_all_keep_offload(p, budget, 0);
-    if (unbounded)
-      r.message = "all-keep-offload: the host budget " + pool_format_bytes(opt.host_budget) +
-                  " is too small: its copies need " +
-                  pool_format_bytes(simulate(p, *unbounded).host_peak_bytes);
+    std::string why;
+    s = solve_all_keep_offload(p, budget, opt.host_budget, &why);
+    if (!s && !why.empty()) r.message = "all-keep-offload: " + why;
   } else if (strategy == "checkmate-offload") {
     std::string why;
     s = solve_checkmate_offload(p, budget, opt, &why);

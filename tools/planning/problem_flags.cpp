@@ -43,10 +43,6 @@ void add_problem_flags(FlagParser& flags) {
                                      "precision=bf16 batch=64");
 }
 
-void apply_link(const LinkSpeed& link, Problem& p) {
-  problem_set_link(p, link.bytes_per_second, link.device_flops);
-}
-
 LinkSpeed link_from_flags(const FlagParser& flags) {
   LinkSpeed link;
   if (flags.has("link-bandwidth"))
@@ -109,7 +105,7 @@ Problem problem_from_config(const ConfigProblem& c) {
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
-  apply_link(c.link, p);
+  problem_set_link(p, c.link.bytes_per_second, c.link.device_flops);
   return p;
 }
 
@@ -167,7 +163,8 @@ Problem problem_from_flags(const FlagParser& flags) {
     if (!flags.positional().empty())
       throw UsageError("'" + flags.positional()[0] + "': KEY=VALUE overrides need --config");
     Problem p = problem_load(flags.get("problem"));
-    apply_link(link_from_flags(flags), p);
+    const LinkSpeed link = link_from_flags(flags);
+    problem_set_link(p, link.bytes_per_second, link.device_flops);
     return batch ? problem_at_batch(p, *batch) : p;
   }
   ConfigProblem c = config_problem_from_flags(flags);

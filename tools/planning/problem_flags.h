@@ -54,8 +54,6 @@ struct LinkSpeed {
   double device_flops = 100e12; // FLOPs costs: the sustained rate copy time is counted at
 };
 LinkSpeed link_from_flags(const FlagParser& flags);
-// Sets p.copy_cost_per_byte from `link` in p's cost unit (nothing without a link).
-void apply_link(const LinkSpeed& link, Problem& p);
 
 // What --config and its companion flags describe.
 struct ConfigProblem {
