@@ -253,8 +253,18 @@ struct Prober {
 const char* const kBaselines[] = {"all-keep",           "chen-sqrtn",        "chen-greedy",
                                   "chen-greedy-linear", "chen-sqrtn-linear", "griewank"};
 
-MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64_t budget,
-                            const SolveOptions& opt, const std::vector<MaxBatchResult>& earlier) {
+// The answer's schedule cost over the compute cost at its size (MaxBatchResult::overhead).
+void set_overhead(Batches& batches, MaxBatchResult& r) {
+  if (!r.schedule || r.batch <= 0 || r.batch > batches.max_size) return;
+  const Problem& pb = batches.at(r.batch);
+  double compute = 0;
+  for (const auto& nd : pb.nodes) compute += nd.cost;
+  if (compute > 0) r.overhead = simulate(pb, *r.schedule).total_cost / compute;
+}
+
+MaxBatchResult search_strategy_sizes(Batches& batches, const std::string& strategy,
+                                     int64_t budget, const SolveOptions& opt,
+                                     const std::vector<MaxBatchResult>& earlier) {
   const Deadline d{Clock::now(), opt.time_limit_seconds};
   if (strategy != "checkmate") {
     // checkmate-offload searches above the best answer of the strategies before it (a
@@ -369,8 +379,21 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
   res.batch = lo;
   res.upper_bound = hi - 1;
   res.status = lo == hi - 1 ? "optimal" : d.left() <= 0 ? "time-limit" : "feasible";
+  // The schedule behind the answer, for the strategies after it (checkmate-offload's floor).
+  for (const Schedule& s : prober.known)
+    if (batches.fits(s, lo, budget)) {
+      res.schedule = std::make_shared<const Schedule>(s);
+      break;
+    }
   res.solve_seconds = d.elapsed();
   return res;
+}
+
+MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64_t budget,
+                            const SolveOptions& opt, const std::vector<MaxBatchResult>& earlier) {
+  MaxBatchResult r = search_strategy_sizes(batches, strategy, budget, opt, earlier);
+  set_overhead(batches, r);
+  return r;
 }
 
 }  // namespace

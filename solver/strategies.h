@@ -117,6 +117,9 @@ struct MaxBatchResult {
   // The schedule that fits at `batch` (null for none or an exact size search that kept none):
   // what a later checkmate search of the same run starts from (Note [max-batch bisection]).
   std::shared_ptr<const Schedule> schedule;
+  // That schedule's cost (copies' excess included) over one step without recomputation or
+  // copies, at `batch`; 0 without a schedule.
+  double overhead = 0;
 };
 // The problem at another batch. Default: problem_at_batch(p, b), which scales bytes, costs
 // and workspace linearly; a model config instead rebuilds its graph at each batch, so that the

@@ -217,6 +217,22 @@ TEST(MilpMaxBatch, CheckmateStartsFromTheEarlierAnswersOfTheRun) {
   EXPECT_LT(max_batch(p, "checkmate", budget, none, nullptr, {claimed}).batch, greedy.batch);
 }
 
+// Checkmate's answer carries the schedule that fits there, so the strategies after it in a run
+// (checkmate-offload) start from it.
+TEST(MilpMaxBatch, CheckmateAnswerCarriesItsSchedule) {
+  Problem p = dense_problem(12);
+  p.batch = 4;
+  const int64_t budget = budget_at(p, 0.5) * 3;
+  SolveOptions opt;
+  opt.time_limit_seconds = 5;
+  const MaxBatchResult r = max_batch(p, "checkmate", budget, opt);
+  ASSERT_GT(r.batch, 1);
+  ASSERT_TRUE(r.schedule);
+  const SimResult sim = simulate(problem_at_batch(p, r.batch), *r.schedule);
+  EXPECT_TRUE(sim.valid);
+  EXPECT_LE(sim.peak_bytes, budget);
+}
+
 // small_dag (configs/small_dag.yaml, batch 4, FLOPs costs) as written by
 // `plan --config configs/small_dag.yaml --batch 4 --write-problem`: a residual DAG with a side
 // branch and a concat, where a 10 s checkmate once returned 17% over LP rounding.

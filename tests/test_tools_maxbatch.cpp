@@ -85,6 +85,10 @@ TEST_F(ToolsTest, MaxBatchRunsCheckmateOffloadLastFromTheBestAnswer) {
     nlohmann::json j = nlohmann::json::parse(l);
     order.push_back(j.at("strategy"));
     batch[order.back()] = j.at("batch").get<int64_t>();
+    // Within the cost cap, one step plus a forward pass: at most 1.5x (a forward pass never
+    // costs more than its backward pass in the FLOPs model).
+    EXPECT_GE(j.at("overhead").get<double>(), 1.0) << l;
+    EXPECT_LE(j.at("overhead").get<double>(), 1.5) << l;
   }
   EXPECT_EQ(order, (std::vector<std::string>{"chen-greedy", "checkmate", "checkmate-offload"}));
   EXPECT_GE(batch["checkmate-offload"], batch["checkmate"]);

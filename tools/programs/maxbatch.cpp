@@ -126,6 +126,7 @@ void print_row(const MaxBatchResult& r, const char* size_name, bool json, int mi
                         {"solve_seconds", r.solve_seconds},
                         {"status", r.status}};
     if (!r.bound_source.empty()) j["bound_source"] = r.bound_source;
+    if (r.overhead > 0) j["overhead"] = r.overhead;
     std::printf("%s\n", j.dump().c_str());
   } else if (!applies) {
     std::printf("%-20s %10s %12s %9s  %s\n", r.strategy.c_str(), "n/a", "n/a", "-",
