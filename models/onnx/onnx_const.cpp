@@ -217,6 +217,7 @@ std::vector<float> floats_from_proto(const onnx::TensorProto& t, const std::stri
                           << onnx::TensorProto::DataType_Name(
                                  static_cast<onnx::TensorProto::DataType>(t.data_type())));
   std::vector<float> out(static_cast<size_t>(n));
+  if (n == 0) return out;  // an empty tensor: no bytes to copy (memcpy needs real pointers)
   if (t.data_type() == onnx::TensorProto::FLOAT && t.has_raw_data()) {
     std::memcpy(out.data(), t.raw_data().data(), out.size() * 4);
   } else {

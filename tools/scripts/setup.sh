@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 
 packages=(cmake g++ make pkg-config libyaml-cpp-dev libgtest-dev coinor-libcbc-dev
           libopenblas-dev nlohmann-json3-dev zlib1g-dev libbz2-dev openmpi-bin libopenmpi-dev
-          libturbojpeg0-dev libpng-dev libonnx-dev libprotobuf-dev
+          libturbojpeg0-dev libpng-dev libonnx-dev libprotobuf-dev libonnx-testdata
           ${REMAT_EXTRA_PACKAGES:-})
 missing=()
 for p in "${packages[@]}"; do
