@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "runtime/memory/allocator.h"
 #include "solver/milp_model.h"
@@ -107,6 +108,30 @@ std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
       *why = "the host budget " + pool_format_bytes(host_budget) +
              " is too small: its copies need " +
              pool_format_bytes(simulate(p, *unbounded).host_peak_bytes);
+  return s;
+}
+
+// Note [offload every checkpoint]
+// chen-sqrtn-offload, the offload counterpart of Chen's sqrt(n) baseline: its segmentation
+// (checkpoints every sqrt(n) forward nodes, segments recomputed in the backward pass) with every
+// value that waits on the device moved to host memory, not only those at the peak: each of
+// offload_to_fit's moves (Note [offload to fit]) at every stage, in stage order. The checkpoints
+// are what waits longest; whatever else is held unread between two reads moves too. It fits the
+// budget or not; nothing is tuned to it.
+std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budget,
+                                                 int64_t host_budget) {
+  if (p.copy_cost_per_byte <= 0) return std::nullopt;
+  std::optional<Schedule> base = solve_chen_sqrtn(p, std::numeric_limits<int64_t>::max(), false);
+  if (!base) return std::nullopt;
+  const int n = p.size();
+  const auto users = problem_users(p);
+  Schedule s = *base;
+  s.offload = BoolMatrix(n, n);
+  s.prefetch = BoolMatrix(n, n);
+  for (int t = 0; t < n; ++t)
+    for (const Wait& w : waits_at(p, users, s, t)) apply(s, w);
+  if (!fits(simulate(p, s), budget, host_budget)) return std::nullopt;
+  s.strategy = "chen-sqrtn-offload";
   return s;
 }
 

@@ -23,6 +23,11 @@ std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, i
 std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
                                                int64_t host_budget, std::string* why = nullptr);
 
+// "chen-sqrtn-offload": chen-sqrtn's schedule with every waiting value moved to host memory
+// (Note [offload every checkpoint]); nullopt without a link or where it does not fit.
+std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budget,
+                                                 int64_t host_budget);
+
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.
 std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,

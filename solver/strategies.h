@@ -120,6 +120,9 @@ struct MaxBatchResult {
   // That schedule's cost (copies' excess included) over one step without recomputation or
   // copies, at `batch`; 0 without a schedule.
   double overhead = 0;
+  // checkmate: the largest size whose largest node's working set fits beside the constant, a
+  // bound on every schedule, with copies or without (0: not computed).
+  int64_t working_set_bound = 0;
 };
 // The problem at another batch. Default: problem_at_batch(p, b), which scales bytes, costs
 // and workspace linearly; a model config instead rebuilds its graph at each batch, so that the

@@ -217,6 +217,28 @@ TEST(MilpMaxBatch, CheckmateStartsFromTheEarlierAnswersOfTheRun) {
   EXPECT_LT(max_batch(p, "checkmate", budget, none, nullptr, {claimed}).batch, greedy.batch);
 }
 
+// Where copies cost next to nothing, checkmate-offload's search above checkmate's answer
+// (Note [offload above the floor]) moves values where checkmate recomputes up to its cost cap.
+TEST(MilpMaxBatch, CheckmateOffloadFindsALargerBatchWhereCopiesAreFree) {
+  Problem p = dense_problem(12);
+  p.batch = 4;
+  p.copy_cost_per_byte = 1e-9;
+  const int64_t budget = budget_at(p, 0.5) * 3;
+  SolveOptions opt;
+  opt.time_limit_seconds = 5;
+  const MaxBatchResult cm = max_batch(p, "checkmate", budget, opt);
+  ASSERT_GT(cm.batch, 1);
+  ASSERT_LT(cm.batch, cm.working_set_bound) << "no room above checkmate's answer";
+  const MaxBatchResult off = max_batch(p, "checkmate-offload", budget, opt, nullptr, {cm});
+  EXPECT_GT(off.batch, cm.batch);
+  EXPECT_LE(off.batch, cm.working_set_bound);
+  ASSERT_TRUE(off.schedule);
+  EXPECT_TRUE(off.schedule->has_copies());
+  const SimResult sim = simulate(problem_at_batch(p, off.batch), *off.schedule);
+  EXPECT_TRUE(sim.valid);
+  EXPECT_LE(sim.peak_bytes, budget);
+}
+
 // Checkmate's answer carries the schedule that fits there, so the strategies after it in a run
 // (checkmate-offload) start from it.
 TEST(MilpMaxBatch, CheckmateAnswerCarriesItsSchedule) {

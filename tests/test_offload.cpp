@@ -325,6 +325,27 @@ TEST(CheckmateOffload, WithoutALinkItIsCheckmate) {
   EXPECT_NE(off.message.find("no host link"), std::string::npos) << off.message;
 }
 
+// chen-sqrtn-offload moves every value waiting in chen-sqrtn's schedule (Note [offload every
+// checkpoint]): the same recomputation, a lower peak, and nothing without a link.
+TEST(ChenSqrtnOffload, MovesEveryWaitingValueOfChenSqrtn) {
+  const Problem p = waiting_chain(0.1);
+  const int64_t roomy = 1000;
+  SolveResult chen = solve(p, "chen-sqrtn", roomy, exact_options(5));
+  SolveResult off = solve(p, "chen-sqrtn-offload", roomy, exact_options(5));
+  ASSERT_TRUE(chen.feasible && off.feasible) << chen.message << off.message;
+  EXPECT_TRUE(off.schedule.has_copies());
+  EXPECT_LT(off.sim.peak_bytes, chen.sim.peak_bytes);
+  EXPECT_EQ(off.sim.compute_cost, chen.sim.compute_cost);  // the same recomputation
+  for (int t = 0; t < p.size(); ++t)
+    for (int i = 0; i < p.size(); ++i) EXPECT_EQ(off.schedule.R(t, i), chen.schedule.R(t, i));
+  // At its own peak it fits; a byte below, it does not (it has nothing to adjust).
+  EXPECT_TRUE(solve(p, "chen-sqrtn-offload", off.sim.peak_bytes, exact_options(5)).feasible);
+  EXPECT_FALSE(solve(p, "chen-sqrtn-offload", off.sim.peak_bytes - 1, exact_options(5)).feasible);
+  SolveResult none = solve(waiting_chain(0), "chen-sqrtn-offload", roomy, exact_options(5));
+  EXPECT_FALSE(none.feasible);
+  EXPECT_NE(none.message.find("no host link"), std::string::npos) << none.message;
+}
+
 TEST(CheckmateOffload, FitsWhereNothingWithoutCopiesDoes) {
   const Problem p = waiting_chain(0.1);
   // Without copies, 18 bytes need x0 recomputed... which x0's own 10 bytes at stage 2 allow;

@@ -127,6 +127,7 @@ void print_row(const MaxBatchResult& r, const char* size_name, bool json, int mi
                         {"status", r.status}};
     if (!r.bound_source.empty()) j["bound_source"] = r.bound_source;
     if (r.overhead > 0) j["overhead"] = r.overhead;
+    if (r.working_set_bound > 0) j["working_set_bound"] = r.working_set_bound;
     std::printf("%s\n", j.dump().c_str());
   } else if (!applies) {
     std::printf("%-20s %10s %12s %9s  %s\n", r.strategy.c_str(), "n/a", "n/a", "-",
