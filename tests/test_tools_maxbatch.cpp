@@ -43,7 +43,8 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   const int64_t budget = 2 * all_keep_peak(p);
   RunResult r = run(MAXBATCH_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
                                       " --strategies all-keep,chen-sqrtn,chen-greedy,griewank,checkmate"
-                                      " --time-limit 5 --svg '" + path("mb.svg") + "'");
+                                      " --time-limit 5 --svg '" + path("mb.svg") + "' --csv '" +
+                                      path("mb.csv") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   std::map<std::string, int64_t> batch;
   for (const std::string& l : lines_of(r.out)) {
@@ -68,6 +69,24 @@ TEST_F(ToolsTest, MaxBatchTableAndChart) {
   const std::string svg = read_whole_file(path("mb.svg"));
   EXPECT_EQ(xml_check(svg), "");
   EXPECT_NE(svg.find(">checkmate<"), std::string::npos);
+  // The CSV: a header and one row per strategy with the table's answers; griewank's size empty.
+  const std::vector<std::string> rows = lines_of(read_whole_file(path("mb.csv")));
+  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows[0], "strategy,dimension,size,upper_bound,working_set_bound,overhead,status,"
+                     "solve_seconds,budget_bytes,micro_batches");
+  for (size_t k = 1; k < rows.size(); ++k) {
+    std::vector<std::string> cells;
+    std::stringstream is(rows[k]);
+    for (std::string c; std::getline(is, c, ',');) cells.push_back(c);
+    ASSERT_GE(cells.size(), 9u) << rows[k];
+    EXPECT_EQ(cells[1], "batch");
+    EXPECT_EQ(cells[8], std::to_string(budget));
+    const std::string want = cells[0] == "griewank" ? "" : std::to_string(batch.at(cells[0]));
+    EXPECT_EQ(cells[2], want) << rows[k];
+    if (cells[0] == "checkmate") {
+      EXPECT_NE(cells[4], "") << "checkmate's working-set bound";
+    }
+  }
 }
 
 // checkmate-offload runs after checkmate, whatever the order asked, and starts from its answer

@@ -114,6 +114,27 @@ int verify(const FlagParser& flags, int64_t budget, const std::string& vary,
   return failed;
 }
 
+// One row per strategy: its answer in the searched dimension, the bounds, the overhead at the
+// answer (0: no schedule kept), the status and the time; empty size cells where it does not apply.
+void write_csv(const std::vector<MaxBatchResult>& results, const char* size_name, int64_t budget,
+               int micro_batches, const std::string& path) {
+  std::string f = "strategy,dimension,size,upper_bound,working_set_bound,overhead,status,"
+                  "solve_seconds,budget_bytes,micro_batches\n";
+  char buf[512];
+  for (const MaxBatchResult& r : results) {
+    const bool applies = r.status != kNotApplicable;
+    const std::string size = applies ? std::to_string(r.batch) : "";
+    const std::string bound = applies ? std::to_string(r.upper_bound) : "";
+    const std::string ws = r.working_set_bound > 0 ? std::to_string(r.working_set_bound) : "";
+    std::snprintf(buf, sizeof buf, "%s,%s,%s,%s,%s,%.6g,\"%s\",%.3f,%lld,%d\n",
+                  r.strategy.c_str(), size_name, size.c_str(), bound.c_str(), ws.c_str(),
+                  r.overhead, r.status.c_str(), r.solve_seconds, static_cast<long long>(budget),
+                  micro_batches);
+    f += buf;
+  }
+  write_file_atomic(path, f);
+}
+
 // One strategy's answer: a table row, or a JSON line.
 void print_row(const MaxBatchResult& r, const char* size_name, bool json, int micro_batches,
                bool batches) {
@@ -213,11 +234,13 @@ int run(int argc, char** argv) {
   add_solve_flags(flags);
   flags.add("json", "", "one JSON object per strategy instead of a table")
       .add("svg", "FILE", "write a bar chart of the max batch per strategy")
+      .add("csv", "FILE", "write one CSV row per strategy (its answer, bounds, overhead, status)")
       .add("verify", "", "--config only: train two steps at each found batch under the budget")
       .add("device", "cpu|cuda", "where --verify trains", "cpu");
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) throw UsageError("maxbatch: --budget is required");
   if (flags.has("svg")) check_output_file(flags.get("svg"), "maxbatch: --svg");
+  if (flags.has("csv")) check_output_file(flags.get("csv"), "maxbatch: --csv");
   const Problem p = problem_from_flags(flags);
   const int64_t budget = flags.get_bytes("budget");
   const OtherSize other = other_size(flags, budget, p.batch);
@@ -283,6 +306,10 @@ int run(int argc, char** argv) {
                           results),
              flags.get("svg"));
     if (!json) std::printf("wrote %s\n", flags.get("svg").c_str());
+  }
+  if (flags.has("csv")) {
+    write_csv(results, size_name, budget, micro_batches, flags.get("csv"));
+    if (!json) std::printf("wrote %s\n", flags.get("csv").c_str());
   }
   if (flags.has("verify")) {
     const int failed = verify(flags, budget, other.vary, results, other.inputs.channels);
