@@ -138,6 +138,20 @@ TEST(RematExec, SmallDagEveryStrategyBitIdentical) {
   check_every_strategy(m, 3);
 }
 
+// linear16 at 36 x 36, batch 2 (the offload tests' model), and its problem with FLOPs costs and
+// a host link of `copy_cost_per_byte`.
+Model small_linear16() {
+  BuildOptions bo = small(2);
+  bo.input = Shape{3, 36, 36};
+  return Model(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
+}
+GraphProblem linked_problem(const Model& m, double copy_cost_per_byte) {
+  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
+  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
+  gp.problem.copy_cost_per_byte = copy_cost_per_byte;
+  return gp;
+}
+
 // Offload (Note [host copies]): plans that move activations to host memory and back, with or
 // without recomputation, train bit-identically to keep-everything with the measured device
 // peak equal to the prediction, in the arena and in the pool. A link of 2 FLOPs per byte makes
@@ -145,9 +159,7 @@ TEST(RematExec, SmallDagEveryStrategyBitIdentical) {
 TEST(RematExec, OffloadStrategiesBitIdentical) {
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
-    BuildOptions bo = small(2);
-    bo.input = Shape{3, 36, 36};
-    Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
+    Model m = small_linear16();
     check_every_strategy(m, 3, {"all-keep-offload", "chen-sqrtn-offload", "checkmate-offload"}, mode,
                          2.0);
   }
@@ -155,13 +167,10 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
   // the budgets above (chen-sqrtn's own is), so it runs at its own peak.
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
-    BuildOptions bo = small(2);
-    bo.input = Shape{3, 36, 36};
-    Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
-    auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
-    GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
-    gp.problem.copy_cost_per_byte = 2.0;
-    const ExecutionPlan keep = plan_keep_all(m.g, ws);
+    Model m = small_linear16();
+    const GraphProblem gp = linked_problem(m, 2.0);
+    const ExecutionPlan keep =
+        plan_keep_all(m.g, [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); });
     SolveResult r = solve(gp.problem, "chen-sqrtn-offload", 2 * keep.predicted_peak);
     ASSERT_TRUE(r.feasible) << r.message;
     EXPECT_GT(r.sim.offloads, 0);
@@ -179,13 +188,11 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
 
 // A traced step of a plan that copies shows each copy as a span on its own track, with its bytes.
 TEST(RematExec, TracedCopiesAreSpansOnTheirOwnTracks) {
-  BuildOptions bo = small(2);
-  bo.input = Shape{3, 36, 36};
-  Model m(load_model_config(test_source_dir() + "/configs/linear16.yaml"), bo);
-  auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
-  GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
-  gp.problem.copy_cost_per_byte = 2;
-  const int64_t keep = plan_keep_all(m.g, ws).predicted_peak;
+  Model m = small_linear16();
+  const GraphProblem gp = linked_problem(m, 2);
+  const int64_t keep =
+      plan_keep_all(m.g, [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); })
+          .predicted_peak;
   SolveResult r = solve(gp.problem, "all-keep-offload", keep - keep / 100);
   ASSERT_TRUE(r.feasible) << r.message;
   const ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, keep);
