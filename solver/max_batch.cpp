@@ -9,16 +9,13 @@
 #include <limits>
 
 #include "runtime/core/check.h"
+#include "solver/max_batch_sizes.h"
 #include "solver/milp_model.h"
-#include "solver/offload.h"
 #include "solver/relaxation_search.h"
 #include "solver/strategies.h"
 
 namespace remat {
-namespace {
-using Clock = std::chrono::steady_clock;
 
-// All-keep cost plus one forward pass, at the problem's own batch.
 double cost_cap(const Problem& p) {
   double all = 0, fwd = 0;
   for (const auto& nd : p.nodes) {
@@ -28,38 +25,16 @@ double cost_cap(const Problem& p) {
   return all + fwd;
 }
 
-// Note [max-batch problems]
-// The problem at batch b comes from one place (the caller's ProblemAtBatch, or scaling), cached
-// per batch, and every answer about b is checked on that problem: a schedule fits at b when it
-// simulates within the budget and the cost cap on it. A model config rebuilds the graph at b,
-// so per-image workspace (the CPU's im2col buffer) stays per image instead of being scaled with
-// the batch as problem_at_batch must assume.
-// A SizeFamily (a sequence length) works the same way, with sizes above max_size absent.
-struct Batches {
-  ProblemAtBatch make;
-  int64_t max_size = int64_t{1} << 40;
-  std::map<int64_t, Problem> cache;
-  const Problem& at(int64_t b) {
-    auto it = cache.find(b);
-    if (it == cache.end()) it = cache.emplace(b, make(b)).first;
-    return it->second;
-  }
-  bool fits(const Schedule& s, int64_t b, int64_t budget) {
-    if (b <= 0) return true;
-    if (b > max_size) return false;
-    const Problem& pb = at(b);
-    if (s.R.rows() != pb.size()) return false;
-    SimResult sim = simulate(pb, s);
-    return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cost_cap(pb) * (1 + 1e-9);
-  }
-};
+bool Batches::fits(const Schedule& s, int64_t b, int64_t budget) {
+  if (b <= 0) return true;
+  if (b > max_size) return false;
+  const Problem& pb = at(b);
+  if (s.R.rows() != pb.size()) return false;
+  SimResult sim = simulate(pb, s);
+  return sim.valid && sim.peak_bytes <= budget && sim.total_cost <= cost_cap(pb) * (1 + 1e-9);
+}
 
-struct Deadline {
-  Clock::time_point t0 = Clock::now();
-  double seconds;
-  double elapsed() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-  double left() const { return seconds - elapsed(); }
-};
+namespace {
 
 void report(const SolveOptions& opt, const Deadline& d, int64_t lo, int64_t hi) {
   if (opt.batch_progress) opt.batch_progress(d.elapsed(), lo, hi, opt.progress_user);
@@ -249,84 +224,6 @@ struct Prober {
   }
 };
 
-// Note [offload above the floor]
-// Above the best batch without copies (the floor), checkmate-offload's first probes move values
-// instead of solving again: the schedules that fit so far (a schedule's structure is
-// batch-independent) are replayed at the probed batch, and offload_to_fit moves the values
-// waiting at the peak to host memory, largest first, until one fits within the budget, the host
-// budget and the cost cap. Such a probe takes milliseconds to a second where solve() takes its
-// whole share, so the search gallops up from the floor (the step doubling while probes fit,
-// in at most half the limit) and bisects to one batch. Besides the floor's schedule, checkmate's
-// at the floor batch under larger budgets are replayed: they recompute less, and moving their
-// waiting values instead is what copies are for; solve("checkmate-offload") probes above
-// that answer in the time left. VGG19 at 16 GB, 12.5 GB/s: 362 with solve() probes alone
-// against checkmate's 361.
-struct OffloadGallop {
-  Batches& batches;
-  int64_t budget;
-  int64_t host_budget;
-  int log_level;
-  std::vector<Schedule> known;  // newest last
-
-  std::optional<Schedule> at(int64_t b) {
-    if (b > batches.max_size) return std::nullopt;
-    const Problem& pb = batches.at(b);
-    if (problem_min_budget(pb) > budget) return std::nullopt;
-    for (auto it = known.rbegin(); it != known.rend(); ++it) {
-      if (it->R.rows() != pb.size()) continue;
-      std::optional<Schedule> s = offload_to_fit(pb, *it, budget, host_budget);
-      if (s && batches.fits(*s, b, budget)) return s;
-    }
-    return std::nullopt;
-  }
-
-  // The schedules to replay: checkmate's at the floor batch with budgets 1.25, 1.5 and 2 times
-  // larger (they recompute less, so moving their waiting values leaves room under the cost
-  // cap), each in a third of `seconds`, then the floor's own schedule (tried first).
-  void seed(int64_t floor, const Schedule& floor_schedule, SolveOptions opt, const Deadline& d,
-            double seconds) {
-    opt.progress = nullptr;
-    opt.phase = nullptr;
-    opt.batch_progress = nullptr;
-    const Problem& pb = batches.at(floor);
-    for (double f : {2.0, 1.5, 1.25}) {
-      opt.time_limit_seconds = std::min(seconds / 3, seconds - d.elapsed());
-      if (opt.time_limit_seconds <= 0) break;
-      SolveResult r = solve(pb, "checkmate", static_cast<int64_t>(double(budget) * f), opt);
-      if (r.feasible) known.push_back(std::move(r.schedule));
-    }
-    known.push_back(floor_schedule);
-  }
-
-  // The largest batch above `floor` found by replaying with copies, and its schedule in `best`.
-  int64_t search(int64_t floor, const Deadline& d, double seconds,
-                 std::shared_ptr<const Schedule>* best) {
-    int64_t lo = floor, hi = -1;  // hi: the first batch found not to fit (-1: none yet)
-    auto probe = [&](int64_t b) {
-      std::optional<Schedule> s = at(b);
-      if (log_level >= 2)
-        std::fprintf(stderr, "max batch probe %lld: %s (known schedules with values moved)\n",
-                     static_cast<long long>(b), s ? "fits" : "unknown");
-      if (!s) return false;
-      *best = std::make_shared<const Schedule>(*s);
-      known.push_back(std::move(*s));
-      return true;
-    };
-    for (int64_t step = std::max<int64_t>(1, floor / 32); d.elapsed() < seconds; step *= 2) {
-      if (!probe(lo + step)) {
-        hi = lo + step;
-        break;
-      }
-      lo += step;
-    }
-    while (hi > lo + 1 && d.elapsed() < seconds) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (probe(mid) ? lo : hi) = mid;
-    }
-    return lo;
-  }
-};
-
 // In the order checkmate runs them: each searches only above the best batch so far, so the
 // usual winner (chen-greedy) comes early and the others mostly cost one probe each.
 const char* const kBaselines[] = {"all-keep",           "chen-sqrtn",        "chen-greedy",
@@ -354,11 +251,8 @@ MaxBatchResult search_strategy_sizes(Batches& batches, const std::string& strate
       for (const MaxBatchResult& e : earlier)
         if (e.schedule && e.batch > floor && batches.fits(*e.schedule, e.batch, budget))
           floor = e.batch, floor_schedule = e.schedule;
-    if (floor_schedule && batches.at(floor).copy_cost_per_byte > 0) {
-      OffloadGallop gallop{batches, budget, opt.host_budget, opt.log_level, {}};
-      gallop.seed(floor, *floor_schedule, opt, d, opt.time_limit_seconds / 4);
-      floor = gallop.search(floor, d, opt.time_limit_seconds / 2, &floor_schedule);
-    }
+    if (floor_schedule && batches.at(floor).copy_cost_per_byte > 0)
+      floor = offload_above_floor(batches, budget, opt, d, floor, &floor_schedule);
     std::optional<Schedule> s;
     MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, &s, floor);
     if (s && r.batch > 0) r.schedule = std::make_shared<const Schedule>(std::move(*s));
