@@ -87,12 +87,13 @@ bool raise_opset(onnx::ModelProto& m) {
 // pooling, 1 for elementwise nodes) followed by at most 4 more roundings (a bias, batch
 // normalization's centring, scaling and shift); evaluated in float32 in any order it errs by at
 // most (R + 4) u S, where u = 2^-24 and S bounds the sum of the absolute values of its terms.
-// Two such evaluations (remat's and numpy's) differ by at most twice that. S is bounded by
-// R X P + Y: X the largest input magnitude, P the largest parameter magnitude (1 for a node
-// without parameters; for batch normalization, its scale over sqrt(var + epsilon), the factor
-// an input is multiplied by, plus its mean over the same), Y the largest expected magnitude. A
-// mistranslation (a padding on the wrong side, a window one off, a weight transposed) moves
-// outputs by the size of the inputs, orders of magnitude beyond this bound.
+// Two such evaluations (remat's and numpy's) differ by at most twice that. S is at most
+// R max(X, 1) P + P + Y: X the largest input magnitude, P the largest parameter magnitude (1
+// for a node without parameters; for batch normalization, per channel, f (1 + |mean|) + |bias|
+// with f = |scale| / sqrt(var + epsilon), the factor an input is multiplied by), so that R X P
+// bounds the products (or a window's inputs), P a bias, and Y, the largest expected
+// magnitude, the result itself. A mistranslation (a padding on the wrong side, a window one
+// off, a weight transposed) moves outputs by the size of the inputs, far beyond this bound.
 struct NodeCase {
   std::string name;
   onnx::ModelProto model;
@@ -137,11 +138,13 @@ void set_magnitudes(NodeCase& c) {
     double eps = 1e-5;
     for (const auto& a : n.attribute())
       if (a.name() == "epsilon") eps = a.f();
-    const auto &scale = init[n.input(1)], &mean = init[n.input(3)], &var = init[n.input(4)];
+    const auto &scale = init[n.input(1)], &bias = init[n.input(2)], &mean = init[n.input(3)],
+               &var = init[n.input(4)];
     double p = 0;
-    for (size_t k = 0; k < scale.size() && k < mean.size() && k < var.size(); ++k) {
+    for (size_t k = 0; k < scale.size() && k < bias.size() && k < mean.size() && k < var.size();
+         ++k) {
       const double f = std::fabs(scale[k]) / std::sqrt(double(var[k]) + eps);
-      p = std::max(p, f * (1 + std::fabs(mean[k])));
+      p = std::max(p, f * (1 + std::fabs(mean[k])) + std::fabs(bias[k]));
     }
     c.param_scale = p;
     return;
@@ -259,7 +262,8 @@ TEST_F(OnnxNodeCases, EveryCaseMatchesOrIsAClearError) {
     const std::vector<float> got = forward(cfg, c);
     ASSERT_EQ(got.size(), c.expected.size());
     const double u = std::ldexp(1.0, -24);
-    const double scale = c.reduction * max_abs(c.input) * c.param_scale + max_abs(c.expected);
+    const double scale = c.reduction * std::max(max_abs(c.input), 1.0) * c.param_scale +
+                         c.param_scale + max_abs(c.expected);
     const double bound = 2 * (c.reduction + 4) * u * scale;
     double worst = 0;
     for (size_t k = 0; k < got.size(); ++k)
