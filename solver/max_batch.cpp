@@ -229,6 +229,22 @@ struct Prober {
 const char* const kBaselines[] = {"all-keep",           "chen-sqrtn",        "chen-greedy",
                                   "chen-greedy-linear", "chen-sqrtn-linear", "griewank"};
 
+// The first size above `lo` (whose working set fits) at which the largest node's working set
+// and the constant exceed the budget, or max_size + 1: no schedule fits there.
+int64_t first_over_working_set(Batches& batches, int64_t budget, int64_t lo) {
+  auto min_fits = [&](int64_t b) {
+    return b <= batches.max_size && problem_min_budget(batches.at(b)) <= budget;
+  };
+  int64_t z = lo + 1;
+  while (min_fits(z)) z *= 2;
+  int64_t a = lo;  // min budget fits at a, not at z
+  while (z - a > 1) {
+    const int64_t mid = a + (z - a) / 2;
+    (min_fits(mid) ? a : z) = mid;
+  }
+  return std::min(z, batches.max_size + 1);
+}
+
 // The answer's schedule cost over the compute cost at its size (MaxBatchResult::overhead).
 void set_overhead(Batches& batches, MaxBatchResult& r) {
   if (!r.schedule || r.batch <= 0 || r.batch > batches.max_size) return;
@@ -257,6 +273,16 @@ MaxBatchResult search_strategy_sizes(Batches& batches, const std::string& strate
     MaxBatchResult r = search_strategy(batches, strategy, budget, opt, d, &s, floor);
     if (s && r.batch > 0) r.schedule = std::make_shared<const Schedule>(std::move(*s));
     if (r.batch < floor) r.batch = r.upper_bound = floor, r.schedule = floor_schedule;
+    if (strategy == "checkmate-offload" && r.batch > 0) {
+      // Its probes prove nothing about the sizes above its answer; the working-set bound does
+      // (it binds every schedule, copies or not).
+      const int64_t over = first_over_working_set(batches, budget, r.batch);
+      r.working_set_bound = r.upper_bound = over - 1;
+      r.bound_source = over > batches.max_size
+                           ? "past the largest size"
+                           : "the working set of the largest node at " + std::to_string(over);
+      if (r.status != "time-limit") r.status = r.batch == r.upper_bound ? "optimal" : "feasible";
+    }
     r.solve_seconds = d.elapsed();
     return r;
   }
@@ -296,19 +322,7 @@ MaxBatchResult search_strategy_sizes(Batches& batches, const std::string& strate
   lo = std::max<int64_t>(lo, 1);
   // hi: the first batch whose working set alone exceeds the budget, or past the largest size
   // (proven infeasible).
-  auto min_fits = [&](int64_t b) {
-    return b <= batches.max_size && problem_min_budget(batches.at(b)) <= budget;
-  };
-  int64_t hi = lo + 1;
-  while (min_fits(hi)) hi *= 2;
-  {
-    int64_t a = lo, z = hi;  // min budget fits at a, not at z
-    while (z - a > 1) {
-      int64_t mid = a + (z - a) / 2;
-      (min_fits(mid) ? a : z) = mid;
-    }
-    hi = z;
-  }
+  int64_t hi = first_over_working_set(batches, budget, lo);
   res.working_set_bound = std::min(hi - 1, batches.max_size);
   res.bound_source = hi > batches.max_size
                          ? "past the largest size"

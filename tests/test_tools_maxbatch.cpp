@@ -111,6 +111,11 @@ TEST_F(ToolsTest, MaxBatchRunsCheckmateOffloadLastFromTheBestAnswer) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"chen-greedy", "checkmate", "checkmate-offload"}));
   EXPECT_GE(batch["checkmate-offload"], batch["checkmate"]);
+  // Its upper bound is the working-set bound, which binds copies too, never its own answer.
+  const nlohmann::json cm = nlohmann::json::parse(ls[1]), off = nlohmann::json::parse(ls[2]);
+  EXPECT_EQ(off.at("upper_bound"), cm.at("working_set_bound"));
+  EXPECT_EQ(off.at("working_set_bound"), cm.at("working_set_bound"));
+  EXPECT_EQ(off.at("status") == "optimal", off.at("batch") == off.at("upper_bound")) << ls[2];
   EXPECT_GE(batch["checkmate"], batch["chen-greedy"]);
 }
 

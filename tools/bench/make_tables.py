@@ -381,6 +381,61 @@ gen_maxinput = simple(
     maxinput_row)
 
 
+# ---- offload (checkmate-offload against checkmate) -----------------------------------------
+
+OFFLOAD_MAXBATCH = "tools/bench/results/offload/maxbatch_16gb.csv"
+OFFLOAD_SWEEP = "tools/bench/results/offload/sweep.csv"
+
+
+def times(x, digits=3):
+    return f"{float(x):.{digits}f}x" if x else "-"
+
+
+def rate(x):
+    """A device rate as written once: 100, 10."""
+    return f"{float(x):g}"
+
+
+def offload_maxbatch_row(r):
+    cm = r["checkmate"]
+    if cm and r["checkmate_bound"] and r["checkmate_bound"] != cm:
+        cm += f" (<= {r['checkmate_bound']})"
+    return [r["model"], r["precision"], r["budget"], r["link_gbps"], rate(r["device_tflops"]),
+            r["chen_sqrtn"], r["chen_sqrtn_offload"] or "-", cm,
+            times(r["checkmate_overhead"]), r["working_set_bound"], r["checkmate_offload"] or "-",
+            times(r["offload_overhead"]), r["ratio"] and r["ratio"] + "x", r["seconds"] + " s"]
+
+
+gen_offload_maxbatch = simple(
+    OFFLOAD_MAXBATCH,
+    ["model", "precision", "budget", "link_gbps", "device_tflops", "chen_sqrtn",
+     "chen_sqrtn_offload", "checkmate", "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload", "offload_overhead", "ratio",
+     "seconds"],
+    ["model", "precision", "budget", "link (GB/s)", "device (TFLOP/s)", "chen-sqrtn",
+     "chen-sqrtn-offload", "checkmate (<= proven bound)", "its overhead", "any schedule <=", "checkmate-offload",
+     "its overhead",
+     "checkmate-offload / checkmate", "run"],
+    offload_maxbatch_row)
+
+
+def offload_sweep_row(r):
+    c, o = r["checkmate_overhead"], r["offload_overhead"]
+    below = "" if not c or not o else (
+        "lower" if float(o) < float(c) * (1 - 1e-4) else
+        "equal" if float(o) <= float(c) * (1 + 1e-4) else "HIGHER")
+    return [r["model"], r["batch"], r["link_gbps"], rate(r["device_tflops"]), gb(r["budget_bytes"]),
+            times(c, 4), times(o, 4), below]
+
+
+gen_offload_sweep = simple(
+    OFFLOAD_SWEEP,
+    ["model", "batch", "link_gbps", "device_tflops", "budget_bytes", "checkmate_overhead",
+     "offload_overhead"],
+    ["model", "batch", "link (GB/s)", "device (TFLOP/s)", "budget", "checkmate", "checkmate-offload",
+     "offload against checkmate"],
+    offload_sweep_row)
+
+
 # ---- ONNX import -----------------------------------------------------------------------------
 
 ONNX_ZOO = "tools/bench/results/onnx/torchvision.csv"
@@ -602,6 +657,21 @@ def gen_headline(root, doc):
             link("docs/zoo.md#the-largest-input-under-16-gb-the-papers-input-size-result", "zoo")
             + ", " + link(rel, "data")])
 
+    rel = OFFLOAD_MAXBATCH
+    off = [r for r in read_csv(root, rel) if r["ratio"] and r["link_gbps"] == "25"]
+    if off:
+        parts = []
+        for tflops in sorted({float(r["device_tflops"]) for r in off}, reverse=True):
+            sel = [r for r in off if float(r["device_tflops"]) == tflops]
+            best = max(sel, key=lambda r: float(r["ratio"]))
+            parts.append(f"at {tflops:g} TFLOP/s up to {best['ratio']}x ({best['model']}: "
+                         f"{best['checkmate_offload']} against {best['checkmate']})")
+        rows.append([
+            "offload: largest batch in 16 GB, checkmate-offload against checkmate, 25 GB/s link",
+            "; ".join(parts), off[0]["machine"], ", ".join(sorted({r["revision"] for r in off})),
+            ", ".join(sorted({r["date"] for r in off})),
+            link("docs/guide/offload.md#what-it-finds", "offload") + ", " + link(rel, "data")])
+
     train = read_csv(root, GPU_TRAIN)
     budgeted = newest([r for r in train if r["config"] == "gpt2" and r["precision"] == "bf16"
                        and r["budget"]])
@@ -728,6 +798,8 @@ TABLES = {
     "onnx-torchvision": gen_onnx_zoo,
     "onnx-resnet50": gen_onnx_resnet50,
     "maxinput-16gb": gen_maxinput,
+    "offload-maxbatch": gen_offload_maxbatch,
+    "offload-sweep": gen_offload_sweep,
     "fuzz": gen_fuzz,
 }
 
