@@ -281,7 +281,8 @@ MaxBatchResult search_strategy_sizes(Batches& batches, const std::string& strate
       r.bound_source = over > batches.max_size
                            ? "past the largest size"
                            : "the working set of the largest node at " + std::to_string(over);
-      if (r.status != "time-limit") r.status = r.batch == r.upper_bound ? "optimal" : "feasible";
+      if (r.batch == r.upper_bound) r.status = "optimal";
+      else if (r.status != "time-limit") r.status = "feasible";
     }
     r.solve_seconds = d.elapsed();
     return r;
