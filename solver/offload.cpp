@@ -31,6 +31,11 @@ bool fits(const SimResult& sim, int64_t budget, int64_t host_budget) {
 // c-1 (S[c] stays: the prefetch provides it). The device then holds it through neither stage
 // between the offload's stage and the prefetch's. Where the peak is, the largest value
 // waiting there moves first; the simulator judges each result.
+// Under CopyOverlap::Stream (Note [streamed copies]) a copy may take several stages, so each
+// one starts as many stages early as it needs to hide behind their compute: the offload in an
+// earlier stage that holds the value (it is on the device there anyway), then, if that is not
+// enough, the value stays on the device after stage a; the prefetch that many stages before the
+// read. Neither reaches the stage being relieved.
 struct Wait {
   int value = -1;
   int offload_stage = -1;  // -1: an earlier offload's host copy serves
@@ -38,30 +43,56 @@ struct Wait {
   int prefetch_stage = -1;
 };
 
-bool reads(const std::vector<std::vector<int>>& users, const Schedule& s, int t, int i) {
-  if (s.R(t, i)) return true;
-  for (int j : users[size_t(i)])
-    if (j <= t && s.R(t, j)) return true;
-  return false;
+// Each stage's compute cost in `s` (what a streamed copy hides behind); empty under Stage
+// overlap.
+std::vector<double> stage_costs(const Problem& p, const Schedule& s) {
+  if (p.copy_overlap == CopyOverlap::Stage) return {};
+  const int n = p.size();
+  std::vector<double> c(size_t(n), 0);
+  for (int t = 0; t < n; ++t)
+    for (int i = first_set(s.R.row(t), 0, t + 1); i <= t; i = first_set(s.R.row(t), i + 1, t + 1))
+      c[size_t(t)] += p.nodes[size_t(i)].cost;
+  return c;
+}
+
+// Spreads w's copies over the stages around it (Note [offload to fit], streamed copies): the
+// offload back through the stages that hold the value, then the stages after it that keep it;
+// the prefetch back from the read; each until the stages' compute covers the copy, none
+// reaching stage t.
+void spread(const Problem& p, const Schedule& s, const std::vector<double>& stage_cost, int t,
+            Wait& w) {
+  const double copy = double(p.nodes[size_t(w.value)].bytes) * p.copy_cost_per_byte;
+  if (w.offload_stage >= 0) {
+    double hidden = stage_cost[size_t(w.offload_stage)];
+    for (int& o = w.offload_stage; hidden < copy && o - 1 > w.value && s.S(o - 1, w.value); --o)
+      hidden += stage_cost[size_t(o - 1)];
+    for (; hidden < copy && w.clear_from < t; ++w.clear_from)
+      hidden += stage_cost[size_t(w.clear_from)];
+  }
+  for (double hidden = stage_cost[size_t(w.prefetch_stage)];
+       hidden < copy && w.prefetch_stage - 1 > t; --w.prefetch_stage)
+    hidden += stage_cost[size_t(w.prefetch_stage - 1)];
 }
 
 // The waiting values around stage t whose move would free their bytes in stage t.
 std::vector<Wait> waits_at(const Problem& p, const std::vector<std::vector<int>>& users,
-                           const Schedule& s, int t) {
+                           const std::vector<double>& stage_cost, const Schedule& s, int t) {
   const int n = p.size();
   std::vector<Wait> out;
   for (int i = 0; i < t; ++i) {
-    if (!s.S(t, i) || reads(users, s, t, i)) continue;
+    if (!s.S(t, i) || stage_reads(users, s, t, i)) continue;
     int c = t + 1;
-    while (c < n && s.S(c, i) && !reads(users, s, c, i)) ++c;
+    while (c < n && s.S(c, i) && !stage_reads(users, s, c, i)) ++c;
     if (c >= n || !s.S(c, i)) continue;  // not read again while held: nothing to bring back
     int a = t;
-    while (a - 1 > i && s.S(a - 1, i) && !reads(users, s, a - 1, i)) --a;
+    while (a - 1 > i && s.S(a - 1, i) && !stage_reads(users, s, a - 1, i)) --a;
     // a: the first stage of the wait; the value was read (or made) in stage a - 1.
     bool on_host = false;
     for (int u = 0; u < a && !on_host; ++u) on_host = s.offload(u, i) != 0;
     Wait w{i, on_host ? -1 : a, on_host ? a : a + 1, c - 1};
-    if (t >= w.clear_from && t < w.prefetch_stage) out.push_back(w);
+    if (t < w.clear_from || t >= w.prefetch_stage) continue;
+    if (!stage_cost.empty()) spread(p, s, stage_cost, t, w);
+    out.push_back(w);
   }
   return out;
 }
@@ -72,11 +103,9 @@ void apply(Schedule& s, const Wait& w) {
   s.prefetch.set(w.prefetch_stage, w.value, true);
 }
 
-}  // namespace
-
-std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
-                                       int64_t host_budget) {
-  if (p.copy_cost_per_byte <= 0) return std::nullopt;
+// offload_to_fit's moves, with the copies spread over `stage_cost` (streamed) or not (empty).
+std::optional<Schedule> move_to_fit(const Problem& p, const Schedule& base, int64_t budget,
+                                    int64_t host_budget, const std::vector<double>& stage_cost) {
   const int n = p.size();
   const auto users = problem_users(p);
   Schedule s = base;
@@ -86,7 +115,8 @@ std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, i
     if (!sim.valid) return std::nullopt;
     if (fits(sim, budget, host_budget)) return s;
     if (sim.peak_bytes <= budget) return std::nullopt;  // the host budget binds: moving adds
-    std::vector<Wait> ws = waits_at(p, users, s, sim.steps[size_t(sim.peak_step)].stage);
+    std::vector<Wait> ws =
+        waits_at(p, users, stage_cost, s, sim.steps[size_t(sim.peak_step)].stage);
     if (ws.empty()) return std::nullopt;
     auto larger = [&](const Wait& x, const Wait& y) {
       return p.nodes[size_t(x.value)].bytes < p.nodes[size_t(y.value)].bytes;
@@ -94,6 +124,20 @@ std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, i
     apply(s, *std::max_element(ws.begin(), ws.end(), larger));
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+// Under Stream overlap the moves with spread copies hold values longer, which can call for
+// more moves than copies kept within their stages; both run, and the faster answer is kept.
+std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
+                                       int64_t host_budget) {
+  if (p.copy_cost_per_byte <= 0) return std::nullopt;
+  std::optional<Schedule> within = move_to_fit(p, base, budget, host_budget, {});
+  if (p.copy_overlap == CopyOverlap::Stage) return within;
+  std::optional<Schedule> spread = move_to_fit(p, base, budget, host_budget, stage_costs(p, base));
+  if (!within || !spread) return within ? within : spread;
+  return simulate(p, *spread).total_cost <= simulate(p, *within).total_cost ? spread : within;
 }
 
 std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
@@ -128,8 +172,9 @@ std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budge
   Schedule s = *base;
   s.offload = BoolMatrix(n, n);
   s.prefetch = BoolMatrix(n, n);
+  const std::vector<double> stage_cost = stage_costs(p, s);
   for (int t = 0; t < n; ++t)
-    for (const Wait& w : waits_at(p, users, s, t)) apply(s, w);
+    for (const Wait& w : waits_at(p, users, stage_cost, s, t)) apply(s, w);
   if (!fits(simulate(p, s), budget, host_budget)) return std::nullopt;
   s.strategy = "chen-sqrtn-offload";
   return s;
@@ -180,7 +225,9 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
 // 1.25, 1.5 and 2 times larger (recompute less, move the rest), each while time is left; the
 // cheapest that fits is the incumbent. Where the Checkmate MILP is small (full_milp_is_small),
 // the offload MILP then runs from it for the rest of the limit, and its bound is the lower
-// bound. On larger graphs the answer is heuristic and its lower bound the all-keep cost.
+// bound. On larger graphs the answer is heuristic and its lower bound the all-keep cost; so it
+// is under CopyOverlap::Stream, where the MILP's stage-bound time is only an upper bound on
+// each schedule's (Note [streamed copies]): its schedule is one more candidate.
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why) {
   const auto t0 = Clock::now();
@@ -223,7 +270,9 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
       milp.time_limit_seconds = left();
       const Schedule* warm = best ? &*best : nullptr;
       std::optional<Schedule> m = solve_offload_milp(p, budget, host_budget, milp, warm);
-      if (m) {
+      if (m && p.copy_overlap == CopyOverlap::Stream) {
+        offer(std::move(m));  // the MILP's bound is on stage-bound time (Note [streamed copies])
+      } else if (m) {
         const Schedule proof = *m;  // its bound holds whichever schedule is kept
         offer(std::move(m));
         best->lower_bound = proof.lower_bound;

@@ -139,8 +139,20 @@ void problem_validate(const Problem& p, const std::string& source) {
               "workspace_bytes (the largest, plus the constant and every node's bytes)");
 }
 
-void problem_set_link(Problem& p, double bytes_per_second, double device_flops) {
+const char* copy_overlap_name(CopyOverlap overlap) {
+  return overlap == CopyOverlap::Stream ? "stream" : "stage";
+}
+
+CopyOverlap copy_overlap_from_name(const std::string& name, const std::string& where) {
+  if (name == "stage") return CopyOverlap::Stage;
+  if (name == "stream") return CopyOverlap::Stream;
+  REMAT_USER_ERROR(where << ": must be 'stage' or 'stream', got '" << name << "'");
+}
+
+void problem_set_link(Problem& p, double bytes_per_second, double device_flops,
+                      CopyOverlap overlap) {
   if (bytes_per_second <= 0) return;
+  p.copy_overlap = overlap;
   p.copy_cost_per_byte =
       p.cost_unit == "ms" ? 1e3 / bytes_per_second : device_flops / bytes_per_second;
 }
@@ -150,7 +162,7 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (!j.is_object()) REMAT_USER_ERROR(source << ": expected a JSON object at the top level");
   json_reject_unknown_fields(j, source,
                         {"format", "name", "batch", "constant_bytes", "batch_constant_bytes",
-                         "cost_unit", "copy_cost_per_byte", "nodes"});
+                         "cost_unit", "copy_cost_per_byte", "copy_overlap", "nodes"});
   std::string format = json_string(json_field(j, source, "format"), source, "format");
   if (format != kFormat)
     REMAT_USER_ERROR(source << ": field 'format': unknown format '" << format << "' (expected '"
@@ -165,6 +177,9 @@ Problem problem_from_json_text(const std::string& text, const std::string& sourc
   if (j.contains("cost_unit")) p.cost_unit = json_string(j["cost_unit"], source, "cost_unit");
   if (j.contains("copy_cost_per_byte"))
     p.copy_cost_per_byte = json_number(j["copy_cost_per_byte"], source, "copy_cost_per_byte");
+  if (j.contains("copy_overlap"))
+    p.copy_overlap = copy_overlap_from_name(json_string(j["copy_overlap"], source, "copy_overlap"),
+                                            source + ": field 'copy_overlap'");
   const Json& nodes = json_field(j, source, "nodes");
   if (!nodes.is_array())
     REMAT_USER_ERROR(source << ": field 'nodes': expected an array, got " << nodes.type_name());
@@ -183,6 +198,7 @@ std::string problem_to_json_text(const Problem& p) {
   if (p.batch_constant_bytes != 0) j["batch_constant_bytes"] = p.batch_constant_bytes;
   j["cost_unit"] = p.cost_unit;
   if (p.copy_cost_per_byte != 0) j["copy_cost_per_byte"] = p.copy_cost_per_byte;
+  if (p.copy_overlap != CopyOverlap::Stage) j["copy_overlap"] = copy_overlap_name(p.copy_overlap);
   Json nodes = Json::array();
   for (const ProblemNode& n : p.nodes) {
     Json o;

@@ -11,6 +11,16 @@ namespace remat {
 
 enum class ProblemNodeKind { Forward, Loss, Backward };
 
+// How copies over the host link overlap compute (Note [offload semantics] and Note [streamed
+// copies] in solver/schedule.h): Stage, each copy runs within its own stage (what the MILP
+// models); Stream, copies queue on their streams and run across stages, waited for only where
+// their value is freed or read.
+enum class CopyOverlap { Stage, Stream };
+
+const char* copy_overlap_name(CopyOverlap overlap);
+// UserError naming `where` unless `name` is "stage" or "stream".
+CopyOverlap copy_overlap_from_name(const std::string& name, const std::string& where);
+
 const char* problem_node_kind_name(ProblemNodeKind kind);
 
 struct ProblemNode {
@@ -36,6 +46,7 @@ struct Problem {
   // between device and host, each direction having its own stream. 0: no link, so no schedule
   // offloads. Tools set it from a bandwidth (and, for FLOPs costs, a device rate).
   double copy_cost_per_byte = 0;
+  CopyOverlap copy_overlap = CopyOverlap::Stage;
   std::vector<ProblemNode> nodes;
 
   int size() const { return static_cast<int>(nodes.size()); }
@@ -43,8 +54,10 @@ struct Problem {
 
 // Sets p.copy_cost_per_byte for a host link of `bytes_per_second` each way (nothing when <= 0):
 // 1000 / bytes_per_second ms per byte for measured costs, device_flops / bytes_per_second FLOPs
-// per byte for FLOPs costs (the device's sustained rate turns copy time into FLOPs).
-void problem_set_link(Problem& p, double bytes_per_second, double device_flops);
+// per byte for FLOPs costs (the device's sustained rate turns copy time into FLOPs); and how its
+// copies overlap compute.
+void problem_set_link(Problem& p, double bytes_per_second, double device_flops,
+                      CopyOverlap overlap = CopyOverlap::Stage);
 
 // users[i] = indices of nodes that depend on node i, ascending.
 std::vector<std::vector<int>> problem_users(const Problem& p);

@@ -84,7 +84,20 @@ inline int last_set(const uint8_t* row, int from, int to) {
 // the longest of its computes (their summed cost) and its two copy streams (bytes times
 // Problem::copy_cost_per_byte each); the excess over its computes is the copies' cost. Stages are
 // synchronisation points: a stage's copies start with it and end with it (a copy spans one
-// stage, so each one hides only behind the compute of its own stage).
+// stage, so each one hides only behind the compute of its own stage). This is
+// CopyOverlap::Stage, the model the offload MILP solves.
+// Note [streamed copies]
+// CopyOverlap::Stream: the same matrices, but a copy queues on its stream when its stage starts
+// and runs for as long as it takes, across later stages; the compute stream waits for it only
+// where it must be done (solver/simulate.cpp's StreamClock): before a compute reads a
+// prefetched value, before a device copy being copied is freed, and before a host copy being
+// read is released. So that a copy can outlast its stage, lifetimes follow the copies: an
+// offloaded value's device copy stays through the stages after its offload that hold it (S
+// set; when the last of them reads it, until that read), and a host copy stays until the end
+// of the stage before the first one that reads the prefetched value. The MILP counts a held
+// value for its whole stage, so its memory stays an upper bound on the simulator's. Every wait is one the stage
+// model also meets by the same point, so for any schedule the time under Stream is at most the
+// time under Stage: the MILP's cost is an upper bound there, not the optimum.
 struct Schedule {
   std::string strategy;
   BoolMatrix R;  // T x n: node i computed in stage t
@@ -144,7 +157,8 @@ struct SimResult {
   std::vector<SimStep> steps;   // ordered compute/free steps
   double total_cost = 0;        // compute_cost + copy_cost: what strategies minimise
   double compute_cost = 0;      // sum of costs of all computes
-  double copy_cost = 0;         // stages' copy time beyond their compute (Note [offload semantics])
+  double copy_cost = 0;         // time the copies add beyond the computes (Note [offload
+                                // semantics], Note [streamed copies])
   int64_t peak_bytes = 0;       // max bytes_during/bytes_after, constant included
   int peak_step = -1;           // index into steps where the peak occurs
   int computes = 0, recomputes = 0;
@@ -152,6 +166,9 @@ struct SimResult {
   int64_t copied_bytes = 0;     // both directions
   int64_t host_peak_bytes = 0;  // host copies alive at once, at most
 };
+
+// True when stage t reads value i: it computes i (again) or a user of i.
+bool stage_reads(const std::vector<std::vector<int>>& users, const Schedule& s, int t, int i);
 
 // Replays `s` on `p`. Checks shape (T = n, R[t][t] = 1, no R/S above the frontier), that every
 // dependency of every compute is resident, that S only holds available values, and that copies

@@ -3,6 +3,7 @@
 #include "solver/schedule.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 namespace remat {
@@ -114,6 +115,13 @@ std::string check_copies(const Problem& p, const Schedule& s) {
 
 }  // namespace
 
+bool stage_reads(const std::vector<std::vector<int>>& users, const Schedule& s, int t, int i) {
+  if (s.R(t, i)) return true;
+  for (int j : users[size_t(i)])
+    if (j <= t && s.R(t, j)) return true;
+  return false;
+}
+
 namespace {
 
 // One step's order of events: per stage, its prefetches (device bytes from the stage's start),
@@ -129,11 +137,38 @@ struct EventList {
   std::vector<int> end_of;    // [stage] -> index of its End event
   std::vector<int> death;     // [event] -> the event after which the instance it made is freed
   std::vector<int> host_end;  // [stage * n + node] -> End event freeing that offload's host copy
+  std::vector<int> offloaded; // the instance (event) each offload copies, in issue order
 };
+
+// Under Stream overlap, the stage whose end a value offloaded in stage t stays on the device
+// for at least (Note [streamed copies]): the last of the stages from t on that hold it, or the
+// one before when that one reads it (the read keeps it as long, and is where the MILP may free
+// it).
+int offloaded_held_until(const std::vector<std::vector<int>>& users, const Schedule& s, int t,
+                         int i) {
+  const int n = s.S.rows();
+  int e = t;
+  while (e + 1 < n && s.S(e + 1, i)) ++e;
+  return e > t && stage_reads(users, s, e, i) ? e - 1 : e;
+}
+
+// The stage whose end frees the host copy a prefetch of value i in stage t reads from, as far as
+// this prefetch is concerned: t itself under Stage overlap; under Stream overlap the stage
+// before the first one that reads the prefetched value (Note [streamed copies]).
+int host_copy_needed_until(const Problem& p, const std::vector<std::vector<int>>& users,
+                           const Schedule& s, int t, int i) {
+  if (p.copy_overlap == CopyOverlap::Stage) return t;
+  for (int u = t + 1; u < p.size() && s.S(u, i); ++u)
+    if (stage_reads(users, s, u, i)) return u - 1;
+  return t;
+}
 
 EventList order_events(const Problem& p, const Schedule& s) {
   const int n = p.size();
   const bool copies = s.has_copies();
+  const bool streamed = copies && p.copy_overlap == CopyOverlap::Stream;
+  const std::vector<std::vector<int>> users =
+      streamed ? problem_users(p) : std::vector<std::vector<int>>{};
   EventList l;
   for (int t = 0; t < n; ++t) {
     if (copies)
@@ -147,7 +182,8 @@ EventList order_events(const Problem& p, const Schedule& s) {
     l.events.push_back({EventKind::End, t, -1});
   }
   // Lifetimes: an instance lives until its last read before the node is made again, until the
-  // end of a stage that offloads it, and a prefetched one at least until it arrives.
+  // end of a stage that offloads it (under Stream overlap, of the stages after it that hold it:
+  // Note [streamed copies]), and a prefetched one at least until it arrives.
   const int m = static_cast<int>(l.events.size());
   l.death.assign(size_t(m), -1);
   if (copies) l.host_end.assign(size_t(n) * n, -1);
@@ -159,7 +195,9 @@ EventList order_events(const Problem& p, const Schedule& s) {
     if (copies)
       for (int i = first_set(s.offload.row(t), 0, n); i < n;
            i = first_set(s.offload.row(t), i + 1, n)) {
-        extend(current[size_t(i)], l.end_of[t]);
+        const int held_until = streamed ? offloaded_held_until(users, s, t, i) : t;
+        extend(current[size_t(i)], l.end_of[size_t(held_until)]);
+        l.offloaded.push_back(current[size_t(i)]);
         l.host_end[size_t(t) * n + i] = l.end_of[t];
       }
     for (; l.events[size_t(e)].kind != EventKind::End; ++e) {
@@ -167,7 +205,7 @@ EventList order_events(const Problem& p, const Schedule& s) {
       if (ev.kind == EventKind::Prefetch) {
         extend(e, l.end_of[t]);
         int& h = l.host_end[size_t(host_current[size_t(ev.node)]) * n + ev.node];
-        h = std::max(h, l.end_of[t]);
+        h = std::max(h, l.end_of[size_t(host_copy_needed_until(p, users, s, t, ev.node))]);
         continue;
       }
       for (int d : p.nodes[ev.node].deps) extend(current[size_t(d)], e);
@@ -201,6 +239,45 @@ double copy_excess(const Problem& p, const Schedule& s, int t, double compute, S
   return std::max(0.0, longest - compute);
 }
 
+// Note [streamed copies] time: the compute stream's clock, and each copy stream's, as the
+// events replay in order. A copy starts when it is issued (its stage's start) and its stream is
+// free; a prefetch also waits for its host copy to be complete. The compute stream waits for a
+// copy only where the plan needs it done: before reading a prefetched value, before freeing a
+// device copy being offloaded or prefetched, and before releasing a host copy being read.
+struct StreamClock {
+  const Problem& p;
+  double clock = 0, out_free = 0, in_free = 0;
+  std::vector<double> busy;       // [event]: the instance's copies are done at
+  std::vector<double> ready;      // [node]: its current instance can be read from
+  std::vector<double> host_busy;  // [node]: its host copy is complete and unread from
+  StreamClock(const Problem& problem, int events)
+      : p(problem), busy(size_t(events), 0), ready(size_t(p.size()), 0),
+        host_busy(size_t(p.size()), 0) {}
+
+  double copy(double& stream_free, double earliest, int node) {
+    stream_free = std::max({clock, stream_free, earliest}) +
+                  double(p.nodes[size_t(node)].bytes) * p.copy_cost_per_byte;
+    return stream_free;
+  }
+  void offload(int instance, int node) {
+    const double done = copy(out_free, 0, node);
+    busy[size_t(instance)] = std::max(busy[size_t(instance)], done);
+    host_busy[size_t(node)] = done;
+  }
+  void prefetch(int event, int node) {
+    const double arrives = copy(in_free, host_busy[size_t(node)], node);
+    busy[size_t(event)] = ready[size_t(node)] = arrives;
+    host_busy[size_t(node)] = std::max(host_busy[size_t(node)], arrives);
+  }
+  void compute(int node) {
+    for (int d : p.nodes[size_t(node)].deps) clock = std::max(clock, ready[size_t(d)]);
+    clock += p.nodes[size_t(node)].cost;
+    ready[size_t(node)] = 0;
+  }
+  void free_instance(int event) { clock = std::max(clock, busy[size_t(event)]); }
+  void free_host(int node) { clock = std::max(clock, host_busy[size_t(node)]); }
+};
+
 }  // namespace
 
 SimResult simulate(const Problem& p, const Schedule& s) {
@@ -233,6 +310,9 @@ SimResult simulate(const Problem& p, const Schedule& s) {
     }
   };
   double stage_compute = 0;
+  std::optional<StreamClock> streams;
+  if (copies && p.copy_overlap == CopyOverlap::Stream) streams.emplace(p, m);
+  size_t offloaded = 0;  // into l.offloaded
   for (int e = 0; e < m; ++e) {
     const Event& ev = l.events[size_t(e)];
     if (copies && (e == 0 || l.events[size_t(e) - 1].kind == EventKind::End)) {
@@ -240,17 +320,24 @@ SimResult simulate(const Problem& p, const Schedule& s) {
            i = first_set(s.offload.row(ev.stage), i + 1, n)) {
         host_in_use += p.nodes[i].bytes;
         r.steps.push_back({StepKind::Offload, i, ev.stage, false, in_use, in_use});
+        if (streams) streams->offload(l.offloaded[offloaded], i);
+        ++offloaded;
       }
       r.host_peak_bytes = std::max(r.host_peak_bytes, host_in_use);
     }
     if (ev.kind == EventKind::End) {
-      if (copies) r.copy_cost += copy_excess(p, s, ev.stage, stage_compute, r);
+      if (copies) {
+        const double excess = copy_excess(p, s, ev.stage, stage_compute, r);
+        if (!streams) r.copy_cost += excess;
+      }
       for (int i : host_frees[size_t(e)]) {
         host_in_use -= p.nodes[size_t(i)].bytes;
         r.steps.push_back({StepKind::HostFree, i, ev.stage, false, in_use, in_use});
+        if (streams) streams->free_host(i);
       }
       stage_compute = 0;
     } else if (ev.kind == EventKind::Prefetch) {
+      if (streams) streams->prefetch(e, ev.node);
       in_use += p.nodes[ev.node].bytes;
       r.steps.push_back({StepKind::Prefetch, ev.node, ev.stage, false, in_use, in_use});
       note_peak(in_use);
@@ -267,6 +354,7 @@ SimResult simulate(const Problem& p, const Schedule& s) {
       note_peak(c.bytes_during);
       r.steps.push_back(c);
       computed[c.node] = 1;
+      if (streams) streams->compute(c.node);
       r.compute_cost += node.cost;
       stage_compute += node.cost;
       ++r.computes;
@@ -280,12 +368,14 @@ SimResult simulate(const Problem& p, const Schedule& s) {
       f.kind = StepKind::Free;
       f.node = l.events[size_t(d)].node;
       f.stage = ev.stage;
+      if (streams) streams->free_instance(d);
       in_use -= p.nodes[f.node].bytes;
       f.bytes_during = in_use;
       f.bytes_after = in_use;
       r.steps.push_back(f);
     }
   }
+  if (streams) r.copy_cost = std::max(0.0, streams->clock - r.compute_cost);
   r.total_cost = r.compute_cost + r.copy_cost;
   r.valid = true;
   return r;

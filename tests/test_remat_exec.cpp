@@ -75,10 +75,12 @@ bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<s
 // plan must copy.
 void check_every_strategy(Model& m, int points,
                           const std::vector<std::string>& strategies = strategy_names(),
-                          MemoryMode mode = MemoryMode::Arena, double copy_cost_per_byte = 0) {
+                          MemoryMode mode = MemoryMode::Arena, double copy_cost_per_byte = 0,
+                          CopyOverlap overlap = CopyOverlap::Stage) {
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
   gp.problem.copy_cost_per_byte = copy_cost_per_byte;
+  gp.problem.copy_overlap = overlap;
   ExecutionPlan keep = plan_keep_all(m.g, ws);
   auto reference = train_state(m, keep, {}, 2);
   const int64_t lo = problem_min_budget(gp.problem);
@@ -184,6 +186,35 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
       EXPECT_GT(sr.recomputes, 0);
     }
   }
+}
+
+// Streamed copies (Note [streamed copies]) start earlier and keep values on the device and host
+// copies longer than stage-bound ones: the plans' steps follow, and train bit-identically with
+// the measured peak equal to the prediction. A link of 300 FLOPs per byte makes a convolution
+// output's copy outlast its stage, so the streamed schedules differ from the stage-bound ones.
+TEST(RematExec, StreamedOffloadPlansBitIdentical) {
+  for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
+    SCOPED_TRACE(memory_mode_name(mode));
+    Model m = small_linear16();
+    check_every_strategy(m, 2, {"all-keep-offload", "checkmate-offload"}, mode, 300.0,
+                         CopyOverlap::Stream);
+  }
+  Model m = small_linear16();
+  GraphProblem stream = linked_problem(m, 300.0), stage = stream;
+  stream.problem.copy_overlap = CopyOverlap::Stream;
+  const ExecutionPlan keep =
+      plan_keep_all(m.g, [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); });
+  const int64_t budget = keep.predicted_peak - keep.predicted_peak / 100;
+  SolveResult a = solve(stream.problem, "all-keep-offload", budget);
+  SolveResult b = solve(stage.problem, "all-keep-offload", budget);
+  ASSERT_TRUE(a.feasible && b.feasible) << a.message << b.message;
+  EXPECT_FALSE(a.schedule.offload == b.schedule.offload && a.schedule.S == b.schedule.S);
+  EXPECT_LT(a.sim.total_cost, b.sim.total_cost);
+  const ExecutionPlan plan = lower_schedule(m.g, stream, a.schedule, budget);
+  std::vector<StepResult> results;
+  const ExecutorOptions eo{MemoryMode::Arena, budget + budget / 4};
+  EXPECT_TRUE(bit_identical(train_state(m, plan, eo, 2, &results), train_state(m, keep, {}, 2)));
+  for (const auto& sr : results) EXPECT_EQ(sr.peak_bytes, plan.predicted_peak);
 }
 
 // A traced step of a plan that copies shows each copy as a span on its own track, with its bytes.

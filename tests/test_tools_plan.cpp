@@ -138,8 +138,13 @@ TEST_F(ToolsTest, PlanOffloadStrategiesTakeTheLinkFlags) {
                                   path("p.json") + "'");
   ASSERT_EQ(w.code, 0) << w.err;
   EXPECT_DOUBLE_EQ(problem_load(path("p.json")).copy_cost_per_byte, 100e12 / 25e9);
+  EXPECT_EQ(problem_load(path("p.json")).copy_overlap, CopyOverlap::Stage);
+  RunResult ws = run(PLAN_EXE, "--config '" + kSmallCnn + "' --link-bandwidth 25 --copy-overlap "
+                               "stream --write-problem '" + path("p.json") + "'");
+  ASSERT_EQ(ws.code, 0) << ws.err;
+  EXPECT_EQ(problem_load(path("p.json")).copy_overlap, CopyOverlap::Stream);
   for (const char* bad : {"--link-bandwidth 0", "--link-bandwidth fast", "--host-budget lots",
-                          "--device-tflops -1"}) {
+                          "--device-tflops -1", "--copy-overlap async"}) {
     RunResult e = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget 20MB " + bad +
                                     " --strategies checkmate-offload");
     EXPECT_EQ(e.code, 2) << bad << ": " << e.err;

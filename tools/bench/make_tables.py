@@ -401,17 +401,17 @@ def offload_maxbatch_row(r):
     if cm and r["checkmate_bound"] and r["checkmate_bound"] != cm:
         cm += f" (<= {r['checkmate_bound']})"
     return [r["model"], r["precision"], r["budget"], r["link_gbps"], rate(r["device_tflops"]),
-            r["chen_sqrtn"], r["chen_sqrtn_offload"] or "-", cm,
+            r["copy_overlap"], r["chen_sqrtn"], r["chen_sqrtn_offload"] or "-", cm,
             times(r["checkmate_overhead"]), r["working_set_bound"], r["checkmate_offload"] or "-",
             times(r["offload_overhead"]), r["ratio"] and r["ratio"] + "x", r["seconds"] + " s"]
 
 
 gen_offload_maxbatch = simple(
     OFFLOAD_MAXBATCH,
-    ["model", "precision", "budget", "link_gbps", "device_tflops", "chen_sqrtn",
+    ["model", "precision", "budget", "link_gbps", "device_tflops", "copy_overlap", "chen_sqrtn",
      "chen_sqrtn_offload", "checkmate", "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload", "offload_overhead", "ratio",
      "seconds"],
-    ["model", "precision", "budget", "link (GB/s)", "device (TFLOP/s)", "chen-sqrtn",
+    ["model", "precision", "budget", "link (GB/s)", "device (TFLOP/s)", "copies", "chen-sqrtn",
      "chen-sqrtn-offload", "checkmate (<= proven bound)", "its overhead", "any schedule <=", "checkmate-offload",
      "its overhead",
      "checkmate-offload / checkmate", "run"],
@@ -423,16 +423,16 @@ def offload_sweep_row(r):
     below = "" if not c or not o else (
         "lower" if float(o) < float(c) * (1 - 1e-4) else
         "equal" if float(o) <= float(c) * (1 + 1e-4) else "HIGHER")
-    return [r["model"], r["batch"], r["link_gbps"], rate(r["device_tflops"]), gb(r["budget_bytes"]),
-            times(c, 4), times(o, 4), below]
+    return [r["model"], r["batch"], r["link_gbps"], rate(r["device_tflops"]), r["copy_overlap"],
+            gb(r["budget_bytes"]), times(c, 4), times(o, 4), below]
 
 
 gen_offload_sweep = simple(
     OFFLOAD_SWEEP,
-    ["model", "batch", "link_gbps", "device_tflops", "budget_bytes", "checkmate_overhead",
-     "offload_overhead"],
-    ["model", "batch", "link (GB/s)", "device (TFLOP/s)", "budget", "checkmate", "checkmate-offload",
-     "offload against checkmate"],
+    ["model", "batch", "link_gbps", "device_tflops", "copy_overlap", "budget_bytes",
+     "checkmate_overhead", "offload_overhead"],
+    ["model", "batch", "link (GB/s)", "device (TFLOP/s)", "copies", "budget", "checkmate",
+     "checkmate-offload", "offload against checkmate"],
     offload_sweep_row)
 
 
@@ -661,11 +661,14 @@ def gen_headline(root, doc):
     off = [r for r in read_csv(root, rel) if r["ratio"] and r["link_gbps"] == "25"]
     if off:
         parts = []
-        for tflops in sorted({float(r["device_tflops"]) for r in off}, reverse=True):
-            sel = [r for r in off if float(r["device_tflops"]) == tflops]
+        for tflops, overlap in sorted({(float(r["device_tflops"]), r["copy_overlap"]) for r in off},
+                                      key=lambda k: (-k[0], k[1])):
+            sel = [r for r in off
+                   if float(r["device_tflops"]) == tflops and r["copy_overlap"] == overlap]
             best = max(sel, key=lambda r: float(r["ratio"]))
-            parts.append(f"at {tflops:g} TFLOP/s up to {best['ratio']}x ({best['model']}: "
-                         f"{best['checkmate_offload']} against {best['checkmate']})")
+            parts.append(f"at {tflops:g} TFLOP/s, {overlap} copies, up to {best['ratio']}x "
+                         f"({best['model']}: {best['checkmate_offload']} against "
+                         f"{best['checkmate']})")
         rows.append([
             "offload: largest batch in 16 GB, checkmate-offload against checkmate, 25 GB/s link",
             "; ".join(parts), off[0]["machine"], ", ".join(sorted({r["revision"] for r in off})),

@@ -5,15 +5,16 @@ chen-sqrtn, chen-sqrtn-offload, checkmate and checkmate-offload at several link 
 overhead over budgets at the config's batch (`sweep`, the paper's Figure 4) with and without
 copies.
 Appends to --maxbatch-csv one row per (model, link):
-  model, precision, budget, link_gbps, device_tflops, chen_sqrtn, chen_sqrtn_offload, checkmate,
+  model, precision, budget, link_gbps, device_tflops, copy_overlap, chen_sqrtn, chen_sqrtn_offload, checkmate,
   checkmate_bound,
   working_set_bound (no schedule, with copies or without, fits above it), checkmate_overhead, checkmate_offload, offload_overhead, ratio (checkmate-offload / checkmate),
   seconds, note, and the provenance columns revision, date, machine, load;
 and to --sweep-csv one row per (model, link, budget):
-  model, batch, link_gbps, device_tflops, budget_bytes, checkmate_overhead, offload_overhead
+  model, batch, link_gbps, device_tflops, copy_overlap, budget_bytes, checkmate_overhead, offload_overhead
   (empty: no schedule found), offload_copied_note, and the provenance columns.
 Usage: offload_bench.py --bin build/tools [--models vgg19,resnet50,unet,gpt2] [--links 12.5,25,50]
-       [--budget 16GB] [--time-limit 60] [--sweep-links 25] [--sweep-points 6]
+       [--budget 16GB] [--time-limit 60] [--copy-overlap stage|stream] [--sweep-links 25]
+       [--sweep-points 6]
        [--sweep-time-limit 20] [--maxbatch-csv FILE] [--sweep-csv FILE] [--machine TEXT]
        [--load TEXT]"""
 import argparse
@@ -28,11 +29,12 @@ import time
 from result_rows import ROOT, append_row, provenance
 
 PROV = ["revision", "date", "machine", "load"]
-MAXBATCH_FIELDS = (["model", "precision", "budget", "link_gbps", "device_tflops", "chen_sqrtn",
+MAXBATCH_FIELDS = (["model", "precision", "budget", "link_gbps", "device_tflops", "copy_overlap",
+                    "chen_sqrtn",
                     "chen_sqrtn_offload", "checkmate",
                     "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload",
                     "offload_overhead", "ratio", "seconds", "note"] + PROV)
-SWEEP_FIELDS = (["model", "batch", "link_gbps", "device_tflops", "budget_bytes",
+SWEEP_FIELDS = (["model", "batch", "link_gbps", "device_tflops", "copy_overlap", "budget_bytes",
                  "checkmate_overhead", "offload_overhead"] + PROV)
 MODELS = ["vgg19", "resnet50", "unet", "gpt2"]
 
@@ -52,11 +54,11 @@ def run_maxbatch(a, model, link):
     cmd = [os.path.join(a.bin, "maxbatch"), "--config", config(model), "--budget", a.budget,
            "--strategies", "chen-sqrtn,chen-sqrtn-offload,checkmate,checkmate-offload",
            "--link-bandwidth", str(link),
-           "--device-tflops", str(a.device_tflops), "--time-limit", str(a.time_limit), "--json",
-           "--log-level", "0"]
+           "--device-tflops", str(a.device_tflops), "--copy-overlap", a.copy_overlap,
+           "--time-limit", str(a.time_limit), "--json", "--log-level", "0"]
     row = {k: "" for k in MAXBATCH_FIELDS}
     row.update(model=model, precision="fp32", budget=a.budget, link_gbps=str(link),
-               device_tflops=str(a.device_tflops))
+               device_tflops=str(a.device_tflops), copy_overlap=a.copy_overlap)
     start = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
     row["seconds"] = f"{time.time() - start:.0f}"
@@ -87,7 +89,8 @@ def run_sweep(a, model, link):
     with tempfile.TemporaryDirectory() as out_dir:
         cmd = [os.path.join(a.bin, "sweep"), "--config", config(model), "--strategies",
                "checkmate,checkmate-offload", "--link-bandwidth", str(link), "--device-tflops",
-               str(a.device_tflops), "--points", str(a.sweep_points), "--time-limit",
+               str(a.device_tflops), "--copy-overlap", a.copy_overlap, "--points",
+               str(a.sweep_points), "--time-limit",
                str(a.sweep_time_limit), "--log-level", "0", "--output", out_dir]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
@@ -98,7 +101,8 @@ def run_sweep(a, model, link):
     by_budget = {}
     for c in cells:
         r = by_budget.setdefault(c["budget_bytes"], {k: "" for k in SWEEP_FIELDS})
-        r.update(model=model, batch=config_batch(model), link_gbps=str(link), device_tflops=str(a.device_tflops),
+        r.update(model=model, batch=config_batch(model), link_gbps=str(link),
+                 device_tflops=str(a.device_tflops), copy_overlap=a.copy_overlap,
                  budget_bytes=c["budget_bytes"])
         key = "checkmate_overhead" if c["strategy"] == "checkmate" else "offload_overhead"
         r[key] = c["overhead"] if c["feasible"] == "1" else ""
@@ -113,6 +117,7 @@ def main():
     ap.add_argument("--budget", default="16GB")
     ap.add_argument("--device-tflops", type=float, default=100)
     ap.add_argument("--time-limit", type=float, default=60)
+    ap.add_argument("--copy-overlap", default="stage", choices=["stage", "stream"])
     ap.add_argument("--sweep-links", default="25", help="'' for no sweep")
     ap.add_argument("--sweep-points", type=int, default=6)
     ap.add_argument("--sweep-time-limit", type=float, default=20)

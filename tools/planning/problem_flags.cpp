@@ -39,6 +39,9 @@ void add_problem_flags(FlagParser& flags) {
                                      "lets the offload strategies copy values to host memory")
       .add("device-tflops", "F", "with --link-bandwidth and FLOPs costs: the device's sustained "
                                  "rate, which turns copy time into FLOPs", "100")
+      .add("copy-overlap", "stage|stream", "with --link-bandwidth: each copy within its stage "
+                                           "(the MILP's model), or queued on its stream across "
+                                           "stages", "stage")
       .allow_positional("KEY=VALUE", "override a config field (with --config), e.g. "
                                      "precision=bf16 batch=64");
 }
@@ -48,6 +51,7 @@ LinkSpeed link_from_flags(const FlagParser& flags) {
   if (flags.has("link-bandwidth"))
     link.bytes_per_second = flags.get_double("link-bandwidth", 1e-6, 1e6) * 1e9;
   link.device_flops = flags.get_double("device-tflops", 1e-6, 1e9) * 1e12;
+  link.overlap = copy_overlap_from_name(flags.get_choice("copy-overlap", {"stage", "stream"}), "");
   return link;
 }
 
@@ -105,7 +109,7 @@ Problem problem_from_config(const ConfigProblem& c) {
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
-  problem_set_link(p, c.link.bytes_per_second, c.link.device_flops);
+  problem_set_link(p, c.link.bytes_per_second, c.link.device_flops, c.link.overlap);
   return p;
 }
 
@@ -164,7 +168,7 @@ Problem problem_from_flags(const FlagParser& flags) {
       throw UsageError("'" + flags.positional()[0] + "': KEY=VALUE overrides need --config");
     Problem p = problem_load(flags.get("problem"));
     const LinkSpeed link = link_from_flags(flags);
-    problem_set_link(p, link.bytes_per_second, link.device_flops);
+    problem_set_link(p, link.bytes_per_second, link.device_flops, link.overlap);
     return batch ? problem_at_batch(p, *batch) : p;
   }
   ConfigProblem c = config_problem_from_flags(flags);

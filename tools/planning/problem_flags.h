@@ -36,6 +36,7 @@ namespace remat {
 //                         nodes (runtime/graph/accumulate.h), the batch is a micro-batch's
 //   --link-bandwidth GB/s the host link each way (Problem::copy_cost_per_byte)
 //   --device-tflops F     FLOPs costs: the device rate copy time converts at (default 100)
+//   --copy-overlap M      stage (default) or stream: how copies overlap compute
 //   KEY=VALUE ...         config overrides, as train takes them (config only)
 void add_problem_flags(FlagParser& flags);
 
@@ -52,6 +53,7 @@ ProblemAtBatch problem_at_batch_from_flags(const FlagParser& flags);
 struct LinkSpeed {
   double bytes_per_second = 0;  // 0: no link
   double device_flops = 100e12; // FLOPs costs: the sustained rate copy time is counted at
+  CopyOverlap overlap = CopyOverlap::Stage;  // --copy-overlap (Note [streamed copies])
 };
 LinkSpeed link_from_flags(const FlagParser& flags);
 

@@ -82,6 +82,8 @@ void declare_flags(remat::FlagParser& f) {
                                      "offload strategies")
       .add("device-tflops", "F", "with --link-bandwidth and FLOPs costs: the device rate copy "
                                  "time converts at", "100")
+      .add("copy-overlap", "stage|stream", "with --link-bandwidth: each copy within its stage, or "
+                                           "queued on its stream across stages", "stage")
       .add("host-budget", "SIZE", "host memory the offload strategies' copies may use at once")
       .add("time-limit", "SEC", "solver time limit", "60")
       .add("threads", "N", "solver threads", "1")
@@ -141,6 +143,8 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   if (f.has("link-bandwidth"))
     opt.plan.link_bytes_per_second = f.get_double("link-bandwidth", 1e-6, 1e6) * 1e9;
   opt.plan.device_flops = f.get_double("device-tflops", 1e-6, 1e9) * 1e12;
+  opt.plan.copy_overlap =
+      remat::copy_overlap_from_name(f.get_choice("copy-overlap", {"stage", "stream"}), "");
   if (f.has("host-budget")) opt.plan.host_budget = f.get_bytes("host-budget");
   opt.plan.cost_model = f.get("cost-model");
   if (f.has("plan")) opt.plan.schedule_file = f.get("plan");

@@ -69,7 +69,7 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   }
   GraphProblem gp =
       problem_from_graph(g, cost_table(g, ops, be, opt.cost_model), opt.constant_bytes);
-  problem_set_link(gp.problem, opt.link_bytes_per_second, opt.device_flops);
+  problem_set_link(gp.problem, opt.link_bytes_per_second, opt.device_flops, opt.copy_overlap);
   sp.cost_unit = gp.problem.cost_unit;
   for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
   Schedule schedule;

@@ -9,6 +9,7 @@
 #include "runtime/backends/backend.h"
 #include "runtime/graph/graph.h"
 #include "runtime/memory/plan.h"
+#include "solver/problem.h"
 
 namespace remat {
 
@@ -27,6 +28,7 @@ struct StepPlanOptions {
   // The host link for the offload strategies (Note [offload semantics]): none when 0.
   double link_bytes_per_second = 0;
   double device_flops = 100e12;  // FLOPs costs: the rate copy time converts at
+  CopyOverlap copy_overlap = CopyOverlap::Stage;  // Note [streamed copies]
   int64_t host_budget = 0;       // host bytes the copies may hold at once; 0: no limit
 };
 
