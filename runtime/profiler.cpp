@@ -3,6 +3,7 @@
 #include "runtime/profiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -167,7 +168,39 @@ CostTable profile_graph(const Graph& g, const OpRegistry& ops, Backend& be,
     }
     if (opt.on_node) opt.on_node(i, todo.size(), t.nodes.back());
   }
+  t.link = measure_link(be, opt.link_bytes, opt.repeats);
   return t;
+}
+
+LinkCost measure_link(Backend& be, int64_t bytes, int repeats) {
+  REMAT_CHECK(bytes > 0 && repeats >= 1, "measure_link: bytes " << bytes << ", repeats " << repeats);
+  NodeBuffers device(be, "measuring the host link");
+  void* dev = device.alloc(bytes);
+  be.fill_zero(dev, bytes);
+  struct Host {
+    Backend& be;
+    void* p;
+    ~Host() { be.host_free(p); }
+  } host{be, backend_alloc(be, bytes, "measuring the host link", /*host=*/true)};
+  auto rate = [&](bool to_host) {
+    std::vector<double> seconds;
+    for (int k = 0; k <= repeats; ++k) {  // the first is untimed
+      const auto t0 = std::chrono::steady_clock::now();
+      if (to_host)
+        be.copy_to_host(host.p, dev, bytes);
+      else
+        be.copy_from_host(dev, host.p, bytes);
+      be.synchronize();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (k > 0) seconds.push_back(s);
+    }
+    return double(bytes) / std::max(median_of(seconds), 1e-9);
+  };
+  LinkCost l;
+  l.bytes = bytes;
+  l.to_host_bytes_per_second = rate(true);
+  l.from_host_bytes_per_second = rate(false);
+  return l;
 }
 
 bool costs_match_graph(const CostTable& t, const Graph& g, std::string* why) {
@@ -241,6 +274,7 @@ CostTable profile_graph_cached(const Graph& g, const OpRegistry& ops, Backend& b
       CostTable t = costs_load(cache);
       if (t.unit == "ms" && costs_match_graph(t, g, &why)) {
         if (note) *note = "using cached measurements from " + cache;
+        if (!t.link.measured()) t.link = measure_link(be, opt.link_bytes, opt.repeats);
         return t;
       }
       if (why.empty()) why = "its unit is not ms";

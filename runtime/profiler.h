@@ -18,6 +18,7 @@ struct ProfileOptions {
   int warmup = 2;     // untimed runs per node before the timed ones
   int repeats = 10;   // timed runs per node (>= 1); the median is recorded
   uint64_t seed = 1;  // input data
+  int64_t link_bytes = int64_t(64) << 20;  // each timed copy over the host link (measure_link)
   // Called after each node is measured (index among the profiled nodes, their count, result).
   std::function<void(size_t index, size_t count, const NodeCost& cost)> on_node;
 };
@@ -31,6 +32,11 @@ struct ProfileOptions {
 // g.batch; bytes = output bytes for an Activation output, else 0. Errors name the node.
 CostTable profile_graph(const Graph& g, const OpRegistry& ops, Backend& be,
                         const ProfileOptions& opt = {});
+
+// The host link of `be`: `repeats` timed copies of `bytes` each way between a raw_alloc'ed
+// buffer and a host_alloc'ed one (pinned memory on a GPU), after one untimed copy each way;
+// the median rate of each direction. Synchronous: each timed copy ends with synchronize().
+LinkCost measure_link(Backend& be, int64_t bytes, int repeats);
 
 // True when `t` describes `g`: the same non-update node names in order, and each entry's
 // bytes equal the node's activation output bytes. Otherwise false with `why` (may be null).
@@ -49,7 +55,8 @@ std::string profile_cache_key(const Graph& g);
 
 // profile_graph() through the cache: a cached table (unit ms) that still matches the graph is
 // reused unless `refresh`; otherwise the graph is measured and the table cached (a cache that
-// cannot be written is reported in `note`, not an error). `note` says what happened.
+// cannot be written is reported in `note`, not an error). `note` says what happened. Either
+// way the table has its link (profile_graph measures it; a cached table without one gets it).
 CostTable profile_graph_cached(const Graph& g, const OpRegistry& ops, Backend& be,
                                const ProfileOptions& opt, bool refresh, std::string* note);
 

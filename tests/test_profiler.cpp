@@ -59,6 +59,13 @@ void expect_table_describes(const CostTable& t, const Graph& g) {
   EXPECT_EQ(t.unit, "ms");
   EXPECT_EQ(t.model, g.name);
   EXPECT_EQ(t.batch, g.batch);
+  // The host link, each way: above 100 MB/s (a 1 MiB copy within 10 ms, on any host or link)
+  // and below 10 TB/s (no memory system copies faster).
+  EXPECT_EQ(t.link.bytes, int64_t(1) << 20);
+  for (double rate : {t.link.to_host_bytes_per_second, t.link.from_host_bytes_per_second}) {
+    EXPECT_GT(rate, 1e8);
+    EXPECT_LT(rate, 1e13);
+  }
 }
 
 TEST(Profiler, SmallCnnOnCpu) {
@@ -68,6 +75,7 @@ TEST(Profiler, SmallCnnOnCpu) {
   ProfileOptions po;
   po.warmup = 1;
   po.repeats = 3;
+  po.link_bytes = int64_t(1) << 20;
   size_t reported = 0;
   po.on_node = [&](size_t i, size_t n, const NodeCost&) {
     EXPECT_EQ(i, reported);
@@ -108,6 +116,30 @@ TEST(Profiler, SmallCnnOnCpu) {
     EXPECT_EQ(u.nodes[i].bytes, t.nodes[i].bytes);
     EXPECT_EQ(u.nodes[i].workspace_bytes, t.nodes[i].workspace_bytes);
     EXPECT_DOUBLE_EQ(u.nodes[i].spread, t.nodes[i].spread);
+  }
+  EXPECT_DOUBLE_EQ(u.link.to_host_bytes_per_second, t.link.to_host_bytes_per_second);
+  EXPECT_DOUBLE_EQ(u.link.from_host_bytes_per_second, t.link.from_host_bytes_per_second);
+  EXPECT_EQ(u.link.bytes, t.link.bytes);
+}
+
+// A table's link is optional; when present, both rates are finite and positive.
+TEST(Profiler, TheLinkFieldIsCheckedOnLoad) {
+  const std::string head = R"({"format": "remat-costs/1", "unit": "ms", "batch": 1, "nodes": [])";
+  EXPECT_FALSE(costs_from_json_text(head + "}", "c.json").link.measured());
+  const CostTable t = costs_from_json_text(
+      head + R"(, "link": {"to_host_bytes_per_second": 2e10, "from_host_bytes_per_second": 1e10}})",
+      "c.json");
+  EXPECT_DOUBLE_EQ(t.link.bytes_per_second(), 1e10);  // the slower direction
+  for (const char* bad : {R"("link": 5)", R"("link": {"to_host_bytes_per_second": 1e10})",
+                          R"("link": {"to_host_bytes_per_second": 0, "from_host_bytes_per_second": 1})",
+                          R"("link": {"to_host_bytes_per_second": 1, "from_host_bytes_per_second": -1})"}) {
+    try {
+      costs_from_json_text(head + ", " + bad + "}", "c.json");
+      ADD_FAILURE() << bad << " loaded";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("c.json: field 'link'"), std::string::npos)
+          << bad << ": " << e.what();
+    }
   }
 }
 
@@ -221,6 +253,7 @@ TEST(Profiler, FillsValidInputsAndSkipsUpdates) {
   ProfileOptions po;
   po.warmup = 2;
   po.repeats = 5;
+  po.link_bytes = int64_t(1) << 20;
   const CostTable t = profile_graph(g, ops, *be, po);
   EXPECT_EQ(probe.problem, "");
   EXPECT_EQ(probe.calls, 7);

@@ -52,6 +52,8 @@ TEST(ProblemFromConfig, CostModelFileAndBatch) {
                                 cfg.optimizer.attrs);
   CostTable t = flops_costs(g, ops);
   for (auto& n : t.nodes) n.cost *= 2;
+  t.link.to_host_bytes_per_second = 20e9;  // a measured link: the slower way sets the copy cost
+  t.link.from_host_bytes_per_second = 10e9;
   const std::string file = "/tmp/remat_test_tools_costs_" + std::to_string(getpid()) + ".json";
   costs_save(t, file);
   Problem q = config_problem(kSmallCnn, std::nullopt, file);
@@ -63,6 +65,8 @@ TEST(ProblemFromConfig, CostModelFileAndBatch) {
     EXPECT_DOUBLE_EQ(q.nodes[i].cost, 2 * f8.nodes[i].cost) << q.nodes[i].name;
     EXPECT_EQ(q.nodes[i].bytes, f8.nodes[i].bytes);
   }
+  EXPECT_DOUBLE_EQ(q.copy_cost_per_byte, 100e12 / 10e9);  // FLOPs at the default 100 TFLOP/s
+  EXPECT_DOUBLE_EQ(f8.copy_cost_per_byte, 0);                // no table, no flag: no link
   // Forward activations are 4x smaller at batch 8 than at 32.
   ASSERT_EQ(p.nodes[0].name, "conv1");
   EXPECT_EQ(p.nodes[0].bytes, int64_t{32} * 16 * 32 * 32 * 4);

@@ -13,6 +13,24 @@ namespace remat {
 
 using nlohmann::json;
 
+namespace {
+
+LinkCost link_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) REMAT_USER_ERROR(where << ": expected an object");
+  LinkCost l;
+  for (auto [field, rate] : {std::pair{"to_host_bytes_per_second", &l.to_host_bytes_per_second},
+                             std::pair{"from_host_bytes_per_second", &l.from_host_bytes_per_second}}) {
+    *rate = json_number(json_field(j, where, field), where, field);
+    if (!std::isfinite(*rate) || *rate <= 0)
+      REMAT_USER_ERROR(where << ": field '" << field << "': must be finite and > 0, got " << *rate);
+  }
+  if (j.contains("bytes")) l.bytes = json_int64(j["bytes"], where, "bytes");
+  check_count(l.bytes, where, "bytes");
+  return l;
+}
+
+}  // namespace
+
 std::string costs_to_json_text(const CostTable& t) {
   json nodes = json::array();
   for (const auto& n : t.nodes)
@@ -23,6 +41,10 @@ std::string costs_to_json_text(const CostTable& t) {
                      {"spread", n.spread}});
   json j = {{"format", "remat-costs/1"}, {"model", t.model}, {"device", t.device},
             {"unit", t.unit},            {"batch", t.batch}, {"nodes", nodes}};
+  if (t.link.measured())
+    j["link"] = {{"to_host_bytes_per_second", t.link.to_host_bytes_per_second},
+                 {"from_host_bytes_per_second", t.link.from_host_bytes_per_second},
+                 {"bytes", t.link.bytes}};
   return j.dump(1);
 }
 
@@ -40,6 +62,7 @@ CostTable costs_from_json_text(const std::string& text, const std::string& sourc
     REMAT_USER_ERROR(source << ": field 'unit': '" << t.unit << "' is not flops or ms");
   t.batch = json_int64(json_field(j, source, "batch"), source, "batch");
   check_count(t.batch, source, "batch");
+  if (j.contains("link")) t.link = link_from_json(j["link"], source + ": field 'link'");
   const json& nodes = json_field(j, source, "nodes");
   if (!nodes.is_array()) REMAT_USER_ERROR(source << ": field 'nodes': expected an array");
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -17,12 +17,26 @@ struct NodeCost {
   double spread = 0;            // profiled: (max - min) / median of the repeats; 0 otherwise
 };
 
+// The host link as the profiler measured it (JSON "link"; absent: not measured).
+struct LinkCost {
+  double to_host_bytes_per_second = 0;    // device -> host copies into pinned host memory
+  double from_host_bytes_per_second = 0;  // host -> device
+  int64_t bytes = 0;                      // the size each timed copy moved
+  bool measured() const { return to_host_bytes_per_second > 0 && from_host_bytes_per_second > 0; }
+  // The slower direction: the one rate the planner's copy model has (Problem::copy_cost_per_byte).
+  double bytes_per_second() const {
+    return to_host_bytes_per_second < from_host_bytes_per_second ? to_host_bytes_per_second
+                                                                 : from_host_bytes_per_second;
+  }
+};
+
 struct CostTable {
   std::string model;
   std::string device;           // "flops-model" or the device name it was measured on
   std::string unit = "flops";   // "flops" | "ms"
   int64_t batch = 0;
   std::vector<NodeCost> nodes;  // one per non-update node, in graph order
+  LinkCost link;                // measured tables (profile) only
 };
 
 std::string costs_to_json_text(const CostTable& t);

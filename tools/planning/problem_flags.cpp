@@ -109,7 +109,11 @@ Problem problem_from_config(const ConfigProblem& c) {
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
-  problem_set_link(p, c.link.bytes_per_second, c.link.device_flops, c.link.overlap);
+  // --link-bandwidth, else the link the cost table measured (its slower direction).
+  const double link = c.link.bytes_per_second > 0 ? c.link.bytes_per_second
+                      : costs.link.measured() ? costs.link.bytes_per_second()
+                                              : 0;
+  problem_set_link(p, link, c.link.device_flops, c.link.overlap);
   return p;
 }
 

@@ -139,6 +139,11 @@ int profile_main(int argc, char** argv) {
   CostTable t = profile_graph_cached(g, ops, *be, po, f.has("no-cache"), &note);
   std::printf("%s\n", note.c_str());
   print_table(g, t);
+  if (t.link.measured())
+    std::printf("host link: to host %.2f GB/s, from host %.2f GB/s (copies of %s, median of %d); "
+                "plan and train copy at the slower without --link-bandwidth\n",
+                t.link.to_host_bytes_per_second / 1e9, t.link.from_host_bytes_per_second / 1e9,
+                format_bytes(t.link.bytes).c_str(), po.repeats);
   if (f.has("output")) {
     costs_save(t, f.get("output"));
     std::printf("wrote %s\n", f.get("output").c_str());
