@@ -8,6 +8,7 @@
 
 #include "runtime/memory/allocator.h"
 #include "solver/milp_model.h"
+#include "solver/offload_moves.h"
 
 namespace remat {
 namespace {
@@ -19,88 +20,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 bool fits(const SimResult& sim, int64_t budget, int64_t host_budget) {
-  return sim.valid && sim.peak_bytes <= budget &&
-         (host_budget <= 0 || sim.host_peak_bytes <= host_budget);
-}
-
-// Note [offload to fit]
-// A value held entering stages a..c (S[a..c][i] = 1), neither computed nor read in stages
-// a+1..c-1, and read in stage c, waits on the device through stages a+1..c-1. Moving it: an
-// offload in the first of those stages where it is held (a, or a+1 when stage a computes it)
-// unless an earlier offload made a host copy, S cleared in between, and a prefetch in stage
-// c-1 (S[c] stays: the prefetch provides it). The device then holds it through neither stage
-// between the offload's stage and the prefetch's. Where the peak is, the largest value
-// waiting there moves first; the simulator judges each result.
-// Under CopyOverlap::Stream (Note [streamed copies]) a copy may take several stages, so each
-// one starts as many stages early as it needs to hide behind their compute: the offload in an
-// earlier stage that holds the value (it is on the device there anyway), then, if that is not
-// enough, the value stays on the device after stage a; the prefetch that many stages before the
-// read. Neither reaches the stage being relieved.
-struct Wait {
-  int value = -1;
-  int offload_stage = -1;  // -1: an earlier offload's host copy serves
-  int clear_from = -1;     // S[clear_from..prefetch_stage][value] are cleared
-  int prefetch_stage = -1;
-};
-
-// Each stage's compute cost in `s` (what a streamed copy hides behind); empty under Stage
-// overlap.
-std::vector<double> stage_costs(const Problem& p, const Schedule& s) {
-  if (p.copy_overlap == CopyOverlap::Stage) return {};
-  const int n = p.size();
-  std::vector<double> c(size_t(n), 0);
-  for (int t = 0; t < n; ++t)
-    for (int i = first_set(s.R.row(t), 0, t + 1); i <= t; i = first_set(s.R.row(t), i + 1, t + 1))
-      c[size_t(t)] += p.nodes[size_t(i)].cost;
-  return c;
-}
-
-// Spreads w's copies over the stages around it (Note [offload to fit], streamed copies): the
-// offload back through the stages that hold the value, then the stages after it that keep it;
-// the prefetch back from the read; each until the stages' compute covers the copy, none
-// reaching stage t.
-void spread(const Problem& p, const Schedule& s, const std::vector<double>& stage_cost, int t,
-            Wait& w) {
-  const double copy = double(p.nodes[size_t(w.value)].bytes) * p.copy_cost_per_byte;
-  if (w.offload_stage >= 0) {
-    double hidden = stage_cost[size_t(w.offload_stage)];
-    for (int& o = w.offload_stage; hidden < copy && o - 1 > w.value && s.S(o - 1, w.value); --o)
-      hidden += stage_cost[size_t(o - 1)];
-    for (; hidden < copy && w.clear_from < t; ++w.clear_from)
-      hidden += stage_cost[size_t(w.clear_from)];
-  }
-  for (double hidden = stage_cost[size_t(w.prefetch_stage)];
-       hidden < copy && w.prefetch_stage - 1 > t; --w.prefetch_stage)
-    hidden += stage_cost[size_t(w.prefetch_stage - 1)];
-}
-
-// The waiting values around stage t whose move would free their bytes in stage t.
-std::vector<Wait> waits_at(const Problem& p, const std::vector<std::vector<int>>& users,
-                           const std::vector<double>& stage_cost, const Schedule& s, int t) {
-  const int n = p.size();
-  std::vector<Wait> out;
-  for (int i = 0; i < t; ++i) {
-    if (!s.S(t, i) || stage_reads(users, s, t, i)) continue;
-    int c = t + 1;
-    while (c < n && s.S(c, i) && !stage_reads(users, s, c, i)) ++c;
-    if (c >= n || !s.S(c, i)) continue;  // not read again while held: nothing to bring back
-    int a = t;
-    while (a - 1 > i && s.S(a - 1, i) && !stage_reads(users, s, a - 1, i)) --a;
-    // a: the first stage of the wait; the value was read (or made) in stage a - 1.
-    bool on_host = false;
-    for (int u = 0; u < a && !on_host; ++u) on_host = s.offload(u, i) != 0;
-    Wait w{i, on_host ? -1 : a, on_host ? a : a + 1, c - 1};
-    if (t < w.clear_from || t >= w.prefetch_stage) continue;
-    if (!stage_cost.empty()) spread(p, s, stage_cost, t, w);
-    out.push_back(w);
-  }
-  return out;
-}
-
-void apply(Schedule& s, const Wait& w) {
-  if (w.offload_stage >= 0) s.offload.set(w.offload_stage, w.value, true);
-  for (int u = w.clear_from; u <= w.prefetch_stage; ++u) s.S.set(u, w.value, false);
-  s.prefetch.set(w.prefetch_stage, w.value, true);
+  return fits_budgets(sim, budget, host_budget);
 }
 
 // offload_to_fit's moves, with the copies spread over `stage_cost` (streamed) or not (empty).
@@ -121,7 +41,7 @@ std::optional<Schedule> move_to_fit(const Problem& p, const Schedule& base, int6
     auto larger = [&](const Wait& x, const Wait& y) {
       return p.nodes[size_t(x.value)].bytes < p.nodes[size_t(y.value)].bytes;
     };
-    apply(s, *std::max_element(ws.begin(), ws.end(), larger));
+    apply_wait(s, *std::max_element(ws.begin(), ws.end(), larger));
   }
   return std::nullopt;
 }
@@ -174,7 +94,7 @@ std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budge
   s.prefetch = BoolMatrix(n, n);
   const std::vector<double> stage_cost = stage_costs(p, s);
   for (int t = 0; t < n; ++t)
-    for (const Wait& w : waits_at(p, users, stage_cost, s, t)) apply(s, w);
+    for (const Wait& w : waits_at(p, users, stage_cost, s, t)) apply_wait(s, w);
   if (!fits(simulate(p, s), budget, host_budget)) return std::nullopt;
   s.strategy = "chen-sqrtn-offload";
   return s;

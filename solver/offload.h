@@ -1,5 +1,5 @@
 // The strategies that also move values to host memory (Note [offload semantics] in
-// solver/schedule.h): a greedy baseline and checkmate's offload counterpart.
+// solver/schedule.h): the baselines and checkmate's offload counterpart.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,12 @@ std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
 // (Note [offload every checkpoint]); nullopt without a link or where it does not fit.
 std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budget,
                                                  int64_t host_budget);
+
+// "greedy-offload": from keep-everything, at the peak, the waiting value that costs least time
+// per byte to free, recomputed or moved to host memory, until the schedule fits (Note [greedy
+// offload]); nullopt without a link or where the peak has nothing left to free.
+std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget,
+                                             int64_t host_budget);
 
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.

@@ -378,7 +378,7 @@ void solve_check_budget(const Problem& p, int64_t budget) {
 
 const std::vector<std::string>& offload_strategy_names() {
   static const std::vector<std::string> names{"all-keep-offload", "chen-sqrtn-offload",
-                                              "checkmate-offload"};
+                                              "greedy-offload", "checkmate-offload"};
   return names;
 }
 
@@ -430,6 +430,9 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   } else if (strategy == "chen-sqrtn-offload") {
     s = solve_chen_sqrtn_offload(p, budget, opt.host_budget);
     if (!s && p.copy_cost_per_byte <= 0) r.message = "chen-sqrtn-offload: the problem has no host link";
+  } else if (strategy == "greedy-offload") {
+    s = solve_greedy_offload(p, budget, opt.host_budget);
+    if (!s && p.copy_cost_per_byte <= 0) r.message = "greedy-offload: the problem has no host link";
   } else if (strategy == "checkmate-offload") {
     std::string why;
     s = solve_checkmate_offload(p, budget, opt, &why);

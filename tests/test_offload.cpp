@@ -314,6 +314,35 @@ TEST(OffloadMilp, EqualsExhaustiveSearchOnATrainingChain) {
   check_offload_milp(varied_chain(2), 0.05, /*copies_help=*/false);
 }
 
+// greedy-offload frees x0 at the peak the cheaper way per byte (Note [greedy offload]): with a
+// slow link (copies 6 beyond their stages) and x0 cheap to recompute (1), by recomputing it;
+// with a fast link (copies hidden) and x0 dear (10), by moving it. Never below the exhaustive
+// optimum with both choices.
+TEST(GreedyOffload, RecomputesOrMovesWhicheverCostsLessPerByte) {
+  const Problem slow = waiting_chain(0.5, 1), fast = waiting_chain(0.1, 10);
+  SolveResult r = solve(slow, "greedy-offload", 18, exact_options(5));
+  SolveResult m = solve(fast, "greedy-offload", 18, exact_options(5));
+  ASSERT_TRUE(r.feasible && m.feasible) << r.message << m.message;
+  EXPECT_EQ(r.sim.offloads, 0);
+  EXPECT_EQ(r.sim.recomputes, 1);
+  EXPECT_DOUBLE_EQ(r.sim.total_cost, simulate(slow, *solve_all_keep(slow)).total_cost + 1);
+  EXPECT_EQ(m.sim.offloads, 1);
+  EXPECT_EQ(m.sim.recomputes, 0);
+  EXPECT_DOUBLE_EQ(m.sim.total_cost, simulate(fast, *solve_all_keep(fast)).total_cost);
+  for (const Problem* p : {&slow, &fast})
+    for (int64_t budget : {18, 20, 24}) {
+      SolveResult g = solve(*p, "greedy-offload", budget, exact_options(5));
+      if (!g.feasible) continue;
+      EXPECT_LE(g.sim.peak_bytes, budget);
+      std::optional<double> best = OffloadBruteForce(*p, budget).run();
+      ASSERT_TRUE(best.has_value()) << "budget " << budget;
+      EXPECT_GE(g.sim.total_cost, *best - 1e-9) << "budget " << budget;
+    }
+  SolveResult none = solve(waiting_chain(0), "greedy-offload", 18, exact_options(5));
+  EXPECT_FALSE(none.feasible);
+  EXPECT_NE(none.message.find("no host link"), std::string::npos) << none.message;
+}
+
 TEST(CheckmateOffload, WithoutALinkItIsCheckmate) {
   const Problem p = skip_dag();
   const int64_t budget = problem_min_budget(p) + 2;

@@ -162,7 +162,10 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
     Model m = small_linear16();
-    check_every_strategy(m, 3, {"all-keep-offload", "chen-sqrtn-offload", "checkmate-offload"}, mode,
+    check_every_strategy(m, 3,
+                         {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
+                          "checkmate-offload"},
+                         mode,
                          2.0);
   }
   // chen-sqrtn-offload recomputes and copies at once; on this small input its peak is above

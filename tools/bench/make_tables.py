@@ -401,7 +401,8 @@ def offload_maxbatch_row(r):
     if cm and r["checkmate_bound"] and r["checkmate_bound"] != cm:
         cm += f" (<= {r['checkmate_bound']})"
     return [r["model"], r["precision"], r["budget"], r["link_gbps"], rate(r["device_tflops"]),
-            r["copy_overlap"], r["chen_sqrtn"], r["chen_sqrtn_offload"] or "-", cm,
+            r["copy_overlap"], r["chen_sqrtn"], r["chen_sqrtn_offload"] or "-",
+            r["greedy_offload"] or "-", cm,
             times(r["checkmate_overhead"]), r["working_set_bound"], r["checkmate_offload"] or "-",
             times(r["offload_overhead"]), r["ratio"] and r["ratio"] + "x", r["seconds"] + " s"]
 
@@ -409,10 +410,10 @@ def offload_maxbatch_row(r):
 gen_offload_maxbatch = simple(
     OFFLOAD_MAXBATCH,
     ["model", "precision", "budget", "link_gbps", "device_tflops", "copy_overlap", "chen_sqrtn",
-     "chen_sqrtn_offload", "checkmate", "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload", "offload_overhead", "ratio",
+     "chen_sqrtn_offload", "greedy_offload", "checkmate", "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload", "offload_overhead", "ratio",
      "seconds"],
     ["model", "precision", "budget", "link (GB/s)", "device (TFLOP/s)", "copies", "chen-sqrtn",
-     "chen-sqrtn-offload", "checkmate (<= proven bound)", "its overhead", "any schedule <=", "checkmate-offload",
+     "chen-sqrtn-offload", "greedy-offload", "checkmate (<= proven bound)", "its overhead", "any schedule <=", "checkmate-offload",
      "its overhead",
      "checkmate-offload / checkmate", "run"],
     offload_maxbatch_row)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Offload against recomputation alone (FLOPs cost model): the largest batch under a budget for
-chen-sqrtn, chen-sqrtn-offload, checkmate and checkmate-offload at several link bandwidths
+chen-sqrtn, chen-sqrtn-offload, greedy-offload, checkmate and checkmate-offload at several link
+bandwidths
 (`maxbatch --json`, all in one run so checkmate-offload starts from checkmate's answer), and the
 overhead over budgets at the config's batch (`sweep`, the paper's Figure 4) with and without
 copies.
 Appends to --maxbatch-csv one row per (model, link):
-  model, precision, budget, link_gbps, device_tflops, copy_overlap, chen_sqrtn, chen_sqrtn_offload, checkmate,
+  model, precision, budget, link_gbps, device_tflops, copy_overlap, chen_sqrtn, chen_sqrtn_offload,
+  greedy_offload, checkmate,
   checkmate_bound,
   working_set_bound (no schedule, with copies or without, fits above it), checkmate_overhead, checkmate_offload, offload_overhead, ratio (checkmate-offload / checkmate),
   seconds, note, and the provenance columns revision, date, machine, load;
@@ -31,7 +33,7 @@ from result_rows import ROOT, append_row, provenance
 PROV = ["revision", "date", "machine", "load"]
 MAXBATCH_FIELDS = (["model", "precision", "budget", "link_gbps", "device_tflops", "copy_overlap",
                     "chen_sqrtn",
-                    "chen_sqrtn_offload", "checkmate",
+                    "chen_sqrtn_offload", "greedy_offload", "checkmate",
                     "checkmate_bound", "working_set_bound", "checkmate_overhead", "checkmate_offload",
                     "offload_overhead", "ratio", "seconds", "note"] + PROV)
 SWEEP_FIELDS = (["model", "batch", "link_gbps", "device_tflops", "copy_overlap", "budget_bytes",
@@ -52,7 +54,8 @@ def config_batch(model):
 def run_maxbatch(a, model, link):
     """One maxbatch run of the four strategies at `link` GB/s: a CSV row."""
     cmd = [os.path.join(a.bin, "maxbatch"), "--config", config(model), "--budget", a.budget,
-           "--strategies", "chen-sqrtn,chen-sqrtn-offload,checkmate,checkmate-offload",
+           "--strategies",
+           "chen-sqrtn,chen-sqrtn-offload,greedy-offload,checkmate,checkmate-offload",
            "--link-bandwidth", str(link),
            "--device-tflops", str(a.device_tflops), "--copy-overlap", a.copy_overlap,
            "--time-limit", str(a.time_limit), "--json", "--log-level", "0"]
@@ -68,7 +71,7 @@ def run_maxbatch(a, model, link):
     for line in out.stdout.splitlines():
         j = json.loads(line)
         key = j["strategy"].replace("-", "_")
-        if key.startswith("chen"):
+        if key.startswith("chen") or key == "greedy_offload":
             row[key] = str(j.get("batch", ""))
             continue
         over = "checkmate_overhead" if key == "checkmate" else "offload_overhead"
