@@ -14,7 +14,8 @@ namespace remat {
 
 // `base` with values moved to host memory where they wait, one at a time at the peak, the
 // largest first, until the schedule fits `budget` (and `host_budget` when > 0); nullopt if
-// the peak has no waiting value left to move. Note [offload to fit].
+// the peak has no waiting value left to move. Under streamed copies, also with each move's
+// copies spread over the stages around it, and the faster answer kept. Note [offload to fit].
 std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
                                        int64_t host_budget);
 
