@@ -199,7 +199,7 @@ TEST(RematExec, StreamedOffloadPlansBitIdentical) {
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
     Model m = small_linear16();
-    check_every_strategy(m, 2, {"all-keep-offload", "checkmate-offload"}, mode, 300.0,
+    check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload"}, mode, 300.0,
                          CopyOverlap::Stream);
   }
   Model m = small_linear16();
