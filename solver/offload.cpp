@@ -141,7 +141,7 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
 // strategy starts from checkmate's answer at the budget (a third of the limit) and the
 // schedules it is given (SolveOptions::candidates: plan passes the answers of the strategies it
 // ran before, so checkmate-offload is never above them), then tries
-// what copies add: all-keep-offload, and offload_to_fit from checkmate's schedules at budgets
+// what copies add: all-keep-offload, greedy-offload, and offload_to_fit from checkmate's schedules at budgets
 // 1.25, 1.5 and 2 times larger (recompute less, move the rest), each while time is left; the
 // cheapest that fits is the incumbent. Where the Checkmate MILP is small (full_milp_is_small),
 // the offload MILP then runs from it for the rest of the limit, and its bound is the lower
@@ -177,6 +177,7 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
     for (const Schedule& c : *opt.candidates) offer(c);
   if (p.copy_cost_per_byte > 0) {
     offer(solve_all_keep_offload(p, budget, 0));
+    offer(solve_greedy_offload(p, budget, 0, opt.time_limit_seconds / 6));
     for (double f : {1.25, 1.5, 2.0}) {
       const int64_t larger = static_cast<int64_t>(double(budget) * f);
       if (left() < opt.time_limit_seconds / 6 || larger > problem_total_bytes(p)) break;

@@ -31,9 +31,10 @@ std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budge
 
 // "greedy-offload": from keep-everything, at the peak, the waiting value that costs least time
 // per byte to free, recomputed or moved to host memory, until the schedule fits (Note [greedy
-// offload]); nullopt without a link or where the peak has nothing left to free.
-std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget,
-                                             int64_t host_budget);
+// offload]); nullopt without a link, where the peak has nothing left to free, or when
+// `time_limit_seconds` runs out first.
+std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget, int64_t host_budget,
+                                             double time_limit_seconds);
 
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.
@@ -42,8 +43,9 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
                                            const Schedule* warm_start = nullptr);
 
 // "checkmate-offload": the cheapest of checkmate (a third of the limit), all-keep-offload,
-// offload_to_fit from checkmate's schedule at larger budgets, and, where the MILP is small
-// (full_milp_is_small), the offload MILP from the best of those. Note [checkmate-offload].
+// greedy-offload, offload_to_fit from checkmate's schedule at larger budgets, and, where the MILP
+// is small (full_milp_is_small), the offload MILP from the best of those. Note
+// [checkmate-offload].
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why);
 

@@ -1,6 +1,7 @@
 // greedy-offload: the baseline that frees memory at the peak by recomputing or offloading,
 // whichever adds less time per byte (Note [greedy offload]).
 #include <algorithm>
+#include <chrono>
 
 #include "solver/offload.h"
 #include "solver/offload_moves.h"
@@ -16,7 +17,8 @@ namespace {
 // its last read and recomputed where it is read again, with whatever that needs and is not
 // held (derive_cheapest_r). The simulator prices each candidate; the kLargest largest waiting
 // values are tried, and the larger wins a tie (hidden copies all add nothing). It fits the
-// budget or stops where the peak has nothing waiting; nothing is tuned to a model.
+// budget or stops where the peak has nothing waiting (or at its time limit); nothing is tuned
+// to a model.
 constexpr size_t kLargest = 8;
 
 // `s` with w's value dropped after its last read before w.first and recomputed in w.read.
@@ -32,8 +34,13 @@ Schedule recompute_wait(const Problem& p, const Schedule& s, const Wait& w,
 }  // namespace
 
 std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget,
-                                             int64_t host_budget) {
+                                             int64_t host_budget, double time_limit_seconds) {
   if (p.copy_cost_per_byte <= 0) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+           time_limit_seconds;
+  };
   std::optional<Schedule> keep = solve_all_keep(p);
   if (!keep) return std::nullopt;
   const int n = p.size();
@@ -42,7 +49,7 @@ std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget,
   const auto users = problem_users(p);
   std::vector<uint8_t> need(size_t(n), 0);
   SimResult sim = simulate(p, s);
-  for (int moves = 0; moves < 4 * n && sim.valid; ++moves) {
+  for (int moves = 0; moves < 4 * n && sim.valid && !out_of_time(); ++moves) {
     if (fits_budgets(sim, budget, host_budget)) {
       s.strategy = "greedy-offload";
       return s;

@@ -431,7 +431,7 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
     s = solve_chen_sqrtn_offload(p, budget, opt.host_budget);
     if (!s && p.copy_cost_per_byte <= 0) r.message = "chen-sqrtn-offload: the problem has no host link";
   } else if (strategy == "greedy-offload") {
-    s = solve_greedy_offload(p, budget, opt.host_budget);
+    s = solve_greedy_offload(p, budget, opt.host_budget, opt.time_limit_seconds);
     if (!s && p.copy_cost_per_byte <= 0) r.message = "greedy-offload: the problem has no host link";
   } else if (strategy == "checkmate-offload") {
     std::string why;

@@ -338,6 +338,10 @@ TEST(GreedyOffload, RecomputesOrMovesWhicheverCostsLessPerByte) {
       ASSERT_TRUE(best.has_value()) << "budget " << budget;
       EXPECT_GE(g.sim.total_cost, *best - 1e-9) << "budget " << budget;
     }
+  // checkmate-offload tries greedy-offload's schedule among its candidates.
+  SolveResult c = solve(fast, "checkmate-offload", 18, exact_options(5));
+  ASSERT_TRUE(c.feasible) << c.message;
+  EXPECT_LE(c.sim.total_cost, m.sim.total_cost + 1e-9);
   SolveResult none = solve(waiting_chain(0), "greedy-offload", 18, exact_options(5));
   EXPECT_FALSE(none.feasible);
   EXPECT_NE(none.message.find("no host link"), std::string::npos) << none.message;
