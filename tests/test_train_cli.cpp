@@ -257,6 +257,8 @@ TEST_F(TrainCli, ExitCodesAreTheSameInEveryTool) {
       {TRAIN_EXE, cnn + " --steps many", 2},
       {TRAIN_EXE, cnn + " --strategy lp", 2},            // needs --budget
       {TRAIN_EXE, cnn + " --plan p.json", 2},            // needs --budget
+      {TRAIN_EXE, cnn + " --copy-overlap stream", 2},    // needs --budget
+      {TRAIN_EXE, cnn + " --budget 1GB --copy-overlap async", 2},
       {EVALUATE_EXE, cnn + " --strategy lp", 2},         // the same rule, before --checkpoint
       {EVALUATE_EXE, cnn + " --strategy lp --checkpoint c.safetensors", 2},
       {TRAIN_EXE, cnn + " --budget lots", 2},

@@ -57,11 +57,11 @@ def run_maxbatch(a, model, link):
            "--strategies",
            "chen-sqrtn,chen-sqrtn-offload,greedy-offload,checkmate,checkmate-offload",
            "--link-bandwidth", str(link),
-           "--device-tflops", str(a.device_tflops), "--copy-overlap", a.copy_overlap,
+           "--device-tflops", f"{a.device_tflops:g}", "--copy-overlap", a.copy_overlap,
            "--time-limit", str(a.time_limit), "--json", "--log-level", "0"]
     row = {k: "" for k in MAXBATCH_FIELDS}
     row.update(model=model, precision="fp32", budget=a.budget, link_gbps=str(link),
-               device_tflops=str(a.device_tflops), copy_overlap=a.copy_overlap)
+               device_tflops=f"{a.device_tflops:g}", copy_overlap=a.copy_overlap)
     start = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
     row["seconds"] = f"{time.time() - start:.0f}"
@@ -92,7 +92,7 @@ def run_sweep(a, model, link):
     with tempfile.TemporaryDirectory() as out_dir:
         cmd = [os.path.join(a.bin, "sweep"), "--config", config(model), "--strategies",
                "checkmate,checkmate-offload", "--link-bandwidth", str(link), "--device-tflops",
-               str(a.device_tflops), "--copy-overlap", a.copy_overlap, "--points",
+               f"{a.device_tflops:g}", "--copy-overlap", a.copy_overlap, "--points",
                str(a.sweep_points), "--time-limit",
                str(a.sweep_time_limit), "--log-level", "0", "--output", out_dir]
         out = subprocess.run(cmd, capture_output=True, text=True)
@@ -105,7 +105,7 @@ def run_sweep(a, model, link):
     for c in cells:
         r = by_budget.setdefault(c["budget_bytes"], {k: "" for k in SWEEP_FIELDS})
         r.update(model=model, batch=config_batch(model), link_gbps=str(link),
-                 device_tflops=str(a.device_tflops), copy_overlap=a.copy_overlap,
+                 device_tflops=f"{a.device_tflops:g}", copy_overlap=a.copy_overlap,
                  budget_bytes=c["budget_bytes"])
         key = "checkmate_overhead" if c["strategy"] == "checkmate" else "offload_overhead"
         r[key] = c["overhead"] if c["feasible"] == "1" else ""

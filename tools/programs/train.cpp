@@ -149,7 +149,8 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   opt.plan.cost_model = f.get("cost-model");
   if (f.has("plan")) opt.plan.schedule_file = f.get("plan");
   // Note [flags that need --budget]
-  remat::require_budget_for(f, "train", {"plan", "strategy", "link-bandwidth", "host-budget"});
+  remat::require_budget_for(f, "train",
+                            {"plan", "strategy", "link-bandwidth", "copy-overlap", "host-budget"});
   opt.plan.time_limit = f.get_double("time-limit", 0.1, 1e6);
   opt.plan.threads = static_cast<int>(f.get_int("threads", 1, 256));
   opt.memory = f.get_choice("memory", {"arena", "pool"});
