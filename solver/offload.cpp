@@ -19,10 +19,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-bool fits(const SimResult& sim, int64_t budget, int64_t host_budget) {
-  return fits_budgets(sim, budget, host_budget);
-}
-
 // offload_to_fit's moves, with the copies spread over `stage_cost` (streamed) or not (empty).
 std::optional<Schedule> move_to_fit(const Problem& p, const Schedule& base, int64_t budget,
                                     int64_t host_budget, const std::vector<double>& stage_cost) {
@@ -33,7 +29,7 @@ std::optional<Schedule> move_to_fit(const Problem& p, const Schedule& base, int6
   for (int moves = 0; moves <= n * n; ++moves) {
     SimResult sim = simulate(p, s);
     if (!sim.valid) return std::nullopt;
-    if (fits(sim, budget, host_budget)) return s;
+    if (fits_budgets(sim, budget, host_budget)) return s;
     if (sim.peak_bytes <= budget) return std::nullopt;  // the host budget binds: moving adds
     std::vector<Wait> ws =
         waits_at(p, users, stage_cost, s, sim.steps[size_t(sim.peak_step)].stage);
@@ -65,7 +61,7 @@ std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,
   std::optional<Schedule> keep = solve_all_keep(p);
   if (!keep) return std::nullopt;
   keep->strategy = "all-keep-offload";
-  if (fits(simulate(p, *keep), budget, host_budget)) return keep;
+  if (fits_budgets(simulate(p, *keep), budget, host_budget)) return keep;
   std::optional<Schedule> s = offload_to_fit(p, *keep, budget, host_budget);
   if (!s && why && host_budget > 0)
     if (std::optional<Schedule> unbounded = offload_to_fit(p, *keep, budget, 0))
@@ -95,7 +91,7 @@ std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budge
   const std::vector<double> stage_cost = stage_costs(p, s);
   for (int t = 0; t < n; ++t)
     for (const Wait& w : waits_at(p, users, stage_cost, s, t)) apply_wait(s, w);
-  if (!fits(simulate(p, s), budget, host_budget)) return std::nullopt;
+  if (!fits_budgets(simulate(p, s), budget, host_budget)) return std::nullopt;
   s.strategy = "chen-sqrtn-offload";
   return s;
 }
@@ -110,7 +106,7 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
   bo.host_budget = host_budget;
   MilpModel m = milp_build(p, bo);
   std::vector<double> start;
-  if (warm_start && fits(simulate(p, *warm_start), budget, host_budget))
+  if (warm_start && fits_budgets(simulate(p, *warm_start), budget, host_budget))
     start = milp_point_from_schedule(m, p, warm_start->R, warm_start->S, warm_start);
   MilpRun run = milp_run_cbc(m, opt, start.empty() ? nullptr : &start, nullptr);
   std::optional<Schedule> best;
@@ -118,7 +114,7 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
   if (run.has_solution) {
     Schedule s = milp_offload_schedule(m, run.x.data());
     SimResult sim = simulate(p, s);
-    if (fits(sim, budget, host_budget)) best = std::move(s), best_cost = sim.total_cost;
+    if (fits_budgets(sim, budget, host_budget)) best = std::move(s), best_cost = sim.total_cost;
   }
   if (warm_start && !start.empty()) {
     SimResult sim = simulate(p, *warm_start);
@@ -160,10 +156,10 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
   auto offer = [&](std::optional<Schedule> c) {
     if (!c) return;
     SimResult sim = simulate(p, *c);
-    if (sim.valid && sim.peak_bytes <= budget && !fits(sim, budget, host_budget) &&
+    if (sim.valid && sim.peak_bytes <= budget && !fits_budgets(sim, budget, host_budget) &&
         (host_rejected < 0 || sim.total_cost < host_rejected))
       host_rejected = sim.total_cost;
-    if (!fits(sim, budget, host_budget) || (best && sim.total_cost >= best_cost)) return;
+    if (!fits_budgets(sim, budget, host_budget) || (best && sim.total_cost >= best_cost)) return;
     best = std::move(c), best_cost = sim.total_cost;
   };
   auto left = [&] { return opt.time_limit_seconds - seconds_since(t0); };

@@ -31,6 +31,10 @@ LinkCost link_from_json(const json& j, const std::string& where) {
 
 }  // namespace
 
+double link_bytes_per_second(double given, const CostTable& t) {
+  return given > 0 ? given : t.link.measured() ? t.link.bytes_per_second() : 0;
+}
+
 std::string costs_to_json_text(const CostTable& t) {
   json nodes = json::array();
   for (const auto& n : t.nodes)

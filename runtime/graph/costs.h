@@ -39,6 +39,10 @@ struct CostTable {
   LinkCost link;                // measured tables (profile) only
 };
 
+// The link a plan copies at, in bytes per second: `given` (a flag) when > 0, else the slower
+// direction of the link `t` measured, else 0 (no link).
+double link_bytes_per_second(double given, const CostTable& t);
+
 std::string costs_to_json_text(const CostTable& t);
 CostTable costs_from_json_text(const std::string& text, const std::string& source);
 void costs_save(const CostTable& t, const std::string& path);

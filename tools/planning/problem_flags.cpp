@@ -109,11 +109,8 @@ Problem problem_from_config(const ConfigProblem& c) {
   Problem p =
       problem_from_graph(g, costs, persistent_layout(g, c.parallel).constant_bytes).problem;
   if (p.name.empty()) p.name = cfg.name;
-  // --link-bandwidth, else the link the cost table measured (its slower direction).
-  const double link = c.link.bytes_per_second > 0 ? c.link.bytes_per_second
-                      : costs.link.measured() ? costs.link.bytes_per_second()
-                                              : 0;
-  problem_set_link(p, link, c.link.device_flops, c.link.overlap);
+  problem_set_link(p, link_bytes_per_second(c.link.bytes_per_second, costs),
+                   c.link.device_flops, c.link.overlap);
   return p;
 }
 

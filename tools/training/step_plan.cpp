@@ -69,11 +69,8 @@ StepPlan make_step_plan(const Graph& g, const OpRegistry& ops, Backend& be,
   }
   const CostTable costs = cost_table(g, ops, be, opt.cost_model);
   GraphProblem gp = problem_from_graph(g, costs, opt.constant_bytes);
-  // --link-bandwidth, else the link a measured cost table has (its slower direction).
-  const double link = opt.link_bytes_per_second > 0 ? opt.link_bytes_per_second
-                      : costs.link.measured()       ? costs.link.bytes_per_second()
-                                                    : 0;
-  problem_set_link(gp.problem, link, opt.device_flops, opt.copy_overlap);
+  problem_set_link(gp.problem, link_bytes_per_second(opt.link_bytes_per_second, costs),
+                   opt.device_flops, opt.copy_overlap);
   sp.cost_unit = gp.problem.cost_unit;
   for (const auto& n : gp.problem.nodes) sp.all_keep_cost += n.cost;
   Schedule schedule;
