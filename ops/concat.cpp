@@ -1,8 +1,10 @@
 // concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]), or
 // along the last axis of channels-last [N, H, W, C] (data_format, Note [channels-last layout]
 // in models/channels_last.cpp); its gradient emits one concat_slice [dy] per input, with that
-// input's {offset, channels}. The kernels see any of these as rows of channels of `inner`
-// elements: [N, C, inner], or [N H W, C, 1] channels-last.
+// input's {offset, channels}. channel_slice is the same copy as a layer (ONNX's Slice of channels,
+// torch.chunk), whose gradient channel_slice_grad puts dy at its channels of zeros. The kernels
+// see any of these as rows of channels of `inner` elements: [N, C, inner], or [N H W, C, 1]
+// channels-last.
 #include <algorithm>
 #include <memory>
 
@@ -33,12 +35,28 @@ OpAttrsPtr concat_parse(AttrReader& r) {
   return a;
 }
 
-OpAttrsPtr concat_slice_parse(AttrReader& r) {
+OpAttrsPtr slice_parse(AttrReader& r, const char* op) {
   auto a = std::make_shared<ConcatSliceAttrs>();
   a->offset = r.require_int("offset", 0, int64_t{1} << 40);
   a->channels = r.require_int("channels", 1, int64_t{1} << 40);
   a->channels_last = read_channels_last(r);
-  r.finish("concat_slice");
+  r.finish(op);
+  return a;
+}
+
+// channel_slice_grad: dy's channels placed at [offset, offset + dy's channels) of `total`.
+struct ChannelPadAttrs : OpAttrs {
+  int64_t offset = 0;
+  int64_t total = 0;
+  bool channels_last = false;
+};
+
+OpAttrsPtr channel_pad_parse(AttrReader& r) {
+  auto a = std::make_shared<ChannelPadAttrs>();
+  a->offset = r.require_int("offset", 0, int64_t{1} << 40);
+  a->total = r.require_int("total", 1, int64_t{1} << 40);
+  a->channels_last = read_channels_last(r);
+  r.finish("channel_slice_grad");
   return a;
 }
 
@@ -96,14 +114,27 @@ void concat_cpu(const ExecContext& ctx) {
   }
 }
 
-TensorDesc concat_slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+TensorDesc slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const ConcatSliceAttrs&>(at);
+  const DType t = require_float("channel_slice", in);
+  Shape s = in.at(0).shape;
+  if (s.size() != 4 && s.size() != 2)
+    REMAT_USER_ERROR("channel_slice expects [N, C, H, W] or [N, F], got " << shape_str(s));
+  const size_t axis = channel_axis(s, a.channels_last);
+  if (a.offset + a.channels > s[axis])
+    REMAT_USER_ERROR("channel_slice: channels [" << a.offset << ", " << a.offset + a.channels
+                                                 << ") are outside the input's " << s[axis]);
+  s[axis] = a.channels;
+  return TensorDesc{s, t};
+}
+
+TensorDesc channel_pad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const ChannelPadAttrs&>(at);
   Shape s = in.at(0).shape;
   const size_t axis = channel_axis(s, a.channels_last);
-  REMAT_CHECK(s.size() >= 2 && a.offset + a.channels <= s[axis],
-              "concat_slice [" << a.offset << ", +" << a.channels << ") outside "
-                               << shape_str(s));
-  s[axis] = a.channels;
+  REMAT_CHECK(s.size() >= 2 && a.offset + s[axis] <= a.total,
+              "channel_slice_grad: " << shape_str(s) << " at " << a.offset << " of " << a.total);
+  s[axis] = a.total;
   return TensorDesc{s, in[0].dtype};
 }
 
@@ -117,6 +148,19 @@ void concat_slice_cpu(const ExecContext& ctx) {
     const float* src = dy.f32() + i * in_image + a.offset * r.inner;
     std::copy(src, src + chunk, ctx.output.f32() + i * chunk);
   }
+}
+
+// dx = zeros; dx[n, offset : offset + channels] = dy[n] (rows of dx's channels).
+void channel_pad_cpu(const ExecContext& ctx) {
+  const auto& a = attrs_of<ChannelPadAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  const Rows r = rows_of(ctx.output.shape(), a.channels_last);
+  const int64_t chunk = rows_of(dy.shape(), a.channels_last).c * r.inner;
+  float* dx = ctx.output.f32();
+  std::fill(dx, dx + ctx.output.numel(), 0.0f);
+  for (int64_t i = 0; i < r.n; ++i)
+    std::copy(dy.f32() + i * chunk, dy.f32() + (i + 1) * chunk,
+              dx + i * r.c * r.inner + a.offset * r.inner);
 }
 
 #ifdef REMAT_HAVE_CUDA
@@ -146,7 +190,36 @@ void concat_slice_cuda(const ExecContext& ctx) {
                          r.inner, cuda_stream(ctx));
   });
 }
+
+// Zeros, then concat's copy of dy into its channels.
+void channel_pad_cuda(const ExecContext& ctx) {
+  const auto& a = attrs_of<ChannelPadAttrs>(*ctx.node);
+  const TensorView& dy = ctx.inputs[0];
+  const Rows r = rows_of(ctx.output.shape(), a.channels_last);
+  REMAT_CUDA_CHECK(cudaMemsetAsync(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()),
+                                   cuda_stream(ctx)));
+  with_storage(dy.desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    concat_forward(storage<T>(ctx.output), storage<T>(dy), r.n, rows_of(dy.shape(), a.channels_last).c,
+                   r.c, a.offset, r.inner, cuda_stream(ctx));
+  });
+}
 #endif
+
+std::vector<ValueId> channel_slice_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const auto& a = attrs_of<ConcatSliceAttrs>(fwd);
+  const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
+  auto typed = std::make_shared<ChannelPadAttrs>();
+  typed->offset = a.offset;
+  typed->total = x.shape.at(channel_axis(x.shape, a.channels_last));
+  typed->channels_last = a.channels_last;
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("offset", typed->offset);
+  m.set("total", typed->total);
+  if (a.channels_last) m.set("data_format", std::string("channels_last"));
+  return {g.emit("grad", "channel_slice_grad", {dy}, x, m, typed)};
+}
 
 std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const std::vector<ValueId> in = fwd.inputs;  // a copy: emit() grows the graph
@@ -162,6 +235,12 @@ std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy
     off += descs[i].shape[channel_axis(descs[i].shape, last)];
   }
   return out;
+}
+
+OpCost slice_cost(const OpAttrs&, const std::vector<TensorDesc>&, const TensorDesc& out) {
+  OpCost c;
+  c.bytes_moved = 2 * out.bytes();  // reads only the slice
+  return c;
 }
 
 }  // namespace
@@ -206,19 +285,50 @@ void register_concat_ops(OpRegistry& r) {
   s.name = "concat_slice";
   s.summary = "channels [offset, offset + channels) of dy (concat's gradient)";
   s.user_visible = false;
-  s.parse = concat_slice_parse;
-  s.infer = concat_slice_infer;
-  s.cost = [](const OpAttrs&, const std::vector<TensorDesc>&, const TensorDesc& out) {
-    OpCost c;
-    c.bytes_moved = 2 * out.bytes();  // reads only the slice
-    return c;
-  };
+  s.parse = [](AttrReader& rd) { return slice_parse(rd, "concat_slice"); };
+  s.infer = slice_infer;
+  s.cost = slice_cost;
   s.cpu = concat_slice_cpu;
 #ifdef REMAT_HAVE_CUDA
   s.cuda = concat_slice_cuda;
 #endif
   with_bf16_per_sample(s, 1).bf16_cuda_native = true;
   r.add(std::move(s));
+
+  OpDef c;
+  c.name = "channel_slice";
+  c.summary = "channels [offset, offset + channels) of the input";
+  c.parse = [](AttrReader& rd) { return slice_parse(rd, "channel_slice"); };
+  c.infer = slice_infer;
+  c.cost = slice_cost;
+  c.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return in.at(0).shape.size() == 4;
+  };
+  c.cpu = concat_slice_cpu;
+#ifdef REMAT_HAVE_CUDA
+  c.cuda = concat_slice_cuda;
+#endif
+  c.gradient = channel_slice_gradient;
+  with_bf16_per_sample(c, 1).bf16_cuda_native = true;
+  r.add(std::move(c));
+
+  OpDef p;
+  p.name = "channel_slice_grad";
+  p.summary = "dy at channels [offset, offset + dy's channels) of `total`, zeros elsewhere";
+  p.user_visible = false;
+  p.parse = channel_pad_parse;
+  p.infer = channel_pad_infer;
+  p.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    OpCost k;
+    k.bytes_moved = in.at(0).bytes() + out.bytes();  // reads dy, writes every channel
+    return k;
+  };
+  p.cpu = channel_pad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  p.cuda = channel_pad_cuda;
+#endif
+  with_bf16_per_sample(p, 1).bf16_cuda_native = true;
+  r.add(std::move(p));
 }
 
 }  // namespace remat

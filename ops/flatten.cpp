@@ -1,5 +1,8 @@
 // flatten: [N, d1, d2, ...] -> [N, d1 * d2 * ...], a copy (no aliasing: every value owns its
 // memory); its gradient flatten_grad [dy] copies back to x's shape, carried in its own attrs.
+// reshape (shape: the per-sample dims) is the same copy to any shape of as many values per
+// sample (an imported [N, C] read as the [N, C, 1, 1] image it stands for); its gradient is the
+// reshape back.
 #include <algorithm>
 #include <memory>
 
@@ -22,6 +25,42 @@ OpAttrsPtr flatten_grad_parse(AttrReader& r) {
   a->dims = r.get_ints("dims", static_cast<size_t>(rank - 1), {}, 1, int64_t{1} << 40);
   r.finish("flatten_grad");
   return a;
+}
+
+struct ReshapeAttrs : OpAttrs {
+  Shape dims;  // the output's shape without N
+};
+
+OpAttrsPtr reshape_parse(AttrReader& r) {
+  auto a = std::make_shared<ReshapeAttrs>();
+  if (!r.has("shape")) r.fail("shape", "is required");
+  a->dims = r.get_int_list("shape", {1, 2, 3, 4, 5, 6, 7}, {}, 1, int64_t{1} << 40);
+  r.finish("reshape");
+  return a;
+}
+
+TensorDesc reshape_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const ReshapeAttrs&>(at);
+  const DType t = require_float("reshape", in);
+  const Shape& s = in.at(0).shape;
+  if (s.size() < 2) REMAT_USER_ERROR("reshape expects an input [N, ...], got " << shape_str(s));
+  Shape out{s[0]};
+  out.insert(out.end(), a.dims.begin(), a.dims.end());
+  if (shape_numel(out) / s[0] != shape_numel(s) / s[0])
+    REMAT_USER_ERROR("reshape: " << shape_str(s) << " holds " << shape_numel(s) / s[0]
+                                 << " values per sample, shape " << shape_str(a.dims) << " "
+                                 << shape_numel(a.dims));
+  return TensorDesc{out, t};
+}
+
+std::vector<ValueId> reshape_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("shape", std::vector<int64_t>(x.shape.begin() + 1, x.shape.end()));
+  AttrReader rd(m);
+  OpAttrsPtr typed = reshape_parse(rd);
+  return {g.emit("grad", "reshape", {dy}, x, m, typed)};
 }
 
 TensorDesc flatten_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
@@ -103,6 +142,20 @@ void register_flatten_ops(OpRegistry& r) {
 #endif
   with_bf16_per_sample(g, 1).bf16_cuda_native = true;
   r.add(std::move(g));
+
+  OpDef rs;
+  rs.name = "reshape";
+  rs.summary = "[N, ...] -> [N, shape...] of as many values per sample (a copy)";
+  rs.parse = reshape_parse;
+  rs.infer = reshape_infer;
+  rs.cost = copy_cost;
+  rs.cpu = copy_cpu;
+#ifdef REMAT_HAVE_CUDA
+  rs.cuda = copy_cuda;
+#endif
+  rs.gradient = reshape_gradient;
+  with_bf16_per_sample(rs, 1).bf16_cuda_native = true;
+  r.add(std::move(rs));
 }
 
 }  // namespace remat

@@ -1,12 +1,17 @@
-// split_heads / merge_heads: the reshape + transpose around multi-head attention.
+// The permutations of a 4-D view, out[a, c, b, d] = in[a, b, c, d] (permute_0213), copies that
+// are exact on both backends:
 //   split_heads (heads H): x [N, T, C] -> [N, H, T, D], D = C / H: y[n, h, t, d] = x[n, t, h D + d]
 //   merge_heads:           x [N, H, T, D] -> [N, T, H D]:          y[n, t, h D + d] = x[n, h, t, d]
-// Each is the other's gradient. Both are one permutation of a 4-D view, out[a, c, b, d] =
-// in[a, b, c, d] (permute_0213), copies that are exact on both backends.
+// (the reshape + transpose around multi-head attention; each is the other's gradient), and
+//   channel_shuffle (groups g): x [N, C, H, W] -> [N, C, H, W], output channel j g + i = input
+//   channel i C / g + j (ShuffleNet's x.view(N, g, C / g, H, W).transpose(1, 2)): the view
+//   [N, g, C / g, H W] permuted ([N H W, g, C / g, 1] channels-last); its gradient is the
+//   shuffle with C / g groups.
 #include <string>
 #include <vector>
 
 #include "ops/cpu_storage.h"
+#include "ops/data_format.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -86,6 +91,53 @@ void permute_cuda(const ExecContext& ctx) {
 }
 #endif
 
+struct ShuffleAttrs : OpAttrs {
+  int64_t groups = 1;
+  bool channels_last = false;  // [N, H, W, C]
+};
+
+OpAttrsPtr shuffle_parse(AttrReader& r) {
+  auto a = std::make_shared<ShuffleAttrs>();
+  a->groups = r.require_int("groups", 1, int64_t{1} << 20);
+  a->channels_last = read_channels_last(r);
+  r.finish("channel_shuffle");
+  return a;
+}
+
+int64_t shuffle_channels(const Shape& x, bool channels_last) { return channels_last ? x[3] : x[1]; }
+
+TensorDesc shuffle_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const ShuffleAttrs&>(at);
+  const DType t = require_float("channel_shuffle", in);
+  const Shape& x = in.at(0).shape;
+  if (x.size() != 4) REMAT_USER_ERROR("channel_shuffle expects [N, C, H, W], got " << shape_str(x));
+  const int64_t c = shuffle_channels(x, a.channels_last);
+  if (c % a.groups != 0)
+    REMAT_USER_ERROR("channel_shuffle: channels C = " << c << " are not divisible by groups "
+                                                      << a.groups);
+  return TensorDesc{x, t};
+}
+
+View4 shuffle_view(const ExecContext& ctx) {
+  const auto& a = attrs_of<ShuffleAttrs>(*ctx.node);
+  const Shape& x = ctx.inputs[0].shape();
+  const int64_t c = shuffle_channels(x, a.channels_last);
+  if (a.channels_last) return {x[0] * x[1] * x[2], a.groups, c / a.groups, 1};
+  return {x[0], a.groups, c / a.groups, x[2] * x[3]};
+}
+
+std::vector<ValueId> shuffle_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const auto& a = attrs_of<ShuffleAttrs>(fwd);
+  const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("groups", shuffle_channels(x.shape, a.channels_last) / a.groups);
+  if (a.channels_last) m.set("data_format", std::string("channels_last"));
+  AttrReader rd(m);
+  OpAttrsPtr typed = shuffle_parse(rd);
+  return {g.emit("grad", "channel_shuffle", {dy}, x, m, typed)};
+}
+
 OpCost copy_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
   return elementwise_cost(in, out, 0);
 }
@@ -133,6 +185,23 @@ void register_heads_ops(OpRegistry& r) {
   };
   with_bf16_per_sample(merge, 1).bf16_cuda_native = true;
   r.add(std::move(merge));
+
+  OpDef shuffle;
+  shuffle.name = "channel_shuffle";
+  shuffle.summary = "[N, C, H, W]: channel j g + i <- channel i C / g + j (groups g)";
+  shuffle.parse = shuffle_parse;
+  shuffle.infer = shuffle_infer;
+  shuffle.cost = copy_cost;
+  shuffle.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
+    return in.at(0).shape.size() == 4;
+  };
+  shuffle.cpu = permute_cpu<shuffle_view>;
+#ifdef REMAT_HAVE_CUDA
+  shuffle.cuda = permute_cuda<shuffle_view>;
+#endif
+  shuffle.gradient = shuffle_gradient;
+  with_bf16_per_sample(shuffle, 1).bf16_cuda_native = true;
+  r.add(std::move(shuffle));
 }
 
 }  // namespace remat

@@ -50,8 +50,12 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"add", kCudaExact},
           {"concat", kCudaExact},
           {"concat_slice", kCudaExact},
+          {"channel_slice", kCudaExact},
+          {"channel_slice_grad", kCudaExact},
+          {"channel_shuffle", kCudaExact},  // a permutation
           {"flatten", kCudaExact},
           {"flatten_grad", kCudaExact},
+          {"reshape", kCudaExact},
           {"upsample", kCudaExact},       // nearest, and bilinear: Note [bilinear arithmetic]
           {"upsample_grad", kCudaExact},
           {"zeropad", kCudaExact},

@@ -150,6 +150,12 @@ inline std::vector<SpatialCase> spatial_op_cases() {
                                   {f32({1, 2, 2, 3})}}, kTolLinear},
       {"upsample_bilinear_1", {"upsample", attr_map({{"factor", 1}, {"mode", bilinear}}), {f32({1, 1, 2, 3})}}, kTolLinear},
       {"upsample_nearest_rect", {"upsample", attr_map({{"factor", Ints{1, 3}}}), {f32({1, 2, 2, 2})}}, kTolLinear},
+      {"channel_shuffle_2", {"channel_shuffle", attr_map({{"groups", 2}}), {f32({2, 6, 3, 2})}}, kTolLinear},
+      {"channel_shuffle_3", {"channel_shuffle", attr_map({{"groups", 3}}), {f32({1, 6, 2, 3})}}, kTolLinear},
+      {"channel_slice", {"channel_slice", attr_map({{"offset", 2}, {"channels", 3}}), {f32({2, 6, 3, 2})}}, kTolLinear},
+      {"channel_slice_flat", {"channel_slice", attr_map({{"offset", 1}, {"channels", 2}}), {f32({3, 5})}}, kTolLinear},
+      {"reshape_to_image", {"reshape", attr_map({{"shape", Ints{4, 1, 1}}}), {f32({2, 4})}}, kTolLinear},
+      {"reshape_image", {"reshape", attr_map({{"shape", Ints{3, 8}}}), {f32({2, 2, 3, 4})}}, kTolLinear},
   };
 }
 

@@ -115,7 +115,7 @@ std::vector<float> untied(int64_t n) {
   return v;
 }
 
-TEST_F(CudaChannelsLast, PoolingConcatPaddingCroppingAndUpsamplingMatchTheCpu) {
+TEST_F(CudaChannelsLast, PoolingConcatPaddingCroppingUpsamplingAndChannelOpsMatchTheCpu) {
   const std::vector<OpCase> cases = {
       {"maxpool", channels_last(attr_map({{"kernel", 2}})), {f32({2, 8, 8, 5})},
        {untied(2 * 8 * 8 * 5)}},
@@ -141,6 +141,8 @@ TEST_F(CudaChannelsLast, PoolingConcatPaddingCroppingAndUpsamplingMatchTheCpu) {
        {f32({2, 4, 5, 3})}},
       {"upsample", channels_last(attr_map({{"factor", 2}, {"mode", std::string("bilinear")}})),
        {f32({2, 4, 5, 3})}},
+      {"channel_shuffle", channels_last(attr_map({{"groups", 2}})), {f32({2, 5, 6, 8})}},
+      {"channel_slice", channels_last(attr_map({{"offset", 3}, {"channels", 4}})), {f32({2, 5, 6, 8})}},
   };
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.op);

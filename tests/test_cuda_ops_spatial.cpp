@@ -72,6 +72,14 @@ TEST_F(CudaSpatial, KerasNetworkSizes) {
 // train-mode batch norm on our kernels although REMAT_BN_KERNELS=cudnn asks for cuDNN's; NCHW
 // and NHWC, every value as on the CPU, reruns bit-identical. A sample past the limit is an
 // error that says so.
+// ShuffleNetV2 x1.0's stage 2: the shuffle of 116 channels in 2 groups at 28 x 28, and the
+// chunk of a 232-channel stage-3 input into halves.
+TEST_F(CudaSpatial, ShuffleNetSizes) {
+  expect_matches_cpu(cuda(), registry(), {"channel_shuffle", attr_map({{"groups", 2}}), {f32({2, 116, 28, 28})}});
+  expect_matches_cpu(cuda(), registry(),
+                     {"channel_slice", attr_map({{"offset", 116}, {"channels", 116}}), {f32({2, 232, 14, 14})}});
+}
+
 TEST_F(CudaSpatial, CallsPastCudnnsElementLimitSplitTheBatch) {
   CudaOptions o;
   o.cudnn_max_elements = 600;

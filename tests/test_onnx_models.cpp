@@ -286,6 +286,18 @@ TEST_F(OnnxModels, RegNetOpset17) {
   make("regnet_x_400mf");
   check_model(dir_, "regnet_x_400mf");
 }
+// A segmentation model: dilated convolutions, a bilinear Resize back to the input size
+// (upsample), the per-pixel loss.
+TEST_F(OnnxModels, FcnResNet50Segmentation) {
+  make("fcn_resnet50");
+  check_model(dir_, "fcn_resnet50");
+}
+// Channel shuffles become channel_shuffle, torch.chunk's Slices channel_slice.
+TEST_F(OnnxModels, ShuffleNetV2) {
+  make("shufflenet_v2_x0_5");
+  check_model(dir_, "shufflenet_v2_x0_5");
+  check_eval(dir_, "shufflenet_v2_x0_5");
+}
 
 // configs/gpt2_tiny.yaml built in PyTorch (tools/bench/bench_pytorch_gpt2.py) and exported:
 // embeddings, attention written out (split heads, q k^T scaled, a causal mask, merge heads),

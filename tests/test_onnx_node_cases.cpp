@@ -47,7 +47,8 @@ const std::set<std::string> kMustImport = {
     "test_flatten_default_axis", "test_flatten_negative_axis3", "test_maxpool_2d_ceil",
     "test_maxpool_2d_default", "test_maxpool_2d_precomputed_pads",
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
-    "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides"};
+    "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
+    "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest"};
 
 template <typename M>
 bool parse_file(const fs::path& p, M* m) {

@@ -143,6 +143,18 @@ TEST(ChannelsLastOps, PoolingPaddingCroppingAndUpsamplingAreBitIdenticalInBothLa
   }
 }
 
+TEST(ChannelsLastOps, ChannelShuffleAndSliceAreBitIdenticalInBothLayouts) {
+  const std::vector<std::pair<std::string, AttrMap>> cases = {
+      {"channel_shuffle", attr_map({{"groups", 2}})},
+      {"channel_shuffle", attr_map({{"groups", 3}})},
+      {"channel_slice", attr_map({{"offset", 1}, {"channels", 4}})},
+  };
+  for (const auto& [op, attrs] : cases) {
+    SCOPED_TRACE(op);
+    expect_identical(run_both(op, attrs, {2, 6, 4, 3}, 23), op);
+  }
+}
+
 TEST(ChannelsLastOps, BatchNormIsBitIdenticalInBothLayouts) {
   for (const char* mode : {"train", "inference"}) {
     for (bool scale : {true, false}) {

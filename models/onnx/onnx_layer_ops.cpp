@@ -32,9 +32,10 @@ Shape weight_dims(Translator& t, int k, const std::string& what) {
   return t.initializer_dims(k);
 }
 
-// The data input as an image [C, H, W] per sample, remat's value of the same shape.
-const DataValue& image_input(Translator& t) {
-  const DataValue& x = t.data(0);
+// The data input as an image [C, H, W] per sample, remat's value of the same shape (reshaped
+// where remat's drops trailing 1s: a convolution of pooled [C, 1, 1]).
+DataValue image_input(Translator& t) {
+  const DataValue x = t.data(0).sample.size() == 3 ? as_sample_shape(t, t.data(0)) : t.data(0);
   if (x.sample.size() != 3 || x.remat != x.sample)
     t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
   return x;
@@ -120,7 +121,7 @@ void conv(Translator& t) {
 }
 
 void batch_norm(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = as_sample_shape(t, t.data(0));
   if (x.remat != x.sample || (x.sample.size() != 3 && x.sample.size() != 1))
     t.fail("expects [N, C, H, W] or [N, C]");
   const int64_t c = x.sample[0];
@@ -207,93 +208,6 @@ void reduce_mean(Translator& t) {
   t.emit("global_avgpool", {x}, {}, {}, keep ? Shape{x.sample[0], 1, 1} : Shape{x.sample[0]},
          {x.sample[0]});
 }
-
-// `s` without trailing 1s (at least one dimension kept): the shapes an alias may differ by.
-Shape strip_ones(Shape s) {
-  while (s.size() > 1 && s.back() == 1) s.pop_back();
-  return s;
-}
-
-// [N, ...] -> [N, F]: an alias when remat's value is flat already.
-void to_flat(Translator& t, const DataValue& x) {
-  const Shape flat = {shape_numel(x.sample)};
-  if (x.remat == flat) {
-    DataValue v = x;
-    v.sample = flat;
-    t.alias(0, v);
-  } else {
-    t.emit("flatten", {x}, {}, {}, flat, flat);
-  }
-}
-
-void flatten(Translator& t) {
-  const DataValue x = t.data(0);
-  const int64_t axis = normalize_axis(t.attr_int("axis", 1), static_cast<int64_t>(x.sample.size()) + 1,
-                                      t.where());
-  if (axis != 1) t.fail("only Flatten at axis 1 (keeping the batch) is supported");
-  to_flat(t, x);
-}
-
-// Reshape of data: the batch stays first (Note [ONNX constant folding]); a flat result is a
-// flatten, one that is remat's value already an alias.
-void reshape(Translator& t) {
-  const DataValue x = t.data(0);
-  const OnnxConst& to = t.konst(1);
-  if (to.is_float || to.shape.size() != 1 || to.i.empty()) t.fail("the shape must be a 1-D integer list");
-  const SymInt first = to.i[0];
-  const int64_t numel = shape_numel(x.sample);
-  Shape rest;
-  int64_t infer = -1, known = 1;
-  for (size_t k = 1; k < to.i.size(); ++k) {
-    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
-    int64_t v = to.i[k].c;
-    if (v == 0 && k - 1 < x.sample.size()) v = x.sample[k - 1];
-    if (v < -1 || v > (int64_t{1} << 40)) t.fail("a dimension of " + std::to_string(v));
-    if (v == -1) infer = static_cast<int64_t>(rest.size());
-    else known = v == 0 || known <= (int64_t{1} << 40) / v ? known * v : (int64_t{1} << 41);
-    rest.push_back(v);
-  }
-  if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = numel / known;
-  const bool batch_first = first == SymInt{1, 0} || first == SymInt{0, 0} ||
-                           (first == SymInt{0, -1} && infer < 0 && shape_numel(rest) == numel) ||
-                           (t.static_batch() && first == SymInt{0, *t.static_batch()});
-  if (!batch_first || shape_numel(rest) != numel)
-    t.fail("a Reshape to [" + sym_str(first) + ", ...] of " + shape_str(x.sample) +
-           " per sample does not keep the batch first (remat's values keep it)");
-  if (rest.size() == 1) return to_flat(t, x);
-  if (strip_ones(rest) == strip_ones(x.remat)) {
-    DataValue v = x;
-    v.sample = rest;
-    return t.alias(0, v);
-  }
-  t.fail("a Reshape of " + shape_str(x.sample) + " to " + shape_str(rest) +
-         " per sample is not supported (only to a flat [N, F])");
-}
-
-// Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
-// trailing 1s.
-void squeeze_like(Translator& t, bool unsqueeze) {
-  const DataValue x = t.data(0);
-  const std::vector<int64_t> axes =
-      t.has(1) ? t.konst(1).ints(t.where() + ": axes") : t.attr_ints("axes", {});
-  OnnxConst probe;  // only the shape matters; the batch stands as 2 so no axis takes it for a 1
-  probe.shape = Shape{2};
-  probe.shape.insert(probe.shape.end(), x.sample.begin(), x.sample.end());
-  const OnnxConst r = unsqueeze ? fold_unsqueeze(probe, axes, t.where())
-                                : fold_squeeze(probe, axes, t.where());
-  if (r.shape.empty() || r.shape[0] != 2) t.fail("the batch axis cannot be squeezed or unsqueezed");
-  const Shape sample(r.shape.begin() + 1, r.shape.end());
-  if (strip_ones(sample) != strip_ones(x.remat))
-    t.fail(std::string(unsqueeze ? "Unsqueeze" : "Squeeze") + " of " + shape_str(x.sample) +
-           " to " + shape_str(sample) + " per sample is not supported (remat has no general "
-           "reshape)");
-  DataValue v = x;
-  v.sample = sample;
-  t.alias(0, v);
-}
-
-void squeeze(Translator& t) { squeeze_like(t, false); }
-void unsqueeze(Translator& t) { squeeze_like(t, true); }
 
 void gemm(Translator& t) {
   const DataValue x = t.data(0);
@@ -427,6 +341,60 @@ void pad(Translator& t) {
   }
 }
 
+// Resize of an image by integer factors, where ONNX's coordinate rule gives upsample's result:
+// nearest takes input row floor(out / f) (half_pixel or pytorch_half_pixel with either
+// round_prefer rule: no ties at integer f; asymmetric or tf_half_pixel_for_nn with floor), linear
+// interpolates at half-pixel centres (half_pixel, pytorch_half_pixel: PyTorch's
+// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh, W fw].
+void resize(Translator& t) {
+  const DataValue x = image_input(t);
+  const std::string mode = t.attr_string("mode", "nearest");
+  const std::string coord = t.attr_string("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest = t.attr_string("nearest_mode", "round_prefer_floor");
+  const bool half_pixel = coord == "half_pixel" || coord == "pytorch_half_pixel";
+  bool same = false;
+  if (mode == "nearest")
+    same = (half_pixel && nearest.rfind("round_prefer_", 0) == 0) ||
+           ((coord == "asymmetric" || coord == "tf_half_pixel_for_nn") && nearest == "floor");
+  else if (mode == "linear")
+    same = half_pixel;
+  if (!same)
+    t.fail("mode '" + mode + "' with coordinate_transformation_mode '" + coord + "'" +
+           (mode == "nearest" ? " and nearest_mode '" + nearest + "'" : "") +
+           " is not supported (nearest as PyTorch's or at half-pixel centres, linear at half-pixel "
+           "centres)");
+  int64_t fh = 0, fw = 0;
+  if (t.has(3)) {
+    const OnnxConst& sizes = t.konst(3);
+    const bool batch = sizes.i.size() == 4 && (sizes.i[0] == SymInt{1, 0} ||
+                                                (t.static_batch() && sizes.i[0] == SymInt{0, *t.static_batch()}));
+    if (sizes.is_float || !batch ||
+        !(sizes.i[1] == SymInt{0, x.sample[0]}) || !sizes.i[2].is_const() || !sizes.i[3].is_const())
+      t.fail("sizes must be [N, C, H', W'] with the batch and channels unchanged");
+    const int64_t h = sizes.i[2].c, w = sizes.i[3].c;
+    if (h < 1 || w < 1 || h % x.sample[1] != 0 || w % x.sample[2] != 0)
+      t.fail("sizes " + std::to_string(h) + " x " + std::to_string(w) + " are not integer multiples of " +
+             std::to_string(x.sample[1]) + " x " + std::to_string(x.sample[2]));
+    fh = h / x.sample[1], fw = w / x.sample[2];
+  } else if (t.has(2)) {
+    const OnnxConst& scales = t.konst(2);
+    if (!scales.is_float || scales.f.size() != 4 || scales.f[0] != 1 || scales.f[1] != 1)
+      t.fail("scales must be [1, 1, fh, fw]");
+    for (double f : {scales.f[2], scales.f[3]})
+      if (f < 1 || f != std::floor(f) || f > (1 << 16))
+        t.fail("only integer scales of at least 1 are supported, got " + std::to_string(f));
+    fh = static_cast<int64_t>(scales.f[2]), fw = static_cast<int64_t>(scales.f[3]);
+  } else {
+    t.fail("neither scales nor sizes is given");
+  }
+  if (fh == 1 && fw == 1) return t.alias(0, x);
+  AttrMap a;
+  a.set("factor", list({fh, fw}));
+  a.set("mode", std::string(mode == "linear" ? "bilinear" : "nearest"));
+  const Shape out = {x.sample[0], x.sample[1] * fh, x.sample[2] * fw};
+  t.emit("upsample", {x}, a, {}, out, out);
+}
+
 void softmax(Translator& t) {
   const DataValue x = t.data(0);
   const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
@@ -461,7 +429,7 @@ void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, doub
 }
 
 const std::map<std::string, TranslateFn>& layer_ops() {
-  static const std::map<std::string, TranslateFn> ops = {
+  static const std::map<std::string, TranslateFn> ops = with_shape_ops({
       {"Conv", conv},
       {"BatchNormalization", batch_norm},
       {"Relu", relu},
@@ -470,10 +438,6 @@ const std::map<std::string, TranslateFn>& layer_ops() {
       {"AveragePool", average_pool},
       {"GlobalAveragePool", global_average_pool},
       {"ReduceMean", reduce_mean},
-      {"Flatten", flatten},
-      {"Reshape", reshape},
-      {"Squeeze", squeeze},
-      {"Unsqueeze", unsqueeze},
       {"Gemm", gemm},
       {"MatMul", matmul},
       {"Add", add},
@@ -483,9 +447,10 @@ const std::map<std::string, TranslateFn>& layer_ops() {
       {"Identity", identity},
       {"Gather", gather},
       {"Pad", pad},
+      {"Resize", resize},
       {"Softmax", softmax},
       {"LayerNormalization", layer_norm},
-  };
+  });
   return ops;
 }
 

@@ -77,6 +77,25 @@ void merge_heads(Translator& t) {
   t.emit("merge_heads", {x}, {}, {}, {x.sample[1], c}, {x.sample[1], c});
 }
 
+// Reshape(x, [N, g, C / g, H, W]), Transpose [0, 2, 1, 3, 4], Reshape to [N, C, H, W]:
+// channel_shuffle with g groups.
+void channel_shuffle(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.remat != x.sample || x.sample.size() != 3) t.fail("expects an image [N, C, H, W]");
+  const Shape& s = x.sample;
+  const Shape grouped = reshape_target(t, s, t.konst(1));
+  if (grouped.size() != 4 || grouped[0] < 1 || grouped[0] * grouped[1] != s[0] ||
+      grouped[2] != s[1] || grouped[3] != s[2])
+    t.fail("a Reshape of " + shape_str(s) + " to " + shape_str(grouped) +
+           " per sample is not a split of the channels into groups [g, C / g, H, W]");
+  const Shape swapped = {grouped[1], grouped[0], grouped[2], grouped[3]};
+  if (reshape_target(t, swapped, t.konst(2)) != s)
+    t.fail("the transposed groups are not reshaped back to " + shape_str(s));
+  AttrMap a;
+  a.set("groups", grouped[0]);
+  t.emit("channel_shuffle", {x}, a, {}, s, s);
+}
+
 // MatMul of data by data: remat's matmul (q k^T with transpose_b, probs v), times a scale.
 void matmul_of(Translator& t, double scale) {
   const DataValue a = t.data(0), b = t.data(1);
@@ -193,6 +212,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"PositionEmbedding", position_embedding},
       {"GeluTanh", gelu_tanh},
       {"LayerNorm", layer_norm},
+      {"ChannelShuffle", channel_shuffle},
   };
   return ops;
 }

@@ -199,6 +199,21 @@ void match_merge_heads(Graph& g, int k) {
   g.fuse({g.index(t), k}, f);
 }
 
+// Reshape(Transpose(Reshape(x, grouped), [0, 2, 1, 3, 4]), shape): ChannelShuffle(x, grouped,
+// shape), ShuffleNet's x.view(N, g, C / g, H, W).transpose(1, 2).reshape(N, C, H, W).
+void match_channel_shuffle(Graph& g, int k) {
+  const onnx::NodeProto* back = g.node(k);
+  if (!back || back->op_type() != "Reshape" || !back->domain().empty()) return;
+  const onnx::NodeProto* t = g.made_by(back->input(0), "Transpose");
+  if (!t || !g.only_for(back->input(0), k) || perm_of(*t) != std::vector<int64_t>{0, 2, 1, 3, 4})
+    return;
+  const onnx::NodeProto* grouped = g.made_by(t->input(0), "Reshape");
+  if (!grouped || !g.only_for(t->input(0), g.index(t)) || !g.is_data(grouped->input(0))) return;
+  onnx::NodeProto f = fused_node("ChannelShuffle", *grouped,
+                                 {grouped->input(0), grouped->input(1), back->input(1)}, back->output(0));
+  g.fuse({g.index(grouped), g.index(t), k}, f);
+}
+
 // Mul(MatMul(a, b), c) or Div(MatMul(a, b), c) of data: ScaledMatMul(a, b, c), divide = 0 / 1.
 void match_scaled_matmul(Graph& g, int k) {
   const onnx::NodeProto* s = g.node(k);
@@ -341,7 +356,8 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   // Each pass sees the graph the earlier ones left: split and merge heads before the scaled
   // products, whose Transposes they would otherwise take for weights.
   for (auto match : {match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
-                     match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax})
+                     match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
+                     match_channel_shuffle})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();
 }

@@ -113,6 +113,11 @@ void Translator::mark_transposed(int out) {
   if (out < node_->output_size() && data_.count(node_->output(out))) data_[node_->output(out)].transposed = true;
 }
 
+bool Translator::used(int out) const {
+  return out < node_->output_size() && !node_->output(out).empty() &&
+         live_values_.count(node_->output(out)) > 0;
+}
+
 void Translator::require_unused_outputs(int from) {
   for (int k = from; k < node_->output_size(); ++k)
     if (!node_->output(k).empty() && live_values_.count(node_->output(k)))
@@ -130,7 +135,8 @@ std::string Translator::where() const {
       {"MaskedSoftmax", "Where + Softmax read as a masked softmax"},
       {"PositionEmbedding", "Gather + Add read as a position embedding"},
       {"GeluTanh", "the nodes of GPT-2's gelu"},
-      {"LayerNorm", "the nodes of a layer norm"}};
+      {"LayerNorm", "the nodes of a layer norm"},
+      {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();
@@ -197,7 +203,7 @@ std::string Translator::layer_name(const std::vector<ParamUse>& params) const {
 
 const DataValue& Translator::emit(const std::string& op, const std::vector<DataValue>& inputs,
                                   AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
-                                  const Shape& remat, DType dtype) {
+                                  const Shape& remat, DType dtype, int out) {
   LayerConfig l;
   l.name = layer_name(params);
   layer_names_.insert(l.name);
@@ -234,8 +240,8 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
     out_->initial[p.initializer] = std::move(values);
   }
   out_->layers.push_back(std::move(l));
-  set_data(0, DataValue{out_->layers.back().name, sample, remat, dtype});
-  return data_.at(node_->output(0));
+  set_data(out, DataValue{out_->layers.back().name, sample, remat, dtype});
+  return data_.at(node_->output(out));
 }
 
 std::vector<bool> Translator::live_nodes() {

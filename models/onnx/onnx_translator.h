@@ -71,10 +71,12 @@ class Translator {
   // flat value).
   void alias(int out, const DataValue& v) { set_data(out, v); }
   // Emits one layer reading `inputs` (data values) with `params`, whose result (per sample) is
-  // `sample` in ONNX and `remat` in remat; sets output 0 to it.
+  // `sample` in ONNX and `remat` in remat; sets output `out` to it.
   const DataValue& emit(const std::string& op, const std::vector<DataValue>& inputs,
                         AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
-                        const Shape& remat, DType dtype = DType::F32);
+                        const Shape& remat, DType dtype = DType::F32, int out = 0);
+  // Output `out` is read by a node that counts or is the graph's output.
+  bool used(int out) const;
   // Marks output `out` as transposed (DataValue::transposed).
   void mark_transposed(int out);
   // Outputs other than 0 must be unused (batch norm's running statistics, dropout's mask).
@@ -127,6 +129,14 @@ using TranslateFn = std::function<void(Translator&)>;
 const std::map<std::string, TranslateFn>& fold_ops();
 const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
+// `ops` with the ops that reshape, slice and split data (onnx_shape_ops.cpp).
+std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
+// Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
+// error when the batch does not stay first (onnx_shape_ops.cpp).
+Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);
+// `x` as a remat value of its ONNX shape: x itself, or a reshape layer where remat's value drops
+// trailing 1s (global_avgpool's [C] of ONNX's [C, 1, 1]) (onnx_shape_ops.cpp).
+DataValue as_sample_shape(Translator& t, const DataValue& x);
 // MatMul of two data tensors (remat's matmul; onnx_pattern_ops.cpp).
 void matmul_of_data(Translator& t);
 // layernorm over x's last axis with the initializers of inputs `scale` and `bias` ([C] each)

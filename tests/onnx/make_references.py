@@ -7,7 +7,8 @@ For each model NAME, into OUTDIR:
   NAME.onnx          the export (training mode, opset 13 unless the spec says otherwise, the
                      batch a dynamic axis, no constant folding: parameters keep their
                      state_dict names)
-  NAME.safetensors   "input" [N, 3, S, S] f32, "labels" [N] i32, and, each computed in float64
+  NAME.safetensors   "input" [N, 3, S, S] f32, "labels" [N] i32 ([N, S, S] for a segmentation
+                     model, whose loss is per pixel), and, each computed in float64
                      and stored rounded to f32, with KEY.err the largest difference of
                      PyTorch's float32 result from it: "eval_logits" [N, K] (eval mode), then of
                      a training-mode forward and backward from the same state "logits", "loss"
@@ -39,12 +40,18 @@ MODELS = {
     "squeezenet1_0": ({}, 64, 2, 13, "train"),
     "googlenet": ({"aux_logits": False, "transform_input": False, "init_weights": True}, 64, 2, 17, "train"),
     "regnet_x_400mf": ({}, 64, 2, 17, "train"),
+    # Channel shuffles (Reshape + Transpose + Reshape) and torch.chunk of channels (Slice).
+    "shufflenet_v2_x0_5": ({}, 64, 4, 13, "train"),
+    # Segmentation: torchvision's FCN (a dilated ResNet-50, F.interpolate back to the input size:
+    # Resize, bilinear) and its per-pixel loss, labels [N, S, S].
+    "fcn_resnet50": ({"aux_loss": False, "weights_backbone": None}, 64, 2, 13, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
     "gpt2_tiny_opset14": ({}, 64, 4, 14, "train"),  # layer norm written out (no LayerNormalization)
 }
 CLASSES = 10
+SEGMENTATION = ("fcn_resnet50",)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = 256  # gpt2_tiny's
 
@@ -65,6 +72,17 @@ def save_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+class SegmentationOut(torch.nn.Module):
+    """A torchvision segmentation model's "out" map alone (it returns a dict)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
 def build(name, kwargs):
     arch = name[:-len("_eval")] if name.endswith("_eval") else name
     torch.manual_seed(0)
@@ -74,6 +92,8 @@ def build(name, kwargs):
         path = os.path.join(ROOT, "configs", "gpt2_tiny.yaml")
         with open(path) as f:
             model = build_gpt2(yaml.safe_load(f), path)
+    elif arch in SEGMENTATION:
+        model = SegmentationOut(getattr(torchvision.models.segmentation, arch)(num_classes=CLASSES, **kwargs))
     else:
         model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)
     for m in model.modules():
@@ -98,7 +118,10 @@ def run(model, x, labels):
         out["eval_logits"] = model(x)
     model.train()
     logits = model(x)
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    if logits.dim() == 4:  # per pixel: logits [N, K, H, W], labels [N, H, W]
+        loss = F.cross_entropy(logits, labels)
+    else:
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
     loss.backward()
     out["logits"] = logits.detach()
     out["loss"] = loss.detach().reshape(1)
@@ -119,7 +142,8 @@ def make(outdir, name):
         out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
     else:
         x = torch.randn(batch, 3, size, size, generator=gen)
-        labels = torch.randint(0, CLASSES, (batch,), generator=gen)
+        label_shape = (batch, size, size) if name in SEGMENTATION else (batch,)
+        labels = torch.randint(0, CLASSES, label_shape, generator=gen)
         out = {"input": x, "labels": labels.to(torch.int32)}
     path = os.path.join(outdir, name + ".onnx")
     training = mode == "train"

@@ -1,0 +1,221 @@
+// The ONNX ops that reshape, slice and split data (Flatten, Reshape, Squeeze, Unsqueeze, Slice,
+// Split): aliases where remat's value is the result already, else a layer of flatten,
+// channel_slice or crop. The batch stays the first axis throughout.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "models/onnx/onnx_translator.h"
+
+namespace remat {
+namespace onnx_detail {
+
+namespace {
+
+// `s` without trailing 1s (at least one dimension kept): the shapes an alias may differ by.
+Shape strip_ones(Shape s) {
+  while (s.size() > 1 && s.back() == 1) s.pop_back();
+  return s;
+}
+
+// [N, ...] -> [N, F]: an alias when remat's value is flat already.
+void to_flat(Translator& t, const DataValue& x) {
+  const Shape flat = {shape_numel(x.sample)};
+  if (x.remat == flat) {
+    DataValue v = x;
+    v.sample = flat;
+    t.alias(0, v);
+  } else {
+    t.emit("flatten", {x}, {}, {}, flat, flat);
+  }
+}
+
+void flatten(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t axis = normalize_axis(t.attr_int("axis", 1), static_cast<int64_t>(x.sample.size()) + 1,
+                                      t.where());
+  if (axis != 1) t.fail("only Flatten at axis 1 (keeping the batch) is supported");
+  to_flat(t, x);
+}
+
+}  // namespace
+
+// Reshape's target `to` ([N or 0, d1, ...]; ONNX's 0 copies the dimension, -1 is inferred) of a
+// value of per-sample shape `from`: the per-sample result, or an error when the batch does not
+// stay first (Note [ONNX constant folding]).
+Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to) {
+  if (to.is_float || to.shape.size() != 1 || to.i.empty()) t.fail("the shape must be a 1-D integer list");
+  const SymInt first = to.i[0];
+  const int64_t numel = shape_numel(from);
+  Shape rest;
+  int64_t infer = -1, known = 1;
+  for (size_t k = 1; k < to.i.size(); ++k) {
+    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
+    int64_t v = to.i[k].c;
+    if (v == 0 && k - 1 < from.size()) v = from[k - 1];
+    if (v < -1 || v > (int64_t{1} << 40)) t.fail("a dimension of " + std::to_string(v));
+    if (v == -1) infer = static_cast<int64_t>(rest.size());
+    else known = v == 0 || known <= (int64_t{1} << 40) / v ? known * v : (int64_t{1} << 41);
+    rest.push_back(v);
+  }
+  if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = numel / known;
+  const bool batch_first = first == SymInt{1, 0} || first == SymInt{0, 0} ||
+                           (first == SymInt{0, -1} && infer < 0 && shape_numel(rest) == numel) ||
+                           (t.static_batch() && first == SymInt{0, *t.static_batch()});
+  if (!batch_first || shape_numel(rest) != numel)
+    t.fail("a Reshape to [" + sym_str(first) + ", ...] of " + shape_str(from) +
+           " per sample does not keep the batch first (remat's values keep it)");
+  return rest;
+}
+
+DataValue as_sample_shape(Translator& t, const DataValue& x) {
+  if (x.remat == x.sample || strip_ones(x.remat) != strip_ones(x.sample)) return x;
+  AttrMap a;
+  a.set("shape", std::vector<int64_t>(x.sample.begin(), x.sample.end()));
+  return t.emit("reshape", {x}, a, {}, x.sample, x.sample, x.dtype);
+}
+
+namespace {
+
+// Reshape of data: a flat result is a flatten, one that is remat's value already an alias.
+void reshape(Translator& t) {
+  const DataValue x = t.data(0);
+  const Shape rest = reshape_target(t, x.sample, t.konst(1));
+  if (rest.size() == 1) return to_flat(t, x);
+  if (strip_ones(rest) == strip_ones(x.remat)) {
+    DataValue v = x;
+    v.sample = rest;
+    return t.alias(0, v);
+  }
+  t.fail("a Reshape of " + shape_str(x.sample) + " to " + shape_str(rest) +
+         " per sample is not supported (only to a flat [N, F], or as a channel shuffle)");
+}
+
+// Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
+// trailing 1s.
+void squeeze_like(Translator& t, bool unsqueeze) {
+  const DataValue x = t.data(0);
+  const std::vector<int64_t> axes =
+      t.has(1) ? t.konst(1).ints(t.where() + ": axes") : t.attr_ints("axes", {});
+  OnnxConst probe;  // only the shape matters; the batch stands as 2 so no axis takes it for a 1
+  probe.shape = Shape{2};
+  probe.shape.insert(probe.shape.end(), x.sample.begin(), x.sample.end());
+  const OnnxConst r = unsqueeze ? fold_unsqueeze(probe, axes, t.where())
+                                : fold_squeeze(probe, axes, t.where());
+  if (r.shape.empty() || r.shape[0] != 2) t.fail("the batch axis cannot be squeezed or unsqueezed");
+  const Shape sample(r.shape.begin() + 1, r.shape.end());
+  if (strip_ones(sample) != strip_ones(x.remat))
+    t.fail(std::string(unsqueeze ? "Unsqueeze" : "Squeeze") + " of " + shape_str(x.sample) +
+           " to " + shape_str(sample) + " per sample is not supported (remat has no general "
+           "reshape)");
+  DataValue v = x;
+  v.sample = sample;
+  t.alias(0, v);
+}
+
+void squeeze(Translator& t) { squeeze_like(t, false); }
+void unsqueeze(Translator& t) { squeeze_like(t, true); }
+// Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
+// or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.
+void emit_channels(Translator& t, const DataValue& x, int64_t lo, int64_t hi, int out) {
+  const int64_t c = x.sample[0];
+  if (x.remat.size() != 1 && x.remat.size() != 3)
+    t.fail("only the channels of an image [N, C, H, W] or features [N, F] are sliced, not of " +
+           shape_str(x.sample) + " per sample");
+  if (lo == 0 && hi == c) return t.set_data(out, x);
+  DataValue y = x;
+  y.sample[0] = y.remat[0] = hi - lo;
+  AttrMap a;
+  a.set("offset", lo);
+  a.set("channels", hi - lo);
+  t.emit("channel_slice", {x}, a, {}, y.sample, y.remat, x.dtype, out);
+}
+
+// Slice of data along its channels (torch.chunk, ShuffleNet's split) or an image's H and W (a
+// crop): the batch whole, steps of 1, ONNX's clamping of the starts and ends.
+void slice(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  const std::vector<int64_t> starts = t.konst(1).ints(t.where() + ": starts");
+  const std::vector<int64_t> ends = t.konst(2).ints(t.where() + ": ends");
+  if (starts.size() != ends.size() || starts.empty())
+    t.fail("starts and ends must have one value per sliced axis");
+  std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+  for (size_t k = 0; k < axes.size(); ++k) axes[k] = static_cast<int64_t>(k);
+  if (t.has(3)) axes = t.konst(3).ints(t.where() + ": axes");
+  if (t.has(4)) steps = t.konst(4).ints(t.where() + ": steps");
+  if (axes.size() != starts.size() || steps.size() != starts.size())
+    t.fail("axes and steps must have one value per sliced axis");
+  Shape lo(x.sample.size(), 0), hi = x.sample;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t a = normalize_axis(axes[k], rank, t.where());
+    if (a == 0) t.fail("the batch axis is not sliced (remat's values keep it whole)");
+    if (steps[k] != 1) t.fail("only steps of 1 are supported");
+    const int64_t dim = x.sample[static_cast<size_t>(a - 1)];
+    auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+    lo[static_cast<size_t>(a - 1)] = clamp(starts[k]);
+    hi[static_cast<size_t>(a - 1)] = clamp(ends[k]);
+  }
+  std::vector<size_t> cut;
+  for (size_t d = 0; d < lo.size(); ++d) {
+    if (hi[d] <= lo[d]) t.fail("the result would be empty");
+    if (lo[d] != 0 || hi[d] != x.sample[d]) cut.push_back(d);
+  }
+  if (cut.empty()) return t.alias(0, x);
+  if (cut == std::vector<size_t>{0}) return emit_channels(t, x, lo[0], hi[0], 0);
+  if (x.sample.size() == 3 && x.remat == x.sample && cut.front() >= 1) {
+    AttrMap a;
+    a.set("cropping", std::vector<int64_t>{lo[1], x.sample[1] - hi[1], lo[2], x.sample[2] - hi[2]});
+    const Shape out = {x.sample[0], hi[1] - lo[1], hi[2] - lo[2]};
+    t.emit("crop", {x}, a, {}, out, out);
+    return;
+  }
+  t.fail("only a Slice of channels (axis 1) or of an image's H and W (axes 2, 3) is supported, "
+         "not of " + shape_str(x.sample) + " per sample along several of them");
+}
+
+// Split of data along its channels: one channel_slice per output that is used.
+void split(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  if (normalize_axis(t.attr_int("axis", 0), rank, t.where()) != 1)
+    t.fail("only a Split of channels (axis 1) is supported");
+  const int64_t c = x.sample[0], n = t.node().output_size();
+  std::vector<int64_t> parts;
+  if (t.has(1)) {
+    parts = t.konst(1).ints(t.where() + ": split");
+  } else {
+    if (c % n != 0)
+      t.fail(std::to_string(c) + " channels do not split into " + std::to_string(n) + " equal parts");
+    parts.assign(static_cast<size_t>(n), c / n);
+  }
+  int64_t sum = 0;
+  for (int64_t p : parts) {
+    if (p < 1) t.fail("a part of " + std::to_string(p) + " channels");
+    sum += p;
+  }
+  if (static_cast<int64_t>(parts.size()) != n || sum != c)
+    t.fail("parts " + shape_str(parts) + " do not split " + std::to_string(c) + " channels into " +
+           std::to_string(n) + " outputs");
+  int64_t offset = 0;
+  for (int k = 0; k < n; ++k) {
+    if (t.used(k)) emit_channels(t, x, offset, offset + parts[static_cast<size_t>(k)], k);
+    offset += parts[static_cast<size_t>(k)];
+  }
+}
+
+}  // namespace
+
+std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops) {
+  ops["Flatten"] = flatten;
+  ops["Reshape"] = reshape;
+  ops["Squeeze"] = squeeze;
+  ops["Unsqueeze"] = unsqueeze;
+  ops["Slice"] = slice;
+  ops["Split"] = split;
+  return ops;
+}
+
+}  // namespace onnx_detail
+}  // namespace remat

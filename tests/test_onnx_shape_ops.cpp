@@ -1,0 +1,309 @@
+// The ONNX ops that slice, split, shuffle, reshape and resize data, on small models built here
+// with ONNX's own messages (tests/onnx_builder.h): Slice of channels (channel_slice) or of H and
+// W (crop) with ONNX's clamping, Split of channels, the channel shuffle pattern
+// (channel_shuffle), a convolution of a pooled [C, 1, 1] (reshape), Resize by integer factors
+// (upsample), and one clear error for each form remat does not take. Their numbers against
+// PyTorch's are OnnxModels.ShuffleNetV2's and OnnxModels.FcnResNet50Segmentation's, Resize's
+// against ONNX's node cases.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "ops/registry.h"
+#include "tests/model_test_util.h"
+#include "tests/onnx_builder.h"
+#include "tests/op_test_util.h"
+
+namespace remat {
+namespace {
+
+using test::onnx_attr;
+using test::onnx_ints;
+using test::onnx_node;
+
+// x [batch, 3, 8, 8] -> Conv 8x3x3x3 (pads 1) -> c [batch, 8, 8, 8] -> `middle` (nodes from c to
+// m [batch, channels, ...]) -> GlobalAveragePool -> Flatten -> Gemm -> y [batch, 10].
+onnx::ModelProto cnn_with(const std::function<void(onnx::GraphProto*)>& middle, int64_t channels) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("cnn_with");
+  test::onnx_value(g->add_input(), "x", {"batch", "3", "8", "8"});
+  test::onnx_value(g->add_output(), "y", {"batch", "10"});
+  *g->add_initializer() = test::onnx_floats("conv.weight", {8, 3, 3, 3}, -0.2f);
+  *g->add_initializer() = test::onnx_floats("fc.weight", {10, channels}, -0.1f);
+  onnx_attr(onnx_node(g, "Conv", {"x", "conv.weight"}, {"c"}, "/conv/Conv"), "pads",
+            std::vector<int64_t>{1, 1, 1, 1});
+  middle(g);
+  onnx_node(g, "GlobalAveragePool", {"m"}, {"gap"}, "/gap/GlobalAveragePool");
+  onnx_attr(onnx_node(g, "Flatten", {"gap"}, {"flat"}, "/Flatten"), "axis", int64_t{1});
+  onnx_attr(onnx_node(g, "Gemm", {"flat", "fc.weight"}, {"y"}, "/fc/Gemm"), "transB", int64_t{1});
+  return m;
+}
+
+// Slice(c, starts, ends, axes[, steps]) -> m.
+std::function<void(onnx::GraphProto*)> slice(std::vector<int64_t> starts, std::vector<int64_t> ends,
+                                             std::vector<int64_t> axes, std::vector<int64_t> steps = {}) {
+  return [=](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("starts", starts);
+    *g->add_initializer() = onnx_ints("ends", ends);
+    *g->add_initializer() = onnx_ints("axes", axes);
+    std::vector<std::string> in = {"c", "starts", "ends", "axes"};
+    if (!steps.empty()) {
+      *g->add_initializer() = onnx_ints("steps", steps);
+      in.push_back("steps");
+    }
+    onnx_node(g, "Slice", in, {"m"}, "/Slice");
+  };
+}
+
+class OnnxShapeOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/remat-onnx-shape-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  ModelConfig load(const onnx::ModelProto& m) {
+    test::onnx_write(m, dir_ + "/m.onnx");
+    return load_model_config(dir_ + "/m.onnx", {"batch=2"});
+  }
+  std::string error_of(const onnx::ModelProto& m) {
+    return test::user_error([&] { load(m); });
+  }
+  // The layers of op `op` in the import, and the graph's shape of the first one's value.
+  static std::vector<const LayerConfig*> layers_of(const ModelConfig& cfg, const std::string& op) {
+    std::vector<const LayerConfig*> out;
+    for (const LayerConfig& l : cfg.layers)
+      if (l.op == op) out.push_back(&l);
+    return out;
+  }
+  static Shape shape_of(const ModelConfig& cfg, const std::string& layer) {
+    const OpRegistry ops = make_builtin_registry();
+    const Graph g = build_forward_graph(cfg, ops);
+    return g.value(g.find_value(layer)).desc.shape;
+  }
+  static int64_t attr(const LayerConfig& l, const std::string& k) {
+    return AttrReader(l.attrs).require_int(k, INT64_MIN, INT64_MAX);
+  }
+  std::string dir_;
+};
+
+TEST_F(OnnxShapeOps, ASliceOfChannelsIsAChannelSlice) {
+  const ModelConfig cfg = load(cnn_with(slice({2}, {6}, {1}), 4));
+  const auto s = layers_of(cfg, "channel_slice");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(attr(*s[0], "offset"), 2);
+  EXPECT_EQ(attr(*s[0], "channels"), 4);
+  EXPECT_EQ(shape_of(cfg, s[0]->name), (Shape{2, 4, 8, 8}));
+}
+
+TEST_F(OnnxShapeOps, StartsAndEndsClampAsOnnxSays) {
+  // x[:, -3:] is starts -3, ends INT64_MAX: the last three channels.
+  const ModelConfig cfg = load(cnn_with(slice({-3}, {std::numeric_limits<int64_t>::max()}, {-3}), 3));
+  const auto s = layers_of(cfg, "channel_slice");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(attr(*s[0], "offset"), 5);
+  EXPECT_EQ(attr(*s[0], "channels"), 3);
+  // The whole of every axis is the value itself.
+  EXPECT_TRUE(layers_of(load(cnn_with(slice({0, -100}, {8, 100}, {1, 2}), 8)), "channel_slice").empty());
+}
+
+TEST_F(OnnxShapeOps, ASliceOfHAndWIsACrop) {
+  const ModelConfig cfg = load(cnn_with(slice({1, 0}, {7, -2}, {2, 3}), 8));
+  const auto s = layers_of(cfg, "crop");
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(AttrReader(s[0]->attrs).get_int_list("cropping", {4}, {}, 0, 100),
+            (std::vector<int64_t>{1, 1, 0, 2}));
+  EXPECT_EQ(shape_of(cfg, s[0]->name), (Shape{2, 8, 6, 6}));
+}
+
+TEST_F(OnnxShapeOps, SlicesRematDoesNotTakeAreClearErrors) {
+  EXPECT_HAS(error_of(cnn_with(slice({0}, {1}, {0}), 8)), "node '/Slice' (Slice, opset 13): the batch axis is not sliced");
+  EXPECT_HAS(error_of(cnn_with(slice({0}, {8}, {1}, {2}), 4)), "only steps of 1 are supported");
+  EXPECT_HAS(error_of(cnn_with(slice({0, 0}, {4, 4}, {1, 2}), 4)), "along several of them");
+  EXPECT_HAS(error_of(cnn_with(slice({5}, {3}, {1}), 4)), "the result would be empty");
+}
+
+// Split(c, [3, 5]) -> a, b; Concat(b, a) -> m.
+TEST_F(OnnxShapeOps, ASplitOfChannelsIsOneChannelSlicePerOutput) {
+  const ModelConfig cfg = load(cnn_with(
+      [](onnx::GraphProto* g) {
+        *g->add_initializer() = onnx_ints("parts", {3, 5});
+        onnx_attr(onnx_node(g, "Split", {"c", "parts"}, {"a", "b"}, "/Split"), "axis", int64_t{1});
+        onnx_attr(onnx_node(g, "Concat", {"b", "a"}, {"m"}, "/Concat"), "axis", int64_t{1});
+      },
+      8));
+  const auto s = layers_of(cfg, "channel_slice");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(attr(*s[0], "offset"), 0);
+  EXPECT_EQ(attr(*s[0], "channels"), 3);
+  EXPECT_EQ(attr(*s[1], "offset"), 3);
+  EXPECT_EQ(attr(*s[1], "channels"), 5);
+  EXPECT_EQ(layers_of(cfg, "concat").size(), 1u);
+
+  // Equal parts without the split input; an unread output makes no layer.
+  const ModelConfig one = load(cnn_with(
+      [](onnx::GraphProto* g) {
+        onnx_attr(onnx_node(g, "Split", {"c"}, {"a", "m"}, "/Split"), "axis", int64_t{1});
+      },
+      4));
+  const auto t = layers_of(one, "channel_slice");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(attr(*t[0], "offset"), 4);
+
+  EXPECT_HAS(error_of(cnn_with(
+                 [](onnx::GraphProto* g) {
+                   onnx_attr(onnx_node(g, "Split", {"c"}, {"m", "b", "d"}, "/Split"), "axis", int64_t{1});
+                 },
+                 8)),
+             "8 channels do not split into 3 equal parts");
+  EXPECT_HAS(error_of(cnn_with(
+                 [](onnx::GraphProto* g) {
+                   onnx_attr(onnx_node(g, "Split", {"c"}, {"m", "b"}, "/Split"), "axis", int64_t{2});
+                 },
+                 8)),
+             "only a Split of channels (axis 1) is supported");
+}
+
+// Reshape(c, [0, g, 8 / g, 8, 8]), Transpose [0, 2, 1, 3, 4], Reshape(., back) -> m.
+std::function<void(onnx::GraphProto*)> shuffle(std::vector<int64_t> grouped, std::vector<int64_t> back) {
+  return [=](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("grouped", grouped);
+    *g->add_initializer() = onnx_ints("back", back);
+    onnx_node(g, "Reshape", {"c", "grouped"}, {"r"}, "/Reshape");
+    onnx_attr(onnx_node(g, "Transpose", {"r"}, {"t"}, "/Transpose"), "perm",
+              std::vector<int64_t>{0, 2, 1, 3, 4});
+    onnx_node(g, "Reshape", {"t", "back"}, {"m"}, "/Reshape_1");
+  };
+}
+
+TEST_F(OnnxShapeOps, TheChannelShufflePatternIsAChannelShuffle) {
+  for (int64_t groups : {2, 4}) {
+    const ModelConfig cfg = load(cnn_with(shuffle({0, groups, 8 / groups, 8, 8}, {0, 8, 8, 8}), 8));
+    const auto s = layers_of(cfg, "channel_shuffle");
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(attr(*s[0], "groups"), groups);
+    EXPECT_EQ(layers_of(cfg, "flatten").size(), 0u);
+  }
+  EXPECT_HAS(error_of(cnn_with(shuffle({0, 2, 8, 4, 8}, {0, 8, 8, 8}), 8)),
+             "node '/Reshape' (Reshape + Transpose + Reshape read as a channel shuffle, opset 13): "
+             "a Reshape of [8, 8, 8] to [2, 8, 4, 8] per sample is not a split of the channels");
+  EXPECT_HAS(error_of(cnn_with(shuffle({0, 2, 4, 8, 8}, {0, 8, 64, 1}), 8)),
+             "the transposed groups are not reshaped back to [8, 8, 8]");
+  // A Reshape of an image that is neither flat nor a shuffle.
+  EXPECT_HAS(error_of(cnn_with(
+                 [](onnx::GraphProto* g) {
+                   *g->add_initializer() = onnx_ints("to", {0, 4, 16, 8});
+                   onnx_node(g, "Reshape", {"c", "to"}, {"m"}, "/Reshape");
+                 },
+                 4)),
+             "only to a flat [N, F], or as a channel shuffle");
+}
+
+// GlobalAveragePool, then a 1 x 1 Conv of its [8, 1, 1] (a squeeze-and-excitation or ASPP
+// pooling branch): remat's pooled [8] is reshaped to the image the convolution reads.
+TEST_F(OnnxShapeOps, AConvolutionOfAPooledValueReadsItAsAnImage) {
+  const ModelConfig cfg = load(cnn_with(
+      [](onnx::GraphProto* g) {
+        *g->add_initializer() = test::onnx_floats("se.weight", {8, 8, 1, 1}, -0.1f);
+        onnx_node(g, "GlobalAveragePool", {"c"}, {"p"}, "/se/GlobalAveragePool");
+        onnx_node(g, "Conv", {"p", "se.weight"}, {"m"}, "/se/Conv");
+      },
+      8));
+  const auto r = layers_of(cfg, "reshape");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 8, 1, 1}));
+  EXPECT_EQ(layers_of(cfg, "conv2d").size(), 2u);
+}
+
+onnx::TensorProto float_list(const std::string& name, const std::vector<float>& v) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(static_cast<int64_t>(v.size()));
+  for (float x : v) t.add_float_data(x);
+  return t;
+}
+
+// Resize(c, "", scales or sizes [H', W']) with `attrs` (name, string value) -> m.
+std::function<void(onnx::GraphProto*)> resize(std::vector<float> scales, std::vector<int64_t> sizes,
+                                              std::vector<std::pair<std::string, std::string>> attrs) {
+  return [=](onnx::GraphProto* g) {
+    std::vector<std::string> in = {"c", ""};
+    if (!scales.empty()) {
+      *g->add_initializer() = float_list("scales", scales);
+      in.push_back("scales");
+    } else {  // Concat(Shape(c)[0:2], [H', W']), as F.interpolate(size=...) exports it
+      *g->add_initializer() = onnx_ints("zero", {0});
+      *g->add_initializer() = onnx_ints("two", {2});
+      *g->add_initializer() = onnx_ints("hw", sizes);
+      onnx_node(g, "Shape", {"c"}, {"shape"}, "/Shape");
+      onnx_node(g, "Slice", {"shape", "zero", "two", "zero"}, {"nc"}, "/Slice");
+      onnx_attr(onnx_node(g, "Concat", {"nc", "hw"}, {"sizes"}, "/Concat"), "axis", int64_t{0});
+      in.push_back("");
+      in.push_back("sizes");
+    }
+    onnx::NodeProto* n = onnx_node(g, "Resize", in, {"m"}, "/Resize");
+    for (const auto& [k, v] : attrs) {
+      onnx::AttributeProto* a = n->add_attribute();
+      a->set_name(k);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(v);
+    }
+  };
+}
+
+TEST_F(OnnxShapeOps, AResizeByIntegerFactorsIsAnUpsample) {
+  using Attrs = std::vector<std::pair<std::string, std::string>>;
+  const Attrs bilinear = {{"mode", "linear"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}};
+  const Attrs nearest = {{"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"},
+                         {"nearest_mode", "floor"}};
+  struct Case {
+    ModelConfig cfg;
+    const char* mode;
+    std::vector<int64_t> factor;
+  };
+  const std::vector<Case> cases = {
+      {load(cnn_with(resize({1, 1, 2, 3}, {}, bilinear), 8)), "bilinear", {2, 3}},
+      {load(cnn_with(resize({}, {32, 16}, nearest), 8)), "nearest", {4, 2}},
+      {load(cnn_with(resize({1, 1, 2, 2}, {}, {}), 8)), "nearest", {2, 2}},  // ONNX's defaults
+  };
+  for (const Case& c : cases) {
+    const auto u = layers_of(c.cfg, "upsample");
+    ASSERT_EQ(u.size(), 1u);
+    EXPECT_EQ(AttrReader(u[0]->attrs).get_choice("mode", "nearest", {"nearest", "bilinear"}), c.mode);
+    EXPECT_EQ(AttrReader(u[0]->attrs).get_ints("factor", 2, {}, 1, 100), c.factor);
+  }
+  EXPECT_TRUE(layers_of(load(cnn_with(resize({1, 1, 1, 1}, {}, bilinear), 8)), "upsample").empty());
+}
+
+TEST_F(OnnxShapeOps, ResizesRematDoesNotTakeAreClearErrors) {
+  using Attrs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}}), 8)),
+             "node '/Resize' (Resize, opset 13): mode 'linear' with coordinate_transformation_mode "
+             "'align_corners' is not supported");
+  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "nearest"}, {"nearest_mode", "floor"}}), 8)),
+             "and nearest_mode 'floor' is not supported");
+  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "cubic"}}), 8)), "mode 'cubic'");
+  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 1.5f, 1.5f}, {}, {}), 8)),
+             "only integer scales of at least 1 are supported");
+  EXPECT_HAS(error_of(cnn_with(resize({1, 2, 2, 2}, {}, {}), 8)), "scales must be [1, 1, fh, fw]");
+  EXPECT_HAS(error_of(cnn_with(resize({}, {12, 16}, Attrs{}), 8)),
+             "sizes 12 x 16 are not integer multiples of 8 x 8");
+}
+
+}  // namespace
+}  // namespace remat

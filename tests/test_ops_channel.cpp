@@ -1,0 +1,103 @@
+// channel_shuffle, channel_slice and reshape (ShuffleNet's channel shuffle, torch.chunk of
+// channels, an imported [N, C] read as [N, C, 1, 1]): values against their definitions, the
+// backward ops each emits, and the errors of each attribute. Their gradients against central differences, channels-last and bf16 run with the
+// other spatial cases (tests/op_cases.h spatial_op_cases()).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/op_cases.h"
+#include "tests/op_harness.h"
+#include "tests/op_test_util.h"
+
+namespace remat {
+namespace {
+
+using Floats = std::vector<float>;
+
+// 1..n as floats.
+Floats iota(int64_t n) {
+  Floats v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i + 1);
+  return v;
+}
+
+TEST(ChannelShuffle, OutputChannelJGPlusIIsInputChannelICOverGPlusJ) {
+  const int64_t n = 2, c = 12, hw = 6;
+  for (int64_t g : {1, 2, 3, 4, 6, 12}) {
+    SCOPED_TRACE("groups " + std::to_string(g));
+    OpHarness h(builtin_registry(),
+                {"channel_shuffle", attr_map({{"groups", g}}), {f32({n, c, 2, 3})}, {iota(n * c * hw)}});
+    const Floats y = h.forward();
+    const Floats x = h.input(0);
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t i = 0; i < g; ++i)
+        for (int64_t j = 0; j < c / g; ++j)
+          for (int64_t p = 0; p < hw; ++p)
+            ASSERT_EQ(y[static_cast<size_t>((s * c + j * g + i) * hw + p)],
+                      x[static_cast<size_t>((s * c + i * (c / g) + j) * hw + p)]);
+  }
+}
+
+TEST(ChannelShuffle, TheGradientIsTheShuffleWithCOverGGroups) {
+  // Six channels in two groups: [1, 2, 3 | 4, 5, 6] -> [1, 4, 2, 5, 3, 6].
+  OpHarness h(builtin_registry(), {"channel_shuffle", attr_map({{"groups", 2}}), {f32({1, 6, 1, 1})}, {iota(6)}});
+  EXPECT_EQ(h.forward(), (Floats{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(h.gradients(iota(6))[0], (Floats{1, 3, 5, 2, 4, 6}));
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  const Node& b = h.graph().node(h.backward_nodes()[0]);
+  EXPECT_EQ(b.op, "channel_shuffle");
+  EXPECT_EQ(AttrReader(b.attrs).require_int("groups", 1, 100), 3);
+}
+
+TEST(ChannelSlice, TakesItsChannelsAndItsGradientFillsTheRestWithZeros) {
+  OpHarness h(builtin_registry(),
+              {"channel_slice", attr_map({{"offset", 1}, {"channels", 2}}), {f32({1, 4, 1, 2})}, {iota(8)}});
+  EXPECT_EQ(h.output_desc().shape, (Shape{1, 2, 1, 2}));
+  EXPECT_EQ(h.forward(), (Floats{3, 4, 5, 6}));
+  EXPECT_EQ(h.gradients({1, 2, 3, 4})[0], (Floats{0, 0, 1, 2, 3, 4, 0, 0}));
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  EXPECT_EQ(h.graph().node(h.backward_nodes()[0]).op, "channel_slice_grad");
+
+  OpHarness f(builtin_registry(), {"channel_slice", attr_map({{"offset", 2}, {"channels", 1}}), {f32({2, 3})}, {iota(6)}});
+  EXPECT_EQ(f.forward(), (Floats{3, 6}));
+  EXPECT_EQ(f.gradients({1, 2})[0], (Floats{0, 0, 1, 0, 0, 2}));
+}
+
+TEST(Reshape, CopiesInOrderAndItsGradientReshapesBack) {
+  OpHarness h(builtin_registry(), {"reshape", attr_map({{"shape", std::vector<int64_t>{3, 1, 1}}}), {f32({2, 3})}, {iota(6)}});
+  EXPECT_EQ(h.output_desc().shape, (Shape{2, 3, 1, 1}));
+  EXPECT_EQ(h.forward(), iota(6));
+  EXPECT_EQ(h.gradients(iota(6))[0], iota(6));
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  const Node& b = h.graph().node(h.backward_nodes()[0]);
+  EXPECT_EQ(b.op, "reshape");
+  EXPECT_EQ(h.graph().value(b.output).desc.shape, (Shape{2, 3}));
+  EXPECT_HAS(case_error({"reshape", {}, {f32({2, 3})}}), "'shape': is required");
+  EXPECT_HAS(case_error({"reshape", attr_map({{"shape", std::vector<int64_t>{2, 2}}}), {f32({2, 3})}}),
+             "reshape: [2, 3] holds 3 values per sample, shape [2, 2] 4");
+  EXPECT_HAS(case_error({"reshape", attr_map({{"shape", std::vector<int64_t>{0, 3}}}), {f32({2, 3})}}),
+             "out of range");
+}
+
+TEST(ChannelOps, Errors) {
+  EXPECT_HAS(case_error({"channel_shuffle", {}, {f32({1, 4, 2, 2})}}), "'groups': is required");
+  EXPECT_HAS(case_error({"channel_shuffle", attr_map({{"groups", 4}}), {f32({1, 6, 2, 2})}}),
+             "channels C = 6 are not divisible by groups 4");
+  EXPECT_HAS(case_error({"channel_shuffle", attr_map({{"groups", 0}}), {f32({1, 6, 2, 2})}}), "out of range");
+  EXPECT_HAS(case_error({"channel_shuffle", attr_map({{"groups", 2}}), {f32({2, 6})}}), "[N, C, H, W]");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 3}, {"channels", 2}}), {f32({1, 4, 2, 2})}}),
+             "channels [3, 5) are outside the input's 4");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"channels", 2}}), {f32({1, 4, 2, 2})}}),
+             "'offset': is required");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({1, 4, 2})}}),
+             "[N, C, H, W] or [N, F]");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 0}, {"channels", 1}, {"chanels", 1}}),
+                         {f32({1, 4, 2, 2})}}),
+             "unknown field");
+}
+
+}  // namespace
+}  // namespace remat
