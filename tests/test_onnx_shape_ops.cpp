@@ -1,7 +1,7 @@
 // The ONNX ops that slice, split, shuffle, reshape and resize data, on small models built here
 // with ONNX's own messages (tests/onnx_builder.h): Slice of channels (channel_slice) or of H and
 // W (crop) with ONNX's clamping, Split of channels, the channel shuffle pattern
-// (channel_shuffle), a convolution of a pooled [C, 1, 1] (reshape), Resize by integer factors
+// (channel_shuffle), a convolution of a pooled [C, 1, 1] and other Reshapes (reshape), Resize by integer factors
 // (upsample), and one clear error for each form remat does not take. Their numbers against
 // PyTorch's are OnnxModels.ShuffleNetV2's and OnnxModels.FcnResNet50Segmentation's, Resize's
 // against ONNX's node cases.
@@ -203,14 +203,26 @@ TEST_F(OnnxShapeOps, TheChannelShufflePatternIsAChannelShuffle) {
              "a Reshape of [8, 8, 8] to [2, 8, 4, 8] per sample is not a split of the channels");
   EXPECT_HAS(error_of(cnn_with(shuffle({0, 2, 4, 8, 8}, {0, 8, 64, 1}), 8)),
              "the transposed groups are not reshaped back to [8, 8, 8]");
-  // A Reshape of an image that is neither flat nor a shuffle.
+}
+
+// A Reshape of an image that is neither flat nor a shuffle (ONNX's 0 copies the batch).
+TEST_F(OnnxShapeOps, AnyOtherReshapeIsAReshapeLayer) {
+  const ModelConfig cfg = load(cnn_with(
+      [](onnx::GraphProto* g) {
+        *g->add_initializer() = onnx_ints("to", {0, 4, -1, 8});
+        onnx_node(g, "Reshape", {"c", "to"}, {"m"}, "/Reshape");
+      },
+      4));
+  const auto r = layers_of(cfg, "reshape");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 4, 16, 8}));
   EXPECT_HAS(error_of(cnn_with(
                  [](onnx::GraphProto* g) {
-                   *g->add_initializer() = onnx_ints("to", {0, 4, 16, 8});
+                   *g->add_initializer() = onnx_ints("to", {4, -1, 8, 8});
                    onnx_node(g, "Reshape", {"c", "to"}, {"m"}, "/Reshape");
                  },
                  4)),
-             "only to a flat [N, F], or as a channel shuffle");
+             "does not keep the batch first");
 }
 
 // GlobalAveragePool, then a 1 x 1 Conv of its [8, 1, 1] (a squeeze-and-excitation or ASPP

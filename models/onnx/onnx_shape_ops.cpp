@@ -78,9 +78,11 @@ DataValue as_sample_shape(Translator& t, const DataValue& x) {
 
 namespace {
 
-// Reshape of data: a flat result is a flatten, one that is remat's value already an alias.
+// Reshape of data: a flat result is a flatten, one that is remat's value already an alias, any
+// other a reshape layer (the batch first throughout).
 void reshape(Translator& t) {
   const DataValue x = t.data(0);
+  if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
   const Shape rest = reshape_target(t, x.sample, t.konst(1));
   if (rest.size() == 1) return to_flat(t, x);
   if (strip_ones(rest) == strip_ones(x.remat)) {
@@ -88,8 +90,9 @@ void reshape(Translator& t) {
     v.sample = rest;
     return t.alias(0, v);
   }
-  t.fail("a Reshape of " + shape_str(x.sample) + " to " + shape_str(rest) +
-         " per sample is not supported (only to a flat [N, F], or as a channel shuffle)");
+  AttrMap a;
+  a.set("shape", std::vector<int64_t>(rest.begin(), rest.end()));
+  t.emit("reshape", {x}, a, {}, rest, rest, x.dtype);
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by

@@ -459,6 +459,14 @@ gen_onnx_zoo = simple(
      "max batch 16 GB, checkmate", "train, 1 step", "import + plan", "import"], onnx_zoo_row)
 
 
+gen_onnx_segmentation = simple(
+    "tools/bench/results/onnx/torchvision_segmentation.csv",
+    ["model", "params", "onnx_nodes", "status", "remat_nodes", "remat_params", "step_s",
+     "maxbatch_keep", "maxbatch_checkmate", "import_s"],
+    ["model", "parameters (PyTorch; remat's)", "ONNX nodes", "remat nodes", "max batch 16 GB, keep",
+     "max batch 16 GB, checkmate", "train, 1 step at batch 2", "import + plan", "import"], onnx_zoo_row)
+
+
 gen_onnx_resnet50 = simple(
     "tools/bench/results/onnx/resnet50_16gb.csv",
     ["model", "source", "nodes", "constant", "maxbatch_keep", "maxbatch_checkmate"],
@@ -800,6 +808,7 @@ TABLES = {
     "gpu-train": gen_gpu_train,
     "notes": gen_notes,
     "onnx-torchvision": gen_onnx_zoo,
+    "onnx-segmentation": gen_onnx_segmentation,
     "onnx-resnet50": gen_onnx_resnet50,
     "maxinput-16gb": gen_maxinput,
     "offload-maxbatch": gen_offload_maxbatch,
