@@ -34,6 +34,15 @@ inline onnx::TensorProto onnx_ints(const std::string& name, const std::vector<in
   return t;
 }
 
+inline onnx::TensorProto onnx_float_list(const std::string& name, const std::vector<float>& values) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (float v : values) t.add_float_data(v);
+  return t;
+}
+
 inline onnx::NodeProto* onnx_node(onnx::GraphProto* g, const std::string& op,
                                   const std::vector<std::string>& in,
                                   const std::vector<std::string>& out, const std::string& name = "") {

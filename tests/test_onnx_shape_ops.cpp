@@ -241,22 +241,13 @@ TEST_F(OnnxShapeOps, AConvolutionOfAPooledValueReadsItAsAnImage) {
   EXPECT_EQ(layers_of(cfg, "conv2d").size(), 2u);
 }
 
-onnx::TensorProto float_list(const std::string& name, const std::vector<float>& v) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::FLOAT);
-  t.add_dims(static_cast<int64_t>(v.size()));
-  for (float x : v) t.add_float_data(x);
-  return t;
-}
-
 // Resize(c, "", scales or sizes [H', W']) with `attrs` (name, string value) -> m.
 std::function<void(onnx::GraphProto*)> resize(std::vector<float> scales, std::vector<int64_t> sizes,
                                               std::vector<std::pair<std::string, std::string>> attrs) {
   return [=](onnx::GraphProto* g) {
     std::vector<std::string> in = {"c", ""};
     if (!scales.empty()) {
-      *g->add_initializer() = float_list("scales", scales);
+      *g->add_initializer() = test::onnx_float_list("scales", scales);
       in.push_back("scales");
     } else {  // Concat(Shape(c)[0:2], [H', W']), as F.interpolate(size=...) exports it
       *g->add_initializer() = onnx_ints("zero", {0});

@@ -72,17 +72,6 @@ def save_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
-class SegmentationOut(torch.nn.Module):
-    """A torchvision segmentation model's "out" map alone (it returns a dict)."""
-
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x):
-        return self.net(x)["out"]
-
-
 def build(name, kwargs):
     arch = name[:-len("_eval")] if name.endswith("_eval") else name
     torch.manual_seed(0)
@@ -93,6 +82,8 @@ def build(name, kwargs):
         with open(path) as f:
             model = build_gpt2(yaml.safe_load(f), path)
     elif arch in SEGMENTATION:
+        sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+        from onnx_zoo_bench import SegmentationOut  # the "out" map alone
         model = SegmentationOut(getattr(torchvision.models.segmentation, arch)(num_classes=CLASSES, **kwargs))
     else:
         model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)

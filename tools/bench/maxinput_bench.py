@@ -74,7 +74,7 @@ def main():
         for precision in a.precisions.split(","):
             for batch in a.batches.split(","):
                 row = run_one(a, model, precision, int(batch))
-                row.update(provenance(a.machine, a.load))
+                row.update(provenance(a.machine, a.load, a.bin))
                 print(f"{model:9} {precision:4} {batch:>2} {row['dimension']:5} " +
                       " ".join(f"{row[s]:>10}" for s in STRATEGIES) +
                       f" {row['checkmate_bound']:>7} {row['ratio']:>5}  {row['seconds']} s", flush=True)

@@ -135,7 +135,7 @@ def main():
     for model in models:
         for link in [x for x in a.links.split(",") if x]:
             row = run_maxbatch(a, model, link)
-            row.update(provenance(a.machine, a.load))
+            row.update(provenance(a.machine, a.load, a.bin))
             print(f"{model:9} {link:>5} {row['checkmate']:>9} {row['checkmate_bound']:>6} "
                   f"{row['checkmate_overhead']:>6} {row['checkmate_offload']:>8} "
                   f"{row['offload_overhead']:>6} {row['ratio']:>6}  {row['seconds']} s "
@@ -145,7 +145,7 @@ def main():
     for model in models:
         for link in [x for x in a.sweep_links.split(",") if x]:
             for row in run_sweep(a, model, link):
-                row.update(provenance(a.machine, a.load))
+                row.update(provenance(a.machine, a.load, a.bin))
                 print(f"sweep {model:9} {link:>5} {int(row['budget_bytes']) / 1e9:8.2f} GB "
                       f"checkmate {row['checkmate_overhead'] or '-':>8} "
                       f"offload {row['offload_overhead'] or '-':>8}", flush=True)

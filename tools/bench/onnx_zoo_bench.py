@@ -3,9 +3,9 @@
 torch.onnx.export (training mode, opset 13, 224 x 224, the batch a dynamic axis), imported,
 trained one CPU step at batch 1, and searched for its largest batch under a budget. With
 --segmentation, torchvision's segmentation models instead (their "out" map, per-pixel loss, no
-auxiliary head, the step at batch 2: a pooling branch's batch norm needs two values per channel;
-tools/bench/results/onnx/torchvision_segmentation.csv). Prints a table and appends one CSV row
-per model to --csv (tools/bench/results/onnx/torchvision.csv):
+auxiliary head, the plan and the step at batch 2: a pooling branch's batch norm needs two values
+per channel; tools/bench/results/onnx/torchvision_segmentation.csv). Prints a table and appends
+one CSV row per model to --csv (tools/bench/results/onnx/torchvision.csv):
   model, params (PyTorch's trainable count), onnx_nodes, status (imports | the importer's error,
   shortened), remat_nodes (the training graph's planned nodes), remat_params (the trained
   step's weights), step_s (the wall time of `train --batch 1 --steps 1`: the file read, the plan
@@ -83,7 +83,7 @@ def short_error(text):
 
 def measure(tools, name, path, budget, limit, step_batch):
     row = {"status": "imports"}
-    r, row["import_s"] = run(tools, "plan", "--onnx", path, "--batch", "1", "--budget", "1TB",
+    r, row["import_s"] = run(tools, "plan", "--onnx", path, "--batch", str(step_batch), "--budget", "1TB",
                              "--strategies", "all-keep")
     row["import_s"] = f"{row['import_s']:.2f}"
     if r.returncode != 0:
@@ -127,7 +127,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             row = {k: "" for k in FIELDS}
-            row.update(model=name, **provenance(a.machine, a.load))
+            row.update(model=name, **provenance(a.machine, a.load, a.bin))
             path = os.path.join(tmp, name + ".onnx")
             try:
                 params, nodes = export(name, path, a.segmentation)

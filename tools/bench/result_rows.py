@@ -3,15 +3,31 @@ the provenance every row ends with, and appending a row to a CSV file with its h
 import csv
 import datetime
 import os
+import re
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def provenance(machine, load):
-    """The revision, date, machine and load columns of a row measured now."""
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=ROOT).stdout.strip() or "not recorded"
+def tools_revision(tools):
+    """The revision the tools in folder `tools` were built at (`plan --version`'s "git REV",
+    shortened, "-dirty" kept), or None when it does not say."""
+    try:
+        out = subprocess.run([os.path.join(tools, "plan"), "--version"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"\(git ([0-9a-f]{7,})(-dirty)?\)", out)
+    return m.group(1)[:7] + (m.group(2) or "") if m else None
+
+
+def provenance(machine, load, tools=None):
+    """The revision, date, machine and load columns of a row measured now: the revision the
+    tools in `tools` were built at where they say, else the repository's HEAD (a run that spans
+    commits keeps its binaries' revision)."""
+    rev = tools and tools_revision(tools)
+    rev = rev or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=ROOT).stdout.strip() or "not recorded"
     return {"revision": rev, "date": datetime.date.today().isoformat(), "machine": machine,
             "load": load}
 
