@@ -282,6 +282,36 @@ TEST_F(ToolsTest, MaxBatchInputSearchEndsWhereTheConstantReachesTheBudget) {
   EXPECT_GT(answer_of(r.out, "all-keep"), 0) << r.out;
 }
 
+// Note [smallest batch]: a model whose batch norm sees one value per channel at batch 1 (after
+// global pooling) is searched from batch 2; all-keep's answer is exact there (it fits, the next
+// batch does not), in the table, the JSON and under --verify.
+TEST_F(ToolsTest, MaxBatchStartsAtTheSmallestBatchTheModelBuilds) {
+  const std::string cfg = path("pooled_bn.yaml");
+  std::ofstream(cfg) << "name: pooled_bn\ninput: [3, 16, 16]\nclasses: 10\nbatch: 2\n"
+                        "optimizer: {op: sgd, lr: 0.01}\nlayers:\n"
+                        "  - {name: c1, op: conv2d, filters: 8, kernel: 3, padding: 1, activation: relu}\n"
+                        "  - {name: gap, op: global_avgpool}\n"
+                        "  - {name: bn, op: batchnorm}\n"
+                        "  - {name: fc, op: dense, units: 10}\n";
+  const int64_t budget = 8000000;  // 8MB
+  const std::string args = "--config '" + cfg + "' --budget 8MB --strategies all-keep,checkmate";
+  RunResult r = run(MAXBATCH_EXE, args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("batch 1 does not build ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("more than 1 value per channel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the search starts at batch 2"), std::string::npos) << r.out;
+  const int64_t keep = answer_of(r.out, "all-keep");
+  ASSERT_GE(keep, 2) << r.out;
+  EXPECT_LE(all_keep_peak(config_problem(cfg, keep)), budget);
+  EXPECT_GT(all_keep_peak(config_problem(cfg, keep + 1)), budget) << r.out;
+  EXPECT_GE(answer_of(r.out, "checkmate"), keep) << r.out;
+  RunResult j = run(MAXBATCH_EXE, args + " --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(lines_of(j.out).at(0)).at("batch"), keep) << j.out;
+  RunResult v = run(MAXBATCH_EXE, "--config '" + cfg + "' --budget 8MB --strategies all-keep --verify");
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+}
+
 TEST_F(ToolsTest, MaxBatchInputSearchRefusesWhatItCannotSearch) {
   const std::string gpt = "--config '" + test_source_dir() + "/configs/gpt2_tiny.yaml' ";
   RunResult tokens = run(MAXBATCH_EXE, gpt + "--vary input --budget 1GB");

@@ -97,7 +97,7 @@ def measure(tools, name, path, budget, limit, step_batch):
         return row
     row["remat_params"] = re.search(r"\((\d+) weights\)", r.stdout).group(1)
     row["step_s"] = f"{secs:.1f}"
-    r, _ = run(tools, "maxbatch", "--onnx", path, "--budget", budget, "--strategies",
+    r, _ = run(tools, "maxbatch", "--onnx", path, "--batch", str(step_batch), "--budget", budget, "--strategies",
                "all-keep,checkmate", "--time-limit", str(limit))
     if r.returncode != 0:
         row["status"] = "maxbatch: " + short_error(r.stderr)

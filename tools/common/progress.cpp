@@ -91,7 +91,8 @@ std::string solve_text(const ProgressLine& line, double elapsed) {
 // "<label>: 1.2s  batch >= 24, < 32" (the size a search counts, as its value).
 std::string batch_text(const ProgressLine& line, double elapsed) {
   auto value = [&](int64_t i) -> int64_t {
-    if (line.size_values.empty() || i < 1) return i;
+    if (i < 1) return i;
+    if (line.size_values.empty()) return i + line.size_offset;
     return line.size_values[static_cast<size_t>(
         std::min<int64_t>(i, static_cast<int64_t>(line.size_values.size())) - 1)];
   };

@@ -58,6 +58,7 @@ struct ProgressLine {
   // (an input size's) the sizes its indices 1, 2, ... stand for.
   std::string size_word = "batch";
   std::vector<int64_t> size_values;
+  int64_t size_offset = 0;    // without size_values: index i stands for i + size_offset
   std::string phase;          // the stage running (SolveOptions::phase), "" before any
   double start = 0;           // seconds on the clock when the label started
   // Seconds on a monotonic clock; the steady clock unless a test sets another.

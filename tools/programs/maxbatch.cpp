@@ -4,6 +4,8 @@
 // input, the largest square input of an image model (Note [input-size search]).
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -221,6 +223,45 @@ OtherSize other_size(const FlagParser& flags, int64_t budget, int64_t batch) {
   return o;
 }
 
+// Note [smallest batch]
+// A model may refuse batch 1: a batch norm in training mode over one value per channel (DeepLabV3's
+// image-pooling branch, PSPNet's 1 x 1 pyramid level) has no variance to normalize by, and
+// PyTorch refuses it too. The search counts batches from 1, so where the model's graph does not
+// build at batch 1 it searches from the smallest of 2, 4, 8, 16 that builds: its index k stands
+// for batch k + offset (offset = that batch - 1), and the answers are shifted back. Where none
+// of them builds, batch 1's error is the answer.
+// `at` with the problems it has built kept: the smallest batch's is built twice otherwise.
+ProblemAtBatch remembered(ProblemAtBatch at) {
+  if (!at) return at;
+  auto built = std::make_shared<std::map<int64_t, Problem>>();
+  return [at, built](int64_t b) {
+    auto it = built->find(b);
+    if (it == built->end()) it = built->emplace(b, at(b)).first;
+    return it->second;
+  };
+}
+
+// The offset, and batch 1's error in *why when it is not 0.
+int64_t smallest_batch_offset(const ProblemAtBatch& at_batch, std::string* why) {
+  if (!at_batch) return 0;
+  for (int64_t b = 1; b <= 16; b *= 2) {
+    try {
+      at_batch(b);
+      return b - 1;
+    } catch (const UserError& e) {
+      if (why->empty()) *why = e.what();
+    }
+  }
+  at_batch(1);  // rethrows batch 1's error
+  return 0;
+}
+
+MaxBatchResult shifted(MaxBatchResult r, int64_t offset) {
+  if (r.batch > 0) r.batch += offset;
+  if (r.upper_bound > 0) r.upper_bound += offset;
+  return r;
+}
+
 int run(int argc, char** argv) {
   FlagParser flags("maxbatch", "Find the largest batch (or sequence, or input size) that trains "
                                "within a memory budget.");
@@ -257,6 +298,17 @@ int run(int argc, char** argv) {
   ProgressTicker ticker(&line);  // Note [progress ticker]
   // Note [gradient accumulation]: the batch searched is a micro-batch; a step takes K of them.
   const int micro_batches = micro_batches_from_flags(flags);
+  const ProblemAtBatch at_batch = remembered(problem_at_batch_from_flags(flags));
+  // Note [smallest batch]: index k of the search stands for batch k + offset.
+  std::string batch_one_error;
+  const int64_t offset =
+      other.vary == "batch" ? smallest_batch_offset(at_batch, &batch_one_error) : 0;
+  SizeFamily from_smallest;
+  if (offset > 0) {
+    from_smallest.at = [at_batch, offset](int64_t k) { return at_batch(k + offset); };
+    from_smallest.max_size = (int64_t{1} << 40) - offset;
+    line.size_offset = offset;
+  }
   if (!json) {
     std::printf("problem %s: %d nodes, costs at batch %lld, constant %s, budget %s\n",
                 p.name.c_str(), p.size(), static_cast<long long>(p.batch),
@@ -267,10 +319,12 @@ int run(int argc, char** argv) {
                   micro_batches, other.vary != "batch" ? "size applies to each" : "batch",
                   micro_batches);
     if (!other.described.empty()) std::printf("%s\n", other.described.c_str());
+    if (offset > 0)
+      std::printf("batch 1 does not build (%s); the search starts at batch %lld\n",
+                  batch_one_error.c_str(), static_cast<long long>(offset + 1));
     std::printf("%-20s %10s %12s %9s  %s\n", "strategy", size_name, "upper bound", "time(s)",
                 "status");
   }
-  const ProblemAtBatch at_batch = problem_at_batch_from_flags(flags);
   std::vector<MaxBatchResult> results, searched;  // searched: in the search's units (indices)
   // checkmate runs last, from the best answer before it (Note [max-batch bisection]), and
   // checkmate-offload after it, from the best of all of them.
@@ -287,15 +341,17 @@ int run(int argc, char** argv) {
       r.status = kNotApplicable;
     } else {
       progress_line_next(&line, name);
-      r = other.vary == "batch" ? max_batch(p, name, budget, opt, at_batch, searched)
-                                : max_size(other.family, name, budget, opt, searched);
+      r = offset > 0              ? max_size(from_smallest, name, budget, opt, searched)
+          : other.vary == "batch" ? max_batch(p, name, budget, opt, at_batch, searched)
+                                  : max_size(other.family, name, budget, opt, searched);
       searched.push_back(r);
       if (vary_input) r = as_input_sizes(r, other.inputs);
+      if (offset > 0) r = shifted(r, offset);
       progress_line_next(&line, "");
     }
     if (r.status.empty())
       r.status = r.batch > 0                ? "ok"
-                 : other.vary == "batch" ? "does not fit at batch 1"
+                 : other.vary == "batch" ? "does not fit at batch " + std::to_string(offset + 1)
                                          : "does not fit at the smallest size";
     print_row(r, size_name, json, micro_batches, other.vary == "batch");
     results.push_back(std::move(r));
