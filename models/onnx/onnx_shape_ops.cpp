@@ -195,7 +195,7 @@ void split(Translator& t) {
   }
   int64_t sum = 0;
   for (int64_t p : parts) {
-    if (p < 1) t.fail("a part of " + std::to_string(p) + " channels");
+    if (p < 1 || p > c) t.fail("a part of " + std::to_string(p) + " channels of " + std::to_string(c));
     sum += p;
   }
   if (static_cast<int64_t>(parts.size()) != n || sum != c)
