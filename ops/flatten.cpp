@@ -46,7 +46,7 @@ TensorDesc reshape_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   if (s.size() < 2) REMAT_USER_ERROR("reshape expects an input [N, ...], got " << shape_str(s));
   Shape out{s[0]};
   out.insert(out.end(), a.dims.begin(), a.dims.end());
-  if (shape_numel(out) / s[0] != shape_numel(s) / s[0])
+  if (shape_numel(a.dims) != shape_numel(s) / s[0])
     REMAT_USER_ERROR("reshape: " << shape_str(s) << " holds " << shape_numel(s) / s[0]
                                  << " values per sample, shape " << shape_str(a.dims) << " "
                                  << shape_numel(a.dims));

@@ -110,8 +110,8 @@ void squeeze_like(Translator& t, bool unsqueeze) {
   const Shape sample(r.shape.begin() + 1, r.shape.end());
   if (strip_ones(sample) != strip_ones(x.remat))
     t.fail(std::string(unsqueeze ? "Unsqueeze" : "Squeeze") + " of " + shape_str(x.sample) +
-           " to " + shape_str(sample) + " per sample is not supported (remat has no general "
-           "reshape)");
+           " to " + shape_str(sample) + " per sample is not supported (only where remat's value "
+           "has that shape but for trailing 1s)");
   DataValue v = x;
   v.sample = sample;
   t.alias(0, v);
@@ -119,6 +119,7 @@ void squeeze_like(Translator& t, bool unsqueeze) {
 
 void squeeze(Translator& t) { squeeze_like(t, false); }
 void unsqueeze(Translator& t) { squeeze_like(t, true); }
+
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
 // or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.
 void emit_channels(Translator& t, const DataValue& x, int64_t lo, int64_t hi, int out) {

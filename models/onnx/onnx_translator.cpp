@@ -120,7 +120,7 @@ bool Translator::used(int out) const {
 
 void Translator::require_unused_outputs(int from) {
   for (int k = from; k < node_->output_size(); ++k)
-    if (!node_->output(k).empty() && live_values_.count(node_->output(k)))
+    if (used(k))
       fail("output " + std::to_string(k) + " ('" + node_->output(k) +
            "') is read by the graph; only output 0 is supported");
 }
