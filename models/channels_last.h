@@ -28,6 +28,8 @@ class ChannelsLastPlacer {
   void place(Node& node, const OpDef& op, std::vector<TensorDesc>& data, const std::string& where);
   // After the node was added: whether its output `out` is stored channels-last.
   void record(ValueId out);
+  // Whether `v` is stored channels-last ([N, H, W, C]).
+  bool stored_last(ValueId v) const { return last_.count(v) > 0; }
   // `v` stored channels-first: v itself, or its conversion.
   ValueId channels_first(ValueId v, const std::string& where);
 

@@ -143,6 +143,9 @@ struct LayerConfig {
   // Parameter suffix -> the name of its value where that is not "<layer>.<suffix>": an imported
   // model's parameters keep their ONNX (PyTorch state_dict) names (Note [ONNX import]).
   std::map<std::string, std::string> param_names;
+  // `size_of` (upsample): the full name of the earlier layer whose height and width the output
+  // takes (Note [size-relative attributes] in models/size_attrs.cpp), and its position.
+  std::string size_of, size_of_where;
 };
 
 struct OptimizerConfig {

@@ -113,7 +113,15 @@ void ConfigParser::parse_layer(const YAML::Node& m, const std::string& local,
     l.inputs.push_back(s.last.empty() ? s.input : s.last);
     l.input_where.push_back(l.where);
   }
-  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs", "share", "precision"});
+  l.attrs = to_attr_map(m, ctx, {"name", "op", "inputs", "share", "precision", "size_of"});
+  for (auto it = m.begin(); it != m.end(); ++it) {  // Note [size-relative attributes]
+    if (it->first.Scalar() != "size_of") continue;
+    const std::string field = ctx + ": field 'size_of'";
+    if (l.op != "upsample")
+      fail(it->first, field, "only upsample takes it (op here: '" + l.op + "')");
+    l.size_of = resolve(scalar_string(it->second, ctx, "size_of"), scopes, it->first, field);
+    l.size_of_where = pos(it->first);
+  }
   if (const YAML::Node p = m["precision"]) {
     const std::string v = scalar_string(p, ctx, "precision");
     if (v != "fp32" && v != "bf16")

@@ -93,7 +93,9 @@ TEST(ChannelsLastBuild, EveryImageOpOfTheZooRunsChannelsLast) {
   const Built unet = build("unet", true, DType::F32, 1, Shape{3, 32, 32});
   EXPECT_EQ(layout_nodes(unet.g), (std::vector<std::string>{"input.to_nhwc", "logits.to_nchw"}));
   for (const Node& n : unet.g.nodes)
-    if (n.op == "upsample" || n.op == "concat") EXPECT_TRUE(n.attrs.has("data_format")) << n.name;
+    if (n.op == "upsample" || n.op == "concat") {
+      EXPECT_TRUE(n.attrs.has("data_format")) << n.name;
+    }
 }
 
 // A dense layer over the last axis of a 4-D tensor (W for NCHW) has no channels-last form: its

@@ -282,6 +282,42 @@ TEST_F(ToolsTest, MaxBatchInputSearchEndsWhereTheConstantReachesTheBudget) {
   EXPECT_GT(answer_of(r.out, "all-keep"), 0) << r.out;
 }
 
+// A pyramid as PSPNet's (Note [size-relative attributes]): f (H / 4) pooled into 3 x 3 bins and
+// upsampled back to f's size. The step is the stride product of the maps that scale with the
+// input (4, from f), not of the bins' 3 x 3 map (which would give 8 and pass over sizes that
+// build); the sizes whose f the bins do not divide are refused; all-keep's answer is exact over
+// the sizes that build.
+TEST_F(ToolsTest, MaxBatchInputStepComesFromTheMapsThatScale) {
+  const std::string cfg = path("pyramid.yaml");
+  std::ofstream(cfg) << "name: pyramid\ninput: [3, 24, 24]\nclasses: 4\nbatch: 2\n"
+                        "layers:\n"
+                        "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+                        "  - {name: p1, op: maxpool, kernel: 2}\n"
+                        "  - {name: p2, op: maxpool, kernel: 2}\n"
+                        "  - {name: bins, op: avgpool, bins: 3}\n"
+                        "  - {name: up, op: upsample, size_of: p2}\n"
+                        "  - {name: cat, op: concat, inputs: [p2, up]}\n"
+                        "  - {name: gap, op: global_avgpool}\n"
+                        "  - {name: fc, op: dense, units: 4}\n";
+  auto at = [&](int64_t side) {
+    ConfigProblem c;
+    c.config = cfg;
+    c.input = Shape{3, side, side};
+    return problem_from_config(c);
+  };
+  const int64_t budget = all_keep_peak(at(60));
+  RunResult r = run(MAXBATCH_EXE, "--config '" + cfg + "' --vary input --strategies all-keep "
+                                  "--budget " + std::to_string(budget));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("in steps of 4 (12 to "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" 0 refused"), std::string::npos) << "multiples of 4 not of 12 refuse";
+  const int64_t keep = answer_of(r.out, "all-keep");
+  EXPECT_GE(keep, 60) << r.out;
+  EXPECT_EQ(keep % 12, 0) << r.out;
+  EXPECT_LE(all_keep_peak(at(keep)), budget);
+  EXPECT_GT(all_keep_peak(at(keep + 12)), budget) << "the next size that builds does not fit";
+}
+
 // Note [smallest batch]: a model whose batch norm sees one value per channel at batch 1 (after
 // global pooling) is searched from batch 2; all-keep's answer is exact there (it fits, the next
 // batch does not), in the table, the JSON and under --verify.

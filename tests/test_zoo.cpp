@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "tests/source_dir.h"
-#include "tests/zoo_overrides.h"
 #include "models/build.h"
 #include "models/config.h"
 #include "models/data.h"
@@ -165,7 +164,6 @@ struct ZooCase {
   std::map<std::string, int> forward_ops;  // forward node counts by op
   Shape small_input;   // per-sample [C, H, W] for the CPU step
   int64_t small_batch;
-  std::vector<std::string> small_overrides = {};  // config overrides for the CPU step
 };
 
 std::vector<ZooCase> zoo_cases() {
@@ -260,10 +258,10 @@ std::vector<ZooCase> zoo_cases() {
   const Shape s192 = {3, 192, 192};
   z.push_back({"pspnet", psp.trainable, psp.buffers, {8, kSegClasses, 96, 144},
                {{"conv2d", 19}, {"batchnorm", 5}, {"avgpool", 4}, {"upsample", 5}, {"concat", 1}},
-               s192, 2, test::psp_overrides_6x6()});
+               s192, 2});
   z.push_back({"resnet50_pspnet", rpsp.trainable, rpsp.buffers, {8, kSegClasses, 96, 144},
                {{"conv2d", 59}, {"batchnorm", 58}, {"add", 16}, {"avgpool", 4}, {"upsample", 5}},
-               s192, 2, test::psp_overrides_6x6()});
+               s192, 2});
   const SegCount ru = resnet50_unet_count(true), rs = resnet50_unet_count(false);
   z.push_back({"resnet50_unet", ru.trainable, ru.buffers, {8, kSegClasses, 208, 304},
                {{"conv2d", 48}, {"batchnorm", 47}, {"add", 13}, {"zeropad", 1}, {"upsample", 3},
@@ -336,7 +334,7 @@ TEST_P(Zoo, FullSizeGraphsHaveReferenceParamsAndStructure) {
 TEST_P(Zoo, OneCpuTrainingStepAtSmallInputHasFiniteLoss) {
   const ZooCase& z = GetParam();
   const OpRegistry ops = make_builtin_registry();
-  ModelConfig cfg = load_model_config(config_path(z.name), z.small_overrides);
+  ModelConfig cfg = load_model_config(config_path(z.name));
   BuildOptions bo;
   bo.batch = z.small_batch;
   bo.input = z.small_input;

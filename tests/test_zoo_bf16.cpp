@@ -18,7 +18,6 @@
 #include "solver/from_graph.h"
 #include "solver/strategies.h"
 #include "tests/source_dir.h"
-#include "tests/zoo_overrides.h"
 
 namespace remat {
 namespace {
@@ -28,7 +27,6 @@ struct Bf16ZooCase {
   int64_t batch;
   Shape input;       // image models
   int64_t sequence;  // token models (0: an image model)
-  std::vector<std::string> overrides = {};  // config overrides for the small input
 };
 
 std::vector<Bf16ZooCase> zoo() {
@@ -53,7 +51,7 @@ std::vector<Bf16ZooCase> zoo() {
           // PSPNet's head at a 192x192 input; the VGG-encoder PSPNet (whose ops all run here and
           // in vgg16) is left out: no strategy found a schedule below keep-everything in 5 s
           // at this small input, which the budgeted half of the test needs.
-          {"resnet50_pspnet", 2, {3, 192, 192}, 0, test::psp_overrides_6x6()}};
+          {"resnet50_pspnet", 2, {3, 192, 192}, 0}};
 }
 
 class Bf16Zoo : public ::testing::TestWithParam<Bf16ZooCase> {};
@@ -65,7 +63,7 @@ struct Built {
 
 Built build(const Bf16ZooCase& z, const OpRegistry& ops, DType precision) {
   Built b;
-  b.cfg = load_model_config(test_source_dir() + "/configs/" + z.name + ".yaml", z.overrides);
+  b.cfg = load_model_config(test_source_dir() + "/configs/" + z.name + ".yaml");
   BuildOptions bo;
   bo.batch = z.batch;
   if (z.sequence > 0) bo.sequence = z.sequence;

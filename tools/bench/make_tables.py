@@ -220,6 +220,51 @@ def gen_zoo_fig5(root, doc):
     return table(header, rows)
 
 
+def why_open(r):
+    """Whether checkmate's bracket is closed (bound / answer <= 1.05), else what proves the bound
+    and why the batches between stay undecided."""
+    if not r["batch"] or not r["upper_bound"]:
+        return r["status"]
+    batch, bound = int(r["batch"]), int(r["upper_bound"])
+    if bound == batch:
+        return "closed: proven optimal"
+    if bound <= 1.05 * batch:
+        return f"closed: within 1.05 (the bound: {r['bound_source']})"
+    src = r["bound_source"]
+    if src.startswith("the working set") or src == "past the largest size":
+        return ("open: every probe above the answer ended undecided in the limit (the stage "
+                "relaxation with the cost cap is feasible there, and Cbc neither fit nor refuted "
+                f"it), so the bound is {src}")
+    return f"open: the bound is {src}; the batches between ended undecided in the limit"
+
+
+def gen_zoo_fig5_brackets(root, doc):
+    rel = f"{ZOO}/maxbatch_brackets.csv"
+    data = need(read_csv(root, rel), rel, ["config", "batch", "upper_bound", "bound_source",
+                                           "status", "limit_s", "threads", *CPU_COLUMNS])
+    rerun_rel = f"{ZOO}/maxbatch_reruns.csv"
+    reruns = need(read_csv(root, rerun_rel), rerun_rel, ["config", "strategy", "batch"])
+    networks = {run["config"]: run["network"] for run in zoo_runs(root)}
+    header = ["network", "checkmate", "proven bound", "bound / answer", "best other (strategy)",
+              "checkmate >= it", "the bound, or why it stays open", "limit (s)", *CPU_COLUMNS]
+    rows = []
+    for r in data:
+        cfg = r["config"]
+        others = [(int(b), s) for s, (b, _) in svg_maxbatch(root, cfg).items()
+                  if s != "checkmate" and b.isdigit()]
+        others += [(int(x["batch"]), x["strategy"]) for x in reruns
+                   if x["config"] == cfg and x["strategy"] != "checkmate" and x["batch"]]
+        best = max(others) if others else None
+        ratio = (f"{int(r['upper_bound']) / int(r['batch']):.3f}"
+                 if r["batch"] not in ("", "0") and r["upper_bound"] else "")
+        beats = "" if not best or not r["batch"] else ("yes" if int(r["batch"]) >= best[0] else "no")
+        rows.append([networks.get(cfg, cfg), r["batch"], r["upper_bound"], ratio,
+                     f"{best[0]} ({best[1]})" if best else "", beats, why_open(r),
+                     f"{r['limit_s']} ({r['threads']} thread{'s' if r['threads'] != '1' else ''})",
+                     *provenance(r)])
+    return table(header, rows)
+
+
 def gen_zoo_files(root, doc):
     rows = []
     for run in zoo_runs(root):
@@ -794,6 +839,7 @@ TABLES = {
     "headline": gen_headline,
     "zoo-fig4": gen_zoo_fig4,
     "zoo-fig5": gen_zoo_fig5,
+    "zoo-fig5-brackets": gen_zoo_fig5_brackets,
     "zoo-files": gen_zoo_files,
     "maxbatch-precision": gen_maxbatch_precision,
     "maxbatch-sharded": gen_maxbatch_sharded,

@@ -13,12 +13,21 @@ namespace remat {
 
 namespace {
 
-// The input's height over the smallest feature map's, rounded down to a power of two.
-int64_t stride_product(const Graph& fwd, bool channels_last, int64_t side) {
+// The input's height over the smallest feature map's that grows with it, rounded down to a
+// power of two. `twice`: the same graph at twice the input, where it builds: a map no larger
+// there (a global pool, PSPNet's bins) does not bound the step; without it every map but the
+// one-pixel ones counts.
+int64_t stride_product(const Graph& fwd, const Graph* twice, bool channels_last, int64_t side) {
+  const bool compare = twice && twice->values.size() == fwd.values.size();
+  auto height = [&](const Value& v) {
+    return v.desc.shape.size() == 4 ? v.desc.shape[channels_last ? 1 : 2] : 0;
+  };
   int64_t smallest = side;
-  for (const Value& v : fwd.values) {  // maps of one pixel (global pools) do not scale
-    const int64_t h = v.desc.shape.size() == 4 ? v.desc.shape[channels_last ? 1 : 2] : 0;
-    if (v.kind == ValueKind::Activation && h > 1) smallest = std::min(smallest, h);
+  for (size_t k = 0; k < fwd.values.size(); ++k) {
+    const Value& v = fwd.values[k];
+    const int64_t h = height(v);
+    const bool scales = compare ? height(twice->values[k]) > h : h > 1;
+    if (v.kind == ValueKind::Activation && h > 0 && scales) smallest = std::min(smallest, h);
   }
   int64_t step = 1;
   while (smallest > 0 && 2 * step * smallest <= side) step *= 2;
@@ -94,7 +103,10 @@ InputSizes input_sizes(const ConfigProblem& c, int64_t budget, std::optional<int
     std::string why;
     const std::optional<Graph> own = probe.build_own(&why);
     if (!own) REMAT_USER_ERROR(c.config << ": does not build at its own input: " << why);
-    out.step = stride_product(*own, probe.config().channels_last, probe.config().input[1]);
+    const Shape& in = probe.config().input;
+    const std::optional<Graph> twice = probe.build_at(Shape{in[0], 2 * in[1], 2 * in[2]}, nullptr);
+    out.step = stride_product(*own, twice ? &*twice : nullptr, probe.config().channels_last,
+                              in[1]);
   }
   // The first multiple of step (from 1) that is proven too large, by doubling then bisection
   // over the multiples that build; sizes that do not build are passed over.

@@ -18,9 +18,10 @@ namespace remat {
 // input size (a dense layer after a flatten grows its weights with H W), so every probe builds
 // the graph at its size, as a sequence length is searched (SizeFamily). Sizes are square,
 // H = W = k x step: step is the architecture's stride product (the input's side over the
-// smallest feature map's, rounded down to a power of two: 32 for VGG19 and ResNet-50, 16 for
-// U-Net), or --input-step. Sizes the architecture refuses (a concat of maps that no longer
-// match, PSPNet's pool kernels fixed for one size) are skipped, not errors: the search runs over
+// smallest feature map's that grows with the input, rounded down to a power of two: 32
+// for VGG19, ResNet-50 and PSPNet, 16 for U-Net), or --input-step. Sizes the architecture
+// refuses (a concat of maps that no longer match, PSPNet's bins that do not divide its feature
+// map; Note [size-relative attributes]) are skipped, not errors: the search runs over
 // the sizes that build, in order, and the answer names how many were skipped. The list ends
 // at the first size whose constant or largest node's working set exceeds the budget (proven
 // too large: every larger size needs more), or at kMaxInputSide; its last size is then the
