@@ -124,6 +124,10 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // Unknown), 986 with the floor (its LP search fits in 3.3 s).
 // Every Infeasible answer names its proof (MaxBatchResult::bound_source), and log level 2
 // prints each probe: a bound can be traced to the probe that made it.
+// On the larger zoo networks the probes above the answer mostly end Unknown (the stage
+// relaxation with the cap stays feasible there, and Cbc neither fits nor refutes it in its
+// share), which leaves the working-set bound; tools/bench/zoo_maxbatch_bench.py records each
+// network's proof.
 // At 16 GB, 30 s, 2 cores (two runs at a time), with half the time per probe, against twice
 // lo, no floors and no cheap drops: DenseNet-121 695-737 (611), DenseNet-169 666 (426),
 // InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19; lp's doubling reaches
@@ -391,6 +395,19 @@ MaxBatchResult search_sizes(Batches& batches, const std::string& strategy, int64
 }
 
 }  // namespace
+
+MaxBatchResult with_sizes(MaxBatchResult r, const std::function<int64_t(int64_t)>& size_of) {
+  auto map = [&](int64_t k) { return k > 0 ? size_of(k) : k; };
+  r.batch = map(r.batch);
+  r.upper_bound = map(r.upper_bound);
+  r.working_set_bound = map(r.working_set_bound);
+  // The proofs end " at <size>" (Note [max-batch bisection]).
+  const size_t at = r.bound_source.rfind(" at ");
+  const std::string k = at == std::string::npos ? "" : r.bound_source.substr(at + 4);
+  if (!k.empty() && k.size() < 19 && k.find_first_not_of("0123456789") == std::string::npos)
+    r.bound_source = r.bound_source.substr(0, at + 4) + std::to_string(map(std::stoll(k)));
+  return r;
+}
 
 MaxBatchResult max_batch(const Problem& p, const std::string& strategy, int64_t budget,
                          const SolveOptions& opt, const ProblemAtBatch& at_batch,

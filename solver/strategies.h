@@ -149,5 +149,9 @@ struct SizeFamily {
 MaxBatchResult max_size(const SizeFamily& family, const std::string& strategy, int64_t budget,
                         const SolveOptions& opt = {},
                         const std::vector<MaxBatchResult>& earlier = {});
+// A max_size result whose sizes are indices that stand for other sizes (a list of input sides,
+// batches from an offset): its answer, bounds and the size its bound_source names (" at k")
+// mapped through `size_of` (size_of(0) is 0: nothing fits).
+MaxBatchResult with_sizes(MaxBatchResult r, const std::function<int64_t(int64_t)>& size_of);
 
 }  // namespace remat

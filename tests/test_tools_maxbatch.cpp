@@ -316,6 +316,20 @@ TEST_F(ToolsTest, MaxBatchInputStepComesFromTheMapsThatScale) {
   EXPECT_EQ(keep % 12, 0) << r.out;
   EXPECT_LE(all_keep_peak(at(keep)), budget);
   EXPECT_GT(all_keep_peak(at(keep + 12)), budget) << "the next size that builds does not fit";
+  // checkmate's working-set bound and the size its proof names are sides, not indices.
+  RunResult j = run(MAXBATCH_EXE, "--config '" + cfg + "' --vary input --strategies checkmate "
+                                  "--time-limit 5 --json --budget " + std::to_string(budget));
+  ASSERT_EQ(j.code, 0) << j.err;
+  const nlohmann::json cm = nlohmann::json::parse(lines_of(j.out).at(0));
+  const int64_t ws = cm.at("working_set_bound"), bound = cm.at("upper_bound");
+  EXPECT_EQ(ws % 12, 0) << j.out;
+  EXPECT_GE(ws, bound) << j.out;
+  const std::string proof = cm.at("bound_source");
+  ASSERT_NE(proof.rfind(" at "), std::string::npos) << j.out;
+  const int64_t named = std::stoll(proof.substr(proof.rfind(" at ") + 4));
+  EXPECT_EQ(named % 12, 0) << j.out;
+  EXPECT_GT(named, bound) << j.out;
+  EXPECT_LE(named, bound + 12) << "the next size that builds, as a side: " << j.out;
 }
 
 // Note [smallest batch]: a model whose batch norm sees one value per channel at batch 1 (after
@@ -344,6 +358,14 @@ TEST_F(ToolsTest, MaxBatchStartsAtTheSmallestBatchTheModelBuilds) {
   RunResult j = run(MAXBATCH_EXE, args + " --json");
   ASSERT_EQ(j.code, 0) << j.err;
   EXPECT_EQ(nlohmann::json::parse(lines_of(j.out).at(0)).at("batch"), keep) << j.out;
+  // checkmate's bounds and the batch its proof names are batches, not the search's indices.
+  const nlohmann::json cm = nlohmann::json::parse(lines_of(j.out).at(1));
+  const int64_t ws = cm.at("working_set_bound"), bound = cm.at("upper_bound");
+  EXPECT_LE(problem_min_budget(config_problem(cfg, ws)), budget) << j.out;
+  EXPECT_GT(problem_min_budget(config_problem(cfg, ws + 1)), budget) << j.out;
+  const std::string proof = cm.at("bound_source");
+  ASSERT_NE(proof.rfind(" at "), std::string::npos) << j.out;
+  EXPECT_EQ(proof.substr(proof.rfind(" at ") + 4), std::to_string(bound + 1)) << j.out;
   RunResult v = run(MAXBATCH_EXE, "--config '" + cfg + "' --budget 8MB --strategies all-keep --verify");
   EXPECT_EQ(v.code, 0) << v.out << v.err;
 }

@@ -172,12 +172,9 @@ SizeFamily input_size_family(const ConfigProblem& c, const InputSizes& sizes) {
 }
 
 MaxBatchResult as_input_sizes(MaxBatchResult r, const InputSizes& sizes) {
-  auto side = [&](int64_t i) {
-    return i < 1 ? 0 : sizes.sizes.at(static_cast<size_t>(std::min<int64_t>(i, sizes.sizes.size()) - 1));
-  };
-  r.batch = side(r.batch);
-  r.upper_bound = side(r.upper_bound);
-  return r;
+  return with_sizes(std::move(r), [&](int64_t i) {
+    return sizes.sizes.at(static_cast<size_t>(std::min<int64_t>(i, sizes.sizes.size()) - 1));
+  });
 }
 
 }  // namespace remat

@@ -45,7 +45,8 @@ InputSizes input_sizes(const ConfigProblem& c, int64_t budget, std::optional<int
 // The family of problems over `sizes` (index i: sizes.sizes[i - 1]) for max_size.
 SizeFamily input_size_family(const ConfigProblem& c, const InputSizes& sizes);
 
-// A max_size answer over the family's indices as sizes (H): batch and upper_bound.
+// A max_size answer over the family's indices as sizes (H): the answer, its bounds and the
+// size its proof names (with_sizes).
 MaxBatchResult as_input_sizes(MaxBatchResult r, const InputSizes& sizes);
 
 }  // namespace remat

@@ -257,9 +257,7 @@ int64_t smallest_batch_offset(const ProblemAtBatch& at_batch, std::string* why) 
 }
 
 MaxBatchResult shifted(MaxBatchResult r, int64_t offset) {
-  if (r.batch > 0) r.batch += offset;
-  if (r.upper_bound > 0) r.upper_bound += offset;
-  return r;
+  return with_sizes(std::move(r), [offset](int64_t k) { return k + offset; });
 }
 
 int run(int argc, char** argv) {
