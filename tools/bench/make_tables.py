@@ -230,12 +230,8 @@ def why_open(r):
         return "closed: proven optimal"
     if bound <= 1.05 * batch:
         return f"closed: within 1.05 (the bound: {r['bound_source']})"
-    src = r["bound_source"]
-    if src.startswith("the working set") or src == "past the largest size":
-        return ("open: every probe above the answer ended undecided in the limit (the stage "
-                "relaxation with the cost cap is feasible there, and Cbc neither fit nor refuted "
-                f"it), so the bound is {src}")
-    return f"open: the bound is {src}; the batches between ended undecided in the limit"
+    return (f"open: no batch above {batch} proven infeasible in the limit; the bound is "
+            f"{r['bound_source']}")
 
 
 def gen_zoo_fig5_brackets(root, doc):
