@@ -58,7 +58,7 @@ void resolve_size_of(const LayerConfig& l, AttrMap& attrs, const ImageSize& inpu
                             l.name + "': field 'size_of': ";
   if (attrs.has("factor"))
     REMAT_USER_ERROR(where << "size_of sets the factor; give size_of or 'factor', not both");
-  if (!input.image || !target.image)
+  if (!input.image || !target.image || input.h < 1 || input.w < 1)
     REMAT_USER_ERROR(where << "'" << l.size_of << "' and the input must both be images "
                                                   "[N, C, H, W]");
   if (target.h % input.h != 0 || target.w % input.w != 0)
