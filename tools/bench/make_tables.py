@@ -692,6 +692,22 @@ def gen_headline(root, doc):
             cm["machine"], cm["revision"], cm["date"],
             link("docs/guide/precision-and-layouts.md", "precision") + ", " + link(rel, "data")])
 
+    rel = f"{ZOO}/maxbatch_brackets.csv"
+    br = [r for r in read_csv(root, rel) if r["batch"] not in ("", "0") and r["upper_bound"]]
+    if br:
+        closed = [r for r in br if int(r["upper_bound"]) <= 1.05 * int(r["batch"])]
+        proven = [r for r in closed if r["upper_bound"] == r["batch"]]
+        at_ws = [r for r in br if r not in closed and r["bound_source"].startswith("the working set")]
+        rows.append([
+            "memory: largest batch in 16 GB, how close checkmate is to the true maximum",
+            f"{len(br)} zoo networks, 60 s each: bracket (proven bound / answer) within 1.05 on "
+            f"{len(closed)} ({len(proven)} proven optimal); {len(br) - len(closed)} open, "
+            f"{len(at_ws)} of them at the working-set bound; each row says why",
+            br[0]["machine"], ", ".join(sorted({r["revision"] for r in br})),
+            ", ".join(sorted({r["date"] for r in br})),
+            link("docs/zoo.md#the-papers-figures-4-and-5-on-the-zoo", "zoo") + ", " +
+            link(rel, "data")])
+
     rel = MAXINPUT
     mi = [r for r in read_csv(root, rel) if r["ratio"]]
     if mi:
