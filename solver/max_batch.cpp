@@ -124,10 +124,9 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // Unknown), 986 with the floor (its LP search fits in 3.3 s).
 // Every Infeasible answer names its proof (MaxBatchResult::bound_source), and log level 2
 // prints each probe: a bound can be traced to the probe that made it.
-// On the larger zoo networks the probes above the answer mostly end Unknown (the stage
-// relaxation with the cap stays feasible there, and Cbc neither fits nor refutes it in its
-// share), which leaves the working-set bound; tools/bench/zoo_maxbatch_bench.py records each
-// network's proof.
+// On the larger zoo networks the probes above the answer end Unknown (neither the stage
+// relaxation with the cap nor Cbc refutes the batch in its share), which leaves the working-set
+// bound; tools/bench/zoo_maxbatch_bench.py records each network's proof.
 // At 16 GB, 30 s, 2 cores (two runs at a time), with half the time per probe, against twice
 // lo, no floors and no cheap drops: DenseNet-121 695-737 (611), DenseNet-169 666 (426),
 // InceptionV3 708 (653), NASNet-Mobile 887 (220), NASNet-Large 72 (19; lp's doubling reaches

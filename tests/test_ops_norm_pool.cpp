@@ -200,7 +200,9 @@ TEST(BatchNorm, FusedActivationIsThePairBitForBit) {
           clipped_high += got[i] == 6.0f;
         }
         EXPECT_GT(clipped_low, 0);
-        if (std::string(act) == "relu6") EXPECT_GT(clipped_high, 0);
+        if (std::string(act) == "relu6") {
+          EXPECT_GT(clipped_high, 0);
+        }
         // Gradients: the pair's with dy masked by the activation's slope at the output (relu:
         // y > 0; relu6: 0 < y < 6), whose own gradients the checks above and the relu tests cover.
         const std::vector<float> dy = one.random_dy(5);
@@ -212,9 +214,10 @@ TEST(BatchNorm, FusedActivationIsThePairBitForBit) {
         ASSERT_EQ(g1.size(), g2.size());
         for (size_t k = 0; k < g1.size(); ++k) {
           ASSERT_EQ(g1[k].size(), g2[k].size()) << "input " << k;
-          if (!g1[k].empty())
+          if (!g1[k].empty()) {
             EXPECT_EQ(std::memcmp(g1[k].data(), g2[k].data(), g1[k].size() * sizeof(float)), 0)
                 << "input " << k;
+          }
         }
       }
     }
