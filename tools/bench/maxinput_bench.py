@@ -5,7 +5,7 @@ at batch 1 and 8, in fp32 and bf16 (FLOPs cost model). Prints a table and append
 per (model, precision, batch) to --csv (tools/bench/results/maxinput/16gb.csv):
   model, precision, batch, dimension (input | seq), one column per strategy (its answer; empty
   where it does not apply), checkmate_bound (checkmate's proven upper bound), checkmate_status,
-  ratio (checkmate / all-keep), seconds (the whole run), note (the search's first line, or the
+  checkmate_bound_source (what proves the bound), ratio (checkmate / all-keep), seconds (the whole run), note (the search's first line, or the
   error that ended it), and the provenance columns revision, date, machine, load.
 Usage: maxinput_bench.py --bin build/tools [--models unet,vgg19] [--batches 1,8]
        [--precisions fp32,bf16] [--budget 16GB] [--time-limit 60] [--csv FILE] [--machine TEXT]
@@ -21,8 +21,8 @@ from result_rows import ROOT, append_row, provenance
 STRATEGIES = ["all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy", "chen-greedy-linear",
               "griewank", "lp", "checkmate"]
 FIELDS = (["model", "precision", "batch", "dimension"] + STRATEGIES +
-          ["checkmate_bound", "checkmate_status", "ratio", "seconds", "note", "revision", "date",
-           "machine", "load"])
+          ["checkmate_bound", "checkmate_status", "checkmate_bound_source", "ratio", "seconds",
+           "note", "revision", "date", "machine", "load"])
 MODELS = ["unet", "fcn8", "segnet", "pspnet", "vgg19", "resnet50", "gpt2"]
 
 
@@ -50,6 +50,7 @@ def run_one(a, model, precision, batch):
         if j["strategy"] == "checkmate":
             row["checkmate_bound"] = str(j.get("upper_bound", ""))
             row["checkmate_status"] = j.get("status", "")
+            row["checkmate_bound_source"] = j.get("bound_source", "")
     keep, best = row["all-keep"], row["checkmate"]
     if keep and best and int(keep) > 0:
         row["ratio"] = f"{int(best) / int(keep):.2f}"
