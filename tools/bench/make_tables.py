@@ -413,13 +413,38 @@ def maxinput_row(r):
             r["seconds"] + " s", note]
 
 
-gen_maxinput = simple(
-    MAXINPUT,
-    ["model", "precision", "batch", "dimension", *MAXINPUT_OTHERS, "checkmate", "checkmate_bound", "ratio",
-     "seconds", "note"],
-    ["model", "precision", "batch", "size", *MAXINPUT_OTHERS, "checkmate (<= proven bound)",
-     "checkmate / all-keep", "checkmate >= every other", "run", "sizes searched"],
-    maxinput_row)
+def maxinput_why(r):
+    """Whether checkmate's bracket is closed (bound / answer <= 1.05), else its bound's proof."""
+    best, bound = r["checkmate"], r["checkmate_bound"]
+    if not best or best == "0":
+        return ""
+    if not bound or bound == best:
+        return "closed: proven"
+    if int(bound) <= 1.05 * int(best):
+        return "closed: within 1.05"
+    src = r["checkmate_bound_source"]
+    return (f"open: no size above {best} proven too large in the limit; the bound is {src}"
+            if src else "open (its proof not recorded)")
+
+
+def maxinput_newest(root):
+    """The newest row of each (model, precision, batch): the file keeps every run."""
+    columns = ["model", "precision", "batch", "dimension", *MAXINPUT_OTHERS, "checkmate",
+               "checkmate_bound", "checkmate_bound_source", "ratio", "seconds", "note"]
+    data = need(read_csv(root, MAXINPUT), MAXINPUT, columns + list(CPU_COLUMNS))
+    return [newest(grp) for grp in group(
+        data, lambda r: (r["model"], r["precision"], r["batch"], r["dimension"])).values()]
+
+
+def gen_maxinput(root, doc):
+    header = ["model", "precision", "batch", "size", *MAXINPUT_OTHERS,
+              "checkmate (<= proven bound)", "checkmate / all-keep", "checkmate >= every other",
+              "the bound, or why it stays open", "run", "sizes searched", *CPU_COLUMNS]
+    rows = []
+    for r in maxinput_newest(root):
+        cells = maxinput_row(r)
+        rows.append(cells[:-2] + [maxinput_why(r)] + cells[-2:] + list(provenance(r)))
+    return table(header, rows)
 
 
 # ---- offload (checkmate-offload against checkmate) -----------------------------------------
@@ -709,7 +734,7 @@ def gen_headline(root, doc):
             link(rel, "data")])
 
     rel = MAXINPUT
-    mi = [r for r in read_csv(root, rel) if r["ratio"]]
+    mi = [r for r in maxinput_newest(root) if r["ratio"]]
     if mi:
         best = max(mi, key=lambda r: float(r["ratio"]))
         images = [r for r in mi if r["dimension"] == "input"]
