@@ -267,14 +267,6 @@ struct LayerContext {
   ChannelsLastPlacer& layouts;
 };
 
-// The height and width of value v (Note [size-relative attributes]).
-ImageSize image_size(const LayerContext& c, ValueId v) {
-  const Shape& s = c.g.value(v).desc.shape;
-  if (s.size() != 4) return {};
-  const bool last = c.layouts.stored_last(v);
-  return {true, s[last ? 1 : 2], s[last ? 2 : 3]};
-}
-
 // Adds layer `l`'s node (its inputs cast and laid out as its op runs them, its parameters) and
 // returns its output.
 ValueId add_layer(LayerContext& c, const LayerConfig& l, const BnReluFusion& fusion) {
@@ -300,9 +292,7 @@ ValueId add_layer(LayerContext& c, const LayerConfig& l, const BnReluFusion& fus
   if (auto act = fusion.activation.find(l.name); act != fusion.activation.end())
     node.attrs.set("activation", act->second);
   node.seed = node_seed(c.cfg.seed, l.name);
-  std::optional<ImageSize> target;
-  if (!l.size_of.empty()) target = image_size(c, c.by_name.at(l.size_of));
-  resolve_size_attrs(l, node.attrs, image_size(c, c.by_name.at(l.inputs.at(0))), target);
+  resolve_size_attrs(l, node.attrs, g, c.layouts, c.by_name);  // Note [size-relative attributes]
   try {
     AttrReader r(node.attrs);
     node.typed = op.parse(r);

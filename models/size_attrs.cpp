@@ -21,6 +21,19 @@
 namespace remat {
 namespace {
 
+// Height and width of a 4-D image value, whatever its layout; `image` false for other values.
+struct ImageSize {
+  bool image = false;
+  int64_t h = 0, w = 0;
+};
+
+ImageSize image_size(const Graph& g, const ChannelsLastPlacer& layouts, ValueId v) {
+  const Shape& s = g.value(v).desc.shape;
+  if (s.size() != 4) return {};
+  const bool last = layouts.stored_last(v);
+  return {true, s[last ? 1 : 2], s[last ? 2 : 3]};
+}
+
 std::string hw(const ImageSize& s) { return std::to_string(s.h) + " x " + std::to_string(s.w); }
 
 // The position of `key` in the layer's attributes, or the layer's own.
@@ -54,8 +67,7 @@ void resolve_bins(const LayerConfig& l, AttrMap& attrs, const ImageSize& input) 
 
 void resolve_size_of(const LayerConfig& l, AttrMap& attrs, const ImageSize& input,
                      const ImageSize& target) {
-  const std::string where = (l.size_of_where.empty() ? l.where : l.size_of_where) + ": layer '" +
-                            l.name + "': field 'size_of': ";
+  const std::string where = l.size_of_where + ": layer '" + l.name + "': field 'size_of': ";
   if (attrs.has("factor"))
     REMAT_USER_ERROR(where << "size_of sets the factor; give size_of or 'factor', not both");
   if (!input.image || !target.image || input.h < 1 || input.w < 1)
@@ -69,10 +81,15 @@ void resolve_size_of(const LayerConfig& l, AttrMap& attrs, const ImageSize& inpu
 
 }  // namespace
 
-void resolve_size_attrs(const LayerConfig& l, AttrMap& attrs, const ImageSize& input,
-                        const std::optional<ImageSize>& target) {
-  if (attrs.has("bins")) resolve_bins(l, attrs, input);
-  if (target) resolve_size_of(l, attrs, input, *target);
+void resolve_size_attrs(const LayerConfig& l, AttrMap& attrs, const Graph& g,
+                        const ChannelsLastPlacer& layouts,
+                        const std::map<std::string, ValueId>& values) {
+  const bool bins = attrs.has("bins");
+  if (!bins && l.size_of.empty()) return;
+  const ImageSize input = image_size(g, layouts, values.at(l.inputs.at(0)));
+  if (bins) resolve_bins(l, attrs, input);
+  if (!l.size_of.empty())
+    resolve_size_of(l, attrs, input, image_size(g, layouts, values.at(l.size_of)));
 }
 
 }  // namespace remat

@@ -220,18 +220,21 @@ def gen_zoo_fig5(root, doc):
     return table(header, rows)
 
 
-def why_open(r):
-    """Whether checkmate's bracket is closed (bound / answer <= 1.05), else what proves the bound
-    and why the batches between stay undecided."""
-    if not r["batch"] or not r["upper_bound"]:
-        return r["status"]
-    batch, bound = int(r["batch"]), int(r["upper_bound"])
-    if bound == batch:
+def bracket_closed(answer, bound):
+    """A search's bracket is closed when its proven bound is within 1.05 of its answer."""
+    return int(bound) <= 1.05 * int(answer)
+
+
+def bracket_verdict(answer, bound, proof, noun):
+    """Whether the bracket [answer, bound] is closed, else what proves the bound (`noun`: what
+    was searched, "batch" or "size")."""
+    if not bound or bound == answer:
         return "closed: proven optimal"
-    if bound <= 1.05 * batch:
-        return f"closed: within 1.05 (the bound: {r['bound_source']})"
-    return (f"open: no batch above {batch} proven infeasible in the limit; the bound is "
-            f"{r['bound_source']}")
+    if bracket_closed(answer, bound):
+        return "closed: within 1.05" + (f" (the bound: {proof})" if proof else "")
+    if not proof:
+        return "open (its proof not recorded)"
+    return f"open: no {noun} above {answer} proven not to fit in the limit; the bound is {proof}"
 
 
 def gen_zoo_fig5_brackets(root, doc):
@@ -255,7 +258,9 @@ def gen_zoo_fig5_brackets(root, doc):
                  if r["batch"] not in ("", "0") and r["upper_bound"] else "")
         beats = "" if not best or not r["batch"] else ("yes" if int(r["batch"]) >= best[0] else "no")
         rows.append([networks.get(cfg, cfg), r["batch"], r["upper_bound"], ratio,
-                     f"{best[0]} ({best[1]})" if best else "", beats, why_open(r),
+                     f"{best[0]} ({best[1]})" if best else "", beats,
+                     bracket_verdict(r["batch"], r["upper_bound"], r["bound_source"], "batch")
+                     if r["batch"] and r["upper_bound"] else r["status"],
                      f"{r['limit_s']} ({r['threads']} thread{'s' if r['threads'] != '1' else ''})",
                      *provenance(r)])
     return table(header, rows)
@@ -413,20 +418,6 @@ def maxinput_row(r):
             r["seconds"] + " s", note]
 
 
-def maxinput_why(r):
-    """Whether checkmate's bracket is closed (bound / answer <= 1.05), else its bound's proof."""
-    best, bound = r["checkmate"], r["checkmate_bound"]
-    if not best or best == "0":
-        return ""
-    if not bound or bound == best:
-        return "closed: proven"
-    if int(bound) <= 1.05 * int(best):
-        return "closed: within 1.05"
-    src = r["checkmate_bound_source"]
-    return (f"open: no size above {best} proven too large in the limit; the bound is {src}"
-            if src else "open (its proof not recorded)")
-
-
 def maxinput_newest(root):
     """The newest row of each (model, precision, batch): the file keeps every run."""
     columns = ["model", "precision", "batch", "dimension", *MAXINPUT_OTHERS, "checkmate",
@@ -443,7 +434,10 @@ def gen_maxinput(root, doc):
     rows = []
     for r in maxinput_newest(root):
         cells = maxinput_row(r)
-        rows.append(cells[:-2] + [maxinput_why(r)] + cells[-2:] + list(provenance(r)))
+        verdict = (bracket_verdict(r["checkmate"], r["checkmate_bound"],
+                                   r["checkmate_bound_source"], "size")
+                   if r["checkmate"] not in ("", "0") else "")
+        rows.append(cells[:-2] + [verdict] + cells[-2:] + list(provenance(r)))
     return table(header, rows)
 
 
@@ -720,7 +714,7 @@ def gen_headline(root, doc):
     rel = f"{ZOO}/maxbatch_brackets.csv"
     br = [r for r in read_csv(root, rel) if r["batch"] not in ("", "0") and r["upper_bound"]]
     if br:
-        closed = [r for r in br if int(r["upper_bound"]) <= 1.05 * int(r["batch"])]
+        closed = [r for r in br if bracket_closed(r["batch"], r["upper_bound"])]
         proven = [r for r in closed if r["upper_bound"] == r["batch"]]
         at_ws = [r for r in br if r not in closed and r["bound_source"].startswith("the working set")]
         rows.append([
