@@ -30,26 +30,42 @@ Schedule hold_instead(const Problem& p, const Schedule& s, int t, int i) {
   return c;
 }
 
+// The recomputations R[t][i] (i < t) as (-cost_i, t, i), the costliest first (the most a move
+// can save); without the free ones when `priced_only`.
+using Move = std::tuple<double, int, int>;
+std::vector<Move> recomputations_costliest_first(const Problem& p, const Schedule& s,
+                                                 bool priced_only) {
+  std::vector<Move> moves;
+  for (int t = 1; t < p.size(); ++t)
+    for (int i = 0; i < t; ++i)
+      if (s.R(t, i) && (!priced_only || p.nodes[size_t(i)].cost > 0))
+        moves.emplace_back(-p.nodes[size_t(i)].cost, t, i);
+  std::stable_sort(moves.begin(), moves.end());
+  return moves;
+}
+
 }  // namespace
 
-Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds) {
+Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds,
+                          double target_cost) {
   const auto t0 = Clock::now();
-  const int n = p.size();
   SimResult sim = simulate(p, s);
   if (!sim.valid || sim.peak_bytes > budget) return s;
-  for (bool improved = true; improved && since(t0) < seconds;) {
+  auto done = [&] { return target_cost > 0 && sim.total_cost <= target_cost; };
+  for (bool improved = true; improved && !done() && since(t0) < seconds;) {
     improved = false;
-    for (int t = 1; t < n && since(t0) < seconds; ++t)
-      for (int i = 0; i < t; ++i) {
-        if (!s.R(t, i)) continue;
-        if (since(t0) >= seconds) break;  // each move simulates the whole schedule
-        Schedule c = hold_instead(p, s, t, i);
-        SimResult cs = simulate(p, c);
-        if (!cs.valid || cs.peak_bytes > budget || cs.total_cost >= sim.total_cost) continue;
-        s = std::move(c);
-        sim = std::move(cs);
-        improved = true;
-      }
+    const std::vector<Move> moves = recomputations_costliest_first(p, s, false);
+    for (const auto& [neg_cost, t, i] : moves) {
+      if (since(t0) >= seconds) break;  // each move simulates the whole schedule
+      if (!s.R(t, i)) continue;
+      Schedule c = hold_instead(p, s, t, i);
+      SimResult cs = simulate(p, c);
+      if (!cs.valid || cs.peak_bytes > budget || cs.total_cost >= sim.total_cost) continue;
+      s = std::move(c);
+      sim = std::move(cs);
+      improved = true;
+      if (done()) return s;
+    }
   }
   return s;
 }
@@ -68,16 +84,11 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
 Schedule schedule_improve_repairing(const Problem& p, Schedule s, int64_t budget,
                                     double seconds) {
   const auto t0 = Clock::now();
-  const int n = p.size();
   SimResult sim = simulate(p, s);
   if (!sim.valid || sim.peak_bytes > budget) return s;
   for (bool improved = true; improved && since(t0) < seconds;) {
     improved = false;
-    std::vector<std::tuple<double, int, int>> moves;  // (-c_i, t, i)
-    for (int t = 1; t < n; ++t)
-      for (int i = 0; i < t; ++i)
-        if (s.R(t, i) && p.nodes[size_t(i)].cost > 0) moves.emplace_back(-p.nodes[size_t(i)].cost, t, i);
-    std::sort(moves.begin(), moves.end());
+    const std::vector<Move> moves = recomputations_costliest_first(p, s, true);
     for (const auto& [neg_cost, t, i] : moves) {
       const double left = seconds - since(t0);
       if (left <= 0) break;

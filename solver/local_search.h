@@ -11,8 +11,9 @@ namespace remat {
 
 // Lowers the cost of a schedule that fits the budget: holds values a stage recomputes, from
 // where they were last available, wherever the schedule still fits and gets cheaper, until no
-// such move helps or the deadline passes.
-Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds);
+// such move helps, the deadline passes or (target_cost > 0) it costs at most target_cost.
+Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds,
+                          double target_cost = 0);
 
 // The same move where it does not fit, followed by a budget repair (Note [budget repair]); the
 // result is kept when it is cheaper. Candidates by the cost the move saves, largest first,

@@ -270,5 +270,31 @@ TEST(LocalSearch, RepairingFindsWhatPlainHoldsCannot) {
   EXPECT_GE(improved, 3) << "of " << tried;  // 4 of 4 when written
 }
 
+// schedule_improve with a target cost (Note [held to the cost cap] in solver/max_batch.cpp)
+// stops at the first schedule within it: the same moves as without one, so never cheaper than
+// the search run to its end, always within the budget, and within the target when the full
+// search gets there.
+TEST(LocalSearch, StopsAtTheTargetCost) {
+  int stopped_early = 0;
+  for (const Problem& p : {residual_problem(8), dense_problem(8)})
+    for (double fraction : {0.3, 0.5}) {
+      const int64_t budget = budget_at(p, fraction);
+      SolveResult base = solve(p, "chen-sqrtn", budget, exact_options(5));
+      if (!base.feasible) continue;
+      SCOPED_TRACE(p.name + " at " + std::to_string(fraction));
+      const double start = simulate(p, base.schedule).total_cost;
+      const double full = simulate(p, schedule_improve(p, base.schedule, budget, 30)).total_cost;
+      if (!(full < start * (1 - 1e-9))) continue;
+      const double target = (start + full) / 2;
+      const SimResult held = simulate(p, schedule_improve(p, base.schedule, budget, 30, target));
+      ASSERT_TRUE(held.valid);
+      EXPECT_LE(held.peak_bytes, budget);
+      EXPECT_LE(held.total_cost, target);
+      EXPECT_GE(held.total_cost, full);
+      if (held.total_cost > full * (1 + 1e-9)) ++stopped_early;
+    }
+  EXPECT_GE(stopped_early, 1);
+}
+
 }  // namespace
 }  // namespace remat
