@@ -183,6 +183,7 @@ void run_cbc_here(const MilpModel& m, const SolveOptions& opt, const std::vector
   // CglPreProcess::postProcess, Cbc 2.10.8.)
   std::vector<const char*> argv{"remat", "-log", log, "-sec", sec, "-ratio", ratio};
   if (opt.threads > 1) argv.insert(argv.end(), {"-threads", threads});
+  if (!opt.cbc_preprocess) argv.insert(argv.end(), {"-preprocess", "off"});
   char increment[32];
   if (double inc = objective_increment(m); inc > 0) {
     std::snprintf(increment, sizeof increment, "%.12g", inc);

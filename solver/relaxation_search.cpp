@@ -26,12 +26,21 @@ struct Best {
   double cap = 0;
   std::optional<Schedule> s;
   double cost = 0;
+  // With a cap: the cheapest schedule offered that fits the budget but costs more than the cap
+  // (Note [held to the cost cap] in solver/max_batch.cpp), and its cost.
+  std::optional<Schedule> over_cap;
+  double over_cap_cost = 0;
 
   // Simulates `c`; keeps it if it fits and is cheaper. Returns its simulation.
   SimResult offer(Schedule c) {
     SimResult sim = simulate(p, c);
-    const bool capped = cap <= 0 || sim.total_cost <= cap * (1 + 1e-9);
-    if (sim.valid && sim.peak_bytes <= budget && capped && (!s || sim.total_cost < cost)) {
+    if (!sim.valid || sim.peak_bytes > budget) return sim;
+    if (cap > 0 && sim.total_cost > cap * (1 + 1e-9)) {
+      if (!over_cap || sim.total_cost < over_cap_cost) {
+        over_cap_cost = sim.total_cost;
+        over_cap = std::move(c);
+      }
+    } else if (!s || sim.total_cost < cost) {
       cost = sim.total_cost;
       s = std::move(c);
     }
@@ -81,7 +90,7 @@ RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const So
   }
   if (width <= 0) width = relaxation_width(p, 40000);
   const std::vector<int> ends = uniform_stage_ends(p.size(), width);
-  Best best{p, budget, cost_cap, std::nullopt, 0};
+  Best best{p, budget, cost_cap, std::nullopt, 0, std::nullopt, 0};
   std::mt19937_64 rng(opt.seed);
   int64_t model_budget = budget;
   for (int round = 0; round < 4 && left() > 0; ++round) {
@@ -98,7 +107,13 @@ RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const So
       // recorded and it has not recurred, so whether a solver status was at fault is unknown;
       // so that a status that does not repeat cannot end a search, Clp's "infeasible" counts
       // only when a second solve of the same LP (twice the first one's time, at least a
-      // second) says so too, and Cbc's only when a second run says so too.
+      // second) says so too, and Cbc's only when a second run without Cbc's preprocessing
+      // says so too. It recurred once more on 2026-11-29: DenseNet-121 at 16 GB, batch 1016
+      // answered infeasible by the stage relaxation's MILP at width 256 (Cbc, confirmed by a
+      // second identical run), where cheap drops held to the cap fit (peak 15.995 GB, 0.997 of
+      // the cap) and the same MILP, run alone at 0.5 to 40 s, never said infeasible. Cbc's
+      // preprocessing is known to call feasible models infeasible (coin-or/Cbc issues 466, 737,
+      // 740, 747), and a run that is deterministic repeats its mistake, hence the run without it.
       const double first = since(solve_start);
       st = milp_solve_lp(m, std::max(1.0, 2 * first), opt.log_level, &x, &obj);
       if (st == LpStatus::Infeasible) {
@@ -158,8 +173,12 @@ RelaxationSearch relaxation_lp_search(const Problem& p, int64_t budget, const So
     auto fit = schedule_fit_budget(p, all_keep_schedule(p).S, budget, left() / 2);
     if (fit) best.offer(std::move(*fit));
   }
-  // Cheaper still where memory allows: hold what the best schedule recomputes.
-  if (best.s && left() > 0) best.offer(schedule_improve(p, *best.s, budget, left() / 2));
+  // Cheaper still where memory allows: hold what the best schedule recomputes. Under a cap any
+  // schedule within it answers; without one, the cheapest over-cap schedule is held toward it.
+  if (cost_cap <= 0 && best.s && left() > 0)
+    best.offer(schedule_improve(p, *best.s, budget, left() / 2));
+  if (cost_cap > 0 && !best.s && best.over_cap && left() > 0)
+    best.offer(schedule_improve(p, *best.over_cap, budget, left() / 2, cost_cap));
   if (best.s) {
     best.s->lower_bound = std::min(out.bound, best.cost);
     out.best = std::move(best.s);
@@ -223,8 +242,11 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
     };
   MilpRun run = milp_run_cbc(m, mopt, start.empty() ? nullptr : &start, progress);
   out.model = model_label("stage-relaxation MILP", width, m);
-  if (run.infeasible)  // Note [confirmed infeasibility]
-    run = milp_run_cbc(m, mopt, start.empty() ? nullptr : &start, progress);
+  if (run.infeasible) {  // Note [confirmed infeasibility]
+    SolveOptions plain = mopt;
+    plain.cbc_preprocess = false;
+    run = milp_run_cbc(m, plain, start.empty() ? nullptr : &start, progress);
+  }
   if (run.infeasible) {
     out.infeasible = true;  // a proof: the relaxation has no integer point
     out.failure = "no schedule fits: the stage relaxation's MILP is infeasible (a proof)";
@@ -240,7 +262,7 @@ RelaxationSearch relaxation_milp_search(const Problem& p, int64_t budget, const 
                                    width);
   }
   if (run.has_solution) {
-    Best best{p, budget, cost_cap, std::nullopt, 0};
+    Best best{p, budget, cost_cap, std::nullopt, 0, std::nullopt, 0};
     Schedule s = schedule_from_held_sets(p, ends, relaxation_held_sets(m, ends, run.x.data(), 0.5));
     SimResult sim = best.offer(s);
     if (sim.valid && sim.peak_bytes > budget) {

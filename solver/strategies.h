@@ -41,6 +41,9 @@ struct SolveOptions {
   double cost_cap = 0;
   // The offload strategies (solver/offload.h): bytes of host copies alive at once; 0: no limit.
   int64_t host_budget = 0;
+  // false: Cbc without its preprocessing, which has called feasible models infeasible (Note
+  // [confirmed infeasibility] in solver/relaxation_search.cpp).
+  bool cbc_preprocess = true;
 };
 
 struct SolveResult {

@@ -9,6 +9,7 @@
 
 #include "solver/chain.h"
 #include "solver/local_search.h"
+#include "solver/lp_builder.h"
 #include "solver/milp_model.h"
 #include "solver/schedule.h"
 #include "solver/strategies.h"
@@ -58,6 +59,27 @@ void check_against_brute_force(const Problem& p) {
   }
   EXPECT_GT(feasible, 2);
   EXPECT_GT(infeasible, 0);
+}
+
+// Note [confirmed infeasibility]: Cbc's "infeasible" becomes a proof only when a run without its
+// preprocessing agrees, so that run must solve what it is given. The model is from coin-or/Cbc
+// issue 737 (feasible, optimum -187), which Cbc's development version's preprocessing called
+// infeasible (Debian's Cbc 2.10.8 solves it either way).
+TEST(MilpCbc, WithoutPreprocessingSolvesAFeasibleModel) {
+  MilpModel m;
+  LpBuilder lp{m, {}};
+  const int x0 = lp.add_col(-200, 200, 1, false);
+  const int x2 = lp.add_col(-200, 200, -1, true);
+  lp.add_row(-1e30, -1139, {{x0, -0.02}, {x2, 88.5}});
+  lp.finish();
+  SolveOptions opt;
+  opt.time_limit_seconds = 10;
+  opt.cbc_preprocess = false;
+  const MilpRun run = milp_run_cbc(m, opt, nullptr, nullptr);
+  EXPECT_FALSE(run.infeasible);
+  ASSERT_TRUE(run.has_solution);
+  EXPECT_NEAR(run.objective, -187, 1e-6);
+  EXPECT_NEAR(run.x[size_t(x2)], -13, 1e-9);
 }
 
 TEST(MilpBruteForce, TwoLayerChain) { check_against_brute_force(varied_chain(2)); }

@@ -237,17 +237,28 @@ def bracket_verdict(answer, bound, proof, noun):
     return f"open: no {noun} above {answer} proven not to fit in the limit; the bound is {proof}"
 
 
-def gen_zoo_fig5_brackets(root, doc):
+def brackets_newest(root):
+    """Per network, the newest row of the brackets file (which keeps every run) and the answers
+    of the runs before it, oldest first."""
     rel = f"{ZOO}/maxbatch_brackets.csv"
     data = need(read_csv(root, rel), rel, ["config", "batch", "upper_bound", "bound_source",
                                            "status", "limit_s", "threads", *CPU_COLUMNS])
+    out = []
+    for grp in group(data, lambda r: r["config"]).values():
+        last = newest(grp)
+        out.append((last, [r for r in grp if r is not last]))
+    return out
+
+
+def gen_zoo_fig5_brackets(root, doc):
     rerun_rel = f"{ZOO}/maxbatch_reruns.csv"
     reruns = need(read_csv(root, rerun_rel), rerun_rel, ["config", "strategy", "batch"])
     networks = {run["config"]: run["network"] for run in zoo_runs(root)}
     header = ["network", "checkmate", "proven bound", "bound / answer", "best other (strategy)",
-              "checkmate >= it", "the bound, or why it stays open", "limit (s)", *CPU_COLUMNS]
+              "checkmate >= it", "the bound, or why it stays open", "limit (s)",
+              "checkmate in earlier runs (revision)", *CPU_COLUMNS]
     rows = []
-    for r in data:
+    for r, earlier in brackets_newest(root):
         cfg = r["config"]
         others = [(int(b), s) for s, (b, _) in svg_maxbatch(root, cfg).items()
                   if s != "checkmate" and b.isdigit()]
@@ -262,6 +273,7 @@ def gen_zoo_fig5_brackets(root, doc):
                      bracket_verdict(r["batch"], r["upper_bound"], r["bound_source"], "batch")
                      if r["batch"] and r["upper_bound"] else r["status"],
                      f"{r['limit_s']} ({r['threads']} thread{'s' if r['threads'] != '1' else ''})",
+                     ", ".join(f"{e['batch']} ({e['revision']})" for e in earlier if e["batch"]),
                      *provenance(r)])
     return table(header, rows)
 
@@ -712,7 +724,7 @@ def gen_headline(root, doc):
             link("docs/guide/precision-and-layouts.md", "precision") + ", " + link(rel, "data")])
 
     rel = f"{ZOO}/maxbatch_brackets.csv"
-    br = [r for r in read_csv(root, rel) if r["batch"] not in ("", "0") and r["upper_bound"]]
+    br = [r for r, _ in brackets_newest(root) if r["batch"] not in ("", "0") and r["upper_bound"]]
     if br:
         closed = [r for r in br if bracket_closed(r["batch"], r["upper_bound"])]
         proven = [r for r in closed if r["upper_bound"] == r["batch"]]
