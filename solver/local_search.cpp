@@ -44,6 +44,26 @@ std::vector<Move> recomputations_costliest_first(const Problem& p, const Schedul
   return moves;
 }
 
+// The most bytes in use during each stage of a simulation.
+std::vector<int64_t> stage_peaks(const Problem& p, const SimResult& sim) {
+  std::vector<int64_t> peak(size_t(p.size()), 0);
+  for (const SimStep& st : sim.steps)
+    if (st.stage >= 0 && st.stage < p.size())
+      peak[size_t(st.stage)] = std::max({peak[size_t(st.stage)], st.bytes_during, st.bytes_after});
+  return peak;
+}
+
+// Whether hold_instead(p, s, t, i) can fit: i is absent from the stages between where it was
+// last available and t, so holding it adds its bytes to each of their peaks.
+bool hold_may_fit(const Problem& p, const Schedule& s, const std::vector<int64_t>& peak,
+                  int64_t budget, int t, int i) {
+  int from = t - 1;
+  while (from > i && !s.R(from, i) && !s.S(from, i)) --from;
+  for (int u = from + 1; u < t; ++u)
+    if (peak[size_t(u)] + p.nodes[size_t(i)].bytes > budget) return false;
+  return true;
+}
+
 }  // namespace
 
 Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds,
@@ -52,12 +72,23 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
   SimResult sim = simulate(p, s);
   if (!sim.valid || sim.peak_bytes > budget) return s;
   auto done = [&] { return target_cost > 0 && sim.total_cost <= target_cost; };
+  // With a target: given up once, a tenth of the time in, the rate so far would not reach the
+  // target in the whole time (the rate only falls as the cheap holds run out).
+  const double start_cost = sim.total_cost;
+  auto hopeless = [&] {
+    const double el = since(t0);
+    return target_cost > 0 && el >= seconds / 10 &&
+           (start_cost - sim.total_cost) / el * seconds < start_cost - target_cost;
+  };
   for (bool improved = true; improved && !done() && since(t0) < seconds;) {
     improved = false;
     const std::vector<Move> moves = recomputations_costliest_first(p, s, false);
+    // With a target, moves that cannot fit are passed over without a simulation.
+    std::vector<int64_t> peak = target_cost > 0 ? stage_peaks(p, sim) : std::vector<int64_t>{};
     for (const auto& [neg_cost, t, i] : moves) {
-      if (since(t0) >= seconds) break;  // each move simulates the whole schedule
+      if (since(t0) >= seconds || hopeless()) return s;  // each move simulates the schedule
       if (!s.R(t, i)) continue;
+      if (target_cost > 0 && !hold_may_fit(p, s, peak, budget, t, i)) continue;
       Schedule c = hold_instead(p, s, t, i);
       SimResult cs = simulate(p, c);
       if (!cs.valid || cs.peak_bytes > budget || cs.total_cost >= sim.total_cost) continue;
@@ -65,6 +96,7 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
       sim = std::move(cs);
       improved = true;
       if (done()) return s;
+      if (target_cost > 0) peak = stage_peaks(p, sim);
     }
   }
   return s;

@@ -11,7 +11,8 @@ namespace remat {
 
 // Lowers the cost of a schedule that fits the budget: holds values a stage recomputes, from
 // where they were last available, wherever the schedule still fits and gets cheaper, until no
-// such move helps, the deadline passes or (target_cost > 0) it costs at most target_cost.
+// such move helps, the deadline passes or (target_cost > 0) it costs at most target_cost, or,
+// a tenth of the time in, its rate so far would not reach target_cost in the time.
 Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds,
                           double target_cost = 0);
 
