@@ -53,8 +53,9 @@ std::vector<int64_t> stage_peaks(const Problem& p, const SimResult& sim) {
   return peak;
 }
 
-// Whether hold_instead(p, s, t, i) can fit: i is absent from the stages between where it was
-// last available and t, so holding it adds its bytes to each of their peaks.
+// Whether hold_instead(p, s, t, i) may fit: i is absent from the stages between where it was
+// last available and t, so holding it adds its bytes to each of their peaks (the trim after
+// the move may free others there, so a move this passes over might have fit: a heuristic).
 bool hold_may_fit(const Problem& p, const Schedule& s, const std::vector<int64_t>& peak,
                   int64_t budget, int t, int i) {
   int from = t - 1;
@@ -83,7 +84,8 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
   for (bool improved = true; improved && !done() && since(t0) < seconds;) {
     improved = false;
     const std::vector<Move> moves = recomputations_costliest_first(p, s, false);
-    // With a target, moves that cannot fit are passed over without a simulation.
+    // With a target, moves whose value would lift a stage's peak over the budget are passed
+    // over without a simulation.
     std::vector<int64_t> peak = target_cost > 0 ? stage_peaks(p, sim) : std::vector<int64_t>{};
     for (const auto& [neg_cost, t, i] : moves) {
       if (since(t0) >= seconds || hopeless()) return s;  // each move simulates the schedule

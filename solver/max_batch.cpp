@@ -140,7 +140,7 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // but not the cap goes through schedule_improve with the cap as its target (hold a value a
 // stage recomputes, the costliest first, while it fits; stop at the cap): 0.998 times the cap
 // after 0.06 s there (stage by stage, the order it had before, took 6.8 s). At 16 GB, 60 s, one
-// thread, DenseNet-121's answer went from 695 to 1029 (2-core AMD EPYC, no other load,
+// thread, DenseNet-121's answer went from 695 to 1029 (2-core Intel Xeon, no other load,
 // 2026-11-29).
 // The hold gets the probe's time up to its half (NASNet-Mobile at 1077 needs 3.3 s); with a
 // target, schedule_improve passes over moves whose value would not fit beside some stage's peak

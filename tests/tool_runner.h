@@ -31,6 +31,9 @@ class ScratchDirTest : public ::testing::Test {
     char tmpl[] = "/tmp/remat_test_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // Each test's own OpenMPI session directory: two mpiruns started at once (ctest -j) race to
+    // create the shared /tmp/ompi.HOST.UID, and one failed with "File exists" (2026-11-30).
+    ::setenv("OMPI_MCA_orte_tmpdir_base", dir_.c_str(), 1);
   }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 echo "run_main: setting up (missing packages, configure, build train)"
 REMAT_BUILD_TARGETS="train" bash tools/scripts/setup.sh
 build=${REMAT_BUILD_DIR:-build}
+source tools/scripts/openblas_core.sh
+openblas_pick_core "$build/tools/train"
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && [ -f configs/vgg19.yaml ] \
    && grep -q 'REMAT_HAVE_CUDA:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   echo "run_main: training configs/vgg19.yaml on the GPU under a 15 GB budget (20 steps)"

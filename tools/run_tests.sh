@@ -39,6 +39,7 @@
 # REMAT_TEST_STAGES picks stages (default "normal sanitize fuzz").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tools/scripts/openblas_core.sh
 stages=${REMAT_TEST_STAGES:-normal sanitize fuzz}
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
 
@@ -47,6 +48,7 @@ if has_stage normal; then
   # torchvision, the ONNX import's comparisons torchvision and python3-onnx (Debian's packages).
   REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-onnx python3-yaml" bash tools/scripts/setup.sh
   build=${REMAT_BUILD_DIR:-build}
+  openblas_pick_core "$build/tools/plan"
   # A test that hangs is stopped after --timeout (the suite's slowest takes 30 s on 2 cores;
   # ctest sets no limit by default) and run once more; its timeout stays in the log with its
   # name. One test held a CI run for its 90 minutes (2026-11-26; most likely the arena packing of a
@@ -62,6 +64,7 @@ if has_stage sanitize || has_stage fuzz; then
     REMAT_CMAKE_ARGS="-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREMAT_WITH_CUDA=OFF -DREMAT_WITH_MPI=OFF
       -DREMAT_SANITIZE=address,undefined -DREMAT_FUZZ=ON" bash tools/scripts/setup.sh
+  openblas_pick_core "$asan/tools/plan"
 fi
 
 default_asan_exclude='^(RematExec\.ZooConfigsBitIdenticalUnderBaselines|TrainEndToEnd\.SmallCnnLossFalls|MilpBruteForce\..*|OffloadMilp\..*|MomentBound\.NeverAboveTheExhaustiveOptimum|BenchPytorch\..*|OnnxModels\..*|Configs/Gpt2Zoo\.OneCpuStepAtASmallSequence/gpt2(_medium)?|Configs/Zoo\.OneCpuTrainingStepAtSmallInputHasFiniteLoss/(fcn8|fcn32|resnet50_pspnet|resnet101|vgg16|vgg19|resnet50|unet|segnet|densenet169|densenet201|resnet152|resnet101_v2|resnet152_v2|nasnet_large|inception_v3|xception)|Configs/Bf16Zoo\.TrainsAStepWithThePlannedPeak/(fcn8|fcn32|resnet50_pspnet|resnet101|vgg16|vgg19|resnet50|unet|segnet|gpt2|gpt2_medium|densenet169|densenet201|resnet152|resnet101_v2|resnet152_v2|nasnet_large|inception_v3|xception)|Gpt2Tiny\.LossFallsWithin50CpuSteps|Readme\.EveryCommandRunsAsWritten|CheckmateAtScale\.(EqualsTheFullMilpWhereItProvesOptimality|TimeLimitHoldsUnderLoad|NeverWorseThanLpOrBaselinesAndBoundHolds|FindsWhatASmallerBudgetRounds)|MonotoneSweep\.CheckmateNeverCostsMoreAtALargerBudget|MilpMaxBatch\.(CheckmateReachesTheCheapDropsBatch|CheckmateOffloadFindsALargerBatchWhereCopiesAreFree))( |$)'
