@@ -13,7 +13,8 @@ openblas_pick_core() {
   [ -n "${OPENBLAS_CORETYPE:-}" ] && return 0
   grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo || return 0
   [ -x "$program" ] || return 0
-  core=$(OPENBLAS_VERBOSE=2 "$program" --version 2>&1 | sed -n 's/^Core: //p' | head -n 1)
+  # A program that fails here leaves the choice alone (|| true: under set -e and pipefail).
+  core=$(OPENBLAS_VERBOSE=2 "$program" --version 2>&1 | sed -n 's/^Core: //p' | head -n 1 || true)
   case "$core" in
     Katmai|Coppermine|Northwood|Prescott|Banias|Core2|Penryn|Dunnington|Nehalem|Atom|Sandybridge)
       export OPENBLAS_CORETYPE=Haswell
