@@ -147,6 +147,18 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // and gives up when its rate would not reach the target in time, which leaves the repairs
 // their time where holding fails (one run each after that: Xception 326, NASNet-Mobile 969,
 // DenseNet-121 1042; the zoo's brackets table has the runs before it).
+// Note [newest repaired first]
+// `known` grows in the order schedules are found: the baselines', then each probe's fit, and a
+// probe fits only above lo, so the newest schedule is the one found at the largest batch, the
+// closest to the next probe and the likeliest to repair there. The repairs go newest first.
+// Oldest first, the useful repair came last and got what the others left of half the probe:
+// ResNet-101 v2 at 16 GB, probe 808 of 10.5 s, repaired the LP's schedule from 766 (the fifth of
+// five) in one run and ran out of time in another, and the answers of three runs were 806, 821
+// and 778; newest first, 928. In the same runs Xception went from 326 to 424, DenseNet-121 from
+// 1042 to 1056, NASNet-Mobile from 969 to 977 (60 s, one thread, 2-core Intel Xeon, nothing
+// else running, 2026-11-30). Before the hold to the cost cap (a59f4e3), on the same machine,
+// Xception found 299 in one run: what looked like the hold's loss against older rows was the
+// machine (those ran on an AMD EPYC: 405) and the repair order.
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
@@ -211,9 +223,10 @@ struct Prober {
       return Probe::Feasible;
     // Repair the known schedules at this batch (Note [budget repair]), until half the probe's
     // time: at 3,581 nodes one repair can take seconds, and the LP below is what answers there.
+    // The newest first (Note [newest repaired first]).
     const double repair_until = seconds / 2;
     answer = "a known schedule repaired";
-    for (size_t k = 0, n = known.size(); k < n && d.elapsed() < repair_until; ++k) {
+    for (size_t k = known.size(); k-- > 0 && d.elapsed() < repair_until;) {
       const double share = (repair_until - d.elapsed()) / 2;
       if (accept_held(schedule_fit_budget(pb, known[k].S, budget, share), share))
         return Probe::Feasible;
