@@ -322,13 +322,15 @@ std::optional<Schedule> full_lp_rounding(const Problem& p, int64_t budget, const
 
 }  // namespace
 
-bool full_milp_is_small(const Problem& p) {
+int64_t full_milp_pairs(const Problem& p) {
   const auto md = max_descendant(p, problem_users(p));
-  int64_t pairs = 0;  // (stage, value) pairs with R and S columns
+  int64_t pairs = 0;
   for (int t = 0; t < p.size(); ++t)
     for (int i = 0; i < t; ++i) pairs += md[i] >= t ? 1 : 0;
-  return pairs <= kSmallMilpPairs;
+  return pairs;
 }
+
+bool full_milp_is_small(const Problem& p) { return full_milp_pairs(p) <= kSmallMilpPairs; }
 
 // Note [lp strategy]
 // `lp` is the stage relaxation's LP with rounding (Note [stage relaxation]), which scales to

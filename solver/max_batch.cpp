@@ -159,6 +159,16 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // else running, 2026-11-30). Before the hold to the cost cap (a59f4e3), on the same machine,
 // Xception found 299 in one run: what looked like the hold's loss against older rows was the
 // machine (those ran on an AMD EPYC: 405) and the repair order.
+// Note [full MILP after the relaxation]
+// A probe's last step is the stage relaxation's MILP, or the full Checkmate MILP where that is
+// small (kSmallMilpPairs). The relaxation's optimum need not be a schedule that fits, and it can
+// come long before the probe's time is up: PSPNet in bf16 at batch 8 and 1728 x 1728 (9,051
+// pairs) has its relaxation solved in 7 s of a 52 s probe, no schedule from it fits, and the
+// search ended at 1536 after 16 s of its 60. The full MILP there finds a schedule in 32 s
+// (peak 14.88 GB, the working set of the largest node, at 0.78 of the cost cap). So the time
+// the relaxation leaves goes to the full MILP where its model is at most twice the small size
+// (a model of 9,051 pairs has 50 thousand columns and 103 thousand rows; the zoo's next larger
+// graphs have ten times the pairs).
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
@@ -245,31 +255,38 @@ struct Prober {
     if (!use_milp || d.left() <= 0) return Probe::Unknown;
     SolveOptions mopt = opt;
     mopt.time_limit_seconds = std::max(0.05, d.left());
-    if (full_milp_is_small(pb)) {
-      MilpBuildOptions bo;
-      bo.budget = budget;
-      bo.cost_cap = cap;
-      MilpModel m = milp_build(pb, bo);
-      MilpProgress stop_at_incumbent = [](double, double inc, double) { return inc >= 0; };
-      MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
-      answer = "the Checkmate MILP with the cost cap (Cbc)";
-      if (run.infeasible) {  // Note [confirmed infeasibility] in solver/relaxation_search.cpp
-        SolveOptions plain = mopt;
-        plain.cbc_preprocess = false;
-        if (milp_run_cbc(m, plain, nullptr, stop_at_incumbent).infeasible)
-          return Probe::Infeasible;
-      }
-      if (run.has_solution)
-        for (Schedule& c : schedule_candidates_for_s(pb, milp_s_from_solution(m, run.x.data(), 0.5)))
-          if (accept(c)) return Probe::Feasible;
-      answer = "nothing fit in time";
-      return Probe::Unknown;
-    }
+    if (full_milp_is_small(pb)) return full_milp_probe(pb, mopt, cap, accept);
     RelaxationSearch mip = relaxation_milp_search(pb, budget, mopt, mopt.time_limit_seconds,
                                                   nullptr, 0, cap);
     answer = mip.model + " (Cbc)";
     if (mip.infeasible) return Probe::Infeasible;
     if (accept(mip.best)) return Probe::Feasible;
+    // Note [full MILP after the relaxation]
+    mopt.time_limit_seconds = d.left();
+    if (d.left() > 1 && full_milp_pairs(pb) <= 2 * kSmallMilpPairs)
+      return full_milp_probe(pb, mopt, cap, accept);
+    answer = "nothing fit in time";
+    return Probe::Unknown;
+  }
+
+  // The full Checkmate MILP with the cost cap, stopped at its first incumbent.
+  template <typename Accept>
+  Probe full_milp_probe(const Problem& pb, const SolveOptions& mopt, double cap, Accept& accept) {
+    MilpBuildOptions bo;
+    bo.budget = budget;
+    bo.cost_cap = cap;
+    MilpModel m = milp_build(pb, bo);
+    MilpProgress stop_at_incumbent = [](double, double inc, double) { return inc >= 0; };
+    MilpRun run = milp_run_cbc(m, mopt, nullptr, stop_at_incumbent);
+    answer = "the Checkmate MILP with the cost cap (Cbc)";
+    if (run.infeasible) {  // Note [confirmed infeasibility] in solver/relaxation_search.cpp
+      SolveOptions plain = mopt;
+      plain.cbc_preprocess = false;
+      if (milp_run_cbc(m, plain, nullptr, stop_at_incumbent).infeasible) return Probe::Infeasible;
+    }
+    if (run.has_solution)
+      for (Schedule& c : schedule_candidates_for_s(pb, milp_s_from_solution(m, run.x.data(), 0.5)))
+        if (accept(c)) return Probe::Feasible;
     answer = "nothing fit in time";
     return Probe::Unknown;
   }

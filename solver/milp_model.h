@@ -69,6 +69,8 @@ MilpModel milp_build(const Problem& p, const MilpBuildOptions& opt);
 // most kSmallMilpPairs (stage, value) pairs that get R and S columns.
 constexpr int64_t kSmallMilpPairs = 6000;
 bool full_milp_is_small(const Problem& p);
+// The (stage, value) pairs that get R and S columns in the full Checkmate MILP.
+int64_t full_milp_pairs(const Problem& p);
 
 // md[i] = the largest node index that depends on i transitively (i itself included): past
 // stage md[i], nothing can use i, so no model holds or computes it there.
