@@ -14,13 +14,6 @@
 namespace remat {
 namespace {
 
-SolveOptions exact_options() {
-  SolveOptions o;
-  o.time_limit_seconds = 20;
-  o.relative_gap = 0;
-  return o;
-}
-
 // Max batch's cost cap: all-keep's cost plus one forward pass.
 double max_batch_cost_cap(const Problem& pb) {
   double all = 0, fwd = 0;
@@ -29,6 +22,19 @@ double max_batch_cost_cap(const Problem& pb) {
   return all + fwd;
 }
 
+// The dense block at batch 4 with a budget of about 12 images at half its activations, and a
+// 5 s limit: room above every baseline, a bracket that stays open.
+struct DenseCase {
+  Problem p = dense_problem(12);
+  int64_t budget = 0;
+  SolveOptions opt;
+  DenseCase() {
+    p.batch = 4;
+    budget = budget_at(p, 0.5) * 3;
+    opt.time_limit_seconds = 5;
+  }
+};
+
 TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   std::vector<double> cost;
   std::vector<int64_t> bytes;
@@ -36,7 +42,7 @@ TEST(MilpMaxBatch, CheckmateAtLeastEveryBaselineAndFits) {
   Problem p = make_chain_problem(cost, bytes, 1000);
   p.batch = 4;
   const int64_t budget = 2000;
-  SolveOptions opt = exact_options();
+  SolveOptions opt = exact_options(20);
   MaxBatchResult cm = max_batch(p, "checkmate", budget, opt);
   ASSERT_GT(cm.batch, 0);
   EXPECT_GE(cm.upper_bound, cm.batch);
@@ -113,21 +119,17 @@ TEST(MilpMaxBatch, CheckmateHoldsTheCheapDropsToTheCap) {
 // its answer is never below another strategy's, even with no time of its own, and its schedule
 // is checked at that answer, not taken on trust.
 TEST(MilpMaxBatch, CheckmateStartsFromTheEarlierAnswersOfTheRun) {
-  Problem p = dense_problem(12);
-  p.batch = 4;
-  const int64_t budget = budget_at(p, 0.5) * 3;
-  SolveOptions opt;
-  opt.time_limit_seconds = 5;
-  const MaxBatchResult greedy = max_batch(p, "chen-greedy", budget, opt);
+  const DenseCase c;
+  const MaxBatchResult greedy = max_batch(c.p, "chen-greedy", c.budget, c.opt);
   ASSERT_GT(greedy.batch, 1);
   ASSERT_TRUE(greedy.schedule);
-  SolveOptions none = opt;
+  SolveOptions none = c.opt;
   none.time_limit_seconds = 1e-9;  // no probe, no baseline of its own
-  EXPECT_LT(max_batch(p, "checkmate", budget, none).batch, greedy.batch) << "alone, in no time";
-  EXPECT_GE(max_batch(p, "checkmate", budget, none, nullptr, {greedy}).batch, greedy.batch);
+  EXPECT_LT(max_batch(c.p, "checkmate", c.budget, none).batch, greedy.batch) << "alone, in no time";
+  EXPECT_GE(max_batch(c.p, "checkmate", c.budget, none, nullptr, {greedy}).batch, greedy.batch);
   MaxBatchResult claimed = greedy;  // a schedule that does not fit at the answer claimed
   claimed.batch = greedy.batch * 100;
-  EXPECT_LT(max_batch(p, "checkmate", budget, none, nullptr, {claimed}).batch, greedy.batch);
+  EXPECT_LT(max_batch(c.p, "checkmate", c.budget, none, nullptr, {claimed}).batch, greedy.batch);
 }
 
 // Where copies cost next to nothing, checkmate-offload's search above checkmate's answer
@@ -135,12 +137,11 @@ TEST(MilpMaxBatch, CheckmateStartsFromTheEarlierAnswersOfTheRun) {
 // Its seeds need checkmate's solves to finish in their share of 5 s, too little under the
 // sanitizers, whose stage skips it (tools/run_tests.sh).
 TEST(MilpMaxBatch, CheckmateOffloadFindsALargerBatchWhereCopiesAreFree) {
-  Problem p = dense_problem(12);
-  p.batch = 4;
-  p.copy_cost_per_byte = 1e-9;
-  const int64_t budget = budget_at(p, 0.5) * 3;
-  SolveOptions opt;
-  opt.time_limit_seconds = 5;
+  DenseCase c;
+  c.p.copy_cost_per_byte = 1e-9;
+  const Problem& p = c.p;
+  const int64_t budget = c.budget;
+  const SolveOptions& opt = c.opt;
   const MaxBatchResult cm = max_batch(p, "checkmate", budget, opt);
   ASSERT_GT(cm.batch, 1);
   ASSERT_LT(cm.batch, cm.working_set_bound) << "no room above checkmate's answer";
@@ -157,17 +158,13 @@ TEST(MilpMaxBatch, CheckmateOffloadFindsALargerBatchWhereCopiesAreFree) {
 // Checkmate's answer carries the schedule that fits there, so the strategies after it in a run
 // (checkmate-offload) start from it.
 TEST(MilpMaxBatch, CheckmateAnswerCarriesItsSchedule) {
-  Problem p = dense_problem(12);
-  p.batch = 4;
-  const int64_t budget = budget_at(p, 0.5) * 3;
-  SolveOptions opt;
-  opt.time_limit_seconds = 5;
-  const MaxBatchResult r = max_batch(p, "checkmate", budget, opt);
+  const DenseCase c;
+  const MaxBatchResult r = max_batch(c.p, "checkmate", c.budget, c.opt);
   ASSERT_GT(r.batch, 1);
   ASSERT_TRUE(r.schedule);
-  const SimResult sim = simulate(problem_at_batch(p, r.batch), *r.schedule);
+  const SimResult sim = simulate(problem_at_batch(c.p, r.batch), *r.schedule);
   EXPECT_TRUE(sim.valid);
-  EXPECT_LE(sim.peak_bytes, budget);
+  EXPECT_LE(sim.peak_bytes, c.budget);
 }
 
 // Max batch against exhaustive search: batch b admits a schedule within the cost cap (all-keep
@@ -176,7 +173,7 @@ TEST(MilpMaxBatch, BatchFitsAndNextBatchInfeasibleByBruteForce) {
   Problem p = make_chain_problem({1, 3, 2}, {12, 16, 20}, 100);
   p.batch = 4;
   const int64_t budget = 400;
-  MaxBatchResult cm = max_batch(p, "checkmate", budget, exact_options());
+  MaxBatchResult cm = max_batch(p, "checkmate", budget, exact_options(20));
   ASSERT_GT(cm.batch, 0);
   ASSERT_EQ(cm.status, "optimal");
   EXPECT_EQ(cm.upper_bound, cm.batch);
@@ -194,7 +191,7 @@ TEST(MilpMaxBatch, BatchFitsAndNextBatchInfeasibleByBruteForce) {
   EXPECT_TRUE(!best_next || *best_next > max_batch_cost_cap(next) * (1 + 1e-9)) << "batch " << cm.batch + 1;
   for (const std::string& strategy : strategy_names()) {
     if (strategy == "checkmate" || strategy == "lp") continue;
-    EXPECT_GE(cm.batch, max_batch(p, strategy, budget, exact_options()).batch) << strategy;
+    EXPECT_GE(cm.batch, max_batch(p, strategy, budget, exact_options(20)).batch) << strategy;
   }
 }
 

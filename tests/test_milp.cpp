@@ -19,13 +19,6 @@
 namespace remat {
 namespace {
 
-SolveOptions fast_options() {
-  SolveOptions o;
-  o.time_limit_seconds = 20;
-  o.relative_gap = 0;
-  return o;
-}
-
 // The MILP optimum equals the exhaustive optimum at every budget from below the minimum to
 // all-keep, and is nullopt exactly where nothing fits.
 void check_against_brute_force(const Problem& p) {
@@ -35,7 +28,7 @@ void check_against_brute_force(const Problem& p) {
   for (int64_t budget = lo; budget <= hi; ++budget) {
     BruteForce bf{p, budget};
     auto want = bf.run();
-    auto got = solve_checkmate_milp(p, budget, fast_options());
+    auto got = solve_checkmate_milp(p, budget, exact_options(20));
     if (!want) {
       EXPECT_FALSE(got.has_value()) << "budget " << budget;
       ++infeasible;
@@ -84,7 +77,7 @@ void check_bounds_and_baselines(const Problem& p, int budgets) {
   int compared = 0;
   for (int b = 0; b < budgets; ++b) {
     const int64_t budget = lo + (hi - lo) * b / (budgets - 1);
-    SolveOptions opt = fast_options();
+    SolveOptions opt = exact_options(20);
     double lp_bound = -1;
     std::string source, why;
     auto lp = solve_lp_rounding(p, budget, opt, &lp_bound, nullptr, &why, &source);
@@ -133,8 +126,8 @@ TEST(MilpChain, MatchesOrBeatsGriewankOnUniformChain) {
   Problem p = make_uniform_chain(10);
   int compared = 0;
   for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); ++budget) {
-    SolveResult g = solve(p, "griewank", budget, fast_options());
-    auto milp = solve_checkmate_milp(p, budget, fast_options());
+    SolveResult g = solve(p, "griewank", budget, exact_options(20));
+    auto milp = solve_checkmate_milp(p, budget, exact_options(20));
     if (!g.feasible) continue;
     ASSERT_TRUE(milp.has_value()) << "budget " << budget;
     SimResult ms = simulate(p, *milp);
@@ -152,7 +145,7 @@ TEST(MilpWarmStart, NeverWorseThanWarmStart) {
   const int64_t budget = problem_min_budget(p) + 3;
   auto warm = solve_chen_greedy(p, budget, false);
   ASSERT_TRUE(warm.has_value());
-  SolveOptions opt = fast_options();
+  SolveOptions opt = exact_options(20);
   opt.time_limit_seconds = 0.05;
   auto got = solve_checkmate_milp(p, budget, opt, &*warm);
   ASSERT_TRUE(got.has_value());
@@ -230,7 +223,7 @@ TEST(MilpMonotone, CostNonIncreasingInBudgetWhenOptimal) {
   std::vector<int64_t> bytes;
   for (int k = 0; k < 7; ++k) cost.push_back(1 + (k * 5) % 4), bytes.push_back(6 + (k * 3) % 5);
   Problem p = make_chain_problem(cost, bytes, 10);
-  SolveOptions opt = fast_options();
+  SolveOptions opt = exact_options(20);
   std::optional<double> prev;
   int pairs = 0;
   for (int64_t budget = problem_min_budget(p); budget <= problem_total_bytes(p); budget += 3) {
@@ -271,14 +264,14 @@ TEST(MilpRootBasis, SameOptimumWithTheLpBasis) {
   for (int64_t budget = lo; budget <= lo + 12; budget += 3) {
     LpBasis basis;
     double bound = 0;
-    auto lp = solve_lp_rounding(p, budget, fast_options(), &bound, &basis);
-    auto cold = solve_checkmate_milp(p, budget, fast_options());
+    auto lp = solve_lp_rounding(p, budget, exact_options(20), &bound, &basis);
+    auto cold = solve_checkmate_milp(p, budget, exact_options(20));
     ASSERT_TRUE(cold.has_value()) << budget;
     if (!lp) continue;
     EXPECT_FALSE(basis.empty()) << budget;
-    auto warm = solve_checkmate_milp(p, budget, fast_options(), nullptr, &basis);
+    auto warm = solve_checkmate_milp(p, budget, exact_options(20), nullptr, &basis);
     LpBasis wrong(basis.size() / 2, 1);
-    auto odd = solve_checkmate_milp(p, budget, fast_options(), nullptr, &wrong);
+    auto odd = solve_checkmate_milp(p, budget, exact_options(20), nullptr, &wrong);
     ASSERT_TRUE(warm.has_value() && odd.has_value()) << budget;
     EXPECT_EQ(simulate(p, *warm).total_cost, simulate(p, *cold).total_cost) << budget;
     EXPECT_EQ(simulate(p, *odd).total_cost, simulate(p, *cold).total_cost) << budget;
