@@ -164,11 +164,12 @@ MaxBatchResult search_strategy(Batches& batches, const std::string& strategy, in
 // small (kSmallMilpPairs). The relaxation's optimum need not be a schedule that fits, and it can
 // come long before the probe's time is up: PSPNet in bf16 at batch 8 and 1728 x 1728 (9,051
 // pairs) has its relaxation solved in 7 s of a 52 s probe, no schedule from it fits, and the
-// search ended at 1536 after 16 s of its 60. The full MILP there finds a schedule in 32 s
-// (peak 14.88 GB, the working set of the largest node, at 0.78 of the cost cap). So the time
-// the relaxation leaves goes to the full MILP where its model is at most twice the small size
-// (a model of 9,051 pairs has 50 thousand columns and 103 thousand rows; the zoo's next larger
-// graphs have ten times the pairs).
+// search ended at 1536 after 16 s of its 60. The full MILP there finds a schedule, Cbc's first
+// incumbent, in 17 s within a probe and 32 s alone (peak 14.88 GB, the working set of the
+// largest node, at 0.78 of the cost cap). So the time the relaxation leaves goes to the full
+// MILP where its model is at most twice the small size (9,051 pairs make 50 thousand columns
+// and 103 thousand rows; of the zoo's graphs at their configs' sizes only PSPNet lies between
+// 6,000 and 12,000 pairs: FCN-8 has 5,559, SegNet (MobileNet) 23,635).
 enum class Probe { Feasible, Infeasible, Unknown };
 
 struct Prober {
