@@ -201,5 +201,28 @@ TEST(StopSignal, TheSecondSignalRemovesTheTemporaryBeingWritten) {
   std::system(("rm -rf '" + std::string(dir) + "'").c_str());
 }
 
+// A run that a signal stopped returns through the handlers' destructor to its exit with
+// 128 + the signal; the same key press delivered again on that way (within kStopGraceSeconds)
+// must not kill it: `train` once died of the second SIGINT after writing its checkpoint and
+// printing its summary.
+TEST(StopSignal, ASecondDeliveryAfterTheRunEndedIsStillOneStop) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    {
+      StopSignals handlers(StopMessages::None);
+      stop_signals_graceful();
+      ::raise(SIGINT);  // the first: a flag
+      if (stop_signal_received() != SIGINT) ::_exit(91);
+    }  // the run ends
+    ::raise(SIGINT);  // the same key press, again
+    ::_exit(128 + SIGINT);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+}
+
 }  // namespace
 }  // namespace remat

@@ -96,10 +96,14 @@ StopSignals::StopSignals(StopMessages messages) {
 }
 
 StopSignals::~StopSignals() {
+  g_installed = false;
+  // A run that a signal stopped is on its way out with 128 + the signal's number: the handlers
+  // stay, so the same key press delivered again between here and the exit is still one stop
+  // (with the default action back it killed the process after it had saved and reported), and
+  // a later signal still exits at once.
+  if (g_received != 0) return;
   ::sigaction(SIGINT, &g_old_int, nullptr);
   ::sigaction(SIGTERM, &g_old_term, nullptr);
-  g_installed = false;
-  g_received = 0;
   g_graceful = 0;
 }
 

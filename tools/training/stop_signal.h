@@ -24,7 +24,8 @@ constexpr double kStopGraceSeconds = 1.0;
 // the set-up was stopped (rank 0), or nothing.
 enum class StopMessages { All, AtOnceOnly, None };
 
-// Installs the handlers for its lifetime and restores the previous ones after. One at a time.
+// Installs the handlers for its lifetime and restores the previous ones after, unless a signal
+// stopped the run: then they stay until the process exits. One at a time.
 class StopSignals {
  public:
   explicit StopSignals(StopMessages messages = StopMessages::All);
