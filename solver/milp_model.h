@@ -1,5 +1,5 @@
 // The Checkmate MILP as plain arrays (no Cbc types): one builder shared by the MILP
-// (milp.cpp), the LP relaxation (lp_round.cpp) and the max-batch MILP (max_batch.cpp).
+// (milp.cpp), the LP relaxation (lp_round.cpp) and the max-batch MILP (max_batch_probe.cpp).
 // See Note [tight Checkmate formulation] in milp_model.cpp.
 #pragma once
 

@@ -27,7 +27,7 @@ struct Best {
   std::optional<Schedule> s;
   double cost = 0;
   // With a cap: the cheapest schedule offered that fits the budget but costs more than the cap
-  // (Note [held to the cost cap] in solver/max_batch.cpp), and its cost.
+  // (Note [held to the cost cap] in solver/max_batch_probe.cpp), and its cost.
   std::optional<Schedule> over_cap;
   double over_cap_cost = 0;
 

@@ -270,7 +270,7 @@ TEST(LocalSearch, RepairingFindsWhatPlainHoldsCannot) {
   EXPECT_GE(improved, 3) << "of " << tried;  // 4 of 4 when written
 }
 
-// schedule_improve with a target cost (Note [held to the cost cap] in solver/max_batch.cpp)
+// schedule_improve with a target cost (Note [held to the cost cap] in solver/max_batch_probe.cpp)
 // stops at the first schedule within it: the same moves as without one, so never cheaper than
 // the search run to its end, always within the budget, and within the target when the full
 // search gets there.
