@@ -21,6 +21,7 @@
 
 #include "kernels/adam_step.h"
 #include "kernels/attention.h"  // the fused attention launchers
+#include "kernels/curve_math.h"  // Curve, CurveParams
 #include "kernels/rng.h"  // StepSource
 
 namespace remat {
@@ -296,6 +297,18 @@ void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
 void gelu_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
                    cudaStream_t stream);
 
+// sigmoid, tanh, hard sigmoid, hard swish, leaky relu (activation_curves.cu): y = f(x) and
+// dinp = dout f'(.) from `saved`, the output or the input as curve_grad_reads_output says, each
+// in double and rounded once (Note [curve arithmetic] in kernels/curve_math.h).
+void curve_forward(const CurveParams& p, float* out, const float* inp, int64_t n,
+                   cudaStream_t stream);
+void curve_forward(const CurveParams& p, uint16_t* out, const uint16_t* inp, int64_t n,
+                   cudaStream_t stream);
+void curve_backward(const CurveParams& p, float* dinp, const float* dout, const float* saved,
+                    int64_t n, cudaStream_t stream);
+void curve_backward(const CurveParams& p, uint16_t* dinp, const uint16_t* dout,
+                    const uint16_t* saved, int64_t n, cudaStream_t stream);
+
 // Softmax over rows of `len` values; causal: row r keeps entries 0 .. r % len, the rest are 0
 // (square scores [.., T, T]). Max in float, exponentials and sums in double (ops/softmax.cpp).
 void softmax_forward(float* out, const float* inp, int64_t rows, int64_t len, bool causal,
@@ -389,6 +402,17 @@ void global_avgpool_backward(float* dinp, const float* dout, int64_t planes, int
                              int64_t pixel, cudaStream_t stream);
 void global_avgpool_backward(uint16_t* dinp, const uint16_t* dout, int64_t planes, int64_t hw,
                              int64_t pixel, cudaStream_t stream);
+
+// channel_scale (channel_scale.cu), planes laid out as global_avgpool's: out (planes, hw) =
+// x * s[p], one FP32 product as on the CPU; ds (planes) = sum over hw of dy * x, in double.
+void channel_scale_forward(float* out, const float* x, const float* s, int64_t planes, int64_t hw,
+                           int64_t pixel, cudaStream_t stream);
+void channel_scale_forward(uint16_t* out, const uint16_t* x, const uint16_t* s, int64_t planes,
+                           int64_t hw, int64_t pixel, cudaStream_t stream);
+void channel_scale_backward(float* ds, const float* dy, const float* x, int64_t planes,
+                            int64_t hw, int64_t pixel, cudaStream_t stream);
+void channel_scale_backward(uint16_t* ds, const uint16_t* dy, const uint16_t* x, int64_t planes,
+                            int64_t hw, int64_t pixel, cudaStream_t stream);
 
 // ---- finite check (finite.cu) ------------------------------------------------------------------
 // Sets *flag = 1 when any of x (n) is NaN or +-inf; never clears it. `flag` is device memory or

@@ -8,6 +8,8 @@ OpRegistry make_builtin_registry() {
   register_conv2d_ops(r);
   register_dense_ops(r);
   register_activation_ops(r);
+  register_activation_curve_ops(r);
+  register_channel_scale_ops(r);
   register_add_ops(r);
   register_concat_ops(r);
   register_flatten_ops(r);

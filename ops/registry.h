@@ -9,6 +9,8 @@ namespace remat {
 void register_conv2d_ops(OpRegistry& r);       // conv2d (+ fused relu/relu6), its grads
 void register_dense_ops(OpRegistry& r);        // dense / linear (+ fused bias/activation), grads
 void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
+void register_activation_curve_ops(OpRegistry& r);  // sigmoid, tanh, hardsigmoid, hardswish, leaky_relu
+void register_channel_scale_ops(OpRegistry& r);  // channel_scale (x [N, C, H, W] * s [N, C]), grad
 void register_add_ops(OpRegistry& r);          // add (n-ary)
 void register_concat_ops(OpRegistry& r);       // concat (channels), concat_slice
 void register_flatten_ops(OpRegistry& r);      // flatten and its grad (reshape copies)

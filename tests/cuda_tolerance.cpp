@@ -63,6 +63,14 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"dropout", kCudaExact},
           {"dropout_grad", kCudaExact},
           {"global_avgpool_grad", kCudaExact},
+          {"channel_scale", kCudaExact},  // one FP32 product, as on the CPU
+          // the piecewise curves in double, correctly rounded on both sides (Note [curve arithmetic])
+          {"hardsigmoid", kCudaExact},
+          {"hardsigmoid_grad", kCudaExact},
+          {"hardswish", kCudaExact},
+          {"hardswish_grad", kCudaExact},
+          {"leaky_relu", kCudaExact},
+          {"leaky_relu_grad", kCudaExact},
           {"maxpool", kCudaExact},
           // reductions in a different order than the CPU
           {"global_avgpool", kCudaReduction},
@@ -91,6 +99,11 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"layernorm_grad_bias", kCudaReduction},
           {"gelu", kCudaReduction},
           {"gelu_grad", kCudaReduction},
+          {"sigmoid", kCudaReduction},  // exp and tanh of CUDA's math library, in double
+          {"sigmoid_grad", kCudaReduction},
+          {"tanh", kCudaReduction},
+          {"tanh_grad", kCudaReduction},
+          {"channel_scale_grad", kCudaReduction},  // plane sums in double, another order
           {"softmax", kCudaReduction},
           {"softmax_grad", kCudaReduction},
           {"token_xent", kCudaReduction},

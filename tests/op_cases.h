@@ -105,6 +105,13 @@ inline std::vector<float> spread_values(int64_t n) {
   return v;
 }
 
+// spread_values(n) stretched 3.5 times: 0.35 apart, -4.2 to 3.85 for n = 24.
+inline std::vector<float> wide_values(int64_t n) {
+  std::vector<float> v = spread_values(n);
+  for (float& x : v) x *= 3.5f;
+  return v;
+}
+
 inline std::vector<SpatialCase> spatial_op_cases() {
   using Ints = std::vector<int64_t>;
   const AttrValue same = std::string("same");
@@ -156,6 +163,18 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_slice_flat", {"channel_slice", attr_map({{"offset", 1}, {"channels", 2}}), {f32({3, 5})}}, kTolLinear},
       {"reshape_to_image", {"reshape", attr_map({{"shape", Ints{4, 1, 1}}}), {f32({2, 4})}}, kTolLinear},
       {"reshape_image", {"reshape", attr_map({{"shape", Ints{3, 8}}}), {f32({2, 2, 3, 4})}}, kTolLinear},
+      // The activations past relu, over [-4.2, 3.85] (both clips of the hard ones, 0.35 apart,
+      // none on a kink), and the squeeze-excitation scale, NCHW and flat.
+      {"sigmoid", {"sigmoid", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"tanh", {"tanh", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"hardsigmoid", {"hardsigmoid", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolPiecewise},
+      {"hardsigmoid_onnx", {"hardsigmoid", attr_map({{"alpha", 0.2}, {"beta", 0.6}}), {f32({2, 12})},
+                            {wide_values(24)}}, kTolPiecewise},
+      {"hardswish", {"hardswish", {}, {f32({1, 2, 3, 4})}, {wide_values(24)}}, kTolPiecewise},
+      {"leaky_relu", {"leaky_relu", attr_map({{"alpha", 0.1}}), {f32({2, 3, 4})}, {wide_values(24)}},
+       kTolPiecewise},
+      {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
+      {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
   };
 }
 
@@ -237,8 +256,13 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
     const bool fused = cc.attrs.values.count("activation") > 0;
     out.push_back({cc.name, {"conv2d", cc.attrs, {f32(cc.x)}}, Bf16Family::Gemm, !fused});
   }
-  for (const SpatialCase& sc : spatial_op_cases())
-    out.push_back({sc.name, sc.c, sc.c.op == "conv2d" ? Bf16Family::Gemm : Bf16Family::Exact});
+  for (const SpatialCase& sc : spatial_op_cases()) {
+    // sigmoid's and tanh's gradients read the stored output, rounded in a bf16 run: not Exact,
+    // emulation check only.
+    const bool reads_rounded = sc.c.op == "sigmoid" || sc.c.op == "tanh";
+    out.push_back({sc.name, sc.c, sc.c.op == "conv2d" ? Bf16Family::Gemm : Bf16Family::Exact,
+                   !reads_rounded});
+  }
   for (const TransformerCase& tc : transformer_cases()) {
     const std::string op = tc.c.op;
     if (op == "embedding") continue;  // int ids in, the F32 table's rows out: no bf16 path

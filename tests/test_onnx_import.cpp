@@ -261,5 +261,77 @@ TEST_F(OnnxImport, ModelsOfSeveralOutputsOrInputsAreRefused) {
   EXPECT_NE(e.find("2 inputs"), std::string::npos) << e;
 }
 
+// The small CNN with `extra` nodes after its Relu (value "r"), the MaxPool reading `into`.
+onnx::ModelProto with_nodes_after_relu(const onnx::GraphProto& extra, const std::string& into) {
+  onnx::ModelProto m = onnx_small_cnn();
+  onnx::GraphProto* g = m.mutable_graph();
+  g->mutable_node(2)->set_input(0, into);
+  auto* all = g->mutable_node();
+  for (int k = 0; k < extra.node_size(); ++k) {
+    *all->Add() = extra.node(k);
+    for (int j = all->size() - 1; j > 2 + k; --j) all->SwapElements(j, j - 1);
+  }
+  return m;
+}
+
+void set_float(onnx::NodeProto* n, const std::string& name, float v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+std::vector<std::string> layer_ops(const ModelConfig& cfg) {
+  std::vector<std::string> ops;
+  for (const LayerConfig& l : cfg.layers) ops.push_back(l.op);
+  return ops;
+}
+
+// x * gate(GlobalAveragePool(x)), the gate either side of the Mul: one channel_scale layer.
+TEST_F(OnnxImport, SqueezeExcitationBecomesAChannelScale) {
+  for (const char* gate : {"Sigmoid", "HardSigmoid"}) {
+    for (bool gate_first : {false, true}) {
+      SCOPED_TRACE(std::string(gate) + (gate_first ? ", gate first" : ""));
+      onnx::GraphProto extra;
+      onnx_node(&extra, "GlobalAveragePool", {"r"}, {"se_pool"}, "/se/pool");
+      onnx_node(&extra, gate, {"se_pool"}, {"se_gate"}, "/se/gate");
+      onnx_node(&extra, "Mul", {gate_first ? "se_gate" : "r", gate_first ? "r" : "se_gate"},
+                {"gated"}, "/se/Mul");
+      const ModelConfig cfg = load_model_config(write(with_nodes_after_relu(extra, "gated")), {"batch=2"});
+      const std::string act = std::string(gate) == "Sigmoid" ? "sigmoid" : "hardsigmoid";
+      EXPECT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "global_avgpool", act,
+                                                          "channel_scale", "maxpool",
+                                                          "global_avgpool", "dense"}));
+    }
+  }
+}
+
+// Opsets before 14 write F.hardswish as x * HardSigmoid(x) (alpha 1/6, beta 1/2): one hardswish
+// layer; with other constants the Mul is a product of two images, refused at the Mul.
+TEST_F(OnnxImport, HardSwishAsOpset13WritesIt) {
+  for (float alpha : {1.0f / 6.0f, 0.2f}) {
+    onnx::GraphProto extra;
+    set_float(onnx_node(&extra, "HardSigmoid", {"r"}, {"hs"}, "/act/HardSigmoid"), "alpha", alpha);
+    onnx_node(&extra, "Mul", {"r", "hs"}, {"act"}, "/act/Mul");
+    const onnx::ModelProto m = with_nodes_after_relu(extra, "act");
+    if (alpha == 0.2f) {
+      const std::string e = error_of(m);
+      EXPECT_NE(e.find("node '/act/Mul' (Mul, opset 13)"), std::string::npos) << e;
+      EXPECT_NE(e.find("squeeze-and-excitation"), std::string::npos) << e;
+      continue;
+    }
+    const ModelConfig cfg = load_model_config(write(m), {"batch=2"});
+    EXPECT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "hardswish", "maxpool",
+                                                        "global_avgpool", "dense"}));
+  }
+}
+
+TEST_F(OnnxImport, LeakyReluWithANegativeSlopeIsRefused) {
+  onnx::GraphProto extra;
+  set_float(onnx_node(&extra, "LeakyRelu", {"r"}, {"lr"}, "/act/LeakyRelu"), "alpha", -0.5f);
+  const std::string e = error_of(with_nodes_after_relu(extra, "lr"));
+  EXPECT_NE(e.find("node '/act/LeakyRelu' (LeakyRelu, opset 13): a negative alpha"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace remat

@@ -292,6 +292,17 @@ TEST_F(OnnxModels, RegNetOpset17) {
   make("regnet_x_400mf");
   check_model(dir_, "regnet_x_400mf");
 }
+// Squeeze-and-excitation with sigmoid gates (Sigmoid, Mul: channel_scale).
+TEST_F(OnnxModels, RegNetYSqueezeExcitation) {
+  make("regnet_y_400mf");
+  check_model(dir_, "regnet_y_400mf");
+}
+// Hard swish as opset 13 writes it (x * HardSigmoid(x)), hard-sigmoid gates.
+TEST_F(OnnxModels, MobileNetV3HardSwishAndGates) {
+  make("mobilenet_v3_small");
+  check_model(dir_, "mobilenet_v3_small");
+  check_eval(dir_, "mobilenet_v3_small");
+}
 // A segmentation model: dilated convolutions, a bilinear Resize back to the input size
 // (upsample), the per-pixel loss.
 TEST_F(OnnxModels, FcnResNet50Segmentation) {

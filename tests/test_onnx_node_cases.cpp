@@ -8,6 +8,7 @@
 // initializers with their test values (an export's weights), and an opset below the importer's
 // is raised to it where no node's operator changed in between (the same definition, by ONNX's
 // own schema registry), since most convolution and pooling cases were written at opset 11.
+// An elementwise case's [3, 4, 5] or [3] input is read as an image [3, 4, 5, 1] or [3, 1, 1, 1].
 #include <gtest/gtest.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -44,11 +45,14 @@ const std::set<std::string> kMustImport = {
     "test_basic_conv_without_padding", "test_batchnorm_epsilon", "test_batchnorm_example",
     "test_conv_with_autopad_same", "test_conv_with_strides_and_asymmetric_padding",
     "test_conv_with_strides_no_padding", "test_conv_with_strides_padding", "test_flatten_axis1",
-    "test_flatten_default_axis", "test_flatten_negative_axis3", "test_maxpool_2d_ceil",
+    "test_flatten_default_axis", "test_flatten_negative_axis3", "test_hardsigmoid",
+    "test_hardsigmoid_default", "test_hardsigmoid_example", "test_hardswish", "test_leakyrelu",
+    "test_leakyrelu_default", "test_leakyrelu_example", "test_maxpool_2d_ceil",
     "test_maxpool_2d_default", "test_maxpool_2d_precomputed_pads",
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
     "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
-    "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest"};
+    "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
+    "test_sigmoid", "test_sigmoid_example", "test_tanh", "test_tanh_example"};
 
 template <typename M>
 bool parse_file(const fs::path& p, M* m) {
@@ -155,6 +159,20 @@ void set_magnitudes(NodeCase& c) {
   if (p > 0) c.param_scale = p;
 }
 
+// An elementwise case of rank 1 to 3 (ONNX's are [3, 4, 5] and [3]) read as an image: its input
+// and output get trailing dimensions of 1 up to [N, C, H, W], the values unchanged (remat's
+// model input is an image or token ids).
+void as_image_case(onnx::GraphProto* g) {
+  static const std::set<std::string> kElementwise = {"Sigmoid", "Tanh", "HardSigmoid",
+                                                     "HardSwish", "LeakyRelu", "Relu"};
+  if (g->node_size() != 1 || !kElementwise.count(g->node(0).op_type())) return;
+  for (onnx::ValueInfoProto* v : {g->mutable_input(0), g->mutable_output(0)}) {
+    if (!v->type().has_tensor_type() || !v->type().tensor_type().has_shape()) return;
+    auto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
+    while (shape->dim_size() < 4) shape->add_dim()->set_dim_value(1);
+  }
+}
+
 // The case in `dir` made into an export-like model (false: it has no data set or no input).
 bool load_case(const fs::path& dir, NodeCase* c) {
   c->name = dir.filename().string();
@@ -171,6 +189,7 @@ bool load_case(const fs::path& dir, NodeCase* c) {
     *g->add_initializer() = t;
   }
   while (g->input_size() > 1) g->mutable_input()->RemoveLast();
+  as_image_case(g);
   raise_opset(c->model);
   onnx::TensorProto in, out;
   if (!parse_file(data / "input_0.pb", &in) || !parse_file(data / "output_0.pb", &out)) return false;

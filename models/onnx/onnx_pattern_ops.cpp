@@ -213,6 +213,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"GeluTanh", gelu_tanh},
       {"LayerNorm", layer_norm},
       {"ChannelShuffle", channel_shuffle},
+      {"HardSwish", [](Translator& t) { layer_ops().at("HardSwish")(t); }},  // x's hardswish
   };
   return ops;
 }

@@ -136,7 +136,8 @@ std::string Translator::where() const {
       {"PositionEmbedding", "Gather + Add read as a position embedding"},
       {"GeluTanh", "the nodes of GPT-2's gelu"},
       {"LayerNorm", "the nodes of a layer norm"},
-      {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"}};
+      {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"},
+      {"HardSwish", "HardSigmoid + Mul read as a hard swish"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();

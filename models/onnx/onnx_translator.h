@@ -115,7 +115,8 @@ class Translator {
 // [0, 2, 3, 1]: the transposed heads of q k^T); merge_heads is Transpose + Reshape; a scaled
 // product is MatMul + Mul (or Div) by a constant; a causal softmax is Where(mask, -inf, s) +
 // Softmax; GPT-2's gelu is nine nodes around a Tanh; a position embedding is Add(x, Gather(W,
-// positions)). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
+// positions)); before opset 14, a hard swish is Mul(x, HardSigmoid(x)) (matched only with
+// PyTorch's constants 1/6 and 1/2). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
 // intermediate value read by the group alone, and replaces each by one node of domain "remat"
 // carrying its data and constant inputs; onnx_pattern_ops.cpp then checks the constants (the
 // gelu's coefficients, a mask that is exactly causal, positions 0 .. T-1, a reshape into heads)
@@ -131,6 +132,8 @@ const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
 // `ops` with the ops that reshape, slice and split data (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with the activations past Relu and the squeeze-excitation Mul (onnx_activation_ops.cpp).
+std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
 // error when the batch does not stay first (onnx_shape_ops.cpp).
 Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);

@@ -40,6 +40,10 @@ MODELS = {
     "squeezenet1_0": ({}, 64, 2, 13, "train"),
     "googlenet": ({"aux_logits": False, "transform_input": False, "init_weights": True}, 64, 2, 17, "train"),
     "regnet_x_400mf": ({}, 64, 2, 17, "train"),
+    # Squeeze-and-excitation (x * sigmoid(...) / hardsigmoid(...): channel_scale); MobileNetV3 at
+    # opset 13 writes its hard swish as x * HardSigmoid(x).
+    "regnet_y_400mf": ({}, 64, 2, 17, "train"),
+    "mobilenet_v3_small": ({}, 64, 4, 13, "train"),
     # Channel shuffles (Reshape + Transpose + Reshape) and torch.chunk of channels (Slice).
     "shufflenet_v2_x0_5": ({}, 64, 4, 13, "train"),
     # Segmentation: torchvision's FCN (a dilated ResNet-50, F.interpolate back to the input size:

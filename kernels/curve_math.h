@@ -1,0 +1,99 @@
+// The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu) and their
+// derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
+// CUDA kernels (kernels/activation_curves.cu).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define REMAT_CURVE_FN __host__ __device__ __forceinline__
+#else
+#define REMAT_CURVE_FN inline
+#endif
+
+namespace remat {
+
+// Note [curve arithmetic]
+// Every curve evaluates in double from the FP32 (or widened bf16) value and rounds once to FP32:
+// x + 3 and x * t of two floats are exact in double, so hardswish, hardsigmoid and leaky relu
+// are the correctly rounded results on both sides (the device code uses __dmul_rn / __dadd_rn,
+// so nvcc cannot contract a product and a sum into an FMA that the CPU does not do). sigmoid
+// and tanh call exp / tanh, whose double results may differ in the last bit between the C
+// library and CUDA's: after the rounding to FP32 the two agree but for rare ties.
+// Gradients read what the forward keeps: sigmoid, tanh and leaky relu their output y, hard
+// sigmoid and hard swish their input x (PyTorch's backward reads x too; y rounded to bf16 near
+// 1 would lose which side of the clip x was on).
+enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu };
+
+struct CurveParams {
+  Curve f = Curve::Sigmoid;
+  double alpha = 0;  // HardSigmoid: the slope (PyTorch: 1/6); LeakyRelu: the negative slope
+  double beta = 0;   // HardSigmoid: the offset (PyTorch: 1/2)
+};
+
+REMAT_CURVE_FN double curve_mul(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+REMAT_CURVE_FN double curve_add(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+REMAT_CURVE_FN double curve_clamp01(double v) { return v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v); }
+
+// y = f(x).
+REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
+  const double x = xf;
+  switch (p.f) {
+    case Curve::Sigmoid:
+      return static_cast<float>(1.0 / curve_add(1.0, exp(-x)));
+    case Curve::Tanh:
+      return static_cast<float>(tanh(x));
+    case Curve::HardSigmoid:  // max(0, min(1, alpha x + beta))
+      return static_cast<float>(curve_clamp01(curve_add(curve_mul(p.alpha, x), p.beta)));
+    case Curve::HardSwish: {  // x min(max(x + 3, 0), 6) / 6, PyTorch's spelling
+      const double t = curve_add(x, 3.0);
+      const double c = t < 0.0 ? 0.0 : (t > 6.0 ? 6.0 : t);
+      return static_cast<float>(curve_mul(x, c) / 6.0);
+    }
+    case Curve::LeakyRelu:
+      return x > 0.0 ? xf : static_cast<float>(curve_mul(p.alpha, x));
+  }
+  return 0.0f;
+}
+
+// dx = dy f'(.), `saved` the value the curve's gradient reads (Note [curve arithmetic]).
+REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
+  const double dy = dyf, s = savedf;
+  switch (p.f) {
+    case Curve::Sigmoid:  // s = y: dy y (1 - y)
+      return static_cast<float>(curve_mul(curve_mul(dy, s), curve_add(1.0, -s)));
+    case Curve::Tanh:  // s = y: dy (1 - y^2)
+      return static_cast<float>(curve_mul(dy, curve_add(1.0, -curve_mul(s, s))));
+    case Curve::HardSigmoid: {  // s = x: alpha dy inside the clip, 0 outside
+      const double v = curve_add(curve_mul(p.alpha, s), p.beta);
+      return v > 0.0 && v < 1.0 ? static_cast<float>(curve_mul(p.alpha, dy)) : 0.0f;
+    }
+    case Curve::HardSwish:  // s = x: 0 below -3, dy (x / 3 + 1/2) up to 3, dy above
+      if (s < -3.0) return 0.0f;
+      if (s <= 3.0) return static_cast<float>(curve_mul(dy, curve_add(s / 3.0, 0.5)));
+      return dyf;
+    case Curve::LeakyRelu:  // s = y (alpha >= 0, so y > 0 exactly where x > 0)
+      return s > 0.0 ? dyf : static_cast<float>(curve_mul(p.alpha, dy));
+  }
+  return 0.0f;
+}
+
+// Whether the gradient reads the forward's output (else its input).
+REMAT_CURVE_FN bool curve_grad_reads_output(Curve f) {
+  return f == Curve::Sigmoid || f == Curve::Tanh || f == Curve::LeakyRelu;
+}
+
+}  // namespace remat

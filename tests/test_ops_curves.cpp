@@ -1,0 +1,124 @@
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu and channel_scale (the activations and the
+// squeeze-excitation gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
+// (and PyTorch's values where it spells them differently), which value each gradient reads,
+// channel_scale's channels-last form bit for bit, and the errors. Their gradients against
+// central differences, CUDA and bf16 run with the other spatial cases (tests/op_cases.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/op_cases.h"
+#include "tests/op_harness.h"
+#include "tests/op_test_util.h"
+
+namespace remat {
+namespace {
+
+using Floats = std::vector<float>;
+
+Floats run(const std::string& op, AttrMap attrs, const Floats& x) {
+  OpHarness h(builtin_registry(), {op, attrs, {f32({1, static_cast<int64_t>(x.size())})}, {x}});
+  return h.forward();
+}
+
+TEST(Curves, ValuesAreTheirDefinitions) {
+  const Floats x = {-5.0f, -3.0f, -1.0f, 0.0f, 0.5f, 3.0f, 4.0f};
+  Floats sig, th;
+  for (float v : x) {
+    sig.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v)))));
+    th.push_back(static_cast<float>(std::tanh(static_cast<double>(v))));
+  }
+  EXPECT_EQ(run("sigmoid", {}, x), sig);
+  EXPECT_EQ(run("tanh", {}, x), th);
+  // PyTorch: F.hardsigmoid = relu6(x + 3) / 6, F.hardswish = x relu6(x + 3) / 6.
+  EXPECT_EQ(run("hardsigmoid", {}, x),
+            (Floats{0, 0, 1.0f / 3, 0.5f, 7.0f / 12, 1, 1}));
+  EXPECT_EQ(run("hardswish", {}, x), (Floats{0, 0, -1.0f / 3, 0, 0.5f * 3.5f / 6, 3, 4}));
+  // ONNX's HardSigmoid default: alpha 0.2, beta 0.5.
+  EXPECT_EQ(run("hardsigmoid", attr_map({{"alpha", 0.2}, {"beta", 0.5}}), x),
+            (Floats{0, 0, 0.3f, 0.5f, 0.6f, 1, 1}));
+  EXPECT_EQ(run("leaky_relu", {}, x), (Floats{-0.05f, -0.03f, -0.01f, 0, 0.5f, 3, 4}));
+  EXPECT_EQ(run("leaky_relu", attr_map({{"alpha", 0.2}}), x),
+            (Floats{-1.0f, -0.6f, -0.2f, 0, 0.5f, 3, 4}));
+}
+
+TEST(Curves, GradientsReadTheOutputOrTheInputAsDocumented) {
+  for (const char* op : {"sigmoid", "tanh", "leaky_relu", "hardsigmoid", "hardswish"}) {
+    SCOPED_TRACE(op);
+    OpHarness h(builtin_registry(), {op, {}, {f32({2, 3})}});
+    h.gradients(h.random_dy(3));
+    ASSERT_EQ(h.backward_nodes().size(), 1u);
+    const Node& b = h.graph().node(h.backward_nodes()[0]);
+    EXPECT_EQ(b.op, std::string(op) + "_grad");
+    const bool reads_y = std::string(op) == "sigmoid" || std::string(op) == "tanh" ||
+                         std::string(op) == "leaky_relu";
+    EXPECT_EQ(b.inputs.at(1), reads_y ? h.node().output : h.node().inputs.at(0));
+  }
+}
+
+TEST(Curves, HardSwishGradientIsPyTorchs) {
+  // torch.ops.aten.hardswish_backward: 0 below -3, dy (x / 3 + 0.5) on [-3, 3] (-dy / 2 at -3
+  // itself, where the forward has its kink), dy above.
+  OpHarness h(builtin_registry(), {"hardswish", {}, {f32({1, 5})}, {{-3.5f, -3.0f, 0.75f, 3.0f, 3.5f}}});
+  const Floats g = h.gradients({2, 2, 2, 2, 2})[0];
+  EXPECT_EQ(g, (Floats{0, 2 * -0.5f, 2 * (0.25f + 0.5f), 2 * 1.5f, 2}));
+}
+
+TEST(Curves, Errors) {
+  EXPECT_NE(case_error({"leaky_relu", attr_map({{"alpha", -0.1}}), {f32({2, 3})}}).find("alpha"),
+            std::string::npos);
+  EXPECT_NE(case_error({"sigmoid", {}, {i32({2, 3})}}).find("float"), std::string::npos);
+  EXPECT_NE(case_error({"hardswish", attr_map({{"alpha", 0.2}}), {f32({2, 3})}}).find("alpha"),
+            std::string::npos);
+}
+
+TEST(ChannelScale, ScalesEachPlaneAndSumsEachPlaneForTheScaleGradient) {
+  // x [1, 2, 1, 3] = 1..6, s = [2, -1].
+  OpHarness h(builtin_registry(),
+              {"channel_scale", {}, {f32({1, 2, 1, 3}), f32({1, 2})}, {{1, 2, 3, 4, 5, 6}, {2, -1}}});
+  EXPECT_EQ(h.forward(), (Floats{2, 4, 6, -4, -5, -6}));
+  const auto g = h.gradients({1, 1, 1, 1, 0, 2});
+  EXPECT_EQ(g[0], (Floats{2, 2, 2, -1, 0, -2}));  // dy * s
+  EXPECT_EQ(g[1], (Floats{6, 4 + 12}));           // sum of dy * x per plane
+  ASSERT_EQ(h.backward_nodes().size(), 2u);
+  EXPECT_EQ(h.graph().node(h.backward_nodes()[0]).op, "channel_scale");
+  EXPECT_EQ(h.graph().node(h.backward_nodes()[1]).op, "channel_scale_grad");
+}
+
+TEST(ChannelScale, ChannelsLastIsBitIdentical) {
+  const int64_t n = 2, c = 3, hh = 4, w = 5;
+  OpCase first{"channel_scale", {}, {f32({n, c, hh, w}), f32({n, c})}};
+  first.seed = 5;
+  OpHarness a(builtin_registry(), first);
+  OpHarness b(builtin_registry(), {"channel_scale", attr_map({{"data_format", std::string("channels_last")}}),
+                                   {f32({n, hh, w, c}), f32({n, c})}});
+  auto nhwc = [&](const Floats& v) {  // NCHW values stored NHWC
+    Floats out(v.size());
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < hh * w; ++i)
+          out[static_cast<size_t>((s * hh * w + i) * c + ch)] = v[static_cast<size_t>((s * c + ch) * hh * w + i)];
+    return out;
+  };
+  b.set_input(0, nhwc(a.input(0)));
+  b.set_input(1, a.input(1));
+  EXPECT_EQ(nhwc(a.forward()), b.forward());
+  const Floats dy = a.random_dy(7);
+  const auto ga = a.gradients(dy);
+  const auto gb = b.gradients(nhwc(dy));
+  EXPECT_EQ(nhwc(ga[0]), gb[0]);
+  EXPECT_EQ(ga[1], gb[1]);
+}
+
+TEST(ChannelScale, Errors) {
+  EXPECT_NE(case_error({"channel_scale", {}, {f32({2, 3, 4, 4}), f32({2, 4})}}).find("[2, 3]"),
+            std::string::npos);
+  EXPECT_NE(case_error({"channel_scale", {}, {f32({2, 3}), f32({2, 3})}}).find("image"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace remat
