@@ -5,10 +5,11 @@
 // and that is a property of the graph, so the solver plans it: while building the forward
 // graph, layer by layer,
 // - an op with a channels-last form for this node (OpDef::channels_last: conv2d, batchnorm,
-//   maxpool, avgpool, global_avgpool, concat, zeropad, crop, upsample) gets its 4-D inputs
+//   maxpool, avgpool, global_avgpool, concat, zeropad, crop, upsample, channel_scale) gets its 4-D inputs
 //   NHWC and the attribute data_format: channels_last (its backward ops share the forward
 //   node's attributes, so they run channels-last too); its 4-D output is NHWC;
-// - an elementwise op (OpDef::layout_agnostic: relu, relu6, add, dropout, gelu, cast) whose
+// - an elementwise op (OpDef::layout_agnostic: relu, relu6, add, dropout, gelu, cast, sigmoid,
+//   tanh, hardsigmoid, hardswish, leaky_relu) whose
 //   float inputs are all 4-D and NHWC keeps them so; its output is NHWC (a dropout mask follows
 //   the element index, so it is another draw of the same distribution than channels-first's);
 // - every other op (flatten, dense over a 4-D input's last axis, the losses) gets NCHW inputs.

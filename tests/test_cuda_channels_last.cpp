@@ -143,6 +143,8 @@ TEST_F(CudaChannelsLast, PoolingConcatPaddingCroppingUpsamplingAndChannelOpsMatc
        {f32({2, 4, 5, 3})}},
       {"channel_shuffle", channels_last(attr_map({{"groups", 2}})), {f32({2, 5, 6, 8})}},
       {"channel_slice", channels_last(attr_map({{"offset", 3}, {"channels", 4}})), {f32({2, 5, 6, 8})}},
+      // squeeze-and-excitation's scale: a thread per NHWC plane for its gradient
+      {"channel_scale", channels_last({}), {f32({2, 5, 6, 40}), f32({2, 40})}},
   };
   for (const OpCase& c : cases) {
     SCOPED_TRACE(c.op);

@@ -794,7 +794,8 @@ def gen_headline(root, doc):
         "ONNX import: torchvision classification models exported from PyTorch",
         f"{len(imported)} of {len(onnx_rows)} import, plan and train a CPU step; parameters "
         f"equal to PyTorch's in {equal} of {len(imported)}",
-        imported[0]["machine"], ", ".join(sorted({r["revision"] for r in onnx_rows})),
+        "; ".join(sorted({r["machine"] for r in imported})),
+        ", ".join(sorted({r["revision"] for r in onnx_rows})),
         ", ".join(sorted({r["date"] for r in onnx_rows})),
         link("docs/guide/onnx.md", "ONNX import") + ", " + link(rel, "data")])
 
