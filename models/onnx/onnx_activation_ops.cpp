@@ -4,9 +4,6 @@
 // computes (MobileNetV3, RegNetY, EfficientNet, LR-ASPP), one channel_scale layer.
 #include <onnx/onnx_pb.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "models/onnx/onnx_translator.h"
 
 namespace remat {
@@ -14,13 +11,9 @@ namespace onnx_detail {
 
 namespace {
 
-// A float attribute as the user wrote it (ONNX stores 32 bits: PyTorch's 0.01 arrives as
-// 0.00999999977); PyTorch's hard sigmoid slope 1/6 as the exact 1/6.
+// short_float, and PyTorch's hard sigmoid slope 1/6 as the exact 1/6.
 double as_written(double v) {
-  if (static_cast<float>(v) == static_cast<float>(1.0 / 6.0)) return 1.0 / 6.0;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.7g", v);
-  return std::strtod(buf, nullptr);
+  return static_cast<float>(v) == static_cast<float>(1.0 / 6.0) ? 1.0 / 6.0 : short_float(v);
 }
 
 void curve(Translator& t, const std::string& op, AttrMap a = {}) {

@@ -12,15 +12,13 @@
 namespace remat {
 namespace onnx_detail {
 
-namespace {
-
-// A float attribute as the user wrote it in PyTorch: ONNX stores floats in 32 bits, so
-// torch's momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06.
 double short_float(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.7g", v);
   return std::strtod(buf, nullptr);
 }
+
+namespace {
 
 std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
 

@@ -132,6 +132,10 @@ const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
 // `ops` with the ops that reshape, slice and split data (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
+// A float attribute as the user wrote it in PyTorch: ONNX stores floats in 32 bits, so torch's
+// momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06 (the shortest
+// decimal of 7 digits; onnx_layer_ops.cpp).
+double short_float(double v);
 // `ops` with the activations past Relu and the squeeze-excitation Mul (onnx_activation_ops.cpp).
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
