@@ -46,6 +46,23 @@ ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
 }
 
 
+#ifdef REMAT_HAVE_CUDA
+ConvCudaParams conv2d_cuda_params(const Conv2dAttrs& a, const Shape& x) {
+  const ImageDims xd = image_dims(x, a.channels_last);
+  const Pads pads = a.pads(xd.h, xd.w);
+  ConvCudaParams p;
+  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w;
+  p.stride_h = a.stride_h, p.stride_w = a.stride_w;
+  p.pad_h = pads.top, p.pad_w = pads.left, p.pad_bottom = pads.bottom, p.pad_right = pads.right;
+  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w;
+  p.groups = a.groups;
+  p.bias = a.bias;
+  p.activation = a.activation;
+  p.channels_last = a.channels_last;
+  return p;
+}
+#endif
+
 namespace {
 
 // The backward ops share the forward node's attrs, so all four parse the same keys.
@@ -209,24 +226,6 @@ OpDef conv2d_backward_op(const std::string& name, const std::string& summary) {
 }
 
 #ifdef REMAT_HAVE_CUDA
-// The pass's parameters, with the pads resolved for x (forward: input 0; grad_input: the
-// output; grad_weight: input 1).
-ConvCudaParams cuda_params(const Node& n, const Shape& x) {
-  const auto& a = attrs_of<Conv2dAttrs>(n);
-  const ImageDims xd = image_dims(x, a.channels_last);
-  const Pads pads = a.pads(xd.h, xd.w);
-  ConvCudaParams p;
-  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w;
-  p.stride_h = a.stride_h, p.stride_w = a.stride_w;
-  p.pad_h = pads.top, p.pad_w = pads.left, p.pad_bottom = pads.bottom, p.pad_right = pads.right;
-  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w;
-  p.groups = a.groups;
-  p.bias = a.bias;
-  p.activation = a.activation;
-  p.channels_last = a.channels_last;
-  return p;
-}
-
 // Attaches a conv pass's CUDA kernel and its workspace query (which chooses the algorithm); x
 // is the pass's convolution input (ConvPass in conv2d_pad_cuda.h).
 void set_cuda(OpDef& op, ConvPass pass) {
@@ -236,10 +235,11 @@ void set_cuda(OpDef& op, ConvPass pass) {
                                             : ctx.inputs.at(1).shape();
   };
   op.cuda = [pass, x_of](const ExecContext& ctx) {
-    conv2d_pass_cuda(pass, cuda_params(*ctx.node, x_of(ctx)), ctx);
+    conv2d_pass_cuda(pass, conv2d_cuda_params(attrs_of<Conv2dAttrs>(*ctx.node), x_of(ctx)), ctx);
   };
   op.cuda_workspace = [pass, x_of](const ExecContext& ctx) {
-    return conv2d_pass_cuda_workspace(pass, cuda_params(*ctx.node, x_of(ctx)), ctx);
+    return conv2d_pass_cuda_workspace(pass, conv2d_cuda_params(attrs_of<Conv2dAttrs>(*ctx.node), x_of(ctx)),
+                                      ctx);
   };
 }
 #endif

@@ -31,6 +31,11 @@ struct ConvCudaParams {
   bool channels_last = false;  // x, y stored NHWC (Note [channels-last convolutions])
 };
 
+struct Conv2dAttrs;
+// A convolution's parameters for a pass whose convolution input is x (forward: input 0;
+// grad_input: the output; grad_weight: input 1), the pads resolved for it (ops/conv2d.cpp).
+ConvCudaParams conv2d_cuda_params(const Conv2dAttrs& a, const Shape& x);
+
 // y = act(conv(x, w) + b). inputs [x, w, (b)].
 void conv2d_forward_cuda(const ConvCudaParams& p, const ExecContext& ctx);
 int64_t conv2d_forward_cuda_workspace(const ConvCudaParams& p, const ExecContext& ctx);

@@ -6,6 +6,7 @@ namespace remat {
 OpRegistry make_builtin_registry() {
   OpRegistry r;
   register_conv2d_ops(r);
+  register_conv2d_transpose_ops(r);
   register_dense_ops(r);
   register_activation_ops(r);
   register_activation_curve_ops(r);

@@ -7,6 +7,7 @@
 namespace remat {
 
 void register_conv2d_ops(OpRegistry& r);       // conv2d (+ fused relu/relu6), its grads
+void register_conv2d_transpose_ops(OpRegistry& r);  // conv2d_transpose (ConvTranspose2d)
 void register_dense_ops(OpRegistry& r);        // dense / linear (+ fused bias/activation), grads
 void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
 void register_activation_curve_ops(OpRegistry& r);  // sigmoid, tanh, hardsigmoid, hardswish, leaky_relu

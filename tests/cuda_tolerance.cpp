@@ -25,7 +25,8 @@ namespace remat {
 int64_t gemm_reduction_length(const Node& n, const Graph& g) {
   auto in = [&](size_t i) -> const Shape& { return g.value(n.inputs.at(i)).desc.shape; };
   if (n.op == "conv2d") return in(1)[1] * in(1)[2] * in(1)[3];             // C/g R S
-  if (n.op == "conv2d_grad_input") return in(1)[0] * in(1)[2] * in(1)[3];  // K R S (>= K/g R S)
+  if (n.op == "conv2d_grad_input" || n.op == "conv2d_transpose")  // K R S (>= K/g R S)
+    return in(1)[0] * in(1)[2] * in(1)[3];
   if (n.op == "conv2d_grad_weight")  // N Ho Wo: dy's elements over the K filters (NCHW or NHWC)
     return shape_numel(in(0)) / g.value(n.output).desc.shape.at(0);
   if (n.op == "dense" || n.op == "linear") return in(1)[1];                 // F
@@ -119,6 +120,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           // cuDNN / cuBLAS (TF32 off)
           {"conv2d", kCudaGemm},
           {"conv2d_grad_input", kCudaGemm},
+          {"conv2d_transpose", kCudaGemm},  // conv2d_grad_input's pass, then the bias
           {"conv2d_grad_weight", kCudaGemm},
           {"dense", kCudaGemm},
           {"dense_grad_input", kCudaGemm},

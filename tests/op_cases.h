@@ -175,6 +175,15 @@ inline std::vector<SpatialCase> spatial_op_cases() {
        kTolPiecewise},
       {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
       {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
+      // ConvTranspose2d: stride 2 with output_padding (a U-Net's upsampling), groups, dilation
+      // and per-side padding without a bias.
+      {"conv_transpose_s2", {"conv2d_transpose", attr_map({{"filters", 3}, {"kernel", 3}, {"stride", 2},
+                                                           {"padding", 1}, {"output_padding", 1}}),
+                             {f32({2, 2, 3, 4})}}, kTolLinear},
+      {"conv_transpose_groups", {"conv2d_transpose", attr_map({{"filters", 4}, {"kernel", Ints{2, 3}},
+                                                               {"groups", 2}, {"dilation", 2},
+                                                               {"padding", Ints{0, 1, 1, 0}}, {"bias", false}}),
+                                 {f32({1, 4, 3, 3})}}, kTolLinear},
   };
 }
 
@@ -260,8 +269,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
     // sigmoid's and tanh's gradients read the stored output, rounded in a bf16 run: not Exact,
     // emulation check only.
     const bool reads_rounded = sc.c.op == "sigmoid" || sc.c.op == "tanh";
-    out.push_back({sc.name, sc.c, sc.c.op == "conv2d" ? Bf16Family::Gemm : Bf16Family::Exact,
-                   !reads_rounded});
+    const bool gemm = sc.c.op == "conv2d" || sc.c.op == "conv2d_transpose";
+    out.push_back({sc.name, sc.c, gemm ? Bf16Family::Gemm : Bf16Family::Exact, !reads_rounded});
   }
   for (const TransformerCase& tc : transformer_cases()) {
     const std::string op = tc.c.op;

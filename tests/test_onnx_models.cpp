@@ -303,6 +303,12 @@ TEST_F(OnnxModels, MobileNetV3HardSwishAndGates) {
   check_model(dir_, "mobilenet_v3_small");
   check_eval(dir_, "mobilenet_v3_small");
 }
+// Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
+// small U-Net with the per-pixel loss.
+TEST_F(OnnxModels, UNetConvTranspose) {
+  make("unet_tiny");
+  check_model(dir_, "unet_tiny");
+}
 // A segmentation model: dilated convolutions, a bilinear Resize back to the input size
 // (upsample), the per-pixel loss.
 TEST_F(OnnxModels, FcnResNet50Segmentation) {

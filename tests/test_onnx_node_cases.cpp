@@ -44,6 +44,9 @@ const std::set<std::string> kMustImport = {
     "test_averagepool_2d_strides", "test_basic_conv_with_padding",
     "test_basic_conv_without_padding", "test_batchnorm_epsilon", "test_batchnorm_example",
     "test_conv_with_autopad_same", "test_conv_with_strides_and_asymmetric_padding",
+    "test_convtranspose", "test_convtranspose_autopad_same", "test_convtranspose_dilations",
+    "test_convtranspose_kernel_shape", "test_convtranspose_output_shape", "test_convtranspose_pad",
+    "test_convtranspose_pads",
     "test_conv_with_strides_no_padding", "test_conv_with_strides_padding", "test_flatten_axis1",
     "test_flatten_default_axis", "test_flatten_negative_axis3", "test_hardsigmoid",
     "test_hardsigmoid_default", "test_hardsigmoid_example", "test_hardswish", "test_leakyrelu",
@@ -86,19 +89,19 @@ bool raise_opset(onnx::ModelProto& m) {
 }
 
 // Note [node case tolerance]
-// The expected outputs come from ONNX's reference implementations in numpy, float32 unless
-// the case says otherwise. An output element is a sum of at most R products (R: the length of
-// the node's reduction, its weight's elements per output channel for Conv, the window for a
-// pooling, 1 for elementwise nodes) followed by at most 4 more roundings (a bias, batch
-// normalization's centring, scaling and shift); evaluated in float32 in any order it errs by at
-// most (R + 4) u S, where u = 2^-24 and S bounds the sum of the absolute values of its terms.
-// Two such evaluations (remat's and numpy's) differ by at most twice that. S is at most
-// R max(X, 1) P + P + Y: X the largest input magnitude, P the largest parameter magnitude (1
-// for a node without parameters; for batch normalization, per channel, f (1 + |mean|) + |bias|
-// with f = |scale| / sqrt(var + epsilon), the factor an input is multiplied by), so that R X P
-// bounds the products (or a window's inputs), P a bias, and Y, the largest expected
-// magnitude, the result itself. A mistranslation (a padding on the wrong side, a window one
-// off, a weight transposed) moves outputs by the size of the inputs, far beyond this bound.
+// The expected outputs come from ONNX's reference implementations in numpy, float32 unless the case
+// says otherwise. An output element is a sum of at most R products (R: the length of the node's
+// reduction, its weight's elements per output channel for Conv, the window for a pooling, C_in kH
+// kW for ConvTranspose, 1 for elementwise nodes) followed by at most 4 more roundings (a bias,
+// batch normalization's centring, scaling and shift); evaluated in float32 in any order it errs by
+// at most (R + 4) u S, where u = 2^-24 and S bounds the sum of the absolute values of its terms.
+// Two such evaluations (remat's and numpy's) differ by at most twice that. S is at most R max(X, 1)
+// P + P + Y: X the largest input magnitude, P the largest parameter magnitude (1 for a node without
+// parameters; for batch normalization, per channel, f (1 + |mean|) + |bias| with f = |scale| /
+// sqrt(var + epsilon), the factor an input is multiplied by), so that R X P bounds the products (or
+// a window's inputs), P a bias, and Y, the largest expected magnitude, the result itself. A
+// mistranslation (a padding on the wrong side, a window one off, a weight transposed) moves outputs
+// by the size of the inputs, far beyond this bound.
 struct NodeCase {
   std::string name;
   onnx::ModelProto model;
@@ -136,6 +139,9 @@ void set_magnitudes(NodeCase& c) {
     const auto& w = dims[n.input(1)];
     c.reduction = 1;
     for (size_t k = 1; k < w.size(); ++k) c.reduction *= double(w[k]);
+  } else if (op == "ConvTranspose" && n.input_size() > 1 && dims.count(n.input(1))) {
+    const auto& w = dims[n.input(1)];  // [C_in, C_out / g, kH, kW]: at most C_in kH kW terms
+    c.reduction = double(w[0]) * double(w[2]) * double(w[3]);
   } else if (op == "AveragePool" || op == "MaxPool") {
     c.reduction = attr_product(n, "kernel_shape");
   }

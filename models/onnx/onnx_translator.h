@@ -132,6 +132,8 @@ const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
 // `ops` with the ops that reshape, slice and split data (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with ConvTranspose (onnx_conv_transpose.cpp).
+std::map<std::string, TranslateFn> with_conv_transpose(std::map<std::string, TranslateFn> ops);
 // A float attribute as the user wrote it in PyTorch: ONNX stores floats in 32 bits, so torch's
 // momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06 (the shortest
 // decimal of 7 digits; onnx_layer_ops.cpp).

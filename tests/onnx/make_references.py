@@ -49,13 +49,16 @@ MODELS = {
     # Segmentation: torchvision's FCN (a dilated ResNet-50, F.interpolate back to the input size:
     # Resize, bilinear) and its per-pixel loss, labels [N, S, S].
     "fcn_resnet50": ({"aux_loss": False, "weights_backbone": None}, 64, 2, 13, "train"),
+    # Transposed convolutions (ConvTranspose: stride 2 with padding and output_padding, grouped
+    # without a bias) in a small U-Net, per-pixel loss.
+    "unet_tiny": ({}, 32, 2, 13, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
     "gpt2_tiny_opset14": ({}, 64, 4, 14, "train"),  # layer norm written out (no LayerNormalization)
 }
 CLASSES = 10
-SEGMENTATION = ("fcn_resnet50",)
+SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VOCAB = 256  # gpt2_tiny's
 
@@ -76,6 +79,24 @@ def save_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
+class TinyUNet(torch.nn.Module):
+    """Down a level and back up by two transposed convolutions, the skip concatenated."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.down = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.up = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1)
+        self.up_grouped = nn.ConvTranspose2d(16, 8, 2, stride=2, groups=2, bias=False)
+        self.head = nn.Conv2d(16, classes, 1)
+
+    def forward(self, x):
+        d = self.down(x)
+        m = self.mid(d)
+        return self.head(torch.cat([d, self.up(m) + self.up_grouped(m)], 1))
+
+
 def build(name, kwargs):
     arch = name[:-len("_eval")] if name.endswith("_eval") else name
     torch.manual_seed(0)
@@ -85,6 +106,8 @@ def build(name, kwargs):
         path = os.path.join(ROOT, "configs", "gpt2_tiny.yaml")
         with open(path) as f:
             model = build_gpt2(yaml.safe_load(f), path)
+    elif arch == "unet_tiny":
+        model = TinyUNet(CLASSES)
     elif arch in SEGMENTATION:
         sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
         from onnx_zoo_bench import SegmentationOut  # the "out" map alone
