@@ -1,7 +1,8 @@
-// sigmoid, tanh, hard sigmoid, hard swish and leaky relu on the device: kernels/curve_math.h's
-// functions elementwise (Note [curve arithmetic]). Templated on the storage type T (float or
-// __nv_bfloat16, kernels/common.cuh): bf16 values are widened exactly and each result is rounded
-// once more, from the FP32 value, as the backend's staging would (Note [bf16 execution]).
+// sigmoid, tanh, hard sigmoid, hard swish, leaky relu and the exact GELU on the device:
+// kernels/curve_math.h's functions elementwise (Note [curve arithmetic]). Templated on the
+// storage type T (float or __nv_bfloat16, kernels/common.cuh): bf16 values are widened exactly
+// and each result is rounded once more, from the FP32 value, as the backend's staging would
+// (Note [bf16 execution]).
 #include "kernels/common.cuh"
 #include "kernels/curve_math.h"
 #include "kernels/kernels.h"

@@ -1,4 +1,5 @@
-// The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu) and their
+// The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact
+// GELU) and their
 // derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
 // CUDA kernels (kernels/activation_curves.cu).
 #pragma once
@@ -18,13 +19,16 @@ namespace remat {
 // Every curve evaluates in double from the FP32 (or widened bf16) value and rounds once to FP32:
 // x + 3 and x * t of two floats are exact in double, so hardswish, hardsigmoid and leaky relu
 // are the correctly rounded results on both sides (the device code uses __dmul_rn / __dadd_rn,
-// so nvcc cannot contract a product and a sum into an FMA that the CPU does not do). sigmoid
-// and tanh call exp / tanh, whose double results may differ in the last bit between the C
-// library and CUDA's: after the rounding to FP32 the two agree but for rare ties.
-// Gradients read what the forward keeps: sigmoid, tanh and leaky relu their output y, hard
-// sigmoid and hard swish their input x (PyTorch's backward reads x too; y rounded to bf16 near
-// 1 would lose which side of the clip x was on).
-enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu };
+// so nvcc cannot contract a product and a sum into an FMA that the CPU does not do). sigmoid,
+// tanh and the exact GELU call exp / tanh / erf, whose double results may differ in the last
+// bit between the C library and CUDA's: after the rounding to FP32 the two agree but for rare
+// ties. Gradients read what the forward keeps: sigmoid, tanh and leaky relu their output y, hard
+// sigmoid, hard swish and GELU their input x (PyTorch's backward reads x too; y rounded to bf16
+// near 1 would lose which side of the clip x was on).
+enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf };
+
+constexpr double kCurveSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
+constexpr double kCurveInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 
 struct CurveParams {
   Curve f = Curve::Sigmoid;
@@ -65,6 +69,10 @@ REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
     }
     case Curve::LeakyRelu:
       return x > 0.0 ? xf : static_cast<float>(curve_mul(p.alpha, x));
+    case Curve::GeluErf: {  // x Phi(x) = x (1 + erf(x / sqrt 2)) / 2, PyTorch's nn.GELU()
+      const double e = erf(curve_mul(x, kCurveSqrtHalf));
+      return static_cast<float>(curve_mul(curve_mul(0.5, x), curve_add(1.0, e)));
+    }
   }
   return 0.0f;
 }
@@ -87,6 +95,11 @@ REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
       return dyf;
     case Curve::LeakyRelu:  // s = y (alpha >= 0, so y > 0 exactly where x > 0)
       return s > 0.0 ? dyf : static_cast<float>(curve_mul(p.alpha, dy));
+    case Curve::GeluErf: {  // s = x: dy (Phi(x) + x phi(x))
+      const double cdf = curve_mul(0.5, curve_add(1.0, erf(curve_mul(s, kCurveSqrtHalf))));
+      const double pdf = curve_mul(kCurveInvSqrt2Pi, exp(curve_mul(-0.5, curve_mul(s, s))));
+      return static_cast<float>(curve_mul(dy, curve_add(cdf, curve_mul(s, pdf))));
+    }
   }
   return 0.0f;
 }

@@ -1,7 +1,7 @@
-// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish and leaky_relu (alpha): user ops whose
-// gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh, leaky_relu) or its
-// input (hardsigmoid, hardswish). One definition of each curve and its derivative serves the
-// CPU and the GPU (kernels/curve_math.h, Note [curve arithmetic]).
+// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha) and gelu_erf: user ops
+// whose gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh, leaky_relu) or
+// its input (hardsigmoid, hardswish, gelu_erf). One definition of each curve and its derivative
+// serves the CPU and the GPU (kernels/curve_math.h, Note [curve arithmetic]).
 #include <limits>
 
 #include "kernels/curve_math.h"
@@ -28,12 +28,14 @@ struct CurveSpec {
 const CurveSpec kCurves[] = {
     {"sigmoid", Curve::Sigmoid, 4, "y = 1 / (1 + exp(-x))", "dx = dy y (1 - y) [dy, y]"},
     {"tanh", Curve::Tanh, 4, "y = tanh(x)", "dx = dy (1 - y^2) [dy, y]"},
-    {"hardsigmoid", Curve::HardSigmoid, 3, "y = max(0, min(1, alpha x + beta)) (alpha 1/6, beta 1/2)",
-     "dx = alpha dy inside the clip [dy, x]"},
+    {"hardsigmoid", Curve::HardSigmoid, 3,
+     "y = max(0, min(1, alpha x + beta)) (alpha 1/6, beta 1/2)", "dx = alpha dy inside the clip [dy, x]"},
     {"hardswish", Curve::HardSwish, 4, "y = x min(max(x + 3, 0), 6) / 6",
      "dx = dy (x / 3 + 1/2) on [-3, 3], dy above, 0 below [dy, x]"},
     {"leaky_relu", Curve::LeakyRelu, 1, "y = x for x > 0, alpha x otherwise (alpha 0.01)",
      "dx = dy for y > 0, alpha dy otherwise [dy, y]"},
+    {"gelu_erf", Curve::GeluErf, 8, "y = x (1 + erf(x / sqrt 2)) / 2 (PyTorch's exact GELU)",
+     "dx = dy (Phi(x) + x phi(x)) [dy, x]"},
 };
 
 // The forward and its gradient parse the same attributes (a gradient node shares its forward

@@ -23,7 +23,8 @@ OpAttrsPtr channel_scale_parse(AttrReader& r, const std::string& name) {
 }
 
 ImageDims dims_of(const ExecContext& c, int input) {
-  return image_dims(c.inputs[input].desc->shape, attrs_of<ChannelScaleAttrs>(*c.node).channels_last);
+  const bool last = attrs_of<ChannelScaleAttrs>(*c.node).channels_last;
+  return image_dims(c.inputs[input].desc->shape, last);
 }
 
 void check_image(const std::string& name, const TensorDesc& x) {

@@ -92,7 +92,8 @@ std::vector<ParamSpec> transpose_params(const OpAttrs& at, const std::vector<Ten
   const int64_t c_in = in.at(0).shape.at(1), rs = a.conv.kernel_h * a.conv.kernel_w;
   ParamSpec w;
   w.suffix = "weight";
-  w.desc = TensorDesc{{c_in, a.filters / a.conv.groups, a.conv.kernel_h, a.conv.kernel_w}, DType::F32};
+  w.desc = TensorDesc{{c_in, a.filters / a.conv.groups, a.conv.kernel_h, a.conv.kernel_w},
+                      DType::F32};
   w.init = weight_init_for(Activation::None);
   w.fan_in = a.filters / a.conv.groups * rs;  // PyTorch: weight.size(1) * receptive field
   w.fan_out = c_in * rs;

@@ -104,6 +104,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"sigmoid_grad", kCudaReduction},
           {"tanh", kCudaReduction},
           {"tanh_grad", kCudaReduction},
+          {"gelu_erf", kCudaReduction},
+          {"gelu_erf_grad", kCudaReduction},
           {"channel_scale_grad", kCudaReduction},  // plane sums in double, another order
           {"softmax", kCudaReduction},
           {"softmax_grad", kCudaReduction},

@@ -333,5 +333,33 @@ TEST_F(OnnxImport, LeakyReluWithANegativeSlopeIsRefused) {
   EXPECT_NE(e.find("node '/act/LeakyRelu' (LeakyRelu, opset 13): a negative alpha"), std::string::npos) << e;
 }
 
+// nn.GELU() as torch.onnx.export writes it: one gelu_erf layer; a constant that is not the exact
+// GELU's is an error naming the group.
+TEST_F(OnnxImport, ExactGeluIsOneLayerOnceItsConstantsAre) {
+  for (float root2 : {1.4142135f, 1.5f}) {
+    onnx::ModelProto m;
+    {
+      onnx::GraphProto extra;
+      onnx_node(&extra, "Div", {"r", "g.root2"}, {"g.div"}, "/gelu/Div");
+      onnx_node(&extra, "Erf", {"g.div"}, {"g.erf"}, "/gelu/Erf");
+      onnx_node(&extra, "Add", {"g.erf", "g.one"}, {"g.add"}, "/gelu/Add");
+      onnx_node(&extra, "Mul", {"r", "g.add"}, {"g.mul"}, "/gelu/Mul");
+      onnx_node(&extra, "Mul", {"g.mul", "g.half"}, {"g.out"}, "/gelu/Mul_1");
+      m = with_nodes_after_relu(extra, "g.out");
+    }
+    *m.mutable_graph()->add_initializer() = test::onnx_floats("g.root2", {}, root2);
+    *m.mutable_graph()->add_initializer() = test::onnx_floats("g.one", {}, 1.0f);
+    *m.mutable_graph()->add_initializer() = test::onnx_floats("g.half", {}, 0.5f);
+    if (root2 != 1.4142135f) {
+      const std::string e = error_of(m);
+      EXPECT_NE(e.find("(the nodes of the exact (erf) GELU, opset 13)"), std::string::npos) << e;
+      continue;
+    }
+    const ModelConfig cfg = load_model_config(write(m), {"batch=2"});
+    EXPECT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "gelu_erf", "maxpool",
+                                                        "global_avgpool", "dense"}));
+  }
+}
+
 }  // namespace
 }  // namespace remat

@@ -303,6 +303,11 @@ TEST_F(OnnxModels, MobileNetV3HardSwishAndGates) {
   check_model(dir_, "mobilenet_v3_small");
   check_eval(dir_, "mobilenet_v3_small");
 }
+// nn.GELU(): the exact GELU's five nodes read as gelu_erf, on images and on [N, F].
+TEST_F(OnnxModels, ExactGelu) {
+  make("gelu_net");
+  check_model(dir_, "gelu_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

@@ -35,7 +35,8 @@ void hard_sigmoid(Translator& t) {
 
 void leaky_relu(Translator& t) {
   const double alpha = as_written(t.attr_float("alpha", 0.01));
-  if (alpha < 0) t.fail("a negative alpha is not supported (leaky_relu's gradient reads its output)");
+  if (alpha < 0)
+    t.fail("a negative alpha is not supported (leaky_relu's gradient reads its output)");
   if (alpha == 0) return curve(t, "relu");
   AttrMap a;
   a.set("alpha", alpha);
@@ -51,7 +52,8 @@ void mul(Translator& t) {
   const char* supported =
       "only an image [N, C, H, W] times a scale [N, C, 1, 1] that the step computes "
       "(squeeze-and-excitation) is supported";
-  if (t.is_const(0) || t.is_const(1)) t.fail(std::string("a product with a constant: ") + supported);
+  if (t.is_const(0) || t.is_const(1))
+    t.fail(std::string("a product with a constant: ") + supported);
   const bool scale_first = is_channel_scale(t.data(0)) && !is_channel_scale(t.data(1));
   const DataValue x = as_sample_shape(t, t.data(scale_first ? 1 : 0));
   const DataValue s = t.data(scale_first ? 0 : 1);

@@ -31,7 +31,8 @@ TransposeAxis transpose_axis(Translator& t, int axis, int64_t in, int64_t k, int
   int64_t target = -1;  // an output size the pads must give
   if (!out_shape.empty()) target = out_shape[static_cast<size_t>(axis)];
   else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = in * s;
-  else if (auto_pad != "NOTSET" && auto_pad != "VALID") t.fail("unknown auto_pad '" + auto_pad + "'");
+  else if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    t.fail("unknown auto_pad '" + auto_pad + "'");
   if (auto_pad == "VALID") a.begin = a.end = 0;
   if (target >= 0) {
     const int64_t total = full - target;
@@ -53,14 +54,17 @@ void conv_transpose(Translator& t) {
     t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
   if (!t.is_initializer(1)) t.fail("the weight (input 1) must be an initializer");
   const Shape wd = t.initializer_dims(1);
-  if (wd.size() != 4) t.fail("only 2-D transposed convolutions are supported (weight " + shape_str(wd) + ")");
+  if (wd.size() != 4)
+    t.fail("only 2-D transposed convolutions are supported (weight " + shape_str(wd) + ")");
   const int64_t groups = t.attr_int("group", 1);
   if (groups < 1 || wd[0] != x.sample[0])
-    t.fail("weight " + shape_str(wd) + " does not fit " + std::to_string(x.sample[0]) + " input channels");
+    t.fail("weight " + shape_str(wd) + " does not fit " + std::to_string(x.sample[0]) +
+           " input channels");
   const int64_t filters = wd[1] * groups;
   if (t.attr_ints("kernel_shape", {wd[2], wd[3]}) != std::vector<int64_t>{wd[2], wd[3]})
     t.fail("kernel_shape disagrees with the weight");
-  const std::vector<int64_t> s = t.attr_ints("strides", {1, 1}), d = t.attr_ints("dilations", {1, 1});
+  const std::vector<int64_t> s = t.attr_ints("strides", {1, 1});
+  const std::vector<int64_t> d = t.attr_ints("dilations", {1, 1});
   if (s.size() != 2 || d.size() != 2) t.fail("strides and dilations must be for two axes");
   const TransposeAxis h = transpose_axis(t, 0, x.sample[1], wd[2], s[0], d[0]);
   const TransposeAxis w = transpose_axis(t, 1, x.sample[2], wd[3], s[1], d[1]);

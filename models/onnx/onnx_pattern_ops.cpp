@@ -183,6 +183,20 @@ void gelu_tanh(Translator& t) {
   t.emit("gelu", {x}, {}, {}, x.sample, x.remat);
 }
 
+// nn.GELU() written out (match_gelu_erf): remat's gelu_erf once its constants are sqrt 2 (or
+// 1 / sqrt 2 as a product), 1 and 1/2.
+void gelu_erf(Translator& t) {
+  const DataValue x = t.data(0);
+  const bool divide = t.attr_int("divide", 0) != 0;
+  const double want[3] = {divide ? std::sqrt(2.0) : std::sqrt(0.5), 1.0, 0.5};
+  for (int k = 0; k < 3; ++k) {
+    const double c = t.konst(k + 1).scalar(t.where());
+    if (std::fabs(c - want[k]) > 1e-6 * want[k])  // float32 constants
+      t.fail("a constant " + std::to_string(c) + " where the exact GELU has " + std::to_string(want[k]));
+  }
+  t.emit("gelu_erf", {x}, {}, {}, x.sample, x.remat);
+}
+
 // Layer norm written out (opsets before 17): remat's layernorm over the last axis, once both
 // means are over it and the exponent is 2.
 void layer_norm(Translator& t) {
@@ -214,6 +228,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"LayerNorm", layer_norm},
       {"ChannelShuffle", channel_shuffle},
       {"HardSwish", [](Translator& t) { layer_ops().at("HardSwish")(t); }},  // x's hardswish
+      {"GeluErf", gelu_erf},
   };
   return ops;
 }

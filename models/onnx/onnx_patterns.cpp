@@ -296,6 +296,35 @@ void match_gelu_tanh(Graph& g, int k) {
   }
 }
 
+// The exact GELU as torch.onnx.export writes nn.GELU(): Div(x, c) (or Mul(x, c)), Erf, Add(., c1),
+// Mul(x, .), Mul(., c0), each in either order. Anchored at the Erf; GeluErf(x, c, c1, c0) with
+// divide = 1 for the Div.
+void match_gelu_erf(Graph& g, int k) {
+  const onnx::NodeProto* erf = g.node(k);
+  if (!erf || erf->op_type() != "Erf" || !erf->domain().empty()) return;
+  const onnx::NodeProto* scale = g.made_by(erf->input(0), "Div");
+  if (!scale) scale = g.made_by(erf->input(0), "Mul");
+  if (!scale || !g.only_for(erf->input(0), k)) return;
+  const bool x_first = g.is_data(scale->input(0));
+  if (scale->op_type() == "Div" && !x_first) return;  // c / x is not a scale
+  const std::string x = scale->input(x_first ? 0 : 1), c = scale->input(x_first ? 1 : 0);
+  if (g.is_data(c)) return;
+  const int addk = g.sole_consumer(erf->output(0));
+  const onnx::NodeProto* add = g.node(addk);
+  const std::string* c1 = add && add->op_type() == "Add" ? other_input(*add, erf->output(0)) : nullptr;
+  if (!c1 || g.is_data(*c1)) return;
+  const int mulk = g.sole_consumer(add->output(0));
+  const onnx::NodeProto* mul = g.node(mulk);
+  const std::string* xs = mul && mul->op_type() == "Mul" ? other_input(*mul, add->output(0)) : nullptr;
+  if (!xs || *xs != x) return;
+  const int halfk = g.sole_consumer(mul->output(0));
+  const onnx::NodeProto* half = g.node(halfk);
+  const std::string* c0 = half && half->op_type() == "Mul" ? other_input(*half, mul->output(0)) : nullptr;
+  if (!c0 || g.is_data(*c0)) return;
+  onnx::NodeProto f = fused_node("GeluErf", *erf, {x, c, *c1, *c0}, half->output(0));
+  set_int(&f, "divide", scale->op_type() == "Div");
+  g.fuse({g.index(scale), k, addk, mulk, halfk}, f);
+}
 // Mul(x, HardSigmoid(x)) with PyTorch's alpha 1/6 and beta 1/2: HardSwish(x), F.hardswish as
 // opsets before 14 (which have no HardSwish) write it.
 void match_hard_swish(Graph& g, int k) {
@@ -375,7 +404,7 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   // products, whose Transposes they would otherwise take for weights.
   for (auto match : {match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
-                     match_channel_shuffle, match_hard_swish})
+                     match_channel_shuffle, match_hard_swish, match_gelu_erf})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();
 }

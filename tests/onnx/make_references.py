@@ -52,6 +52,8 @@ MODELS = {
     # Transposed convolutions (ConvTranspose: stride 2 with padding and output_padding, grouped
     # without a bias) in a small U-Net, per-pixel loss.
     "unet_tiny": ({}, 32, 2, 13, "train"),
+    # nn.GELU() (the exact, erf GELU: Div, Erf, Add, Mul, Mul) after convolutions and a linear.
+    "gelu_net": ({}, 32, 4, 13, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
@@ -108,6 +110,11 @@ def build(name, kwargs):
             model = build_gpt2(yaml.safe_load(f), path)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
+    elif arch == "gelu_net":
+        nn = torch.nn
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.MaxPool2d(2),
+                              nn.Conv2d(8, 16, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(1),
+                              nn.Flatten(), nn.Linear(16, 32), nn.GELU(), nn.Linear(32, CLASSES))
     elif arch in SEGMENTATION:
         sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
         from onnx_zoo_bench import SegmentationOut  # the "out" map alone
