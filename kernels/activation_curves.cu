@@ -1,4 +1,4 @@
-// sigmoid, tanh, hard sigmoid, hard swish, leaky relu and the exact GELU on the device:
+// sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact GELU and SiLU on the device:
 // kernels/curve_math.h's functions elementwise (Note [curve arithmetic]). Templated on the
 // storage type T (float or __nv_bfloat16, kernels/common.cuh): bf16 values are widened exactly
 // and each result is rounded once more, from the FP32 value, as the backend's staging would

@@ -1,5 +1,5 @@
 // The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact
-// GELU) and their
+// GELU, SiLU) and their
 // derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
 // CUDA kernels (kernels/activation_curves.cu).
 #pragma once
@@ -16,16 +16,17 @@
 namespace remat {
 
 // Note [curve arithmetic]
-// Every curve evaluates in double from the FP32 (or widened bf16) value and rounds once to FP32:
-// x + 3 and x * t of two floats are exact in double, so hardswish, hardsigmoid and leaky relu
-// are the correctly rounded results on both sides (the device code uses __dmul_rn / __dadd_rn,
-// so nvcc cannot contract a product and a sum into an FMA that the CPU does not do). sigmoid,
-// tanh and the exact GELU call exp / tanh / erf, whose double results may differ in the last
-// bit between the C library and CUDA's: after the rounding to FP32 the two agree but for rare
-// ties. Gradients read what the forward keeps: sigmoid, tanh and leaky relu their output y, hard
-// sigmoid, hard swish and GELU their input x (PyTorch's backward reads x too; y rounded to bf16
-// near 1 would lose which side of the clip x was on).
-enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf };
+// Every curve evaluates in double from the FP32 (or widened bf16) value and rounds once to FP32.
+// The CPU and the device run the same operations in the same order, each rounded in double (the
+// device code uses __dmul_rn / __dadd_rn, so nvcc cannot contract a product and a sum into an
+// FMA the CPU does not do; division is IEEE on both): hardsigmoid, hardswish and leaky relu,
+// which use nothing else, agree bit for bit. sigmoid, tanh, the exact GELU and SiLU also call
+// exp / tanh / erf, whose double results may differ in the last bit between the C library and
+// CUDA's: after the rounding to FP32 the two agree but for rare ties. Gradients read what the
+// forward keeps: sigmoid, tanh and leaky relu their output y; hard sigmoid, hard swish, GELU and
+// SiLU their input x (PyTorch's backward reads x too; y rounded to bf16 near 1 would lose which
+// side of the clip x was on).
+enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu };
 
 constexpr double kCurveSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kCurveInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
@@ -73,6 +74,8 @@ REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
       const double e = erf(curve_mul(x, kCurveSqrtHalf));
       return static_cast<float>(curve_mul(curve_mul(0.5, x), curve_add(1.0, e)));
     }
+    case Curve::Silu:  // x sigmoid(x), PyTorch's nn.SiLU()
+      return static_cast<float>(curve_mul(x, 1.0 / curve_add(1.0, exp(-x))));
   }
   return 0.0f;
 }
@@ -99,6 +102,11 @@ REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
       const double cdf = curve_mul(0.5, curve_add(1.0, erf(curve_mul(s, kCurveSqrtHalf))));
       const double pdf = curve_mul(kCurveInvSqrt2Pi, exp(curve_mul(-0.5, curve_mul(s, s))));
       return static_cast<float>(curve_mul(dy, curve_add(cdf, curve_mul(s, pdf))));
+    }
+    case Curve::Silu: {  // s = x: dy sig(x) (1 + x (1 - sig(x)))
+      const double sig = 1.0 / curve_add(1.0, exp(-s));
+      return static_cast<float>(
+          curve_mul(curve_mul(dy, sig), curve_add(1.0, curve_mul(s, curve_add(1.0, -sig)))));
     }
   }
   return 0.0f;

@@ -297,7 +297,7 @@ void gelu_backward(float* dinp, const float* dout, const float* inp, int64_t n,
 void gelu_backward(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
                    cudaStream_t stream);
 
-// sigmoid, tanh, hard sigmoid, hard swish, leaky relu, exact GELU (activation_curves.cu): y = f(x) and
+// sigmoid, tanh, hard sigmoid, hard swish, leaky relu, exact GELU, SiLU (activation_curves.cu): y = f(x) and
 // dinp = dout f'(.) from `saved`, the output or the input as curve_grad_reads_output says, each
 // in double and rounded once (Note [curve arithmetic] in kernels/curve_math.h).
 void curve_forward(const CurveParams& p, float* out, const float* inp, int64_t n,

@@ -1,6 +1,6 @@
-// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha) and gelu_erf: user ops
-// whose gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh, leaky_relu) or
-// its input (hardsigmoid, hardswish, gelu_erf). One definition of each curve and its derivative
+// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf and silu:
+// user ops whose gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh,
+// leaky_relu) or its input (hardsigmoid, hardswish, gelu_erf, silu). One definition of each curve and its derivative
 // serves the CPU and the GPU (kernels/curve_math.h, Note [curve arithmetic]).
 #include <limits>
 
@@ -36,6 +36,8 @@ const CurveSpec kCurves[] = {
      "dx = dy for y > 0, alpha dy otherwise [dy, y]"},
     {"gelu_erf", Curve::GeluErf, 8, "y = x (1 + erf(x / sqrt 2)) / 2 (PyTorch's exact GELU)",
      "dx = dy (Phi(x) + x phi(x)) [dy, x]"},
+    {"silu", Curve::Silu, 5, "y = x sigmoid(x) (PyTorch's SiLU, swish)",
+     "dx = dy s (1 + x (1 - s)), s = sigmoid(x) [dy, x]"},
 };
 
 // The forward and its gradient parse the same attributes (a gradient node shares its forward

@@ -10,7 +10,7 @@ void register_conv2d_ops(OpRegistry& r);       // conv2d (+ fused relu/relu6), i
 void register_conv2d_transpose_ops(OpRegistry& r);  // conv2d_transpose (ConvTranspose2d)
 void register_dense_ops(OpRegistry& r);        // dense / linear (+ fused bias/activation), grads
 void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
-// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu
 void register_activation_curve_ops(OpRegistry& r);
 void register_channel_scale_ops(OpRegistry& r);  // channel_scale (x [N, C, H, W] * s [N, C]), grad
 void register_add_ops(OpRegistry& r);          // add (n-ary)

@@ -106,6 +106,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"tanh_grad", kCudaReduction},
           {"gelu_erf", kCudaReduction},
           {"gelu_erf_grad", kCudaReduction},
+          {"silu", kCudaReduction},
+          {"silu_grad", kCudaReduction},
           {"channel_scale_grad", kCudaReduction},  // plane sums in double, another order
           {"softmax", kCudaReduction},
           {"softmax_grad", kCudaReduction},

@@ -174,6 +174,7 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"leaky_relu", {"leaky_relu", attr_map({{"alpha", 0.1}}), {f32({2, 3, 4})}, {wide_values(24)}},
        kTolPiecewise},
       {"gelu_erf", {"gelu_erf", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"silu", {"silu", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
       {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
       // ConvTranspose2d: stride 2 with output_padding (a U-Net's upsampling), groups, dilation

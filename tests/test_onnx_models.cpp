@@ -297,6 +297,11 @@ TEST_F(OnnxModels, RegNetYSqueezeExcitation) {
   make("regnet_y_400mf");
   check_model(dir_, "regnet_y_400mf");
 }
+// SiLU (x * Sigmoid(x)) throughout, sigmoid squeeze-and-excitation.
+TEST_F(OnnxModels, EfficientNetSiluAndGates) {
+  make("efficientnet_b0");
+  check_model(dir_, "efficientnet_b0");
+}
 // Hard swish as opset 13 writes it (x * HardSigmoid(x)), hard-sigmoid gates.
 TEST_F(OnnxModels, MobileNetV3HardSwishAndGates) {
   make("mobilenet_v3_small");

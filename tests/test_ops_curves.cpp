@@ -1,4 +1,4 @@
-// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf and channel_scale (the activations and the
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu and channel_scale (the activations and the
 // squeeze-excitation gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
 // (and PyTorch's values where it spells them differently), which value each gradient reads,
 // channel_scale's channels-last form bit for bit, and the errors. Their gradients against
@@ -26,15 +26,17 @@ Floats run(const std::string& op, AttrMap attrs, const Floats& x) {
 
 TEST(Curves, ValuesAreTheirDefinitions) {
   const Floats x = {-5.0f, -3.0f, -1.0f, 0.0f, 0.5f, 3.0f, 4.0f};
-  Floats sig, th, gelu;
+  Floats sig, th, gelu, silu;
   for (float v : x) {
     const double d = v;
     sig.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-d))));
     th.push_back(static_cast<float>(std::tanh(d)));
     gelu.push_back(static_cast<float>(0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0)))));
+    silu.push_back(static_cast<float>(d * (1.0 / (1.0 + std::exp(-d)))));
   }
   EXPECT_EQ(run("sigmoid", {}, x), sig);
   EXPECT_EQ(run("tanh", {}, x), th);
+  EXPECT_EQ(run("silu", {}, x), silu);
   const Floats g = run("gelu_erf", {}, x);  // 1 / sqrt 2 as a product, not a quotient: 1 ulp
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(g[i], gelu[i], 1e-7 * (1 + std::fabs(gelu[i])));
   // PyTorch: F.hardsigmoid = relu6(x + 3) / 6, F.hardswish = x relu6(x + 3) / 6.
@@ -50,7 +52,8 @@ TEST(Curves, ValuesAreTheirDefinitions) {
 }
 
 TEST(Curves, GradientsReadTheOutputOrTheInputAsDocumented) {
-  for (const char* op : {"sigmoid", "tanh", "leaky_relu", "hardsigmoid", "hardswish", "gelu_erf"}) {
+  for (const char* op : {"sigmoid", "tanh", "leaky_relu", "hardsigmoid", "hardswish", "gelu_erf",
+                         "silu"}) {
     SCOPED_TRACE(op);
     OpHarness h(builtin_registry(), {op, {}, {f32({2, 3})}});
     h.gradients(h.random_dy(3));

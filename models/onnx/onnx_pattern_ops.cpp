@@ -229,6 +229,10 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"ChannelShuffle", channel_shuffle},
       {"HardSwish", [](Translator& t) { layer_ops().at("HardSwish")(t); }},  // x's hardswish
       {"GeluErf", gelu_erf},
+      {"Silu", [](Translator& t) {  // x sigmoid(x)
+         const DataValue x = t.data(0);
+         t.emit("silu", {x}, {}, {}, x.sample, x.remat);
+       }},
   };
   return ops;
 }

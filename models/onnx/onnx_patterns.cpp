@@ -325,21 +325,26 @@ void match_gelu_erf(Graph& g, int k) {
   set_int(&f, "divide", scale->op_type() == "Div");
   g.fuse({g.index(scale), k, addk, mulk, halfk}, f);
 }
-// Mul(x, HardSigmoid(x)) with PyTorch's alpha 1/6 and beta 1/2: HardSwish(x), F.hardswish as
-// opsets before 14 (which have no HardSwish) write it.
-void match_hard_swish(Graph& g, int k) {
+// Mul(x, f(x)), a gate of x by itself: HardSwish(x) for f = HardSigmoid with PyTorch's alpha
+// 1/6 and beta 1/2 (F.hardswish as opsets before 14, which have no HardSwish, write it), Silu(x)
+// for f = Sigmoid (F.silu).
+void match_self_gate(Graph& g, int k) {
   const onnx::NodeProto* mul = g.node(k);
   if (!mul || mul->op_type() != "Mul" || !mul->domain().empty()) return;
   for (int side = 0; side < 2; ++side) {
     const onnx::NodeProto* hs = g.made_by(mul->input(side), "HardSigmoid");
-    if (!hs || hs->input(0) != mul->input(1 - side) || !g.only_for(mul->input(side), k)) continue;
-    float alpha = 0.2f, beta = 0.5f;  // ONNX's defaults
-    for (const auto& a : hs->attribute()) {
-      if (a.name() == "alpha") alpha = a.f();
-      if (a.name() == "beta") beta = a.f();
+    const onnx::NodeProto* sg = g.made_by(mul->input(side), "Sigmoid");
+    const onnx::NodeProto* f = hs ? hs : sg;
+    if (!f || f->input(0) != mul->input(1 - side) || !g.only_for(mul->input(side), k)) continue;
+    if (hs) {
+      float alpha = 0.2f, beta = 0.5f;  // ONNX's defaults
+      for (const auto& a : hs->attribute()) {
+        if (a.name() == "alpha") alpha = a.f();
+        if (a.name() == "beta") beta = a.f();
+      }
+      if (alpha != static_cast<float>(1.0 / 6.0) || beta != 0.5f) return;
     }
-    if (alpha != static_cast<float>(1.0 / 6.0) || beta != 0.5f) return;
-    g.fuse({g.index(hs), k}, fused_node("HardSwish", *hs, {hs->input(0)}, mul->output(0)));
+    g.fuse({g.index(f), k}, fused_node(hs ? "HardSwish" : "Silu", *f, {f->input(0)}, mul->output(0)));
     return;
   }
 }
@@ -404,7 +409,7 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   // products, whose Transposes they would otherwise take for weights.
   for (auto match : {match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
-                     match_channel_shuffle, match_hard_swish, match_gelu_erf})
+                     match_channel_shuffle, match_self_gate, match_gelu_erf})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();
 }

@@ -138,7 +138,8 @@ std::string Translator::where() const {
       {"LayerNorm", "the nodes of a layer norm"},
       {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"},
       {"HardSwish", "HardSigmoid + Mul read as a hard swish"},
-      {"GeluErf", "the nodes of the exact (erf) GELU"}};
+      {"GeluErf", "the nodes of the exact (erf) GELU"},
+      {"Silu", "Sigmoid + Mul read as a SiLU"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();

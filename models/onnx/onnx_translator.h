@@ -116,7 +116,8 @@ class Translator {
 // product is MatMul + Mul (or Div) by a constant; a causal softmax is Where(mask, -inf, s) +
 // Softmax; GPT-2's gelu is nine nodes around a Tanh; a position embedding is Add(x, Gather(W,
 // positions)); before opset 14, a hard swish is Mul(x, HardSigmoid(x)) (matched only with
-// PyTorch's constants 1/6 and 1/2); nn.GELU() is Div(x, sqrt 2), Erf, Add(1), Mul(x), Mul(1/2). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
+// PyTorch's constants 1/6 and 1/2) and a SiLU Mul(x, Sigmoid(x)); nn.GELU() is Div(x, sqrt 2),
+// Erf, Add(1), Mul(x), Mul(1/2). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
 // intermediate value read by the group alone, and replaces each by one node of domain "remat"
 // carrying its data and constant inputs; onnx_pattern_ops.cpp then checks the constants (the
 // gelu's coefficients, a mask that is exactly causal, positions 0 .. T-1, a reshape into heads)

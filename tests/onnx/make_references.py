@@ -14,7 +14,8 @@ For each model NAME, into OUTDIR:
                      a training-mode forward and backward from the same state "logits", "loss"
                      [1] (mean softmax cross-entropy), "grad.<p>" for every parameter p and
                      "after.<b>" for every batch-norm running statistic
-Dropout is set to p = 0 (its masks are PyTorch's random numbers), and every batch norm's
+Dropout and stochastic depth are set to p = 0 (their masks are PyTorch's random numbers; stochastic
+depth's Bernoulli does not export at all), and every batch norm's
 running statistics start away from (0, 1) so that evaluation reads them.
 Usage: make_references.py OUTDIR [NAME ...]   (default: every model of MODELS)"""
 import copy
@@ -43,6 +44,9 @@ MODELS = {
     # Squeeze-and-excitation (x * sigmoid(...) / hardsigmoid(...): channel_scale); MobileNetV3 at
     # opset 13 writes its hard swish as x * HardSigmoid(x).
     "regnet_y_400mf": ({}, 64, 2, 17, "train"),
+    # SiLU (x * Sigmoid(x)) and sigmoid squeeze-and-excitation; stochastic depth off (its
+    # Bernoulli does not export).
+    "efficientnet_b0": ({}, 64, 2, 13, "train"),
     "mobilenet_v3_small": ({}, 64, 4, 13, "train"),
     # Channel shuffles (Reshape + Transpose + Reshape) and torch.chunk of channels (Slice).
     "shufflenet_v2_x0_5": ({}, 64, 4, 13, "train"),
@@ -122,7 +126,7 @@ def build(name, kwargs):
     else:
         model = getattr(torchvision.models, arch)(num_classes=CLASSES, **kwargs)
     for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
+        if isinstance(m, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
             m.p = 0.0
         if isinstance(m, torch.nn.BatchNorm2d):
             with torch.no_grad():

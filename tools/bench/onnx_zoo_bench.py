@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """torchvision's classification models through the ONNX importer: each exported by
-torch.onnx.export (training mode, opset 13, 224 x 224, the batch a dynamic axis), imported,
+torch.onnx.export (training mode, opset 13, 224 x 224, the batch a dynamic axis; stochastic
+depth off, since its Bernoulli does not export), imported,
 trained one CPU step at batch 1, and searched for its largest batch under a budget. With
 --segmentation, torchvision's segmentation models instead (their "out" map, per-pixel loss, no
 auxiliary head, the plan and the step at batch 2: a pooling branch's batch norm needs two values
@@ -55,6 +56,9 @@ def build(name, segmentation):
 
 def export(name, path, segmentation):
     model = build(name, segmentation).train()
+    for m in model.modules():  # EfficientNet, ConvNeXt, Swin: trained without stochastic depth
+        if isinstance(m, torchvision.ops.StochasticDepth):
+            m.p = 0.0
     size = 299 if name == "inception_v3" else 224
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     torch.onnx.export(model, torch.randn(2, 3, size, size), path, opset_version=13,
