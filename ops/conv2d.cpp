@@ -46,6 +46,16 @@ ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x) {
 }
 
 
+ParamSpec conv_bias_spec(int64_t filters, const ParamSpec& weight) {
+  ParamSpec b;
+  b.suffix = "bias";
+  b.desc = TensorDesc{{filters}, DType::F32};
+  b.init = InitKind::Zeros;
+  b.fan_in = weight.fan_in;
+  b.fan_out = weight.fan_out;
+  return b;
+}
+
 #ifdef REMAT_HAVE_CUDA
 ConvCudaParams conv2d_cuda_params(const Conv2dAttrs& a, const Shape& x) {
   const ImageDims xd = image_dims(x, a.channels_last);
@@ -117,15 +127,7 @@ std::vector<ParamSpec> conv2d_params(const OpAttrs& at, const std::vector<Tensor
   w.fan_in = c / a.groups * rs;
   w.fan_out = a.filters * rs;  // PyTorch's convention: size(0) * receptive field
   out.push_back(w);
-  if (a.bias) {
-    ParamSpec b;
-    b.suffix = "bias";
-    b.desc = TensorDesc{{a.filters}, DType::F32};
-    b.init = InitKind::Zeros;
-    b.fan_in = w.fan_in;
-    b.fan_out = w.fan_out;
-    out.push_back(b);
-  }
+  if (a.bias) out.push_back(conv_bias_spec(a.filters, w));
   return out;
 }
 

@@ -51,6 +51,9 @@ int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pads, 
 // pad_w are the top and left pads.
 ConvDims conv_dims(const Conv2dAttrs& a, const Shape& x);
 
+// The bias [filters] of a convolution with `weight`: zeros, the weight's fans (conv2d.cpp).
+ParamSpec conv_bias_spec(int64_t filters, const ParamSpec& weight);
+
 // The CPU reference (conv2d_cpu.cpp): y = act(conv(x, w) + b) from [x, w, (b)]; dx from
 // [dz, w]; dw from [dz, x] (F32 or bf16 data); db from [dz].
 void conv2d_cpu(const ExecContext& ctx);

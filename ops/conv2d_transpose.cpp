@@ -19,8 +19,8 @@ namespace remat {
 // convolution's forward, a conv2d node [dy, w]; its weight gradient the convolution's weight
 // gradient with x and dy in each other's roles, conv2d_grad_weight [x, dy]; its bias gradient
 // conv2d_grad_bias [dy]. Output size per axis: (H - 1) stride - pads + dilation (R - 1) +
-// output_padding + 1 (output_padding < stride or < dilation picks among the sizes the
-// convolution maps to H). NCHW only: a channels-last model converts around it.
+// output_padding + 1 (output_padding < stride picks among the sizes the convolution maps to
+// H). NCHW only: a channels-last model converts around it.
 
 namespace {
 
@@ -56,8 +56,10 @@ OpAttrsPtr transpose_parse(AttrReader& r) {
     r.fail("groups", "filters " + std::to_string(a->filters) + " not divisible by groups " +
                          std::to_string(c.groups));
   a->output_padding_h = op[0], a->output_padding_w = op[1];
-  if (op[0] >= std::max(s[0], d[0]) || op[1] >= std::max(s[1], d[1]))
-    r.fail("output_padding", "must be below the stride or the dilation (PyTorch's rule)");
+  // Below the stride, the convolution of the output gives back exactly the input's size (PyTorch
+  // also takes output_padding below the dilation alone; that case is refused here).
+  if (op[0] >= s[0] || op[1] >= s[1])
+    r.fail("output_padding", "must be below the stride");
   a->bias = r.get_bool("bias", true);
   r.finish("conv2d_transpose");
   return a;
@@ -98,15 +100,7 @@ std::vector<ParamSpec> transpose_params(const OpAttrs& at, const std::vector<Ten
   w.fan_in = a.filters / a.conv.groups * rs;  // PyTorch: weight.size(1) * receptive field
   w.fan_out = c_in * rs;
   std::vector<ParamSpec> out = {w};
-  if (a.bias) {
-    ParamSpec b;
-    b.suffix = "bias";
-    b.desc = TensorDesc{{a.filters}, DType::F32};
-    b.init = InitKind::Zeros;
-    b.fan_in = w.fan_in;
-    b.fan_out = w.fan_out;
-    out.push_back(b);
-  }
+  if (a.bias) out.push_back(conv_bias_spec(a.filters, w));
   return out;
 }
 

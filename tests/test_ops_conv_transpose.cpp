@@ -78,6 +78,8 @@ TEST(ConvTranspose, Errors) {
   };
   EXPECT_NE(err(attr_map({{"filters", 2}, {"kernel", 3}, {"stride", 2}, {"output_padding", 2}}))
                 .find("output_padding"), std::string::npos);
+  EXPECT_NE(err(attr_map({{"filters", 2}, {"kernel", 3}, {"dilation", 2}, {"output_padding", 1}}))
+                .find("below the stride"), std::string::npos);
   EXPECT_NE(err(attr_map({{"filters", 2}, {"kernel", 3}, {"padding", std::string("same")}})).find("padding"),
             std::string::npos);
   EXPECT_NE(err(attr_map({{"filters", 2}, {"kernel", 3}, {"groups", 3}})).find("groups"), std::string::npos);

@@ -3,8 +3,6 @@
 // pads, auto_pad, output_padding and output_shape become the op's padding and output_padding.
 #include <onnx/onnx_pb.h>
 
-#include <algorithm>
-
 #include "models/onnx/onnx_translator.h"
 
 namespace remat {
@@ -42,9 +40,9 @@ TransposeAxis transpose_axis(Translator& t, int axis, int64_t in, int64_t k, int
     if (total < 0) a.output_padding -= total;  // rows past the last input's reach: zeros + bias
   }
   if (a.begin < 0 || a.end < 0) t.fail("negative pads are not supported");
-  if (a.output_padding >= std::max(s, d))
-    t.fail("an output_padding of " + std::to_string(a.output_padding) +
-           " is not below the stride or the dilation (PyTorch's rule)");
+  if (a.output_padding >= s)
+    t.fail("an output_padding of " + std::to_string(a.output_padding) + " is not below the stride " +
+           std::to_string(s) + " (remat's conv2d_transpose needs it below the stride)");
   return a;
 }
 
