@@ -140,8 +140,9 @@ void set_magnitudes(NodeCase& c) {
     c.reduction = 1;
     for (size_t k = 1; k < w.size(); ++k) c.reduction *= double(w[k]);
   } else if (op == "ConvTranspose" && n.input_size() > 1 && dims.count(n.input(1))) {
-    const auto& w = dims[n.input(1)];  // [C_in, C_out / g, kH, kW]: at most C_in kH kW terms
-    c.reduction = double(w[0]) * double(w[2]) * double(w[3]);
+    const auto& w = dims[n.input(1)];  // [C_in, C_out / g, k...]: at most C_in k... terms
+    c.reduction = w.empty() ? 1 : double(w[0]);
+    for (size_t k = 2; k < w.size(); ++k) c.reduction *= double(w[k]);
   } else if (op == "AveragePool" || op == "MaxPool") {
     c.reduction = attr_product(n, "kernel_shape");
   }
