@@ -221,6 +221,10 @@ struct ModelConfig {
   // Initial values of named parameters and buffers (an imported model's weights), applied after
   // the init rules (write_initial_values in models/initial_values.h); null: init rules only.
   std::shared_ptr<const std::map<std::string, std::vector<float>>> initial_values;
+  // An imported model's parameters whose dims in the ONNX file (PyTorch's) differ from remat's
+  // by dimensions of 1 (a layer scale [C, 1, 1] is a conv2d weight [C, 1, 1, 1]): `export`
+  // writes them with these dims.
+  std::map<std::string, Shape> export_dims;
   std::vector<ConfigOverride> overrides;  // in the order given
   // The settings as read, overrides applied: one "key.path: value" line per scalar (a list of
   // scalars on one line, a list of layers by their names), in the file's order. Data-parallel

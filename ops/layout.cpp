@@ -1,9 +1,16 @@
-// layout: an image tensor stored the other way (`to: channels_last` [N, C, H, W] -> [N, H, W, C],
-// `to: channels_first` back). The graph builder inserts it where a channels-last model's layout
-// changes (Note [channels-last layout] in models/channels_last.cpp): after the input batch,
-// before an op that has no channels-last form, before the loss. A permutation: exact in any
-// dtype, its gradient the permutation back. The solver plans its output like any activation.
+// The batched transposes of data: per sample, [rows, cols] -> [cols, rows], exact in any dtype,
+// each one's gradient the transpose back; the solver plans their outputs like any activation.
+// - layout: an image tensor stored the other way (`to: channels_last` [N, C, H, W] ->
+//   [N, H, W, C], `to: channels_first` back). The graph builder inserts it where a channels-last
+//   model's layout changes (Note [channels-last layout] in models/channels_last.cpp): after the
+//   input batch, before an op that has no channels-last form, before the loss.
+// - transpose (perm): a layer's permutation of its input that keeps the batch first and moves
+//   the trailing per-sample dimensions, as a block, in front of the leading ones: PyTorch's
+//   x.permute(0, 2, 3, 1) of an image (ConvNeXt's blocks, Swin's stages), permute(0, 3, 1, 2)
+//   back, x.transpose(1, 2) of [N, A, B] (a ViT's patch tokens). Its output is data, not an image
+//   in another layout: a channels-last model converts its input to channels-first first.
 #include <memory>
+#include <vector>
 
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
@@ -56,17 +63,17 @@ void transpose_cpu(T* dst, const T* src, const Transpose& t) {
   }
 }
 
-void layout_cpu(const ExecContext& ctx) {
-  const Transpose t = transpose_of(ctx);
+void run_transpose_cpu(const ExecContext& ctx, const Transpose& t) {
   if (ctx.output.desc->dtype == DType::BF16)
     transpose_cpu(ctx.output.bf16(), ctx.inputs[0].bf16(), t);
   else
     transpose_cpu(ctx.output.f32(), ctx.inputs[0].f32(), t);
 }
 
+void layout_cpu(const ExecContext& ctx) { run_transpose_cpu(ctx, transpose_of(ctx)); }
+
 #ifdef REMAT_HAVE_CUDA
-void layout_cuda(const ExecContext& ctx) {
-  const Transpose t = transpose_of(ctx);
+void run_transpose_cuda(const ExecContext& ctx, const Transpose& t) {
   if (ctx.output.desc->dtype == DType::BF16)
     transpose_batched(ctx.output.bf16(), ctx.inputs[0].bf16(), t.batch, t.rows, t.cols,
                       cuda_stream(ctx));
@@ -74,7 +81,77 @@ void layout_cuda(const ExecContext& ctx) {
     transpose_batched(ctx.output.f32(), ctx.inputs[0].f32(), t.batch, t.rows, t.cols, false,
                       cuda_stream(ctx));
 }
+
+void layout_cuda(const ExecContext& ctx) { run_transpose_cuda(ctx, transpose_of(ctx)); }
 #endif
+
+// transpose: perm [0, k + 1, ..., r - 1, 1, ..., k] for 1 <= k < r - 1, `lead` = k.
+struct TransposeAttrs : OpAttrs {
+  std::vector<int64_t> perm;
+  int64_t lead = 0;  // the leading per-sample dimensions that move to the end
+};
+
+// perm [0, lead + 1, ..., rank - 1, 1, ..., lead]: the per-sample dimensions after the first
+// `lead` move, as a block, in front of them.
+std::vector<int64_t> rotation(int64_t rank, int64_t lead) {
+  std::vector<int64_t> p{0};
+  for (int64_t d = lead + 1; d < rank; ++d) p.push_back(d);
+  for (int64_t d = 1; d <= lead; ++d) p.push_back(d);
+  return p;
+}
+
+OpAttrsPtr transpose_parse(AttrReader& r) {
+  auto a = std::make_shared<TransposeAttrs>();
+  if (!r.has("perm")) r.fail("perm", "is required (e.g. [0, 2, 3, 1])");
+  a->perm = r.get_int_list("perm", {3, 4, 5, 6, 7, 8}, {}, 0, 7);
+  const int64_t rank = static_cast<int64_t>(a->perm.size());
+  for (int64_t k = 1; k + 1 < rank && a->lead == 0; ++k)
+    if (rotation(rank, k) == a->perm) a->lead = k;
+  if (a->lead == 0)
+    r.fail("perm", "must keep the batch first and move the trailing dimensions, as a block, in "
+                   "front of the leading ones ([0, 2, 1], [0, 2, 3, 1], [0, 3, 1, 2], ...); got " +
+                       shape_str(a->perm));
+  r.finish("transpose");
+  return a;
+}
+
+TensorDesc transpose_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
+  const auto& a = static_cast<const TransposeAttrs&>(at);
+  const DType t = require_float("transpose", in);
+  const Shape& s = in.at(0).shape;
+  if (s.size() != a.perm.size())
+    REMAT_USER_ERROR("transpose: perm " << shape_str(a.perm) << " does not permute an input "
+                                        << shape_str(s));
+  Shape out;
+  for (int64_t d : a.perm) out.push_back(s[static_cast<size_t>(d)]);
+  return TensorDesc{out, t};
+}
+
+Transpose transpose_dims(const ExecContext& ctx) {
+  const Shape& s = ctx.inputs.at(0).shape();
+  const auto lead = static_cast<size_t>(attrs_of<TransposeAttrs>(*ctx.node).lead);
+  Transpose t{s[0], 1, 1};
+  for (size_t d = 1; d < s.size(); ++d) (d <= lead ? t.rows : t.cols) *= s[d];
+  return t;
+}
+
+void transpose_op_cpu(const ExecContext& ctx) { run_transpose_cpu(ctx, transpose_dims(ctx)); }
+#ifdef REMAT_HAVE_CUDA
+void transpose_op_cuda(const ExecContext& ctx) { run_transpose_cuda(ctx, transpose_dims(ctx)); }
+#endif
+
+// The gradient is the rotation back: the r - 1 - k trailing dimensions of dy move to the end.
+std::vector<ValueId> transpose_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
+  const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;  // a copy: emit grows the graph
+  const auto& a = attrs_of<TransposeAttrs>(fwd);
+  const int64_t rank = static_cast<int64_t>(a.perm.size());
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("perm", rotation(rank, rank - 1 - a.lead));
+  AttrReader rd(m);
+  OpAttrsPtr typed = transpose_parse(rd);
+  return {g.emit("grad", "transpose", {dy}, x, m, typed)};
+}
 
 }  // namespace
 
@@ -106,6 +183,24 @@ void register_layout_ops(OpRegistry& r) {
   with_bf16(op).bf16_cpu_native = true;
   op.bf16_cuda_native = true;
   r.add(std::move(op));
+
+  OpDef t;
+  t.name = "transpose";
+  t.summary = "a permutation of the per-sample dimensions that moves the trailing ones, as a "
+              "block, to the front (perm: [0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], ...)";
+  t.parse = transpose_parse;
+  t.infer = transpose_infer;
+  t.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    return elementwise_cost(in, out, 0);
+  };
+  t.cpu = transpose_op_cpu;
+#ifdef REMAT_HAVE_CUDA
+  t.cuda = transpose_op_cuda;
+#endif
+  t.gradient = transpose_gradient;
+  with_bf16(t).bf16_cpu_native = true;
+  t.bf16_cuda_native = true;
+  r.add(std::move(t));
 }
 
 }  // namespace remat

@@ -92,6 +92,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"split_heads", kCudaExact},
           {"cast", kCudaExact},  // the same round-to-nearest-even as bf16_from_float
           {"layout", kCudaExact},  // a permutation
+          {"transpose", kCudaExact},  // a permutation
           {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's
           {"merge_heads", kCudaExact},
           {"layernorm", kCudaReduction},

@@ -163,6 +163,13 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_slice_flat", {"channel_slice", attr_map({{"offset", 1}, {"channels", 2}}), {f32({3, 5})}}, kTolLinear},
       {"reshape_to_image", {"reshape", attr_map({{"shape", Ints{4, 1, 1}}}), {f32({2, 4})}}, kTolLinear},
       {"reshape_image", {"reshape", attr_map({{"shape", Ints{3, 8}}}), {f32({2, 2, 3, 4})}}, kTolLinear},
+      // PyTorch's permute(0, 2, 3, 1), permute(0, 3, 1, 2) and transpose(1, 2) of data.
+      {"transpose_to_last", {"transpose", attr_map({{"perm", Ints{0, 2, 3, 1}}}), {f32({2, 3, 4, 5})}}, kTolLinear},
+      {"transpose_to_first", {"transpose", attr_map({{"perm", Ints{0, 3, 1, 2}}}), {f32({2, 4, 5, 3})}}, kTolLinear},
+      // An imported layer scale (ConvNeXt's Mul by a [C, 1, 1] parameter).
+      {"conv_layer_scale", {"conv2d", attr_map({{"filters", 3}, {"kernel", 1}, {"groups", 3}, {"bias", false}}),
+                            {f32({2, 3, 4, 5})}}, kTolLinear},
+      {"transpose_tokens", {"transpose", attr_map({{"perm", Ints{0, 2, 1}}}), {f32({3, 4, 6})}}, kTolLinear},
       // The activations past relu, over [-4.2, 3.85] (both clips of the hard ones, 0.35 apart,
       // none on a kink), and the squeeze-excitation scale, NCHW and flat.
       {"sigmoid", {"sigmoid", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
@@ -232,6 +239,7 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"add3", {"add", {}, {f32({2, 5}), f32({2, 5}), f32({2, 5})}}, Bf16Family::Exact},
       {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
+      {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},
       {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
       {"maxpool", {"maxpool", attr_map({{"kernel", int64_t{2}}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},

@@ -5,6 +5,10 @@ builds from the same YAML (load_remat_safetensors). The file holds the parameter
 statistics alone (no optimizer state, metadata {"format": "pt"}), every tensor equals the
 checkpoint's, and PyTorch's loss on the batch of step 3 equals the loss remat reported for that
 step (both FP32 on the CPU: within 1e-4 relative). A model of another YAML refuses the file.
+An imported model's weights go back under their state_dict names and shapes: a small
+torchvision ConvNeXt exported to ONNX, trained one step by remat and exported, loads into the
+PyTorch module with load_state_dict(strict=True), its layer scales [C, 1, 1] as PyTorch has them
+(remat trains them as conv2d weights [C, 1, 1, 1]); skipped in a build without the importer.
 Usage: test_export.py TOOLS_DIR"""
 import json
 import os
@@ -101,7 +105,49 @@ def main():
             check(False, "small_dag's module accepted small_cnn's weights")
         except bpm.ConfigError as e:
             check("no tensor for" in str(e) or "does not have" in str(e), f"message: {e}")
+        export_imported(tools, check, tmp)
     return check.report()
+
+
+def export_imported(tools, check, tmp):
+    try:
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    except ImportError:
+        print("skipped the imported model: no torchvision")
+        return
+    torch.manual_seed(0)
+    model = ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=4).train()
+    path, ck, w = (os.path.join(tmp, n) for n in ("convnext.onnx", "cx.safetensors", "cxw.safetensors"))
+    torch.onnx.export(model, torch.randn(2, 3, 32, 32), path, opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"],
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    r = subprocess.run([os.path.join(tools, "train"), "--onnx", path, "--batch", "2", "--steps", "1",
+                        "--save", ck], capture_output=True, text=True)
+    if r.returncode != 0 and "no ONNX importer" in r.stderr:
+        print("skipped the imported model: this build has no ONNX importer")
+        return
+    check(r.returncode == 0, f"train --onnx: exit {r.returncode}: {r.stderr[-2000:]}")
+    out = subprocess.run([os.path.join(tools, "export"), "--onnx", path, "--checkpoint", ck, "-o", w],
+                         capture_output=True, text=True)
+    check(out.returncode == 0, f"export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
+    if check.failures:
+        return
+    tensors, _ = bpm.read_safetensors(w)
+    check(list(tensors["features.1.0.layer_scale"].shape) == [8, 1, 1],
+          f"layer scale exported as {list(tensors['features.1.0.layer_scale'].shape)}")
+    before = model.features[1][0].layer_scale.detach().clone()
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as e:
+        check(False, f"PyTorch refuses the exported weights: {e}")
+        return
+    saved, _ = bpm.read_safetensors(ck)
+    trained = model.features[1][0].layer_scale.detach()
+    check(torch.equal(trained.flatten(), saved["features.1.0.layer_scale"].flatten()),
+          "the loaded layer scale is not the checkpoint's")
+    check(not torch.equal(trained, before), "one step left the layer scale where it started")
+    print(f"imported ConvNeXt: {len(tensors)} tensors load into PyTorch with strict=True")
 
 
 if __name__ == "__main__":

@@ -306,6 +306,34 @@ TEST_F(OnnxImport, SqueezeExcitationBecomesAChannelScale) {
   }
 }
 
+// x * w for a parameter w [C, 1, 1] (ConvNeXt's layer scale), either order: a depthwise 1 x 1
+// conv2d without a bias whose weight is w under its name, `export` told w's own dims; a w of
+// another shape is refused at the Mul.
+TEST_F(OnnxImport, ALayerScaleIsADepthwiseConvolution) {
+  for (bool w_first : {false, true}) {
+    SCOPED_TRACE(w_first ? "parameter first" : "parameter second");
+    onnx::GraphProto extra;
+    onnx_node(&extra, "Mul", {w_first ? "gamma" : "r", w_first ? "r" : "gamma"}, {"scaled"}, "/block/Mul");
+    onnx::ModelProto m = with_nodes_after_relu(extra, "scaled");
+    *m.mutable_graph()->add_initializer() = test::onnx_floats("gamma", {4, 1, 1}, 0.5f);
+    const ModelConfig cfg = load_model_config(write(m), {"batch=2"});
+    ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "conv2d", "maxpool",
+                                                        "global_avgpool", "dense"}));
+    const LayerConfig& l = cfg.layers[2];
+    EXPECT_EQ(AttrReader(l.attrs).require_int("groups", 1, 100), 4);
+    EXPECT_EQ(std::get<bool>(l.attrs.values.at("bias")), false);
+    EXPECT_EQ(l.param_names.at("weight"), "gamma");
+    EXPECT_EQ(cfg.export_dims.at("gamma"), (Shape{4, 1, 1}));
+    EXPECT_EQ(cfg.initial_values->at("gamma")[1], 0.51f);
+  }
+  onnx::GraphProto extra;
+  onnx_node(&extra, "Mul", {"r", "gamma"}, {"scaled"}, "/block/Mul");
+  onnx::ModelProto m = with_nodes_after_relu(extra, "scaled");
+  *m.mutable_graph()->add_initializer() = test::onnx_floats("gamma", {4}, 0.5f);
+  const std::string e = error_of(m);
+  EXPECT_NE(e.find("node '/block/Mul' (Mul, opset 13): a product with a parameter [4]"), std::string::npos) << e;
+}
+
 // Opsets before 14 write F.hardswish as x * HardSigmoid(x) (alpha 1/6, beta 1/2): one hardswish
 // layer; with other constants the Mul is a product of two images, refused at the Mul.
 TEST_F(OnnxImport, HardSwishAsOpset13WritesIt) {

@@ -192,7 +192,8 @@ void check_model(const std::string& dir, const std::string& name) {
   m.g = make_training_graph(build_forward_graph(m.cfg, m.ops), m.ops, m.cfg.optimizer.op,
                             m.cfg.optimizer.attrs);
 
-  // The parameters are PyTorch's, by name and size.
+  // The parameters are PyTorch's, by name and size; where remat's dims differ by 1s (a layer
+  // scale [C, 1, 1] as a conv2d weight [C, 1, 1, 1]), `export` writes PyTorch's.
   int64_t params = 0, reference_params = 0;
   for (const SafeTensor& t : ref.file.tensors)
     if (t.name.rfind("grad.", 0) == 0 && t.name.find(".err") == std::string::npos) {
@@ -200,7 +201,12 @@ void check_model(const std::string& dir, const std::string& name) {
       const ValueId v = m.g.find_value(t.name.substr(5));
       EXPECT_NE(v, kNoValue) << "no parameter " << t.name.substr(5);
       if (v != kNoValue) {
-        EXPECT_EQ(m.g.value(v).desc.shape, t.shape) << t.name;
+        auto dims = m.cfg.export_dims.find(t.name.substr(5));
+        EXPECT_EQ(dims == m.cfg.export_dims.end() ? m.g.value(v).desc.shape : dims->second, t.shape)
+            << t.name;
+        if (dims != m.cfg.export_dims.end()) {
+          EXPECT_EQ(shape_numel(dims->second), m.g.value(v).desc.numel());
+        }
       }
     }
   for (const Value& v : m.g.values) params += v.kind == ValueKind::Param ? v.desc.numel() : 0;
@@ -312,6 +318,14 @@ TEST_F(OnnxModels, MobileNetV3HardSwishAndGates) {
 TEST_F(OnnxModels, ExactGelu) {
   make("gelu_net");
   check_model(dir_, "gelu_net");
+}
+// ConvNeXt: permutes of data to channels-last values and back (transpose), layer norms and
+// linears over them, nn.GELU(), layer scales (depthwise 1 x 1 conv2d), LayerNorm2d after the
+// pooling (a reshape).
+TEST_F(OnnxModels, ConvNeXtPermutesAndLayerScale) {
+  make("convnext_mini");
+  check_model(dir_, "convnext_mini");
+  check_eval(dir_, "convnext_mini");
 }
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.

@@ -1,8 +1,9 @@
 // The ONNX ops that slice, split, shuffle, reshape and resize data, on small models built here
 // with ONNX's own messages (tests/onnx_builder.h): Slice of channels (channel_slice) or of H and
 // W (crop) with ONNX's clamping, Split of channels, the channel shuffle pattern
-// (channel_shuffle), a convolution of a pooled [C, 1, 1] and other Reshapes (reshape), Resize by integer factors
-// (upsample), and one clear error for each form remat does not take. Their numbers against
+// (channel_shuffle), a convolution of a pooled [C, 1, 1] and other Reshapes (reshape), Transposes
+// of data (transpose), Resize by integer factors (upsample), and one clear error for each form
+// remat does not take. Their numbers against
 // PyTorch's are OnnxModels.ShuffleNetV2's and OnnxModels.FcnResNet50Segmentation's, Resize's
 // against ONNX's node cases.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "models/build.h"
@@ -223,6 +225,35 @@ TEST_F(OnnxShapeOps, AnyOtherReshapeIsAReshapeLayer) {
                  },
                  4)),
              "does not keep the batch first");
+}
+
+// Slice(c, channels 0..4) -> Transpose `to` -> Transpose `back` -> m.
+std::function<void(onnx::GraphProto*)> transposes(std::vector<int64_t> to, std::vector<int64_t> back) {
+  return [=](onnx::GraphProto* g) {
+    slice({0}, {4}, {1})(g);
+    g->mutable_node(g->node_size() - 1)->set_output(0, "s");
+    onnx_attr(onnx_node(g, "Transpose", {"s"}, {"t"}, "/Transpose"), "perm", to);
+    onnx_attr(onnx_node(g, "Transpose", {"t"}, {"m"}, "/Transpose_1"), "perm", back);
+  };
+}
+
+// x.permute(0, 2, 3, 1) and back (ConvNeXt's blocks): two transpose layers.
+TEST_F(OnnxShapeOps, ATransposeOfDataIsATransposeLayer) {
+  const ModelConfig cfg = load(cnn_with(transposes({0, 2, 3, 1}, {0, 3, 1, 2}), 4));
+  const auto t = layers_of(cfg, "transpose");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(shape_of(cfg, t[0]->name), (Shape{2, 8, 8, 4}));
+  EXPECT_EQ(shape_of(cfg, t[1]->name), (Shape{2, 4, 8, 8}));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(t[1]->attrs.values.at("perm")), (std::vector<int64_t>{0, 3, 1, 2}));
+}
+
+TEST_F(OnnxShapeOps, TransposesRematDoesNotTakeAreClearErrors) {
+  EXPECT_HAS(error_of(cnn_with(transposes({0, 2, 1, 3}, {0, 2, 1, 3}), 4)),
+             "node '/Transpose' (Transpose, opset 13): perm [0, 2, 1, 3] of [4, 8, 8] per sample: "
+             "only permutations that move the trailing axes as a block");
+  EXPECT_HAS(error_of(cnn_with(transposes({1, 0, 2, 3}, {1, 0, 2, 3}), 4)),
+             "perm [1, 0, 2, 3] moves the batch");
+  EXPECT_HAS(error_of(cnn_with(transposes({0, 2, 3}, {0, 2, 3}), 4)), "is not a permutation of 4 axes");
 }
 
 // GlobalAveragePool, then a 1 x 1 Conv of its [8, 1, 1] (a squeeze-and-excitation or ASPP

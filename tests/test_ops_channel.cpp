@@ -1,11 +1,13 @@
-// channel_shuffle, channel_slice and reshape (ShuffleNet's channel shuffle, torch.chunk of
-// channels, an imported [N, C] read as [N, C, 1, 1]): values against their definitions, the
+// channel_shuffle, channel_slice, reshape and transpose (ShuffleNet's channel shuffle,
+// torch.chunk of channels, an imported [N, C] read as [N, C, 1, 1], x.permute(0, 2, 3, 1)):
+// values against their definitions, the
 // backward ops each emits, and the errors of each attribute. Their gradients against central differences, channels-last and bf16 run with the
 // other spatial cases (tests/op_cases.h spatial_op_cases()).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tests/op_cases.h"
@@ -82,8 +84,37 @@ TEST(Reshape, CopiesInOrderAndItsGradientReshapesBack) {
              "out of range");
 }
 
+// y[n, i1.., j1..] = x[n, j1.., i1..] for perm [0, k + 1, .., r - 1, 1, .., k], written out
+// index by index for [2, 3, 4, 5] -> [2, 4, 5, 3].
+TEST(Transpose, PermutesAsPyTorchsPermuteAndItsGradientPermutesBack) {
+  OpHarness h(builtin_registry(), {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}),
+                                   {f32({2, 3, 4, 5})}, {iota(120)}});
+  EXPECT_EQ(h.output_desc().shape, (Shape{2, 4, 5, 3}));
+  const std::vector<float> y = h.forward();
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 5; ++j)
+          ASSERT_EQ(y[((n * 4 + i) * 5 + j) * 3 + c], static_cast<float>(((n * 3 + c) * 4 + i) * 5 + j + 1));
+  EXPECT_EQ(h.gradients(y)[0], iota(120));  // the permutation back of the output is the input
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  const Node& b = h.graph().node(h.backward_nodes()[0]);
+  EXPECT_EQ(b.op, "transpose");
+  EXPECT_EQ(std::get<std::vector<int64_t>>(b.attrs.values.at("perm")), (std::vector<int64_t>{0, 3, 1, 2}));
+  OpHarness tokens(builtin_registry(), {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1}}}),
+                                        {f32({1, 2, 3})}, {iota(6)}});
+  EXPECT_EQ(tokens.forward(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
 TEST(ChannelOps, Errors) {
   EXPECT_HAS(case_error({"channel_shuffle", {}, {f32({1, 4, 2, 2})}}), "'groups': is required");
+  EXPECT_HAS(case_error({"transpose", {}, {f32({1, 4, 2, 2})}}), "'perm': is required");
+  EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}), {f32({1, 4, 2, 2})}}),
+             "move the trailing dimensions, as a block");
+  EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{1, 0, 2}}}), {f32({2, 3, 4})}}),
+             "keep the batch first");
+  EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1}}}), {f32({1, 4, 2, 2})}}),
+             "does not permute an input [1, 4, 2, 2]");
   EXPECT_HAS(case_error({"channel_shuffle", attr_map({{"groups", 4}}), {f32({1, 6, 2, 2})}}),
              "channels C = 6 are not divisible by groups 4");
   EXPECT_HAS(case_error({"channel_shuffle", attr_map({{"groups", 0}}), {f32({1, 6, 2, 2})}}), "out of range");

@@ -55,6 +55,7 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes) {
     cfg.input = im.input;
     cfg.classes = im.output[0];
   }
+  cfg.export_dims = std::move(im.onnx_dims);
   cfg.initial_values =
       std::make_shared<const std::map<std::string, std::vector<float>>>(std::move(im.initial));
   return OnnxApplied{im.output, im.static_batch};

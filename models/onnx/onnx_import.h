@@ -49,6 +49,8 @@ struct OnnxImport {
   std::optional<int64_t> static_batch;  // the export's batch, when it is not a dynamic axis
   // Initial values of the parameters and buffers, by name, in remat's layout.
   std::map<std::string, std::vector<float>> initial;
+  // Parameters whose initializer dims differ from remat's by 1s: the initializer's dims.
+  std::map<std::string, Shape> onnx_dims;
   int64_t onnx_nodes = 0;            // nodes in the file
   int64_t folded_nodes = 0;          // nodes folded away at import
 };

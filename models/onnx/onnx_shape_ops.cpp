@@ -1,6 +1,7 @@
-// The ONNX ops that reshape, slice and split data (Flatten, Reshape, Squeeze, Unsqueeze, Slice,
-// Split): aliases where remat's value is the result already, else a layer of flatten,
-// channel_slice or crop. The batch stays the first axis throughout.
+// The ONNX ops that reshape, permute, slice and split data (Flatten, Reshape, Squeeze,
+// Unsqueeze, Transpose, Slice, Split): aliases where remat's value is the result already, else
+// a layer of flatten, reshape, transpose, channel_slice or crop. The batch stays the first axis
+// throughout.
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -120,6 +121,56 @@ void squeeze_like(Translator& t, bool unsqueeze) {
 void squeeze(Translator& t) { squeeze_like(t, false); }
 void unsqueeze(Translator& t) { squeeze_like(t, true); }
 
+// Transpose of data, the batch first: one that moves only dimensions of 1 (a pooled [C, 1, 1]
+// to [1, 1, C]) is a reshape; one that moves the trailing dimensions as a block in front of the
+// leading ones (x.permute(0, 2, 3, 1) and back, x.transpose(1, 2) of [N, A, B]) a transpose
+// layer. (Heads' Transposes are patterns: Note [ONNX patterns].)
+void transpose(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.transposed) t.fail("a Transpose of transposed heads is not supported");
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  std::vector<int64_t> perm = t.attr_ints("perm", {});
+  if (perm.empty())  // ONNX's default reverses the axes
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d)
+    if (static_cast<int64_t>(sorted.size()) != rank || sorted[static_cast<size_t>(d)] != d)
+      t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(rank) + " axes");
+  if (perm[0] != 0) t.fail("perm " + shape_str(perm) + " moves the batch (remat's values keep it first)");
+  Shape out;
+  std::vector<int64_t> moved;  // the axes of size > 1, in their new order
+  for (size_t k = 1; k < perm.size(); ++k) {
+    out.push_back(x.sample[static_cast<size_t>(perm[k] - 1)]);
+    if (out.back() != 1) moved.push_back(perm[k]);
+  }
+  if (std::is_sorted(moved.begin(), moved.end())) {
+    if (strip_ones(out) == strip_ones(x.remat)) {
+      DataValue v = x;
+      v.sample = out;
+      return t.alias(0, v);
+    }
+    AttrMap a;
+    a.set("shape", std::vector<int64_t>(out.begin(), out.end()));
+    t.emit("reshape", {x}, a, {}, out, out, x.dtype);
+    return;
+  }
+  const DataValue in = as_sample_shape(t, x);
+  bool block = false;  // perm = [0, k + 1, ..., rank - 1, 1, ..., k]
+  for (int64_t k = 1; k + 1 < rank && !block; ++k) {
+    block = true;
+    for (int64_t j = 1; j < rank; ++j)
+      block = block && perm[static_cast<size_t>(j)] == (j + k < rank ? j + k : j + k - rank + 1);
+  }
+  if (!block)
+    t.fail("perm " + shape_str(perm) + " of " + shape_str(x.sample) + " per sample: only "
+           "permutations that move the trailing axes as a block in front of the leading ones "
+           "([0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], ...) are supported");
+  AttrMap a;
+  a.set("perm", perm);
+  t.emit("transpose", {in}, a, {}, out, out, x.dtype);
+}
+
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
 // or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.
 void emit_channels(Translator& t, const DataValue& x, int64_t lo, int64_t hi, int out) {
@@ -216,6 +267,7 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
   ops["Reshape"] = reshape;
   ops["Squeeze"] = squeeze;
   ops["Unsqueeze"] = unsqueeze;
+  ops["Transpose"] = transpose;
   ops["Slice"] = slice;
   ops["Split"] = split;
   return ops;

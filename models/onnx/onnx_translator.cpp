@@ -151,6 +151,14 @@ void Translator::fail(const std::string& msg) const { REMAT_USER_ERROR(where() <
 
 namespace {
 
+// `s` without its dimensions of 1: shapes that hold the same values in the same order.
+Shape without_ones(const Shape& s) {
+  Shape r;
+  for (int64_t d : s)
+    if (d != 1) r.push_back(d);
+  return r;
+}
+
 std::string sanitize(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -228,12 +236,12 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
     }
     const bool relaid = !p.values.empty();  // remat's layout differs (a transposed weight)
     std::vector<float> values = relaid ? std::move(p.values) : floats_from_proto(t, what);
-    if (!relaid) {
-      Shape dims(t.dims().begin(), t.dims().end());
-      while (dims.size() > p.expect.size() && dims.front() == 1) dims.erase(dims.begin());  // [1, K]
-      if (dims != p.expect)
+    if (!relaid) {  // the same values in order: dims may differ by 1s ([1, K] for [K])
+      const Shape dims(t.dims().begin(), t.dims().end());
+      if (without_ones(dims) != without_ones(p.expect))
         fail("initializer '" + p.initializer + "' is " + shape_str(dims) + ", the layer needs " +
              shape_str(p.expect));
+      if (dims != p.expect) out_->onnx_dims[p.initializer] = dims;
     }
     if (static_cast<int64_t>(values.size()) != shape_numel(p.expect))
       fail("initializer '" + p.initializer + "' holds " + std::to_string(values.size()) +

@@ -58,6 +58,11 @@ MODELS = {
     "unet_tiny": ({}, 32, 2, 13, "train"),
     # nn.GELU() (the exact, erf GELU: Div, Erf, Add, Mul, Mul) after convolutions and a linear.
     "gelu_net": ({}, 32, 4, 13, "train"),
+    # torchvision's ConvNeXt at two small stages: permutes of data (Transpose [0, 2, 3, 1] and
+    # back: transpose), layer norm over channels-last values (written out at opset 13), linears
+    # on [N, H, W, C], nn.GELU(), the layer scale (Mul by a [C, 1, 1] parameter: a depthwise
+    # 1 x 1 conv2d) and LayerNorm2d after the pooling ([C, 1, 1] to [1, 1, C]: a reshape).
+    "convnext_mini": ({}, 32, 2, 13, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
@@ -114,6 +119,13 @@ def build(name, kwargs):
             model = build_gpt2(yaml.safe_load(f), path)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
+    elif arch == "convnext_mini":
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+        model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)], num_classes=CLASSES)
+        with torch.no_grad():  # layer scales away from their 1e-6 start, so the blocks count
+            for m in model.modules():
+                if hasattr(m, "layer_scale"):
+                    m.layer_scale.uniform_(0.5, 1.5)
     elif arch == "gelu_net":
         nn = torch.nn
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.MaxPool2d(2),

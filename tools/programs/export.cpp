@@ -46,7 +46,12 @@ int export_main(int argc, char** argv) {
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     if (val.kind != ValueKind::Param && val.kind != ValueKind::Buffer) continue;
-    tensors.push_back(safetensor_f32(val.name, val.desc.shape, ck.values[v]));
+    auto dims = cfg.export_dims.find(val.name);  // an imported parameter's PyTorch dims
+    const Shape& shape = dims != cfg.export_dims.end() ? dims->second : val.desc.shape;
+    REMAT_CHECK(shape_numel(shape) == val.desc.numel(),
+                "export: " << val.name << " is " << shape_str(val.desc.shape) << ", not "
+                           << shape_str(shape));
+    tensors.push_back(safetensor_f32(val.name, shape, ck.values[v]));
     weights += val.desc.numel();
     bytes += static_cast<int64_t>(tensors.back().data.size());
   }
