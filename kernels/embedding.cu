@@ -1,9 +1,10 @@
 // Token and position embeddings on the device: the table lookup, its deterministic gradient
 // (CUB's stable radix sort of (id, position) pairs, then one warp per id summing its rows in
 // position order; Note [deterministic embedding gradient] in ops/embedding.cpp) and the
-// broadcast add of learned positions. The token embedding is F32 only; the position add is
-// templated on the storage type T of its input and output (float or __nv_bfloat16,
-// kernels/common.cuh), the table staying float.
+// broadcast add of learned positions, and ViT's class token (a learned row before each sample's
+// tokens) with its gradient. The token embedding is F32 only; the position add and the class
+// token are templated on the storage type T of their data (float or __nv_bfloat16,
+// kernels/common.cuh), the table and the token staying float.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
@@ -61,6 +62,47 @@ __global__ void position_add_kernel(T* out, const T* inp, const float* table, in
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x)
     out[e] = st<T>(__fadd_rn(ld(inp[e]), table[e % inner]));
+}
+
+// Element e of out (n, t + 1, c): row 0 the weight, rows 1.. inp's.
+template <typename T>
+__global__ void class_token_kernel(T* out, const T* inp, const float* weight, int64_t n, int64_t t,
+                                   int64_t c) {
+  const int64_t total = n * (t + 1) * c;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t s = e / ((t + 1) * c), row = e / c % (t + 1), k = e % c;
+    out[e] = row == 0 ? st<T>(weight[k]) : inp[(s * t + row - 1) * c + k];
+  }
+}
+
+// A thread per channel k: dweight[k] = sum over s of dout[s, 0, k], s in order.
+template <typename T>
+__global__ void class_token_grad_kernel(float* dweight, const T* dout, int64_t n, int64_t t,
+                                        int64_t c) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < c;
+       k += int64_t{gridDim.x} * blockDim.x) {
+    double sum = 0.0;
+    for (int64_t s = 0; s < n; ++s) sum += ld(dout[s * (t + 1) * c + k]);
+    dweight[k] = static_cast<float>(sum);
+  }
+}
+
+template <typename T>
+void class_token_forward_impl(T* out, const T* inp, const float* weight, int64_t n, int64_t t,
+                              int64_t c, cudaStream_t stream) {
+  if (n <= 0 || c <= 0) return;
+  class_token_kernel<T><<<grid_for(n * (t + 1) * c), kBlockSize, 0, stream>>>(out, inp, weight, n,
+                                                                             t, c);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+template <typename T>
+void class_token_backward_impl(float* dweight, const T* dout, int64_t n, int64_t t, int64_t c,
+                               cudaStream_t stream) {
+  if (c <= 0) return;
+  class_token_grad_kernel<T><<<grid_for(c), kBlockSize, 0, stream>>>(dweight, dout, n, t, c);
+  REMAT_CUDA_LAUNCH_CHECK();
 }
 
 template <typename T>
@@ -136,6 +178,23 @@ void position_embedding_forward(float* out, const float* inp, const float* table
 void position_embedding_forward(uint16_t* out, const uint16_t* inp, const float* table, int64_t n,
                                 int64_t inner, cudaStream_t stream) {
   position_embedding_forward_impl(bf16_ptr(out), bf16_ptr(inp), table, n, inner, stream);
+}
+
+void class_token_forward(float* out, const float* inp, const float* weight, int64_t n, int64_t t,
+                         int64_t c, cudaStream_t stream) {
+  class_token_forward_impl(out, inp, weight, n, t, c, stream);
+}
+void class_token_forward(uint16_t* out, const uint16_t* inp, const float* weight, int64_t n,
+                         int64_t t, int64_t c, cudaStream_t stream) {
+  class_token_forward_impl(bf16_ptr(out), bf16_ptr(inp), weight, n, t, c, stream);
+}
+void class_token_backward(float* dweight, const float* dout, int64_t n, int64_t t, int64_t c,
+                          cudaStream_t stream) {
+  class_token_backward_impl(dweight, dout, n, t, c, stream);
+}
+void class_token_backward(float* dweight, const uint16_t* dout, int64_t n, int64_t t, int64_t c,
+                          cudaStream_t stream) {
+  class_token_backward_impl(dweight, bf16_ptr(dout), n, t, c, stream);
 }
 
 }  // namespace remat

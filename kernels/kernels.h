@@ -260,6 +260,17 @@ void position_embedding_forward(float* out, const float* inp, const float* table
                                 int64_t inner, cudaStream_t stream);
 void position_embedding_forward(uint16_t* out, const uint16_t* inp, const float* table, int64_t n,
                                 int64_t inner, cudaStream_t stream);
+// ViT's class token: out (n, t + 1, c) = weight (c) in row 0 of each sample, inp (n, t, c) after
+// it (a copy; the bf16 overload rounds the FP32 weight once). dweight (c) = the sum over n of
+// dout (n, t + 1, c)[:, 0, :] in double, n in order, rounded once (as the CPU).
+void class_token_forward(float* out, const float* inp, const float* weight, int64_t n, int64_t t,
+                         int64_t c, cudaStream_t stream);
+void class_token_forward(uint16_t* out, const uint16_t* inp, const float* weight, int64_t n,
+                         int64_t t, int64_t c, cudaStream_t stream);
+void class_token_backward(float* dweight, const float* dout, int64_t n, int64_t t, int64_t c,
+                          cudaStream_t stream);
+void class_token_backward(float* dweight, const uint16_t* dout, int64_t n, int64_t t, int64_t c,
+                          cudaStream_t stream);
 
 // Layer norm over rows of `cols` values (ops/layernorm.cpp is the spec: statistics and every
 // output in double, rounded once; row sums in a warp's tree order, so within ~1 ulp of the

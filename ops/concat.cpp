@@ -118,8 +118,9 @@ TensorDesc slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const ConcatSliceAttrs&>(at);
   const DType t = require_float("channel_slice", in);
   Shape s = in.at(0).shape;
-  if (s.size() != 4 && s.size() != 2)
-    REMAT_USER_ERROR("channel_slice expects [N, C, H, W] or [N, F], got " << shape_str(s));
+  if (s.size() < 2 || s.size() > 4)
+    REMAT_USER_ERROR("channel_slice expects [N, C, H, W], [N, T, C] (rows along T) or [N, F], got "
+                     << shape_str(s));
   const size_t axis = channel_axis(s, a.channels_last);
   if (a.offset + a.channels > s[axis])
     REMAT_USER_ERROR("channel_slice: channels [" << a.offset << ", " << a.offset + a.channels

@@ -11,6 +11,7 @@ OpRegistry make_builtin_registry() {
   register_activation_ops(r);
   register_activation_curve_ops(r);
   register_channel_scale_ops(r);
+  register_class_token_ops(r);
   register_add_ops(r);
   register_concat_ops(r);
   register_flatten_ops(r);

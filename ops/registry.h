@@ -12,6 +12,7 @@ void register_dense_ops(OpRegistry& r);        // dense / linear (+ fused bias/a
 void register_activation_ops(OpRegistry& r);   // relu, relu6 and their grads
 // sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu
 void register_activation_curve_ops(OpRegistry& r);
+void register_class_token_ops(OpRegistry& r);    // class_token (ViT), its weight gradient
 void register_channel_scale_ops(OpRegistry& r);  // channel_scale (x [N, C, H, W] * s [N, C]), grad
 void register_add_ops(OpRegistry& r);          // add (n-ary)
 void register_concat_ops(OpRegistry& r);       // concat (channels), concat_slice

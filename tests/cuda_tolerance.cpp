@@ -93,6 +93,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"cast", kCudaExact},  // the same round-to-nearest-even as bf16_from_float
           {"layout", kCudaExact},  // a permutation
           {"transpose", kCudaExact},  // a permutation
+          {"class_token", kCudaExact},  // copies
+          {"class_token_grad_weight", kCudaExact},  // sums over n in double, n in order as the CPU
           {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's
           {"merge_heads", kCudaExact},
           {"layernorm", kCudaReduction},

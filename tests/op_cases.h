@@ -169,6 +169,10 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       // An imported layer scale (ConvNeXt's Mul by a [C, 1, 1] parameter).
       {"conv_layer_scale", {"conv2d", attr_map({{"filters", 3}, {"kernel", 1}, {"groups", 3}, {"bias", false}}),
                             {f32({2, 3, 4, 5})}}, kTolLinear},
+      // A ViT's class token before its patch tokens, and x[:, 0] of tokens (channel_slice along T).
+      {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({3, 4, 5})}}, kTolLinear},
+      {"channel_slice_tokens", {"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({2, 4, 3})}},
+       kTolLinear},
       {"transpose_tokens", {"transpose", attr_map({{"perm", Ints{0, 2, 1}}}), {f32({3, 4, 6})}}, kTolLinear},
       // The activations past relu, over [-4.2, 3.85] (both clips of the hard ones, 0.35 apart,
       // none on a kink), and the squeeze-excitation scale, NCHW and flat.
@@ -240,6 +244,7 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
+      {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},
       {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
       {"maxpool", {"maxpool", attr_map({{"kernel", int64_t{2}}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},

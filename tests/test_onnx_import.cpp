@@ -11,6 +11,7 @@
 #include "models/build.h"
 #include "models/config.h"
 #include "models/initial_values.h"
+#include "models/onnx/onnx_const.h"
 #include "models/onnx/onnx_source.h"
 #include "ops/registry.h"
 #include "runtime/executor.h"
@@ -109,6 +110,21 @@ TEST_F(OnnxImport, ShapeArithmeticFoldsAndTheBatchStaysOpen) {
     const Graph g2 = build_forward_graph(cfg, ops, bo);
     EXPECT_EQ(g2.value(g2.find_value("fc")).desc.shape, (Shape{n, 10}));
   }
+}
+
+// The batch N (>= 1) never equals -1 or 0: such an Equal folds to false (the exporter tests an
+// expanded size against -1); one that holds for some N cannot fold.
+TEST(OnnxFold, EqualOfTheBatchAndAValueItNeverTakesIsFalse) {
+  const OnnxConst n = const_ints({{1, 0}}, {});
+  for (int64_t never : {-1, 0}) {
+    const OnnxConst r = fold_binary("Equal", n, const_ints({{0, never}}, {}), "test");
+    ASSERT_EQ(r.i.size(), 1u);
+    EXPECT_EQ(r.i[0], (SymInt{0, 0})) << never;
+  }
+  EXPECT_EQ(fold_binary("Equal", const_ints({{2, 1}}, {}), const_ints({{0, 4}}, {}), "test").i[0],
+            (SymInt{0, 0}));  // 2N + 1 is odd
+  const std::string e = test::user_error([&] { fold_binary("Equal", n, const_ints({{0, 4}}, {}), "test"); });
+  EXPECT_NE(e.find("Equal of N and 4 cannot be folded"), std::string::npos) << e;
 }
 
 TEST_F(OnnxImport, DefaultConfigTakesTheBatchFromTheCommandLineOrTheExport) {

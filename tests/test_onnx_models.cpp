@@ -7,12 +7,14 @@
 // halfway between the smallest budget and keeping everything) gives bit-identical gradients,
 // running statistics and weights, and its measured peak is the predicted one.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "models/build.h"
@@ -23,6 +25,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/io/safetensors.h"
 #include "tests/halfway_plan.h"
+#include "tests/model_test_util.h"
 #include "tests/source_dir.h"
 #include "tools/training/evaluation.h"
 
@@ -326,6 +329,57 @@ TEST_F(OnnxModels, ConvNeXtPermutesAndLayerScale) {
   make("convnext_mini");
   check_model(dir_, "convnext_mini");
   check_eval(dir_, "convnext_mini");
+}
+// A vision transformer: patches to tokens (transpose), the class token, the position table,
+// nn.MultiheadAttention (dense + attention + dense), the class token's row for the head.
+TEST_F(OnnxModels, VisionTransformer) {
+  make("vit_mini");
+  check_model(dir_, "vit_mini");
+  check_eval(dir_, "vit_mini");
+}
+// The attention pattern checks the constants it reads: a query divided by other than sqrt(D)
+// is refused at the group, and so is a Gather of data along other than the tokens.
+TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {
+  make("vit_mini");
+  onnx::ModelProto m;
+  {
+    std::ifstream in(dir_ + "/vit_mini.onnx", std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in));
+  }
+  auto producer = [&](const std::string& v) -> onnx::NodeProto* {
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      for (const auto& o : n.output())
+        if (o == v) return &n;
+    return nullptr;
+  };
+  auto import_error = [&](const onnx::ModelProto& changed) {
+    const std::string path = dir_ + "/vit_changed.onnx";
+    std::ofstream out(path, std::ios::binary);
+    changed.SerializeToOstream(&out);
+    out.close();
+    return test::user_error([&] { load_model_config(path, {"batch=2"}); });
+  };
+  onnx::NodeProto* softmax = nullptr;
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "Softmax" && !softmax) softmax = &n;
+  ASSERT_NE(softmax, nullptr);
+  onnx::NodeProto* div = producer(producer(softmax->input(0))->input(0));
+  ASSERT_EQ(div->op_type(), "Div");
+  onnx::NodeProto* divisor = producer(div->input(1));
+  ASSERT_EQ(divisor->op_type(), "Constant");
+  const onnx::ModelProto original = m;
+  divisor->mutable_attribute(0)->mutable_t()->clear_raw_data();
+  divisor->mutable_attribute(0)->mutable_t()->add_float_data(3.0f);
+  EXPECT_NE(import_error(m).find("the query is divided by 3.000000, not sqrt(8)"), std::string::npos)
+      << import_error(m);
+  m = original;
+  for (auto& n : *m.mutable_graph()->mutable_node())  // the class token's row for the head
+    if (n.op_type() == "Gather" && producer(n.input(0))->op_type() != "Shape")
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "axis") a.set_i(2);
+  EXPECT_NE(import_error(m).find("only a Gather along the tokens (axis 1) of data is supported"),
+            std::string::npos)
+      << import_error(m);
 }
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.

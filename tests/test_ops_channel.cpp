@@ -1,4 +1,4 @@
-// channel_shuffle, channel_slice, reshape and transpose (ShuffleNet's channel shuffle,
+// channel_shuffle, channel_slice, reshape, transpose and class_token (ShuffleNet's channel shuffle,
 // torch.chunk of channels, an imported [N, C] read as [N, C, 1, 1], x.permute(0, 2, 3, 1)):
 // values against their definitions, the
 // backward ops each emits, and the errors of each attribute. Their gradients against central differences, channels-last and bf16 run with the
@@ -106,9 +106,27 @@ TEST(Transpose, PermutesAsPyTorchsPermuteAndItsGradientPermutesBack) {
   EXPECT_EQ(tokens.forward(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// Row 0 of each sample is the weight, the rest x; dx is dy's rows 1.., dweight the sum over n of
+// dy's rows 0; channel_slice takes rows along T of tokens (x[:, 0]).
+TEST(ClassToken, PrependsItsWeightAndSumsItsGradientOverTheBatch) {
+  OpHarness h(builtin_registry(), {"class_token", {}, {f32({2, 2, 3})}, {iota(12)}});
+  EXPECT_EQ(h.output_desc().shape, (Shape{2, 3, 3}));
+  const std::vector<float> w = {-1, -2, -3};
+  h.set_param(0, w);
+  EXPECT_EQ(h.forward(), (Floats{-1, -2, -3, 1, 2, 3, 4, 5, 6, -1, -2, -3, 7, 8, 9, 10, 11, 12}));
+  const auto g = h.gradients(iota(18));
+  EXPECT_EQ(g[0], (Floats{4, 5, 6, 7, 8, 9, 13, 14, 15, 16, 17, 18}));
+  EXPECT_EQ(g[1], (Floats{1 + 10, 2 + 11, 3 + 12}));
+  OpHarness first(builtin_registry(), {"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}),
+                                       {f32({2, 3, 2})}, {iota(12)}});
+  EXPECT_EQ(first.output_desc().shape, (Shape{2, 1, 2}));
+  EXPECT_EQ(first.forward(), (Floats{1, 2, 7, 8}));
+}
+
 TEST(ChannelOps, Errors) {
   EXPECT_HAS(case_error({"channel_shuffle", {}, {f32({1, 4, 2, 2})}}), "'groups': is required");
   EXPECT_HAS(case_error({"transpose", {}, {f32({1, 4, 2, 2})}}), "'perm': is required");
+  EXPECT_HAS(case_error({"class_token", {}, {f32({2, 4})}}), "class_token expects tokens [N, T, C], got [2, 4]");
   EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}), {f32({1, 4, 2, 2})}}),
              "move the trailing dimensions, as a block");
   EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{1, 0, 2}}}), {f32({2, 3, 4})}}),
@@ -123,8 +141,8 @@ TEST(ChannelOps, Errors) {
              "channels [3, 5) are outside the input's 4");
   EXPECT_HAS(case_error({"channel_slice", attr_map({{"channels", 2}}), {f32({1, 4, 2, 2})}}),
              "'offset': is required");
-  EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({1, 4, 2})}}),
-             "[N, C, H, W] or [N, F]");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({1, 4, 2, 2, 2})}}),
+             "[N, C, H, W], [N, T, C] (rows along T) or [N, F]");
   EXPECT_HAS(case_error({"channel_slice", attr_map({{"offset", 0}, {"channels", 1}, {"chanels", 1}}),
                          {f32({1, 4, 2, 2})}}),
              "unknown field");

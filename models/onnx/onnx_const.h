@@ -22,8 +22,9 @@ namespace remat {
 // values are plain numbers, except one: the batch N, which the export leaves open (a dynamic
 // axis) and which remat sets per run (--batch, and every probe of maxbatch). So an integer
 // element is kept as n * N + c (SymInt): Shape(x)[0] is N, Concat([N], [-1]) is [N, -1], a
-// product with a constant stays affine. A Reshape whose target is [N, ...] then keeps the batch
-// whatever N is, and the import does not depend on the batch. What cannot stay affine (N * N,
+// product with a constant stays affine, and an Equal of n N + c and a value it takes for no
+// N >= 1 is false (torch's expand(-1) tests the size against -1). A Reshape whose target is
+// [N, ...] then keeps the batch whatever N is, and the import does not depend on the batch. What cannot stay affine (N * N,
 // N / 3, a float of N, a tensor whose shape holds N) is a clear error naming the node: a shape
 // that depends on data in a way a static plan cannot hold. Every other dimension is a number at
 // import: the input's spatial size or sequence length is fixed first (the export's, the config's

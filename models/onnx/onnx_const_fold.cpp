@@ -119,6 +119,12 @@ SymInt sym_binary(const std::string& op, SymInt x, SymInt y, const std::string& 
     plain("is not a whole multiple of the batch");
     return {0, x.c / y.c};  // ONNX integer Div truncates, as C++ does
   }
+  // Equal of a batch-dependent value and one it equals for no batch N >= 1 is false (the
+  // exporter's test of an expanded size against -1).
+  if (op == "Equal" && x.n != y.n) {
+    const int64_t dn = x.n - y.n, dc = y.c - x.c;  // equal where N dn = dc
+    if (dc % dn != 0 || dc / dn < 1) return {0, 0};
+  }
   plain("cannot be folded");
   int64_t a = x.c, b = y.c, r = 0;
   if (op == "Equal") r = a == b;

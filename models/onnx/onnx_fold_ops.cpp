@@ -31,14 +31,7 @@ void constant(Translator& t) {
 }
 
 void shape(Translator& t) {
-  std::vector<SymInt> dims;
-  Shape rank_shape;
-  if (t.is_const(0)) {
-    for (int64_t d : t.konst(0).shape) dims.push_back({0, d});
-  } else {
-    dims.push_back({1, 0});  // the batch N
-    for (int64_t d : t.data(0).sample) dims.push_back({0, d});
-  }
+  const std::vector<SymInt> dims = t.onnx_shape(0);
   const int64_t rank = static_cast<int64_t>(dims.size());
   int64_t start = t.attr_int("start", 0), end = t.attr_int("end", rank);
   if (start < 0) start += rank;

@@ -79,6 +79,19 @@ DataValue as_sample_shape(Translator& t, const DataValue& x) {
 
 namespace {
 
+// x's values in order as `to` per sample: an alias where remat's value has that shape but for
+// trailing 1s, else a reshape layer.
+void reshape_to(Translator& t, const DataValue& x, const Shape& to) {
+  if (strip_ones(to) == strip_ones(x.remat)) {
+    DataValue v = x;
+    v.sample = to;
+    return t.alias(0, v);
+  }
+  AttrMap a;
+  a.set("shape", std::vector<int64_t>(to.begin(), to.end()));
+  t.emit("reshape", {x}, a, {}, to, to, x.dtype);
+}
+
 // Reshape of data: a flat result is a flatten, one that is remat's value already an alias, any
 // other a reshape layer (the batch first throughout).
 void reshape(Translator& t) {
@@ -86,14 +99,7 @@ void reshape(Translator& t) {
   if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
   const Shape rest = reshape_target(t, x.sample, t.konst(1));
   if (rest.size() == 1) return to_flat(t, x);
-  if (strip_ones(rest) == strip_ones(x.remat)) {
-    DataValue v = x;
-    v.sample = rest;
-    return t.alias(0, v);
-  }
-  AttrMap a;
-  a.set("shape", std::vector<int64_t>(rest.begin(), rest.end()));
-  t.emit("reshape", {x}, a, {}, rest, rest, x.dtype);
+  reshape_to(t, x, rest);
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
@@ -144,17 +150,7 @@ void transpose(Translator& t) {
     out.push_back(x.sample[static_cast<size_t>(perm[k] - 1)]);
     if (out.back() != 1) moved.push_back(perm[k]);
   }
-  if (std::is_sorted(moved.begin(), moved.end())) {
-    if (strip_ones(out) == strip_ones(x.remat)) {
-      DataValue v = x;
-      v.sample = out;
-      return t.alias(0, v);
-    }
-    AttrMap a;
-    a.set("shape", std::vector<int64_t>(out.begin(), out.end()));
-    t.emit("reshape", {x}, a, {}, out, out, x.dtype);
-    return;
-  }
+  if (std::is_sorted(moved.begin(), moved.end())) return reshape_to(t, x, out);
   const DataValue in = as_sample_shape(t, x);
   bool block = false;  // perm = [0, k + 1, ..., rank - 1, 1, ..., k]
   for (int64_t k = 1; k + 1 < rank && !block; ++k) {

@@ -59,7 +59,24 @@ const DataValue& Translator::data(int k) const {
   if (it == data_.end())
     fail("input " + std::to_string(k) + " ('" + node_->input(k) +
          "') is a constant where this op needs data the step computes");
+  if (!it->second.shape_only.empty())
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) +
+         "') is inside a multi-head attention, which remat computes as one; only its Shape can "
+         "be read");
   return it->second;
+}
+
+std::vector<SymInt> Translator::onnx_shape(int k) {
+  std::vector<SymInt> dims;
+  if (is_const(k)) {
+    for (int64_t d : konst(k).shape) dims.push_back({0, d});
+    return dims;
+  }
+  auto it = data_.find(node_->input(k));
+  if (it != data_.end() && !it->second.shape_only.empty()) return it->second.shape_only;
+  dims.push_back({1, 0});  // the batch N
+  for (int64_t d : data(k).sample) dims.push_back({0, d});
+  return dims;
 }
 
 const onnx::AttributeProto* Translator::attr(const std::string& name) const {
@@ -109,6 +126,12 @@ void Translator::set_data(int out, DataValue v) {
     data_[node_->output(out)] = std::move(v);
 }
 
+void Translator::set_shape_only(int out, std::vector<SymInt> dims) {
+  DataValue v;
+  v.shape_only = std::move(dims);
+  set_data(out, std::move(v));
+}
+
 void Translator::mark_transposed(int out) {
   if (out < node_->output_size() && data_.count(node_->output(out))) data_[node_->output(out)].transposed = true;
 }
@@ -139,7 +162,10 @@ std::string Translator::where() const {
       {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"},
       {"HardSwish", "HardSigmoid + Mul read as a hard swish"},
       {"GeluErf", "the nodes of the exact (erf) GELU"},
-      {"Silu", "Sigmoid + Mul read as a SiLU"}};
+      {"Silu", "Sigmoid + Mul read as a SiLU"},
+      {"AttentionShapes", "the shapes inside a multi-head attention"},
+      {"MultiheadAttention", "the nodes of nn.MultiheadAttention"},
+      {"ClassToken", "Expand + Concat read as a class token"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();

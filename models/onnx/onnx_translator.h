@@ -30,6 +30,10 @@ struct DataValue {
   // remat's value holds the last two dimensions of `sample` swapped (k's heads [H, T, D] where
   // ONNX has k^T [H, D, T]): only a MatMul reads it, as transpose_b.
   bool transposed = false;
+  // Non-empty: a value inside a pattern that remat does not compute (Note [multi-head
+  // attention] in onnx_attention_patterns.cpp), its whole ONNX shape with the batch anywhere;
+  // only Shape reads it.
+  std::vector<SymInt> shape_only = {};
 };
 
 // A parameter or buffer a layer reads from an initializer: its op's suffix, the initializer's
@@ -51,7 +55,10 @@ class Translator {
   bool has(int k) const { return k < node_->input_size() && !node_->input(k).empty(); }
   bool is_const(int k) const;
   const OnnxConst& konst(int k);       // folds an initializer on first use
-  const DataValue& data(int k) const;  // UserError when input k is a constant
+  const DataValue& data(int k) const;  // UserError when input k is a constant or shape-only
+  // Input k's whole ONNX shape, the batch N symbolic (a constant's, data's or a shape-only
+  // value's).
+  std::vector<SymInt> onnx_shape(int k);
   bool is_initializer(int k) const;
   Shape initializer_dims(int k) const;                   // input k's dims (an initializer)
   std::vector<float> transposed_initializer(int k) const;  // a 2-D initializer, transposed
@@ -67,6 +74,8 @@ class Translator {
 
   void set_const(int out, OnnxConst c);
   void set_data(int out, DataValue v);
+  // Output `out` is a shape-only value of ONNX shape `dims` (DataValue::shape_only).
+  void set_shape_only(int out, std::vector<SymInt> dims);
   // Makes output `out` the same value as `v` (an op remat does not need: Identity, Flatten of a
   // flat value).
   void alias(int out, const DataValue& v) { set_data(out, v); }
@@ -139,6 +148,11 @@ std::map<std::string, TranslateFn> with_conv_transpose(std::map<std::string, Tra
 // momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06 (the shortest
 // decimal of 7 digits; onnx_layer_ops.cpp).
 double short_float(double v);
+// `ops` with Add of a position table, Gather of a token (onnx_token_ops.cpp).
+std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with the vision transformer's patterns: AttentionShapes, MultiheadAttention, ClassToken
+// (onnx_token_ops.cpp).
+std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string, TranslateFn> ops);
 // `ops` with the activations past Relu and the squeeze-excitation Mul (onnx_activation_ops.cpp).
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an

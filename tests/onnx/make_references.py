@@ -63,6 +63,11 @@ MODELS = {
     # on [N, H, W, C], nn.GELU(), the layer scale (Mul by a [C, 1, 1] parameter: a depthwise
     # 1 x 1 conv2d) and LayerNorm2d after the pooling ([C, 1, 1] to [1, 1, C]: a reshape).
     "convnext_mini": ({}, 32, 2, 13, "train"),
+    # torchvision's VisionTransformer, small: the patches' Reshape + Transpose (transpose), the
+    # class token (Expand + Concat: class_token), the position table (Add: position_embedding),
+    # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
+    # class token's row for the head (Gather: channel_slice + reshape).
+    "vit_mini": ({}, 32, 2, 13, "train"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
@@ -126,6 +131,14 @@ def build(name, kwargs):
             for m in model.modules():
                 if hasattr(m, "layer_scale"):
                     m.layer_scale.uniform_(0.5, 1.5)
+    elif arch == "vit_mini":
+        from torchvision.models.vision_transformer import VisionTransformer
+        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16,
+                                  mlp_dim=32, num_classes=CLASSES)
+        with torch.no_grad():  # the class token and the head away from their zero start, so
+            model.class_token.normal_(0, 1)  # that every gradient counts
+            model.heads.head.weight.normal_(0, 0.5)
+            model.heads.head.bias.normal_(0, 0.5)
     elif arch == "gelu_net":
         nn = torch.nn
         model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.GELU(), nn.MaxPool2d(2),

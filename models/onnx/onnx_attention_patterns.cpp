@@ -1,0 +1,198 @@
+// The pattern pre-pass's matchers for a vision transformer (Note [ONNX patterns] in
+// onnx_translator.h): nn.MultiheadAttention as torch.onnx.export writes it, and the class token.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "models/onnx/onnx_pattern_graph.h"
+
+namespace remat {
+namespace onnx_detail {
+namespace patterns {
+
+// Note [multi-head attention]
+// nn.MultiheadAttention (batch_first, as torchvision's ViT builds it) exports as about twenty
+// nodes over the tokens x [N, T, C] that move the batch out of the first axis and fold the heads
+// into it:
+//   xt = Transpose(x, [1, 0, 2])                      [T, N, C]
+//   qkv = Add(b_in, MatMul(xt, Transpose(W_in)))       [T, N, 3C]  (W_in [3C, C]: q, k, v rows)
+//   q, k, v = Slice(qkv, [0, C) / [C, 2C) / [2C, 3C) of the last axis)
+//   each Reshape(., [T, N H, D]) and Transpose: q [1, 0, 2] then Div by sqrt(D), k [1, 2, 0],
+//   v [1, 0, 2]; MatMul(q, k), Softmax, MatMul(., v)  [N H, T, D]
+//   Transpose [1, 0, 2], Reshape [T N, C], Gemm(W_out, b_out), Reshape [T, N, C],
+//   Transpose [1, 0, 2]                                [N, T, C]
+// which is remat's dense (3C; its weight W_in as PyTorch stores it) + attention in the token
+// layout (heads H, not causal, scale 1 / sqrt(D); Note [attention layouts] in ops/attention.h)
+// + dense (C). The reshape targets and slice bounds are computed from Shape nodes of the group's
+// own values (xt, qkv, the slices, the projection's input and output), so the group becomes two
+// nodes: AttentionShapes, where its first node was, gives each of those values its ONNX shape
+// ([T, N, C], [T, N, 3C], [T N, C]; the batch not first) for Shape alone to read, and
+// MultiheadAttention, where its last node was, reads the targets and bounds the Shapes led to,
+// checks each against the heads its reshape names, and emits the three layers.
+namespace {
+
+// The role of a group value that a Shape node reads (AttentionShapes' "roles").
+enum ShapeRole : int64_t { kTokensFirst = 0, kPacked = 1, kOneOfThree = 2, kProjection = 3 };
+
+bool has_perm(const onnx::NodeProto* t, std::vector<int64_t> perm) {
+  return t && perm_of(*t) == perm;
+}
+
+// The Reshape, Slice and qkv value above one of q, k, v's Transposes.
+struct Head {
+  const onnx::NodeProto *transpose = nullptr, *reshape = nullptr, *slice = nullptr;
+};
+Head head_above(const Graph& g, const onnx::NodeProto* transpose) {
+  Head h{transpose, nullptr, nullptr};
+  if (transpose) h.reshape = g.made_by(transpose->input(0), "Reshape");
+  if (h.reshape) h.slice = g.made_by(h.reshape->input(0), "Slice");
+  return h;
+}
+
+// The group's nodes from x's Transpose to the output's, by role.
+struct Mha {
+  const onnx::NodeProto *xt, *w_t, *mm_in, *add_in, *div, *scores, *softmax, *mixed, *out_t,
+      *merge, *gemm, *unmerge, *y;
+  Head q, k, v;
+  std::string x, w_in, b_in;
+};
+
+// The nodes reading `v` other than the group's: they must all be Shape nodes.
+bool only_shapes_besides(const Graph& g, const std::string& v, const std::set<int>& group,
+                         bool* shaped) {
+  *shaped = false;
+  for (int c : g.consumers(v)) {
+    if (group.count(c)) continue;
+    const onnx::NodeProto* n = g.node(c);
+    if (!n) continue;
+    if (n->op_type() != "Shape" || !n->domain().empty()) return false;
+    *shaped = true;
+  }
+  return true;
+}
+
+bool find_mha(const Graph& g, int k, Mha* m) {
+  m->softmax = g.node(k);
+  if (!m->softmax || m->softmax->op_type() != "Softmax" || !m->softmax->domain().empty()) return false;
+  m->scores = g.made_by(m->softmax->input(0), "MatMul");
+  if (!m->scores) return false;
+  m->div = g.made_by(m->scores->input(0), "Div");
+  if (!m->div || g.is_data(m->div->input(1))) return false;
+  m->q = head_above(g, g.made_by(m->div->input(0), "Transpose"));
+  m->k = head_above(g, g.made_by(m->scores->input(1), "Transpose"));
+  const int mixed = g.sole_consumer(m->softmax->output(0));
+  m->mixed = g.node(mixed);
+  if (!m->mixed || m->mixed->op_type() != "MatMul" || m->mixed->input(0) != m->softmax->output(0))
+    return false;
+  m->v = head_above(g, g.made_by(m->mixed->input(1), "Transpose"));
+  if (!has_perm(m->q.transpose, {1, 0, 2}) || !has_perm(m->k.transpose, {1, 2, 0}) ||
+      !has_perm(m->v.transpose, {1, 0, 2}) || !m->q.slice || !m->k.slice || !m->v.slice)
+    return false;
+  const std::string& qkv = m->q.slice->input(0);
+  if (m->k.slice->input(0) != qkv || m->v.slice->input(0) != qkv) return false;
+  m->add_in = g.made_by(qkv, "Add");
+  if (!m->add_in) return false;
+  for (int side : {0, 1}) {
+    const onnx::NodeProto* mm = g.made_by(m->add_in->input(side), "MatMul");
+    if (mm && g.is_init(m->add_in->input(1 - side))) {
+      m->mm_in = mm;
+      m->b_in = m->add_in->input(1 - side);
+    }
+  }
+  if (!m->mm_in) return false;
+  m->w_t = g.made_by(m->mm_in->input(1), "Transpose");
+  m->xt = g.made_by(m->mm_in->input(0), "Transpose");
+  if (!has_perm(m->w_t, {1, 0}) || !g.is_init(m->w_t->input(0)) || !has_perm(m->xt, {1, 0, 2}) ||
+      !g.is_data(m->xt->input(0)))
+    return false;
+  m->w_in = m->w_t->input(0);
+  m->x = m->xt->input(0);
+  // The one node other than Shapes that reads n's output, if it has op type `op`.
+  auto next = [&](const onnx::NodeProto* n, const char* op) -> const onnx::NodeProto* {
+    const onnx::NodeProto* found = nullptr;
+    for (int c : n ? g.consumers(n->output(0)) : std::vector<int>{}) {
+      const onnx::NodeProto* r = g.node(c);
+      if (!r || r->op_type() == "Shape") continue;
+      if (found) return nullptr;
+      found = r;
+    }
+    return found && found->op_type() == op && found->domain().empty() ? found : nullptr;
+  };
+  m->out_t = next(m->mixed, "Transpose");
+  m->merge = next(m->out_t, "Reshape");
+  m->gemm = next(m->merge, "Gemm");
+  m->unmerge = next(m->gemm, "Reshape");
+  m->y = next(m->unmerge, "Transpose");
+  return has_perm(m->out_t, {1, 0, 2}) && m->gemm && m->gemm->input(0) == m->merge->output(0) &&
+         m->gemm->input_size() == 3 && g.is_init(m->gemm->input(1)) &&
+         g.is_init(m->gemm->input(2)) && has_perm(m->y, {1, 0, 2});
+}
+
+}  // namespace
+
+void match_multihead_attention(Graph& g, int k) {
+  Mha m{};
+  if (!find_mha(g, k, &m)) return;
+  const std::vector<const onnx::NodeProto*> nodes = {
+      m.xt, m.w_t, m.mm_in, m.add_in, m.q.slice, m.q.reshape, m.q.transpose, m.k.slice,
+      m.k.reshape, m.k.transpose, m.v.slice, m.v.reshape, m.v.transpose, m.div, m.scores,
+      m.softmax, m.mixed, m.out_t, m.merge, m.gemm, m.unmerge, m.y};
+  std::set<int> group;
+  for (const onnx::NodeProto* n : nodes) group.insert(g.index(n));
+  // Every value inside the group is read by the group and Shape nodes alone; those Shape nodes
+  // read the values AttentionShapes gives a shape to.
+  const std::map<std::string, ShapeRole> roles = {
+      {m.xt->output(0), kTokensFirst},    {m.add_in->output(0), kPacked},
+      {m.q.slice->output(0), kOneOfThree}, {m.k.slice->output(0), kOneOfThree},
+      {m.v.slice->output(0), kOneOfThree}, {m.merge->output(0), kProjection},
+      {m.gemm->output(0), kProjection}};
+  onnx::NodeProto shapes = fused_node("AttentionShapes", *m.softmax, {m.x, m.w_in}, "");
+  shapes.clear_output();
+  std::vector<int64_t> shape_roles;
+  for (const onnx::NodeProto* n : nodes) {
+    if (n == m.y) continue;
+    bool shaped = false;
+    if (!only_shapes_besides(g, n->output(0), group, &shaped)) return;
+    if (!shaped) continue;
+    auto role = roles.find(n->output(0));
+    if (role == roles.end()) return;
+    shapes.add_output(n->output(0));
+    shape_roles.push_back(role->second);
+  }
+  auto* r = shapes.add_attribute();
+  r->set_name("roles");
+  r->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : shape_roles) r->add_ints(v);
+  std::vector<std::string> in = {m.x, m.w_in, m.b_in, m.gemm->input(1), m.gemm->input(2),
+                                 m.div->input(1), m.q.reshape->input(1), m.k.reshape->input(1),
+                                 m.v.reshape->input(1), m.merge->input(1), m.unmerge->input(1)};
+  for (const Head* h : {&m.q, &m.k, &m.v})
+    for (int i = 1; i <= 4; ++i) in.push_back(i < h->slice->input_size() ? h->slice->input(i) : "");
+  onnx::NodeProto f = fused_node("MultiheadAttention", *m.softmax, in, m.y->output(0));
+  copy_attrs(&f, *m.gemm, "gemm_");
+  copy_attrs(&f, *m.softmax, "softmax_");
+  g.fuse_two({group.begin(), group.end()}, shapes, f);
+}
+
+// Concat(Expand(token, shape), x) along axis 1: ClassToken(x, token, shape), token an
+// initializer [1, 1, C] (nn.Parameter) before the tokens x [N, T, C].
+void match_class_token(Graph& g, int k) {
+  const onnx::NodeProto* cat = g.node(k);
+  if (!cat || cat->op_type() != "Concat" || !cat->domain().empty() || cat->input_size() != 2)
+    return;
+  const onnx::NodeProto* expand = g.made_by(cat->input(0), "Expand");
+  if (!expand || !g.is_init(expand->input(0)) || !g.is_data(cat->input(1)) ||
+      !g.only_for(cat->input(0), k))
+    return;
+  onnx::NodeProto f = fused_node("ClassToken", *cat,
+                                 {cat->input(1), expand->input(0), expand->input(1)}, cat->output(0));
+  copy_attrs(&f, *cat, "concat_");
+  g.fuse({g.index(expand), k}, f);
+}
+
+}  // namespace patterns
+}  // namespace onnx_detail
+}  // namespace remat

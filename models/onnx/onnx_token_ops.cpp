@@ -1,0 +1,193 @@
+// The ONNX nodes of a vision transformer over its tokens [N, T, C]: the multi-head attention of
+// nn.MultiheadAttention (Note [multi-head attention] in onnx_attention_patterns.cpp: dense +
+// attention + dense), the class token (class_token), the learned position table added to the
+// tokens (position_embedding) and the class token's row taken for the head (channel_slice of
+// row 0 along T, then a reshape to [N, C]).
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "models/onnx/onnx_translator.h"
+
+namespace remat {
+namespace onnx_detail {
+
+namespace {
+
+// Tokens [T, C] per sample as remat holds them, or an error naming what the node needs.
+DataValue tokens_input(Translator& t, int k, const std::string& what) {
+  const DataValue& x = t.data(k);
+  if (x.sample.size() != 2 || x.remat != x.sample || x.transposed)
+    t.fail(what + " reads tokens [N, T, C], not " + shape_str(x.sample) + " per sample");
+  return x;
+}
+
+// The ONNX shapes of the group's values that Shape nodes read (the roles of
+// onnx_attention_patterns.cpp: [T, N, C], [T, N, 3C], [T, N, C], [T N, C]).
+void attention_shapes(Translator& t) {
+  const DataValue x = tokens_input(t, 0, "a multi-head attention");
+  const SymInt tokens{0, x.sample[0]}, n{1, 0}, c{0, x.sample[1]};
+  const std::vector<int64_t> roles = t.attr_ints("roles", {});
+  const Shape w = t.initializer_dims(1);
+  if (static_cast<int>(roles.size()) != t.node().output_size() || w.size() != 2)
+    t.fail("malformed pattern node");
+  for (size_t k = 0; k < roles.size(); ++k) {
+    std::vector<SymInt> dims = {tokens, n, c};
+    if (roles[k] == 1) dims[2] = {0, w[0]};
+    if (roles[k] == 3) dims = {{x.sample[0], 0}, c};
+    t.set_shape_only(static_cast<int>(k), dims);
+  }
+}
+
+// Input k, a Reshape target or slice bound, as integers with the batch symbolic.
+std::vector<SymInt> sym_ints(Translator& t, int k) {
+  const OnnxConst& v = t.konst(k);
+  if (v.is_float || v.shape.size() != 1) t.fail("a reshape target or slice bound is not a 1-D integer list");
+  return v.i;
+}
+
+// Slice inputs 11 + 4 which .. 14 + 4 which (starts, ends, axes, steps) take channels
+// [which C, (which + 1) C) of the last axis of qkv [T, N, 3C].
+void check_slice(Translator& t, int which, int64_t c) {
+  const int base = 11 + 4 * which;
+  const std::vector<int64_t> starts = t.konst(base).ints(t.where() + ": starts");
+  const std::vector<int64_t> ends = t.konst(base + 1).ints(t.where() + ": ends");
+  const std::vector<int64_t> axes = t.has(base + 2) ? t.konst(base + 2).ints(t.where() + ": axes")
+                                                    : std::vector<int64_t>{0};
+  const bool steps_one = !t.has(base + 3) || t.konst(base + 3).ints(t.where() + ": steps") ==
+                                                 std::vector<int64_t>{1};
+  const int64_t lo = which * c, hi = (which + 1) * c;
+  if (starts != std::vector<int64_t>{lo} || ends.size() != 1 || std::min(ends[0], 3 * c) != hi ||
+      axes.size() != 1 || (axes[0] != -1 && axes[0] != 2) || !steps_one)
+    t.fail(std::string("the ") + "qkv"[which] + " slice is not channels [" + std::to_string(lo) +
+           ", " + std::to_string(hi) + ") of the packed projection");
+}
+
+void multihead_attention(Translator& t) {
+  const DataValue x = tokens_input(t, 0, "a multi-head attention");
+  const int64_t tokens = x.sample[0], c = x.sample[1];
+  const Shape w_in = t.initializer_dims(1), w_out = t.initializer_dims(3);
+  if (w_in != Shape{3 * c, c} || shape_numel(t.initializer_dims(2)) != 3 * c ||
+      w_out != Shape{c, c} || shape_numel(t.initializer_dims(4)) != c)
+    t.fail("the projections " + shape_str(w_in) + " and " + shape_str(w_out) + " do not fit " +
+           std::to_string(c) + " channels");
+  if (t.attr_int("gemm_transB", 0) != 1 || t.attr_int("gemm_transA", 0) != 0 ||
+      t.attr_float("gemm_alpha", 1.0) != 1.0 || t.attr_float("gemm_beta", 1.0) != 1.0)
+    t.fail("the output projection's Gemm is not x W^T + b");
+  const int64_t axis = t.attr_int("softmax_axis", -1);
+  if (axis != -1 && axis != 2) t.fail("the softmax is not over the keys (last axis)");
+  // [T, N H, D] for q, k and v: the heads come from the reshape.
+  const std::vector<SymInt> split = sym_ints(t, 6);
+  if (split.size() != 3 || !(split[0] == SymInt{0, tokens}) || split[1].n < 1 || split[1].c != 0 ||
+      !split[2].is_const() || split[1].n * split[2].c != c || sym_ints(t, 7) != split ||
+      sym_ints(t, 8) != split)
+    t.fail("the heads' reshape is not [T, N H, D] with H D = " + std::to_string(c));
+  const int64_t heads = split[1].n, d = split[2].c;
+  if (sym_ints(t, 9) != std::vector<SymInt>{{tokens, 0}, {0, c}} ||
+      sym_ints(t, 10) != std::vector<SymInt>{{0, tokens}, {1, 0}, {0, c}})
+    t.fail("the merge of the heads is not [T N, C] then [T, N, C]");
+  for (int which = 0; which < 3; ++which) check_slice(t, which, c);
+  const double divisor = t.konst(5).scalar(t.where() + ": the query's divisor");
+  if (static_cast<float>(divisor) != static_cast<float>(std::sqrt(static_cast<double>(d))))
+    t.fail("the query is divided by " + std::to_string(divisor) + ", not sqrt(" +
+           std::to_string(d) + ")");
+  AttrMap in;
+  in.set("units", 3 * c);
+  const DataValue qkv = t.emit("dense", {x}, in,
+                               {{"weight", t.node().input(1), {3 * c, c}, {}},
+                                {"bias", t.node().input(2), {3 * c}, {}}},
+                               {tokens, 3 * c}, {tokens, 3 * c});
+  AttrMap a;
+  a.set("heads", heads);
+  a.set("causal", false);
+  a.set("scale", 1.0 / std::sqrt(static_cast<double>(d)));
+  const DataValue mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
+  AttrMap out;
+  out.set("units", c);
+  t.emit("dense", {mixed}, out,
+         {{"weight", t.node().input(3), {c, c}, {}}, {"bias", t.node().input(4), {c}, {}}},
+         {tokens, c}, {tokens, c});
+}
+
+// Concat(Expand(token [1, 1, C], [N, 1, 1]), x) along the tokens.
+void class_token(Translator& t) {
+  const DataValue x = tokens_input(t, 0, "a class token");
+  const int64_t c = x.sample[1];
+  if (normalize_axis(t.attr_int("concat_axis", 1), 3, t.where()) != 1)
+    t.fail("the class token is not joined along the tokens (axis 1)");
+  const std::vector<SymInt> to = sym_ints(t, 2);
+  const Shape w = t.initializer_dims(1);
+  const bool batch = to.size() == 3 && (to[0] == SymInt{1, 0} ||
+                                        (t.static_batch() && to[0] == SymInt{0, *t.static_batch()}));
+  if (w != Shape{1, 1, c} || !batch || !(to[1] == SymInt{0, 1}) ||
+      !(to[2] == SymInt{0, 1} || to[2] == SymInt{0, c}))
+    t.fail("only a token [1, 1, " + std::to_string(c) + "] expanded to [N, 1, " +
+           std::to_string(c) + "] before the tokens is supported");
+  const Shape out = {x.sample[0] + 1, c};
+  t.emit("class_token", {x}, {}, {{"weight", t.node().input(1), {c}, {}}}, out, out);
+}
+
+// Add(x, table) of tokens x [T, C] and a table initializer [1, T, C]: a position_embedding.
+void add_table(Translator& t, const TranslateFn& add) {
+  for (int table : {0, 1}) {
+    if (t.inputs() != 2 || !t.is_initializer(table) || t.is_const(1 - table)) continue;
+    const DataValue& x = t.data(1 - table);
+    Shape w = t.initializer_dims(table);
+    if (w.size() == 3 && w[0] == 1) w.erase(w.begin());
+    if (x.sample.size() != 2 || x.remat != x.sample || w != x.sample)
+      t.fail("a sum with a parameter " + shape_str(t.initializer_dims(table)) + ": only a table "
+             "[1, T, C] added to tokens [N, T, C] (a learned position embedding) is supported");
+    AttrMap a;
+    a.set("max_len", x.sample[0]);
+    t.emit("position_embedding", {x}, a, {{"weight", t.node().input(table), x.sample, {}}},
+           x.sample, x.remat);
+    return;
+  }
+  add(t);
+}
+
+// Gather(x, i) along the tokens of x [N, T, C]: row i (x[:, i], a ViT's class token for its
+// head), [N, C] for a scalar i, [N, 1, C] for [i].
+void gather_token(Translator& t, const TranslateFn& gather) {
+  if (t.is_const(0) || !t.is_const(1)) return gather(t);
+  const DataValue x = tokens_input(t, 0, "a Gather of data");
+  if (normalize_axis(t.attr_int("axis", 0), 3, t.where()) != 1)
+    t.fail("only a Gather along the tokens (axis 1) of data is supported");
+  const OnnxConst& index = t.konst(1);
+  const std::vector<int64_t> i = index.ints(t.where() + ": indices");
+  if (i.size() != 1 || index.shape.size() > 1)
+    t.fail("only a Gather of one token is supported");
+  const int64_t row = i[0] < 0 ? i[0] + x.sample[0] : i[0];
+  if (row < 0 || row >= x.sample[0]) t.fail("token " + std::to_string(i[0]) + " of " + std::to_string(x.sample[0]));
+  AttrMap a;
+  a.set("offset", row);
+  a.set("channels", int64_t{1});
+  const Shape one = {1, x.sample[1]};
+  const DataValue y = t.emit("channel_slice", {x}, a, {}, one, one, x.dtype);
+  if (!index.shape.empty()) return;  // [i]: the row kept as an axis
+  AttrMap r;
+  r.set("shape", std::vector<int64_t>{x.sample[1]});
+  t.emit("reshape", {y}, r, {}, {x.sample[1]}, {x.sample[1]}, x.dtype);
+}
+
+}  // namespace
+
+std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops) {
+  const TranslateFn add = ops.at("Add"), gather = ops.at("Gather");
+  ops["Add"] = [add](Translator& t) { add_table(t, add); };
+  ops["Gather"] = [gather](Translator& t) { gather_token(t, gather); };
+  return ops;
+}
+
+std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string, TranslateFn> ops) {
+  ops["AttentionShapes"] = attention_shapes;
+  ops["MultiheadAttention"] = multihead_attention;
+  ops["ClassToken"] = class_token;
+  return ops;
+}
+
+}  // namespace onnx_detail
+}  // namespace remat
