@@ -267,14 +267,15 @@ int run(int argc, char** argv) {
   flags.add("budget", "BYTES", "memory budget, constant bytes included (e.g. 16GB)")
       .add("vary", "batch|seq|input", "the size to maximise: the batch, a token model's sequence "
                                       "length, or an image model's square input H = W (--config "
-                                      "only; the batch stays fixed)", "batch")
+                                      "or --onnx; the batch stays fixed)", "batch")
       .add("input-step", "N", "--vary input: sizes are multiples of N (default: the model's "
                               "stride product)");
   add_solve_flags(flags);
   flags.add("json", "", "one JSON object per strategy instead of a table")
       .add("svg", "FILE", "write a bar chart of the max batch per strategy")
       .add("csv", "FILE", "write one CSV row per strategy (its answer, bounds, overhead, status)")
-      .add("verify", "", "--config only: train two steps at each found batch under the budget")
+      .add("verify", "", "--config or --onnx: train two steps at each found size under the "
+                         "budget")
       .add("device", "cpu|cuda", "where --verify trains", "cpu");
   if (!flags.parse(argc, argv)) return 0;
   if (!flags.has("budget")) throw UsageError("maxbatch: --budget is required");
