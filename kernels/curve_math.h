@@ -1,5 +1,5 @@
 // The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact
-// GELU, SiLU) and their
+// GELU, SiLU; the affine map of scalar arithmetic) and their
 // derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
 // CUDA kernels (kernels/activation_curves.cu).
 #pragma once
@@ -25,16 +25,16 @@ namespace remat {
 // CUDA's: after the rounding to FP32 the two agree but for rare ties. Gradients read what the
 // forward keeps: sigmoid, tanh and leaky relu their output y; hard sigmoid, hard swish, GELU and
 // SiLU their input x (PyTorch's backward reads x too; y rounded to bf16 near 1 would lose which
-// side of the clip x was on).
-enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu };
+// side of the clip x was on); affine's gradient is an affine node of dy alone.
+enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu, Affine };
 
 constexpr double kCurveSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kCurveInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 
 struct CurveParams {
   Curve f = Curve::Sigmoid;
-  double alpha = 0;  // HardSigmoid: the slope (PyTorch: 1/6); LeakyRelu: the negative slope
-  double beta = 0;   // HardSigmoid: the offset (PyTorch: 1/2)
+  double alpha = 0;  // HardSigmoid, Affine: the slope (PyTorch: 1/6); LeakyRelu: the negative slope
+  double beta = 0;   // HardSigmoid, Affine: the offset (PyTorch: 1/2)
 };
 
 REMAT_CURVE_FN double curve_mul(double a, double b) {
@@ -76,6 +76,8 @@ REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
     }
     case Curve::Silu:  // x sigmoid(x), PyTorch's nn.SiLU()
       return static_cast<float>(curve_mul(x, 1.0 / curve_add(1.0, exp(-x))));
+    case Curve::Affine:  // alpha x + beta
+      return static_cast<float>(curve_add(curve_mul(p.alpha, x), p.beta));
   }
   return 0.0f;
 }
@@ -108,6 +110,8 @@ REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
       return static_cast<float>(
           curve_mul(curve_mul(dy, sig), curve_add(1.0, curve_mul(s, curve_add(1.0, -sig)))));
     }
+    case Curve::Affine:  // alpha dy (the op's gradient node is itself an affine of dy)
+      return static_cast<float>(curve_mul(p.alpha, dy));
   }
   return 0.0f;
 }

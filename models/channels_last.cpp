@@ -9,7 +9,7 @@
 //   NHWC and the attribute data_format: channels_last (its backward ops share the forward
 //   node's attributes, so they run channels-last too); its 4-D output is NHWC;
 // - an elementwise op (OpDef::layout_agnostic: relu, relu6, add, dropout, gelu, cast, sigmoid,
-//   tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu) whose
+//   tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, affine) whose
 //   float inputs are all 4-D and NHWC keeps them so; its output is NHWC (a dropout mask follows
 //   the element index, so it is another draw of the same distribution than channels-first's);
 // - every other op (flatten, dense over a 4-D input's last axis, the losses) gets NCHW inputs.

@@ -1,7 +1,9 @@
 // sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf and silu:
 // user ops whose gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh,
-// leaky_relu) or its input (hardsigmoid, hardswish, gelu_erf, silu). One definition of each curve and its derivative
-// serves the CPU and the GPU (kernels/curve_math.h, Note [curve arithmetic]).
+// leaky_relu) or its input (hardsigmoid, hardswish, gelu_erf, silu); and affine (scale, shift:
+// y = scale x + shift, scalar arithmetic on data), whose gradient is affine (scale) of dy, reading
+// neither. One definition of each curve and its derivative serves the CPU and the GPU
+// (kernels/curve_math.h, Note [curve arithmetic]).
 #include <limits>
 
 #include "kernels/curve_math.h"
@@ -38,6 +40,8 @@ const CurveSpec kCurves[] = {
      "dx = dy (Phi(x) + x phi(x)) [dy, x]"},
     {"silu", Curve::Silu, 5, "y = x sigmoid(x) (PyTorch's SiLU, swish)",
      "dx = dy s (1 + x (1 - s)), s = sigmoid(x) [dy, x]"},
+    {"affine", Curve::Affine, 2, "y = scale x + shift (scale 1, shift 0; x * c, x / c, x + c, -x)",
+     nullptr},
 };
 
 // The forward and its gradient parse the same attributes (a gradient node shares its forward
@@ -49,6 +53,9 @@ OpAttrsPtr curve_parse(AttrReader& r, const std::string& name, Curve f) {
   if (f == Curve::HardSigmoid) {
     a->p.alpha = r.get_double("alpha", 1.0 / 6.0, -kBig, kBig);
     a->p.beta = r.get_double("beta", 0.5, -kBig, kBig);
+  } else if (f == Curve::Affine) {
+    a->p.alpha = r.get_double("scale", 1.0, -kBig, kBig);
+    a->p.beta = r.get_double("shift", 0.0, -kBig, kBig);
   } else if (f == Curve::LeakyRelu) {
     // alpha >= 0 keeps y's sign x's, so the gradient can read y (Note [curve arithmetic]).
     a->p.alpha = r.get_double("alpha", 0.01, 0.0, kBig);
@@ -91,6 +98,16 @@ void curve_grad_cuda(const ExecContext& c) {
 }
 #endif
 
+// affine's gradient: affine (scale, no shift) of dy.
+ValueId affine_of(GradEmitter& g, const Node& fwd, ValueId dy, const TensorDesc& x) {
+  AttrMap m;
+  m.origin = fwd.attrs.origin;
+  m.set("scale", attrs_of<CurveAttrs>(fwd).p.alpha);
+  AttrReader rd(m);
+  OpAttrsPtr typed = curve_parse(rd, "affine", Curve::Affine);
+  return g.emit("grad", "affine", {dy}, x, m, typed);
+}
+
 OpDef make_curve(const CurveSpec& s) {
   OpDef op;
   op.name = s.name;
@@ -115,6 +132,7 @@ OpDef make_curve(const CurveSpec& s) {
   const std::string grad = name + "_grad";
   op.gradient = [grad, f](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // a copy: emit grows the graph
+    if (f == Curve::Affine) return std::vector<ValueId>{affine_of(g, fwd, dy, x)};
     const ValueId saved = curve_grad_reads_output(f) ? fwd.output : fwd.inputs[0];
     return std::vector<ValueId>{g.emit("grad", grad, {dy, saved}, x)};
   };
@@ -154,7 +172,7 @@ OpDef make_curve_grad(const CurveSpec& s) {
 void register_activation_curve_ops(OpRegistry& r) {
   for (const CurveSpec& s : kCurves) {
     r.add(make_curve(s));
-    r.add(make_curve_grad(s));
+    if (s.grad_summary) r.add(make_curve_grad(s));
   }
 }
 

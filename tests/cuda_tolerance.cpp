@@ -69,6 +69,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"hardsigmoid", kCudaExact},
           {"hardsigmoid_grad", kCudaExact},
           {"hardswish", kCudaExact},
+          {"affine", kCudaExact},  // a product and a sum in double, each rounded as on the CPU
           {"hardswish_grad", kCudaExact},
           {"leaky_relu", kCudaExact},
           {"leaky_relu_grad", kCudaExact},

@@ -186,6 +186,7 @@ inline std::vector<SpatialCase> spatial_op_cases() {
        kTolPiecewise},
       {"gelu_erf", {"gelu_erf", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"silu", {"silu", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"affine", {"affine", attr_map({{"scale", -1.5}, {"shift", 0.25}}), {f32({2, 3, 4})}}, kTolLinear},
       {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
       {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
       // ConvTranspose2d: stride 2 with output_padding (a U-Net's upsampling), groups, dilation
@@ -245,6 +246,7 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
+      {"affine", {"affine", attr_map({{"scale", 0.3}, {"shift", -1.0}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},
       {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},
       {"maxpool", {"maxpool", attr_map({{"kernel", int64_t{2}}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},

@@ -350,6 +350,44 @@ TEST_F(OnnxImport, ALayerScaleIsADepthwiseConvolution) {
   EXPECT_NE(e.find("node '/block/Mul' (Mul, opset 13): a product with a parameter [4]"), std::string::npos) << e;
 }
 
+// Arithmetic with scalar constants, either side: one affine layer each (x * c, c + x, c - x,
+// x / c, -x); a scalar parameter of the module (not "onnx::...") and a constant over data are
+// refused at their node.
+TEST_F(OnnxImport, ScalarArithmeticIsAnAffineLayer) {
+  onnx::GraphProto extra;
+  onnx_node(&extra, "Mul", {"r", "onnx::Mul_1"}, {"s_a"}, "/Mul");
+  onnx_node(&extra, "Add", {"onnx::Add_2", "s_a"}, {"s_b"}, "/Add");
+  onnx_node(&extra, "Sub", {"onnx::Sub_3", "s_b"}, {"s_c"}, "/Sub");
+  onnx_node(&extra, "Div", {"s_c", "onnx::Div_4"}, {"s_d"}, "/Div");
+  onnx_node(&extra, "Neg", {"s_d"}, {"s_e"}, "/Neg");
+  onnx::ModelProto m = with_nodes_after_relu(extra, "s_e");
+  const std::vector<std::pair<std::string, float>> consts = {
+      {"onnx::Mul_1", 0.5f}, {"onnx::Add_2", 1.0f}, {"onnx::Sub_3", 3.0f}, {"onnx::Div_4", 4.0f}};
+  for (const auto& [name, v] : consts) *m.mutable_graph()->add_initializer() = test::onnx_floats(name, {}, v);
+  const ModelConfig cfg = load_model_config(write(m), {"batch=2"});
+  ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "affine", "affine", "affine",
+                                                      "affine", "affine", "maxpool", "global_avgpool",
+                                                      "dense"}));
+  const std::vector<std::pair<double, double>> want = {{0.5, 0}, {1, 1}, {-1, 3}, {0.25, 0}, {-1, 0}};
+  for (size_t k = 0; k < want.size(); ++k) {
+    const AttrMap& a = cfg.layers[k + 2].attrs;
+    EXPECT_EQ(std::get<double>(a.values.at("scale")), want[k].first) << k;
+    EXPECT_EQ(std::get<double>(a.values.at("shift")), want[k].second) << k;
+  }
+  onnx::GraphProto learned;
+  onnx_node(&learned, "Mul", {"r", "temperature"}, {"s_t"}, "/Mul");
+  onnx::ModelProto p = with_nodes_after_relu(learned, "s_t");
+  *p.mutable_graph()->add_initializer() = test::onnx_floats("temperature", {}, 2.0f);
+  EXPECT_NE(error_of(p).find("node '/Mul' (Mul, opset 13): a product with a parameter []"), std::string::npos)
+      << error_of(p);
+  onnx::GraphProto recip;
+  onnx_node(&recip, "Div", {"onnx::Div_4", "r"}, {"s_q"}, "/Div");
+  onnx::ModelProto q = with_nodes_after_relu(recip, "s_q");
+  *q.mutable_graph()->add_initializer() = test::onnx_floats("onnx::Div_4", {}, 4.0f);
+  EXPECT_NE(error_of(q).find("a constant divided by data (a reciprocal) is not supported"), std::string::npos)
+      << error_of(q);
+}
+
 // Opsets before 14 write F.hardswish as x * HardSigmoid(x) (alpha 1/6, beta 1/2): one hardswish
 // layer; with other constants the Mul is a product of two images, refused at the Mul.
 TEST_F(OnnxImport, HardSwishAsOpset13WritesIt) {

@@ -381,6 +381,11 @@ TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {
             std::string::npos)
       << import_error(m);
 }
+// Arithmetic with Python scalars between layers (affine).
+TEST_F(OnnxModels, ScalarArithmetic) {
+  make("scalar_net");
+  check_model(dir_, "scalar_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

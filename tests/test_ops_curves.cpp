@@ -1,4 +1,4 @@
-// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu and channel_scale (the activations and the
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, affine and channel_scale (the activations, scalar arithmetic and the
 // squeeze-excitation gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
 // (and PyTorch's values where it spells them differently), which value each gradient reads,
 // channel_scale's channels-last form bit for bit, and the errors. Their gradients against
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tests/op_cases.h"
@@ -66,6 +67,21 @@ TEST(Curves, GradientsReadTheOutputOrTheInputAsDocumented) {
   }
 }
 
+// y = scale x + shift in double, rounded once; its gradient is an affine of dy that reads
+// neither x nor y.
+TEST(Curves, AffineIsScaleXPlusShiftAndItsGradientScalesDy) {
+  OpHarness h(builtin_registry(), {"affine", attr_map({{"scale", -0.5}, {"shift", 2.0}}), {f32({1, 3})},
+                                   {{1.0f, -3.0f, 0.1f}}});
+  EXPECT_EQ(h.forward(), (Floats{1.5f, 3.5f, static_cast<float>(-0.5 * double{0.1f} + 2.0)}));
+  EXPECT_EQ(h.gradients({2, 4, 6})[0], (Floats{-1, -2, -3}));
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  const Node& b = h.graph().node(h.backward_nodes()[0]);
+  EXPECT_EQ(b.op, "affine");
+  EXPECT_EQ(b.inputs.size(), 1u);
+  EXPECT_EQ(std::get<double>(b.attrs.values.at("scale")), -0.5);
+  EXPECT_FALSE(b.attrs.has("shift"));
+}
+
 TEST(Curves, HardSwishGradientIsPyTorchs) {
   // torch.ops.aten.hardswish_backward: 0 below -3, dy (x / 3 + 0.5) on [-3, 3] (-dy / 2 at -3
   // itself, where the forward has its kink), dy above.
@@ -79,6 +95,8 @@ TEST(Curves, Errors) {
             std::string::npos);
   EXPECT_NE(case_error({"sigmoid", {}, {i32({2, 3})}}).find("float"), std::string::npos);
   EXPECT_NE(case_error({"hardswish", attr_map({{"alpha", 0.2}}), {f32({2, 3})}}).find("alpha"),
+            std::string::npos);
+  EXPECT_NE(case_error({"affine", attr_map({{"alpha", 0.2}}), {f32({2, 3})}}).find("alpha"),
             std::string::npos);
 }
 

@@ -148,6 +148,9 @@ std::map<std::string, TranslateFn> with_conv_transpose(std::map<std::string, Tra
 // momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06 (the shortest
 // decimal of 7 digits; onnx_layer_ops.cpp).
 double short_float(double v);
+// `ops` with Mul, Add, Sub, Div of data and a scalar constant and Neg of data, each an affine
+// layer; other forms go to the op's translator in `ops` (onnx_scalar_ops.cpp).
+std::map<std::string, TranslateFn> with_scalar_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with Add of a position table, Gather of a token (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with the vision transformer's patterns: AttentionShapes, MultiheadAttention, ClassToken

@@ -63,6 +63,8 @@ MODELS = {
     # on [N, H, W, C], nn.GELU(), the layer scale (Mul by a [C, 1, 1] parameter: a depthwise
     # 1 x 1 conv2d) and LayerNorm2d after the pooling ([C, 1, 1] to [1, 1, C]: a reshape).
     "convnext_mini": ({}, 32, 2, 13, "train"),
+    # Arithmetic of data and scalar constants (x * c, c + x, c - x, x / c, -x: affine).
+    "scalar_net": ({}, 32, 4, 13, "train"),
     # torchvision's VisionTransformer, small: the patches' Reshape + Transpose (transpose), the
     # class token (Expand + Concat: class_token), the position table (Add: position_embedding),
     # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
@@ -113,6 +115,21 @@ class TinyUNet(torch.nn.Module):
         return self.head(torch.cat([d, self.up(m) + self.up_grouped(m)], 1))
 
 
+class ScalarNet(torch.nn.Module):
+    """A convolution, then arithmetic with Python scalars between its layers."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.conv = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+    def forward(self, x):
+        y = 3.0 - (self.conv(x) * 0.5 + 1.0)
+        return self.head(-(self.conv2(y) / 4.0))
+
+
 def build(name, kwargs):
     arch = name[:-len("_eval")] if name.endswith("_eval") else name
     torch.manual_seed(0)
@@ -122,6 +139,8 @@ def build(name, kwargs):
         path = os.path.join(ROOT, "configs", "gpt2_tiny.yaml")
         with open(path) as f:
             model = build_gpt2(yaml.safe_load(f), path)
+    elif arch == "scalar_net":
+        model = ScalarNet(CLASSES)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
     elif arch == "convnext_mini":
