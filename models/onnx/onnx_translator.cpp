@@ -149,7 +149,7 @@ void Translator::require_unused_outputs(int from) {
 }
 
 std::string Translator::where() const {
-  // A node of the pattern pass (Note [ONNX patterns]) is named after the group's first node.
+  // A node of the pattern pass (Note [ONNX patterns]) is named after one of the group's nodes.
   static const std::map<std::string, std::string> groups = {
       {"Dense", "MatMul + Add read as one linear layer"},
       {"SplitHeads", "Reshape + Transpose read as a split into heads"},

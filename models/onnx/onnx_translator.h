@@ -126,12 +126,15 @@ class Translator {
 // Softmax; GPT-2's gelu is nine nodes around a Tanh; a position embedding is Add(x, Gather(W,
 // positions)); before opset 14, a hard swish is Mul(x, HardSigmoid(x)) (matched only with
 // PyTorch's constants 1/6 and 1/2) and a SiLU Mul(x, Sigmoid(x)); nn.GELU() is Div(x, sqrt 2),
-// Erf, Add(1), Mul(x), Mul(1/2). rewrite_patterns (onnx_patterns.cpp) finds these groups by structure, each
-// intermediate value read by the group alone, and replaces each by one node of domain "remat"
-// carrying its data and constant inputs; onnx_pattern_ops.cpp then checks the constants (the
-// gelu's coefficients, a mask that is exactly causal, positions 0 .. T-1, a reshape into heads)
-// and emits the one layer, so the graph is the one the YAML spelling builds. A group whose
-// constants do not match is an error naming its first node.
+// Erf, Add(1), Mul(x), Mul(1/2); a ViT's class token is Expand + Concat; nn.MultiheadAttention is
+// some twenty nodes that move the batch and fold the heads into it (Note [multi-head attention]
+// in onnx_attention_patterns.cpp: two pattern nodes, three layers). rewrite_patterns
+// (onnx_patterns.cpp) finds these groups by structure, each intermediate value read by the group
+// alone (or, in the attention, by Shape nodes), and replaces each by one node of domain "remat"
+// carrying its data and constant inputs; onnx_pattern_ops.cpp and onnx_token_ops.cpp then check
+// the constants (the gelu's coefficients, a mask that is exactly causal, positions 0 .. T-1, a
+// reshape into heads) and emit the layers, so the graph is the one the YAML spelling builds. A
+// group whose constants do not match is an error naming one of its nodes.
 std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& g);
 
 using TranslateFn = std::function<void(Translator&)>;
