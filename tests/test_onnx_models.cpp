@@ -275,6 +275,12 @@ TEST_F(OnnxModels, ResNet18) {
   check_model(dir_, "resnet18");
   check_eval(dir_, "resnet18");
 }
+// VGG-11 at 224 x 224: its adaptive pooling (7 x 7 to 7 x 7, an AveragePool) and the
+// classifier's dropouts (p = 0, aliases).
+TEST_F(OnnxModels, Vgg11) {
+  make("vgg11");
+  check_model(dir_, "vgg11");
+}
 TEST_F(OnnxModels, ResNet18EvalExportFoldsBatchNorm) {
   make("resnet18_eval");
   check_eval(dir_, "resnet18_eval");

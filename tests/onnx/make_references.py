@@ -36,6 +36,9 @@ MODELS = {
     # The input is large enough that no batch norm normalizes fewer than 8 values per channel:
     # over 2 or 4 values its output hangs on rounding (float32 and float64 PyTorch disagree).
     "resnet18": ({}, 64, 4, 13, "train"),
+    # VGG at the input its classifier expects (7 x 7 after the features, where the adaptive
+    # pooling exports as an identity); dropout off.
+    "vgg11": ({}, 224, 2, 13, "train"),
     "mobilenet_v2": ({}, 64, 4, 13, "train"),
     "densenet121": ({}, 64, 2, 13, "train"),
     "squeezenet1_0": ({}, 64, 2, 13, "train"),
