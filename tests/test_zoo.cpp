@@ -280,6 +280,18 @@ std::vector<ZooCase> zoo_cases() {
                                dense_params(64, 1000),
                0, {32, 1000}, {{"conv2d", 16}, {"global_avgpool", 1}, {"dense", 1}}, {3, 36, 36},
                2});
+  // vit_tiny: 4 x 4 patches of 3 channels to C = 64 (a conv with bias), the class token [C], a
+  // position table [65, C]; each of 2 blocks two layer norms (2 C), qkv [3C, C] + 3C, the
+  // projection [C, C] + C, the MLP [4C, C] + 4C and [C, 4C] + C; the final layer norm; the head
+  // [10, C] + 10.
+  const int64_t c = 64;
+  const int64_t vit_block = 4 * c + dense_params(c, 3 * c) + dense_params(c, c) +
+                            dense_params(c, 4 * c) + dense_params(4 * c, c);
+  z.push_back({"vit_tiny", conv_params(3, c, 4) + c + 65 * c + 2 * vit_block + 2 * c + dense_params(c, 10),
+               0, {16, 10},
+               {{"conv2d", 1}, {"transpose", 1}, {"class_token", 1}, {"position_embedding", 1},
+                {"attention", 2}, {"layernorm", 5}, {"gelu_erf", 2}, {"channel_slice", 1}},
+               {3, 32, 32}, 2});
   return z;
 }
 

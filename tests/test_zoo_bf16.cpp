@@ -37,7 +37,7 @@ std::vector<Bf16ZooCase> zoo() {
           {"unet", 2, s32, 0},               {"segnet", 2, s32, 0},
           {"fcn8", 1, s32, 0},               {"linear16", 2, {3, 36, 36}, 0},
           {"gpt2_tiny", 2, {}, 16},          {"gpt2", 1, {}, 8},
-          {"gpt2_medium", 1, {}, 8},
+          {"gpt2_medium", 1, {}, 8},         {"vit_tiny", 2, s32, 0},
           // The Checkmate artifact's networks at test_zoo's small inputs.
           {"densenet121", 2, s32, 0},        {"densenet169", 2, s32, 0},
           {"densenet201", 2, s32, 0},        {"resnet101", 2, s32, 0},

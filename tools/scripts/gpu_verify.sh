@@ -33,7 +33,9 @@
 #          minutes: ResNet-50 b64 bf16 as written, channels-last, and channels-last with
 #          batch norm and relu fused (fuse=batchnorm_relu),
 #          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
-#          kernels, VGG19 b64 bf16 as written and channels-last, then the benchmark against
+#          kernels, VGG19 b64 bf16 as written and channels-last, vit_tiny bf16 (transpose,
+#          class_token, non-causal attention on packed q, k, v; as written and under 10 MB),
+#          then the benchmark against
 #          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
 #          channels-last (keep-everything and 50 %). With `tests` first:
 #          REMAT_STEP_TIMEOUT=100 tools/scripts/gpu_session.sh 430 tests quick;
@@ -215,6 +217,11 @@ for step in $steps; do
             --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 \
             layout=$lay --summary "$out/vgg19_bf16_$lay.summary.json"
       done
+      run train_vit_tiny_bf16 "$build/tools/train" --config configs/vit_tiny.yaml --device cuda \
+          --precision bf16 --steps 20 --log-every 10 --summary "$out/vit_tiny_bf16.json"
+      run train_vit_tiny_bf16_10MB "$build/tools/train" --config configs/vit_tiny.yaml --device cuda \
+          --precision bf16 --steps 20 --log-every 10 --budget 10MB --strategy checkmate \
+          --summary "$out/vit_tiny_bf16_10MB.json"
       REMAT_ATTENTION_KERNEL=flash limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_flash python3 \
           tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" --config configs/gpt2_fused.yaml \
           --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
