@@ -343,6 +343,11 @@ TEST_F(OnnxModels, VisionTransformer) {
   check_model(dir_, "vit_mini");
   check_eval(dir_, "vit_mini");
 }
+// Exported with a fixed batch, the heads' reshapes name 2 H rather than N H.
+TEST_F(OnnxModels, VisionTransformerFixedBatch) {
+  make("vit_mini_fixed_batch");
+  check_model(dir_, "vit_mini_fixed_batch");
+}
 // The attention pattern checks the constants it reads: a query divided by other than sqrt(D)
 // is refused at the group, and so is a Gather of data along other than the tokens.
 TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {

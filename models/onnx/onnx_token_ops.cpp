@@ -79,15 +79,24 @@ void multihead_attention(Translator& t) {
     t.fail("the output projection's Gemm is not x W^T + b");
   const int64_t axis = t.attr_int("softmax_axis", -1);
   if (axis != -1 && axis != 2) t.fail("the softmax is not over the keys (last axis)");
-  // [T, N H, D] for q, k and v: the heads come from the reshape.
+  // [T, N H, D] for q, k and v: the heads come from the reshape. N is the batch, symbolic, or
+  // the export's own where it fixed one.
+  const int64_t fixed = t.static_batch().value_or(0);
+  auto batch_times = [&](const SymInt& v, int64_t k) {
+    return v == SymInt{k, 0} || (fixed > 0 && v == SymInt{0, fixed * k});
+  };
   const std::vector<SymInt> split = sym_ints(t, 6);
-  if (split.size() != 3 || !(split[0] == SymInt{0, tokens}) || split[1].n < 1 || split[1].c != 0 ||
-      !split[2].is_const() || split[1].n * split[2].c != c || sym_ints(t, 7) != split ||
-      sym_ints(t, 8) != split)
+  int64_t heads = 0;
+  for (int64_t h = 1; h <= c && split.size() == 3; ++h)
+    if (c % h == 0 && batch_times(split[1], h)) heads = h;
+  if (heads == 0 || !(split[0] == SymInt{0, tokens}) || !(split[2] == SymInt{0, c / heads}) ||
+      sym_ints(t, 7) != split || sym_ints(t, 8) != split)
     t.fail("the heads' reshape is not [T, N H, D] with H D = " + std::to_string(c));
-  const int64_t heads = split[1].n, d = split[2].c;
-  if (sym_ints(t, 9) != std::vector<SymInt>{{tokens, 0}, {0, c}} ||
-      sym_ints(t, 10) != std::vector<SymInt>{{0, tokens}, {1, 0}, {0, c}})
+  const int64_t d = c / heads;
+  const std::vector<SymInt> merge = sym_ints(t, 9), unmerge = sym_ints(t, 10);
+  if (merge.size() != 2 || !batch_times(merge[0], tokens) || !(merge[1] == SymInt{0, c}) ||
+      unmerge.size() != 3 || !(unmerge[0] == SymInt{0, tokens}) || !batch_times(unmerge[1], 1) ||
+      !(unmerge[2] == SymInt{0, c}))
     t.fail("the merge of the heads is not [T N, C] then [T, N, C]");
   for (int which = 0; which < 3; ++which) check_slice(t, which, c);
   const double divisor = t.konst(5).scalar(t.where() + ": the query's divisor");

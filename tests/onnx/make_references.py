@@ -5,8 +5,8 @@ what remat computes on the imported graph.
 
 For each model NAME, into OUTDIR:
   NAME.onnx          the export (training mode, opset 13 unless the spec says otherwise, the
-                     batch a dynamic axis, no constant folding: parameters keep their
-                     state_dict names)
+                     batch a dynamic axis unless the mode is train_fixed_batch, no constant
+                     folding: parameters keep their state_dict names)
   NAME.safetensors   "input" [N, 3, S, S] f32, "labels" [N] i32 ([N, S, S] for a segmentation
                      model, whose loss is per pixel), and, each computed in float64
                      and stored rounded to f32, with KEY.err the largest difference of
@@ -31,7 +31,8 @@ import torch.nn.functional as F
 import torchvision
 import yaml
 
-# name -> (torchvision constructor keywords, input size, batch, opset, export mode)
+# name -> (torchvision constructor keywords, input size, batch, opset, export mode: train, eval or
+# train_fixed_batch)
 MODELS = {
     # The input is large enough that no batch norm normalizes fewer than 8 values per channel:
     # over 2 or 4 values its output hangs on rounding (float32 and float64 PyTorch disagree).
@@ -73,6 +74,8 @@ MODELS = {
     # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
     # class token's row for the head (Gather: channel_slice + reshape).
     "vit_mini": ({}, 32, 2, 13, "train"),
+    # The same exported with its batch fixed (no dynamic axes): the reshapes name 2 H, not N H.
+    "vit_mini_fixed_batch": ({}, 32, 2, 13, "train_fixed_batch"),
     "resnet18_eval": ({}, 64, 4, 13, "eval"),  # eval-mode export: batch norm folded into the convs
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
@@ -134,7 +137,9 @@ class ScalarNet(torch.nn.Module):
 
 
 def build(name, kwargs):
-    arch = name[:-len("_eval")] if name.endswith("_eval") else name
+    arch = name
+    for suffix in ("_eval", "_fixed_batch"):
+        arch = arch[:-len(suffix)] if arch.endswith(suffix) else arch
     torch.manual_seed(0)
     if arch.startswith("gpt2_tiny"):
         sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
@@ -222,11 +227,12 @@ def make(outdir, name):
         labels = torch.randint(0, CLASSES, label_shape, generator=gen)
         out = {"input": x, "labels": labels.to(torch.int32)}
     path = os.path.join(outdir, name + ".onnx")
-    training = mode == "train"
+    training = mode in ("train", "train_fixed_batch")
+    dynamic = {} if mode == "train_fixed_batch" else {"input": {0: "batch"}, "logits": {0: "batch"}}
     exported = build(name, kwargs)
     exported.train(training)
     torch.onnx.export(exported, x, path, opset_version=opset, input_names=["input"],
-                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
+                      output_names=["logits"], dynamic_axes=dynamic,
                       training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
                       do_constant_folding=not training)
     # A training-mode export traces a forward that moves the running statistics before they are
