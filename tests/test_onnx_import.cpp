@@ -244,6 +244,22 @@ TEST_F(OnnxImport, AnUnsupportedOpNamesTheNodeAndListsWhatIsSupported) {
   EXPECT_NE(e.find("Conv"), std::string::npos) << e;
 }
 
+// The domain "remat" is the importer's own (its pattern nodes): a file's node of it is refused by
+// name, whatever its op type.
+TEST_F(OnnxImport, AFilesNodeOfTheRematDomainIsRefused) {
+  for (const char* op : {"Dense", "MultiheadAttention", "Bogus"}) {
+    onnx::ModelProto m = onnx_small_cnn();
+    auto* d = m.add_opset_import();
+    d->set_domain("remat");
+    d->set_version(1);
+    m.mutable_graph()->mutable_node(1)->set_op_type(op);
+    m.mutable_graph()->mutable_node(1)->set_domain("remat");
+    const std::string e = error_of(m);
+    EXPECT_NE(e.find(std::string("node '/relu/Relu' (") + op + "): ops of domain 'remat' are not supported"),
+              std::string::npos) << e;
+  }
+}
+
 // N * N cannot be a dimension of a static plan: the error names the node.
 TEST_F(OnnxImport, AShapeThatIsNotAffineInTheBatchIsRefused) {
   onnx::ModelProto m = onnx_small_cnn();

@@ -9,8 +9,23 @@
 namespace remat {
 namespace onnx_detail {
 
+namespace {
+
+// The domain "remat" is the pattern pass's own (Note [ONNX patterns]): a file's node of it is
+// refused before the pass, so that only the pass's nodes reach pattern_ops.
+const onnx::GraphProto& without_remat_domain(const OnnxSource& src) {
+  for (const auto& n : src.model->graph().node())
+    if (n.domain() == "remat")
+      REMAT_USER_ERROR(src.path << ": node '" << n.name() << "' (" << n.op_type()
+                                << "): ops of domain 'remat' are not supported (the default "
+                                   "ONNX domain is)");
+  return src.model->graph();
+}
+
+}  // namespace
+
 Translator::Translator(const OnnxSource& src, OnnxImport* out)
-    : src_(src), g_(src.model->graph()), nodes_(rewrite_patterns(g_)), out_(out) {
+    : src_(src), g_(without_remat_domain(src)), nodes_(rewrite_patterns(g_)), out_(out) {
   for (const auto& t : g_.initializer()) initializers_[t.name()] = &t;
 }
 
