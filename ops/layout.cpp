@@ -153,6 +153,11 @@ std::vector<ValueId> transpose_gradient(GradEmitter& g, const Node& fwd, ValueId
   return {g.emit("grad", "transpose", {dy}, x, m, typed)};
 }
 
+// Both ops move every value once and compute nothing.
+OpCost permutation_cost(const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+  return elementwise_cost(in, out, 0);
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
@@ -163,9 +168,7 @@ void register_layout_ops(OpRegistry& r) {
   op.user_visible = false;  // a layer of it would hide the layout from the builder
   op.parse = layout_parse;
   op.infer = layout_infer;
-  op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return elementwise_cost(in, out, 0);
-  };
+  op.cost = permutation_cost;
   op.cpu = layout_cpu;
 #ifdef REMAT_HAVE_CUDA
   op.cuda = layout_cuda;
@@ -190,9 +193,7 @@ void register_layout_ops(OpRegistry& r) {
               "block, to the front (perm: [0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], ...)";
   t.parse = transpose_parse;
   t.infer = transpose_infer;
-  t.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
-    return elementwise_cost(in, out, 0);
-  };
+  t.cost = permutation_cost;
   t.cpu = transpose_op_cpu;
 #ifdef REMAT_HAVE_CUDA
   t.cuda = transpose_op_cuda;

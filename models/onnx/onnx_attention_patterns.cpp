@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/onnx/onnx_pattern_graph.h"
+#include "models/onnx/onnx_translator.h"
 
 namespace remat {
 namespace onnx_detail {
@@ -33,9 +34,6 @@ namespace patterns {
 // MultiheadAttention, where its last node was, reads the targets and bounds the Shapes led to,
 // checks each against the heads its reshape names, and emits the three layers.
 namespace {
-
-// The role of a group value that a Shape node reads (AttentionShapes' "roles").
-enum ShapeRole : int64_t { kTokensFirst = 0, kPacked = 1, kOneOfThree = 2, kProjection = 3 };
 
 bool has_perm(const onnx::NodeProto* t, std::vector<int64_t> perm) {
   return t && perm_of(*t) == perm;
@@ -144,7 +142,7 @@ void match_multihead_attention(Graph& g, int k) {
   for (const onnx::NodeProto* n : nodes) group.insert(g.index(n));
   // Every value inside the group is read by the group and Shape nodes alone; those Shape nodes
   // read the values AttentionShapes gives a shape to.
-  const std::map<std::string, ShapeRole> roles = {
+  const std::map<std::string, AttentionShapeRole> roles = {
       {m.xt->output(0), kTokensFirst},    {m.add_in->output(0), kPacked},
       {m.q.slice->output(0), kOneOfThree}, {m.k.slice->output(0), kOneOfThree},
       {m.v.slice->output(0), kOneOfThree}, {m.merge->output(0), kProjection},

@@ -25,8 +25,7 @@ DataValue tokens_input(Translator& t, int k, const std::string& what) {
   return x;
 }
 
-// The ONNX shapes of the group's values that Shape nodes read (the roles of
-// onnx_attention_patterns.cpp: [T, N, C], [T, N, 3C], [T, N, C], [T N, C]).
+// The ONNX shapes of the group's values that Shape nodes read (AttentionShapeRole).
 void attention_shapes(Translator& t) {
   const DataValue x = tokens_input(t, 0, "a multi-head attention");
   const SymInt tokens{0, x.sample[0]}, n{1, 0}, c{0, x.sample[1]};
@@ -36,8 +35,8 @@ void attention_shapes(Translator& t) {
     t.fail("malformed pattern node");
   for (size_t k = 0; k < roles.size(); ++k) {
     std::vector<SymInt> dims = {tokens, n, c};
-    if (roles[k] == 1) dims[2] = {0, w[0]};
-    if (roles[k] == 3) dims = {{x.sample[0], 0}, c};
+    if (roles[k] == kPacked) dims[2] = {0, w[0]};
+    if (roles[k] == kProjection) dims = {{x.sample[0], 0}, c};
     t.set_shape_only(static_cast<int>(k), dims);
   }
 }

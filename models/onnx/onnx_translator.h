@@ -156,6 +156,10 @@ double short_float(double v);
 std::map<std::string, TranslateFn> with_scalar_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with Add of a position table, Gather of a token (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops);
+// The role of a value inside a multi-head attention that a Shape node reads (AttentionShapes'
+// "roles": Note [multi-head attention] in onnx_attention_patterns.cpp) and its ONNX shape:
+// [T, N, C], [T, N, 3C], [T, N, C] (q, k or v), [T N, C].
+enum AttentionShapeRole : int64_t { kTokensFirst = 0, kPacked = 1, kOneOfThree = 2, kProjection = 3 };
 // `ops` with the vision transformer's patterns: AttentionShapes, MultiheadAttention, ClassToken
 // (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string, TranslateFn> ops);
