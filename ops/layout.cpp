@@ -4,14 +4,17 @@
 //   [N, H, W, C], `to: channels_first` back). The graph builder inserts it where a channels-last
 //   model's layout changes (Note [channels-last layout] in models/channels_last.cpp): after the
 //   input batch, before an op that has no channels-last form, before the loss.
-// - transpose (perm): a layer's permutation of its input that keeps the batch first and moves
-//   the trailing per-sample dimensions, as a block, in front of the leading ones: PyTorch's
-//   x.permute(0, 2, 3, 1) of an image (ConvNeXt's blocks, Swin's stages), permute(0, 3, 1, 2)
-//   back, x.transpose(1, 2) of [N, A, B] (a ViT's patch tokens). Its output is data, not an image
-//   in another layout: a channels-last model converts its input to channels-first first.
+// - transpose (perm): a layer's permutation of its input that keeps the batch first and swaps
+//   two adjacent blocks of per-sample dimensions (Note [block swaps] in ops/block_swap.h):
+//   PyTorch's x.permute(0, 2, 3, 1) of an image (ConvNeXt's blocks, Swin's stages) and back,
+//   x.transpose(1, 2) of tokens, window partitions. Its output is data, not an image in another
+//   layout: a channels-last model converts its input to channels-first first.
 #include <memory>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
+#include "ops/block_swap.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
 #include "ops/registry.h"
@@ -42,9 +45,10 @@ TensorDesc layout_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   return TensorDesc{{s[0], s[3], s[1], s[2]}, t};
 }
 
-// Per sample, [rows, cols] -> [cols, rows]: NCHW -> NHWC is rows = C, cols = H * W.
+// Per sample, [rows, cols] -> [cols, rows] of `inner`-element vectors: NCHW -> NHWC is rows = C,
+// cols = H * W, inner = 1.
 struct Transpose {
-  int64_t batch, rows, cols;
+  int64_t batch, rows, cols, inner = 1;
 };
 Transpose transpose_of(const ExecContext& ctx) {
   const Shape& s = ctx.inputs.at(0).shape();
@@ -54,12 +58,13 @@ Transpose transpose_of(const ExecContext& ctx) {
 
 template <typename T>
 void transpose_cpu(T* dst, const T* src, const Transpose& t) {
-  const int64_t image = t.rows * t.cols;
+  const int64_t e = t.inner, image = t.rows * t.cols * e;
   for (int64_t n = 0; n < t.batch; ++n) {
     const T* a = src + n * image;
     T* b = dst + n * image;
     for (int64_t r = 0; r < t.rows; ++r)
-      for (int64_t c = 0; c < t.cols; ++c) b[c * t.rows + r] = a[r * t.cols + c];
+      for (int64_t c = 0; c < t.cols; ++c)
+        for (int64_t i = 0; i < e; ++i) b[(c * t.rows + r) * e + i] = a[(r * t.cols + c) * e + i];
   }
 }
 
@@ -73,44 +78,51 @@ void run_transpose_cpu(const ExecContext& ctx, const Transpose& t) {
 void layout_cpu(const ExecContext& ctx) { run_transpose_cpu(ctx, transpose_of(ctx)); }
 
 #ifdef REMAT_HAVE_CUDA
+template <typename T>
+void transpose_on(T* dst, const T* src, int64_t batch, int64_t rows, int64_t cols,
+                  cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>)
+    transpose_batched(dst, src, batch, rows, cols, false, stream);
+  else
+    transpose_batched(dst, src, batch, rows, cols, stream);
+}
+
+// Vectors of inner > 1 elements take two batched transposes through the node's workspace:
+// [rows, cols inner] -> [cols, inner, rows], then each [inner, rows] -> [rows, inner].
+template <typename T>
+void transpose_cuda(T* dst, const T* src, const Transpose& t, const ExecContext& ctx) {
+  if (t.inner == 1) return transpose_on(dst, src, t.batch, t.rows, t.cols, cuda_stream(ctx));
+  T* mid = static_cast<T*>(ctx.workspace);
+  transpose_on(mid, src, t.batch, t.rows, t.cols * t.inner, cuda_stream(ctx));
+  transpose_on(dst, mid, t.batch * t.cols, t.inner, t.rows, cuda_stream(ctx));
+}
+
 void run_transpose_cuda(const ExecContext& ctx, const Transpose& t) {
   if (ctx.output.desc->dtype == DType::BF16)
-    transpose_batched(ctx.output.bf16(), ctx.inputs[0].bf16(), t.batch, t.rows, t.cols,
-                      cuda_stream(ctx));
+    transpose_cuda(ctx.output.bf16(), ctx.inputs[0].bf16(), t, ctx);
   else
-    transpose_batched(ctx.output.f32(), ctx.inputs[0].f32(), t.batch, t.rows, t.cols, false,
-                      cuda_stream(ctx));
+    transpose_cuda(ctx.output.f32(), ctx.inputs[0].f32(), t, ctx);
 }
 
 void layout_cuda(const ExecContext& ctx) { run_transpose_cuda(ctx, transpose_of(ctx)); }
 #endif
 
-// transpose: perm [0, k + 1, ..., r - 1, 1, ..., k] for 1 <= k < r - 1, `lead` = k.
+// transpose: a block swap of the per-sample axes (Note [block swaps] in ops/block_swap.h).
 struct TransposeAttrs : OpAttrs {
   std::vector<int64_t> perm;
-  int64_t lead = 0;  // the leading per-sample dimensions that move to the end
+  BlockSwap swap;
 };
-
-// perm [0, lead + 1, ..., rank - 1, 1, ..., lead]: the per-sample dimensions after the first
-// `lead` move, as a block, in front of them.
-std::vector<int64_t> rotation(int64_t rank, int64_t lead) {
-  std::vector<int64_t> p{0};
-  for (int64_t d = lead + 1; d < rank; ++d) p.push_back(d);
-  for (int64_t d = 1; d <= lead; ++d) p.push_back(d);
-  return p;
-}
 
 OpAttrsPtr transpose_parse(AttrReader& r) {
   auto a = std::make_shared<TransposeAttrs>();
   if (!r.has("perm")) r.fail("perm", "is required (e.g. [0, 2, 3, 1])");
   a->perm = r.get_int_list("perm", {3, 4, 5, 6, 7, 8}, {}, 0, 7);
-  const int64_t rank = static_cast<int64_t>(a->perm.size());
-  for (int64_t k = 1; k + 1 < rank && a->lead == 0; ++k)
-    if (rotation(rank, k) == a->perm) a->lead = k;
-  if (a->lead == 0)
-    r.fail("perm", "must keep the batch first and move the trailing dimensions, as a block, in "
-                   "front of the leading ones ([0, 2, 1], [0, 2, 3, 1], [0, 3, 1, 2], ...); got " +
-                       shape_str(a->perm));
+  const std::optional<BlockSwap> swap = block_swap_of(a->perm);
+  if (!swap)
+    r.fail("perm", "must keep the batch first and swap two adjacent blocks of the other axes "
+                   "([0, 2, 1], [0, 2, 3, 1], [0, 3, 1, 2], [0, 1, 3, 2], [0, 1, 3, 2, 4, 5], "
+                   "...); got " + shape_str(a->perm));
+  a->swap = *swap;
   r.finish("transpose");
   return a;
 }
@@ -129,25 +141,38 @@ TensorDesc transpose_infer(const OpAttrs& at, const std::vector<TensorDesc>& in)
 
 Transpose transpose_dims(const ExecContext& ctx) {
   const Shape& s = ctx.inputs.at(0).shape();
-  const auto lead = static_cast<size_t>(attrs_of<TransposeAttrs>(*ctx.node).lead);
-  Transpose t{s[0], 1, 1};
-  for (size_t d = 1; d < s.size(); ++d) (d <= lead ? t.rows : t.cols) *= s[d];
+  const BlockSwap& w = attrs_of<TransposeAttrs>(*ctx.node).swap;
+  Transpose t{s[0], 1, 1, 1};
+  for (int64_t d = 1; d < static_cast<int64_t>(s.size()); ++d) {
+    const int64_t size = s[static_cast<size_t>(d)];
+    if (d <= w.lead)
+      t.batch *= size;
+    else if (d <= w.lead + w.a)
+      t.rows *= size;
+    else if (d <= w.lead + w.a + w.b)
+      t.cols *= size;
+    else
+      t.inner *= size;
+  }
   return t;
 }
 
 void transpose_op_cpu(const ExecContext& ctx) { run_transpose_cpu(ctx, transpose_dims(ctx)); }
 #ifdef REMAT_HAVE_CUDA
 void transpose_op_cuda(const ExecContext& ctx) { run_transpose_cuda(ctx, transpose_dims(ctx)); }
+int64_t transpose_op_cuda_workspace(const ExecContext& ctx) {
+  const Transpose t = transpose_dims(ctx);
+  return t.inner == 1 ? 0 : ctx.output.desc->bytes();
+}
 #endif
 
-// The gradient is the rotation back: the r - 1 - k trailing dimensions of dy move to the end.
+// The gradient is the swap back.
 std::vector<ValueId> transpose_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;  // a copy: emit grows the graph
   const auto& a = attrs_of<TransposeAttrs>(fwd);
-  const int64_t rank = static_cast<int64_t>(a.perm.size());
   AttrMap m;
   m.origin = fwd.attrs.origin;
-  m.set("perm", rotation(rank, rank - 1 - a.lead));
+  m.set("perm", block_swap_perm(static_cast<int64_t>(a.perm.size()), inverse(a.swap)));
   AttrReader rd(m);
   OpAttrsPtr typed = transpose_parse(rd);
   return {g.emit("grad", "transpose", {dy}, x, m, typed)};
@@ -189,14 +214,15 @@ void register_layout_ops(OpRegistry& r) {
 
   OpDef t;
   t.name = "transpose";
-  t.summary = "a permutation of the per-sample dimensions that moves the trailing ones, as a "
-              "block, to the front (perm: [0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], ...)";
+  t.summary = "a permutation that swaps two adjacent blocks of per-sample dimensions (perm: "
+              "[0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], [0, 1, 3, 2, 4, 5], ...)";
   t.parse = transpose_parse;
   t.infer = transpose_infer;
   t.cost = permutation_cost;
   t.cpu = transpose_op_cpu;
 #ifdef REMAT_HAVE_CUDA
   t.cuda = transpose_op_cuda;
+  t.cuda_workspace = transpose_op_cuda_workspace;
 #endif
   t.gradient = transpose_gradient;
   with_bf16(t).bf16_cpu_native = true;

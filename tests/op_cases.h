@@ -174,6 +174,14 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_slice_tokens", {"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({2, 4, 3})}},
        kTolLinear},
       {"transpose_tokens", {"transpose", attr_map({{"perm", Ints{0, 2, 1}}}), {f32({3, 4, 6})}}, kTolLinear},
+      // Block swaps in the middle: k.transpose(-2, -1) of [N, G, T, D], a window partition's
+      // permute(0, 1, 3, 2, 4, 5) and Swin's patch merging permute(0, 1, 3, 4, 2, 5) (vectors of
+      // inner elements: the CUDA path's two transposes through its workspace).
+      {"transpose_last_two", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 2}}}), {f32({2, 3, 4, 5})}}, kTolLinear},
+      {"transpose_windows", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 2, 4, 5}}}), {f32({2, 2, 3, 2, 3, 4})}},
+       kTolLinear},
+      {"transpose_patch_merge", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 4, 2, 5}}}), {f32({2, 2, 2, 3, 2, 3})}},
+       kTolLinear},
       // The activations past relu, over [-4.2, 3.85] (both clips of the hard ones, 0.35 apart,
       // none on a kink), and the squeeze-excitation scale, NCHW and flat.
       {"sigmoid", {"sigmoid", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
@@ -245,6 +253,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
+      {"transpose_windows", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 1, 3, 2, 4, 5}}}),
+                             {f32({2, 2, 2, 2, 2, 3})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"affine", {"affine", attr_map({{"scale", 0.3}, {"shift", -1.0}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},

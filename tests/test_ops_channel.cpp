@@ -5,11 +5,15 @@
 // other spatial cases (tests/op_cases.h spatial_op_cases()).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "ops/block_swap.h"
 #include "tests/op_cases.h"
 #include "tests/op_harness.h"
 #include "tests/op_test_util.h"
@@ -106,6 +110,72 @@ TEST(Transpose, PermutesAsPyTorchsPermuteAndItsGradientPermutesBack) {
   EXPECT_EQ(tokens.forward(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// Any perm, by the definition y[i_0, .., i_{r-1}] with i_{perm[d]} the index of output axis d:
+// the reference walks the output in order and reads x through x's strides.
+std::vector<float> permuted(const std::vector<float>& x, const Shape& s, const std::vector<int64_t>& perm) {
+  const size_t r = s.size();
+  std::vector<int64_t> stride(r, 1), out_shape(r), idx(r, 0);
+  for (size_t d = r - 1; d > 0; --d) stride[d - 1] = stride[d] * s[d];
+  for (size_t d = 0; d < r; ++d) out_shape[d] = s[static_cast<size_t>(perm[d])];
+  std::vector<float> y;
+  for (size_t k = 0; k < x.size(); ++k) {
+    int64_t at = 0;
+    for (size_t d = 0; d < r; ++d) at += idx[d] * stride[static_cast<size_t>(perm[d])];
+    y.push_back(x[static_cast<size_t>(at)]);
+    for (size_t d = r; d-- > 0;) {  // the next output index, the last axis fastest
+      if (++idx[d] < out_shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return y;
+}
+
+// Block swaps in the middle of the axes, with vectors of inner elements: k.transpose(-2, -1), a
+// window partition (Swin's [N, H / w, w, W / w, w, C] -> [N, H / w, W / w, w, w, C]) and Swin's
+// patch merging; each gradient is the swap back.
+TEST(Transpose, BlockSwapsAreThePermutationsTheyName) {
+  const std::vector<std::pair<std::vector<int64_t>, Shape>> cases = {
+      {{0, 1, 3, 2}, {2, 3, 4, 5}},
+      {{0, 1, 3, 2, 4, 5}, {2, 2, 3, 2, 3, 4}},
+      {{0, 1, 3, 4, 2, 5}, {2, 2, 2, 3, 2, 3}},
+      {{0, 2, 1, 3}, {2, 3, 4, 5}}};
+  for (const auto& [perm, shape] : cases) {
+    SCOPED_TRACE(shape_str(perm));
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    OpHarness h(builtin_registry(), {"transpose", attr_map({{"perm", perm}}), {f32(shape)}, {iota(n)}});
+    const std::vector<float> y = h.forward();
+    EXPECT_EQ(y, permuted(iota(n), shape, perm));
+    EXPECT_EQ(h.gradients(y)[0], iota(n));
+  }
+  EXPECT_EQ(permuted(iota(6), {1, 2, 3}, {0, 2, 1}), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+// Every permutation of up to 6 axes that keeps the batch first is the chain block_swaps_for
+// gives, each link a block swap, at most rank - 2 of them; a block swap is a chain of one.
+TEST(Transpose, EveryPermutationIsAChainOfBlockSwaps) {
+  for (int64_t rank = 2; rank <= 6; ++rank) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < rank; ++d) perm.push_back(d);
+    do {
+      SCOPED_TRACE(shape_str(perm));
+      const std::vector<BlockSwap> chain = block_swaps_for(perm);
+      std::vector<int64_t> now = perm;
+      std::iota(now.begin(), now.end(), 0);
+      for (const BlockSwap& s : chain) {
+        const std::vector<int64_t> p = block_swap_perm(rank, s);
+        ASSERT_TRUE(block_swap_of(p).has_value());
+        std::vector<int64_t> next;
+        for (int64_t k : p) next.push_back(now[static_cast<size_t>(k)]);
+        now = next;
+      }
+      EXPECT_EQ(now, perm);
+      EXPECT_LE(static_cast<int64_t>(chain.size()), std::max<int64_t>(rank - 2, 0));
+      if (block_swap_of(perm)) EXPECT_EQ(chain.size(), 1u);
+    } while (std::next_permutation(perm.begin() + 1, perm.end()));
+  }
+}
+
 // Row 0 of each sample is the weight, the rest x; dx is dy's rows 1.., dweight the sum over n of
 // dy's rows 0; channel_slice takes rows along T of tokens (x[:, 0]).
 TEST(ClassToken, PrependsItsWeightAndSumsItsGradientOverTheBatch) {
@@ -127,8 +197,8 @@ TEST(ChannelOps, Errors) {
   EXPECT_HAS(case_error({"channel_shuffle", {}, {f32({1, 4, 2, 2})}}), "'groups': is required");
   EXPECT_HAS(case_error({"transpose", {}, {f32({1, 4, 2, 2})}}), "'perm': is required");
   EXPECT_HAS(case_error({"class_token", {}, {f32({2, 4})}}), "class_token expects tokens [N, T, C], got [2, 4]");
-  EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}), {f32({1, 4, 2, 2})}}),
-             "move the trailing dimensions, as a block");
+  EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 3, 2, 1}}}), {f32({1, 4, 2, 2})}}),
+             "swap two adjacent blocks of the other axes");
   EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{1, 0, 2}}}), {f32({2, 3, 4})}}),
              "keep the batch first");
   EXPECT_HAS(case_error({"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 1}}}), {f32({1, 4, 2, 2})}}),

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "models/onnx/onnx_translator.h"
+#include "ops/block_swap.h"
 
 namespace remat {
 namespace onnx_detail {
@@ -128,9 +129,11 @@ void squeeze(Translator& t) { squeeze_like(t, false); }
 void unsqueeze(Translator& t) { squeeze_like(t, true); }
 
 // Transpose of data, the batch first: one that moves only dimensions of 1 (a pooled [C, 1, 1]
-// to [1, 1, C]) is a reshape; one that moves the trailing dimensions as a block in front of the
-// leading ones (x.permute(0, 2, 3, 1) and back, x.transpose(1, 2) of [N, A, B]) a transpose
-// layer. (Heads' Transposes are patterns: Note [ONNX patterns].)
+// to [1, 1, C]) is a reshape; one that swaps two adjacent blocks of axes (x.permute(0, 2, 3, 1)
+// and back, x.transpose(1, 2) of [N, A, B], a window partition; Note [block swaps] in
+// ops/block_swap.h) a transpose layer; any other a chain of them (MaxViT's permute(0, 2, 4, 3,
+// 5, 1) of [N, C, H / p, p, W / p, p] is two). (Heads' Transposes are patterns: Note [ONNX
+// patterns].)
 void transpose(Translator& t) {
   const DataValue x = t.data(0);
   if (x.transposed) t.fail("a Transpose of transposed heads is not supported");
@@ -151,20 +154,17 @@ void transpose(Translator& t) {
     if (out.back() != 1) moved.push_back(perm[k]);
   }
   if (std::is_sorted(moved.begin(), moved.end())) return reshape_to(t, x, out);
-  const DataValue in = as_sample_shape(t, x);
-  bool block = false;  // perm = [0, k + 1, ..., rank - 1, 1, ..., k]
-  for (int64_t k = 1; k + 1 < rank && !block; ++k) {
-    block = true;
-    for (int64_t j = 1; j < rank; ++j)
-      block = block && perm[static_cast<size_t>(j)] == (j + k < rank ? j + k : j + k - rank + 1);
+  DataValue now = as_sample_shape(t, x);
+  Shape shape = x.sample;
+  for (const BlockSwap& swap : block_swaps_for(perm)) {
+    const std::vector<int64_t> p = block_swap_perm(rank, swap);
+    Shape next;
+    for (size_t k = 1; k < p.size(); ++k) next.push_back(shape[static_cast<size_t>(p[k] - 1)]);
+    AttrMap a;
+    a.set("perm", p);
+    now = t.emit("transpose", {now}, a, {}, next, next, x.dtype);  // a copy: the next overwrites
+    shape = next;
   }
-  if (!block)
-    t.fail("perm " + shape_str(perm) + " of " + shape_str(x.sample) + " per sample: only "
-           "permutations that move the trailing axes as a block in front of the leading ones "
-           "([0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1], ...) are supported");
-  AttrMap a;
-  a.set("perm", perm);
-  t.emit("transpose", {in}, a, {}, out, out, x.dtype);
 }
 
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
