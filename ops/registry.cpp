@@ -34,6 +34,7 @@ OpRegistry make_builtin_registry() {
   register_clip_grad_norm_ops(r);
   register_cast_ops(r);
   register_layout_ops(r);
+  register_roll_ops(r);
   register_grad_accumulate_ops(r);
   return r;
 }

@@ -36,6 +36,7 @@ void register_adam_ops(OpRegistry& r);         // adam, adamw
 void register_clip_grad_norm_ops(OpRegistry& r);  // clip_grad_norm (global-norm clipping)
 void register_cast_ops(OpRegistry& r);         // cast (f32 <-> bf16)
 void register_layout_ops(OpRegistry& r);       // layout (NCHW <-> NHWC), transpose
+void register_roll_ops(OpRegistry& r);         // roll (torch.roll)
 void register_grad_accumulate_ops(OpRegistry& r);  // grad_accumulate (micro-batch gradients)
 
 // Every built-in op, registered once. A duplicate name throws.

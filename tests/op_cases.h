@@ -180,6 +180,9 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"transpose_last_two", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 2}}}), {f32({2, 3, 4, 5})}}, kTolLinear},
       {"transpose_windows", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 2, 4, 5}}}), {f32({2, 2, 3, 2, 3, 4})}},
        kTolLinear},
+      // torch.roll: Swin's cyclic shift of [N, H, W, C] along (1, 2), one axis, a shift past n.
+      {"roll_two", {"roll", attr_map({{"shifts", Ints{-1, 2}}, {"dims", Ints{1, 2}}}), {f32({2, 3, 4, 5})}}, kTolLinear},
+      {"roll_one", {"roll", attr_map({{"shifts", Ints{7}}, {"dims", Ints{2}}}), {f32({2, 3, 4, 5})}}, kTolLinear},
       {"transpose_patch_merge", {"transpose", attr_map({{"perm", Ints{0, 1, 3, 4, 2, 5}}}), {f32({2, 2, 2, 3, 2, 3})}},
        kTolLinear},
       // The activations past relu, over [-4.2, 3.85] (both clips of the hard ones, 0.35 apart,
@@ -253,6 +256,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
+      {"roll", {"roll", attr_map({{"shifts", std::vector<int64_t>{-1, 1}}, {"dims", std::vector<int64_t>{1, 2}}}),
+                {f32({2, 3, 3, 2})}}, Bf16Family::Exact},
       {"transpose_windows", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 1, 3, 2, 4, 5}}}),
                              {f32({2, 2, 2, 2, 2, 3})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},

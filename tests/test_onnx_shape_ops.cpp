@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -268,6 +269,38 @@ TEST_F(OnnxShapeOps, AnyOtherTransposeIsAChainOfBlockSwaps) {
   EXPECT_EQ(shape_of(cfg, t[0]->name), (Shape{2, 8, 4, 8}));
   EXPECT_EQ(shape_of(cfg, t[1]->name), (Shape{2, 8, 8, 4}));
   EXPECT_EQ(shape_of(cfg, t[3]->name), (Shape{2, 4, 8, 8}));
+}
+
+// torch.roll(c, -k, dims=axis) as exported: Concat(Slice(c, [k, INT64_MAX)), Slice(c, [0, k)))
+// along `axis`; `end` the first Slice's end.
+std::function<void(onnx::GraphProto*)> roll(int64_t k, int64_t axis, int64_t end = std::numeric_limits<int64_t>::max()) {
+  return [=](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("k", {k});
+    *g->add_initializer() = onnx_ints("zero", {0});
+    *g->add_initializer() = onnx_ints("end", {end});
+    *g->add_initializer() = onnx_ints("axis", {axis});
+    onnx_node(g, "Slice", {"c", "k", "end", "axis"}, {"tail"}, "/Slice");
+    onnx_node(g, "Slice", {"c", "zero", "k", "axis"}, {"head"}, "/Slice_1");
+    onnx_attr(onnx_node(g, "Concat", {"tail", "head"}, {"m"}, "/Concat"), "axis", axis);
+  };
+}
+
+// Swin's cyclic shift along H, and back along W (negative bounds): one roll layer each.
+TEST_F(OnnxShapeOps, TwoSlicesConcatenatedTheOtherWayRoundAreARoll) {
+  for (const auto& [k, axis, shift] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 2, -3}, {-2, 3, 2}}) {
+    const ModelConfig cfg = load(cnn_with(roll(k, axis), 8));
+    const auto r = layers_of(cfg, "roll");
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(std::get<std::vector<int64_t>>(r[0]->attrs.values.at("shifts")), (std::vector<int64_t>{shift}));
+    EXPECT_EQ(std::get<std::vector<int64_t>>(r[0]->attrs.values.at("dims")), (std::vector<int64_t>{axis}));
+    EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 8, 8, 8}));
+  }
+  // A split outside the axis is named; Slices whose first one stops short of the end are not a
+  // roll and stay Slices (the Concat of H then fails on its own).
+  EXPECT_HAS(error_of(cnn_with(roll(9, 2), 8)),
+             "node '/Concat' (Slice + Slice + Concat read as a roll, opset 13): the Slices split "
+             "axis 2 of 8 at 9, outside it: not a roll");
+  EXPECT_EQ(error_of(cnn_with(roll(3, 2, 7), 8)).find("read as a roll"), std::string::npos);
 }
 
 TEST_F(OnnxShapeOps, TransposesRematDoesNotTakeAreClearErrors) {

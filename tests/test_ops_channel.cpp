@@ -176,6 +176,36 @@ TEST(Transpose, EveryPermutationIsAChainOfBlockSwaps) {
   }
 }
 
+// y[n, (i + s1) mod H, (j + s2) mod W, c] = x[n, i, j, c], written out index by index; the
+// gradient is the roll back.
+TEST(Roll, RollsAsTorchRollAndItsGradientRollsBack) {
+  OpHarness h(builtin_registry(), {"roll", attr_map({{"shifts", std::vector<int64_t>{-1, 5}}, {"dims", std::vector<int64_t>{1, 2}}}),
+                                   {f32({2, 3, 4, 2})}, {iota(48)}});
+  const std::vector<float> y = h.forward();
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j)
+        for (int c = 0; c < 2; ++c)
+          ASSERT_EQ(y[((n * 3 + (i + 2) % 3) * 4 + (j + 1) % 4) * 2 + c],
+                    static_cast<float>(((n * 3 + i) * 4 + j) * 2 + c + 1));
+  EXPECT_EQ(h.gradients(y)[0], iota(48));
+  OpHarness one(builtin_registry(), {"roll", attr_map({{"shifts", std::vector<int64_t>{1}}, {"dims", std::vector<int64_t>{2}}}),
+                                     {f32({1, 2, 3})}, {iota(6)}});
+  EXPECT_EQ(one.forward(), (std::vector<float>{3, 1, 2, 6, 4, 5}));
+  EXPECT_HAS(case_error({"roll", attr_map({{"shifts", std::vector<int64_t>{1, 1}}, {"dims", std::vector<int64_t>{1, 3}}}),
+                         {f32({1, 2, 3, 4})}}),
+             "must be one axis or two adjacent ones");
+  EXPECT_HAS(case_error({"roll", attr_map({{"shifts", std::vector<int64_t>{1}}, {"dims", std::vector<int64_t>{1, 2}}}),
+                         {f32({1, 2, 3, 4})}}),
+             "names 2 axes for 1 shifts");
+  EXPECT_HAS(case_error({"roll", attr_map({{"shifts", std::vector<int64_t>{1}}, {"dims", std::vector<int64_t>{3}}}),
+                         {f32({1, 2, 3})}}),
+             "roll: dims [3] are not axes of [1, 2, 3]");
+  EXPECT_HAS(case_error({"roll", attr_map({{"shifts", std::vector<int64_t>{1}}, {"dims", std::vector<int64_t>{0}}}),
+                         {f32({1, 2, 3})}}),
+             "out of range");
+}
+
 // Row 0 of each sample is the weight, the rest x; dx is dy's rows 1.., dweight the sum over n of
 // dy's rows 0; channel_slice takes rows along T of tokens (x[:, 0]).
 TEST(ClassToken, PrependsItsWeightAndSumsItsGradientOverTheBatch) {

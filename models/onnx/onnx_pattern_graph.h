@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "models/onnx/onnx_const.h"
 
 namespace remat {
 namespace onnx_detail {
@@ -18,7 +21,10 @@ namespace patterns {
 class Graph {
  public:
   explicit Graph(const onnx::GraphProto& g) : nodes_(g.node().begin(), g.node().end()) {
-    for (const auto& t : g.initializer()) inits_.insert(t.name());
+    for (const auto& t : g.initializer()) {
+      inits_.insert(t.name());
+      init_protos_[t.name()] = &t;
+    }
     for (const auto& o : g.output()) outputs_.insert(o.name());
     for (const auto& i : g.input())
       if (!inits_.count(i.name())) data_.insert(i.name());
@@ -67,6 +73,19 @@ class Graph {
     return !outputs_.count(v) && it != consumers_.end() && it->second.size() == 1 && it->second[0] == k;
   }
   int index(const onnx::NodeProto* n) const { return static_cast<int>(n - nodes_.data()); }
+  // The integers of a Constant node's value or an integer initializer; none for anything else
+  // (data, floats, a value some other node computes).
+  std::optional<std::vector<int64_t>> ints_of(const std::string& v) const {
+    const onnx::TensorProto* t = nullptr;
+    if (auto it = init_protos_.find(v); it != init_protos_.end()) t = it->second;
+    if (const onnx::NodeProto* c = made_by(v, "Constant"))
+      for (const auto& a : c->attribute())
+        if (a.name() == "value" && a.has_t()) t = &a.t();
+    if (!t || (t->data_type() != onnx::TensorProto::INT64 &&
+               t->data_type() != onnx::TensorProto::INT32))
+      return std::nullopt;
+    return const_from_proto(*t, "constant '" + v + "'").ints("constant '" + v + "'");
+  }
   // A value the step computes from the input (else a constant the import folds).
   bool is_data(const std::string& v) const { return data_.count(v) > 0; }
 
@@ -102,6 +121,7 @@ class Graph {
  private:
   std::vector<onnx::NodeProto> nodes_;
   std::set<std::string> inits_, outputs_, data_;
+  std::map<std::string, const onnx::TensorProto*> init_protos_;  // alive for the pass
   std::map<std::string, int> producer_;
   std::map<std::string, std::vector<int>> consumers_;
   std::vector<bool> removed_;

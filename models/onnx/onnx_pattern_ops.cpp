@@ -217,7 +217,7 @@ void layer_norm(Translator& t) {
 }  // namespace
 
 const std::map<std::string, TranslateFn>& pattern_ops() {
-  static const std::map<std::string, TranslateFn> ops = with_attention_patterns({
+  static const std::map<std::string, TranslateFn> ops = with_shape_patterns(with_attention_patterns({
       {"Dense", dense},
       {"SplitHeads", split_heads},
       {"MergeHeads", merge_heads},
@@ -233,7 +233,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
          const DataValue x = t.data(0);
          t.emit("silu", {x}, {}, {}, x.sample, x.remat);
        }},
-  });
+  }));
   return ops;
 }
 

@@ -256,6 +256,23 @@ void split(Translator& t) {
   }
 }
 
+// Roll(x) (match_roll's Concat of two Slices): torch.roll along one axis after the batch.
+void roll(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.transposed) t.fail("a roll of transposed heads is not supported");
+  const auto rank = static_cast<int64_t>(x.sample.size()) + 1;
+  const int64_t axis = normalize_axis(t.attr_int("axis", 0), rank, t.where());
+  if (axis == 0) t.fail("a roll along the batch is not supported");
+  const int64_t n = x.sample[static_cast<size_t>(axis - 1)], shift = t.attr_int("shift", 0);
+  if (shift <= -n || shift >= n)
+    t.fail("the Slices split axis " + std::to_string(axis) + " of " + std::to_string(n) +
+           " at " + std::to_string(-shift) + ", outside it: not a roll");
+  AttrMap a;
+  a.set("shifts", std::vector<int64_t>{shift});
+  a.set("dims", std::vector<int64_t>{axis});
+  t.emit("roll", {as_sample_shape(t, x)}, a, {}, x.sample, x.sample, x.dtype);
+}
+
 }  // namespace
 
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops) {
@@ -266,6 +283,11 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
   ops["Transpose"] = transpose;
   ops["Slice"] = slice;
   ops["Split"] = split;
+  return ops;
+}
+
+std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops) {
+  ops["Roll"] = roll;
   return ops;
 }
 

@@ -180,7 +180,8 @@ std::string Translator::where() const {
       {"Silu", "Sigmoid + Mul read as a SiLU"},
       {"AttentionShapes", "the shapes inside a multi-head attention"},
       {"MultiheadAttention", "the nodes of nn.MultiheadAttention"},
-      {"ClassToken", "Expand + Concat read as a class token"}};
+      {"ClassToken", "Expand + Concat read as a class token"},
+      {"Roll", "Slice + Slice + Concat read as a roll"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();
