@@ -88,6 +88,21 @@ class OnnxModels : public ::testing::Test {
   static void TearDownTestSuite() {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
+  // The export of `name` (made), to change.
+  static onnx::ModelProto exported(const std::string& name) {
+    onnx::ModelProto m;
+    std::ifstream in(dir_ + "/" + name + ".onnx", std::ios::binary);
+    EXPECT_TRUE(m.ParseFromIstream(&in)) << name;
+    return m;
+  }
+  // The import's error on `changed` (written next to the exports).
+  static std::string import_error(const onnx::ModelProto& changed) {
+    const std::string path = dir_ + "/changed.onnx";
+    std::ofstream out(path, std::ios::binary);
+    changed.SerializeToOstream(&out);
+    out.close();
+    return test::user_error([&] { load_model_config(path, {"batch=2"}); });
+  }
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
   }
@@ -352,23 +367,12 @@ TEST_F(OnnxModels, VisionTransformerFixedBatch) {
 // is refused at the group, and so is a Gather of data along other than the tokens.
 TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {
   make("vit_mini");
-  onnx::ModelProto m;
-  {
-    std::ifstream in(dir_ + "/vit_mini.onnx", std::ios::binary);
-    ASSERT_TRUE(m.ParseFromIstream(&in));
-  }
+  onnx::ModelProto m = exported("vit_mini");
   auto producer = [&](const std::string& v) -> onnx::NodeProto* {
     for (auto& n : *m.mutable_graph()->mutable_node())
       for (const auto& o : n.output())
         if (o == v) return &n;
     return nullptr;
-  };
-  auto import_error = [&](const onnx::ModelProto& changed) {
-    const std::string path = dir_ + "/vit_changed.onnx";
-    std::ofstream out(path, std::ios::binary);
-    changed.SerializeToOstream(&out);
-    out.close();
-    return test::user_error([&] { load_model_config(path, {"batch=2"}); });
   };
   onnx::NodeProto* softmax = nullptr;
   for (auto& n : *m.mutable_graph()->mutable_node())
@@ -396,6 +400,20 @@ TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {
 TEST_F(OnnxModels, ScalarArithmetic) {
   make("scalar_net");
   check_model(dir_, "scalar_net");
+}
+// Attention written with torch.einsum over windows of tokens (matmul with either transpose
+// flag), its heads split by a 5-D permute (transpose).
+TEST_F(OnnxModels, EinsumAttention) {
+  make("einsum_net");
+  check_model(dir_, "einsum_net");
+  // An equation that is not a matrix product (a sum over j) is refused by name.
+  onnx::ModelProto m = exported("einsum_net");
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "Einsum") n.mutable_attribute(0)->set_s("bghij,bghjd->bghi");
+  EXPECT_NE(import_error(m).find("(Einsum, opset 13): equation 'bghij,bghjd->bghi': only a batched "
+                                 "matrix product of two tensors is supported"),
+            std::string::npos)
+      << import_error(m);
 }
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.

@@ -427,7 +427,7 @@ void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, doub
 }
 
 const std::map<std::string, TranslateFn>& layer_ops() {
-  static const std::map<std::string, TranslateFn> ops = with_scalar_ops(with_token_ops(with_conv_transpose(with_activation_ops(with_shape_ops({
+  static const std::map<std::string, TranslateFn> ops = with_einsum(with_scalar_ops(with_token_ops(with_conv_transpose(with_activation_ops(with_shape_ops({
       {"Conv", conv},
       {"BatchNormalization", batch_norm},
       {"Relu", relu},
@@ -448,7 +448,7 @@ const std::map<std::string, TranslateFn>& layer_ops() {
       {"Resize", resize},
       {"Softmax", softmax},
       {"LayerNormalization", layer_norm},
-  })))));
+  }))))));
   return ops;
 }
 

@@ -147,6 +147,8 @@ const std::map<std::string, TranslateFn>& pattern_ops();
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with the shape patterns' translators: Roll (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
+// `ops` with Einsum of two data tensors as a batched matmul (onnx_einsum.cpp).
+std::map<std::string, TranslateFn> with_einsum(std::map<std::string, TranslateFn> ops);
 // `ops` with ConvTranspose (onnx_conv_transpose.cpp).
 std::map<std::string, TranslateFn> with_conv_transpose(std::map<std::string, TranslateFn> ops);
 // A float attribute as the user wrote it in PyTorch: ONNX stores floats in 32 bits, so torch's

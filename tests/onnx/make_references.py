@@ -69,6 +69,10 @@ MODELS = {
     "convnext_mini": ({}, 32, 2, 13, "train"),
     # Arithmetic of data and scalar constants (x * c, c + x, c - x, x / c, -x: affine).
     "scalar_net": ({}, 32, 4, 13, "train"),
+    # Attention written with torch.einsum over windows of tokens, as MaxViT writes it: q k^T
+    # ("bghid,bghjd->bghij", matmul with transpose_b), p v and p^T v (transpose_a); the heads
+    # split by a 5-D permute of the middle axes (transpose).
+    "einsum_net": ({}, 16, 2, 13, "train"),
     # torchvision's VisionTransformer, small: the patches' Reshape + Transpose (transpose), the
     # class token (Expand + Concat: class_token), the position table (Add: position_embedding),
     # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
@@ -136,6 +140,27 @@ class ScalarNet(torch.nn.Module):
         return self.head(-(self.conv2(y) / 4.0))
 
 
+class EinsumNet(torch.nn.Module):
+    """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
+    each window's tokens written with torch.einsum, pooled into a linear head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.patches = nn.Conv2d(3, 8, 4, stride=4)
+        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+    def forward(self, x):
+        t = self.patches(x).permute(0, 2, 3, 1)  # [N, G, P, C]
+        n, g, p, c = t.shape
+        q, k, v = (f(t).reshape(n, g, p, 2, c // 2).permute(0, 1, 3, 2, 4) for f in (self.q, self.k, self.v))
+        s = torch.einsum("bghid,bghjd->bghij", q, k) * 0.5
+        a = s.softmax(-1)
+        o = torch.einsum("bghij,bghjd->bghid", a, v) + torch.einsum("bghji,bghjd->bghid", a, v)
+        return self.head(o.permute(0, 1, 3, 2, 4).reshape(n, g, p, c).permute(0, 3, 1, 2))
+
+
 def build(name, kwargs):
     arch = name
     for suffix in ("_eval", "_fixed_batch"):
@@ -149,6 +174,8 @@ def build(name, kwargs):
             model = build_gpt2(yaml.safe_load(f), path)
     elif arch == "scalar_net":
         model = ScalarNet(CLASSES)
+    elif arch == "einsum_net":
+        model = EinsumNet(CLASSES)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
     elif arch == "convnext_mini":
