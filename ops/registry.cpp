@@ -35,6 +35,7 @@ OpRegistry make_builtin_registry() {
   register_cast_ops(r);
   register_layout_ops(r);
   register_roll_ops(r);
+  register_relative_position_bias_ops(r);
   register_grad_accumulate_ops(r);
   return r;
 }

@@ -37,6 +37,7 @@ void register_clip_grad_norm_ops(OpRegistry& r);  // clip_grad_norm (global-norm
 void register_cast_ops(OpRegistry& r);         // cast (f32 <-> bf16)
 void register_layout_ops(OpRegistry& r);       // layout (NCHW <-> NHWC), transpose
 void register_roll_ops(OpRegistry& r);         // roll (torch.roll)
+void register_relative_position_bias_ops(OpRegistry& r);  // Swin/MaxViT bias, its gradient
 void register_grad_accumulate_ops(OpRegistry& r);  // grad_accumulate (micro-batch gradients)
 
 // Every built-in op, registered once. A duplicate name throws.

@@ -96,6 +96,9 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"transpose", kCudaExact},  // a permutation
           {"class_token", kCudaExact},  // copies
           {"class_token_grad_weight", kCudaExact},  // sums over n in double, n in order as the CPU
+          {"relative_position_bias", kCudaExact},  // one add of a table entry
+          {"roll", kCudaExact},  // a permutation
+          {"relative_position_bias_grad_table", kCudaReduction},  // bias_grad_reduce, then sums in double
           {"grad_accumulate", kCudaExact},  // one add and one product, rounded as the CPU's
           {"merge_heads", kCudaExact},
           {"layernorm", kCudaReduction},

@@ -60,6 +60,11 @@ inline std::vector<TransformerCase> transformer_cases() {
   return {
       {"embedding", {"embedding", attr_map({{"vocab", 7}, {"dim", 5}}), {i32({2, 6})}, {}, 3, 7}, kTolLinear},
       {"position_embedding", {"position_embedding", attr_map({{"max_len", 8}}), {f32({2, 5, 3})}}, kTolLinear},
+      // Swin's and MaxViT's bias on scores [N, G, H, T, T] of 2 x 2 windows, and of 2 x 3 ones.
+      {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
+                                  {f32({2, 3, 2, 4, 4})}}, kTolLinear},
+      {"relative_position_bias_rect", {"relative_position_bias", attr_map({{"window", std::vector<int64_t>{2, 3}}, {"init_std", 0.5}}),
+                                       {f32({3, 1, 6, 6})}}, kTolLinear},
       {"layernorm", {"layernorm", {}, {f32({2, 3, 6})}}, kTolNormalize},
       {"layernorm_plain", {"layernorm", attr_map({{"affine", false}, {"eps", 1e-3}}), {f32({4, 5})}}, kTolNormalize},
       {"gelu", {"gelu", {}, {f32({3, 7})}}, kTolNormalize},
@@ -261,6 +266,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"transpose_windows", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 1, 3, 2, 4, 5}}}),
                              {f32({2, 2, 2, 2, 2, 3})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
+      {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
+                                  {f32({2, 2, 2, 4, 4})}}, Bf16Family::Exact},
       {"affine", {"affine", attr_map({{"scale", 0.3}, {"shift", -1.0}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},
       {"dropout", {"dropout", attr_map({{"rate", 0.3}}), {f32({2, 3, 4, 4})}}, Bf16Family::Exact},

@@ -402,7 +402,8 @@ TEST_F(OnnxModels, ScalarArithmetic) {
   check_model(dir_, "scalar_net");
 }
 // Attention written with torch.einsum over windows of tokens (matmul with either transpose
-// flag), its heads split by a 5-D permute (transpose).
+// flag), its heads split by a 5-D permute (transpose), MaxViT's relative position bias
+// (relative_position_bias).
 TEST_F(OnnxModels, EinsumAttention) {
   make("einsum_net");
   check_model(dir_, "einsum_net");
@@ -414,6 +415,25 @@ TEST_F(OnnxModels, EinsumAttention) {
                                  "matrix product of two tensors is supported"),
             std::string::npos)
       << import_error(m);
+  // An index that is not torchvision's (two entries swapped) is refused at the bias.
+  m = exported("einsum_net");
+  for (auto& t : *m.mutable_graph()->mutable_initializer())
+    if (t.name() == "relative_position_index") {
+      ASSERT_EQ(t.int64_data_size(), 0);
+      std::string raw = t.raw_data();
+      std::swap_ranges(raw.begin(), raw.begin() + 8, raw.begin() + 8);
+      t.set_raw_data(raw);
+    }
+  EXPECT_NE(import_error(m).find("(Gather + Reshape + Transpose + Add read as a relative position "
+                                 "bias, opset 13): the index (16 values) is not torchvision's"),
+            std::string::npos)
+      << import_error(m);
+}
+// torchvision's MaxViT: block and grid partitions (transposes), einsum attention with the
+// relative position bias, MBConv with squeeze-excitation.
+TEST_F(OnnxModels, MaxVit) {
+  make("maxvit_mini");
+  check_model(dir_, "maxvit_mini");
 }
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.

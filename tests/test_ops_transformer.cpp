@@ -1,11 +1,13 @@
-// Tests for the transformer ops (embedding, position_embedding, layernorm, gelu, dense over
-// rank 3, matmul, split_heads / merge_heads, softmax with the causal mask, token_xent): shapes and
+// Tests for the transformer ops (embedding, position_embedding, relative_position_bias,
+// layernorm, gelu, dense over rank 3, matmul, split_heads / merge_heads, softmax with the causal mask, token_xent): shapes and
 // their errors, forward values computed by hand (in the comments), gradients against central
 // differences (tests/op_harness.h), and the masks the causal softmax and the ignore index apply.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "ops/registry.h"
 #include "runtime/core/check.h"
@@ -72,6 +74,48 @@ TEST(PositionEmbedding, AddsTheFirstTRowsAndSumsTheBatch) {
   EXPECT_EQ(g[1], (Floats{4, 6, 0}));     // rows 0, 1 summed over the batch; row 2 unused
   EXPECT_HAS(case_error({"position_embedding", attr_map({{"max_len", 3}}), {f32({1, 4, 2})}}),
              "sequence length T = 4 exceeds max_len 3");
+}
+
+// ---- relative_position_bias -----------------------------------------------------------------
+
+// torchvision's relative_position_index of a 2 x 2 window and of a 2 x 3 one (printed by
+// torchvision.models.maxvit._get_relative_position_index), row i, column j.
+const std::vector<int64_t> kIndex2x2 = {4, 3, 1, 0, 5, 4, 2, 1, 7, 6, 4, 3, 8, 7, 5, 4};
+const std::vector<int64_t> kIndex2x3 = {7, 6, 5, 2, 1, 0, 8, 7, 6, 3, 2, 1, 9, 8, 7, 4, 3, 2,
+                                        12, 11, 10, 7, 6, 5, 13, 12, 11, 8, 7, 6, 14, 13, 12, 9, 8, 7};
+
+// y[l, h, i, j] = x[l, h, i, j] + table[index[i T + j], h]; dtable[r, h] sums dy over l and the
+// pairs (i, j) at r.
+TEST(RelativePositionBias, AddsTorchvisionsIndexedTableAndScattersItsGradient) {
+  for (const auto& [window, index] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{2, 2}, kIndex2x2}, {{2, 3}, kIndex2x3}}) {
+    const int64_t t = window[0] * window[1], rows = (2 * window[0] - 1) * (2 * window[1] - 1), heads = 2, lead = 3;
+    const int64_t n = lead * heads * t * t;
+    Floats x;
+    for (int64_t e = 0; e < n; ++e) x.push_back(static_cast<float>(e + 1));
+    OpHarness h(builtin_registry(), {"relative_position_bias", attr_map({{"window", window}}),
+                                     {f32({lead, 1, heads, t, t})}, {x}});
+    ASSERT_EQ(h.param_specs()[0].desc.shape, (Shape{rows, heads}));
+    Floats table;
+    for (int64_t k = 0; k < rows * heads; ++k) table.push_back(static_cast<float>(1000 * (k + 1)));
+    h.set_param(0, table);
+    const Floats y = h.forward();
+    Floats dy(static_cast<size_t>(n));
+    Floats dtable(static_cast<size_t>(rows * heads), 0.0f);
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t j = e % t, i = e / t % t, hh = e / (t * t) % heads;
+      const int64_t r = index[static_cast<size_t>(i * t + j)];
+      ASSERT_EQ(y[static_cast<size_t>(e)], static_cast<float>(e + 1) + table[static_cast<size_t>(r * heads + hh)]) << e;
+      dy[static_cast<size_t>(e)] = static_cast<float>(e % 7);
+      dtable[static_cast<size_t>(r * heads + hh)] += static_cast<float>(e % 7);
+    }
+    const auto g = h.gradients(dy);
+    EXPECT_EQ(g[0], dy);
+    EXPECT_EQ(g[1], dtable);
+  }
+  EXPECT_HAS(case_error({"relative_position_bias", attr_map({{"window", 2}}), {f32({2, 2, 3, 3})}}),
+             "relative_position_bias expects scores [N, .., H, T, T] with T = 2 x 2 = 4 tokens, got [2, 2, 3, 3]");
+  EXPECT_HAS(case_error({"relative_position_bias", {}, {f32({2, 2, 4, 4})}}), "'window': is required");
 }
 
 // ---- layernorm ------------------------------------------------------------------------------

@@ -191,6 +191,43 @@ void match_class_token(Graph& g, int k) {
   g.fuse({g.index(expand), k}, f);
 }
 
+// Add(scores, [Unsqueeze(] Transpose(Reshape(Gather(table, index), [T, T, H]), [2, 0, 1]) [, 0)]):
+// Swin's and MaxViT's relative position bias (torchvision's _get_relative_position_bias and
+// get_relative_positional_bias), table an initializer [R, H] (nn.Parameter), the index its
+// buffer (flat, or Reshape(buffer, [-1])): RelativePositionBias(scores, table, index, target),
+// whose translation checks the index and the target.
+void match_relative_position_bias(Graph& g, int k) {
+  const onnx::NodeProto* add = g.node(k);
+  if (!add || add->op_type() != "Add" || !add->domain().empty() || add->input_size() != 2) return;
+  for (int side : {1, 0}) {
+    const std::string& bias = add->input(side);
+    if (!g.is_data(add->input(1 - side)) || g.is_data(bias) || !g.only_for(bias, k)) continue;
+    std::vector<int> group = {k};
+    const onnx::NodeProto* unsq = g.made_by(bias, "Unsqueeze");
+    const onnx::NodeProto* t = g.made_by(unsq ? unsq->input(0) : bias, "Transpose");
+    if (unsq) group.push_back(g.index(unsq));
+    if (!t || perm_of(*t) != std::vector<int64_t>{2, 0, 1} || (unsq && !g.only_for(t->output(0), group.back())))
+      continue;
+    const onnx::NodeProto* r = g.made_by(t->input(0), "Reshape");
+    const onnx::NodeProto* gather = r ? g.made_by(r->input(0), "Gather") : nullptr;
+    if (!gather || !g.is_init(gather->input(0)) || !g.only_for(t->input(0), g.index(t)) ||
+        !g.only_for(r->input(0), g.index(r)))
+      continue;
+    for (const auto& a : gather->attribute())
+      if (a.name() == "axis" && a.i() != 0) return;
+    for (const onnx::NodeProto* n : {t, r, gather}) group.push_back(g.index(n));
+    onnx::NodeProto f = fused_node("RelativePositionBias", *add,
+                                   {add->input(1 - side), gather->input(0), gather->input(1), r->input(1)},
+                                   add->output(0));
+    if (unsq) {  // its axes: an input from opset 13, an attribute before
+      f.add_input(unsq->input_size() > 1 ? unsq->input(1) : "");
+      copy_attrs(&f, *unsq, "unsqueeze_");
+    }
+    g.fuse(group, f);
+    return;
+  }
+}
+
 }  // namespace patterns
 }  // namespace onnx_detail
 }  // namespace remat

@@ -172,6 +172,7 @@ inline std::vector<int64_t> perm_of(const onnx::NodeProto& t) {
 // (onnx_attention_patterns.cpp), anchored at node k.
 void match_multihead_attention(Graph& g, int k);
 void match_class_token(Graph& g, int k);
+void match_relative_position_bias(Graph& g, int k);
 
 }  // namespace patterns
 }  // namespace onnx_detail

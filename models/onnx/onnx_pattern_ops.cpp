@@ -41,6 +41,11 @@ void dense(Translator& t) {
 // q k^T, kept as [H, T, D] and marked transposed).
 void split_heads(Translator& t) {
   const DataValue x = t.data(0);
+  if (x.sample.size() != 2 && !x.transposed) {  // not tokens (MaxViT's partitions): the two ops
+    const DataValue r = reshape_data(t, x, reshape_target(t, x.sample, t.konst(1)));
+    transpose_data(t, r, t.attr_ints("perm", {}));
+    return;
+  }
   if (x.remat != x.sample || x.sample.size() != 2) t.fail("expects data [N, T, C]");
   const OnnxConst& to = t.konst(1);
   if (to.i.size() != 4 || !(to.i[0] == SymInt{1, 0} || to.i[0] == SymInt{0, 0}))
@@ -67,6 +72,11 @@ void split_heads(Translator& t) {
 // Transpose [0, 2, 1, 3] of heads [N, H, T, D] then Reshape to [N, T, H D].
 void merge_heads(Translator& t) {
   const DataValue x = t.data(0);
+  if (x.sample.size() != 3 && !x.transposed) {  // not heads (MaxViT's partitions): the two ops
+    const DataValue y = transpose_data(t, x, t.attr_ints("perm", {}));
+    reshape_data(t, y, reshape_target(t, y.sample, t.konst(1)));
+    return;
+  }
   if (x.remat != x.sample || x.transposed || x.sample.size() != 3) t.fail("expects heads [N, H, T, D]");
   const OnnxConst& to = t.konst(1);
   const int64_t c = x.sample[0] * x.sample[2];  // the heads' sizes are the import's own

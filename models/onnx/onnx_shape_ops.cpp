@@ -78,20 +78,52 @@ DataValue as_sample_shape(Translator& t, const DataValue& x) {
   return t.emit("reshape", {x}, a, {}, x.sample, x.sample, x.dtype);
 }
 
-namespace {
-
-// x's values in order as `to` per sample: an alias where remat's value has that shape but for
-// trailing 1s, else a reshape layer.
-void reshape_to(Translator& t, const DataValue& x, const Shape& to) {
+DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to) {
   if (strip_ones(to) == strip_ones(x.remat)) {
     DataValue v = x;
     v.sample = to;
-    return t.alias(0, v);
+    t.alias(0, v);
+    return v;
   }
   AttrMap a;
   a.set("shape", std::vector<int64_t>(to.begin(), to.end()));
-  t.emit("reshape", {x}, a, {}, to, to, x.dtype);
+  return t.emit("reshape", {x}, a, {}, to, to, x.dtype);
 }
+
+DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm) {
+  if (x.transposed) t.fail("a Transpose of transposed heads is not supported");
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  if (perm.empty())  // ONNX's default reverses the axes
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t d = 0; d < rank; ++d)
+    if (static_cast<int64_t>(sorted.size()) != rank || sorted[static_cast<size_t>(d)] != d)
+      t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(rank) + " axes");
+  if (perm[0] != 0) t.fail("perm " + shape_str(perm) + " moves the batch (remat's values keep it first)");
+  Shape out;
+  std::vector<int64_t> moved;  // the axes of size > 1, in their new order
+  for (size_t k = 1; k < perm.size(); ++k) {
+    out.push_back(x.sample[static_cast<size_t>(perm[k] - 1)]);
+    if (out.back() != 1) moved.push_back(perm[k]);
+  }
+  if (std::is_sorted(moved.begin(), moved.end())) return reshape_data(t, x, out);
+  DataValue now = as_sample_shape(t, x);
+  Shape shape = x.sample;
+  for (const BlockSwap& swap : block_swaps_for(perm)) {
+    const std::vector<int64_t> p = block_swap_perm(rank, swap);
+    Shape next;
+    for (size_t k = 1; k < p.size(); ++k) next.push_back(shape[static_cast<size_t>(p[k] - 1)]);
+    AttrMap a;
+    a.set("perm", p);
+    now = t.emit("transpose", {now}, a, {}, next, next, x.dtype);  // a copy: the next overwrites
+    shape = next;
+  }
+  return now;
+}
+
+namespace {
+
 
 // Reshape of data: a flat result is a flatten, one that is remat's value already an alias, any
 // other a reshape layer (the batch first throughout).
@@ -100,7 +132,7 @@ void reshape(Translator& t) {
   if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
   const Shape rest = reshape_target(t, x.sample, t.konst(1));
   if (rest.size() == 1) return to_flat(t, x);
-  reshape_to(t, x, rest);
+  reshape_data(t, x, rest);
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
@@ -134,38 +166,7 @@ void unsqueeze(Translator& t) { squeeze_like(t, true); }
 // ops/block_swap.h) a transpose layer; any other a chain of them (MaxViT's permute(0, 2, 4, 3,
 // 5, 1) of [N, C, H / p, p, W / p, p] is two). (Heads' Transposes are patterns: Note [ONNX
 // patterns].)
-void transpose(Translator& t) {
-  const DataValue x = t.data(0);
-  if (x.transposed) t.fail("a Transpose of transposed heads is not supported");
-  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
-  std::vector<int64_t> perm = t.attr_ints("perm", {});
-  if (perm.empty())  // ONNX's default reverses the axes
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
-  std::vector<int64_t> sorted = perm;
-  std::sort(sorted.begin(), sorted.end());
-  for (int64_t d = 0; d < rank; ++d)
-    if (static_cast<int64_t>(sorted.size()) != rank || sorted[static_cast<size_t>(d)] != d)
-      t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(rank) + " axes");
-  if (perm[0] != 0) t.fail("perm " + shape_str(perm) + " moves the batch (remat's values keep it first)");
-  Shape out;
-  std::vector<int64_t> moved;  // the axes of size > 1, in their new order
-  for (size_t k = 1; k < perm.size(); ++k) {
-    out.push_back(x.sample[static_cast<size_t>(perm[k] - 1)]);
-    if (out.back() != 1) moved.push_back(perm[k]);
-  }
-  if (std::is_sorted(moved.begin(), moved.end())) return reshape_to(t, x, out);
-  DataValue now = as_sample_shape(t, x);
-  Shape shape = x.sample;
-  for (const BlockSwap& swap : block_swaps_for(perm)) {
-    const std::vector<int64_t> p = block_swap_perm(rank, swap);
-    Shape next;
-    for (size_t k = 1; k < p.size(); ++k) next.push_back(shape[static_cast<size_t>(p[k] - 1)]);
-    AttrMap a;
-    a.set("perm", p);
-    now = t.emit("transpose", {now}, a, {}, next, next, x.dtype);  // a copy: the next overwrites
-    shape = next;
-  }
-}
+void transpose(Translator& t) { transpose_data(t, t.data(0), t.attr_ints("perm", {})); }
 
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
 // or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.

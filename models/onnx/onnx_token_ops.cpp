@@ -181,6 +181,50 @@ void gather_token(Translator& t, const TranslateFn& gather) {
   t.emit("reshape", {y}, r, {}, {x.sample[1]}, {x.sample[1]}, x.dtype);
 }
 
+// RelativePositionBias(scores, table [R, H], index, target[, axes]) (match_relative_position_bias
+// in onnx_attention_patterns.cpp): relative_position_bias of the window whose torchvision index
+// the constant index is, the table its parameter.
+void relative_position_bias(Translator& t) {
+  const DataValue x = t.data(0);
+  const size_t r = x.sample.size();
+  if (x.transposed || x.remat != x.sample || r < 3 || x.sample[r - 1] != x.sample[r - 2])
+    t.fail("expects scores [N, .., H, T, T], got " + shape_str(x.sample) + " per sample");
+  const int64_t heads = x.sample[r - 3], tokens = x.sample[r - 1];
+  const Shape w = t.initializer_dims(1);
+  if (w.size() != 2 || w[1] != heads)
+    t.fail("a table " + shape_str(w) + " for scores of " + std::to_string(heads) + " heads: "
+           "expects a table [R, " + std::to_string(heads) + "]");
+  const std::vector<int64_t> target = t.konst(3).ints(t.where() + ": the bias's shape");
+  if (target != std::vector<int64_t>{tokens, tokens, heads} && target != std::vector<int64_t>{tokens, tokens, -1})
+    t.fail("the gathered table is reshaped to " + shape_str(target) + ", not [T, T, H] = " +
+           shape_str(Shape{tokens, tokens, heads}));
+  if (t.has(4) && t.konst(4).ints(t.where() + ": the axes") != std::vector<int64_t>{0})
+    t.fail("the bias is unsqueezed at other than axis 0");
+  if (t.has_attr("unsqueeze_axes") && t.attr_ints("unsqueeze_axes", {}) != std::vector<int64_t>{0})
+    t.fail("the bias is unsqueezed at other than axis 0");
+  const std::vector<int64_t> index = t.konst(2).ints(t.where() + ": the index");
+  for (int64_t wh = 1; wh <= tokens; ++wh) {
+    const int64_t ww = tokens / wh;
+    if (wh * ww != tokens || (2 * wh - 1) * (2 * ww - 1) != w[0] ||
+        static_cast<int64_t>(index.size()) != tokens * tokens)
+      continue;
+    bool same = true;
+    for (int64_t i = 0; i < tokens && same; ++i)
+      for (int64_t j = 0; j < tokens && same; ++j)
+        same = index[static_cast<size_t>(i * tokens + j)] ==
+               (i / ww - j / ww + wh - 1) * (2 * ww - 1) + (i % ww - j % ww + ww - 1);
+    if (!same) continue;
+    AttrMap a;
+    a.set("window", std::vector<int64_t>{wh, ww});
+    t.emit("relative_position_bias", {x}, a, {{"table", t.node().input(1), w, {}}}, x.sample, x.remat,
+           x.dtype);
+    return;
+  }
+  t.fail("the index (" + std::to_string(index.size()) + " values) is not torchvision's relative "
+         "position index of a window of " + std::to_string(tokens) + " tokens with a table of " +
+         std::to_string(w[0]) + " rows");
+}
+
 }  // namespace
 
 std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops) {
@@ -194,6 +238,7 @@ std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string,
   ops["AttentionShapes"] = attention_shapes;
   ops["MultiheadAttention"] = multihead_attention;
   ops["ClassToken"] = class_token;
+  ops["RelativePositionBias"] = relative_position_bias;
   return ops;
 }
 

@@ -181,7 +181,8 @@ std::string Translator::where() const {
       {"AttentionShapes", "the shapes inside a multi-head attention"},
       {"MultiheadAttention", "the nodes of nn.MultiheadAttention"},
       {"ClassToken", "Expand + Concat read as a class token"},
-      {"Roll", "Slice + Slice + Concat read as a roll"}};
+      {"Roll", "Slice + Slice + Concat read as a roll"},
+      {"RelativePositionBias", "Gather + Reshape + Transpose + Add read as a relative position bias"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
                            : node_->output_size() ? node_->output(0) : node_->op_type();

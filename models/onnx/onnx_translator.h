@@ -145,6 +145,11 @@ const std::map<std::string, TranslateFn>& layer_ops();
 const std::map<std::string, TranslateFn>& pattern_ops();
 // `ops` with the ops that reshape, slice and split data (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops);
+// Reshape and Transpose of data as their translators write them (output 0 of the node; an
+// alias where remat's value is the result already), for a pattern whose group turns out to be
+// only these two (onnx_shape_ops.cpp).
+DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to);
+DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm);
 // `ops` with the shape patterns' translators: Roll (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
 // `ops` with Einsum of two data tensors as a batched matmul (onnx_einsum.cpp).

@@ -71,8 +71,15 @@ MODELS = {
     "scalar_net": ({}, 32, 4, 13, "train"),
     # Attention written with torch.einsum over windows of tokens, as MaxViT writes it: q k^T
     # ("bghid,bghjd->bghij", matmul with transpose_b), p v and p^T v (transpose_a); the heads
-    # split by a 5-D permute of the middle axes (transpose).
+    # split by a 5-D permute of the middle axes (transpose); MaxViT's relative position bias
+    # (Gather of its table by torchvision's index, Reshape, Transpose, Unsqueeze, Add:
+    # relative_position_bias).
     "einsum_net": ({}, 16, 2, 13, "train"),
+    # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
+    # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
+    # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
+    # layer norms written out, nn.GELU(), the classifier's Tanh; stochastic depth off.
+    "maxvit_mini": ({}, 32, 2, 13, "train"),
     # torchvision's VisionTransformer, small: the patches' Reshape + Transpose (transpose), the
     # class token (Expand + Concat: class_token), the position table (Add: position_embedding),
     # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
@@ -142,7 +149,8 @@ class ScalarNet(torch.nn.Module):
 
 class EinsumNet(torch.nn.Module):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
-    each window's tokens written with torch.einsum, pooled into a linear head."""
+    each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
+    into a linear head."""
 
     def __init__(self, classes):
         super().__init__()
@@ -150,12 +158,17 @@ class EinsumNet(torch.nn.Module):
         self.patches = nn.Conv2d(3, 8, 4, stride=4)
         self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+        from torchvision.models.maxvit import _get_relative_position_index
+        self.relative_position_bias_table = nn.Parameter(torch.randn(9, 2))  # a 2 x 2 window, 2 heads
+        self.register_buffer("relative_position_index", _get_relative_position_index(2, 2))
 
     def forward(self, x):
         t = self.patches(x).permute(0, 2, 3, 1)  # [N, G, P, C]
         n, g, p, c = t.shape
         q, k, v = (f(t).reshape(n, g, p, 2, c // 2).permute(0, 1, 3, 2, 4) for f in (self.q, self.k, self.v))
         s = torch.einsum("bghid,bghjd->bghij", q, k) * 0.5
+        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)].view(p, p, -1)
+        s = s + bias.permute(2, 0, 1).contiguous().unsqueeze(0)
         a = s.softmax(-1)
         o = torch.einsum("bghij,bghjd->bghid", a, v) + torch.einsum("bghji,bghjd->bghid", a, v)
         return self.head(o.permute(0, 1, 3, 2, 4).reshape(n, g, p, c).permute(0, 3, 1, 2))
@@ -176,6 +189,10 @@ def build(name, kwargs):
         model = ScalarNet(CLASSES)
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
+    elif arch == "maxvit_mini":
+        from torchvision.models.maxvit import MaxVit
+        model = MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2, block_channels=[16, 32],
+                       block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=CLASSES)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
     elif arch == "convnext_mini":

@@ -1,0 +1,73 @@
+// The relative position bias of window attention (kernels/relative_position.h): the broadcast
+// add of table rows picked by each token pair's offset, and the table's gradient from the
+// per-pair sums. Templated on the storage type T of the scores (float or __nv_bfloat16,
+// kernels/common.cuh); the table stays float.
+#include "kernels/common.cuh"
+#include "kernels/relative_position.h"
+
+namespace remat {
+namespace {
+
+__device__ __forceinline__ int64_t offset_index(int64_t i, int64_t j, int64_t wh, int64_t ww) {
+  return (i / ww - j / ww + wh - 1) * (2 * ww - 1) + (i % ww - j % ww + ww - 1);
+}
+
+template <typename T>
+__global__ void relative_bias_kernel(T* out, const T* inp, const float* table, int64_t total,
+                                     int64_t heads, int64_t wh, int64_t ww) {
+  const int64_t t = wh * ww;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t j = e % t, i = e / t % t, h = e / (t * t) % heads;
+    out[e] = st<T>(ld(inp[e]) + table[offset_index(i, j, wh, ww) * heads + h]);
+  }
+}
+
+// A thread per table entry (r, h) walks every pair (i, j) and adds the ones at offset r.
+__global__ void relative_table_grad_kernel(float* dtable, const float* db, int64_t heads,
+                                           int64_t wh, int64_t ww) {
+  const int64_t t = wh * ww, rows = (2 * wh - 1) * (2 * ww - 1);
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < rows * heads;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / heads, h = e % heads;
+    double sum = 0.0;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j)
+        if (offset_index(i, j, wh, ww) == r) sum += db[(h * t + i) * t + j];
+    dtable[e] = static_cast<float>(sum);
+  }
+}
+
+template <typename T>
+void forward_impl(T* out, const T* inp, const float* table, int64_t lead, int64_t heads,
+                  int64_t wh, int64_t ww, cudaStream_t stream) {
+  const int64_t total = lead * heads * wh * ww * wh * ww;
+  if (total <= 0) return;
+  relative_bias_kernel<T><<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, table, total,
+                                                                       heads, wh, ww);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void relative_position_bias_forward(float* out, const float* inp, const float* table,
+                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    cudaStream_t stream) {
+  forward_impl(out, inp, table, lead, heads, wh, ww, stream);
+}
+void relative_position_bias_forward(uint16_t* out, const uint16_t* inp, const float* table,
+                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    cudaStream_t stream) {
+  forward_impl(bf16_ptr(out), bf16_ptr(inp), table, lead, heads, wh, ww, stream);
+}
+
+void relative_position_bias_table_grad(float* dtable, const float* db, int64_t heads, int64_t wh,
+                                       int64_t ww, cudaStream_t stream) {
+  const int64_t entries = (2 * wh - 1) * (2 * ww - 1) * heads;
+  if (entries <= 0) return;
+  relative_table_grad_kernel<<<grid_for(entries), kBlockSize, 0, stream>>>(dtable, db, heads, wh,
+                                                                           ww);
+  REMAT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace remat
