@@ -429,6 +429,11 @@ TEST_F(OnnxModels, EinsumAttention) {
             std::string::npos)
       << import_error(m);
 }
+// torchvision's PatchMerging (Swin's): strided Slices + Concat as reshape + transpose + reshape.
+TEST_F(OnnxModels, SwinPatchMerging) {
+  make("patch_merge_net");
+  check_model(dir_, "patch_merge_net");
+}
 // torchvision's MaxViT: block and grid partitions (transposes), einsum attention with the
 // relative position bias, MBConv with squeeze-excitation.
 TEST_F(OnnxModels, MaxVit) {

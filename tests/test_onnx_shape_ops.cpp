@@ -15,6 +15,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -301,6 +302,48 @@ TEST_F(OnnxShapeOps, TwoSlicesConcatenatedTheOtherWayRoundAreARoll) {
              "node '/Concat' (Slice + Slice + Concat read as a roll, opset 13): the Slices split "
              "axis 2 of 8 at 9, outside it: not a roll");
   EXPECT_EQ(error_of(cnn_with(roll(3, 2, 7), 8)).find("read as a roll"), std::string::npos);
+}
+
+// Swin's patch merging of c as [N, H, W, C] (here C, H, W stand for H, W, C): x[:, a::2, b::2]
+// for the offsets (a, b) in `order`, each a Slice of axis 1 (shared by two) then of axis 2,
+// concatenated along the last axis.
+std::function<void(onnx::GraphProto*)> patch_merge(std::vector<std::pair<int64_t, int64_t>> order) {
+  return [=](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("zero", {0});
+    *g->add_initializer() = onnx_ints("one", {1});
+    *g->add_initializer() = onnx_ints("end", {std::numeric_limits<int64_t>::max()});
+    *g->add_initializer() = onnx_ints("axis1", {1});
+    *g->add_initializer() = onnx_ints("axis2", {2});
+    *g->add_initializer() = onnx_ints("two", {2});
+    for (int64_t a : {0, 1})
+      onnx_node(g, "Slice", {"c", a ? "one" : "zero", "end", "axis1", "two"}, {"rows" + std::to_string(a)},
+                "/Slice_rows" + std::to_string(a));
+    std::vector<std::string> parts;
+    for (const auto& [a, b] : order) {
+      parts.push_back("x" + std::to_string(a) + std::to_string(b));
+      onnx_node(g, "Slice", {"rows" + std::to_string(a), b ? "one" : "zero", "end", "axis2", "two"}, {parts.back()},
+                "/Slice_" + parts.back());
+    }
+    onnx_attr(onnx_node(g, "Concat", parts, {"m"}, "/Concat"), "axis", int64_t{-1});
+  };
+}
+
+// torchvision's order (the row offset fastest) and the other one: a reshape, a block swap and a
+// reshape; an order that is neither stays Slices (strided Slices of data are not supported).
+TEST_F(OnnxShapeOps, StridedSlicesConcatenatedAreAPatchMerging) {
+  for (const auto& [order, perm] : std::vector<std::pair<std::vector<std::pair<int64_t, int64_t>>, std::vector<int64_t>>>{
+           {{{0, 0}, {1, 0}, {0, 1}, {1, 1}}, {0, 1, 3, 4, 2, 5}}, {{{0, 0}, {0, 1}, {1, 0}, {1, 1}}, {0, 1, 3, 2, 4, 5}}}) {
+    const ModelConfig cfg = load(cnn_with(patch_merge(order), 4));
+    const auto t = layers_of(cfg, "transpose");
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(std::get<std::vector<int64_t>>(t[0]->attrs.values.at("perm")), perm);
+    const auto r = layers_of(cfg, "reshape");
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 4, 2, 4, 2, 8}));
+    EXPECT_EQ(shape_of(cfg, r[1]->name), (Shape{2, 4, 4, 32}));
+  }
+  EXPECT_EQ(error_of(cnn_with(patch_merge({{0, 0}, {1, 0}, {1, 1}, {0, 1}}), 4)).find("patch merging"),
+            std::string::npos);
 }
 
 TEST_F(OnnxShapeOps, TransposesRematDoesNotTakeAreClearErrors) {

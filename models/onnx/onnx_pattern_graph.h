@@ -173,6 +173,8 @@ inline std::vector<int64_t> perm_of(const onnx::NodeProto& t) {
 void match_multihead_attention(Graph& g, int k);
 void match_class_token(Graph& g, int k);
 void match_relative_position_bias(Graph& g, int k);
+void match_roll(Graph& g, int k);         // onnx_shape_patterns.cpp
+void match_patch_merge(Graph& g, int k);  // onnx_shape_patterns.cpp
 
 }  // namespace patterns
 }  // namespace onnx_detail

@@ -4,9 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
-#include <optional>
 #include <set>
-#include <vector>
 
 #include "models/onnx/onnx_pattern_graph.h"
 #include "models/onnx/onnx_translator.h"
@@ -282,43 +280,6 @@ void match_layer_norm(Graph& g, int k) {
   g.fuse({g.index(mean), g.index(d), g.index(pw), g.index(var), g.index(a), k, divk, mulk, addk}, f);
 }
 
-// torch.roll(x, shifts=-k, dims=d) as torch.onnx.export writes it: Concat(Slice(x, [k, end)),
-// Slice(x, [0, k))) along d, both Slices of the same data on that axis alone, k the same
-// constant in both (negative: from the end): Roll(x) with axis d and shift -k. Only constant
-// bounds that make a roll fuse, so any other pair of Slices stays two Slices.
-void match_roll(Graph& g, int k) {
-  const onnx::NodeProto* cat = g.node(k);
-  if (!cat || cat->op_type() != "Concat" || !cat->domain().empty() || cat->input_size() != 2) return;
-  const onnx::NodeProto* tail = g.made_by(cat->input(0), "Slice");
-  const onnx::NodeProto* head = g.made_by(cat->input(1), "Slice");
-  if (!tail || !head || tail->input(0) != head->input(0) || !g.is_data(tail->input(0)) ||
-      !g.only_for(cat->input(0), k) || !g.only_for(cat->input(1), k))
-    return;
-  int64_t axis = 0;
-  for (const auto& a : cat->attribute())
-    if (a.name() == "axis") axis = a.i();
-  auto bounds = [&](const onnx::NodeProto* s) -> std::optional<std::vector<int64_t>> {
-    if (s->input_size() < 4 || s->input_size() > 5) return std::nullopt;
-    std::vector<int64_t> b;  // start, end, axis
-    for (int i = 1; i <= 3; ++i) {
-      const auto v = g.ints_of(s->input(i));
-      if (!v || v->size() != 1) return std::nullopt;
-      b.push_back(v->front());
-    }
-    if (s->input_size() == 5 && g.ints_of(s->input(4)) != std::vector<int64_t>{1}) return std::nullopt;
-    return b;
-  };
-  const auto t = bounds(tail), h = bounds(head);
-  constexpr int64_t kToEnd = int64_t{1} << 62;  // PyTorch writes INT64_MAX
-  if (!t || !h || (*t)[2] != axis || (*h)[2] != axis || (*h)[0] != 0 || (*t)[0] != (*h)[1] ||
-      (*t)[0] == 0 || (*t)[1] < kToEnd)
-    return;
-  onnx::NodeProto f = fused_node("Roll", *cat, {tail->input(0)}, cat->output(0));
-  set_int(&f, "axis", axis);
-  set_int(&f, "shift", -(*t)[0]);
-  g.fuse({g.index(tail), g.index(head), k}, f);
-}
-
 }  // namespace
 
 std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
@@ -327,7 +288,8 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   // products, whose Transposes they would otherwise take for weights.
   for (auto match : {match_multihead_attention, match_class_token, match_relative_position_bias, match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
-                     match_channel_shuffle, match_self_gate, match_gelu_erf, match_roll})
+                     match_channel_shuffle, match_self_gate, match_gelu_erf, match_roll,
+                     match_patch_merge})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();
 }

@@ -257,7 +257,7 @@ void split(Translator& t) {
   }
 }
 
-// Roll(x) (match_roll's Concat of two Slices): torch.roll along one axis after the batch.
+// Roll(x) (match_roll in onnx_shape_patterns.cpp): torch.roll along one axis after the batch.
 void roll(Translator& t) {
   const DataValue x = t.data(0);
   if (x.transposed) t.fail("a roll of transposed heads is not supported");
@@ -272,6 +272,24 @@ void roll(Translator& t) {
   a.set("shifts", std::vector<int64_t>{shift});
   a.set("dims", std::vector<int64_t>{axis});
   t.emit("roll", {as_sample_shape(t, x)}, a, {}, x.sample, x.sample, x.dtype);
+}
+
+// PatchMerge(x) (match_patch_merge in onnx_shape_patterns.cpp): Swin's patch merging of x
+// [N, H, W, C] to [N, H / 2, W / 2, 4 C], the four offsets' channels in the Concat's order: a
+// reshape to [H / 2, 2, W / 2, 2, C], the block swap that puts the two offsets behind W / 2 (the
+// row offset fastest: [H / 2, W / 2, dw, dh, C]; else [.., dh, dw, C]) and a reshape.
+void patch_merge(Translator& t) {
+  const DataValue x = t.data(0);
+  if (x.transposed || x.sample.size() != 3)
+    t.fail("expects data [N, H, W, C], got " + shape_str(x.sample) + " per sample");
+  const int64_t h = x.sample[0], w = x.sample[1], c = x.sample[2];
+  if (h % 2 != 0 || w % 2 != 0)
+    t.fail("H = " + std::to_string(h) + " and W = " + std::to_string(w) + " must be even");
+  const DataValue split = reshape_data(t, as_sample_shape(t, x), {h / 2, 2, w / 2, 2, c});
+  const bool rows_fastest = t.attr_int("rows_fastest", 1) != 0;
+  const DataValue moved = transpose_data(
+      t, split, rows_fastest ? std::vector<int64_t>{0, 1, 3, 4, 2, 5} : std::vector<int64_t>{0, 1, 3, 2, 4, 5});
+  reshape_data(t, moved, {h / 2, w / 2, 4 * c});
 }
 
 }  // namespace
@@ -289,6 +307,7 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
 
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops) {
   ops["Roll"] = roll;
+  ops["PatchMerge"] = patch_merge;
   return ops;
 }
 

@@ -182,6 +182,7 @@ std::string Translator::where() const {
       {"MultiheadAttention", "the nodes of nn.MultiheadAttention"},
       {"ClassToken", "Expand + Concat read as a class token"},
       {"Roll", "Slice + Slice + Concat read as a roll"},
+      {"PatchMerge", "strided Slices + Concat read as a patch merging"},
       {"RelativePositionBias", "Gather + Reshape + Transpose + Add read as a relative position bias"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()

@@ -150,7 +150,7 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
 // only these two (onnx_shape_ops.cpp).
 DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to);
 DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm);
-// `ops` with the shape patterns' translators: Roll (onnx_shape_ops.cpp).
+// `ops` with the shape patterns' translators: Roll, PatchMerge (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
 // `ops` with Einsum of two data tensors as a batched matmul (onnx_einsum.cpp).
 std::map<std::string, TranslateFn> with_einsum(std::map<std::string, TranslateFn> ops);

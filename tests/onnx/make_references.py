@@ -75,6 +75,9 @@ MODELS = {
     # (Gather of its table by torchvision's index, Reshape, Transpose, Unsqueeze, Add:
     # relative_position_bias).
     "einsum_net": ({}, 16, 2, 13, "train"),
+    # torchvision's PatchMerging (Swin's: strided Slices of [N, H, W, C] + Concat, a layer norm
+    # and a linear without bias) between convolutions and a linear, before a pooled head.
+    "patch_merge_net": ({}, 32, 2, 13, "train"),
     # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
     # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
@@ -189,6 +192,21 @@ def build(name, kwargs):
         model = ScalarNet(CLASSES)
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
+    elif arch == "patch_merge_net":
+        from torchvision.models.swin_transformer import PatchMerging
+        nn = torch.nn
+
+        class ToLast(nn.Module):
+            def forward(self, x):
+                return x.permute(0, 2, 3, 1)
+
+        class ToFirst(nn.Module):
+            def forward(self, x):
+                return x.permute(0, 3, 1, 2)
+
+        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(8, 8, 4, stride=4), ToLast(), PatchMerging(8), nn.Linear(16, 16), nn.GELU(),
+                              ToFirst(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, CLASSES))
     elif arch == "maxvit_mini":
         from torchvision.models.maxvit import MaxVit
         model = MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2, block_channels=[16, 32],
