@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch side of the ONNX import tests (tests/test_onnx_models.cpp): exports torchvision
+"""The PyTorch side of the ONNX import tests (tests/onnx_models.h): exports torchvision
 networks with torch.onnx.export and writes what PyTorch computes on one batch, to compare with
 what remat computes on the imported graph.
 

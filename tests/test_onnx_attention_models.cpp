@@ -1,0 +1,155 @@
+// Imported attention and window networks against PyTorch on the CPU (the fixture and the checks:
+// tests/onnx_models.h): torchvision's vision transformer, MaxViT and Swin's patch merging, an
+// einsum attention, and GPT-2 exported from PyTorch (against its YAML too).
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "models/build.h"
+#include "models/config.h"
+#include "models/initial_values.h"
+#include "models/onnx/onnx_source.h"
+#include "ops/registry.h"
+#include "runtime/graph/autodiff.h"
+#include "runtime/io/safetensors.h"
+#include "tests/halfway_plan.h"
+#include "tests/onnx_models.h"
+#include "tests/model_test_util.h"
+#include "tests/source_dir.h"
+#include "tools/training/evaluation.h"
+
+namespace remat {
+namespace {
+
+// A vision transformer: patches to tokens (transpose), the class token, the position table,
+// nn.MultiheadAttention (dense + attention + dense), the class token's row for the head.
+TEST_F(OnnxModels, VisionTransformer) {
+  make("vit_mini");
+  check_model(dir_, "vit_mini");
+  check_eval(dir_, "vit_mini");
+}
+// Exported with a fixed batch, the heads' reshapes name 2 H rather than N H.
+TEST_F(OnnxModels, VisionTransformerFixedBatch) {
+  make("vit_mini_fixed_batch");
+  check_model(dir_, "vit_mini_fixed_batch");
+}
+// The attention pattern checks the constants it reads: a query divided by other than sqrt(D)
+// is refused at the group, and so is a Gather of data along other than the tokens.
+TEST_F(OnnxModels, VisionTransformerConstantsAreChecked) {
+  make("vit_mini");
+  onnx::ModelProto m = exported("vit_mini");
+  auto producer = [&](const std::string& v) -> onnx::NodeProto* {
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      for (const auto& o : n.output())
+        if (o == v) return &n;
+    return nullptr;
+  };
+  onnx::NodeProto* softmax = nullptr;
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "Softmax" && !softmax) softmax = &n;
+  ASSERT_NE(softmax, nullptr);
+  onnx::NodeProto* div = producer(producer(softmax->input(0))->input(0));
+  ASSERT_EQ(div->op_type(), "Div");
+  onnx::NodeProto* divisor = producer(div->input(1));
+  ASSERT_EQ(divisor->op_type(), "Constant");
+  const onnx::ModelProto original = m;
+  divisor->mutable_attribute(0)->mutable_t()->clear_raw_data();
+  divisor->mutable_attribute(0)->mutable_t()->add_float_data(3.0f);
+  EXPECT_NE(import_error(m).find("the query is divided by 3.000000, not sqrt(8)"), std::string::npos)
+      << import_error(m);
+  m = original;
+  for (auto& n : *m.mutable_graph()->mutable_node())  // the class token's row for the head
+    if (n.op_type() == "Gather" && producer(n.input(0))->op_type() != "Shape")
+      for (auto& a : *n.mutable_attribute())
+        if (a.name() == "axis") a.set_i(2);
+  EXPECT_NE(import_error(m).find("only a Gather along the tokens (axis 1) of data is supported"),
+            std::string::npos)
+      << import_error(m);
+}
+// Attention written with torch.einsum over windows of tokens (matmul with either transpose
+// flag), its heads split by a 5-D permute (transpose), MaxViT's relative position bias
+// (relative_position_bias).
+TEST_F(OnnxModels, EinsumAttention) {
+  make("einsum_net");
+  check_model(dir_, "einsum_net");
+  // An equation that is not a matrix product (a sum over j) is refused by name.
+  onnx::ModelProto m = exported("einsum_net");
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "Einsum") n.mutable_attribute(0)->set_s("bghij,bghjd->bghi");
+  EXPECT_NE(import_error(m).find("(Einsum, opset 13): equation 'bghij,bghjd->bghi': only a batched "
+                                 "matrix product of two tensors is supported"),
+            std::string::npos)
+      << import_error(m);
+  // An index that is not torchvision's (two entries swapped) is refused at the bias.
+  m = exported("einsum_net");
+  for (auto& t : *m.mutable_graph()->mutable_initializer())
+    if (t.name() == "relative_position_index") {
+      ASSERT_EQ(t.int64_data_size(), 0);
+      std::string raw = t.raw_data();
+      std::swap_ranges(raw.begin(), raw.begin() + 8, raw.begin() + 8);
+      t.set_raw_data(raw);
+    }
+  EXPECT_NE(import_error(m).find("(Gather + Reshape + Transpose + Add read as a relative position "
+                                 "bias, opset 13): the index (16 values) is not torchvision's"),
+            std::string::npos)
+      << import_error(m);
+}
+// torchvision's PatchMerging (Swin's): strided Slices + Concat as reshape + transpose + reshape.
+TEST_F(OnnxModels, SwinPatchMerging) {
+  make("patch_merge_net");
+  check_model(dir_, "patch_merge_net");
+}
+// torchvision's MaxViT: block and grid partitions (transposes), einsum attention with the
+// relative position bias, MBConv with squeeze-excitation.
+TEST_F(OnnxModels, MaxVit) {
+  make("maxvit_mini");
+  check_model(dir_, "maxvit_mini");
+}
+// configs/gpt2_tiny.yaml built in PyTorch (tools/bench/bench_pytorch_gpt2.py) and exported:
+// embeddings, attention written out (split heads, q k^T scaled, a causal mask, merge heads),
+// GPT-2's gelu and the tied head all import (Note [ONNX patterns]) and agree with PyTorch.
+TEST_F(OnnxModels, Gpt2TinyOpset17) {
+  make("gpt2_tiny");
+  check_model(dir_, "gpt2_tiny");
+  check_eval(dir_, "gpt2_tiny");
+}
+// Opsets before 17 write layer norm as nine nodes (Note [ONNX patterns]).
+TEST_F(OnnxModels, Gpt2TinyOpset14) {
+  make("gpt2_tiny_opset14");
+  check_model(dir_, "gpt2_tiny_opset14");
+}
+// The import of the YAML's own network is the YAML's graph: the same nodes, parameters and
+// keep-everything peak, so it plans alike (every later stage sees the same problem).
+TEST_F(OnnxModels, Gpt2TinyImportPlansLikeItsYaml) {
+  make("gpt2_tiny");
+  const OpRegistry ops = make_builtin_registry();
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  auto graph_of = [&](const ModelConfig& cfg) {
+    BuildOptions bo;
+    bo.batch = 8;
+    return make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
+                               cfg.optimizer.attrs);
+  };
+  const ModelConfig yaml_cfg = load_model_config(test_source_dir() + "/configs/gpt2_tiny.yaml");
+  ModelConfig onnx_cfg = load_model_config(dir_ + "/gpt2_tiny.onnx", {"batch=8"});
+  onnx_cfg.optimizer = yaml_cfg.optimizer;  // the default config's is sgd: no optimizer state
+  const Graph imported = graph_of(onnx_cfg);
+  const Graph yaml = graph_of(yaml_cfg);
+  EXPECT_EQ(planned_nodes(imported), planned_nodes(yaml));
+  int64_t params[2] = {0, 0};
+  for (int k = 0; k < 2; ++k)
+    for (const Value& v : (k ? yaml : imported).values) params[k] += v.kind == ValueKind::Param ? v.desc.numel() : 0;
+  EXPECT_EQ(params[0], params[1]);
+  auto ws = [&](const Graph& g) { return [&](NodeId n) { return node_workspace_bytes(g, ops, *be, n); }; };
+  EXPECT_EQ(plan_keep_all(imported, ws(imported)).predicted_peak, plan_keep_all(yaml, ws(yaml)).predicted_peak);
+}
+
+}  // namespace
+}  // namespace remat
