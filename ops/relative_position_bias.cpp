@@ -92,7 +92,8 @@ void relative_bias_cpu(const ExecContext& ctx) {
   for (int64_t l = 0; l < s.lead; ++l)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.t; ++i)
-        for (int64_t j = 0; j < s.t; ++j, ++e) y[e] = x[e] + table[offset_index(a, i, j) * s.heads + h];
+        for (int64_t j = 0; j < s.t; ++j, ++e)
+          y[e] = x[e] + table[offset_index(a, i, j) * s.heads + h];
 }
 
 // [dy] -> [R, H], the two sums of the header.
@@ -141,7 +142,8 @@ void relative_bias_grad_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<RelativeBiasAttrs>(*ctx.node);
   const Scores s = scores_of(ctx.inputs[0].shape());
   REMAT_CHECK(ctx.workspace_bytes >= relative_bias_grad_workspace(ctx),
-              "node '" << ctx.node->name << "': relative_position_bias_grad_table workspace too small");
+              "node '" << ctx.node->name
+                       << "': relative_position_bias_grad_table workspace too small");
   auto* db = static_cast<float*>(ctx.workspace);
   void* rest = static_cast<char*>(ctx.workspace) + plane_bytes(s);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {

@@ -36,7 +36,7 @@ OpAttrsPtr roll_parse(AttrReader& r) {
 
 TensorDesc roll_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const RollAttrs&>(at);
-  const DType t = require_float("roll", in);
+  require_float("roll", in);
   const Shape& s = in.at(0).shape;
   if (a.dims.back() >= static_cast<int64_t>(s.size()))
     REMAT_USER_ERROR("roll: dims " << shape_str(a.dims) << " are not axes of " << shape_str(s));
@@ -105,9 +105,10 @@ void roll_cuda(const ExecContext& ctx) {
       p.srcPtr = make_cudaPitchedPtr(const_cast<void*>(ctx.inputs[0].data), pitch, pitch,
                                      static_cast<size_t>(r.n1));
       p.dstPtr = make_cudaPitchedPtr(ctx.output.data, pitch, pitch, static_cast<size_t>(r.n1));
-      p.srcPos = make_cudaPos(static_cast<size_t>(b.from * r.inner * e), static_cast<size_t>(a.from), 0);
-      p.dstPos = make_cudaPos(static_cast<size_t>(b.to * r.inner * e), static_cast<size_t>(a.to), 0);
-      p.extent = make_cudaExtent(static_cast<size_t>(b.len * r.inner * e), static_cast<size_t>(a.len),
+      const auto bytes = [&](int64_t rows) { return static_cast<size_t>(rows * r.inner * e); };
+      p.srcPos = make_cudaPos(bytes(b.from), static_cast<size_t>(a.from), 0);
+      p.dstPos = make_cudaPos(bytes(b.to), static_cast<size_t>(a.to), 0);
+      p.extent = make_cudaExtent(bytes(b.len), static_cast<size_t>(a.len),
                                  static_cast<size_t>(r.outer));
       p.kind = cudaMemcpyDeviceToDevice;
       REMAT_CUDA_CHECK(cudaMemcpy3DAsync(&p, cuda_stream(ctx)));

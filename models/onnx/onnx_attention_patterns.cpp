@@ -206,7 +206,8 @@ void match_relative_position_bias(Graph& g, int k) {
     const onnx::NodeProto* unsq = g.made_by(bias, "Unsqueeze");
     const onnx::NodeProto* t = g.made_by(unsq ? unsq->input(0) : bias, "Transpose");
     if (unsq) group.push_back(g.index(unsq));
-    if (!t || perm_of(*t) != std::vector<int64_t>{2, 0, 1} || (unsq && !g.only_for(t->output(0), group.back())))
+    if (!t || perm_of(*t) != std::vector<int64_t>{2, 0, 1} ||
+        (unsq && !g.only_for(t->output(0), group.back())))
       continue;
     const onnx::NodeProto* r = g.made_by(t->input(0), "Reshape");
     const onnx::NodeProto* gather = r ? g.made_by(r->input(0), "Gather") : nullptr;
@@ -216,9 +217,9 @@ void match_relative_position_bias(Graph& g, int k) {
     for (const auto& a : gather->attribute())
       if (a.name() == "axis" && a.i() != 0) return;
     for (const onnx::NodeProto* n : {t, r, gather}) group.push_back(g.index(n));
-    onnx::NodeProto f = fused_node("RelativePositionBias", *add,
-                                   {add->input(1 - side), gather->input(0), gather->input(1), r->input(1)},
-                                   add->output(0));
+    onnx::NodeProto f = fused_node(
+        "RelativePositionBias", *add,
+        {add->input(1 - side), gather->input(0), gather->input(1), r->input(1)}, add->output(0));
     if (unsq) {  // its axes: an input from opset 13, an attribute before
       f.add_input(unsq->input_size() > 1 ? unsq->input(1) : "");
       copy_attrs(&f, *unsq, "unsqueeze_");

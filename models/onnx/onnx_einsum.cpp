@@ -66,7 +66,8 @@ void einsum(Translator& t) {
     t.fail("equation '" + equation + "': only a batched matrix product of two tensors is "
            "supported (the same leading letters everywhere, one letter contracted in the last "
            "two, e.g. 'bhid,bhjd->bhij' or 'bhij,bhjd->bhid')");
-  if (t.is_const(0) || t.is_const(1)) t.fail("an Einsum with a constant or weight is not supported");
+  if (t.is_const(0) || t.is_const(1))
+    t.fail("an Einsum with a constant or weight is not supported");
   const DataValue a = t.data(0), b = t.data(1);
   for (const DataValue* v : {&a, &b})
     if (v->transposed || v->remat != v->sample) t.fail("an input is not a plain tensor");
@@ -76,8 +77,10 @@ void einsum(Translator& t) {
            " and " + shape_str(b.sample) + " per sample");
   for (size_t d = 0; d + 2 < r; ++d)
     if (a.sample[d] != b.sample[d]) t.fail("the batch dimensions differ (no broadcasting)");
-  const int64_t rows = a.sample[r - (m.transpose_a ? 1 : 2)], ka = a.sample[r - (m.transpose_a ? 2 : 1)];
-  const int64_t cols = b.sample[r - (m.transpose_b ? 2 : 1)], kb = b.sample[r - (m.transpose_b ? 1 : 2)];
+  const int64_t rows = a.sample[r - (m.transpose_a ? 1 : 2)];
+  const int64_t ka = a.sample[r - (m.transpose_a ? 2 : 1)];
+  const int64_t cols = b.sample[r - (m.transpose_b ? 2 : 1)];
+  const int64_t kb = b.sample[r - (m.transpose_b ? 1 : 2)];
   if (ka != kb) t.fail(shape_str(a.sample) + " x " + shape_str(b.sample) + " do not contract");
   AttrMap at;
   if (m.transpose_a) at.set("transpose_a", true);
