@@ -4,13 +4,10 @@
 // kernels/common.cuh); the table stays float.
 #include "kernels/common.cuh"
 #include "kernels/relative_position.h"
+#include "kernels/relative_position_index.h"
 
 namespace remat {
 namespace {
-
-__device__ __forceinline__ int64_t offset_index(int64_t i, int64_t j, int64_t wh, int64_t ww) {
-  return (i / ww - j / ww + wh - 1) * (2 * ww - 1) + (i % ww - j % ww + ww - 1);
-}
 
 template <typename T>
 __global__ void relative_bias_kernel(T* out, const T* inp, const float* table, int64_t total,
@@ -19,7 +16,7 @@ __global__ void relative_bias_kernel(T* out, const T* inp, const float* table, i
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t j = e % t, i = e / t % t, h = e / (t * t) % heads;
-    out[e] = st<T>(ld(inp[e]) + table[offset_index(i, j, wh, ww) * heads + h]);
+    out[e] = st<T>(ld(inp[e]) + table[relative_position_index(i, j, wh, ww) * heads + h]);
   }
 }
 
@@ -33,7 +30,7 @@ __global__ void relative_table_grad_kernel(float* dtable, const float* db, int64
     double sum = 0.0;
     for (int64_t i = 0; i < t; ++i)
       for (int64_t j = 0; j < t; ++j)
-        if (offset_index(i, j, wh, ww) == r) sum += db[(h * t + i) * t + j];
+        if (relative_position_index(i, j, wh, ww) == r) sum += db[(h * t + i) * t + j];
     dtable[e] = static_cast<float>(sum);
   }
 }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/relative_position_index.h"
 #include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
@@ -79,7 +80,7 @@ std::vector<ParamSpec> relative_bias_params(const OpAttrs& at, const std::vector
 }
 
 int64_t offset_index(const RelativeBiasAttrs& a, int64_t i, int64_t j) {
-  return (i / a.ww - j / a.ww + a.wh - 1) * (2 * a.ww - 1) + (i % a.ww - j % a.ww + a.ww - 1);
+  return relative_position_index(i, j, a.wh, a.ww);
 }
 
 void relative_bias_cpu(const ExecContext& ctx) {

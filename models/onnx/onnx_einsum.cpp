@@ -61,7 +61,8 @@ EinsumMatmul as_matmul(const std::vector<std::string>& t) {
 
 void einsum(Translator& t) {
   const std::string equation = t.attr_string("equation", "");
-  const EinsumMatmul m = as_matmul(einsum_terms(equation));
+  const std::vector<std::string> terms = einsum_terms(equation);
+  const EinsumMatmul m = as_matmul(terms);
   if (t.inputs() != 2 || !m.ok)
     t.fail("equation '" + equation + "': only a batched matrix product of two tensors is "
            "supported (the same leading letters everywhere, one letter contracted in the last "
@@ -72,7 +73,7 @@ void einsum(Translator& t) {
   for (const DataValue* v : {&a, &b})
     if (v->transposed || v->remat != v->sample) t.fail("an input is not a plain tensor");
   const size_t r = a.sample.size();
-  if (b.sample.size() != r || r + 1 != einsum_terms(equation)[0].size())
+  if (b.sample.size() != r || r + 1 != terms[0].size())
     t.fail("equation '" + equation + "' does not name the axes of " + shape_str(a.sample) +
            " and " + shape_str(b.sample) + " per sample");
   for (size_t d = 0; d + 2 < r; ++d)

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kernels/relative_position_index.h"
 #include "models/onnx/onnx_translator.h"
 
 namespace remat {
@@ -181,6 +183,23 @@ void gather_token(Translator& t, const TranslateFn& gather) {
   t.emit("reshape", {y}, r, {}, {x.sample[1]}, {x.sample[1]}, x.dtype);
 }
 
+// The window [Wh, Ww] of `tokens` = Wh Ww tokens and a table of `rows` = (2 Wh - 1)(2 Ww - 1)
+// rows whose torchvision index `index` is, if one is.
+std::optional<Shape> window_of_index(const std::vector<int64_t>& index, int64_t tokens,
+                                     int64_t rows) {
+  if (static_cast<int64_t>(index.size()) != tokens * tokens) return std::nullopt;
+  for (int64_t wh = 1; wh <= tokens; ++wh) {
+    const int64_t ww = tokens / wh;
+    if (wh * ww != tokens || (2 * wh - 1) * (2 * ww - 1) != rows) continue;
+    bool same = true;
+    for (int64_t k = 0; k < tokens * tokens && same; ++k)
+      same = index[static_cast<size_t>(k)] ==
+             relative_position_index(k / tokens, k % tokens, wh, ww);
+    if (same) return Shape{wh, ww};
+  }
+  return std::nullopt;
+}
+
 // RelativePositionBias(scores, table [R, H], index, target[, axes]) (match_relative_position_bias
 // in onnx_attention_patterns.cpp): relative_position_bias of the window whose torchvision index
 // the constant index is, the table its parameter.
@@ -195,7 +214,8 @@ void relative_position_bias(Translator& t) {
     t.fail("a table " + shape_str(w) + " for scores of " + std::to_string(heads) + " heads: "
            "expects a table [R, " + std::to_string(heads) + "]");
   const std::vector<int64_t> target = t.konst(3).ints(t.where() + ": the bias's shape");
-  if (target != std::vector<int64_t>{tokens, tokens, heads} && target != std::vector<int64_t>{tokens, tokens, -1})
+  if (target != std::vector<int64_t>{tokens, tokens, heads} &&
+      target != std::vector<int64_t>{tokens, tokens, -1})
     t.fail("the gathered table is reshaped to " + shape_str(target) + ", not [T, T, H] = " +
            shape_str(Shape{tokens, tokens, heads}));
   if (t.has(4) && t.konst(4).ints(t.where() + ": the axes") != std::vector<int64_t>{0})
@@ -203,21 +223,11 @@ void relative_position_bias(Translator& t) {
   if (t.has_attr("unsqueeze_axes") && t.attr_ints("unsqueeze_axes", {}) != std::vector<int64_t>{0})
     t.fail("the bias is unsqueezed at other than axis 0");
   const std::vector<int64_t> index = t.konst(2).ints(t.where() + ": the index");
-  for (int64_t wh = 1; wh <= tokens; ++wh) {
-    const int64_t ww = tokens / wh;
-    if (wh * ww != tokens || (2 * wh - 1) * (2 * ww - 1) != w[0] ||
-        static_cast<int64_t>(index.size()) != tokens * tokens)
-      continue;
-    bool same = true;
-    for (int64_t i = 0; i < tokens && same; ++i)
-      for (int64_t j = 0; j < tokens && same; ++j)
-        same = index[static_cast<size_t>(i * tokens + j)] ==
-               (i / ww - j / ww + wh - 1) * (2 * ww - 1) + (i % ww - j % ww + ww - 1);
-    if (!same) continue;
+  if (const std::optional<Shape> window = window_of_index(index, tokens, w[0])) {
     AttrMap a;
-    a.set("window", std::vector<int64_t>{wh, ww});
-    t.emit("relative_position_bias", {x}, a, {{"table", t.node().input(1), w, {}}}, x.sample, x.remat,
-           x.dtype);
+    a.set("window", *window);
+    t.emit("relative_position_bias", {x}, a, {{"table", t.node().input(1), w, {}}}, x.sample,
+           x.remat, x.dtype);
     return;
   }
   t.fail("the index (" + std::to_string(index.size()) + " values) is not torchvision's relative "
