@@ -11,12 +11,18 @@ namespace {
 
 template <typename T>
 __global__ void relative_bias_kernel(T* out, const T* inp, const float* table, int64_t total,
-                                     int64_t heads, int64_t wh, int64_t ww) {
-  const int64_t t = wh * ww;
+                                     int64_t heads, RelativeWindows w) {
+  const int64_t t = w.wh * w.ww;
+  const bool masked = w.sh != 0 || w.sw != 0;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t j = e % t, i = e / t % t, h = e / (t * t) % heads;
-    out[e] = st<T>(ld(inp[e]) + table[relative_position_index(i, j, wh, ww) * heads + h]);
+    float y = ld(inp[e]) + table[relative_position_index(i, j, w.wh, w.ww) * heads + h];
+    if (masked) {
+      const int64_t win = e / (t * t * heads) % (w.gh * w.gw);
+      y += shifted_window_mask(win, i, j, w.gh, w.gw, w.wh, w.ww, w.sh, w.sw);
+    }
+    out[e] = st<T>(y);
   }
 }
 
@@ -37,25 +43,25 @@ __global__ void relative_table_grad_kernel(float* dtable, const float* db, int64
 
 template <typename T>
 void forward_impl(T* out, const T* inp, const float* table, int64_t lead, int64_t heads,
-                  int64_t wh, int64_t ww, cudaStream_t stream) {
-  const int64_t total = lead * heads * wh * ww * wh * ww;
+                  const RelativeWindows& w, cudaStream_t stream) {
+  const int64_t total = lead * heads * w.wh * w.ww * w.wh * w.ww;
   if (total <= 0) return;
   relative_bias_kernel<T><<<grid_for(total), kBlockSize, 0, stream>>>(out, inp, table, total,
-                                                                       heads, wh, ww);
+                                                                       heads, w);
   REMAT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 void relative_position_bias_forward(float* out, const float* inp, const float* table,
-                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    int64_t lead, int64_t heads, const RelativeWindows& w,
                                     cudaStream_t stream) {
-  forward_impl(out, inp, table, lead, heads, wh, ww, stream);
+  forward_impl(out, inp, table, lead, heads, w, stream);
 }
 void relative_position_bias_forward(uint16_t* out, const uint16_t* inp, const float* table,
-                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    int64_t lead, int64_t heads, const RelativeWindows& w,
                                     cudaStream_t stream) {
-  forward_impl(bf16_ptr(out), bf16_ptr(inp), table, lead, heads, wh, ww, stream);
+  forward_impl(bf16_ptr(out), bf16_ptr(inp), table, lead, heads, w, stream);
 }
 
 void relative_position_bias_table_grad(float* dtable, const float* db, int64_t heads, int64_t wh,

@@ -9,13 +9,20 @@
 
 namespace remat {
 
-// out = inp + table[index(i, j), h] for inp [lead, heads, T, T], T = wh * ww, table [R, heads];
-// one rounding (the bf16 overload computes in FP32 and rounds once, as the CPU's bf16 path).
+// The window (wh x ww) and, for Swin's shifted windows, the grid of windows (gh x gw) and the
+// shift (sh, sw; 0, 0: no mask).
+struct RelativeWindows {
+  int64_t wh, ww, gh, gw, sh, sw;
+};
+
+// out = inp + table[index(i, j), h] for inp [lead, heads, T, T], T = wh * ww, table [R, heads],
+// then + shifted_window_mask(l % (gh gw), i, j, ..) when shifted (lead index l); in FP32 with the
+// CPU's roundings (the bf16 overload rounds once at the end, as the CPU's bf16 path).
 void relative_position_bias_forward(float* out, const float* inp, const float* table,
-                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    int64_t lead, int64_t heads, const RelativeWindows& w,
                                     cudaStream_t stream);
 void relative_position_bias_forward(uint16_t* out, const uint16_t* inp, const float* table,
-                                    int64_t lead, int64_t heads, int64_t wh, int64_t ww,
+                                    int64_t lead, int64_t heads, const RelativeWindows& w,
                                     cudaStream_t stream);
 // dtable [R, heads]: entry (r, h) = the sum, in double with i and j in order, of db[h, i, j]
 // over the (i, j) whose offset index is r (db [heads, T, T]: dy summed over its leading axes).

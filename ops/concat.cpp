@@ -2,9 +2,10 @@
 // along the last axis of channels-last [N, H, W, C] (data_format, Note [channels-last layout]
 // in models/channels_last.cpp); its gradient emits one concat_slice [dy] per input, with that
 // input's {offset, channels}. channel_slice is the same copy as a layer (ONNX's Slice of channels,
-// torch.chunk), whose gradient channel_slice_grad puts dy at its channels of zeros. The kernels
-// see any of these as rows of channels of `inner` elements: [N, C, inner], or [N H W, C, 1]
-// channels-last.
+// torch.chunk; with `axis`, of any axis after the batch: qkv[i] of Swin's [N, nW, T, 3, H, D]),
+// whose gradient channel_slice_grad puts dy at its channels of zeros. The kernels see any of
+// these as rows of channels of `inner` elements: [N, C, inner], [N H W, C, 1] channels-last, or
+// [the axes before `axis`, C, the axes after].
 #include <algorithm>
 #include <memory>
 
@@ -26,6 +27,7 @@ struct ConcatSliceAttrs : OpAttrs {
   int64_t offset = 0;    // first channel of the slice in dy
   int64_t channels = 0;  // channels in the slice
   bool channels_last = false;
+  int64_t axis = 1;  // the sliced axis (channel_slice's `axis`; channels_last: the last)
 };
 
 OpAttrsPtr concat_parse(AttrReader& r) {
@@ -40,6 +42,9 @@ OpAttrsPtr slice_parse(AttrReader& r, const char* op) {
   a->offset = r.require_int("offset", 0, int64_t{1} << 40);
   a->channels = r.require_int("channels", 1, int64_t{1} << 40);
   a->channels_last = read_channels_last(r);
+  a->axis = r.get_int("axis", 1, 1, 16);
+  if (a->channels_last && a->axis != 1)
+    r.fail("axis", std::string(op) + ": an axis with channels-last data is not supported");
   r.finish(op);
   return a;
 }
@@ -49,6 +54,7 @@ struct ChannelPadAttrs : OpAttrs {
   int64_t offset = 0;
   int64_t total = 0;
   bool channels_last = false;
+  int64_t axis = 1;
 };
 
 OpAttrsPtr channel_pad_parse(AttrReader& r) {
@@ -56,24 +62,27 @@ OpAttrsPtr channel_pad_parse(AttrReader& r) {
   a->offset = r.require_int("offset", 0, int64_t{1} << 40);
   a->total = r.require_int("total", 1, int64_t{1} << 40);
   a->channels_last = read_channels_last(r);
+  a->axis = r.get_int("axis", 1, 1, 16);
   r.finish("channel_slice_grad");
   return a;
 }
 
-// The channel axis of a shape: 1, or the last one of a channels-last 4-D tensor.
-size_t channel_axis(const Shape& s, bool channels_last) {
-  return channels_last && s.size() == 4 ? 3 : 1;
+// The channel axis of a shape: `axis` (1 unless a slice names another), or the last one of a
+// channels-last 4-D tensor.
+size_t channel_axis(const Shape& s, bool channels_last, int64_t axis = 1) {
+  return channels_last && s.size() == 4 ? 3 : static_cast<size_t>(axis);
 }
 
 // A tensor as rows of channels of `inner` elements each.
 struct Rows {
   int64_t n, c, inner;
 };
-Rows rows_of(const Shape& s, bool channels_last) {
-  if (channels_last && s.size() == 4) return {s[0] * s[1] * s[2], s[3], 1};
-  int64_t inner = 1;  // elements per channel (H * W; 1 for [N, F])
-  for (size_t i = 2; i < s.size(); ++i) inner *= s[i];
-  return {s[0], s[1], inner};
+Rows rows_of(const Shape& s, bool channels_last, int64_t axis = 1) {
+  const size_t a = channel_axis(s, channels_last, axis);
+  int64_t n = 1, inner = 1;  // rows: the axes before the channels; elements per channel: after
+  for (size_t i = 0; i < a; ++i) n *= s[i];
+  for (size_t i = a + 1; i < s.size(); ++i) inner *= s[i];
+  return {n, s[a], inner};
 }
 
 TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
@@ -118,10 +127,14 @@ TensorDesc slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const ConcatSliceAttrs&>(at);
   const DType t = require_float("channel_slice", in);
   Shape s = in.at(0).shape;
-  if (s.size() < 2 || s.size() > 4)
+  if (a.axis == 1 && (s.size() < 2 || s.size() > 4))
     REMAT_USER_ERROR("channel_slice expects [N, C, H, W], [N, T, C] (rows along T) or [N, F], got "
                      << shape_str(s));
-  const size_t axis = channel_axis(s, a.channels_last);
+  if (a.axis >= static_cast<int64_t>(s.size()))
+    REMAT_USER_ERROR("channel_slice: axis " << a.axis << " of " << shape_str(s)
+                                            << " (the axes after the batch are 1 .. "
+                                            << s.size() - 1 << ")");
+  const size_t axis = channel_axis(s, a.channels_last, a.axis);
   if (a.offset + a.channels > s[axis])
     REMAT_USER_ERROR("channel_slice: channels [" << a.offset << ", " << a.offset + a.channels
                                                  << ") are outside the input's " << s[axis]);
@@ -132,8 +145,8 @@ TensorDesc slice_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
 TensorDesc channel_pad_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   const auto& a = static_cast<const ChannelPadAttrs&>(at);
   Shape s = in.at(0).shape;
-  const size_t axis = channel_axis(s, a.channels_last);
-  REMAT_CHECK(s.size() >= 2 && a.offset + s[axis] <= a.total,
+  const size_t axis = channel_axis(s, a.channels_last, a.axis);
+  REMAT_CHECK(s.size() > axis && a.offset + s[axis] <= a.total,
               "channel_slice_grad: " << shape_str(s) << " at " << a.offset << " of " << a.total);
   s[axis] = a.total;
   return TensorDesc{s, in[0].dtype};
@@ -143,7 +156,7 @@ TensorDesc channel_pad_infer(const OpAttrs& at, const std::vector<TensorDesc>& i
 void concat_slice_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  const Rows r = rows_of(dy.shape(), a.channels_last);
+  const Rows r = rows_of(dy.shape(), a.channels_last, a.axis);
   const int64_t in_image = r.c * r.inner, chunk = a.channels * r.inner;
   for (int64_t i = 0; i < r.n; ++i) {
     const float* src = dy.f32() + i * in_image + a.offset * r.inner;
@@ -155,8 +168,8 @@ void concat_slice_cpu(const ExecContext& ctx) {
 void channel_pad_cpu(const ExecContext& ctx) {
   const auto& a = attrs_of<ChannelPadAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  const Rows r = rows_of(ctx.output.shape(), a.channels_last);
-  const int64_t chunk = rows_of(dy.shape(), a.channels_last).c * r.inner;
+  const Rows r = rows_of(ctx.output.shape(), a.channels_last, a.axis);
+  const int64_t chunk = rows_of(dy.shape(), a.channels_last, a.axis).c * r.inner;
   float* dx = ctx.output.f32();
   std::fill(dx, dx + ctx.output.numel(), 0.0f);
   for (int64_t i = 0; i < r.n; ++i)
@@ -184,7 +197,7 @@ void concat_cuda(const ExecContext& ctx) {
 void concat_slice_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<ConcatSliceAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  const Rows r = rows_of(dy.shape(), a.channels_last);
+  const Rows r = rows_of(dy.shape(), a.channels_last, a.axis);
   with_storage(dy.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     concat_slice_forward(storage<T>(ctx.output), storage<T>(dy), r.n, r.c, a.offset, a.channels,
@@ -196,12 +209,13 @@ void concat_slice_cuda(const ExecContext& ctx) {
 void channel_pad_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<ChannelPadAttrs>(*ctx.node);
   const TensorView& dy = ctx.inputs[0];
-  const Rows r = rows_of(ctx.output.shape(), a.channels_last);
+  const Rows r = rows_of(ctx.output.shape(), a.channels_last, a.axis);
   REMAT_CUDA_CHECK(cudaMemsetAsync(ctx.output.data, 0, static_cast<size_t>(ctx.output.desc->bytes()),
                                    cuda_stream(ctx)));
   with_storage(dy.desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    concat_forward(storage<T>(ctx.output), storage<T>(dy), r.n, rows_of(dy.shape(), a.channels_last).c,
+    concat_forward(storage<T>(ctx.output), storage<T>(dy), r.n,
+                   rows_of(dy.shape(), a.channels_last, a.axis).c,
                    r.c, a.offset, r.inner, cuda_stream(ctx));
   });
 }
@@ -212,12 +226,14 @@ std::vector<ValueId> channel_slice_gradient(GradEmitter& g, const Node& fwd, Val
   const TensorDesc x = g.graph().value(fwd.inputs.at(0)).desc;
   auto typed = std::make_shared<ChannelPadAttrs>();
   typed->offset = a.offset;
-  typed->total = x.shape.at(channel_axis(x.shape, a.channels_last));
+  typed->total = x.shape.at(channel_axis(x.shape, a.channels_last, a.axis));
   typed->channels_last = a.channels_last;
+  typed->axis = a.axis;
   AttrMap m;
   m.origin = fwd.attrs.origin;
   m.set("offset", typed->offset);
   m.set("total", typed->total);
+  if (a.axis != 1) m.set("axis", a.axis);
   if (a.channels_last) m.set("data_format", std::string("channels_last"));
   return {g.emit("grad", "channel_slice_grad", {dy}, x, m, typed)};
 }

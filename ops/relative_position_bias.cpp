@@ -4,8 +4,11 @@
 // R = (2 Wh - 1)(2 Ww - 1) rows, one per offset between two tokens of a window:
 //   y[.., h, i, j] = x[.., h, i, j] + table[index(i, j), h],
 //   index(i, j) = (hi - hj + Wh - 1)(2 Ww - 1) + (wi - wj + Ww - 1), token i at (i / Ww, i % Ww)
-// (torchvision's relative_position_index, computed rather than stored). Gradients: dx = dy (no
-// node); relative_position_bias_grad_table [dy] -> [R, H]: first the sum over every leading
+// (torchvision's relative_position_index, computed rather than stored). Shifted windows (shift
+// [sh, sw] not 0, windows [gh, gw]): x [N, .., gh gw, H, T, T] and Swin's mask added after the
+// bias, y = (x + table[..]) + mask(w, i, j), two float roundings as PyTorch's two adds, w the
+// window (the axis before the heads), the mask 0 or -100 (shifted_window_mask in
+// kernels/relative_position_index.h). Gradients: dx = dy (no node); relative_position_bias_grad_table [dy] -> [R, H]: first the sum over every leading
 // index of dy[.., h, i, j] (double, in order, rounded once: what bias_grad_reduce does on the
 // device), then per table entry the sum of those over the (i, j) that read it (double, i and j
 // in order, rounded once).
@@ -27,7 +30,10 @@ namespace {
 
 struct RelativeBiasAttrs : OpAttrs {
   int64_t wh = 0, ww = 0;
+  int64_t sh = 0, sw = 0;  // the windows' shift (Swin's shifted windows; 0: no mask)
+  int64_t gh = 1, gw = 1;  // the grid of windows (with a shift)
   double init_std = 0.02;
+  bool masked() const { return sh != 0 || sw != 0; }
   int64_t t() const { return wh * ww; }
   int64_t rows() const { return (2 * wh - 1) * (2 * ww - 1); }
 };
@@ -38,6 +44,18 @@ OpAttrsPtr relative_bias_parse(AttrReader& r, const std::string& op_name) {
   const auto w = r.get_ints("window", 2, {}, 1, 1024);
   a->wh = w[0];
   a->ww = w[1];
+  const auto shift = r.get_ints("shift", 2, {0, 0}, 0, 1023);
+  a->sh = shift[0];
+  a->sw = shift[1];
+  if (a->sh >= a->wh || a->sw >= a->ww)
+    r.fail("shift", "a shift of [" + std::to_string(a->sh) + ", " + std::to_string(a->sw) +
+                        "] is not inside the window [" + std::to_string(a->wh) + ", " +
+                        std::to_string(a->ww) + "]");
+  if (a->masked() && !r.has("windows"))
+    r.fail("windows", "is required with a shift (the grid of windows, e.g. [8, 8])");
+  const auto grid = r.get_ints("windows", 2, {1, 1}, 1, 1 << 20);
+  a->gh = grid[0];
+  a->gw = grid[1];
   a->init_std = r.get_double("init_std", 0.02, 0.0, 100.0);
   r.finish(op_name);
   return a;
@@ -62,6 +80,10 @@ TensorDesc relative_bias_infer(const OpAttrs& at, const std::vector<TensorDesc>&
   if (x.size() < 4 || x[x.size() - 1] != a.t() || x[x.size() - 2] != a.t())
     REMAT_USER_ERROR("relative_position_bias expects scores [N, .., H, T, T] with T = "
                      << a.wh << " x " << a.ww << " = " << a.t() << " tokens, got " << shape_str(x));
+  if (a.masked() && (x.size() < 5 || x[x.size() - 4] != a.gh * a.gw))
+    REMAT_USER_ERROR("relative_position_bias with a shift expects scores [N, .., windows, H, T, T] "
+                     "with " << a.gh << " x " << a.gw << " = " << a.gh * a.gw
+                             << " windows, got " << shape_str(x));
   return in[0];
 }
 
@@ -93,8 +115,11 @@ void relative_bias_cpu(const ExecContext& ctx) {
   for (int64_t l = 0; l < s.lead; ++l)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t i = 0; i < s.t; ++i)
-        for (int64_t j = 0; j < s.t; ++j, ++e)
+        for (int64_t j = 0; j < s.t; ++j, ++e) {
           y[e] = x[e] + table[offset_index(a, i, j) * s.heads + h];
+          if (a.masked())
+            y[e] += shifted_window_mask(l % (a.gh * a.gw), i, j, a.gh, a.gw, a.wh, a.ww, a.sh, a.sw);
+        }
 }
 
 // [dy] -> [R, H], the two sums of the header.
@@ -125,9 +150,9 @@ void relative_bias_cuda(const ExecContext& ctx) {
   const Scores s = scores_of(ctx.inputs[0].shape());
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
+    const RelativeWindows w{a.wh, a.ww, a.gh, a.gw, a.sh, a.sw};
     relative_position_bias_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
-                                   ctx.inputs[1].f32(), s.lead, s.heads, a.wh, a.ww,
-                                   cuda_stream(ctx));
+                                   ctx.inputs[1].f32(), s.lead, s.heads, w, cuda_stream(ctx));
   });
 }
 
@@ -162,7 +187,8 @@ void register_relative_position_bias_ops(OpRegistry& r) {
   OpDef f;
   f.name = "relative_position_bias";
   f.summary = "a learned bias per head and token offset added to window attention's scores "
-              "[N, .., H, T, T] (window: Wh or [Wh, Ww], T = Wh Ww; init_std)";
+              "[N, .., H, T, T] (window: Wh or [Wh, Ww], T = Wh Ww; shift and windows: Swin's "
+              "shifted-window mask too; init_std)";
   f.parse = [](AttrReader& rd) { return relative_bias_parse(rd, "relative_position_bias"); };
   f.infer = relative_bias_infer;
   f.params = relative_bias_params;

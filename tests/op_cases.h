@@ -179,6 +179,9 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_slice_tokens", {"channel_slice", attr_map({{"offset", 0}, {"channels", 1}}), {f32({2, 4, 3})}},
        kTolLinear},
       {"transpose_tokens", {"transpose", attr_map({{"perm", Ints{0, 2, 1}}}), {f32({3, 4, 6})}}, kTolLinear},
+      // Swin's qkv[1] of [N, nW, T, 3, H, D] (channel_slice along a middle axis).
+      {"channel_slice_axis", {"channel_slice", attr_map({{"axis", 3}, {"offset", 1}, {"channels", 1}}),
+                              {f32({2, 2, 3, 3, 2, 2})}}, kTolLinear},
       // Block swaps in the middle: k.transpose(-2, -1) of [N, G, T, D], a window partition's
       // permute(0, 1, 3, 2, 4, 5) and Swin's patch merging permute(0, 1, 3, 4, 2, 5) (vectors of
       // inner elements: the CUDA path's two transposes through its workspace).

@@ -112,6 +112,19 @@ TEST_F(OnnxModels, MaxVit) {
   make("maxvit_mini");
   check_model(dir_, "maxvit_mini");
 }
+// torchvision's Swin Transformer without shifted windows: the windows folded into the batch
+// (Note [folded batch] in models/onnx/onnx_translator.h) through the window attention, qkv[i]
+// after a permute that moves the batch, the relative position bias, the patch merging.
+TEST_F(OnnxModels, SwinWindowsFoldedIntoTheBatch) {
+  make("swin_mini");
+  check_model(dir_, "swin_mini");
+}
+// With shifted windows: the cyclic shifts (roll) and the mask torchvision builds from region ids
+// (ScatterND and friends, folded at import) added with the bias.
+TEST_F(OnnxModels, SwinShiftedWindows) {
+  make("swin_shifted");
+  check_model(dir_, "swin_shifted");
+}
 // configs/gpt2_tiny.yaml built in PyTorch (tools/bench/bench_pytorch_gpt2.py) and exported:
 // embeddings, attention written out (split heads, q k^T scaled, a causal mask, merge heads),
 // GPT-2's gelu and the tied head all import (Note [ONNX patterns]) and agree with PyTorch.

@@ -1,8 +1,8 @@
 // channel_shuffle, channel_slice, reshape, transpose and class_token (ShuffleNet's channel shuffle,
-// torch.chunk of channels, an imported [N, C] read as [N, C, 1, 1], x.permute(0, 2, 3, 1)):
-// values against their definitions, the
-// backward ops each emits, and the errors of each attribute. Their gradients against central differences, channels-last and bf16 run with the
-// other spatial cases (tests/op_cases.h spatial_op_cases()).
+// torch.chunk of channels, Swin's qkv[i] along a middle axis, an imported [N, C] read as [N, C,
+// 1, 1], x.permute(0, 2, 3, 1)): values against their definitions, the backward ops each emits,
+// and the errors of each attribute. Their gradients against central differences, channels-last
+// and bf16 run with the other spatial cases (tests/op_cases.h spatial_op_cases()).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,6 +70,34 @@ TEST(ChannelSlice, TakesItsChannelsAndItsGradientFillsTheRestWithZeros) {
   OpHarness f(builtin_registry(), {"channel_slice", attr_map({{"offset", 2}, {"channels", 1}}), {f32({2, 3})}, {iota(6)}});
   EXPECT_EQ(f.forward(), (Floats{3, 6}));
   EXPECT_EQ(f.gradients({1, 2})[0], (Floats{0, 0, 1, 0, 0, 2}));
+}
+
+// With `axis`: y[n, a, s, b] = x[n, a, offset + s, b] for the axes a before and b after it.
+TEST(ChannelSlice, AlongAnAxisTakesItAtEveryIndexOfTheOtherAxes) {
+  const int64_t n = 2, a = 3, c = 4, b = 2, off = 1, k = 2;
+  OpHarness h(builtin_registry(), {"channel_slice", attr_map({{"axis", 2}, {"offset", off}, {"channels", k}}),
+                                   {f32({n, a, c, b})}, {iota(n * a * c * b)}});
+  EXPECT_EQ(h.output_desc().shape, (Shape{n, a, k, b}));
+  const Floats y = h.forward(), x = h.input(0);
+  const Floats dy = iota(n * a * k * b);
+  const Floats dx = h.gradients(dy)[0];
+  for (int64_t i = 0; i < n * a; ++i)
+    for (int64_t s = 0; s < c; ++s)
+      for (int64_t j = 0; j < b; ++j) {
+        const size_t at = static_cast<size_t>((i * c + s) * b + j);
+        const bool in = s >= off && s < off + k;
+        const size_t out = static_cast<size_t>((i * k + (s - off)) * b + j);
+        if (in) {
+          ASSERT_EQ(y[out], x[at]);
+        }
+        ASSERT_EQ(dx[at], in ? dy[out] : 0.0f);
+      }
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"axis", 4}, {"offset", 0}, {"channels", 1}}),
+                         {f32({1, 4, 2, 2})}}),
+             "axis 4 of [1, 4, 2, 2] (the axes after the batch are 1 .. 3)");
+  EXPECT_HAS(case_error({"channel_slice", attr_map({{"axis", 3}, {"offset", 2}, {"channels", 1}}),
+                         {f32({1, 4, 2, 2})}}),
+             "channels [2, 3) are outside the input's 2");
 }
 
 TEST(Reshape, CopiesInOrderAndItsGradientReshapesBack) {
@@ -171,7 +199,9 @@ TEST(Transpose, EveryPermutationIsAChainOfBlockSwaps) {
       }
       EXPECT_EQ(now, perm);
       EXPECT_LE(static_cast<int64_t>(chain.size()), std::max<int64_t>(rank - 2, 0));
-      if (block_swap_of(perm)) EXPECT_EQ(chain.size(), 1u);
+      if (block_swap_of(perm)) {
+        EXPECT_EQ(chain.size(), 1u);
+      }
     } while (std::next_permutation(perm.begin() + 1, perm.end()));
   }
 }

@@ -195,7 +195,30 @@ void match_class_token(Graph& g, int k) {
 // Swin's and MaxViT's relative position bias (torchvision's _get_relative_position_bias and
 // get_relative_positional_bias), table an initializer [R, H] (nn.Parameter), the index its
 // buffer (flat, or Reshape(buffer, [-1])): RelativePositionBias(scores, table, index, target),
-// whose translation checks the index and the target.
+// whose translation checks the index and the target. Swin's shifted windows go on: Reshape to
+// [N, nW, H, T, T], Add(mask), Reshape back to [N nW, H, T, T]: three more inputs (the two
+// shapes and the mask), the output the second Reshape's.
+void match_shifted_window_mask(Graph& g, onnx::NodeProto* f, std::vector<int>* group) {
+  const int r1k = g.sole_consumer(f->output(0));
+  const onnx::NodeProto* r1 = g.node(r1k);
+  if (!r1 || r1->op_type() != "Reshape" || !r1->domain().empty() || r1->input(0) != f->output(0))
+    return;
+  const int addk = g.sole_consumer(r1->output(0));
+  const onnx::NodeProto* add = g.node(addk);
+  const std::string* mask = add && add->op_type() == "Add" && add->domain().empty()
+                                ? other_input(*add, r1->output(0))
+                                : nullptr;
+  if (!mask || g.is_data(*mask)) return;
+  const int r2k = g.sole_consumer(add->output(0));
+  const onnx::NodeProto* r2 = g.node(r2k);
+  if (!r2 || r2->op_type() != "Reshape" || !r2->domain().empty() || r2->input(0) != add->output(0))
+    return;
+  if (f->input_size() == 4) f->add_input("");  // no Unsqueeze's axes
+  for (const std::string& in : {r1->input(1), *mask, r2->input(1)}) f->add_input(in);
+  f->set_output(0, r2->output(0));
+  for (int m : {r1k, addk, r2k}) group->push_back(m);
+}
+
 void match_relative_position_bias(Graph& g, int k) {
   const onnx::NodeProto* add = g.node(k);
   if (!add || add->op_type() != "Add" || !add->domain().empty() || add->input_size() != 2) return;
@@ -224,6 +247,7 @@ void match_relative_position_bias(Graph& g, int k) {
       f.add_input(unsq->input_size() > 1 ? unsq->input(1) : "");
       copy_attrs(&f, *unsq, "unsqueeze_");
     }
+    match_shifted_window_mask(g, &f, &group);
     g.fuse(group, f);
     return;
   }

@@ -115,6 +115,10 @@ void Translator::finish_output() {
   if (v.layer != out_->layers.back().name)
     REMAT_FAIL("onnx import: output '" << name << "' is layer '" << v.layer
                                        << "', not the last layer built");
+  if (v.fold > 1)
+    REMAT_USER_ERROR(src_.path << ": output '" << name << "' holds " << v.fold
+                               << " windows per sample folded into the batch; remat's loss "
+                                  "reads one row per sample");
   if (v.remat != v.sample)
     REMAT_USER_ERROR(src_.path << ": output '" << name << "' is " << shape_str(v.sample)
                                << " per sample; remat's loss reads [K], [K, H, W] or [T, V]");

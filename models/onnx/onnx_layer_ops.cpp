@@ -286,7 +286,7 @@ void concat(Translator& t) {
 }
 
 void dropout(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, true);
   const double rate = t.has(1) ? t.konst(1).scalar(t.where() + ": ratio") : t.attr_float("ratio", 0.5);
   t.require_unused_outputs(1);
   if (rate <= 0) return t.alias(0, x);
@@ -295,7 +295,7 @@ void dropout(Translator& t) {
   t.emit("dropout", {x}, a, {}, x.sample, x.remat);
 }
 
-void identity(Translator& t) { t.alias(0, t.data(0)); }
+void identity(Translator& t) { t.alias(0, t.data(0, true)); }
 
 // Gather(W, ids) of token ids from a table W [V, C]: an embedding.
 void gather(Translator& t) {
@@ -394,8 +394,8 @@ void resize(Translator& t) {
 }
 
 void softmax(Translator& t) {
-  const DataValue x = t.data(0);
-  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  const DataValue x = t.data(0, true);
+  const int64_t rank = onnx_rank(x);
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the softmax over the last axis is supported");
   t.emit("softmax", {x}, {}, {}, x.sample, x.remat);

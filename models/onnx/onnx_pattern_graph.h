@@ -62,6 +62,7 @@ class Graph {
     if (outputs_.count(v) || it == consumers_.end() || it->second.size() != 1) return -1;
     return node(it->second[0]) ? it->second[0] : -1;
   }
+  bool is_output(const std::string& v) const { return outputs_.count(v) > 0; }
   // The nodes reading `v`.
   std::vector<int> consumers(const std::string& v) const {
     auto it = consumers_.find(v);
@@ -76,15 +77,16 @@ class Graph {
   // The integers of a Constant node's value or an integer initializer; none for anything else
   // (data, floats, a value some other node computes).
   std::optional<std::vector<int64_t>> ints_of(const std::string& v) const {
-    const onnx::TensorProto* t = nullptr;
-    if (auto it = init_protos_.find(v); it != init_protos_.end()) t = it->second;
-    if (const onnx::NodeProto* c = made_by(v, "Constant"))
-      for (const auto& a : c->attribute())
-        if (a.name() == "value" && a.has_t()) t = &a.t();
-    if (!t || (t->data_type() != onnx::TensorProto::INT64 &&
-               t->data_type() != onnx::TensorProto::INT32))
-      return std::nullopt;
+    const onnx::TensorProto* t = int_tensor(v);
+    if (!t) return std::nullopt;
     return const_from_proto(*t, "constant '" + v + "'").ints("constant '" + v + "'");
+  }
+  // The integer of a scalar (0-D) Constant or initializer; none for anything else.
+  std::optional<int64_t> scalar_int_of(const std::string& v) const {
+    const onnx::TensorProto* t = int_tensor(v);
+    if (!t || t->dims_size() != 0) return std::nullopt;
+    const auto i = ints_of(v);
+    return i && i->size() == 1 ? std::optional<int64_t>(i->front()) : std::nullopt;
   }
   // A value the step computes from the input (else a constant the import folds).
   bool is_data(const std::string& v) const { return data_.count(v) > 0; }
@@ -119,6 +121,17 @@ class Graph {
   int size() const { return static_cast<int>(nodes_.size()); }
 
  private:
+  const onnx::TensorProto* int_tensor(const std::string& v) const {
+    const onnx::TensorProto* t = nullptr;
+    if (auto it = init_protos_.find(v); it != init_protos_.end()) t = it->second;
+    if (const onnx::NodeProto* c = made_by(v, "Constant"))
+      for (const auto& a : c->attribute())
+        if (a.name() == "value" && a.has_t()) t = &a.t();
+    const bool ints = t && (t->data_type() == onnx::TensorProto::INT64 ||
+                            t->data_type() == onnx::TensorProto::INT32);
+    return ints ? t : nullptr;
+  }
+
   std::vector<onnx::NodeProto> nodes_;
   std::set<std::string> inits_, outputs_, data_;
   std::map<std::string, const onnx::TensorProto*> init_protos_;  // alive for the pass
@@ -175,6 +188,7 @@ void match_class_token(Graph& g, int k);
 void match_relative_position_bias(Graph& g, int k);
 void match_roll(Graph& g, int k);         // onnx_shape_patterns.cpp
 void match_patch_merge(Graph& g, int k);  // onnx_shape_patterns.cpp
+void match_unbind(Graph& g, int k);       // onnx_shape_patterns.cpp
 
 }  // namespace patterns
 }  // namespace onnx_detail

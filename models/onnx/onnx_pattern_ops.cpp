@@ -15,7 +15,7 @@ namespace {
 // Dense(x, W, bias?): nn.Linear's MatMul by its transposed weight (weight_in_out 0), or a
 // MatMul by an [in, out] weight (1), with the bias Add when there is one.
 void dense(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, true);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape w = t.initializer_dims(1);
   const bool in_out = t.attr_int("weight_in_out", 1) != 0;
@@ -40,9 +40,9 @@ void dense(Translator& t) {
 // The heads of Reshape(x, [N, T, H, D]) then Transpose [0, 2, 1, 3] (or [0, 2, 3, 1]: k for
 // q k^T, kept as [H, T, D] and marked transposed).
 void split_heads(Translator& t) {
-  const DataValue x = t.data(0);
-  if (x.sample.size() != 2 && !x.transposed) {  // not tokens (MaxViT's partitions): the two ops
-    const DataValue r = reshape_data(t, x, reshape_target(t, x.sample, t.konst(1)));
+  const DataValue x = t.data(0, true);
+  if ((x.sample.size() != 2 || x.fold > 1) && !x.transposed) {  // not tokens: the two ops
+    const DataValue r = reshape_onnx(t, x, t.konst(1));
     transpose_data(t, r, t.attr_ints("perm", {}));
     return;
   }
@@ -71,10 +71,10 @@ void split_heads(Translator& t) {
 
 // Transpose [0, 2, 1, 3] of heads [N, H, T, D] then Reshape to [N, T, H D].
 void merge_heads(Translator& t) {
-  const DataValue x = t.data(0);
-  if (x.sample.size() != 3 && !x.transposed) {  // not heads (MaxViT's partitions): the two ops
+  const DataValue x = t.data(0, true);
+  if ((x.sample.size() != 3 || x.fold > 1) && !x.transposed) {  // not heads: the two ops
     const DataValue y = transpose_data(t, x, t.attr_ints("perm", {}));
-    reshape_data(t, y, reshape_target(t, y.sample, t.konst(1)));
+    reshape_onnx(t, y, t.konst(1));
     return;
   }
   if (x.remat != x.sample || x.transposed || x.sample.size() != 3) t.fail("expects heads [N, H, T, D]");
@@ -108,7 +108,7 @@ void channel_shuffle(Translator& t) {
 
 // MatMul of data by data: remat's matmul (q k^T with transpose_b, probs v), times a scale.
 void matmul_of(Translator& t, double scale) {
-  const DataValue a = t.data(0), b = t.data(1);
+  const DataValue a = t.data(0, true), b = t.data(1, true);
   if (a.transposed || a.remat != a.sample) t.fail("input 0 is not a plain tensor");
   if (a.sample.size() < 2 || b.sample.size() != a.sample.size())
     t.fail("expects two tensors of one rank (at least [N, M, K]), got " + shape_str(a.sample) +

@@ -286,10 +286,11 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   Graph g(proto);
   // Each pass sees the graph the earlier ones left: split and merge heads before the scaled
   // products, whose Transposes they would otherwise take for weights.
-  for (auto match : {match_multihead_attention, match_class_token, match_relative_position_bias, match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
+  for (auto match : {match_multihead_attention, match_class_token, match_relative_position_bias,
+                     match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
                      match_channel_shuffle, match_self_gate, match_gelu_erf, match_roll,
-                     match_patch_merge})
+                     match_patch_merge, match_unbind})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();
 }

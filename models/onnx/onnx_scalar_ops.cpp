@@ -25,8 +25,8 @@ bool is_scalar(Translator& t, int k) {
 
 // scale x + shift for the data input `x`; the constant's rank may not exceed the data's.
 void affine(Translator& t, int x, int c, double scale, double shift) {
-  const DataValue& v = t.data(x);
-  if (c >= 0 && t.konst(c).shape.size() > v.sample.size() + 1)
+  const DataValue& v = t.data(x, true);
+  if (c >= 0 && static_cast<int64_t>(t.konst(c).shape.size()) > onnx_rank(v))
     t.fail("a constant of shape " + shape_str(t.konst(c).shape) + " would broadcast " +
            shape_str(v.sample) + " per sample to a higher rank");
   if (v.transposed) t.fail("arithmetic on transposed heads is not supported");

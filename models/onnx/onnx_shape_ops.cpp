@@ -78,29 +78,89 @@ DataValue as_sample_shape(Translator& t, const DataValue& x) {
   return t.emit("reshape", {x}, a, {}, x.sample, x.sample, x.dtype);
 }
 
-DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to) {
+DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to, int64_t fold) {
+  DataValue v = x;
   if (strip_ones(to) == strip_ones(x.remat)) {
-    DataValue v = x;
     v.sample = to;
-    t.alias(0, v);
-    return v;
+  } else {
+    AttrMap a;
+    a.set("shape", std::vector<int64_t>(to.begin(), to.end()));
+    v = t.emit("reshape", {x}, a, {}, to, to, x.dtype);
   }
-  AttrMap a;
-  a.set("shape", std::vector<int64_t>(to.begin(), to.end()));
-  return t.emit("reshape", {x}, a, {}, to, to, x.dtype);
+  if (fold > 0) v.fold = fold;
+  t.alias(0, v);
+  return v;
+}
+
+// The first dimension m N of ONNX's Reshape target (N, m N, 0 for x's own, -1 with the rest
+// known, or the static batch times m) as m; 0 when it is none of these.
+int64_t target_fold(Translator& t, const DataValue& x, const SymInt& first, int64_t per_sample,
+                    int64_t rest_known, bool rest_inferred) {
+  if (first.n > 0 && first.c == 0) return first.n;
+  if (first == SymInt{0, 0}) return x.fold;
+  if (first == SymInt{0, -1} && !rest_inferred && rest_known > 0 && per_sample % rest_known == 0)
+    return per_sample / rest_known;
+  const std::optional<int64_t> batch = t.static_batch();
+  if (batch && *batch > 0 && first.n == 0 && first.c > 0 && first.c % *batch == 0)
+    return first.c / *batch;
+  return 0;
+}
+
+// ONNX's Reshape target `to` of data x, folds included: the fold m of the result and its dims
+// after the first.
+std::pair<int64_t, Shape> onnx_target(Translator& t, const DataValue& x, const OnnxConst& to) {
+  if (to.is_float || to.shape.size() != 1 || to.i.empty()) t.fail("the shape must be a 1-D integer list");
+  const Shape onnx_rest(x.sample.begin() + (x.fold > 1 ? 1 : 0), x.sample.end());
+  const int64_t per_sample = shape_numel(x.sample);
+  Shape rest;
+  int64_t infer = -1, known = 1;
+  for (size_t k = 1; k < to.i.size(); ++k) {
+    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
+    int64_t v = to.i[k].c;
+    if (v == 0 && k - 1 < onnx_rest.size()) v = onnx_rest[k - 1];
+    if (v < -1 || v == 0 || v > (int64_t{1} << 40)) t.fail("a dimension of " + std::to_string(v));
+    if (v == -1 && infer >= 0) t.fail("two dimensions of -1");
+    if (v == -1) infer = static_cast<int64_t>(rest.size());
+    else known = known <= (int64_t{1} << 40) / v ? known * v : (int64_t{1} << 41);
+    rest.push_back(v);
+  }
+  const int64_t m = target_fold(t, x, to.i[0], per_sample, known, infer >= 0);
+  const std::string from = x.fold > 1 ? "[" + std::to_string(x.fold) + "N, " +
+                                            shape_str(onnx_rest).substr(1) + " per " + std::to_string(x.fold) + " rows"
+                                      : shape_str(x.sample) + " per sample";
+  if (m < 1 || per_sample % m != 0)
+    t.fail("a Reshape to [" + sym_str(to.i[0]) + ", ...] of " + from +
+           " does not keep the batch first (remat's values keep it)");
+  if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = per_sample / m / known;
+  if (m * shape_numel(rest) != per_sample)
+    t.fail("a Reshape of " + from + " to [" + sym_str(SymInt{m, 0}) + ", " +
+           shape_str(rest).substr(1) + " changes the number of values");
+  return {m, rest};
+}
+
+DataValue reshape_onnx(Translator& t, const DataValue& x, const OnnxConst& to) {
+  auto [m, rest] = onnx_target(t, x, to);
+  if (m > 1) rest.insert(rest.begin(), m);
+  return reshape_data(t, x, rest, m);
 }
 
 DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm) {
   if (x.transposed) t.fail("a Transpose of transposed heads is not supported");
-  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
+  const int64_t onnx_rank_x = onnx_rank(x);
   if (perm.empty())  // ONNX's default reverses the axes
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+    for (int64_t d = onnx_rank_x - 1; d >= 0; --d) perm.push_back(d);
   std::vector<int64_t> sorted = perm;
   std::sort(sorted.begin(), sorted.end());
-  for (int64_t d = 0; d < rank; ++d)
-    if (static_cast<int64_t>(sorted.size()) != rank || sorted[static_cast<size_t>(d)] != d)
-      t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(rank) + " axes");
+  for (int64_t d = 0; d < onnx_rank_x; ++d)
+    if (static_cast<int64_t>(sorted.size()) != onnx_rank_x || sorted[static_cast<size_t>(d)] != d)
+      t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(onnx_rank_x) +
+             " axes");
   if (perm[0] != 0) t.fail("perm " + shape_str(perm) + " moves the batch (remat's values keep it first)");
+  if (x.fold > 1) {  // remat's axes: the batch, the fold, then ONNX's axes 1.. one further on
+    for (size_t k = 1; k < perm.size(); ++k) ++perm[k];
+    perm.insert(perm.begin() + 1, 1);
+  }
+  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
   Shape out;
   std::vector<int64_t> moved;  // the axes of size > 1, in their new order
   for (size_t k = 1; k < perm.size(); ++k) {
@@ -128,11 +188,11 @@ namespace {
 // Reshape of data: a flat result is a flatten, one that is remat's value already an alias, any
 // other a reshape layer (the batch first throughout).
 void reshape(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, true);
   if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
-  const Shape rest = reshape_target(t, x.sample, t.konst(1));
-  if (rest.size() == 1) return to_flat(t, x);
-  reshape_data(t, x, rest);
+  const auto [m, rest] = onnx_target(t, x, t.konst(1));
+  if (m == 1 && rest.size() == 1) return to_flat(t, x);
+  reshape_onnx(t, x, t.konst(1));
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
@@ -166,7 +226,7 @@ void unsqueeze(Translator& t) { squeeze_like(t, true); }
 // ops/block_swap.h) a transpose layer; any other a chain of them (MaxViT's permute(0, 2, 4, 3,
 // 5, 1) of [N, C, H / p, p, W / p, p] is two). (Heads' Transposes are patterns: Note [ONNX
 // patterns].)
-void transpose(Translator& t) { transpose_data(t, t.data(0), t.attr_ints("perm", {})); }
+void transpose(Translator& t) { transpose_data(t, t.data(0, true), t.attr_ints("perm", {})); }
 
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
 // or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.
@@ -292,6 +352,41 @@ void patch_merge(Translator& t) {
   reshape_data(t, moved, {h / 2, w / 2, 4 * c});
 }
 
+// Unbind(x) (match_unbind in onnx_shape_patterns.cpp): Transpose(x, perm) then Gather at
+// `index` along axis 0, i.e. x at that index of its axis perm[0], the other axes in perm's order
+// (the batch must lead them): the slice of x at the index (channel_slice along that axis), x's
+// shape without the axis, and the rest of perm as a Transpose.
+void unbind(Translator& t) {
+  const DataValue x = t.data(0, true);
+  if (x.transposed) t.fail("an unbind of transposed heads is not supported");
+  const std::vector<int64_t> perm = t.attr_ints("perm", {});
+  const int64_t rank = onnx_rank(x);
+  if (static_cast<int64_t>(perm.size()) != rank || rank < 3)
+    t.fail("perm " + shape_str(perm) + " of a value of rank " + std::to_string(rank));
+  const int64_t taken = perm[0];
+  if (taken < 1 || taken >= rank || perm[1] != 0)
+    t.fail("perm " + shape_str(perm) + " leaves the batch behind another axis once axis " +
+           std::to_string(taken) + " is taken (remat's values keep it first)");
+  std::vector<int64_t> rest;  // perm without the taken axis, renumbered
+  for (size_t k = 1; k < perm.size(); ++k) rest.push_back(perm[k] > taken ? perm[k] - 1 : perm[k]);
+  const int64_t axis = taken + (x.fold > 1 ? 1 : 0);  // remat's axis, the batch being axis 0
+  const int64_t n = x.sample[static_cast<size_t>(axis - 1)];
+  int64_t index = t.attr_int("index", 0);
+  if (index < -n || index >= n)
+    t.fail("index " + std::to_string(index) + " of an axis of " + std::to_string(n));
+  if (index < 0) index += n;
+  Shape sliced = x.sample;
+  sliced[static_cast<size_t>(axis - 1)] = 1;
+  AttrMap a;
+  a.set("axis", axis);
+  a.set("offset", index);
+  a.set("channels", int64_t{1});
+  const DataValue s = t.emit("channel_slice", {x}, a, {}, sliced, sliced, x.dtype);
+  Shape without = sliced;
+  without.erase(without.begin() + (axis - 1));
+  transpose_data(t, reshape_data(t, s, without), rest);
+}
+
 }  // namespace
 
 std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, TranslateFn> ops) {
@@ -308,6 +403,7 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops) {
   ops["Roll"] = roll;
   ops["PatchMerge"] = patch_merge;
+  ops["Unbind"] = unbind;
   return ops;
 }
 

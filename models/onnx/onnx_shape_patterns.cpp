@@ -104,6 +104,38 @@ void match_patch_merge(Graph& g, int k) {
   g.fuse(std::vector<int>(members.begin(), members.end()), f);
 }
 
+// q, k, v = qkv[0], qkv[1], qkv[2] after a permute that moves an axis first (Swin's
+// qkv.reshape(B, T, 3, H, D).permute(2, 0, 3, 1, 4)): a Transpose of data whose perm does not
+// begin with 0, read only by Gathers along axis 0 at constant scalar indices. Each Gather
+// becomes Unbind(x) with the Transpose's perm and its index, in the Gather's place.
+void match_unbind(Graph& g, int k) {
+  const onnx::NodeProto* t = g.node(k);
+  if (!t || t->op_type() != "Transpose" || !t->domain().empty() || !g.is_data(t->input(0))) return;
+  const std::vector<int64_t> perm = perm_of(*t);
+  if (perm.empty() || perm[0] == 0) return;
+  const std::vector<int> readers = g.consumers(t->output(0));
+  if (readers.empty() || g.is_output(t->output(0))) return;
+  std::vector<int64_t> indices;
+  for (int r : readers) {
+    const onnx::NodeProto* gather = g.node(r);
+    const std::optional<int64_t> i =
+        gather && gather->op_type() == "Gather" && gather->domain().empty() &&
+                gather->input_size() == 2 && gather->input(0) == t->output(0) && axis_of(*gather) == 0
+            ? g.scalar_int_of(gather->input(1))
+            : std::nullopt;
+    if (!i) return;
+    indices.push_back(*i);
+  }
+  for (size_t j = 0; j < readers.size(); ++j) {
+    const onnx::NodeProto& gather = *g.node(readers[j]);
+    onnx::NodeProto f = fused_node("Unbind", gather, {t->input(0)}, gather.output(0));
+    copy_attrs(&f, *t, "");
+    set_int(&f, "index", indices[j]);
+    if (j == 0) g.fuse({k, readers[j]}, f);
+    else g.fuse({readers[j]}, f);
+  }
+}
+
 }  // namespace patterns
 }  // namespace onnx_detail
 }  // namespace remat

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/relative_position_index.h"
@@ -200,11 +201,71 @@ std::optional<Shape> window_of_index(const std::vector<int64_t>& index, int64_t 
   return std::nullopt;
 }
 
-// RelativePositionBias(scores, table [R, H], index, target[, axes]) (match_relative_position_bias
-// in onnx_attention_patterns.cpp): relative_position_bias of the window whose torchvision index
-// the constant index is, the table its parameter.
+// The grid of windows [gh, gw] and shift [sh, sw] whose Swin mask (shifted_window_mask) the
+// constant `mask` (nW T T values in window, query, key order) is, for windows of `window`.
+std::optional<std::pair<Shape, Shape>> shift_of_mask(const std::vector<double>& mask, int64_t windows,
+                                                     const Shape& window) {
+  const int64_t wh = window[0], ww = window[1], t = wh * ww;
+  if (static_cast<int64_t>(mask.size()) != windows * t * t) return std::nullopt;
+  for (int64_t gh = 1; gh <= windows; ++gh) {
+    if (windows % gh != 0) continue;
+    const int64_t gw = windows / gh;
+    for (int64_t sh = 0; sh < wh; ++sh)
+      for (int64_t sw = sh == 0 ? 1 : 0; sw < ww; ++sw) {
+        bool same = true;
+        for (int64_t e = 0; e < windows * t * t && same; ++e)
+          same = mask[static_cast<size_t>(e)] ==
+                 shifted_window_mask(e / (t * t), e / t % t, e % t, gh, gw, wh, ww, sh, sw);
+        if (same) return std::make_pair(Shape{gh, gw}, Shape{sh, sw});
+      }
+  }
+  return std::nullopt;
+}
+
+// The shifted-window part of RelativePositionBias (inputs 5, 6, 7: the view's shape, the mask, the
+// shape back): the window and grid attributes that add the mask to scores x ([nW N, H, T, T]:
+// folded, Note [folded batch]), once the views are [N, nW, H, T, T] and back and the mask is
+// Swin's for some grid and shift.
+void set_shifted_windows(Translator& t, const DataValue& x, const Shape& window, AttrMap* a) {
+  const int64_t windows = x.fold, heads = x.sample[1], tokens = x.sample[3];
+  if (windows < 2 || x.sample.size() != 4)
+    t.fail("the mask's scores must be windows folded into the batch, [nW N, H, T, T], got " +
+           shape_str(x.sample) + " per sample");
+  const std::optional<int64_t> batch = t.static_batch();
+  auto is_n = [&](const SymInt& v, int64_t m) {
+    return v == SymInt{m, 0} || (batch && v == SymInt{0, m * *batch});
+  };
+  const OnnxConst& view = t.konst(5);
+  const OnnxConst& back = t.konst(7);
+  const std::vector<SymInt> rest = {{0, windows}, {0, heads}, {0, tokens}, {0, tokens}};
+  if (view.i.size() != 5 || !is_n(view.i[0], 1) || !std::equal(rest.begin(), rest.end(), view.i.begin() + 1))
+    t.fail("the scores are viewed as [" + (view.i.empty() ? std::string() : sym_str(view.i[0])) +
+           ", ...], not [N, " + std::to_string(windows) + ", " + std::to_string(heads) + ", " +
+           std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
+  if (back.i.size() != 4 || !(is_n(back.i[0], windows) || back.i[0] == SymInt{0, -1}) ||
+      !std::equal(rest.begin() + 1, rest.end(), back.i.begin() + 1))
+    t.fail("the masked scores are not viewed back as [" + std::to_string(windows) + "N, " +
+           std::to_string(heads) + ", " + std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
+  const OnnxConst& mask = t.konst(6);
+  Shape dims = mask.shape;
+  while (!dims.empty() && dims.front() == 1) dims.erase(dims.begin());
+  if (!mask.is_float || dims != Shape{windows, 1, tokens, tokens})
+    t.fail("the mask " + shape_str(mask.shape) + " is not a float [1, nW, 1, T, T] = [1, " +
+           std::to_string(windows) + ", 1, " + std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
+  const auto found = shift_of_mask(mask.f, windows, window);
+  if (!found)
+    t.fail("the mask is not Swin's shifted-window mask of " + std::to_string(windows) +
+           " windows of " + shape_str(window) + " for any grid and shift");
+  a->set("windows", found->first);
+  a->set("shift", found->second);
+}
+
+// RelativePositionBias(scores, table [R, H], index, target[, axes[, view, mask, back]])
+// (match_relative_position_bias in onnx_attention_patterns.cpp): relative_position_bias of the
+// window whose torchvision index the constant index is, the table its parameter; with Swin's
+// shifted-window mask when inputs 5-7 are there.
 void relative_position_bias(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, true);
   const size_t r = x.sample.size();
   if (x.transposed || x.remat != x.sample || r < 3 || x.sample[r - 1] != x.sample[r - 2])
     t.fail("expects scores [N, .., H, T, T], got " + shape_str(x.sample) + " per sample");
@@ -226,6 +287,7 @@ void relative_position_bias(Translator& t) {
   if (const std::optional<Shape> window = window_of_index(index, tokens, w[0])) {
     AttrMap a;
     a.set("window", *window);
+    if (t.has(6)) set_shifted_windows(t, x, *window, &a);
     t.emit("relative_position_bias", {x}, a, {{"table", t.node().input(1), w, {}}}, x.sample,
            x.remat, x.dtype);
     return;

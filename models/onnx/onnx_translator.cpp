@@ -68,7 +68,7 @@ const OnnxConst& Translator::konst(int k) {
       .first->second;
 }
 
-const DataValue& Translator::data(int k) const {
+const DataValue& Translator::data(int k, bool folds) const {
   if (!has(k)) fail("input " + std::to_string(k) + " is required");
   auto it = data_.find(node_->input(k));
   if (it == data_.end())
@@ -78,6 +78,11 @@ const DataValue& Translator::data(int k) const {
     fail("input " + std::to_string(k) + " ('" + node_->input(k) +
          "') is inside a multi-head attention, which remat computes as one; only its Shape can "
          "be read");
+  if (it->second.fold > 1 && !folds)
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') holds " +
+         std::to_string(it->second.fold) + " windows per sample folded into the batch ([" +
+         std::to_string(it->second.fold) + "N, ...]), which this op does not take (a linear layer, "
+         "matmul, softmax, dropout, scalar arithmetic, Reshape and Transpose do)");
   return it->second;
 }
 
@@ -89,8 +94,9 @@ std::vector<SymInt> Translator::onnx_shape(int k) {
   }
   auto it = data_.find(node_->input(k));
   if (it != data_.end() && !it->second.shape_only.empty()) return it->second.shape_only;
-  dims.push_back({1, 0});  // the batch N
-  for (int64_t d : data(k).sample) dims.push_back({0, d});
+  const DataValue& v = data(k, true);
+  dims.push_back({v.fold, 0});  // the batch N, times the windows folded into it
+  for (size_t d = v.fold > 1 ? 1 : 0; d < v.sample.size(); ++d) dims.push_back({0, v.sample[d]});
   return dims;
 }
 
@@ -183,6 +189,7 @@ std::string Translator::where() const {
       {"ClassToken", "Expand + Concat read as a class token"},
       {"Roll", "Slice + Slice + Concat read as a roll"},
       {"PatchMerge", "strided Slices + Concat read as a patch merging"},
+      {"Unbind", "Transpose + Gather read as one of qkv[0], qkv[1], ..."},
       {"RelativePositionBias", "Gather + Reshape + Transpose + Add read as a relative position bias"}};
   const bool grouped = node_->domain() == "remat" && groups.count(node_->op_type());
   const std::string name = !node_->name().empty() ? node_->name()
@@ -295,7 +302,11 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
     out_->initial[p.initializer] = std::move(values);
   }
   out_->layers.push_back(std::move(l));
-  set_data(out, DataValue{out_->layers.back().name, sample, remat, dtype});
+  DataValue v{out_->layers.back().name, sample, remat, dtype};
+  for (const DataValue& in : inputs)
+    if (in.fold != inputs[0].fold) fail("inputs folded differently (Note [folded batch])");
+  v.fold = inputs.empty() ? 1 : inputs[0].fold;
+  set_data(out, std::move(v));
   return data_.at(node_->output(out));
 }
 

@@ -34,7 +34,24 @@ struct DataValue {
   // attention] in onnx_attention_patterns.cpp), its whole ONNX shape with the batch anywhere;
   // only Shape reads it.
   std::vector<SymInt> shape_only = {};
+  // > 1: ONNX's first axis is fold x N (Note [folded batch]); `sample` and `remat` then begin
+  // with `fold`.
+  int64_t fold = 1;
 };
+
+// Note [folded batch]
+// Swin's window attention folds its windows into the batch: between the window partition and
+// its reverse ONNX's values are [N nW, T, C]. remat's values keep the batch first, so such a
+// value is remat's [N, nW, T, C], the same floats in the same order, with fold = nW: its ONNX
+// axis a >= 1 is axis a of `sample` (a - 1 when unfolded), and its ONNX rank is sample's. A
+// Reshape whose target's first dimension is m N (or -1 or 0 standing for one) makes fold m;
+// the ops that work on rows (a linear layer, matmul, softmax over the last axis, arithmetic with
+// a scalar, dropout, the relative position bias) carry the fold through; Transpose maps its perm
+// past it. Every other op refuses a folded input by name (Translator::data), so no op reads the
+// fold as a sample axis by mistake.
+inline int64_t onnx_rank(const DataValue& v) {
+  return static_cast<int64_t>(v.sample.size()) + (v.fold > 1 ? 0 : 1);
+}
 
 // A parameter or buffer a layer reads from an initializer: its op's suffix, the initializer's
 // name and its values in remat's layout (empty: as the initializer holds them).
@@ -55,7 +72,9 @@ class Translator {
   bool has(int k) const { return k < node_->input_size() && !node_->input(k).empty(); }
   bool is_const(int k) const;
   const OnnxConst& konst(int k);       // folds an initializer on first use
-  const DataValue& data(int k) const;  // UserError when input k is a constant or shape-only
+  // UserError when input k is a constant or shape-only, or folded (Note [folded batch]) where
+  // the caller does not take folds.
+  const DataValue& data(int k, bool folds = false) const;
   // Input k's whole ONNX shape, the batch N symbolic (a constant's, data's or a shape-only
   // value's).
   std::vector<SymInt> onnx_shape(int k);
@@ -80,7 +99,8 @@ class Translator {
   // flat value).
   void alias(int out, const DataValue& v) { set_data(out, v); }
   // Emits one layer reading `inputs` (data values) with `params`, whose result (per sample) is
-  // `sample` in ONNX and `remat` in remat; sets output `out` to it.
+  // `sample` in ONNX and `remat` in remat, folded as its inputs are (Note [folded batch]); sets
+  // output `out` to it.
   const DataValue& emit(const std::string& op, const std::vector<DataValue>& inputs,
                         AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
                         const Shape& remat, DType dtype = DType::F32, int out = 0);
@@ -148,7 +168,8 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
 // Reshape and Transpose of data as their translators write them (output 0 of the node; an
 // alias where remat's value is the result already), for a pattern whose group turns out to be
 // only these two (onnx_shape_ops.cpp).
-DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to);
+// reshape_data's `to` and result keep x's fold unless `fold` says another (reshape_onnx).
+DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to, int64_t fold = 0);
 DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm);
 // `ops` with the shape patterns' translators: Roll, PatchMerge (onnx_shape_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
@@ -177,6 +198,9 @@ std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, Tra
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
 // error when the batch does not stay first (onnx_shape_ops.cpp).
 Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);
+// ONNX's Reshape of data x to `to`, folds included (Note [folded batch]): the result as
+// reshape_data writes it (onnx_shape_ops.cpp).
+DataValue reshape_onnx(Translator& t, const DataValue& x, const OnnxConst& to);
 // `x` as a remat value of its ONNX shape: x itself, or a reshape layer where remat's value drops
 // trailing 1s (global_avgpool's [C] of ONNX's [C, 1, 1]) (onnx_shape_ops.cpp).
 DataValue as_sample_shape(Translator& t, const DataValue& x);

@@ -83,6 +83,17 @@ MODELS = {
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
     # layer norms written out, nn.GELU(), the classifier's Tanh; stochastic depth off.
     "maxvit_mini": ({}, 32, 2, 13, "train"),
+    # torchvision's SwinTransformer, small (two stages of one block: no shifted windows; 4
+    # windows of 4 x 4 in the first stage, one in the second): the window partition folds the
+    # windows into the batch ([4N, 16, 16]: Note [folded batch]), qkv[0], qkv[1], qkv[2] after a
+    # 5-D permute (channel_slice along an axis + transpose), the relative position bias, the
+    # patch merging, layer norms written out; stochastic depth off.
+    "swin_mini": ({}, 32, 2, 13, "train"),
+    # The same with two blocks per stage: the first stage's second block shifts its 4 windows
+    # by 2 (torch.roll both ways: roll; the mask, folded from ScatterND of region ids, added with
+    # the bias: relative_position_bias with shift and windows); the second stage has one window,
+    # where Swin shifts nothing.
+    "swin_shifted": ({}, 32, 2, 13, "train"),
     # torchvision's VisionTransformer, small: the patches' Reshape + Transpose (transpose), the
     # class token (Expand + Concat: class_token), the position table (Add: position_embedding),
     # nn.MultiheadAttention's export (dense + attention + dense), layer norms written out, the
@@ -211,6 +222,11 @@ def build(name, kwargs):
         from torchvision.models.maxvit import MaxVit
         model = MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2, block_channels=[16, 32],
                        block_layers=[1, 1], head_dim=8, stochastic_depth_prob=0.0, num_classes=CLASSES)
+    elif arch.startswith("swin_"):
+        from torchvision.models.swin_transformer import SwinTransformer
+        depths = [1, 1] if arch == "swin_mini" else [2, 2]
+        model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=depths, num_heads=[2, 2], window_size=[4, 4],
+                                stochastic_depth_prob=0.0, num_classes=CLASSES)
     elif arch == "unet_tiny":
         model = TinyUNet(CLASSES)
     elif arch == "convnext_mini":
