@@ -4,8 +4,10 @@
 // differences (tests/op_harness.h), and the masks the causal softmax and the ignore index apply.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -116,6 +118,84 @@ TEST(RelativePositionBias, AddsTorchvisionsIndexedTableAndScattersItsGradient) {
   EXPECT_HAS(case_error({"relative_position_bias", attr_map({{"window", 2}}), {f32({2, 2, 3, 3})}}),
              "relative_position_bias expects scores [N, .., H, T, T] with T = 2 x 2 = 4 tokens, got [2, 2, 3, 3]");
   EXPECT_HAS(case_error({"relative_position_bias", {}, {f32({2, 2, 4, 4})}}), "'window': is required");
+}
+
+// torchvision's shifted-window mask (swin_transformer.shifted_window_attention) as it writes it:
+// region ids assigned by Python slices of the padded grid, the ids of each window's tokens, then
+// -100 where two tokens' ids differ. [windows][i][j].
+std::vector<float> torchvision_mask(int64_t gh, int64_t gw, int64_t wh, int64_t ww, int64_t sh, int64_t sw) {
+  const int64_t ph = gh * wh, pw = gw * ww, t = wh * ww;
+  auto py = [](int64_t v, int64_t n) { return v < 0 ? n + v : v; };  // a[v:], a[:v] of a side of n
+  auto slices = [&](int64_t w, int64_t s, int64_t n) {  // (0, -w), (-w, -s), (-s, None)
+    return std::vector<std::pair<int64_t, int64_t>>{{0, py(-w, n)}, {py(-w, n), py(-s, n)}, {py(-s, n), n}};
+  };
+  std::vector<int64_t> region(static_cast<size_t>(ph * pw), 0);
+  int64_t count = 0;
+  for (const auto& [h0, h1] : slices(wh, sh, ph))
+    for (const auto& [w0, w1] : slices(ww, sw, pw)) {
+      for (int64_t r = h0; r < h1; ++r)
+        for (int64_t c = w0; c < w1; ++c) region[static_cast<size_t>(r * pw + c)] = count;
+      ++count;
+    }
+  std::vector<float> mask;
+  for (int64_t win = 0; win < gh * gw; ++win)
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < t; ++j) {
+        auto id = [&](int64_t k) {
+          return region[static_cast<size_t>((win / gw * wh + k / ww) * pw + win % gw * ww + k % ww)];
+        };
+        mask.push_back(id(i) == id(j) ? 0.0f : -100.0f);
+      }
+  return mask;
+}
+
+// With a shift: y = (x + table[index(i, j), h]) + mask[w, i, j] for window w (the axis before the
+// heads), in float as PyTorch's two adds; the gradients are the unshifted op's.
+TEST(RelativePositionBias, ShiftedWindowsAddTorchvisionsMaskAfterTheBias) {
+  struct Case {
+    std::vector<int64_t> grid, shift;
+  };
+  for (const Case& c : {Case{{2, 2}, {1, 1}}, Case{{2, 3}, {1, 0}}, Case{{3, 2}, {0, 1}}}) {
+    SCOPED_TRACE("grid " + shape_str(c.grid) + " shift " + shape_str(c.shift));
+    const int64_t wh = 2, ww = 2, t = 4, heads = 2, batch = 2, windows = c.grid[0] * c.grid[1];
+    const std::vector<float> mask = torchvision_mask(c.grid[0], c.grid[1], wh, ww, c.shift[0], c.shift[1]);
+    const int64_t n = batch * windows * heads * t * t;
+    Floats x;
+    for (int64_t e = 0; e < n; ++e) x.push_back(0.25f * static_cast<float>(e % 13) - 1.0f);
+    OpHarness h(builtin_registry(),
+                {"relative_position_bias",
+                 attr_map({{"window", std::vector<int64_t>{wh, ww}}, {"shift", c.shift}, {"windows", c.grid}}),
+                 {f32({batch, windows, heads, t, t})}, {x}});
+    Floats table;
+    for (int64_t k = 0; k < 9 * heads; ++k) table.push_back(0.1f * static_cast<float>(k + 1));
+    h.set_param(0, table);
+    const Floats y = h.forward();
+    Floats dy(static_cast<size_t>(n));
+    Floats dtable(static_cast<size_t>(9 * heads), 0.0f);
+    for (int64_t e = 0; e < n; ++e) {
+      const int64_t j = e % t, i = e / t % t, hh = e / (t * t) % heads, w = e / (t * t * heads) % windows;
+      const int64_t r = kIndex2x2[static_cast<size_t>(i * t + j)];
+      const float biased = x[static_cast<size_t>(e)] + table[static_cast<size_t>(r * heads + hh)];
+      ASSERT_EQ(y[static_cast<size_t>(e)], biased + mask[static_cast<size_t>((w * t + i) * t + j)]) << e;
+      dy[static_cast<size_t>(e)] = static_cast<float>(e % 7);
+      dtable[static_cast<size_t>(r * heads + hh)] += static_cast<float>(e % 7);
+    }
+    const auto g = h.gradients(dy);
+    EXPECT_EQ(g[0], dy);
+    EXPECT_EQ(g[1], dtable);
+    EXPECT_NE(std::count(mask.begin(), mask.end(), -100.0f), 0);
+  }
+  EXPECT_HAS(case_error({"relative_position_bias", attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}}),
+                         {f32({2, 4, 2, 4, 4})}}),
+             "'windows': is required with a shift");
+  EXPECT_HAS(case_error({"relative_position_bias",
+                         attr_map({{"window", 2}, {"shift", std::vector<int64_t>{2, 1}}, {"windows", 2}}),
+                         {f32({2, 4, 2, 4, 4})}}),
+             "a shift of [2, 1] is not inside the window [2, 2]");
+  EXPECT_HAS(case_error({"relative_position_bias",
+                         attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}, {"windows", 3}}),
+                         {f32({2, 4, 2, 4, 4})}}),
+             "with 3 x 3 = 9 windows, got [2, 4, 2, 4, 4]");
 }
 
 // ---- layernorm ------------------------------------------------------------------------------

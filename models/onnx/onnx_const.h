@@ -76,6 +76,11 @@ OnnxConst fold_gather(const OnnxConst& data, const OnnxConst& idx, int64_t axis,
                       const std::string& what);
 OnnxConst fold_concat(const std::vector<const OnnxConst*>& in, int64_t axis,
                       const std::string& what);
+// ScatterND(data, indices [.., k], updates): data with each slice data[indices[..]] replaced by
+// the matching slice of updates (onnx_const_scatter.cpp; Swin's shifted-window mask writes its
+// region ids this way).
+OnnxConst fold_scatter_nd(const OnnxConst& data, const OnnxConst& indices, const OnnxConst& updates,
+                          const std::string& what);
 OnnxConst fold_unsqueeze(const OnnxConst& a, const std::vector<int64_t>& axes,
                          const std::string& what);
 OnnxConst fold_squeeze(const OnnxConst& a, const std::vector<int64_t>& axes,

@@ -131,38 +131,9 @@ void trilu(Translator& t) {
   t.set_const(0, std::move(a));
 }
 
-// ScatterND(data, indices [.., k], updates): data with each slice data[indices[..]] replaced by
-// the matching slice of updates (Swin's shifted-window mask writes its region ids this way).
 void scatter_nd(Translator& t) {
   if (t.attr_string("reduction", "none") != "none") t.fail("only reduction 'none' is supported");
-  OnnxConst out = t.konst(0);
-  const OnnxConst& idx = t.konst(1);
-  const OnnxConst& upd = t.konst(2);
-  const std::vector<int64_t> at = idx.ints(t.where() + ": indices");
-  const auto r = static_cast<int64_t>(out.shape.size());
-  const int64_t k = idx.shape.empty() ? 0 : idx.shape.back();
-  if (idx.shape.empty() || k < 1 || k > r) t.fail("indices " + shape_str(idx.shape) + " for data " + shape_str(out.shape));
-  int64_t slice = 1;  // elements per written slice: data's dims after the first k
-  for (int64_t d = k; d < r; ++d) slice *= out.shape[static_cast<size_t>(d)];
-  const int64_t writes = idx.numel() / k;
-  if (upd.is_float != out.is_float || upd.numel() != writes * slice)
-    t.fail("updates " + shape_str(upd.shape) + " do not fill " + std::to_string(writes) +
-           " slices of " + std::to_string(slice) + " values of data " + shape_str(out.shape));
-  for (int64_t w = 0; w < writes; ++w) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      const int64_t dim = out.shape[static_cast<size_t>(d)];
-      int64_t i = at[static_cast<size_t>(w * k + d)];
-      if (i < -dim || i >= dim) t.fail("index " + std::to_string(i) + " of a dimension of " + std::to_string(dim));
-      offset = offset * dim + (i < 0 ? i + dim : i);
-    }
-    for (int64_t e = 0; e < slice; ++e) {
-      const auto to = static_cast<size_t>(offset * slice + e), from = static_cast<size_t>(w * slice + e);
-      if (out.is_float) out.f[to] = upd.f[from];
-      else out.i[to] = upd.i[from];
-    }
-  }
-  t.set_const(0, std::move(out));
+  t.set_const(0, fold_scatter_nd(t.konst(0), t.konst(1), t.konst(2), t.where()));
 }
 
 void size(Translator& t) { t.set_const(0, const_ints({{0, t.konst(0).numel()}}, {})); }
