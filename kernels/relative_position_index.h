@@ -36,9 +36,11 @@ REMAT_RELATIVE_FN float shifted_window_mask(int64_t win, int64_t i, int64_t j, i
                                             int64_t gw, int64_t wh, int64_t ww, int64_t sh,
                                             int64_t sw) {
   const int64_t r0 = win / gw * wh, c0 = win % gw * ww;
-  const int64_t ri = shifted_band(r0 + i / ww, gh, wh, sh), ci = shifted_band(c0 + i % ww, gw, ww, sw);
-  const int64_t rj = shifted_band(r0 + j / ww, gh, wh, sh), cj = shifted_band(c0 + j % ww, gw, ww, sw);
-  return ri == rj && ci == cj ? 0.0f : -100.0f;
+  const bool same_rows =
+      shifted_band(r0 + i / ww, gh, wh, sh) == shifted_band(r0 + j / ww, gh, wh, sh);
+  const bool same_cols =
+      shifted_band(c0 + i % ww, gw, ww, sw) == shifted_band(c0 + j % ww, gw, ww, sw);
+  return same_rows && same_cols ? 0.0f : -100.0f;
 }
 
 }  // namespace remat

@@ -8,10 +8,11 @@
 // [sh, sw] not 0, windows [gh, gw]): x [N, .., gh gw, H, T, T] and Swin's mask added after the
 // bias, y = (x + table[..]) + mask(w, i, j), two float roundings as PyTorch's two adds, w the
 // window (the axis before the heads), the mask 0 or -100 (shifted_window_mask in
-// kernels/relative_position_index.h). Gradients: dx = dy (no node); relative_position_bias_grad_table [dy] -> [R, H]: first the sum over every leading
-// index of dy[.., h, i, j] (double, in order, rounded once: what bias_grad_reduce does on the
-// device), then per table entry the sum of those over the (i, j) that read it (double, i and j
-// in order, rounded once).
+// kernels/relative_position_index.h). Gradients: dx = dy (no node);
+// relative_position_bias_grad_table [dy] -> [R, H]: first the sum over every leading index of
+// dy[.., h, i, j] (double, in order, rounded once: what bias_grad_reduce does on the device),
+// then per table entry the sum of those over the (i, j) that read it (double, i and j in order,
+// rounded once).
 #include <memory>
 #include <string>
 #include <vector>
@@ -118,7 +119,8 @@ void relative_bias_cpu(const ExecContext& ctx) {
         for (int64_t j = 0; j < s.t; ++j, ++e) {
           y[e] = x[e] + table[offset_index(a, i, j) * s.heads + h];
           if (a.masked())
-            y[e] += shifted_window_mask(l % (a.gh * a.gw), i, j, a.gh, a.gw, a.wh, a.ww, a.sh, a.sw);
+            y[e] += shifted_window_mask(l % (a.gh * a.gw), i, j, a.gh, a.gw, a.wh, a.ww, a.sh,
+                                        a.sw);
         }
 }
 

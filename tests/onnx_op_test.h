@@ -26,7 +26,8 @@ namespace test {
 
 // x [batch, 3, 8, 8] -> Conv 8x3x3x3 (pads 1) -> c [batch, 8, 8, 8] -> `middle` (nodes from c to
 // m [batch, channels, ...]) -> GlobalAveragePool -> Flatten -> Gemm -> y [batch, 10].
-inline onnx::ModelProto cnn_with(const std::function<void(onnx::GraphProto*)>& middle, int64_t channels) {
+inline onnx::ModelProto cnn_with(const std::function<void(onnx::GraphProto*)>& middle,
+                                 int64_t channels) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   auto* op = m.add_opset_import();

@@ -67,7 +67,8 @@ inline std::vector<TransformerCase> transformer_cases() {
                                        {f32({3, 1, 6, 6})}}, kTolLinear},
       // Swin's shifted windows: a 2 x 2 grid of 2 x 2 windows shifted by 1, the mask added too.
       {"relative_position_bias_shifted",
-       {"relative_position_bias", attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}, {"windows", 2}, {"init_std", 0.5}}),
+       {"relative_position_bias",
+        attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}, {"windows", 2}, {"init_std", 0.5}}),
         {f32({2, 4, 2, 4, 4})}}, kTolLinear},
       {"layernorm", {"layernorm", {}, {f32({2, 3, 6})}}, kTolNormalize},
       {"layernorm_plain", {"layernorm", attr_map({{"affine", false}, {"eps", 1e-3}}), {f32({4, 5})}}, kTolNormalize},
@@ -184,8 +185,9 @@ inline std::vector<SpatialCase> spatial_op_cases() {
        kTolLinear},
       {"transpose_tokens", {"transpose", attr_map({{"perm", Ints{0, 2, 1}}}), {f32({3, 4, 6})}}, kTolLinear},
       // Swin's qkv[1] of [N, nW, T, 3, H, D] (channel_slice along a middle axis).
-      {"channel_slice_axis", {"channel_slice", attr_map({{"axis", 3}, {"offset", 1}, {"channels", 1}}),
-                              {f32({2, 2, 3, 3, 2, 2})}}, kTolLinear},
+      {"channel_slice_axis",
+       {"channel_slice", attr_map({{"axis", 3}, {"offset", 1}, {"channels", 1}}), {f32({2, 2, 3, 3, 2, 2})}},
+       kTolLinear},
       // Block swaps in the middle: k.transpose(-2, -1) of [N, G, T, D], a window partition's
       // permute(0, 1, 3, 2, 4, 5) and Swin's patch merging permute(0, 1, 3, 4, 2, 5) (vectors of
       // inner elements: the CUDA path's two transposes through its workspace).
@@ -276,7 +278,10 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 2, 2, 4, 4})}}, Bf16Family::Exact},
       {"relative_position_bias_shifted",
-       {"relative_position_bias", attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 0}}, {"windows", std::vector<int64_t>{2, 1}}, {"init_std", 0.5}}),
+       {"relative_position_bias", attr_map({{"window", 2},
+                                            {"shift", std::vector<int64_t>{1, 0}},
+                                            {"windows", std::vector<int64_t>{2, 1}},
+                                            {"init_std", 0.5}}),
         {f32({2, 2, 2, 4, 4})}}, Bf16Family::Exact},
       {"affine", {"affine", attr_map({{"scale", 0.3}, {"shift", -1.0}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"upsample", {"upsample", attr_map({{"factor", int64_t{2}}}), {f32({2, 2, 3, 3})}}, Bf16Family::Exact},

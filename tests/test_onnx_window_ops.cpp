@@ -68,8 +68,9 @@ TEST_F(OnnxWindowOps, AFoldReachingAnOpThatDoesNotTakeItIsAClearError) {
     onnx_node(g, "Reshape", {"c", "fold"}, {"f"}, "/Reshape");
     onnx_node(g, "Reshape", {"f", "odd"}, {"m"}, "/Reshape_1");
   }, 3));
-  EXPECT_NE(r.find("a Reshape to [-1, ...] of [2N, 4, 64] per 2 rows does not keep the batch first"),
-            std::string::npos) << r;
+  const std::string want =
+      "a Reshape to [-1, ...] of [2N, 4, 64] per 2 rows does not keep the batch";
+  EXPECT_NE(r.find(want), std::string::npos) << r;
 }
 
 // c [N, 8, 8, 8] -> Reshape [0, 8, 2, 32] -> Transpose perm -> Gather 0, Gather 1 -> Add ->
@@ -105,7 +106,8 @@ TEST_F(OnnxWindowOps, GathersAfterAPermuteThatMovesAnAxisFirstAreSlicesAlongIt) 
   ASSERT_EQ(layers_of(moved, "transpose").size(), 2u);
   EXPECT_EQ(shape_of(moved, layers_of(moved, "transpose")[0]->name), (Shape{2, 32, 8}));
   const std::string e = error_of(cnn_with(unbound({2, 1, 0, 3}), 8));
-  EXPECT_NE(e.find("Transpose + Gather read as one of qkv[0], qkv[1], ..."), std::string::npos) << e;
+  EXPECT_NE(e.find("Transpose + Gather read as one of qkv[0], qkv[1], ..."), std::string::npos)
+      << e;
   EXPECT_NE(e.find("perm [2, 1, 0, 3] leaves the batch behind another axis once axis 2 is taken"),
             std::string::npos) << e;
 }
@@ -113,9 +115,10 @@ TEST_F(OnnxWindowOps, GathersAfterAPermuteThatMovesAnAxisFirstAreSlicesAlongIt) 
 // ONNX's own ScatterND case (libonnx-testdata's test_scatternd: data [4, 4, 4], two slices
 // replaced) folds to its expected output.
 TEST(OnnxFold, ScatterNDAsOnnxsNodeCase) {
-  const std::filesystem::path dir = std::filesystem::path(REMAT_ONNX_NODE_CASES) / "test_scatternd" /
-                                    "test_data_set_0";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " is missing (Debian's libonnx-testdata)";
+  const std::filesystem::path dir =
+      std::filesystem::path(REMAT_ONNX_NODE_CASES) / "test_scatternd" / "test_data_set_0";
+  if (!std::filesystem::exists(dir))
+    GTEST_SKIP() << dir << " is missing (Debian's libonnx-testdata)";
   auto read = [&](const std::string& f) {
     onnx::TensorProto t;
     std::ifstream in(dir / f, std::ios::binary);

@@ -75,8 +75,9 @@ TEST(ChannelSlice, TakesItsChannelsAndItsGradientFillsTheRestWithZeros) {
 // With `axis`: y[n, a, s, b] = x[n, a, offset + s, b] for the axes a before and b after it.
 TEST(ChannelSlice, AlongAnAxisTakesItAtEveryIndexOfTheOtherAxes) {
   const int64_t n = 2, a = 3, c = 4, b = 2, off = 1, k = 2;
-  OpHarness h(builtin_registry(), {"channel_slice", attr_map({{"axis", 2}, {"offset", off}, {"channels", k}}),
-                                   {f32({n, a, c, b})}, {iota(n * a * c * b)}});
+  OpHarness h(builtin_registry(),
+              {"channel_slice", attr_map({{"axis", 2}, {"offset", off}, {"channels", k}}),
+               {f32({n, a, c, b})}, {iota(n * a * c * b)}});
   EXPECT_EQ(h.output_desc().shape, (Shape{n, a, k, b}));
   const Floats y = h.forward(), x = h.input(0);
   const Floats dy = iota(n * a * k * b);

@@ -123,11 +123,13 @@ TEST(RelativePositionBias, AddsTorchvisionsIndexedTableAndScattersItsGradient) {
 // torchvision's shifted-window mask (swin_transformer.shifted_window_attention) as it writes it:
 // region ids assigned by Python slices of the padded grid, the ids of each window's tokens, then
 // -100 where two tokens' ids differ. [windows][i][j].
-std::vector<float> torchvision_mask(int64_t gh, int64_t gw, int64_t wh, int64_t ww, int64_t sh, int64_t sw) {
+std::vector<float> torchvision_mask(int64_t gh, int64_t gw, int64_t wh, int64_t ww, int64_t sh,
+                                    int64_t sw) {
   const int64_t ph = gh * wh, pw = gw * ww, t = wh * ww;
   auto py = [](int64_t v, int64_t n) { return v < 0 ? n + v : v; };  // a[v:], a[:v] of a side of n
   auto slices = [&](int64_t w, int64_t s, int64_t n) {  // (0, -w), (-w, -s), (-s, None)
-    return std::vector<std::pair<int64_t, int64_t>>{{0, py(-w, n)}, {py(-w, n), py(-s, n)}, {py(-s, n), n}};
+    return std::vector<std::pair<int64_t, int64_t>>{
+        {0, py(-w, n)}, {py(-w, n), py(-s, n)}, {py(-s, n), n}};
   };
   std::vector<int64_t> region(static_cast<size_t>(ph * pw), 0);
   int64_t count = 0;
@@ -142,7 +144,8 @@ std::vector<float> torchvision_mask(int64_t gh, int64_t gw, int64_t wh, int64_t 
     for (int64_t i = 0; i < t; ++i)
       for (int64_t j = 0; j < t; ++j) {
         auto id = [&](int64_t k) {
-          return region[static_cast<size_t>((win / gw * wh + k / ww) * pw + win % gw * ww + k % ww)];
+          const int64_t row = win / gw * wh + k / ww, col = win % gw * ww + k % ww;
+          return region[static_cast<size_t>(row * pw + col)];
         };
         mask.push_back(id(i) == id(j) ? 0.0f : -100.0f);
       }
@@ -158,13 +161,16 @@ TEST(RelativePositionBias, ShiftedWindowsAddTorchvisionsMaskAfterTheBias) {
   for (const Case& c : {Case{{2, 2}, {1, 1}}, Case{{2, 3}, {1, 0}}, Case{{3, 2}, {0, 1}}}) {
     SCOPED_TRACE("grid " + shape_str(c.grid) + " shift " + shape_str(c.shift));
     const int64_t wh = 2, ww = 2, t = 4, heads = 2, batch = 2, windows = c.grid[0] * c.grid[1];
-    const std::vector<float> mask = torchvision_mask(c.grid[0], c.grid[1], wh, ww, c.shift[0], c.shift[1]);
+    const std::vector<float> mask =
+        torchvision_mask(c.grid[0], c.grid[1], wh, ww, c.shift[0], c.shift[1]);
     const int64_t n = batch * windows * heads * t * t;
     Floats x;
     for (int64_t e = 0; e < n; ++e) x.push_back(0.25f * static_cast<float>(e % 13) - 1.0f);
     OpHarness h(builtin_registry(),
                 {"relative_position_bias",
-                 attr_map({{"window", std::vector<int64_t>{wh, ww}}, {"shift", c.shift}, {"windows", c.grid}}),
+                 attr_map({{"window", std::vector<int64_t>{wh, ww}},
+                           {"shift", c.shift},
+                           {"windows", c.grid}}),
                  {f32({batch, windows, heads, t, t})}, {x}});
     Floats table;
     for (int64_t k = 0; k < 9 * heads; ++k) table.push_back(0.1f * static_cast<float>(k + 1));
@@ -173,10 +179,12 @@ TEST(RelativePositionBias, ShiftedWindowsAddTorchvisionsMaskAfterTheBias) {
     Floats dy(static_cast<size_t>(n));
     Floats dtable(static_cast<size_t>(9 * heads), 0.0f);
     for (int64_t e = 0; e < n; ++e) {
-      const int64_t j = e % t, i = e / t % t, hh = e / (t * t) % heads, w = e / (t * t * heads) % windows;
+      const int64_t j = e % t, i = e / t % t, hh = e / (t * t) % heads;
+      const int64_t w = e / (t * t * heads) % windows;
       const int64_t r = kIndex2x2[static_cast<size_t>(i * t + j)];
       const float biased = x[static_cast<size_t>(e)] + table[static_cast<size_t>(r * heads + hh)];
-      ASSERT_EQ(y[static_cast<size_t>(e)], biased + mask[static_cast<size_t>((w * t + i) * t + j)]) << e;
+      ASSERT_EQ(y[static_cast<size_t>(e)], biased + mask[static_cast<size_t>((w * t + i) * t + j)])
+          << e;
       dy[static_cast<size_t>(e)] = static_cast<float>(e % 7);
       dtable[static_cast<size_t>(r * heads + hh)] += static_cast<float>(e % 7);
     }
@@ -185,15 +193,16 @@ TEST(RelativePositionBias, ShiftedWindowsAddTorchvisionsMaskAfterTheBias) {
     EXPECT_EQ(g[1], dtable);
     EXPECT_NE(std::count(mask.begin(), mask.end(), -100.0f), 0);
   }
-  EXPECT_HAS(case_error({"relative_position_bias", attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}}),
+  using Ints = std::vector<int64_t>;
+  EXPECT_HAS(case_error({"relative_position_bias", attr_map({{"window", 2}, {"shift", Ints{1, 1}}}),
                          {f32({2, 4, 2, 4, 4})}}),
              "'windows': is required with a shift");
   EXPECT_HAS(case_error({"relative_position_bias",
-                         attr_map({{"window", 2}, {"shift", std::vector<int64_t>{2, 1}}, {"windows", 2}}),
+                         attr_map({{"window", 2}, {"shift", Ints{2, 1}}, {"windows", 2}}),
                          {f32({2, 4, 2, 4, 4})}}),
              "a shift of [2, 1] is not inside the window [2, 2]");
   EXPECT_HAS(case_error({"relative_position_bias",
-                         attr_map({{"window", 2}, {"shift", std::vector<int64_t>{1, 1}}, {"windows", 3}}),
+                         attr_map({{"window", 2}, {"shift", Ints{1, 1}}, {"windows", 3}}),
                          {f32({2, 4, 2, 4, 4})}}),
              "with 3 x 3 = 9 windows, got [2, 4, 2, 4, 4]");
 }

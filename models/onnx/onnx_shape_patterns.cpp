@@ -118,11 +118,11 @@ void match_unbind(Graph& g, int k) {
   std::vector<int64_t> indices;
   for (int r : readers) {
     const onnx::NodeProto* gather = g.node(r);
+    const bool along_first = gather && gather->op_type() == "Gather" &&
+                             gather->domain().empty() && gather->input_size() == 2 &&
+                             gather->input(0) == t->output(0) && axis_of(*gather) == 0;
     const std::optional<int64_t> i =
-        gather && gather->op_type() == "Gather" && gather->domain().empty() &&
-                gather->input_size() == 2 && gather->input(0) == t->output(0) && axis_of(*gather) == 0
-            ? g.scalar_int_of(gather->input(1))
-            : std::nullopt;
+        along_first ? g.scalar_int_of(gather->input(1)) : std::nullopt;
     if (!i) return;
     indices.push_back(*i);
   }

@@ -203,8 +203,8 @@ std::optional<Shape> window_of_index(const std::vector<int64_t>& index, int64_t 
 
 // The grid of windows [gh, gw] and shift [sh, sw] whose Swin mask (shifted_window_mask) the
 // constant `mask` (nW T T values in window, query, key order) is, for windows of `window`.
-std::optional<std::pair<Shape, Shape>> shift_of_mask(const std::vector<double>& mask, int64_t windows,
-                                                     const Shape& window) {
+std::optional<std::pair<Shape, Shape>> shift_of_mask(const std::vector<double>& mask,
+                                                     int64_t windows, const Shape& window) {
   const int64_t wh = window[0], ww = window[1], t = wh * ww;
   if (static_cast<int64_t>(mask.size()) != windows * t * t) return std::nullopt;
   for (int64_t gh = 1; gh <= windows; ++gh) {
@@ -238,20 +238,23 @@ void set_shifted_windows(Translator& t, const DataValue& x, const Shape& window,
   const OnnxConst& view = t.konst(5);
   const OnnxConst& back = t.konst(7);
   const std::vector<SymInt> rest = {{0, windows}, {0, heads}, {0, tokens}, {0, tokens}};
-  if (view.i.size() != 5 || !is_n(view.i[0], 1) || !std::equal(rest.begin(), rest.end(), view.i.begin() + 1))
+  if (view.i.size() != 5 || !is_n(view.i[0], 1) ||
+      !std::equal(rest.begin(), rest.end(), view.i.begin() + 1))
     t.fail("the scores are viewed as [" + (view.i.empty() ? std::string() : sym_str(view.i[0])) +
            ", ...], not [N, " + std::to_string(windows) + ", " + std::to_string(heads) + ", " +
            std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
   if (back.i.size() != 4 || !(is_n(back.i[0], windows) || back.i[0] == SymInt{0, -1}) ||
       !std::equal(rest.begin() + 1, rest.end(), back.i.begin() + 1))
     t.fail("the masked scores are not viewed back as [" + std::to_string(windows) + "N, " +
-           std::to_string(heads) + ", " + std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
+           std::to_string(heads) + ", " + std::to_string(tokens) + ", " +
+           std::to_string(tokens) + "]");
   const OnnxConst& mask = t.konst(6);
   Shape dims = mask.shape;
   while (!dims.empty() && dims.front() == 1) dims.erase(dims.begin());
   if (!mask.is_float || dims != Shape{windows, 1, tokens, tokens})
     t.fail("the mask " + shape_str(mask.shape) + " is not a float [1, nW, 1, T, T] = [1, " +
-           std::to_string(windows) + ", 1, " + std::to_string(tokens) + ", " + std::to_string(tokens) + "]");
+           std::to_string(windows) + ", 1, " + std::to_string(tokens) + ", " +
+           std::to_string(tokens) + "]");
   const auto found = shift_of_mask(mask.f, windows, window);
   if (!found)
     t.fail("the mask is not Swin's shifted-window mask of " + std::to_string(windows) +

@@ -171,7 +171,8 @@ std::map<std::string, TranslateFn> with_shape_ops(std::map<std::string, Translat
 // reshape_data's `to` and result keep x's fold unless `fold` says another (reshape_onnx).
 DataValue reshape_data(Translator& t, const DataValue& x, const Shape& to, int64_t fold = 0);
 DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t> perm);
-// `ops` with the shape patterns' translators: Roll, PatchMerge (onnx_shape_ops.cpp).
+// `ops` with the shape patterns' translators: Roll, PatchMerge, Unbind
+// (onnx_shape_pattern_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
 // `ops` with Einsum of two data tensors as a batched matmul (onnx_einsum.cpp).
 std::map<std::string, TranslateFn> with_einsum(std::map<std::string, TranslateFn> ops);
