@@ -275,6 +275,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"transpose_windows", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 1, 3, 2, 4, 5}}}),
                              {f32({2, 2, 2, 2, 2, 3})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
+      {"channel_slice_axis", {"channel_slice", attr_map({{"axis", 3}, {"offset", 2}, {"channels", 1}}),
+                              {f32({2, 2, 3, 3, 2, 2})}}, Bf16Family::Exact},
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 2, 2, 4, 4})}}, Bf16Family::Exact},
       {"relative_position_bias_shifted",
