@@ -1,5 +1,5 @@
 // The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact
-// GELU, SiLU; the affine map of scalar arithmetic) and their
+// GELU, SiLU; the affine map of scalar arithmetic; sqrt and a power by a constant) and their
 // derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
 // CUDA kernels (kernels/activation_curves.cu).
 #pragma once
@@ -19,21 +19,27 @@ namespace remat {
 // Every curve evaluates in double from the FP32 (or widened bf16) value and rounds once to FP32.
 // The CPU and the device run the same operations in the same order, each rounded in double (the
 // device code uses __dmul_rn / __dadd_rn, so nvcc cannot contract a product and a sum into an
-// FMA the CPU does not do; division is IEEE on both): hardsigmoid, hardswish and leaky relu,
-// which use nothing else, agree bit for bit. sigmoid, tanh, the exact GELU and SiLU also call
-// exp / tanh / erf, whose double results may differ in the last bit between the C library and
-// CUDA's: after the rounding to FP32 the two agree but for rare ties. Gradients read what the
-// forward keeps: sigmoid, tanh and leaky relu their output y; hard sigmoid, hard swish, GELU and
-// SiLU their input x (PyTorch's backward reads x too; y rounded to bf16 near 1 would lose which
-// side of the clip x was on); affine's gradient is an affine node of dy alone.
-enum class Curve : int32_t { Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu, Affine };
+// FMA the CPU does not do; division and sqrt are IEEE on both): hardsigmoid, hardswish, leaky
+// relu and sqrt, which use nothing else, agree bit for bit (sqrt in double rounded to FP32 is
+// FP32's correctly rounded sqrt, PyTorch's), and so does a power of 2 or 3 (products). sigmoid,
+// tanh, the exact GELU, SiLU and other powers also call exp / tanh / erf / pow, whose double
+// results may differ in the last bit between the C library and CUDA's: after the rounding to FP32
+// the two agree but for rare ties. Gradients read what the forward keeps: sigmoid, tanh, leaky
+// relu and sqrt their output y; hard sigmoid, hard swish, GELU, SiLU and pow their input x
+// (PyTorch's backward reads x too; y rounded to bf16 near 1 would lose which side of the clip x
+// was on); affine's gradient is an affine node of dy alone.
+enum class Curve : int32_t {
+  Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu, Affine, Sqrt, Pow
+};
 
 constexpr double kCurveSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kCurveInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
 
 struct CurveParams {
   Curve f = Curve::Sigmoid;
-  double alpha = 0;  // HardSigmoid, Affine: the slope (PyTorch: 1/6); LeakyRelu: the negative slope
+  // HardSigmoid, Affine: the slope (PyTorch: 1/6); LeakyRelu: the negative slope; Pow: the
+  // exponent.
+  double alpha = 0;
   double beta = 0;   // HardSigmoid, Affine: the offset (PyTorch: 1/2)
 };
 
@@ -52,6 +58,14 @@ REMAT_CURVE_FN double curve_add(double a, double b) {
 #endif
 }
 REMAT_CURVE_FN double curve_clamp01(double v) { return v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v); }
+
+// x^e: products for 2 and 3 (exact in double from an FP32 x), pow otherwise.
+REMAT_CURVE_FN double curve_pow(double x, double e) {
+  if (e == 2.0) return curve_mul(x, x);
+  if (e == 3.0) return curve_mul(curve_mul(x, x), x);
+  if (e == 1.0) return x;
+  return pow(x, e);
+}
 
 // y = f(x).
 REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
@@ -78,6 +92,10 @@ REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
       return static_cast<float>(curve_mul(x, 1.0 / curve_add(1.0, exp(-x))));
     case Curve::Affine:  // alpha x + beta
       return static_cast<float>(curve_add(curve_mul(p.alpha, x), p.beta));
+    case Curve::Sqrt:  // NaN below 0, as PyTorch's
+      return static_cast<float>(sqrt(x));
+    case Curve::Pow:  // x^alpha
+      return static_cast<float>(curve_pow(x, p.alpha));
   }
   return 0.0f;
 }
@@ -112,13 +130,18 @@ REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
     }
     case Curve::Affine:  // alpha dy (the op's gradient node is itself an affine of dy)
       return static_cast<float>(curve_mul(p.alpha, dy));
+    case Curve::Sqrt:  // s = y: dy / (2 y), PyTorch's (inf at y = 0)
+      return static_cast<float>(dy / curve_mul(2.0, s));
+    case Curve::Pow:  // s = x: dy alpha x^(alpha - 1); 0 for alpha 0, as PyTorch's
+      if (p.alpha == 0.0) return 0.0f;
+      return static_cast<float>(curve_mul(curve_mul(dy, p.alpha), curve_pow(s, p.alpha - 1.0)));
   }
   return 0.0f;
 }
 
 // Whether the gradient reads the forward's output (else its input).
 REMAT_CURVE_FN bool curve_grad_reads_output(Curve f) {
-  return f == Curve::Sigmoid || f == Curve::Tanh || f == Curve::LeakyRelu;
+  return f == Curve::Sigmoid || f == Curve::Tanh || f == Curve::LeakyRelu || f == Curve::Sqrt;
 }
 
 }  // namespace remat

@@ -1,6 +1,7 @@
-// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf and silu:
-// user ops whose gradients <op>_grad [dy, saved] read the forward's output (sigmoid, tanh,
-// leaky_relu) or its input (hardsigmoid, hardswish, gelu_erf, silu); and affine (scale, shift:
+// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf, silu, sqrt
+// and pow (exponent): user ops whose gradients <op>_grad [dy, saved] read the forward's output
+// (sigmoid, tanh, leaky_relu, sqrt) or its input (hardsigmoid, hardswish, gelu_erf, silu, pow);
+// and affine (scale, shift:
 // y = scale x + shift, scalar arithmetic on data), whose gradient is affine (scale) of dy, reading
 // neither. One definition of each curve and its derivative serves the CPU and the GPU
 // (kernels/curve_math.h, Note [curve arithmetic]).
@@ -42,6 +43,9 @@ const CurveSpec kCurves[] = {
      "dx = dy s (1 + x (1 - s)), s = sigmoid(x) [dy, x]"},
     {"affine", Curve::Affine, 2, "y = scale x + shift (scale 1, shift 0; x * c, x / c, x + c, -x)",
      nullptr},
+    {"sqrt", Curve::Sqrt, 1, "y = sqrt(x) (NaN below 0)", "dx = dy / (2 y) [dy, y]"},
+    {"pow", Curve::Pow, 8, "y = x^exponent (a constant; NaN for a negative x and a fraction)",
+     "dx = dy exponent x^(exponent - 1) [dy, x]"},
 };
 
 // The forward and its gradient parse the same attributes (a gradient node shares its forward
@@ -56,6 +60,9 @@ OpAttrsPtr curve_parse(AttrReader& r, const std::string& name, Curve f) {
   } else if (f == Curve::Affine) {
     a->p.alpha = r.get_double("scale", 1.0, -kBig, kBig);
     a->p.beta = r.get_double("shift", 0.0, -kBig, kBig);
+  } else if (f == Curve::Pow) {
+    if (!r.has("exponent")) r.fail("exponent", "is required (pow: y = x^exponent)");
+    a->p.alpha = r.get_double("exponent", 2.0, -1e6, 1e6);
   } else if (f == Curve::LeakyRelu) {
     // alpha >= 0 keeps y's sign x's, so the gradient can read y (Note [curve arithmetic]).
     a->p.alpha = r.get_double("alpha", 0.01, 0.0, kBig);

@@ -70,6 +70,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"hardsigmoid_grad", kCudaExact},
           {"hardswish", kCudaExact},
           {"affine", kCudaExact},  // a product and a sum in double, each rounded as on the CPU
+          {"sqrt", kCudaExact},       // IEEE sqrt in double, rounded once
+          {"sqrt_grad", kCudaExact},  // a product and an IEEE division in double
           {"hardswish_grad", kCudaExact},
           {"leaky_relu", kCudaExact},
           {"leaky_relu_grad", kCudaExact},
@@ -115,6 +117,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"gelu_erf_grad", kCudaReduction},
           {"silu", kCudaReduction},
           {"silu_grad", kCudaReduction},
+          {"pow", kCudaReduction},  // CUDA's pow in double (x^2, x^3 are products: exact)
+          {"pow_grad", kCudaReduction},
           {"channel_scale_grad", kCudaReduction},  // plane sums in double, another order
           {"softmax", kCudaReduction},
           {"softmax_grad", kCudaReduction},

@@ -122,6 +122,13 @@ inline std::vector<float> wide_values(int64_t n) {
   return v;
 }
 
+// wide_values moved above 0: [0.5, 8.55] for n = 24 (sqrt, fractional powers).
+inline std::vector<float> positive_values(int64_t n) {
+  std::vector<float> v = wide_values(n);
+  for (float& x : v) x += 4.7f;
+  return v;
+}
+
 inline std::vector<SpatialCase> spatial_op_cases() {
   using Ints = std::vector<int64_t>;
   const AttrValue same = std::string("same");
@@ -212,6 +219,11 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"gelu_erf", {"gelu_erf", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"silu", {"silu", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"affine", {"affine", attr_map({{"scale", -1.5}, {"shift", 0.25}}), {f32({2, 3, 4})}}, kTolLinear},
+      // sqrt over [0.5, 8.55] (its gradient 1 / (2 y) grows at 0), x^3 over the wide values, x^1.5
+      // (the library's pow) over positive ones.
+      {"sqrt", {"sqrt", {}, {f32({2, 3, 4})}, {positive_values(24)}}, kTolNormalize},
+      {"pow_3", {"pow", attr_map({{"exponent", 3.0}}), {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"pow_1_5", {"pow", attr_map({{"exponent", 1.5}}), {f32({2, 12})}, {positive_values(24)}}, kTolNormalize},
       {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
       {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
       // ConvTranspose2d: stride 2 with output_padding (a U-Net's upsampling), groups, dilation
@@ -275,11 +287,9 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"transpose_windows", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 1, 3, 2, 4, 5}}}),
                              {f32({2, 2, 2, 2, 2, 3})}}, Bf16Family::Exact},
       {"class_token", {"class_token", attr_map({{"init_std", 0.5}}), {f32({2, 3, 4})}}, Bf16Family::Exact},
-      {"channel_slice_axis", {"channel_slice", attr_map({{"axis", 3}, {"offset", 2}, {"channels", 1}}),
-                              {f32({2, 2, 3, 3, 2, 2})}}, Bf16Family::Exact},
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 2, 2, 4, 4})}}, Bf16Family::Exact},
-      {"relative_position_bias_shifted",
+      {"relative_position_bias_shifted_rows",
        {"relative_position_bias", attr_map({{"window", 2},
                                             {"shift", std::vector<int64_t>{1, 0}},
                                             {"windows", std::vector<int64_t>{2, 1}},
@@ -322,9 +332,9 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
     out.push_back({cc.name, {"conv2d", cc.attrs, {f32(cc.x)}}, Bf16Family::Gemm, !fused});
   }
   for (const SpatialCase& sc : spatial_op_cases()) {
-    // sigmoid's and tanh's gradients read the stored output, rounded in a bf16 run: not Exact,
+    // sigmoid's, tanh's and sqrt's gradients read the stored output, rounded in a bf16 run: not Exact,
     // emulation check only.
-    const bool reads_rounded = sc.c.op == "sigmoid" || sc.c.op == "tanh";
+    const bool reads_rounded = sc.c.op == "sigmoid" || sc.c.op == "tanh" || sc.c.op == "sqrt";
     const bool gemm = sc.c.op == "conv2d" || sc.c.op == "conv2d_transpose";
     out.push_back({sc.name, sc.c, gemm ? Bf16Family::Gemm : Bf16Family::Exact, !reads_rounded});
   }

@@ -55,7 +55,8 @@ const std::set<std::string> kMustImport = {
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
     "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
     "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
-    "test_sigmoid", "test_sigmoid_example", "test_tanh", "test_tanh_example"};
+    "test_sigmoid", "test_sigmoid_example", "test_sqrt", "test_sqrt_example", "test_tanh",
+    "test_tanh_example"};
 
 template <typename M>
 bool parse_file(const fs::path& p, M* m) {
@@ -171,7 +172,7 @@ void set_magnitudes(NodeCase& c) {
 // model input is an image or token ids).
 void as_image_case(onnx::GraphProto* g) {
   static const std::set<std::string> kElementwise = {"Sigmoid", "Tanh", "HardSigmoid",
-                                                     "HardSwish", "LeakyRelu", "Relu"};
+                                                     "HardSwish", "LeakyRelu", "Relu", "Sqrt"};
   if (g->node_size() != 1 || !kElementwise.count(g->node(0).op_type())) return;
   for (onnx::ValueInfoProto* v : {g->mutable_input(0), g->mutable_output(0)}) {
     if (!v->type().has_tensor_type() || !v->type().tensor_type().has_shape()) return;

@@ -1,5 +1,6 @@
-// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, affine and channel_scale (the activations, scalar arithmetic and the
-// squeeze-excitation gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, sqrt, pow, affine and
+// channel_scale (the activations, powers of data, scalar arithmetic and the squeeze-excitation
+// gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
 // (and PyTorch's values where it spells them differently), which value each gradient reads,
 // channel_scale's channels-last form bit for bit, and the errors. Their gradients against
 // central differences, CUDA and bf16 run with the other spatial cases (tests/op_cases.h).
@@ -52,17 +53,46 @@ TEST(Curves, ValuesAreTheirDefinitions) {
             (Floats{-1.0f, -0.6f, -0.2f, 0, 0.5f, 3, 4}));
 }
 
+// sqrt is FP32's correctly rounded sqrt (NaN below 0); pow by 2 and 3 the products, by other
+// exponents the library's pow in double, rounded once; the gradients dy / (2 y) and
+// dy e x^(e - 1) (0 for e = 0), as PyTorch's.
+TEST(Curves, SqrtAndPowersAreTheirDefinitions) {
+  const Floats x = {0.0f, 0.25f, 2.0f, 3.0f, 1e-3f, 7.5f};
+  Floats root, cube, pow15;
+  for (float v : x) {
+    root.push_back(std::sqrt(v));
+    cube.push_back(static_cast<float>(double{v} * v * v));
+    pow15.push_back(static_cast<float>(std::pow(double{v}, 1.5)));
+  }
+  EXPECT_EQ(run("sqrt", {}, x), root);
+  EXPECT_EQ(run("pow", attr_map({{"exponent", 3.0}}), x), cube);
+  EXPECT_EQ(run("pow", attr_map({{"exponent", 1.5}}), x), pow15);
+  EXPECT_TRUE(std::isnan(run("sqrt", {}, {-1.0f})[0]));
+  EXPECT_EQ(run("pow", attr_map({{"exponent", 2.0}}), {-3.0f}), (Floats{9.0f}));
+  OpHarness r(builtin_registry(), {"sqrt", {}, {f32({1, 2})}, {{4.0f, 0.25f}}});
+  EXPECT_EQ(r.gradients({1.0f, 3.0f})[0], (Floats{0.25f, 3.0f}));  // dy / (2 y)
+  OpHarness p(builtin_registry(),
+              {"pow", attr_map({{"exponent", 3.0}}), {f32({1, 2})}, {{2.0f, -1.0f}}});
+  EXPECT_EQ(p.gradients({1.0f, 2.0f})[0], (Floats{12.0f, 6.0f}));  // 3 dy x^2
+  OpHarness z(builtin_registry(),
+              {"pow", attr_map({{"exponent", 0.0}}), {f32({1, 2})}, {{0.0f, 5.0f}}});
+  EXPECT_EQ(z.forward(), (Floats{1.0f, 1.0f}));
+  EXPECT_EQ(z.gradients({1.0f, 1.0f})[0], (Floats{0.0f, 0.0f}));
+  EXPECT_HAS(case_error({"pow", {}, {f32({1, 2})}}), "'exponent': is required");
+}
+
 TEST(Curves, GradientsReadTheOutputOrTheInputAsDocumented) {
   for (const char* op : {"sigmoid", "tanh", "leaky_relu", "hardsigmoid", "hardswish", "gelu_erf",
-                         "silu"}) {
+                         "silu", "sqrt", "pow"}) {
     SCOPED_TRACE(op);
-    OpHarness h(builtin_registry(), {op, {}, {f32({2, 3})}});
+    const AttrMap a = std::string(op) == "pow" ? attr_map({{"exponent", 1.5}}) : AttrMap{};
+    OpHarness h(builtin_registry(), {op, a, {f32({2, 3})}, {positive_values(6)}});
     h.gradients(h.random_dy(3));
     ASSERT_EQ(h.backward_nodes().size(), 1u);
     const Node& b = h.graph().node(h.backward_nodes()[0]);
     EXPECT_EQ(b.op, std::string(op) + "_grad");
     const bool reads_y = std::string(op) == "sigmoid" || std::string(op) == "tanh" ||
-                         std::string(op) == "leaky_relu";
+                         std::string(op) == "leaky_relu" || std::string(op) == "sqrt";
     EXPECT_EQ(b.inputs.at(1), reads_y ? h.node().output : h.node().inputs.at(0));
   }
 }

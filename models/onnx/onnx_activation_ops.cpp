@@ -1,5 +1,6 @@
-// The ONNX activations past Relu and Clip (Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu),
-// each one layer of remat's op of the same curve (ops/activation_curves.cpp), and the two Muls
+// The ONNX activations past Relu and Clip (Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu;
+// Sqrt and Pow by a scalar constant of data), each one layer of remat's op of the same curve
+// (ops/activation_curves.cpp), and the two Muls
 // of an image by a per-channel factor: squeeze-and-excitation's scale s [N, C, 1, 1] that the
 // step computes (MobileNetV3, RegNetY, EfficientNet, LR-ASPP), one channel_scale layer, and a
 // learned layer scale w [C, 1, 1] (ConvNeXt), one depthwise 1 x 1 conv2d without a bias: the
@@ -43,6 +44,23 @@ void leaky_relu(Translator& t) {
   AttrMap a;
   a.set("alpha", alpha);
   curve(t, "leaky_relu", a);
+}
+
+void sqrt_op(Translator& t) { curve(t, "sqrt"); }
+
+// Pow(x, e), e a scalar constant the exporter wrote (a module's parameter would be frozen):
+// pow with that exponent; sqrt for 1/2 (PyTorch's x ** 0.5 is its sqrt), x itself for 1.
+void pow_op(Translator& t) {
+  if (!t.is_const(1) || (t.is_initializer(1) && t.node().input(1).rfind("onnx::", 0) != 0))
+    t.fail("the exponent must be a constant (not data, not a module's parameter)");
+  if (shape_numel(t.konst(1).shape) != 1)
+    t.fail("only a scalar exponent is supported, not " + shape_str(t.konst(1).shape));
+  const double e = t.konst(1).scalar(t.where() + ": the exponent");
+  if (e == 1.0) return t.alias(0, t.data(0));
+  if (e == 0.5) return curve(t, "sqrt");
+  AttrMap a;
+  a.set("exponent", e);
+  curve(t, "pow", a);
 }
 
 bool is_channel_scale(const DataValue& s) {
@@ -103,6 +121,8 @@ std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, Tra
   ops["HardSigmoid"] = hard_sigmoid;
   ops["HardSwish"] = hard_swish;
   ops["LeakyRelu"] = leaky_relu;
+  ops["Sqrt"] = sqrt_op;
+  ops["Pow"] = pow_op;
   ops["Mul"] = mul;
   return ops;
 }
