@@ -2,6 +2,7 @@
 // (tests/onnx_builder.h): values whose windows are folded into the batch (Note [folded batch] in
 // models/onnx/onnx_translator.h) through the ops that take them and the clear error of one that
 // does not; qkv[i] after a permute that moves an axis first (Unbind: channel_slice along it);
+// q @ k.transpose(-2, -1) as a matmul reading k transposed;
 // ScatterND's folding against ONNX's node case. Their numbers against PyTorch's are
 // OnnxModels.SwinWindowsFoldedIntoTheBatch's and OnnxModels.SwinShiftedWindows'.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "models/onnx/onnx_const.h"
@@ -110,6 +112,29 @@ TEST_F(OnnxWindowOps, GathersAfterAPermuteThatMovesAnAxisFirstAreSlicesAlongIt) 
       << e;
   EXPECT_NE(e.find("perm [2, 1, 0, 3] leaves the batch behind another axis once axis 2 is taken"),
             std::string::npos) << e;
+}
+
+// q @ k.transpose(-2, -1): c [N, 8, 8, 8] times its Transpose [0, 1, 3, 2] (then divided by a
+// constant, or not) is one matmul reading c with transpose_b, no transpose layer.
+TEST_F(OnnxWindowOps, AProductOfATransposeOfTheLastTwoAxesReadsItTransposed) {
+  for (bool scaled : {false, true}) {
+    SCOPED_TRACE(scaled ? "scaled" : "plain");
+    const ModelConfig cfg = load(cnn_with([scaled](onnx::GraphProto* g) {
+      onnx_attr(onnx_node(g, "Transpose", {"c"}, {"kt"}, "/Transpose"), "perm",
+                std::vector<int64_t>{0, 1, 3, 2});
+      onnx_node(g, "MatMul", {"c", "kt"}, {scaled ? "s" : "m"}, "/MatMul");
+      if (!scaled) return;
+      *g->add_initializer() = test::onnx_floats("onnx::Div_1", {}, 4.0f);
+      onnx_node(g, "Div", {"s", "onnx::Div_1"}, {"m"}, "/Div");
+    }, 8));
+    EXPECT_TRUE(layers_of(cfg, "transpose").empty());
+    const auto mm = layers_of(cfg, "matmul");
+    ASSERT_EQ(mm.size(), 1u);
+    EXPECT_TRUE(std::get<bool>(mm[0]->attrs.values.at("transpose_b")));
+    EXPECT_EQ(mm[0]->attrs.values.count("transpose_a"), 0u);
+    EXPECT_EQ(mm[0]->attrs.values.count("scale"), scaled ? 1u : 0u);
+    EXPECT_EQ(mm[0]->inputs, (std::vector<std::string>{mm[0]->inputs[0], mm[0]->inputs[0]}));
+  }
 }
 
 // ONNX's own ScatterND case (libonnx-testdata's test_scatternd: data [4, 4, 4], two slices

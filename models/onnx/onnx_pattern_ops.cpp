@@ -4,6 +4,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "models/onnx/onnx_translator.h"
 
@@ -106,24 +108,36 @@ void channel_shuffle(Translator& t) {
   t.emit("channel_shuffle", {x}, a, {}, s, s);
 }
 
-// MatMul of data by data: remat's matmul (q k^T with transpose_b, probs v), times a scale.
+// `s` with its last two dimensions swapped.
+Shape swap_last_two(Shape s) {
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return s;
+}
+
+// MatMul of data by data: remat's matmul (q k^T with transpose_b, probs v), times a scale. With
+// the pattern's transpose_a / transpose_b, input a or b is the Transpose's input, [.., K, M] or
+// [.., N, K], read transposed (absorb_transposes in onnx_patterns.cpp).
 void matmul_of(Translator& t, double scale) {
   const DataValue a = t.data(0, true), b = t.data(1, true);
+  const bool ta = t.attr_int("transpose_a", 0) != 0, tb_attr = t.attr_int("transpose_b", 0) != 0;
   if (a.transposed || a.remat != a.sample) t.fail("input 0 is not a plain tensor");
   if (a.sample.size() < 2 || b.sample.size() != a.sample.size())
     t.fail("expects two tensors of one rank (at least [N, M, K]), got " + shape_str(a.sample) +
            " and " + shape_str(b.sample));
-  const size_t r = a.sample.size();
+  if (tb_attr && b.transposed) t.fail("a Transpose of transposed heads is not supported");
+  const Shape sa = ta ? swap_last_two(a.sample) : a.sample;  // as ONNX's product sees them
+  const Shape sb = tb_attr ? swap_last_two(b.sample) : b.sample;
+  const size_t r = sa.size();
   for (size_t k = 0; k + 2 < r; ++k)
-    if (a.sample[k] != b.sample[k]) t.fail("the batch dimensions differ (no broadcasting)");
-  if (a.sample[r - 1] != b.sample[r - 2])
-    t.fail(shape_str(a.sample) + " x " + shape_str(b.sample) + " do not multiply");
+    if (sa[k] != sb[k]) t.fail("the batch dimensions differ (no broadcasting)");
+  if (sa[r - 1] != sb[r - 2]) t.fail(shape_str(sa) + " x " + shape_str(sb) + " do not multiply");
   if (!b.transposed && b.remat != b.sample) t.fail("input 1 is not a plain tensor");
   AttrMap at;
-  at.set("transpose_b", b.transposed);
+  if (ta) at.set("transpose_a", true);
+  at.set("transpose_b", b.transposed || tb_attr);
   if (scale != 1.0) at.set("scale", scale);
-  Shape out = a.sample;
-  out[r - 1] = b.sample[r - 1];
+  Shape out = sa;
+  out[r - 1] = sb[r - 1];
   t.emit("matmul", {a, b}, at, {}, out, out);
 }
 
@@ -232,6 +246,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"SplitHeads", split_heads},
       {"MergeHeads", merge_heads},
       {"ScaledMatMul", scaled_matmul},
+      {"MatMulT", [](Translator& t) { matmul_of(t, 1.0); }},
       {"MaskedSoftmax", masked_softmax},
       {"PositionEmbedding", position_embedding},
       {"GeluTanh", gelu_tanh},

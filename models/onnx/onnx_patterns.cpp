@@ -93,7 +93,40 @@ void match_channel_shuffle(Graph& g, int k) {
   g.fuse({g.index(grouped), g.index(t), k}, f);
 }
 
-// Mul(MatMul(a, b), c) or Div(MatMul(a, b), c) of data: ScaledMatMul(a, b, c), divide = 0 / 1.
+// The inputs of product `mm` (node mmk, fused into `f` with `group`) that are a Transpose of
+// data swapping the last two axes alone, read by the product only (q @ k.transpose(-2, -1)):
+// `f` reads the Transpose's input instead, with transpose_a / transpose_b, and the Transposes
+// join the group (no copy).
+void absorb_transposes(Graph& g, const onnx::NodeProto& mm, int mmk, onnx::NodeProto* f,
+                       std::vector<int>* group) {
+  for (int side : {0, 1}) {
+    const onnx::NodeProto* t = g.made_by(mm.input(side), "Transpose");
+    if (!t || !g.only_for(mm.input(side), mmk) || !g.is_data(t->input(0))) continue;
+    const std::vector<int64_t> perm = perm_of(*t);
+    const auto r = static_cast<int64_t>(perm.size());
+    bool last_two = r >= 3 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+    for (int64_t d = 0; last_two && d + 2 < r; ++d) last_two = perm[d] == d;
+    if (!last_two) continue;
+    f->set_input(side, t->input(0));
+    set_int(f, side == 0 ? "transpose_a" : "transpose_b", 1);
+    group->push_back(g.index(t));
+  }
+}
+
+// MatMul(a, b) of data with a Transpose of the last two axes as an input: MatMulT(a, b) with
+// transpose_a / transpose_b (absorb_transposes); run after the scaled products took theirs.
+void match_transposed_matmul(Graph& g, int k) {
+  const onnx::NodeProto* mm = g.node(k);
+  if (!mm || mm->op_type() != "MatMul" || !mm->domain().empty()) return;
+  onnx::NodeProto f = fused_node("MatMulT", *mm, {mm->input(0), mm->input(1)}, mm->output(0));
+  std::vector<int> group = {k};
+  absorb_transposes(g, *mm, k, &f, &group);
+  if (group.size() == 1 || !g.is_data(f.input(0)) || !g.is_data(f.input(1))) return;
+  g.fuse(group, f);
+}
+
+// Mul(MatMul(a, b), c) or Div(MatMul(a, b), c) of data: ScaledMatMul(a, b, c), divide = 0 / 1,
+// with the transposes of a and b it absorbs.
 void match_scaled_matmul(Graph& g, int k) {
   const onnx::NodeProto* s = g.node(k);
   if (!s || (s->op_type() != "Mul" && s->op_type() != "Div") || !s->domain().empty()) return;
@@ -106,7 +139,9 @@ void match_scaled_matmul(Graph& g, int k) {
       continue;
     onnx::NodeProto f = fused_node("ScaledMatMul", *mm, {mm->input(0), mm->input(1), c}, s->output(0));
     set_int(&f, "divide", s->op_type() == "Div");
-    g.fuse({g.index(mm), k}, f);
+    std::vector<int> group = {g.index(mm), k};
+    absorb_transposes(g, *mm, g.index(mm), &f, &group);
+    g.fuse(group, f);
     return;
   }
 }
@@ -288,7 +323,8 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   // products, whose Transposes they would otherwise take for weights.
   for (auto match : {match_multihead_attention, match_class_token, match_relative_position_bias,
                      match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
-                     match_merge_heads, match_dense, match_scaled_matmul, match_masked_softmax,
+                     match_merge_heads, match_dense, match_scaled_matmul, match_transposed_matmul,
+                     match_masked_softmax,
                      match_channel_shuffle, match_self_gate, match_gelu_erf, match_roll,
                      match_patch_merge, match_unbind})
     for (int k = 0; k < g.size(); ++k) match(g, k);

@@ -176,6 +176,7 @@ std::string Translator::where() const {
       {"SplitHeads", "Reshape + Transpose read as a split into heads"},
       {"MergeHeads", "Transpose + Reshape read as a merge of heads"},
       {"ScaledMatMul", "MatMul + Mul read as one scaled product"},
+      {"MatMulT", "Transpose + MatMul read as a product of a transposed operand"},
       {"MaskedSoftmax", "Where + Softmax read as a masked softmax"},
       {"PositionEmbedding", "Gather + Add read as a position embedding"},
       {"GeluTanh", "the nodes of GPT-2's gelu"},
