@@ -43,34 +43,6 @@ void flatten(Translator& t) {
 
 }  // namespace
 
-// Reshape's target `to` ([N or 0, d1, ...]; ONNX's 0 copies the dimension, -1 is inferred) of a
-// value of per-sample shape `from`: the per-sample result, or an error when the batch does not
-// stay first (Note [ONNX constant folding]).
-Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to) {
-  if (to.is_float || to.shape.size() != 1 || to.i.empty()) t.fail("the shape must be a 1-D integer list");
-  const SymInt first = to.i[0];
-  const int64_t numel = shape_numel(from);
-  Shape rest;
-  int64_t infer = -1, known = 1;
-  for (size_t k = 1; k < to.i.size(); ++k) {
-    if (!to.i[k].is_const()) t.fail("the batch N may only be the first dimension of the shape");
-    int64_t v = to.i[k].c;
-    if (v == 0 && k - 1 < from.size()) v = from[k - 1];
-    if (v < -1 || v > (int64_t{1} << 40)) t.fail("a dimension of " + std::to_string(v));
-    if (v == -1) infer = static_cast<int64_t>(rest.size());
-    else known = v == 0 || known <= (int64_t{1} << 40) / v ? known * v : (int64_t{1} << 41);
-    rest.push_back(v);
-  }
-  if (infer >= 0 && known > 0) rest[static_cast<size_t>(infer)] = numel / known;
-  const bool batch_first = first == SymInt{1, 0} || first == SymInt{0, 0} ||
-                           (first == SymInt{0, -1} && infer < 0 && shape_numel(rest) == numel) ||
-                           (t.static_batch() && first == SymInt{0, *t.static_batch()});
-  if (!batch_first || shape_numel(rest) != numel)
-    t.fail("a Reshape to [" + sym_str(first) + ", ...] of " + shape_str(from) +
-           " per sample does not keep the batch first (remat's values keep it)");
-  return rest;
-}
-
 DataValue as_sample_shape(Translator& t, const DataValue& x) {
   if (x.remat == x.sample || strip_ones(x.remat) != strip_ones(x.sample)) return x;
   AttrMap a;
@@ -139,6 +111,19 @@ std::pair<int64_t, Shape> onnx_target(Translator& t, const DataValue& x, const O
     t.fail("a Reshape of " + from + " to [" + sym_str(SymInt{m, 0}) + ", " +
            shape_str(rest).substr(1) + " changes the number of values");
   return {m, rest};
+}
+
+// Reshape's target `to` ([N or 0, d1, ...]; ONNX's 0 copies the dimension, -1 is inferred) of a
+// value of per-sample shape `from`: the per-sample result, or an error when the batch does not
+// stay first (Note [ONNX constant folding]).
+Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to) {
+  DataValue x;
+  x.sample = from;
+  const auto [m, rest] = onnx_target(t, x, to);
+  if (m != 1)
+    t.fail("a Reshape to [" + sym_str(to.i[0]) + ", ...] of " + shape_str(from) +
+           " per sample does not keep the batch first (remat's values keep it)");
+  return rest;
 }
 
 DataValue reshape_onnx(Translator& t, const DataValue& x, const OnnxConst& to) {
