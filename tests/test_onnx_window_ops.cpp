@@ -58,6 +58,23 @@ TEST_F(OnnxWindowOps, ValuesFoldedIntoTheBatchAreRematsSamplesWithTheFoldFirst) 
   EXPECT_EQ(shape_of(cfg, r[1]->name), (Shape{2, 8, 8, 8}));
 }
 
+// Folded rows reshaped to [N, F] are plain samples again: a Relu takes them.
+TEST_F(OnnxWindowOps, AReshapeToTheBatchUnfolds) {
+  const ModelConfig cfg = load(cnn_with([](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("fold", {-1, 4, 64});
+    *g->add_initializer() = onnx_ints("to_flat", {-1, 512});
+    *g->add_initializer() = onnx_ints("image", {-1, 8, 8, 8});
+    onnx_node(g, "Reshape", {"c", "fold"}, {"f"}, "/Reshape");
+    onnx_node(g, "Softmax", {"f"}, {"s"}, "/Softmax");
+    onnx_node(g, "Reshape", {"s", "to_flat"}, {"v"}, "/Reshape_1");
+    onnx_node(g, "Relu", {"v"}, {"r"}, "/Relu");
+    onnx_node(g, "Reshape", {"r", "image"}, {"m"}, "/Reshape_2");
+  }, 8));
+  const auto r = layers_of(cfg, "relu");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 512}));
+}
+
 TEST_F(OnnxWindowOps, AFoldReachingAnOpThatDoesNotTakeItIsAClearError) {
   const std::string e = error_of(cnn_with(folded("Relu"), 8));
   EXPECT_NE(e.find("node '/Relu' (Relu, opset 13)"), std::string::npos) << e;

@@ -179,8 +179,8 @@ void reshape(Translator& t) {
   const DataValue x = t.data(0, true);
   if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
   const auto [m, rest] = onnx_target(t, x, t.konst(1));
-  if (m == 1 && rest.size() == 1) return to_flat(t, x);
-  reshape_onnx(t, x, t.konst(1));
+  if (m == 1 && rest.size() == 1 && x.fold == 1) return to_flat(t, x);
+  reshape_onnx(t, x, t.konst(1));  // sets the result's fold (a flatten would keep x's)
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
