@@ -318,8 +318,9 @@ void register_concat_ops(OpRegistry& r) {
   c.parse = [](AttrReader& rd) { return slice_parse(rd, "channel_slice"); };
   c.infer = slice_infer;
   c.cost = slice_cost;
-  c.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
-    return in.at(0).shape.size() == 4;
+  c.channels_last = [](const OpAttrs& at, const std::vector<TensorDesc>& in) {
+    // A slice of the channels only: one along another axis stays channels-first.
+    return in.at(0).shape.size() == 4 && static_cast<const ConcatSliceAttrs&>(at).axis == 1;
   };
   c.cpu = concat_slice_cpu;
 #ifdef REMAT_HAVE_CUDA

@@ -127,6 +127,22 @@ TEST(ChannelsLastBuild, AnOpWithoutAChannelsLastFormGetsChannelsFirstInputs) {
   EXPECT_EQ(b.g.value(b.g.find_value("d")).desc.shape, (Shape{2, 4, 8, 8}));  // over W
 }
 
+// A channel_slice of the channels runs channels-last; one along another axis (Swin's qkv[i])
+// reads its input channels-first.
+TEST(ChannelsLastBuild, ASliceAlongAnotherAxisThanTheChannelsStaysChannelsFirst) {
+  const char* yaml =
+      "name: slices\ninput: [3, 8, 8]\nclasses: 4\nbatch: 2\nseed: 3\nlayers:\n"
+      "  - {name: c1, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+      "  - {name: s1, op: channel_slice, offset: 1, channels: 2}\n"
+      "  - {name: s2, op: channel_slice, axis: 2, offset: 2, channels: 4}\n"
+      "  - {name: f, op: flatten}\n"
+      "  - {name: out, op: dense, units: 4}\n";
+  const Built b = build_yaml(yaml, true);
+  EXPECT_TRUE(runs_channels_last(b.g, "s1"));
+  EXPECT_FALSE(runs_channels_last(b.g, "s2"));
+  EXPECT_EQ(b.g.value(b.g.find_value("s2")).desc.shape, (Shape{2, 2, 4, 8}));
+}
+
 // In bf16 the batch itself is bf16 (Note [bf16 input batch]), and its conversion to NHWC too.
 TEST(ChannelsLastBuild, Bf16BatchConvertsOnce) {
   const Built b = build("small_cnn", true, DType::BF16, 4);
