@@ -85,8 +85,7 @@ class Graph {
   std::optional<int64_t> scalar_int_of(const std::string& v) const {
     const onnx::TensorProto* t = int_tensor(v);
     if (!t || t->dims_size() != 0) return std::nullopt;
-    const auto i = ints_of(v);
-    return i && i->size() == 1 ? std::optional<int64_t>(i->front()) : std::nullopt;
+    return const_from_proto(*t, "constant '" + v + "'").ints("constant '" + v + "'").front();
   }
   // A value the step computes from the input (else a constant the import folds).
   bool is_data(const std::string& v) const { return data_.count(v) > 0; }

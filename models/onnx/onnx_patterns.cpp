@@ -8,6 +8,7 @@
 
 #include "models/onnx/onnx_pattern_graph.h"
 #include "models/onnx/onnx_translator.h"
+#include "ops/block_swap.h"
 
 namespace remat {
 namespace onnx_detail {
@@ -104,9 +105,7 @@ void absorb_transposes(Graph& g, const onnx::NodeProto& mm, int mmk, onnx::NodeP
     if (!t || !g.only_for(mm.input(side), mmk) || !g.is_data(t->input(0))) continue;
     const std::vector<int64_t> perm = perm_of(*t);
     const auto r = static_cast<int64_t>(perm.size());
-    bool last_two = r >= 3 && perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
-    for (int64_t d = 0; last_two && d + 2 < r; ++d) last_two = perm[d] == d;
-    if (!last_two) continue;
+    if (r < 3 || perm != block_swap_perm(r, BlockSwap{r - 3, 1, 1})) continue;
     f->set_input(side, t->input(0));
     set_int(f, side == 0 ? "transpose_a" : "transpose_b", 1);
     group->push_back(g.index(t));
