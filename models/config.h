@@ -102,6 +102,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,9 @@ struct ModelConfig {
   // by dimensions of 1 (a layer scale [C, 1, 1] is a conv2d weight [C, 1, 1, 1]): `export`
   // writes them with these dims.
   std::map<std::string, Shape> export_dims;
+  // An imported model's buffers that hold a constant of the graph, not a state_dict entry:
+  // `export` leaves them out.
+  std::set<std::string> export_skip;
   std::vector<ConfigOverride> overrides;  // in the order given
   // The settings as read, overrides applied: one "key.path: value" line per scalar (a list of
   // scalars on one line, a list of layers by their names), in the file's order. Data-parallel

@@ -22,6 +22,7 @@ OpRegistry make_builtin_registry() {
   register_dropout_ops(r);
   register_softmax_xent_ops(r);
   register_embedding_ops(r);
+  register_add_constant_ops(r);
   register_position_embedding_ops(r);
   register_layernorm_ops(r);
   register_gelu_ops(r);

@@ -24,6 +24,7 @@ void register_pad_crop_ops(OpRegistry& r);     // zeropad, crop (each the other'
 void register_dropout_ops(OpRegistry& r);      // dropout (seeded, replayable), grad
 void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, token_xent, grads
 void register_embedding_ops(OpRegistry& r);    // embedding (token ids -> rows), its grad
+void register_add_constant_ops(OpRegistry& r);  // add_constant (a constant table, a buffer)
 void register_position_embedding_ops(OpRegistry& r);  // position_embedding (learned), its grad
 void register_layernorm_ops(OpRegistry& r);    // layernorm (last dim), grads
 void register_gelu_ops(OpRegistry& r);         // gelu (tanh approximation), its grad

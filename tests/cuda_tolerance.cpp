@@ -89,6 +89,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"embedding", kCudaExact},
           {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
           {"position_embedding", kCudaExact},
+          {"add_constant", kCudaExact},  // position_embedding's kernel
           {"position_embedding_grad_weight", kCudaReduction},  // bias_grad_reduce, plane 1: sliced past 64 rows
           {"attention", kCudaReduction},       // double sums, block reductions' order
           {"attention_grad", kCudaReduction},

@@ -93,8 +93,8 @@ OpHarness::OpHarness(const OpRegistry& ops, OpCase c)
     : ops_(ops), cpu_(make_cpu_backend()), case_(std::move(c)) {
   const OpDef& def = ops_.get(case_.op);
   num_data_ = static_cast<int>(case_.inputs.size());
-  REMAT_CHECK(case_.input_values.empty() || case_.input_values.size() == case_.inputs.size(),
-              "input_values must be empty or have one entry per data input");
+  REMAT_CHECK(case_.input_values.empty() || case_.input_values.size() >= case_.inputs.size(),
+              "input_values must be empty or have one entry per data input (then per parameter)");
   AttrReader reader(case_.attrs);
   OpAttrsPtr typed = def.parse(reader);
   REMAT_CHECK(typed != nullptr, "op '" << def.name << "' parse returned null");
@@ -163,9 +163,11 @@ OpHarness::OpHarness(const OpRegistry& ops, OpCase c)
       b.f.clear();
     }
   }
-  for (int i = 0; i < num_data_ && !case_.input_values.empty(); ++i)
-    if (!case_.input_values[static_cast<size_t>(i)].empty())
-      set_input(i, case_.input_values[static_cast<size_t>(i)]);
+  REMAT_CHECK(case_.input_values.size() <= node().inputs.size(),
+              "input_values has " << case_.input_values.size() << " entries for "
+                                  << node().inputs.size() << " inputs and parameters");
+  for (size_t i = 0; i < case_.input_values.size(); ++i)
+    if (!case_.input_values[i].empty()) set_input(static_cast<int>(i), case_.input_values[i]);
 }
 
 const OpDef& OpHarness::op() const { return ops_.get(case_.op); }

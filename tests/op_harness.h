@@ -68,7 +68,8 @@ struct OpCase {
   std::string op = {};
   AttrMap attrs = {};
   std::vector<TensorDesc> inputs = {};               // data inputs only (params come from op.params)
-  std::vector<std::vector<float>> input_values = {};  // optional, per data input (empty = random);
+  std::vector<std::vector<float>> input_values = {};  // optional, per data input, then per
+                                                 // parameter or buffer (empty = random);
                                                  // I32 inputs: integral floats
   uint64_t seed = 1;                             // random fill and the forward node's seed
   int32_t int_max = 1;                           // random I32 inputs drawn from [0, int_max)

@@ -109,15 +109,10 @@ def main():
     return check.report()
 
 
-def export_imported(tools, check, tmp):
-    try:
-        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
-    except ImportError:
-        print("skipped the imported model: no torchvision")
-        return
-    torch.manual_seed(0)
-    model = ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=4).train()
-    path, ck, w = (os.path.join(tmp, n) for n in ("convnext.onnx", "cx.safetensors", "cxw.safetensors"))
+def train_and_export(tools, check, tmp, model, name):
+    """Exports `model` to ONNX, trains one step of it with remat, exports the checkpoint's weights:
+    (the weights file's tensors, the checkpoint's), or None where this build cannot import."""
+    path, ck, w = (os.path.join(tmp, name + s) for s in (".onnx", "_ck.safetensors", "_w.safetensors"))
     torch.onnx.export(model, torch.randn(2, 3, 32, 32), path, opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
@@ -125,15 +120,43 @@ def export_imported(tools, check, tmp):
     r = subprocess.run([os.path.join(tools, "train"), "--onnx", path, "--batch", "2", "--steps", "1",
                         "--save", ck], capture_output=True, text=True)
     if r.returncode != 0 and "no ONNX importer" in r.stderr:
-        print("skipped the imported model: this build has no ONNX importer")
-        return
-    check(r.returncode == 0, f"train --onnx: exit {r.returncode}: {r.stderr[-2000:]}")
+        print("skipped the imported models: this build has no ONNX importer")
+        return None
+    check(r.returncode == 0, f"{name}: train --onnx: exit {r.returncode}: {r.stderr[-2000:]}")
     out = subprocess.run([os.path.join(tools, "export"), "--onnx", path, "--checkpoint", ck, "-o", w],
                          capture_output=True, text=True)
-    check(out.returncode == 0, f"export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
+    check(out.returncode == 0, f"{name}: export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
     if check.failures:
+        return None
+    return bpm.read_safetensors(w)[0], bpm.read_safetensors(ck)[0]
+
+
+class WithConstants(torch.nn.Module):
+    """A convolution plus a constant [C, 1, 1] (a plain tensor: a constant of the export, which
+    remat holds as a buffer and `export` leaves out), pooled into a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4, 4)
+        self.shift = torch.linspace(-1, 1, 4).view(4, 1, 1)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.conv(x) + self.shift).mean((2, 3)))
+
+
+def export_imported(tools, check, tmp):
+    try:
+        from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    except ImportError:
+        print("skipped the imported models: no torchvision")
         return
-    tensors, _ = bpm.read_safetensors(w)
+    torch.manual_seed(0)
+    model = ConvNeXt([CNBlockConfig(8, 16, 1), CNBlockConfig(16, None, 1)], num_classes=4).train()
+    got = train_and_export(tools, check, tmp, model, "convnext")
+    if got is None:
+        return
+    tensors, saved = got
     check(list(tensors["features.1.0.layer_scale"].shape) == [8, 1, 1],
           f"layer scale exported as {list(tensors['features.1.0.layer_scale'].shape)}")
     before = model.features[1][0].layer_scale.detach().clone()
@@ -142,12 +165,23 @@ def export_imported(tools, check, tmp):
     except RuntimeError as e:
         check(False, f"PyTorch refuses the exported weights: {e}")
         return
-    saved, _ = bpm.read_safetensors(ck)
     trained = model.features[1][0].layer_scale.detach()
     check(torch.equal(trained.flatten(), saved["features.1.0.layer_scale"].flatten()),
           "the loaded layer scale is not the checkpoint's")
     check(not torch.equal(trained, before), "one step left the layer scale where it started")
     print(f"imported ConvNeXt: {len(tensors)} tensors load into PyTorch with strict=True")
+
+    model = WithConstants().train()
+    got = train_and_export(tools, check, tmp, model, "constants")
+    if got is None:
+        return
+    tensors, saved = got
+    check(any(name.endswith(".table") for name in saved), "no constant table in the checkpoint")
+    try:
+        model.load_state_dict(tensors, strict=True)
+        print(f"imported constants: {len(tensors)} tensors load with strict=True, the table left out")
+    except RuntimeError as e:
+        check(False, f"PyTorch refuses the exported weights of a model with a constant: {e}")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,14 @@ TEST_F(OnnxModels, ScalarArithmetic) {
   make("scalar_net");
   check_model(dir_, "scalar_net");
 }
+// Tensor constants the export computed, meeting data (Note [tensor constants]): Sub of a
+// per-channel mean, a sinusoidal encoding added, a local attention mask of -inf before the
+// softmax, a constant less data: add_constant layers whose tables are buffers, which `export`
+// leaves out (check_model: the parameters are PyTorch's alone).
+TEST_F(OnnxModels, TensorConstantsAreAddedTables) {
+  make("constant_net");
+  check_model(dir_, "constant_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

@@ -1,4 +1,4 @@
-// Tests for the transformer ops (embedding, position_embedding, relative_position_bias,
+// Tests for the transformer ops (embedding, position_embedding, add_constant, relative_position_bias,
 // layernorm, gelu, dense over rank 3, matmul, split_heads / merge_heads, softmax with the causal mask, token_xent): shapes and
 // their errors, forward values computed by hand (in the comments), gradients against central
 // differences (tests/op_harness.h), and the masks the causal softmax and the ignore index apply.
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,27 @@ TEST(PositionEmbedding, AddsTheFirstTRowsAndSumsTheBatch) {
   EXPECT_EQ(g[1], (Floats{4, 6, 0}));     // rows 0, 1 summed over the batch; row 2 unused
   EXPECT_HAS(case_error({"position_embedding", attr_map({{"max_len", 3}}), {f32({1, 4, 2})}}),
              "sequence length T = 4 exceeds max_len 3");
+}
+
+// ---- add_constant ---------------------------------------------------------------------------
+
+TEST(AddConstant, AddsTheTableToEveryLeadingIndexAndPassesTheGradientThrough) {
+  // x [2, 1, 3] = [[1, 2, 3]], [[4, 5, 6]]; table [1, 3] = [10, -inf, 0.5]: an additive mask.
+  const float inf = std::numeric_limits<float>::infinity();
+  OpHarness h(builtin_registry(), {"add_constant", attr_map({{"shape", std::vector<int64_t>{1, 3}}}),
+                                   {f32({2, 1, 3})}, {{1, 2, 3, 4, 5, 6}}});
+  ASSERT_EQ(h.param_specs().size(), 1u);
+  EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{1, 3}));
+  EXPECT_EQ(h.param_specs()[0].kind, ValueKind::Buffer);  // never trained
+  h.set_param(0, {10, -inf, 0.5f});
+  EXPECT_EQ(h.forward(), (Floats{11, -inf, 3.5f, 14, -inf, 6.5f}));
+  auto g = h.gradients({1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(g[0], (Floats{1, 2, 3, 4, 5, 6}));  // dx = dy
+  for (const auto& [shape, x] : std::vector<std::pair<std::vector<int64_t>, Shape>>{
+           {{2, 3}, {4, 3, 2}}, {{4}, {4, 3}}, {{4, 3}, {4, 3}}})
+    EXPECT_HAS(case_error({"add_constant", attr_map({{"shape", shape}}), {f32(x)}}),
+               "is not the trailing axes of");
+  EXPECT_HAS(case_error({"add_constant", {}, {f32({2, 3})}}), "shape");
 }
 
 // ---- relative_position_bias -----------------------------------------------------------------

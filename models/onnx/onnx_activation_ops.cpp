@@ -51,7 +51,7 @@ void sqrt_op(Translator& t) { curve(t, "sqrt"); }
 // Pow(x, e), e a scalar constant the exporter wrote (a module's parameter would be frozen):
 // pow with that exponent; sqrt for 1/2 (PyTorch's x ** 0.5 is its sqrt), x itself for 1.
 void pow_op(Translator& t) {
-  if (!t.is_const(1) || (t.is_initializer(1) && t.node().input(1).rfind("onnx::", 0) != 0))
+  if (!t.is_const(1) || t.is_module_tensor(1))
     t.fail("the exponent must be a constant (not data, not a module's parameter)");
   if (shape_numel(t.konst(1).shape) != 1)
     t.fail("only a scalar exponent is supported, not " + shape_str(t.konst(1).shape));

@@ -56,6 +56,7 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes) {
     cfg.classes = im.output[0];
   }
   cfg.export_dims = std::move(im.onnx_dims);
+  cfg.export_skip = std::move(im.constants);
   cfg.initial_values =
       std::make_shared<const std::map<std::string, std::vector<float>>>(std::move(im.initial));
   return OnnxApplied{im.output, im.static_batch};

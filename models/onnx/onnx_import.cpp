@@ -82,7 +82,11 @@ void Translator::translate(const onnx::NodeProto& n) {
   for (int k = 0; k < n.input_size(); ++k) all_const = all_const && (!has(k) || is_const(k));
   const auto fold = fold_ops().find(n.op_type());
   if (fold != fold_ops().end() && (all_const || n.op_type() == "Shape")) {
+    bool of_module = false;  // a value computed from a module's tensor (not its shape)
+    for (int k = 0; k < n.input_size() && n.op_type() != "Shape" && n.op_type() != "Size"; ++k)
+      of_module = of_module || is_module_tensor(k);
     fold->second(*this);
+    for (int o = 0; o < n.output_size() && of_module; ++o) module_values_.insert(n.output(o));
     ++out_->folded_nodes;
     return;
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct OnnxImport {
   std::map<std::string, std::vector<float>> initial;
   // Parameters whose initializer dims differ from remat's by 1s: the initializer's dims.
   std::map<std::string, Shape> onnx_dims;
+  // Buffers that hold a constant of the graph (Note [tensor constants]), not an initializer:
+  // not part of PyTorch's state_dict, so `export` leaves them out.
+  std::set<std::string> constants;
   int64_t onnx_nodes = 0;            // nodes in the file
   int64_t folded_nodes = 0;          // nodes folded away at import
 };

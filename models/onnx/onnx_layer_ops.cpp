@@ -427,28 +427,36 @@ void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, doub
 }
 
 const std::map<std::string, TranslateFn>& layer_ops() {
-  static const std::map<std::string, TranslateFn> ops = with_einsum(with_scalar_ops(with_token_ops(with_conv_transpose(with_activation_ops(with_shape_ops({
-      {"Conv", conv},
-      {"BatchNormalization", batch_norm},
-      {"Relu", relu},
-      {"Clip", clip},
-      {"MaxPool", max_pool},
-      {"AveragePool", average_pool},
-      {"GlobalAveragePool", global_average_pool},
-      {"ReduceMean", reduce_mean},
-      {"Gemm", gemm},
-      {"MatMul", matmul},
-      {"Add", add},
-      {"Sum", add},
-      {"Concat", concat},
-      {"Dropout", dropout},
-      {"Identity", identity},
-      {"Gather", gather},
-      {"Pad", pad},
-      {"Resize", resize},
-      {"Softmax", softmax},
-      {"LayerNormalization", layer_norm},
-  }))))));
+  static const std::map<std::string, TranslateFn> ops = [] {
+    std::map<std::string, TranslateFn> m = {
+        {"Conv", conv},
+        {"BatchNormalization", batch_norm},
+        {"Relu", relu},
+        {"Clip", clip},
+        {"MaxPool", max_pool},
+        {"AveragePool", average_pool},
+        {"GlobalAveragePool", global_average_pool},
+        {"ReduceMean", reduce_mean},
+        {"Gemm", gemm},
+        {"MatMul", matmul},
+        {"Add", add},
+        {"Sum", add},
+        {"Concat", concat},
+        {"Dropout", dropout},
+        {"Identity", identity},
+        {"Gather", gather},
+        {"Pad", pad},
+        {"Resize", resize},
+        {"Softmax", softmax},
+        {"LayerNormalization", layer_norm},
+    };
+    // Each wraps what the ones before it left: a later one's translator runs first and hands
+    // the forms it does not take on (scalar constants, then tensor constants, then data).
+    for (auto with : {with_shape_ops, with_activation_ops, with_conv_transpose, with_token_ops,
+                      with_constant_ops, with_scalar_ops, with_einsum})
+      m = with(std::move(m));
+    return m;
+  }();
   return ops;
 }
 

@@ -147,9 +147,11 @@ void scaled_matmul(Translator& t) {
   matmul_of(t, t.attr_int("divide", 0) ? 1.0 / c : c);
 }
 
-// Where(mask, a, b) then Softmax over the last axis: a causal softmax when the mask hides
-// exactly the keys after each query (j > i) behind -inf (or any fill at or below -1e4, whose
-// exponential is 0 in float next to a finite score).
+// Where(mask, a, b) then Softmax over the last axis: a causal softmax when the mask [T, T]
+// hides exactly the keys after each query (j > i) behind -inf (or any fill at or below -1e4,
+// whose exponential is 0 in float next to a finite score); any other constant mask adds 0 or the
+// fill before a plain softmax (Note [tensor constants]), where no row may hide every key (its
+// softmax would weigh the scores Where had replaced).
 void masked_softmax(Translator& t) {
   const bool fill_first = t.is_const(0) && !t.is_const(1);
   const int data_k = fill_first ? 1 : 0, fill_k = fill_first ? 0 : 1;
@@ -164,18 +166,31 @@ void masked_softmax(Translator& t) {
     if (!(f <= -1e4)) t.fail("the masked scores must be -inf (or at most -1e4)");
   if (fill.f.empty()) t.fail("the mask's fill must be a float");
   const int64_t T = x.sample.back();
-  if (x.sample[x.sample.size() - 2] != T) t.fail("expects square scores [.., T, T]");
-  if (mask.shape.size() < 2 || mask.shape[mask.shape.size() - 1] != T ||
-      mask.shape[mask.shape.size() - 2] != T || mask.numel() != T * T)
-    t.fail("the mask must be [T, T] (" + shape_str(mask.shape) + ")");
   const std::vector<int64_t> m = mask.ints(t.where() + ": mask");
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j)
-      if ((m[static_cast<size_t>(i * T + j)] != 0) != ((j > i) == fill_first))
-        t.fail("the mask is not causal (key j > query i hidden): only causal masks are supported");
-  AttrMap a;
-  a.set("causal", true);
-  t.emit("softmax", {x}, a, {}, x.sample, x.remat);
+  bool causal = x.sample[x.sample.size() - 2] == T && mask.shape.size() >= 2 &&
+                mask.shape[mask.shape.size() - 1] == T && mask.shape[mask.shape.size() - 2] == T &&
+                mask.numel() == T * T;
+  for (int64_t i = 0; causal && i < T; ++i)
+    for (int64_t j = 0; causal && j < T; ++j)
+      causal = (m[static_cast<size_t>(i * T + j)] != 0) == ((j > i) == fill_first);
+  if (causal) {
+    AttrMap a;
+    a.set("causal", true);
+    t.emit("softmax", {x}, a, {}, x.sample, x.remat);
+    return;
+  }
+  if (fill.f.size() != 1) t.fail("the mask's fill must be one value");
+  const size_t keys = mask.shape.empty() ? 1 : static_cast<size_t>(mask.shape.back());
+  for (size_t row = 0; !std::isinf(fill.f[0]) && row * keys < m.size(); ++row) {
+    bool all_hidden = true;
+    for (size_t j = 0; all_hidden && j < keys; ++j)
+      all_hidden = (m[row * keys + j] != 0) == fill_first;
+    if (all_hidden)
+      t.fail("the mask hides every key of a row behind a finite fill (" +
+             std::to_string(fill.f[0]) + "), where Where's replacement makes the softmax uniform");
+  }
+  const DataValue& y = emit_additive_mask(t, x, mask, fill.shape, !fill_first, fill.f[0]);
+  t.emit("softmax", {y}, {}, {}, x.sample, x.remat);
 }
 
 // x + Gather(W, positions) with positions 0 .. T-1: position_embedding.

@@ -3,8 +3,8 @@
 // rounded once: kernels/curve_math.h). x / c is x (1 / c): the same float as PyTorch's quotient
 // but where the double product lands within 2^-52 of a rounding boundary (exact for powers of
 // two). The constant is a Constant node, a folded value or an initializer the exporter made
-// ("onnx::..."); a scalar parameter of the module (a learned temperature) is not a constant, and
-// stays an error naming the node. Anything else goes to the op's other translator.
+// ("onnx::..."); a scalar parameter of the module (a learned temperature), or a value folded
+// from one (its exp), is not a constant, and stays an error naming the node. Anything else goes to the op's other translator.
 #include <onnx/onnx_pb.h>
 
 #include <string>
@@ -18,8 +18,7 @@ namespace {
 
 // Input k is a constant of one value that is not a module's parameter.
 bool is_scalar(Translator& t, int k) {
-  if (!t.has(k) || !t.is_const(k)) return false;
-  if (t.is_initializer(k) && t.node().input(k).rfind("onnx::", 0) != 0) return false;
+  if (!t.has(k) || !t.is_const(k) || t.is_module_tensor(k)) return false;
   return shape_numel(t.konst(k).shape) == 1;
 }
 

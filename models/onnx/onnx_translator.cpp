@@ -39,6 +39,12 @@ bool Translator::is_initializer(int k) const {
   return has(k) && initializers_.count(node_->input(k)) > 0;
 }
 
+bool Translator::is_module_tensor(int k) const {
+  if (!has(k)) return false;
+  const std::string& v = node_->input(k);
+  return module_values_.count(v) || (is_initializer(k) && v.rfind("onnx::", 0) != 0);
+}
+
 Shape Translator::initializer_dims(int k) const {
   const onnx::TensorProto& t = *initializers_.at(node_->input(k));
   return Shape(t.dims().begin(), t.dims().end());
@@ -279,6 +285,15 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
   attrs.origin = l.where + ": layer '" + l.name + "'";
   l.attrs = std::move(attrs);
   for (ParamUse& p : params) {
+    if (p.initializer.empty()) {  // a constant of the graph (Note [tensor constants])
+      const std::string name = l.name + "." + p.suffix;
+      if (static_cast<int64_t>(p.values.size()) != shape_numel(p.expect))
+        fail("a constant of " + std::to_string(p.values.size()) + " values for " +
+             shape_str(p.expect));
+      out_->constants.insert(name);
+      out_->initial[name] = std::move(p.values);
+      continue;
+    }
     const onnx::TensorProto& t = *initializers_.at(p.initializer);
     const std::string what = src_.path + ": initializer '" + p.initializer + "'";
     if (param_owner_.count(p.initializer)) {  // read by an earlier layer too: weight tying

@@ -54,7 +54,9 @@ inline int64_t onnx_rank(const DataValue& v) {
 }
 
 // A parameter or buffer a layer reads from an initializer: its op's suffix, the initializer's
-// name and its values in remat's layout (empty: as the initializer holds them).
+// name and its values in remat's layout (empty: as the initializer holds them). With no
+// initializer, a constant of the graph (Note [tensor constants]): the buffer
+// "<layer>.<suffix>" holding `values`.
 struct ParamUse {
   std::string suffix;
   std::string initializer;
@@ -79,6 +81,9 @@ class Translator {
   // value's).
   std::vector<SymInt> onnx_shape(int k);
   bool is_initializer(int k) const;
+  // Input k is a module's tensor (an initializer under its state_dict name, not "onnx::..."),
+  // or a value folded from one: a parameter, perhaps, which a constant would freeze.
+  bool is_module_tensor(int k) const;
   Shape initializer_dims(int k) const;                   // input k's dims (an initializer)
   std::vector<float> transposed_initializer(int k) const;  // a 2-D initializer, transposed
   std::optional<int64_t> static_batch() const { return out_->static_batch; }
@@ -131,6 +136,7 @@ class Translator {
   const onnx::NodeProto* node_ = nullptr;
   std::map<std::string, const onnx::TensorProto*> initializers_;
   std::map<std::string, OnnxConst> consts_;
+  std::set<std::string> module_values_;  // folded from a module's tensor (is_module_tensor)
   std::map<std::string, DataValue> data_;
   std::set<std::string> live_values_;   // values some live node or the output reads
   std::set<std::string> layer_names_;
@@ -185,6 +191,14 @@ double short_float(double v);
 // `ops` with Mul, Add, Sub, Div of data and a scalar constant and Neg of data, each an affine
 // layer; other forms go to the op's translator in `ops` (onnx_scalar_ops.cpp).
 std::map<std::string, TranslateFn> with_scalar_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with Add and Sub of data and a tensor constant, and Where of data with a constant mask
+// and -inf, each an add_constant layer; other forms go to `ops` (onnx_constant_ops.cpp).
+std::map<std::string, TranslateFn> with_constant_ops(std::map<std::string, TranslateFn> ops);
+// x plus a constant table (add_constant) that is 0 where `mask` (a constant that broadcasts to
+// x) is true and `fill` where it is false (the other way round unless keep_where_true); the fill
+// of ONNX shape `fill_shape` may not widen x either (onnx_constant_ops.cpp).
+const DataValue& emit_additive_mask(Translator& t, const DataValue& x, const OnnxConst& mask,
+                                    const Shape& fill_shape, bool keep_where_true, double fill);
 // `ops` with Add of a position table, Gather of a token (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops);
 // The role of a value inside a multi-head attention that a Shape node reads (AttentionShapes'

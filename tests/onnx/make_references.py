@@ -20,6 +20,7 @@ running statistics start away from (0, 1) so that evaluation reads them.
 Usage: make_references.py OUTDIR [NAME ...]   (default: every model of MODELS)"""
 import copy
 import json
+import math
 import os
 import struct
 import sys
@@ -69,6 +70,10 @@ MODELS = {
     "convnext_mini": ({}, 32, 2, 13, "train"),
     # Arithmetic of data and scalar constants (x * c, c + x, c - x, x / c, -x: affine).
     "scalar_net": ({}, 32, 4, 13, "train"),
+    # Tensor constants the export computes, meeting data: Sub of a per-channel mean made in
+    # forward, a sinusoidal encoding added to tokens, a local (non-causal) attention mask of
+    # -inf before the softmax, a constant less data (add_constant; Note [tensor constants]).
+    "constant_net": ({}, 32, 2, 13, "train"),
     # Attention written with torch.einsum over windows of tokens, as MaxViT writes it: q k^T
     # ("bghid,bghjd->bghij", matmul with transpose_b), p v and p^T v (transpose_a); the heads
     # split by a 5-D permute of the middle axes (transpose); MaxViT's relative position bias
@@ -161,6 +166,36 @@ class ScalarNet(torch.nn.Module):
         return self.head(-(self.conv2(y) / 4.0))
 
 
+class ConstantNet(torch.nn.Module):
+    """64 tokens of 8 channels from 4 x 4 patches of the input less a mean, a sinusoidal encoding
+    added, one attention head that sees the keys within 2 positions of its query, a constant
+    less its output, pooled into a linear head. The encoding, the mask and the shift are plain
+    tensors (no parameters, no buffers): constants of the export."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.patches = nn.Conv2d(3, 8, 4, stride=4)
+        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+        t, c = 64, 8
+        angle = torch.arange(t, dtype=torch.float64)[:, None] * \
+            torch.exp(-math.log(1e4) * torch.arange(0, c, 2, dtype=torch.float64) / c)
+        self.encoding = torch.stack([angle.sin(), angle.cos()], -1).reshape(t, c).float()
+        i = torch.arange(t)
+        self.far = (i[:, None] - i[None, :]).abs() > 2
+        self.shift = torch.linspace(-1, 1, c)
+
+    def forward(self, x):
+        x = x - torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        p = self.patches(x)
+        n, c, h, w = p.shape
+        t = p.flatten(2).transpose(1, 2) + self.encoding
+        s = self.q(t) @ self.k(t).transpose(1, 2) * c ** -0.5
+        o = self.shift - s.masked_fill(self.far, float("-inf")).softmax(-1) @ self.v(t)
+        return self.head(o.transpose(1, 2).reshape(n, c, h, w))
+
+
 class EinsumNet(torch.nn.Module):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
@@ -201,6 +236,8 @@ def build(name, kwargs):
             model = build_gpt2(yaml.safe_load(f), path)
     elif arch == "scalar_net":
         model = ScalarNet(CLASSES)
+    elif arch == "constant_net":
+        model = ConstantNet(CLASSES)
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
     elif arch == "patch_merge_net":

@@ -1,7 +1,7 @@
 // `export`: a checkpoint's model weights alone, as the safetensors file a PyTorch user loads —
 // the parameters and buffers (running statistics) under their `layer.param` names and PyTorch
 // layouts, FP32, metadata {"format": "pt"} as safetensors.torch.save_file writes; no optimizer
-// state, step or checksums. tools/bench/bench_pytorch_model.py's load_remat_safetensors() loads
+// state, step or checksums, and none of an imported graph's constants (not in the state_dict). tools/bench/bench_pytorch_model.py's load_remat_safetensors() loads
 // it into the module it builds from the same YAML.
 #include <cstdio>
 #include <string>
@@ -46,6 +46,7 @@ int export_main(int argc, char** argv) {
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
     if (val.kind != ValueKind::Param && val.kind != ValueKind::Buffer) continue;
+    if (cfg.export_skip.count(val.name)) continue;  // a constant of an imported graph
     auto dims = cfg.export_dims.find(val.name);  // an imported parameter's PyTorch dims
     const Shape& shape = dims != cfg.export_dims.end() ? dims->second : val.desc.shape;
     REMAT_CHECK(shape_numel(shape) == val.desc.numel(),
