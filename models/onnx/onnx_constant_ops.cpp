@@ -123,30 +123,28 @@ void add_table(Translator& t, int x_k, int c_k, double sign) {
   emit_table(t, x, shape, std::move(table));
 }
 
-// The data input and the tensor constant of a two-input node, or false.
-bool data_and_constant(Translator& t, int* x, int* c) {
-  if (t.inputs() != 2) return false;
+// The data input and the constant of a two-input node: 1 for a constant the export computed,
+// -1 for a module's tensor (which only a pattern's translator takes: a ViT's position table),
+// 0 for neither.
+int data_and_constant(Translator& t, int* x, int* c) {
+  if (t.inputs() != 2) return 0;
   for (int k : {0, 1})
     if (t.is_const(k) && !t.is_const(1 - k)) {
-      if (!is_graph_constant(t, k))
-        t.fail("a tensor of the module ('" + t.node().input(k) + "', " +
-               shape_str(t.konst(k).shape) + ") with data: only a constant the export computed "
-               "is supported here (a parameter would be frozen)");
       *c = k;
       *x = 1 - k;
-      return true;
+      return is_graph_constant(t, k) ? 1 : -1;
     }
-  return false;
+  return 0;
 }
 
 TranslateFn constant_or(const std::string& op, const TranslateFn& other) {
   return [op, other](Translator& t) {
     int x = 0, c = 0;
-    if (!data_and_constant(t, &x, &c)) {
-      if (other) return other(t);
-      t.fail("only " + op + " of data and a constant is supported");
-    }
-    add_table(t, x, c, op == "Sub" ? -1.0 : 1.0);
+    const int form = data_and_constant(t, &x, &c);
+    if (form == 1) return add_table(t, x, c, op == "Sub" ? -1.0 : 1.0);
+    if (other) return other(t);
+    if (form == -1) fail_module_tensor(t, c);
+    t.fail("only " + op + " of data and a constant is supported");
   };
 }
 
@@ -165,6 +163,12 @@ void where(Translator& t) {
 }
 
 }  // namespace
+
+void fail_module_tensor(Translator& t, int k) {
+  t.fail("a tensor of the module ('" + t.node().input(k) + "', " + shape_str(t.konst(k).shape) +
+         ") with data: only a constant the export computed is supported here (a parameter "
+         "would be frozen)");
+}
 
 const DataValue& emit_additive_mask(Translator& t, const DataValue& x, const OnnxConst& mask,
                                     const Shape& fill_shape, bool keep_where_true, double fill) {

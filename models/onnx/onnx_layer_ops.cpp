@@ -252,6 +252,7 @@ void matmul(Translator& t) {
 std::vector<DataValue> data_inputs(Translator& t) {
   std::vector<DataValue> in;
   for (int k = 0; k < t.inputs(); ++k) {
+    if (t.is_module_tensor(k)) fail_module_tensor(t, k);
     if (t.is_const(k))
       t.fail("input " + std::to_string(k) + " is a constant; only data from the step is supported here");
     in.push_back(t.data(k));

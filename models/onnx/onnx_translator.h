@@ -194,6 +194,9 @@ std::map<std::string, TranslateFn> with_scalar_ops(std::map<std::string, Transla
 // `ops` with Add and Sub of data and a tensor constant, and Where of data with a constant mask
 // and -inf, each an add_constant layer; other forms go to `ops` (onnx_constant_ops.cpp).
 std::map<std::string, TranslateFn> with_constant_ops(std::map<std::string, TranslateFn> ops);
+// The error for a module's tensor (Translator::is_module_tensor) meeting data where only a
+// constant the export computed would do (onnx_constant_ops.cpp).
+[[noreturn]] void fail_module_tensor(Translator& t, int k);
 // x plus a constant table (add_constant) that is 0 where `mask` (a constant that broadcasts to
 // x) is true and `fill` where it is false (the other way round unless keep_where_true); the fill
 // of ONNX shape `fill_shape` may not widen x either (onnx_constant_ops.cpp).
