@@ -37,8 +37,9 @@ TensorDesc add_constant_infer(const OpAttrs& at, const std::vector<TensorDesc>& 
   bool ok = x.size() > k;  // the batch axis is never the table's
   for (size_t d = 0; ok && d < k; ++d) ok = x[x.size() - k + d] == a.shape[d];
   if (!ok)
-    REMAT_USER_ERROR("add_constant: a table " << shape_str(a.shape) << " is not the trailing axes of "
-                                              << shape_str(x) << " after its batch axis");
+    REMAT_USER_ERROR("add_constant: a table " << shape_str(a.shape)
+                                              << " is not the trailing axes of " << shape_str(x)
+                                              << " after its batch axis");
   return in[0];
 }
 

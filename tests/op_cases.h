@@ -61,8 +61,10 @@ inline std::vector<TransformerCase> transformer_cases() {
       {"embedding", {"embedding", attr_map({{"vocab", 7}, {"dim", 5}}), {i32({2, 6})}, {}, 3, 7}, kTolLinear},
       {"position_embedding", {"position_embedding", attr_map({{"max_len", 8}}), {f32({2, 5, 3})}}, kTolLinear},
       // A constant [3, 4] table added to [2, 2, 3, 4] (broadcast over the first two axes).
-      {"add_constant", {"add_constant", attr_map({{"shape", std::vector<int64_t>{3, 4}}}), {f32({2, 2, 3, 4})},
-                        {{}, {0.5f, -1, 2, 0, 0.25f, -3, 1, 4, -0.5f, 8, -2, 0.125f}}}, kTolLinear},
+      {"add_constant",
+       {"add_constant", attr_map({{"shape", std::vector<int64_t>{3, 4}}}), {f32({2, 2, 3, 4})},
+        {{}, {0.5f, -1, 2, 0, 0.25f, -3, 1, 4, -0.5f, 8, -2, 0.125f}}},
+       kTolLinear},
       // Swin's and MaxViT's bias on scores [N, G, H, T, T] of 2 x 2 windows, and of 2 x 3 ones.
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 3, 2, 4, 4})}}, kTolLinear},

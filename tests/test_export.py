@@ -112,7 +112,8 @@ def main():
 def train_and_export(tools, check, tmp, model, name):
     """Exports `model` to ONNX, trains one step of it with remat, exports the checkpoint's weights:
     (the weights file's tensors, the checkpoint's), or None where this build cannot import."""
-    path, ck, w = (os.path.join(tmp, name + s) for s in (".onnx", "_ck.safetensors", "_w.safetensors"))
+    path, ck, w = (os.path.join(tmp, name + s)
+                   for s in (".onnx", "_ck.safetensors", "_w.safetensors"))
     torch.onnx.export(model, torch.randn(2, 3, 32, 32), path, opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"],
@@ -125,7 +126,8 @@ def train_and_export(tools, check, tmp, model, name):
     check(r.returncode == 0, f"{name}: train --onnx: exit {r.returncode}: {r.stderr[-2000:]}")
     out = subprocess.run([os.path.join(tools, "export"), "--onnx", path, "--checkpoint", ck, "-o", w],
                          capture_output=True, text=True)
-    check(out.returncode == 0, f"{name}: export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
+    check(out.returncode == 0,
+          f"{name}: export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
     if check.failures:
         return None
     return bpm.read_safetensors(w)[0], bpm.read_safetensors(ck)[0]
@@ -179,7 +181,8 @@ def export_imported(tools, check, tmp):
     check(any(name.endswith(".table") for name in saved), "no constant table in the checkpoint")
     try:
         model.load_state_dict(tensors, strict=True)
-        print(f"imported constants: {len(tensors)} tensors load with strict=True, the table left out")
+        print(f"imported constants: {len(tensors)} tensors load with strict=True, "
+              "the table left out")
     except RuntimeError as e:
         check(False, f"PyTorch refuses the exported weights of a model with a constant: {e}")
 

@@ -102,7 +102,8 @@ TEST_F(OnnxConstants, ATableSpansTheAxesFromTheConstantsFirstNonOne) {
     onnx_node(g, "Add", {"c", "onnx::Add_7"}, {"m"});
   }, 8));
   Shape shape;
-  EXPECT_EQ(table_of(cfg, &shape), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 6.5f, 7.5f}));
+  EXPECT_EQ(table_of(cfg, &shape),
+            (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 6.5f, 7.5f}));
   EXPECT_EQ(shape, (Shape{8}));
 }
 
@@ -133,7 +134,8 @@ TEST_F(OnnxConstants, WhatDoesNotBroadcastOrWouldFreezeAParameterIsAnErrorAtTheN
       onnx_node(g, "Add", {"c", "k"}, {"m"}, "/block/Add");
     }, 8));
   };
-  const std::string batch = with_add([](onnx::GraphProto* g) { constant(g, "k", {2, 8, 1, 1}, ramp(16, 0)); });
+  const std::string batch =
+      with_add([](onnx::GraphProto* g) { constant(g, "k", {2, 8, 1, 1}, ramp(16, 0)); });
   EXPECT_NE(batch.find("/block/Add"), std::string::npos) << batch;
   EXPECT_NE(batch.find("varies along the batch axis"), std::string::npos) << batch;
   EXPECT_NE(with_add([](onnx::GraphProto* g) { constant(g, "k", {3, 1, 1}, ramp(3, 0)); })
@@ -157,7 +159,8 @@ TEST_F(OnnxConstants, WhatDoesNotBroadcastOrWouldFreezeAParameterIsAnErrorAtTheN
     constant(g, "fill", {}, {-1e9f});
     onnx_node(g, "Where", {"mask", "c", "fill"}, {"m"});
   }, 8));
-  EXPECT_NE(finite.find("replaces the value rather than adding to it"), std::string::npos) << finite;
+  EXPECT_NE(finite.find("replaces the value rather than adding to it"), std::string::npos)
+      << finite;
   const std::string computed = error_of(cnn_with([](onnx::GraphProto* g) {
     constant(g, "fill", {}, {-kInf});
     onnx_node(g, "Relu", {"c"}, {"mask"});

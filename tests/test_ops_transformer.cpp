@@ -1,7 +1,8 @@
-// Tests for the transformer ops (embedding, position_embedding, add_constant, relative_position_bias,
-// layernorm, gelu, dense over rank 3, matmul, split_heads / merge_heads, softmax with the causal mask, token_xent): shapes and
-// their errors, forward values computed by hand (in the comments), gradients against central
-// differences (tests/op_harness.h), and the masks the causal softmax and the ignore index apply.
+// Tests for the transformer ops (embedding, position_embedding, add_constant,
+// relative_position_bias, layernorm, gelu, dense over rank 3, matmul, split_heads /
+// merge_heads, softmax with the causal mask, token_xent): shapes and their errors, forward values
+// computed by hand (in the comments), gradients against central differences
+// (tests/op_harness.h), and the masks the causal softmax and the ignore index apply.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,8 +85,9 @@ TEST(PositionEmbedding, AddsTheFirstTRowsAndSumsTheBatch) {
 TEST(AddConstant, AddsTheTableToEveryLeadingIndexAndPassesTheGradientThrough) {
   // x [2, 1, 3] = [[1, 2, 3]], [[4, 5, 6]]; table [1, 3] = [10, -inf, 0.5]: an additive mask.
   const float inf = std::numeric_limits<float>::infinity();
-  OpHarness h(builtin_registry(), {"add_constant", attr_map({{"shape", std::vector<int64_t>{1, 3}}}),
-                                   {f32({2, 1, 3})}, {{1, 2, 3, 4, 5, 6}}});
+  OpHarness h(builtin_registry(),
+              {"add_constant", attr_map({{"shape", std::vector<int64_t>{1, 3}}}), {f32({2, 1, 3})},
+               {{1, 2, 3, 4, 5, 6}}});
   ASSERT_EQ(h.param_specs().size(), 1u);
   EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{1, 3}));
   EXPECT_EQ(h.param_specs()[0].kind, ValueKind::Buffer);  // never trained

@@ -4,7 +4,8 @@
 // but where the double product lands within 2^-52 of a rounding boundary (exact for powers of
 // two). The constant is a Constant node, a folded value or an initializer the exporter made
 // ("onnx::..."); a scalar parameter of the module (a learned temperature), or a value folded
-// from one (its exp), is not a constant, and stays an error naming the node. Anything else goes to the op's other translator.
+// from one (its exp), is not a constant, and stays an error naming the node. Anything else goes
+// to the op's other translator.
 #include <onnx/onnx_pb.h>
 
 #include <string>

@@ -1,8 +1,9 @@
 // `export`: a checkpoint's model weights alone, as the safetensors file a PyTorch user loads —
 // the parameters and buffers (running statistics) under their `layer.param` names and PyTorch
 // layouts, FP32, metadata {"format": "pt"} as safetensors.torch.save_file writes; no optimizer
-// state, step or checksums, and none of an imported graph's constants (not in the state_dict). tools/bench/bench_pytorch_model.py's load_remat_safetensors() loads
-// it into the module it builds from the same YAML.
+// state, step or checksums, and none of an imported graph's constants (not in the state_dict).
+// tools/bench/bench_pytorch_model.py's load_remat_safetensors() loads it into the module it
+// builds from the same YAML.
 #include <cstdio>
 #include <string>
 #include <vector>
