@@ -142,6 +142,14 @@ TEST_F(OnnxConstants, WhatDoesNotBroadcastOrWouldFreezeAParameterIsAnErrorAtTheN
                 .find("does not broadcast to the data"), std::string::npos);
   EXPECT_NE(with_add([](onnx::GraphProto* g) { constant(g, "k", {1, 1, 8, 8, 8}, ramp(512, 0)); })
                 .find("broadcasts to a higher rank"), std::string::npos);
+  // A [C, 1, 1] constant beside data upsampled to [8, 65536, 65536]: no 2^35-value table.
+  const std::string huge = error_of(cnn_with([](onnx::GraphProto* g) {
+    *g->add_initializer() = test::onnx_float_list("onnx::Resize_1", {1, 1, 8192, 8192});
+    onnx_node(g, "Resize", {"c", "", "onnx::Resize_1"}, {"big"});
+    constant(g, "k", {8, 1, 1}, ramp(8, 0));
+    onnx_node(g, "Add", {"big", "k"}, {"m"});
+  }, 8));
+  EXPECT_NE(huge.find("expands to a table of 34359738368 values"), std::string::npos) << huge;
   // A module's tensor, and a value folded from one: a parameter would be frozen.
   const std::string named = with_add([](onnx::GraphProto* g) {
     *g->add_initializer() = onnx_floats("k", {8, 1, 1}, 0.5f);

@@ -33,6 +33,10 @@ namespace onnx_detail {
 
 namespace {
 
+// The largest table a constant expands to (1 GiB of floats): a fuzzed graph can make a sample of
+// 2^40 values, and a [C, 1, 1] constant of it would be allocated at import.
+constexpr int64_t kMaxTable = int64_t{1} << 28;
+
 // Input k is a tensor the exporter computed, not a module's parameter or a value folded from one.
 bool is_graph_constant(Translator& t, int k) {
   return t.is_const(k) && !t.is_module_tensor(k);
@@ -64,6 +68,9 @@ Shape table_shape(Translator& t, const DataValue& x, const Shape& cs) {
     if (c != 1 && c != shape[shape.size() - (cs.size() - lead) + d])
       t.fail(what + " does not broadcast to the data");
   }
+  if (shape_numel(shape) > kMaxTable)  // its 1s expand: a table as large as a sample, at most
+    t.fail(what + " expands to a table of " + std::to_string(shape_numel(shape)) +
+           " values, more than the " + std::to_string(kMaxTable) + " a constant may hold");
   return shape;
 }
 
