@@ -68,9 +68,13 @@ Shape table_shape(Translator& t, const DataValue& x, const Shape& cs) {
     if (c != 1 && c != shape[shape.size() - (cs.size() - lead) + d])
       t.fail(what + " does not broadcast to the data");
   }
-  if (shape_numel(shape) > kMaxTable)  // its 1s expand: a table as large as a sample, at most
-    t.fail(what + " expands to a table of " + std::to_string(shape_numel(shape)) +
-           " values, more than the " + std::to_string(kMaxTable) + " a constant may hold");
+  int64_t values = 1;  // its 1s expand: a table as large as a sample, at most (no overflow)
+  for (int64_t d : shape) {
+    if (d > 0 && values > kMaxTable / d)
+      t.fail(what + " expands to a table of more than " + std::to_string(kMaxTable) +
+             " values (" + shape_str(shape) + ")");
+    values *= d;
+  }
   return shape;
 }
 
