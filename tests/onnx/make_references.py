@@ -166,11 +166,9 @@ class ScalarNet(torch.nn.Module):
         return self.head(-(self.conv2(y) / 4.0))
 
 
-class ConstantNet(torch.nn.Module):
-    """64 tokens of 8 channels from 4 x 4 patches of the input less a mean, a sinusoidal encoding
-    added, one attention head that sees the keys within 2 positions of its query, a constant
-    less its output, pooled into a linear head. The encoding, the mask and the shift are plain
-    tensors (no parameters, no buffers): constants of the export."""
+class PatchAttention(torch.nn.Module):
+    """What ConstantNet and EinsumNet share: 8-channel tokens from 4 x 4 patches, the q, k and v
+    linears of one attention, and a head that pools an [N, 8, H, W] map into the classes."""
 
     def __init__(self, classes):
         super().__init__()
@@ -178,6 +176,16 @@ class ConstantNet(torch.nn.Module):
         self.patches = nn.Conv2d(3, 8, 4, stride=4)
         self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+
+class ConstantNet(PatchAttention):
+    """64 tokens of 8 channels from 4 x 4 patches of the input less a mean, a sinusoidal encoding
+    added, one attention head that sees the keys within 2 positions of its query, a constant
+    less its output, pooled into a linear head. The encoding, the mask and the shift are plain
+    tensors (no parameters, no buffers): constants of the export."""
+
+    def __init__(self, classes):
+        super().__init__(classes)
         t, c = 64, 8
         angle = torch.arange(t, dtype=torch.float64)[:, None] * \
             torch.exp(-math.log(1e4) * torch.arange(0, c, 2, dtype=torch.float64) / c)
@@ -196,17 +204,14 @@ class ConstantNet(torch.nn.Module):
         return self.head(o.transpose(1, 2).reshape(n, c, h, w))
 
 
-class EinsumNet(torch.nn.Module):
+class EinsumNet(PatchAttention):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
     into a linear head."""
 
     def __init__(self, classes):
-        super().__init__()
+        super().__init__(classes)
         nn = torch.nn
-        self.patches = nn.Conv2d(3, 8, 4, stride=4)
-        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
-        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
         from torchvision.models.maxvit import _get_relative_position_index
         self.relative_position_bias_table = nn.Parameter(torch.randn(9, 2))  # a 2 x 2 window, 2 heads
         self.register_buffer("relative_position_index", _get_relative_position_index(2, 2))
