@@ -21,7 +21,7 @@ namespace remat {
 // device code uses __dmul_rn / __dadd_rn, so nvcc cannot contract a product and a sum into an
 // FMA the CPU does not do; division and sqrt are IEEE on both): hardsigmoid, hardswish, leaky
 // relu and sqrt, which use nothing else, agree bit for bit (sqrt in double rounded to FP32 is
-// FP32's correctly rounded sqrt, PyTorch's), and so does a power of 2 or 3 (products). sigmoid,
+// FP32's correctly rounded sqrt, PyTorch's), and so does a power of 2, 3 (products) or -1. sigmoid,
 // tanh, the exact GELU, SiLU and other powers also call exp / tanh / erf / pow, whose double
 // results may differ in the last bit between the C library and CUDA's: after the rounding to FP32
 // the two agree but for rare ties. Gradients read what the forward keeps: sigmoid, tanh, leaky
@@ -59,10 +59,12 @@ REMAT_CURVE_FN double curve_add(double a, double b) {
 }
 REMAT_CURVE_FN double curve_clamp01(double v) { return v < 0.0 ? 0.0 : (v > 1.0 ? 1.0 : v); }
 
-// x^e: products for 2 and 3 (exact in double from an FP32 x), pow otherwise.
+// x^e: products for 2 and 3 (exact in double from an FP32 x), an IEEE division for -1 (rounded
+// to FP32 it is FP32's correctly rounded 1 / x, PyTorch's reciprocal), pow otherwise.
 REMAT_CURVE_FN double curve_pow(double x, double e) {
   if (e == 2.0) return curve_mul(x, x);
   if (e == 3.0) return curve_mul(curve_mul(x, x), x);
+  if (e == -1.0) return 1.0 / x;
   if (e == 1.0) return x;
   return pow(x, e);
 }

@@ -424,6 +424,11 @@ void channel_scale_backward(float* ds, const float* dy, const float* x, int64_t 
                             int64_t hw, int64_t pixel, cudaStream_t stream);
 void channel_scale_backward(uint16_t* ds, const uint16_t* dy, const uint16_t* x, int64_t planes,
                             int64_t hw, int64_t pixel, cudaStream_t stream);
+// bf16 data with an F32 scale and F32 scale gradient (mul_table's table, a persistent value).
+void channel_scale_forward(uint16_t* out, const uint16_t* x, const float* s, int64_t planes,
+                           int64_t hw, int64_t pixel, cudaStream_t stream);
+void channel_scale_backward(float* ds, const uint16_t* dy, const uint16_t* x, int64_t planes,
+                            int64_t hw, int64_t pixel, cudaStream_t stream);
 
 // ---- finite check (finite.cu) ------------------------------------------------------------------
 // Sets *flag = 1 when any of x (n) is NaN or +-inf; never clears it. `flag` is device memory or

@@ -1,7 +1,11 @@
 // channel_scale [x, s]: x [N, C, H, W] times s [N, C], each H x W plane by its own scale (the
 // squeeze-and-excitation gate of MobileNetV3, RegNetY and EfficientNet: x * sigmoid(fc(pool(x))),
-// PyTorch's x * s[:, :, None, None]); channels-last too. Gradients: dx = channel_scale(dy, s),
-// ds = channel_scale_grad [dy, x], the sum over each plane of dy * x (in double, rounded once).
+// PyTorch's x * s[:, :, None, None]); channels-last too. With `axes` k (default 2), x of rank
+// k or more and s its first k axes: each row of x's remaining axes times its own scale (x * r
+// for r = rsqrt(mean(x^2, -1, keepdim)) of RMSNorm: x [N, T, D], s [N, T], k = 2); with k the
+// rank, an elementwise product of two values of one shape (a gate). Gradients:
+// dx = channel_scale(dy, s), ds = channel_scale_grad [dy, x], the sum over each plane of dy * x
+// (in double, rounded once).
 #include "ops/cpu_storage.h"
 #include "ops/data_format.h"
 #include "ops/op_common.h"
@@ -13,23 +17,43 @@ namespace {
 
 struct ChannelScaleAttrs : OpAttrs {
   bool channels_last = false;  // data_format (Note [channels-last layout])
+  int64_t axes = 2;            // the leading axes of x that s spans
 };
 
 OpAttrsPtr channel_scale_parse(AttrReader& r, const std::string& name) {
   auto a = std::make_shared<ChannelScaleAttrs>();
   a->channels_last = read_channels_last(r);
+  a->axes = r.get_int("axes", 2, 1, 7);
+  if (a->channels_last && a->axes != 2) r.fail("axes", "must be 2 for a channels-last image");
   r.finish(name);
   return a;
 }
 
-ImageDims dims_of(const ExecContext& c, int input) {
-  const bool last = attrs_of<ChannelScaleAttrs>(*c.node).channels_last;
-  return image_dims(c.inputs[input].desc->shape, last);
+// x's planes: an image's H x W planes when channels-last, else the rows of x after its first
+// `axes` axes, as one NCHW image [1, planes, 1, row].
+ImageDims planes_of(const ChannelScaleAttrs& a, const Shape& x) {
+  if (a.channels_last) return image_dims(x, true);
+  ImageDims d;
+  d.n = d.h = 1;
+  d.c = 1;
+  for (int64_t k = 0; k < a.axes; ++k) d.c *= x[static_cast<size_t>(k)];
+  d.w = d.c == 0 ? 0 : shape_numel(x) / d.c;
+  return d;
 }
 
-void check_image(const std::string& name, const TensorDesc& x) {
-  if (x.shape.size() != 4)
-    REMAT_USER_ERROR(name << " expects an image [N, C, H, W], got " << shape_str(x.shape));
+ImageDims dims_of(const ExecContext& c, int input) {
+  return planes_of(attrs_of<ChannelScaleAttrs>(*c.node), c.inputs[input].desc->shape);
+}
+
+// s's shape for x: x's first `axes` axes ([N, C] of an image).
+Shape scale_shape(const std::string& name, const ChannelScaleAttrs& a, const TensorDesc& x) {
+  if (x.shape.size() != 4 && a.channels_last)
+    REMAT_USER_ERROR(name << " expects an image [N, H, W, C], got " << shape_str(x.shape));
+  if (static_cast<int64_t>(x.shape.size()) < a.axes)
+    REMAT_USER_ERROR(name << " expects x of rank at least axes " << a.axes << ", got "
+                          << shape_str(x.shape));
+  if (a.channels_last) return Shape{x.shape[0], x.shape[3]};
+  return Shape(x.shape.begin(), x.shape.begin() + a.axes);
 }
 
 void channel_scale_cpu(const ExecContext& c) {
@@ -81,16 +105,15 @@ void channel_scale_grad_cuda(const ExecContext& c) {
 OpDef make_forward() {
   OpDef op;
   op.name = "channel_scale";
-  op.summary = "[x, s]: x [N, C, H, W] times s [N, C] per H x W plane (squeeze-excitation)";
+  op.summary = "[x, s]: x [N, C, H, W] times s [N, C] per H x W plane (squeeze-excitation; axes)";
   op.min_inputs = op.max_inputs = 2;
   op.parse = [](AttrReader& r) { return channel_scale_parse(r, "channel_scale"); };
   op.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     require_float("channel_scale", in);
-    const bool last = static_cast<const ChannelScaleAttrs&>(a).channels_last;
-    check_image("channel_scale", in.at(0));
-    const ImageDims d = image_dims(in[0].shape, last);
-    if (in.at(1).shape != Shape{d.n, d.c})
-      REMAT_USER_ERROR("channel_scale expects a scale [" << d.n << ", " << d.c << "] for x "
+    const Shape s =
+        scale_shape("channel_scale", static_cast<const ChannelScaleAttrs&>(a), in.at(0));
+    if (in.at(1).shape != s)
+      REMAT_USER_ERROR("channel_scale expects a scale " << shape_str(s) << " for x "
                        << shape_str(in[0].shape) << ", got " << shape_str(in[1].shape));
     return in[0];
   };
@@ -101,7 +124,9 @@ OpDef make_forward() {
 #ifdef REMAT_HAVE_CUDA
   op.cuda = channel_scale_cuda;
 #endif
-  op.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>&) { return true; };
+  op.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
+    return static_cast<const ChannelScaleAttrs&>(a).axes == 2 && in.at(0).shape.size() == 4;
+  };
   with_bf16_per_sample(op, -1).bf16_cuda_native = true;
   op.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) {
     const TensorDesc x = g.graph().value(fwd.inputs[0]).desc;  // copies: emit grows the graph
@@ -116,19 +141,18 @@ OpDef make_forward() {
 OpDef make_grad() {
   OpDef op;
   op.name = "channel_scale_grad";
-  op.summary = "channel_scale's scale gradient [dy, x] -> [N, C]: sum over each plane of dy x";
+  op.summary = "channel_scale's scale gradient [dy, x] -> s's shape: sum over each plane of dy x";
   op.user_visible = false;
   op.min_inputs = op.max_inputs = 2;
   op.parse = [](AttrReader& r) { return channel_scale_parse(r, "channel_scale_grad"); };
   op.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
     require_float("channel_scale_grad", in);
-    const bool last = static_cast<const ChannelScaleAttrs&>(a).channels_last;
-    check_image("channel_scale_grad", in.at(1));
+    const Shape s =
+        scale_shape("channel_scale_grad", static_cast<const ChannelScaleAttrs&>(a), in.at(1));
     if (!(in.at(0) == in[1]))
       REMAT_USER_ERROR("channel_scale_grad expects dy and x of one shape, got "
                        << shape_str(in[0].shape) << " and " << shape_str(in[1].shape));
-    const ImageDims d = image_dims(in[1].shape, last);
-    return TensorDesc{{d.n, d.c}, in[1].dtype};
+    return TensorDesc{s, in[1].dtype};
   };
   op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
     OpCost c;

@@ -23,6 +23,9 @@ OpRegistry make_builtin_registry() {
   register_softmax_xent_ops(r);
   register_embedding_ops(r);
   register_add_constant_ops(r);
+  register_mul_table_ops(r);
+  register_row_mean_ops(r);
+  register_channel_shift_ops(r);
   register_position_embedding_ops(r);
   register_layernorm_ops(r);
   register_gelu_ops(r);

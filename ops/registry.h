@@ -25,6 +25,9 @@ void register_dropout_ops(OpRegistry& r);      // dropout (seeded, replayable), 
 void register_softmax_xent_ops(OpRegistry& r); // softmax_xent, softmax_xent_pixel, token_xent, grads
 void register_embedding_ops(OpRegistry& r);    // embedding (token ids -> rows), its grad
 void register_add_constant_ops(OpRegistry& r);  // add_constant (a constant table, a buffer)
+void register_mul_table_ops(OpRegistry& r);  // mul_table (a constant or learned table)
+void register_row_mean_ops(OpRegistry& r);  // row_mean (the mean of each row)
+void register_channel_shift_ops(OpRegistry& r);  // channel_shift (x plus a per-row s), grad
 void register_position_embedding_ops(OpRegistry& r);  // position_embedding (learned), its grad
 void register_layernorm_ops(OpRegistry& r);    // layernorm (last dim), grads
 void register_gelu_ops(OpRegistry& r);         // gelu (tanh approximation), its grad

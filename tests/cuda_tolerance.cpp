@@ -65,6 +65,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"dropout_grad", kCudaExact},
           {"global_avgpool_grad", kCudaExact},
           {"channel_scale", kCudaExact},  // one FP32 product, as on the CPU
+          {"channel_shift", kCudaExact},  // bias_act_forward: one FP32 sum, as on the CPU
           // the piecewise curves in double, correctly rounded on both sides (Note [curve arithmetic])
           {"hardsigmoid", kCudaExact},
           {"hardsigmoid_grad", kCudaExact},
@@ -90,6 +91,11 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
           {"position_embedding", kCudaExact},
           {"add_constant", kCudaExact},  // position_embedding's kernel
+          {"mul_table", kCudaExact},         // channel_scale's kernel: one FP32 product
+          {"mul_table_grad_x", kCudaExact},  // the same
+          {"mul_table_grad_weight", kCudaReduction},  // sums in double (a warp's order for 1 entry)
+          {"row_mean", kCudaReduction},  // global_avgpool's kernel: double sums, a warp's order
+          {"row_mean_grad", kCudaExact},  // one FP32 division per value, as the CPU's
           {"position_embedding_grad_weight", kCudaReduction},  // bias_grad_reduce, plane 1: sliced past 64 rows
           {"attention", kCudaReduction},       // double sums, block reductions' order
           {"attention_grad", kCudaReduction},
@@ -121,6 +127,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"pow", kCudaReduction},  // CUDA's pow in double (x^2, x^3 are products: exact)
           {"pow_grad", kCudaReduction},
           {"channel_scale_grad", kCudaReduction},  // plane sums in double, another order
+          {"channel_shift_grad", kCudaReduction},  // bias_grad_reduce: row sums, another order
           {"softmax", kCudaReduction},
           {"softmax_grad", kCudaReduction},
           {"token_xent", kCudaReduction},

@@ -65,6 +65,19 @@ inline std::vector<TransformerCase> transformer_cases() {
        {"add_constant", attr_map({{"shape", std::vector<int64_t>{3, 4}}}), {f32({2, 2, 3, 4})},
         {{}, {0.5f, -1, 2, 0, 0.25f, -3, 1, 4, -0.5f, 8, -2, 0.125f}}},
        kTolLinear},
+      // A constant [3, 4] factor of [2, 2, 3, 4], and a learned one of the last axis (a layer
+      // scale, RMSNorm's weight: its gradient sums dy x over 6 rows).
+      {"mul_table",
+       {"mul_table", attr_map({{"shape", std::vector<int64_t>{3, 4}}}), {f32({2, 2, 3, 4})},
+        {{}, {0.5f, -1, 2, 0, 0.25f, -3, 1, 4, -0.5f, 8, -2, 0.125f}}},
+       kTolLinear},
+      {"mul_table_learned",
+       {"mul_table", attr_map({{"shape", std::vector<int64_t>{5}}, {"learned", true}}),
+        {f32({2, 3, 5})}, {{}, {0.5f, -1, 2, 1.5f, -0.25f}}},
+       kTolLinear},
+      // The mean of each row of [2, 3, 5] (RMSNorm's), and of each [3, 4] of [2, 3, 4].
+      {"row_mean", {"row_mean", {}, {f32({2, 3, 5})}}, kTolLinear},
+      {"row_mean_axes1", {"row_mean", attr_map({{"axes", int64_t{1}}}), {f32({2, 3, 4})}}, kTolLinear},
       // Swin's and MaxViT's bias on scores [N, G, H, T, T] of 2 x 2 windows, and of 2 x 3 ones.
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 3, 2, 4, 4})}}, kTolLinear},
@@ -229,8 +242,23 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"sqrt", {"sqrt", {}, {f32({2, 3, 4})}, {positive_values(24)}}, kTolNormalize},
       {"pow_3", {"pow", attr_map({{"exponent", 3.0}}), {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"pow_1_5", {"pow", attr_map({{"exponent", 1.5}}), {f32({2, 12})}, {positive_values(24)}}, kTolNormalize},
+      {"pow_reciprocal", {"pow", attr_map({{"exponent", -1.0}}), {f32({2, 12})}, {positive_values(24)}},
+       kTolNormalize},
       {"channel_scale", {"channel_scale", {}, {f32({2, 3, 4, 5}), f32({2, 3})}}, kTolLinear},
       {"channel_scale_plane1", {"channel_scale", {}, {f32({3, 4, 1, 1}), f32({3, 4})}}, kTolLinear},
+      // Rows of [N, T, D] by s [N, T] (RMSNorm's x * r), of [N, C, L] by s [N] (axes 1).
+      {"channel_scale_rows", {"channel_scale", attr_map({{"axes", int64_t{2}}}), {f32({2, 3, 5}), f32({2, 3})}},
+       kTolLinear},
+      {"channel_scale_axes1", {"channel_scale", attr_map({{"axes", int64_t{1}}}), {f32({3, 2, 4}), f32({3})}},
+       kTolLinear},
+      // x + s over the rows of [N, T, D], the planes of an image and the [C, L] of [N, C, L].
+      {"channel_shift_rows", {"channel_shift", {}, {f32({2, 3, 5}), f32({2, 3})}}, kTolLinear},
+      {"channel_shift_image", {"channel_shift", {}, {f32({2, 3, 4, 4}), f32({2, 3})}}, kTolLinear},
+      {"channel_shift_axes1", {"channel_shift", attr_map({{"axes", int64_t{1}}}),
+                               {f32({3, 2, 4}), f32({3})}}, kTolLinear},
+      // An elementwise product (axes = the rank: a gate's x * sigmoid(y)).
+      {"channel_scale_elementwise", {"channel_scale", attr_map({{"axes", int64_t{3}}}),
+                                     {f32({2, 3, 4}), f32({2, 3, 4})}}, kTolLinear},
       // ConvTranspose2d: stride 2 with output_padding (a U-Net's upsampling), groups, dilation
       // and per-side padding without a bias.
       {"conv_transpose_s2", {"conv2d_transpose", attr_map({{"filters", 3}, {"kernel", 3}, {"stride", 2},

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <variant>
 #include <vector>
@@ -53,9 +54,9 @@ TEST(Curves, ValuesAreTheirDefinitions) {
             (Floats{-1.0f, -0.6f, -0.2f, 0, 0.5f, 3, 4}));
 }
 
-// sqrt is FP32's correctly rounded sqrt (NaN below 0); pow by 2 and 3 the products, by other
-// exponents the library's pow in double, rounded once; the gradients dy / (2 y) and
-// dy e x^(e - 1) (0 for e = 0), as PyTorch's.
+// sqrt is FP32's correctly rounded sqrt (NaN below 0); pow by 2 and 3 the products, by -1 the
+// reciprocal, by other exponents the library's pow in double, rounded once; the gradients
+// dy / (2 y) and dy e x^(e - 1) (0 for e = 0), as PyTorch's.
 TEST(Curves, SqrtAndPowersAreTheirDefinitions) {
   const Floats x = {0.0f, 0.25f, 2.0f, 3.0f, 1e-3f, 7.5f};
   Floats root, cube, pow15;
@@ -69,6 +70,13 @@ TEST(Curves, SqrtAndPowersAreTheirDefinitions) {
   EXPECT_EQ(run("pow", attr_map({{"exponent", 1.5}}), x), pow15);
   EXPECT_TRUE(std::isnan(run("sqrt", {}, {-1.0f})[0]));
   EXPECT_EQ(run("pow", attr_map({{"exponent", 2.0}}), {-3.0f}), (Floats{9.0f}));
+  // -1: FP32's reciprocal 1.0f / v (a division in double rounded to FP32 is correctly rounded).
+  const Floats y = {3.0f, -7.0f, 0.1f, 1e-3f, 6.0f};
+  Floats reciprocal;
+  for (float v : y) reciprocal.push_back(1.0f / v);
+  EXPECT_EQ(run("pow", attr_map({{"exponent", -1.0}}), y), reciprocal);
+  EXPECT_EQ(run("pow", attr_map({{"exponent", -1.0}}), {0.0f})[0],
+            std::numeric_limits<float>::infinity());
   OpHarness r(builtin_registry(), {"sqrt", {}, {f32({1, 2})}, {{4.0f, 0.25f}}});
   EXPECT_EQ(r.gradients({1.0f, 3.0f})[0], (Floats{0.25f, 3.0f}));  // dy / (2 y)
   OpHarness p(builtin_registry(),
@@ -171,8 +179,41 @@ TEST(ChannelScale, ChannelsLastIsBitIdentical) {
 TEST(ChannelScale, Errors) {
   EXPECT_NE(case_error({"channel_scale", {}, {f32({2, 3, 4, 4}), f32({2, 4})}}).find("[2, 3]"),
             std::string::npos);
-  EXPECT_NE(case_error({"channel_scale", {}, {f32({2, 3}), f32({2, 3})}}).find("image"),
+  EXPECT_NE(case_error({"channel_scale", {}, {f32({3}), f32({3})}}).find("rank at least axes 2"),
             std::string::npos);
+  EXPECT_NE(case_error({"channel_scale", attr_map({{"axes", int64_t{2}}}), {f32({2, 3, 4}), f32({2, 4})}})
+                .find("[2, 3]"),
+            std::string::npos);
+  EXPECT_NE(case_error({"channel_scale",
+                        attr_map({{"axes", int64_t{1}}, {"data_format", std::string("channels_last")}}),
+                        {f32({2, 3, 4, 4}), f32({2})}})
+                .find("axes"),
+            std::string::npos);
+}
+
+// x [2, 1, 3] + s [2, 1] over each row; ds sums each row of dy; dx = dy with no node.
+TEST(ChannelShift, ShiftsEachRowAndSumsEachRowForTheShiftGradient) {
+  OpHarness h(builtin_registry(), {"channel_shift", {}, {f32({2, 1, 3}), f32({2, 1})},
+                                   {{1, 2, 3, 4, 5, 6}, {10, -0.5f}}});
+  EXPECT_EQ(h.forward(), (Floats{11, 12, 13, 3.5f, 4.5f, 5.5f}));
+  const auto g = h.gradients({1, 2, 3, 0.5f, 0, -2});
+  EXPECT_EQ(g[0], (Floats{1, 2, 3, 0.5f, 0, -2}));
+  EXPECT_EQ(g[1], (Floats{6, -1.5f}));
+  ASSERT_EQ(h.backward_nodes().size(), 1u);
+  EXPECT_EQ(h.graph().node(h.backward_nodes()[0]).op, "channel_shift_grad");
+  EXPECT_HAS(case_error({"channel_shift", {}, {f32({2, 3, 4}), f32({2, 4})}}), "[2, 3]");
+  EXPECT_HAS(case_error({"channel_shift", {}, {f32({2, 3}), f32({2, 3})}}), "rank above axes 2");
+}
+
+// With axes 2 on [N, T, D]: each row of D values times its own s[n, t] (RMSNorm's x * r).
+TEST(ChannelScale, ScalesTheRowsAfterItsAxes) {
+  // x [2, 1, 3] = 1..6, s [2, 1] = [2, -1].
+  OpHarness h(builtin_registry(), {"channel_scale", attr_map({{"axes", int64_t{2}}}),
+                                   {f32({2, 1, 3}), f32({2, 1})}, {{1, 2, 3, 4, 5, 6}, {2, -1}}});
+  EXPECT_EQ(h.forward(), (Floats{2, 4, 6, -4, -5, -6}));
+  const auto g = h.gradients({1, 1, 1, 1, 0, 2});
+  EXPECT_EQ(g[0], (Floats{2, 2, 2, -1, 0, -2}));
+  EXPECT_EQ(g[1], (Floats{6, 4 + 12}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Tests for the transformer ops (embedding, position_embedding, add_constant,
+// Tests for the transformer ops (embedding, position_embedding, add_constant, mul_table,
 // relative_position_bias, layernorm, gelu, dense over rank 3, matmul, split_heads /
 // merge_heads, softmax with the causal mask, token_xent): shapes and their errors, forward values
 // computed by hand (in the comments), gradients against central differences
@@ -100,6 +100,36 @@ TEST(AddConstant, AddsTheTableToEveryLeadingIndexAndPassesTheGradientThrough) {
     EXPECT_HAS(case_error({"add_constant", attr_map({{"shape", shape}}), {f32(x)}}),
                "is not the trailing axes of");
   EXPECT_HAS(case_error({"add_constant", {}, {f32({2, 3})}}), "shape");
+}
+
+// ---- mul_table -------------------------------------------------------------------------------
+
+TEST(MulTable, MultipliesEveryLeadingIndexByTheTableAndSumsTheLearnedGradient) {
+  // x [2, 1, 3] = [[1, 2, 3]], [[4, 5, 6]]; table [1, 3] = [10, 0, -0.5].
+  const Floats x = {1, 2, 3, 4, 5, 6}, dy = {1, -1, 2, 0.5f, 3, -2};
+  for (bool learned : {false, true}) {
+    SCOPED_TRACE(learned);
+    OpHarness h(builtin_registry(),
+                {"mul_table",
+                 attr_map({{"shape", std::vector<int64_t>{1, 3}}, {"learned", learned}}),
+                 {f32({2, 1, 3})}, {x}});
+    ASSERT_EQ(h.param_specs().size(), 1u);
+    EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{1, 3}));
+    EXPECT_EQ(h.param_specs()[0].kind, learned ? ValueKind::Param : ValueKind::Buffer);
+    EXPECT_EQ(h.param_specs()[0].suffix, learned ? "weight" : "table");
+    h.set_param(0, {10, 0, -0.5f});
+    EXPECT_EQ(h.forward(), (Floats{10, 0, -1.5f, 40, 0, -3}));
+    auto g = h.gradients(dy);
+    EXPECT_EQ(g[0], (Floats{10, 0, -1, 5, 0, 1}));  // dx = dy table
+    // dtable[k] = sum over the rows of dy x: [1 + 2, -2 + 15, 6 - 12]
+    if (learned) EXPECT_EQ(g.at(1), (Floats{3, 13, -6}));
+    else EXPECT_TRUE(g.at(1).empty());  // a constant: no gradient
+  }
+  for (const auto& [shape, xs] : std::vector<std::pair<std::vector<int64_t>, Shape>>{
+           {{2, 3}, {4, 3, 2}}, {{4}, {4, 3}}, {{4, 3}, {4, 3}}})
+    EXPECT_HAS(case_error({"mul_table", attr_map({{"shape", shape}}), {f32(xs)}}),
+               "is not the trailing axes of");
+  EXPECT_HAS(case_error({"mul_table", {}, {f32({2, 3})}}), "shape");
 }
 
 // ---- relative_position_bias -----------------------------------------------------------------
