@@ -8,7 +8,9 @@ step (both FP32 on the CPU: within 1e-4 relative). A model of another YAML refus
 An imported model's weights go back under their state_dict names and shapes: a small
 torchvision ConvNeXt exported to ONNX, trained one step by remat and exported, loads into the
 PyTorch module with load_state_dict(strict=True), its layer scales [C, 1, 1] as PyTorch has them
-(remat trains them as conv2d weights [C, 1, 1, 1]); skipped in a build without the importer.
+(remat trains them as conv2d weights [C, 1, 1, 1]), and a module with constants added and
+multiplied and a learned gain loads with its constants left out and its gain trained; skipped
+in a build without the importer.
 Usage: test_export.py TOOLS_DIR"""
 import json
 import os
@@ -134,17 +136,21 @@ def train_and_export(tools, check, tmp, model, name):
 
 
 class WithConstants(torch.nn.Module):
-    """A convolution plus a constant [C, 1, 1] (a plain tensor: a constant of the export, which
-    remat holds as a buffer and `export` leaves out), pooled into a linear head."""
+    """A convolution plus a constant [C, 1, 1] and times another (plain tensors: constants of the
+    export, which remat holds as buffers and `export` leaves out), pooled, times a learned gain
+    [C] (a parameter remat trains as a learned mul_table), into a linear head."""
 
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
         self.head = torch.nn.Linear(4, 4)
         self.shift = torch.linspace(-1, 1, 4).view(4, 1, 1)
+        self.scale = torch.tensor([0.5, 1.0, 2.0, 4.0]).view(4, 1, 1)
+        self.gain = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
 
     def forward(self, x):
-        return self.head(torch.relu(self.conv(x) + self.shift).mean((2, 3)))
+        pooled = torch.relu(self.conv(x) + self.shift).mul(self.scale).mean((2, 3))
+        return self.head(pooled * self.gain)
 
 
 def export_imported(tools, check, tmp):
@@ -178,11 +184,15 @@ def export_imported(tools, check, tmp):
     if got is None:
         return
     tensors, saved = got
-    check(any(name.endswith(".table") for name in saved), "no constant table in the checkpoint")
+    tables = [name for name in saved if name.endswith(".table")]
+    check(len(tables) == 2, f"constant tables in the checkpoint: {tables}")
+    before = model.gain.detach().clone()
     try:
         model.load_state_dict(tensors, strict=True)
+        check(not torch.equal(model.gain.detach(), before),
+              "one step left the gain where it started")
         print(f"imported constants: {len(tensors)} tensors load with strict=True, "
-              "the table left out")
+              "the tables left out, the gain trained")
     except RuntimeError as e:
         check(False, f"PyTorch refuses the exported weights of a model with a constant: {e}")
 

@@ -124,28 +124,113 @@ TEST_F(OnnxArithmetic, ScalarArithmeticIsAnAffineLayer) {
   onnx_node(&recip, "Div", {"onnx::Div_4", "r"}, {"s_q"}, "/Div");
   onnx::ModelProto q = with_nodes_after_relu(recip, "s_q");
   *q.mutable_graph()->add_initializer() = test::onnx_floats("onnx::Div_4", {}, 4.0f);
-  EXPECT_NE(error_of(q).find("a constant divided by data (a reciprocal) is not supported"), std::string::npos)
-      << error_of(q);
+  const ModelConfig rq = load(q);  // 4 / r: r's reciprocal, then times 4
+  ASSERT_EQ(layer_ops(rq), (std::vector<std::string>{"conv2d", "relu", "pow", "affine", "maxpool",
+                                                     "global_avgpool", "dense"}));
+  EXPECT_EQ(std::get<double>(rq.layers[2].attrs.values.at("exponent")), -1.0);
+  EXPECT_EQ(std::get<double>(rq.layers[3].attrs.values.at("scale")), 4.0);
 }
 
 // Opsets before 14 write F.hardswish as x * HardSigmoid(x) (alpha 1/6, beta 1/2): one hardswish
-// layer; with other constants the Mul is a product of two images, refused at the Mul.
+// layer; with other constants the Mul is a product of two images of one shape, an elementwise
+// channel_scale (its axes all four).
 TEST_F(OnnxArithmetic, HardSwishAsOpset13WritesIt) {
   for (float alpha : {1.0f / 6.0f, 0.2f}) {
     onnx::GraphProto extra;
     set_float(onnx_node(&extra, "HardSigmoid", {"r"}, {"hs"}, "/act/HardSigmoid"), "alpha", alpha);
     onnx_node(&extra, "Mul", {"r", "hs"}, {"act"}, "/act/Mul");
-    const onnx::ModelProto m = with_nodes_after_relu(extra, "act");
+    const ModelConfig cfg = load(with_nodes_after_relu(extra, "act"));
     if (alpha == 0.2f) {
-      const std::string e = error_of(m);
-      EXPECT_NE(e.find("node '/act/Mul' (Mul, opset 13)"), std::string::npos) << e;
-      EXPECT_NE(e.find("squeeze-and-excitation"), std::string::npos) << e;
+      ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "hardsigmoid",
+                                                          "channel_scale", "maxpool",
+                                                          "global_avgpool", "dense"}));
+      EXPECT_EQ(AttrReader(cfg.layers[3].attrs).require_int("axes", 1, 7), 4);
       continue;
     }
-    const ModelConfig cfg = load(m);
     EXPECT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "hardswish", "maxpool",
                                                         "global_avgpool", "dense"}));
   }
+}
+
+// Sums and differences of data by data: r + pooled (channel_shift of the planes), pooled - r
+// (r negated, then channel_shift), r - mean of the last axis (the mean negated, channel_shift
+// axes 3), r - r (one shape: the second negated, then add). Data of another shape is refused.
+TEST_F(OnnxArithmetic, SumsWithShiftsOfLeadingAxes) {
+  onnx::GraphProto extra;
+  onnx_node(&extra, "GlobalAveragePool", {"r"}, {"pooled"}, "/pool");
+  onnx_node(&extra, "Add", {"r", "pooled"}, {"a"}, "/Add");
+  onnx_node(&extra, "Sub", {"pooled", "a"}, {"b"}, "/Sub");
+  onnx::NodeProto* mean = onnx_node(&extra, "ReduceMean", {"b"}, {"rows"}, "/ReduceMean");
+  test::onnx_attr(mean, "axes", std::vector<int64_t>{3});
+  onnx_node(&extra, "Sub", {"b", "rows"}, {"centred"}, "/Sub_1");
+  onnx_node(&extra, "Sub", {"centred", "r"}, {"d"}, "/Sub_2");
+  const ModelConfig cfg = load(with_nodes_after_relu(extra, "d"));
+  ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "global_avgpool",
+                                                      "channel_shift", "affine", "channel_shift",
+                                                      "row_mean", "affine", "channel_shift",
+                                                      "affine", "add", "maxpool",
+                                                      "global_avgpool", "dense"}));
+  EXPECT_EQ(cfg.layers[3].attrs.values.count("axes"), 0u);
+  EXPECT_EQ(cfg.layers[4].inputs, (std::vector<std::string>{cfg.layers[3].name}));  // -(r + p)
+  EXPECT_EQ(AttrReader(cfg.layers[8].attrs).require_int("axes", 1, 7), 3);
+  EXPECT_EQ(cfg.layers[7].inputs, (std::vector<std::string>{cfg.layers[6].name}));  // -mean
+  onnx::GraphProto other;
+  onnx::NodeProto* mp = onnx_node(&other, "MaxPool", {"r"}, {"half"}, "/MaxPool");
+  test::onnx_attr(mp, "kernel_shape", std::vector<int64_t>{2, 2});
+  test::onnx_attr(mp, "strides", std::vector<int64_t>{2, 2});
+  onnx_node(&other, "Sub", {"r", "half"}, {"c3"}, "/Sub");
+  const std::string e = error_of(with_nodes_after_relu(other, "c3"));
+  EXPECT_NE(e.find("node '/Sub' (Sub, opset 13): inputs [4, 8, 8] and [4, 4, 4] per sample"),
+            std::string::npos)
+      << e;
+}
+
+// Products of data by data of other shapes, and means over trailing axes: r [4, 8, 8] per
+// sample divided by its pooled [4, 1, 1] (pow -1, then a channel_scale of the planes), times its
+// mean over the last axis [4, 8, 1] (row_mean axes 3, then channel_scale axes 3), times a
+// parameter [8] of its last axis (a learned mul_table under the parameter's name). A mean over
+// the channels, and a product with data of another shape, are refused at their nodes.
+TEST_F(OnnxArithmetic, ProductsWithScalesOfLeadingAxesAndMeansOfTrailingOnes) {
+  onnx::GraphProto extra;
+  onnx_node(&extra, "GlobalAveragePool", {"r"}, {"pooled"}, "/pool");
+  onnx_node(&extra, "Div", {"r", "pooled"}, {"a"}, "/Div");
+  onnx::NodeProto* mean = onnx_node(&extra, "ReduceMean", {"a"}, {"rows"}, "/ReduceMean");
+  test::onnx_attr(mean, "axes", std::vector<int64_t>{-1});
+  onnx_node(&extra, "Mul", {"rows", "a"}, {"b"}, "/Mul");
+  onnx_node(&extra, "Mul", {"b", "w"}, {"scaled"}, "/Mul_1");
+  onnx::ModelProto m = with_nodes_after_relu(extra, "scaled");
+  *m.mutable_graph()->add_initializer() = test::onnx_floats("w", {8}, 0.5f);
+  const ModelConfig cfg = load(m);
+  ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "global_avgpool", "pow",
+                                                      "channel_scale", "row_mean", "channel_scale",
+                                                      "mul_table", "maxpool", "global_avgpool",
+                                                      "dense"}));
+  EXPECT_EQ(cfg.layers[4].attrs.values.count("axes"), 0u);  // [N, C]: the default 2
+  EXPECT_EQ(AttrReader(cfg.layers[5].attrs).require_int("axes", 1, 7), 3);
+  EXPECT_EQ(AttrReader(cfg.layers[6].attrs).require_int("axes", 1, 7), 3);
+  const LayerConfig& table = cfg.layers[7];
+  EXPECT_EQ(std::get<bool>(table.attrs.values.at("learned")), true);
+  EXPECT_EQ(table.param_names.at("weight"), "w");
+  EXPECT_EQ(cfg.export_skip.count(table.name + ".weight"), 0u);  // a parameter PyTorch holds
+  const OpRegistry reg = make_builtin_registry();
+  const Graph g = build_forward_graph(cfg, reg);
+  EXPECT_EQ(g.value(g.find_value("w")).kind, ValueKind::Param);
+
+  onnx::GraphProto middle;
+  onnx::NodeProto* hw = onnx_node(&middle, "ReduceMean", {"r"}, {"cols"}, "/ReduceMean");
+  test::onnx_attr(hw, "axes", std::vector<int64_t>{1});
+  onnx_node(&middle, "Mul", {"r", "cols"}, {"c2"}, "/Mul");
+  const std::string e = error_of(with_nodes_after_relu(middle, "c2"));
+  EXPECT_NE(e.find("node '/ReduceMean' (ReduceMean, opset 13)"), std::string::npos) << e;
+  onnx::GraphProto other;  // r [4, 8, 8] times its 2 x 2 max-pool [4, 4, 4]
+  onnx::NodeProto* mp = onnx_node(&other, "MaxPool", {"r"}, {"half"}, "/MaxPool");
+  test::onnx_attr(mp, "kernel_shape", std::vector<int64_t>{2, 2});
+  test::onnx_attr(mp, "strides", std::vector<int64_t>{2, 2});
+  onnx_node(&other, "Mul", {"r", "half"}, {"c3"}, "/Mul");
+  const std::string e2 = error_of(with_nodes_after_relu(other, "c3"));
+  EXPECT_NE(e2.find("node '/Mul' (Mul, opset 13): inputs [4, 8, 8] and [4, 4, 4] per sample"),
+            std::string::npos)
+      << e2;
 }
 
 TEST_F(OnnxArithmetic, LeakyReluWithANegativeSlopeIsRefused) {

@@ -1,8 +1,8 @@
 // The ONNX importer's tensor constants (Note [tensor constants] in
-// models/onnx/onnx_constant_ops.cpp): Add, Sub and Where of data and a constant the export
-// computed become add_constant layers whose tables are buffers that `export` leaves out; a
-// module's tensor, or a value folded from one, stays an error, as do constants that do not
-// broadcast to the data and fills that would replace it.
+// models/onnx/onnx_constant_ops.cpp): Add, Sub, Mul, Div and Where of data and a constant the
+// export computed become add_constant and mul_table layers whose tables are buffers that
+// `export` leaves out; a module's tensor, or a value folded from one, stays an error, as do
+// constants that do not broadcast to the data and divisions by zero.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,11 +43,12 @@ std::vector<float> ramp(int64_t n, float first) {
   return v;
 }
 
-// The table of the import's one add_constant layer, with its shape.
-std::vector<float> table_of(const ModelConfig& cfg, Shape* shape) {
+// The table of the import's one `op` layer (add_constant, mul_table), with its shape.
+std::vector<float> table_of(const ModelConfig& cfg, Shape* shape,
+                            const std::string& op = "add_constant") {
   std::vector<const LayerConfig*> layers;
   for (const LayerConfig& l : cfg.layers)
-    if (l.op == "add_constant") layers.push_back(&l);
+    if (l.op == op) layers.push_back(&l);
   EXPECT_EQ(layers.size(), 1u);
   if (layers.size() != 1) return {};
   *shape = AttrReader(layers[0]->attrs).get_int_list("shape", {1, 2, 3}, {}, 1, 100);
@@ -56,6 +57,22 @@ std::vector<float> table_of(const ModelConfig& cfg, Shape* shape) {
   const auto it = cfg.initial_values->find(name);
   EXPECT_NE(it, cfg.initial_values->end()) << name;
   return it == cfg.initial_values->end() ? std::vector<float>{} : it->second;
+}
+
+// cnn_with's c [8, 8, 8] `op` a Constant k [8, 1, 1] = 1 .. 8 (k first: k `op` c).
+onnx::ModelProto with_k(const std::string& op, bool k_first) {
+  return cnn_with([&](onnx::GraphProto* g) {
+    constant(g, "k", {8, 1, 1}, ramp(8, 1));
+    const std::vector<std::string> in = k_first ? std::vector<std::string>{"k", "c"}
+                                                : std::vector<std::string>{"c", "k"};
+    onnx_node(g, op, in, {"m"});
+  }, 8);
+}
+
+std::vector<std::string> ops_of(const ModelConfig& cfg) {
+  std::vector<std::string> ops;
+  for (const LayerConfig& l : cfg.layers) ops.push_back(l.op);
+  return ops;
 }
 
 // c [8, 8, 8] + k [8, 1, 1] (either order), c - k and k - c: the table is k over every pixel of
@@ -73,14 +90,8 @@ TEST_F(OnnxConstants, AddAndSubOfAConstantAddItsExpandedTable) {
            {"Sub", false, -1, {"conv2d", "add_constant", "global_avgpool", "dense"}},
            {"Sub", true, 1, {"conv2d", "affine", "add_constant", "global_avgpool", "dense"}}}) {
     SCOPED_TRACE(std::string(c.op) + (c.constant_first ? " (constant first)" : ""));
-    const ModelConfig cfg = load(cnn_with([&](onnx::GraphProto* g) {
-      constant(g, "k", {8, 1, 1}, ramp(8, 1));
-      onnx_node(g, c.op, c.constant_first ? std::vector<std::string>{"k", "c"}
-                                          : std::vector<std::string>{"c", "k"}, {"m"});
-    }, 8));
-    std::vector<std::string> ops;
-    for (const LayerConfig& l : cfg.layers) ops.push_back(l.op);
-    EXPECT_EQ(ops, c.ops);
+    const ModelConfig cfg = load(with_k(c.op, c.constant_first));
+    EXPECT_EQ(ops_of(cfg), c.ops);
     Shape shape;
     const std::vector<float> table = table_of(cfg, &shape);
     ASSERT_EQ(shape, (Shape{8, 8, 8}));
@@ -93,6 +104,77 @@ TEST_F(OnnxConstants, AddAndSubOfAConstantAddItsExpandedTable) {
     EXPECT_EQ(g.value(g.find_value(layers_of(cfg, "add_constant")[0]->name + ".table")).kind,
               ValueKind::Buffer);
   }
+}
+
+// c * k, k * c, c / k and k / c for k [8, 1, 1]: a mul_table of k (1 / k for c / k) over
+// every pixel of its channel; k / c takes c's reciprocal first (pow -1). A 0 in k is a division
+// by zero for c / k.
+TEST_F(OnnxConstants, MulAndDivOfAConstantMultiplyByItsExpandedTable) {
+  struct Case {
+    const char* op;
+    bool constant_first;
+    bool reciprocal;
+    std::vector<std::string> ops;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"Mul", false, false, {"conv2d", "mul_table", "global_avgpool", "dense"}},
+           {"Mul", true, false, {"conv2d", "mul_table", "global_avgpool", "dense"}},
+           {"Div", false, true, {"conv2d", "mul_table", "global_avgpool", "dense"}},
+           {"Div", true, false, {"conv2d", "pow", "mul_table", "global_avgpool", "dense"}}}) {
+    SCOPED_TRACE(std::string(c.op) + (c.constant_first ? " (constant first)" : ""));
+    const ModelConfig cfg = load(with_k(c.op, c.constant_first));
+    EXPECT_EQ(ops_of(cfg), c.ops);
+    Shape shape;
+    const std::vector<float> table = table_of(cfg, &shape, "mul_table");
+    ASSERT_EQ(shape, (Shape{8, 8, 8}));
+    ASSERT_EQ(table.size(), 512u);
+    for (int64_t ch = 0; ch < 8; ++ch) {
+      const double k = static_cast<double>(ch + 1);
+      for (int64_t p : {0, 37, 63})
+        EXPECT_EQ(table[static_cast<size_t>(ch * 64 + p)],
+                  static_cast<float>(c.reciprocal ? 1.0 / k : k));
+    }
+    const OpRegistry reg = make_builtin_registry();
+    const Graph g = build_forward_graph(cfg, reg);
+    const LayerConfig& l = *layers_of(cfg, "mul_table")[0];
+    EXPECT_EQ(g.value(g.find_value(l.name + ".table")).kind, ValueKind::Buffer);
+  }
+  const std::string zero = error_of(cnn_with([](onnx::GraphProto* g) {
+    constant(g, "k", {8, 1, 1}, ramp(8, 0));
+    onnx_node(g, "Div", {"c", "k"}, {"m"}, "/Div");
+  }, 8));
+  EXPECT_NE(zero.find("node '/Div' (Div, opset 13): a division by zero"), std::string::npos)
+      << zero;
+}
+
+// Where(mask, c, 5) and Where(mask, 5, c): c times the 0/1 mask (1 where c is kept), plus 5
+// where it is hidden; with a fill of 0 the product alone.
+TEST_F(OnnxConstants, WhereWithAFiniteFillIsAProductAndASum) {
+  std::vector<float> mask(64);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<float>(i % 3 == 0);
+  for (float fill : {5.0f, 0.0f})
+    for (bool data_first : {true, false}) {
+      SCOPED_TRACE(std::to_string(fill) +
+                   (data_first ? " Where(mask, c, fill)" : " Where(mask, fill, c)"));
+      const ModelConfig cfg = load(cnn_with([&](onnx::GraphProto* g) {
+        constant(g, "mask", {8, 8}, mask, true);
+        constant(g, "fill", {}, {fill});
+        onnx_node(g, "Where", {"mask", data_first ? "c" : "fill", data_first ? "fill" : "c"},
+                  {"m"});
+      }, 8));
+      Shape shape;
+      const std::vector<float> keep = table_of(cfg, &shape, "mul_table");
+      ASSERT_EQ(shape, (Shape{8, 8}));
+      ASSERT_EQ(keep.size(), 64u);
+      EXPECT_EQ(layers_of(cfg, "add_constant").size(), fill != 0 ? 1u : 0u);
+      const std::vector<float> add = fill != 0 ? table_of(cfg, &shape) : std::vector<float>(64, 0);
+      ASSERT_EQ(add.size(), 64u);
+      for (size_t i = 0; i < 64; ++i) {
+        const bool kept = (mask[i] != 0) == data_first;
+        EXPECT_EQ(keep[i], kept ? 1.0f : 0.0f) << i;
+        EXPECT_EQ(add[i], kept ? 0.0f : fill) << i;
+      }
+    }
 }
 
 // A constant spanning the last axis only is a table of that axis alone: [1, 1, 8] of [8, 8, 8].
@@ -163,14 +245,13 @@ TEST_F(OnnxConstants, WhatDoesNotBroadcastOrWouldFreezeAParameterIsAnErrorAtTheN
     onnx_node(g, "Reshape", {"block.shift", "onnx::Reshape_3"}, {"k"});
   });
   EXPECT_NE(folded.find("a tensor of the module ('k'"), std::string::npos) << folded;
-  // Where with a finite fill replaces values; with a computed mask it is no constant mask.
-  const std::string finite = error_of(cnn_with([](onnx::GraphProto* g) {
+  // Where of data and data; Where with a computed mask (no constant mask).
+  const std::string two = error_of(cnn_with([](onnx::GraphProto* g) {
     constant(g, "mask", {8, 8}, std::vector<float>(64, 1), true);
-    constant(g, "fill", {}, {-1e9f});
-    onnx_node(g, "Where", {"mask", "c", "fill"}, {"m"});
+    onnx_node(g, "Relu", {"c"}, {"d"});
+    onnx_node(g, "Where", {"mask", "c", "d"}, {"m"});
   }, 8));
-  EXPECT_NE(finite.find("replaces the value rather than adding to it"), std::string::npos)
-      << finite;
+  EXPECT_NE(two.find("only Where of data and a constant is supported"), std::string::npos) << two;
   const std::string computed = error_of(cnn_with([](onnx::GraphProto* g) {
     constant(g, "fill", {}, {-kInf});
     onnx_node(g, "Relu", {"c"}, {"mask"});

@@ -107,6 +107,14 @@ TEST_F(OnnxModels, TensorConstantsAreAddedTables) {
   make("constant_net");
   check_model(dir_, "constant_net");
 }
+// Products and quotients of data by per-channel constants, by a pooled map and by a norm's
+// row statistics (row_mean), an RMSNorm's learned weight of the last axis, a gated linear unit,
+// data less its row means and less data of its shape, a masked_fill with 0.25, a constant over
+// data: mul_table, channel_scale and channel_shift by their axes, pow -1.
+TEST_F(OnnxModels, BroadcastProductsAndRowMeans) {
+  make("broadcast_net");
+  check_model(dir_, "broadcast_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

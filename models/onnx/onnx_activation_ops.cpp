@@ -1,10 +1,6 @@
 // The ONNX activations past Relu and Clip (Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu;
 // Sqrt and Pow by a scalar constant of data), each one layer of remat's op of the same curve
-// (ops/activation_curves.cpp), and the two Muls
-// of an image by a per-channel factor: squeeze-and-excitation's scale s [N, C, 1, 1] that the
-// step computes (MobileNetV3, RegNetY, EfficientNet, LR-ASPP), one channel_scale layer, and a
-// learned layer scale w [C, 1, 1] (ConvNeXt), one depthwise 1 x 1 conv2d without a bias: the
-// same single product per value, its weight gradient the per-channel sum of x dy.
+// (ops/activation_curves.cpp).
 #include <onnx/onnx_pb.h>
 
 #include "models/onnx/onnx_translator.h"
@@ -63,56 +59,6 @@ void pow_op(Translator& t) {
   curve(t, "pow", a);
 }
 
-bool is_channel_scale(const DataValue& s) {
-  return s.sample.size() == 3 && s.sample[1] == 1 && s.sample[2] == 1;
-}
-
-// x * w (either order): x an image [C, H, W] per sample, w a parameter [C, 1, 1] (or [1, C,
-// 1, 1]): conv2d with groups C, a 1 x 1 kernel and no bias, its weight [C, 1, 1, 1] the
-// initializer's values.
-void layer_scale(Translator& t, int w) {
-  const DataValue x = as_sample_shape(t, t.data(1 - w));
-  Shape wd = t.initializer_dims(w);
-  while (wd.size() > 3 && wd.front() == 1) wd.erase(wd.begin());
-  if (x.sample.size() != 3 || x.remat != x.sample || x.transposed ||
-      wd != Shape{x.sample[0], 1, 1})
-    t.fail("a product with a parameter " + shape_str(t.initializer_dims(w)) + ": only an image "
-           "[N, C, H, W] times a per-channel parameter [C, 1, 1] (a layer scale) is supported, "
-           "not " + shape_str(x.sample) + " per sample");
-  const int64_t c = x.sample[0];
-  AttrMap a;
-  a.set("filters", c);
-  a.set("kernel", int64_t{1});
-  a.set("groups", c);
-  a.set("bias", false);
-  t.emit("conv2d", {x}, a, {{"weight", t.node().input(w), {c, 1, 1, 1}, {}}}, x.sample, x.sample);
-}
-
-// x * s (either order): x an image [C, H, W] per sample, s [C, 1, 1].
-void mul(Translator& t) {
-  const char* supported =
-      "only an image [N, C, H, W] times a scale [N, C, 1, 1] that the step computes "
-      "(squeeze-and-excitation) or a parameter [C, 1, 1] (a layer scale) is supported";
-  for (int w : {0, 1})
-    if (t.is_initializer(w) && !t.is_const(1 - w)) return layer_scale(t, w);
-  if (t.is_const(0) || t.is_const(1))
-    t.fail(std::string("a product with a constant: ") + supported);
-  const bool scale_first = is_channel_scale(t.data(0)) && !is_channel_scale(t.data(1));
-  const DataValue x = as_sample_shape(t, t.data(scale_first ? 1 : 0));
-  const DataValue s = t.data(scale_first ? 0 : 1);
-  if (x.sample.size() != 3 || x.remat != x.sample || !is_channel_scale(s) ||
-      s.sample[0] != x.sample[0] || x.transposed || s.transposed)
-    t.fail("inputs " + shape_str(t.data(0).sample) + " and " + shape_str(t.data(1).sample) +
-           " per sample: " + supported);
-  DataValue flat = s;
-  if (s.remat != Shape{s.sample[0]}) {  // a convolution's [C, 1, 1]: remat's scale is [N, C]
-    AttrMap a;
-    a.set("shape", std::vector<int64_t>{s.sample[0]});
-    flat = t.emit("reshape", {s}, a, {}, s.sample, Shape{s.sample[0]}, s.dtype);
-  }
-  t.emit("channel_scale", {x, flat}, {}, {}, x.sample, x.sample);
-}
-
 }  // namespace
 
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops) {
@@ -123,7 +69,6 @@ std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, Tra
   ops["LeakyRelu"] = leaky_relu;
   ops["Sqrt"] = sqrt_op;
   ops["Pow"] = pow_op;
-  ops["Mul"] = mul;
   return ops;
 }
 

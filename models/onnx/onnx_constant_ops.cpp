@@ -1,10 +1,11 @@
-// Arithmetic of data and a tensor constant: Add and Sub of a constant that broadcasts over the
-// data (numpy's rules, the batch axis excluded), and Where of data with a constant mask and
-// -inf (an additive attention mask), each an add_constant layer (Note [tensor constants]).
-// Scalars went to the affine layers before (onnx_scalar_ops.cpp); data with data goes on to the
-// op's other translator.
+// Arithmetic of data and a tensor constant: Add, Sub, Mul and Div of a constant that broadcasts
+// over the data (numpy's rules, the batch axis excluded), either side, and Where of data with a
+// constant mask and a constant fill, each an add_constant or mul_table layer (Note [tensor
+// constants]). Scalars went to the affine layers before (onnx_scalar_ops.cpp); data with data
+// and a module's own tensors go on to the op's other translator.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -17,19 +18,24 @@ namespace onnx_detail {
 
 // Note [tensor constants]
 // A tensor the exporter computed (a Constant node, a value folded at import, an "onnx::"
-// initializer) that meets data in an Add, a Sub or a Where becomes the table of an add_constant
-// layer: y = x + table, the table broadcast over the leading axes. So a sinusoidal position
-// encoding, a per-channel shift of the input and an attention mask (Where(mask, scores, -inf):
-// the table is 0 where the mask keeps a score and -inf where it hides one, and x + -inf = -inf
-// for every finite x) import without a new kernel. The table spans the data's trailing axes
-// from the constant's first dimension that is not 1; its 1s among them are expanded at import
-// (a [C, 1, 1] shift of [C, H, W] data is a [C, H, W] table: memory for exactness of layout).
-// It is a buffer of the model: in the plan's constant, saved in checkpoints, never trained,
-// and left out by `export`, since PyTorch's state_dict does not hold it. A module's own tensor
-// (an initializer under its state_dict name) may be a parameter that trains, which a constant
-// table would silently freeze: an error naming the node, as for scalars. Where with a finite
-// fill is x's value replaced, not shifted, and stays an error; before a softmax, a fill at or
-// below -1e4 gives the same zeros as -inf (masked_softmax in onnx_pattern_ops.cpp).
+// initializer) that meets data in an Add, Sub, Mul, Div or Where becomes the table of an
+// add_constant layer (y = x + table) or a mul_table layer (y = x table), the table broadcast
+// over the leading axes. So a sinusoidal position encoding, a per-channel shift or scale of the
+// input and an attention mask (Where(mask, scores, -inf): the table is 0 where the mask keeps a
+// score and -inf where it hides one, and x + -inf = -inf for every finite x) import without a
+// new kernel. x - c adds -c (exact); c - x negates x first; x / c multiplies by 1 / c (within an
+// ulp of PyTorch's quotient, exact for powers of two); c / x takes x's reciprocal first (pow -1,
+// FP32's correctly rounded 1 / x). Where with any other fill f is y = x m + f (1 - m), m the 0/1
+// mask: exact for finite x (a hidden inf or NaN gives NaN, not f). The table spans the data's
+// trailing axes from the constant's first dimension that is not 1; its 1s among them are
+// expanded at import (a [C, 1, 1] shift of [C, H, W] data is a [C, H, W] table: memory for
+// exactness of layout). It is a buffer of the model: in the plan's constant, saved in
+// checkpoints, never trained, and left out by `export`, since PyTorch's state_dict does not
+// hold it. A module's own tensor (an initializer under its state_dict name) may be a parameter
+// that trains, which a constant table would silently freeze: it goes on to the other
+// translators (a learned scale, onnx_broadcast_ops.cpp) or is an error naming the node, as
+// for scalars. Before a softmax, a fill at or below -1e4 gives the same zeros as -inf
+// (masked_softmax in onnx_pattern_ops.cpp).
 
 namespace {
 
@@ -108,30 +114,34 @@ std::vector<double> values_of(Translator& t, const OnnxConst& c) {
   return v;
 }
 
-const DataValue& emit_table(Translator& t, const DataValue& x, const Shape& shape,
-                            std::vector<float> table) {
+const DataValue& emit_table(Translator& t, const std::string& op, const DataValue& x,
+                            const Shape& shape, std::vector<float> table) {
   AttrMap a;
   a.set("shape", shape);
-  return t.emit("add_constant", {x}, a, {{"table", "", shape, std::move(table)}}, x.sample, x.remat,
-                x.dtype);
+  return t.emit(op, {x}, a, {{"table", "", shape, std::move(table)}}, x.sample, x.remat, x.dtype);
 }
 
-// x + sign c for data input x and constant input c; Sub(c, x) is -x + c.
-void add_table(Translator& t, int x_k, int c_k, double sign) {
+// x op c for data input x and constant input c, `op` Add, Sub, Mul or Div: an add_constant or
+// mul_table layer. c - x negates x first (affine), c / x takes its reciprocal (pow -1), and
+// x / c multiplies by 1 / c (1 / c rounded to FP32, then one FP32 product: within an ulp of
+// PyTorch's quotient, exact for powers of two).
+void table_op(Translator& t, const std::string& op, int x_k, int c_k) {
   DataValue x = table_data(t, x_k);
   const OnnxConst& c = t.konst(c_k);
   if (!c.is_float) t.fail("an integer constant with float data");
   const Shape shape = table_shape(t, x, c.shape);
-  std::vector<float> table = expand(c.f, c.shape, shape);
-  if (sign < 0 && x_k == 1) {  // c - x
-    AttrMap a;
-    a.set("scale", -1.0);
-    a.set("shift", 0.0);
-    x = t.emit("affine", {x}, a, {}, x.sample, x.remat, x.dtype);
-  } else if (sign < 0) {
-    for (float& v : table) v = -v;
-  }
-  emit_table(t, x, shape, std::move(table));
+  std::vector<double> v = c.f;
+  const bool additive = op == "Add" || op == "Sub";
+  if (op == "Sub" && x_k == 1) x = emit_negation(t, x);  // c - x
+  if (op == "Sub" && x_k == 0)
+    for (double& e : v) e = -e;
+  if (op == "Div" && x_k == 1) x = emit_reciprocal(t, x);  // c / x
+  if (op == "Div" && x_k == 0)
+    for (double& e : v) {
+      if (e == 0) t.fail("a division by zero (the constant holds a 0)");
+      e = 1.0 / e;
+    }
+  emit_table(t, additive ? "add_constant" : "mul_table", x, shape, expand(v, c.shape, shape));
 }
 
 // The data input and the constant of a two-input node: 1 for a constant the export computed,
@@ -152,25 +162,43 @@ TranslateFn constant_or(const std::string& op, const TranslateFn& other) {
   return [op, other](Translator& t) {
     int x = 0, c = 0;
     const int form = data_and_constant(t, &x, &c);
-    if (form == 1) return add_table(t, x, c, op == "Sub" ? -1.0 : 1.0);
+    if (form == 1) return table_op(t, op, x, c);
     if (other) return other(t);
     if (form == -1) fail_module_tensor(t, c);
     t.fail("only " + op + " of data and a constant is supported");
   };
 }
 
-// Where(mask, a, b): one of a, b data, the other -inf, the mask a constant.
+// Where(mask, a, b): one of a, b data, the other a constant fill, the mask a constant. A fill of
+// -inf is added (Note [tensor constants]); any other fill f makes y = x m + f (1 - m), m 1 where
+// x is kept: a mul_table of the 0/1 mask, then an add_constant of the fill where x is hidden
+// (left out when every fill is 0). Exact for finite x; a hidden inf or NaN becomes NaN, not f.
 void where(Translator& t) {
   if (!t.is_const(0)) t.fail("only a constant mask is supported");
-  if (t.is_const(1) == t.is_const(2)) t.fail("only Where of data and -inf is supported");
+  if (t.is_const(1) == t.is_const(2)) t.fail("only Where of data and a constant is supported");
   const int x_k = t.is_const(1) ? 2 : 1, fill_k = 3 - x_k;
+  if (t.is_module_tensor(fill_k)) fail_module_tensor(t, fill_k);
   const OnnxConst& fill = t.konst(fill_k);
-  for (double f : values_of(t, fill))
-    if (!(f == -std::numeric_limits<double>::infinity()))
-      t.fail("only a mask that hides data behind -inf is supported (a fill of " +
-             std::to_string(f) + " replaces the value rather than adding to it)");
-  emit_additive_mask(t, table_data(t, x_k), t.konst(0), fill.shape, x_k == 1,
-                     -std::numeric_limits<double>::infinity());
+  const std::vector<double> f = values_of(t, fill);
+  const double inf = std::numeric_limits<double>::infinity();
+  const bool keep_where_true = x_k == 1;
+  const DataValue x = table_data(t, x_k);
+  if (std::all_of(f.begin(), f.end(), [&](double v) { return v == -inf; }))
+    return (void)emit_additive_mask(t, x, t.konst(0), fill.shape, keep_where_true, -inf);
+  const OnnxConst& mask = t.konst(0);
+  Shape shape = table_shape(t, x, mask.shape);
+  const Shape fill_shape = table_shape(t, x, fill.shape);
+  if (fill_shape.size() > shape.size()) shape = fill_shape;  // both trail x: the longer spans both
+  std::vector<double> m = values_of(t, mask);
+  for (double& v : m) v = (v != 0) == keep_where_true ? 1.0 : 0.0;
+  const std::vector<float> keep = expand(m, mask.shape, shape);
+  const std::vector<float> fills = expand(f, fill.shape, shape);
+  std::vector<float> hidden(keep.size(), 0.0f);
+  for (size_t e = 0; e < keep.size(); ++e)
+    if (keep[e] == 0.0f) hidden[e] = fills[e];
+  const DataValue kept = emit_table(t, "mul_table", x, shape, keep);  // a copy: emit grows
+  if (std::any_of(hidden.begin(), hidden.end(), [](float v) { return v != 0.0f; }))
+    emit_table(t, "add_constant", kept, shape, std::move(hidden));
 }
 
 }  // namespace
@@ -187,11 +215,11 @@ const DataValue& emit_additive_mask(Translator& t, const DataValue& x, const Onn
   table_shape(t, x, fill_shape);  // the fill may not widen the result either
   std::vector<double> m = values_of(t, mask);
   for (double& v : m) v = (v != 0) == keep_where_true ? 0.0 : fill;
-  return emit_table(t, x, shape, expand(m, mask.shape, shape));
+  return emit_table(t, "add_constant", x, shape, expand(m, mask.shape, shape));
 }
 
 std::map<std::string, TranslateFn> with_constant_ops(std::map<std::string, TranslateFn> ops) {
-  for (const char* op : {"Add", "Sub"}) {
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
     auto it = ops.find(op);
     ops[op] = constant_or(op, it == ops.end() ? TranslateFn() : it->second);
   }

@@ -453,8 +453,8 @@ const std::map<std::string, TranslateFn>& layer_ops() {
     };
     // Each wraps what the ones before it left: a later one's translator runs first and hands
     // the forms it does not take on (scalar constants, then tensor constants, then data).
-    for (auto with : {with_shape_ops, with_activation_ops, with_conv_transpose, with_token_ops,
-                      with_constant_ops, with_scalar_ops, with_einsum})
+    for (auto with : {with_shape_ops, with_activation_ops, with_broadcast_ops, with_conv_transpose,
+                      with_token_ops, with_constant_ops, with_scalar_ops, with_einsum})
       m = with(std::move(m));
     return m;
   }();

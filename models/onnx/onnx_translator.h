@@ -188,11 +188,16 @@ std::map<std::string, TranslateFn> with_conv_transpose(std::map<std::string, Tra
 // momentum 0.1 arrives as 1 - 0.9f = 0.100000024 and eps 1e-5 as 9.99999975e-06 (the shortest
 // decimal of 7 digits; onnx_layer_ops.cpp).
 double short_float(double v);
-// `ops` with Mul, Add, Sub, Div of data and a scalar constant and Neg of data, each an affine
-// layer; other forms go to the op's translator in `ops` (onnx_scalar_ops.cpp).
+// `ops` with Mul, Add, Sub, Div of data and a scalar constant, Neg and Reciprocal of data, each
+// an affine or pow layer; other forms go to the op's translator in `ops` (onnx_scalar_ops.cpp).
 std::map<std::string, TranslateFn> with_scalar_ops(std::map<std::string, TranslateFn> ops);
-// `ops` with Add and Sub of data and a tensor constant, and Where of data with a constant mask
-// and -inf, each an add_constant layer; other forms go to `ops` (onnx_constant_ops.cpp).
+// x's reciprocal (a `pow` layer, exponent -1: FP32's correctly rounded 1 / x) and -x (an
+// `affine` layer, scale -1), in x's layout (onnx_scalar_ops.cpp).
+const DataValue& emit_reciprocal(Translator& t, const DataValue& x);
+const DataValue& emit_negation(Translator& t, const DataValue& x);
+// `ops` with Add, Sub, Mul and Div of data and a tensor constant, and Where of data with a
+// constant mask and fill, add_constant and mul_table layers; other forms go to `ops`
+// (onnx_constant_ops.cpp).
 std::map<std::string, TranslateFn> with_constant_ops(std::map<std::string, TranslateFn> ops);
 // The error for a module's tensor (Translator::is_module_tensor) meeting data where only a
 // constant the export computed would do (onnx_constant_ops.cpp).
@@ -211,8 +216,12 @@ enum AttentionShapeRole : int64_t { kTokensFirst = 0, kPacked = 1, kOneOfThree =
 // `ops` with the vision transformer's patterns: AttentionShapes, MultiheadAttention, ClassToken
 // (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string, TranslateFn> ops);
-// `ops` with the activations past Relu and the squeeze-excitation Mul (onnx_activation_ops.cpp).
+// `ops` with the activations past Relu (onnx_activation_ops.cpp).
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with Mul, Div, Add and Sub of data by data of another shape or by a parameter, Sub of
+// equal shapes, and ReduceMean over trailing axes; the image's ReduceMean, Add of equal shapes
+// and what is neither go to `ops` (onnx_broadcast_ops.cpp).
+std::map<std::string, TranslateFn> with_broadcast_ops(std::map<std::string, TranslateFn> ops);
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
 // error when the batch does not stay first (onnx_shape_ops.cpp).
 Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);
