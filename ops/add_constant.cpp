@@ -1,11 +1,14 @@
-// add_constant [x, table]: x plus a constant table broadcast over x's leading axes,
+// add_constant [x, table]: x plus a table broadcast over x's leading axes,
 // y[o, k] = x[o, k] + table[k] for x viewed as [outer, inner], inner = the table's size and
 // `shape` = the table's shape = x's trailing axes (numpy broadcasting of a table with ones in
-// front of it). The table is a buffer: part of the model's state, saved in checkpoints, never
-// trained. An imported ONNX model's tensor constants arrive this way (Note [tensor constants]
-// in models/onnx/onnx_constant_ops.cpp: a sinusoidal encoding, an additive attention mask of 0
-// and -inf, a per-channel shift); in YAML the table starts at zeros. Backward: dx = dy (no node).
-// The CUDA path is position_embedding's kernel (out (n, inner) = inp + table (inner), exact).
+// front of it). `learned: false` (the default): the table is a buffer, part of the model's
+// state, saved in checkpoints, never trained; an imported ONNX model's tensor constants arrive
+// this way (Note [tensor constants] in models/onnx/onnx_constant_ops.cpp: a sinusoidal
+// encoding, an additive attention mask of 0 and -inf, a per-channel shift). `learned: true`: a
+// trained bias of the trailing axes (ResMLP's affine shift), its gradient
+// add_constant_grad_table [dy], the sum of dy over the leading axes. Both start at zeros in YAML.
+// Backward: dx = dy (no node). The CUDA path is position_embedding's kernel (out (n, inner) =
+// inp + table (inner), exact); the table's gradient bias_grad_reduce's column sums.
 #include <string>
 #include <vector>
 
@@ -18,19 +21,23 @@ namespace remat {
 namespace {
 
 struct AddConstantAttrs : OpAttrs {
-  Shape shape;  // the table's shape: x's trailing axes
+  Shape shape;           // the table's shape: x's trailing axes
+  bool learned = false;  // a trained bias rather than a constant buffer
 };
 
-OpAttrsPtr add_constant_parse(AttrReader& r) {
+OpAttrsPtr add_constant_parse(AttrReader& r, const std::string& name) {
   auto a = std::make_shared<AddConstantAttrs>();
   if (!r.has("shape")) r.fail("shape", "is required");
   a->shape = r.get_int_list("shape", {1, 2, 3, 4, 5, 6, 7}, {}, 1, int64_t{1} << 40);
-  r.finish("add_constant");
+  a->learned = r.get_bool("learned", false);
+  r.finish(name);
   return a;
 }
 
+const AddConstantAttrs& attrs(const OpAttrs& a) { return static_cast<const AddConstantAttrs&>(a); }
+
 TensorDesc add_constant_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
-  const auto& a = static_cast<const AddConstantAttrs&>(at);
+  const AddConstantAttrs& a = attrs(at);
   require_float("add_constant", in, 1);
   const Shape& x = in.at(0).shape;
   const size_t k = a.shape.size();
@@ -45,11 +52,11 @@ TensorDesc add_constant_infer(const OpAttrs& at, const std::vector<TensorDesc>& 
 
 std::vector<ParamSpec> add_constant_params(const OpAttrs& at, const std::vector<TensorDesc>&) {
   ParamSpec t;
-  t.suffix = "table";
-  t.desc = checked_desc(static_cast<const AddConstantAttrs&>(at).shape, DType::F32,
-                        "add_constant table");
-  t.kind = ValueKind::Buffer;
+  t.suffix = attrs(at).learned ? "bias" : "table";
+  t.desc = checked_desc(attrs(at).shape, DType::F32, "add_constant table");
+  t.kind = attrs(at).learned ? ValueKind::Param : ValueKind::Buffer;
   t.init = InitKind::Zeros;
+  t.role = ParamRole::Bias;
   return {t};
 }
 
@@ -62,6 +69,17 @@ void add_constant_cpu(const ExecContext& ctx) {
     for (int64_t k = 0; k < inner; ++k) y[o * inner + k] = x[o * inner + k] + t[k];
 }
 
+// [dy] -> dtable[k] = sum over o of dy[o, k], in double, o in order.
+void add_constant_grad_cpu(const ExecContext& ctx) {
+  const int64_t inner = ctx.output.numel(), outer = ctx.inputs[0].numel() / inner;
+  const float* dy = ctx.inputs[0].f32();
+  for (int64_t k = 0; k < inner; ++k) {
+    double s = 0;
+    for (int64_t o = 0; o < outer; ++o) s += dy[o * inner + k];
+    ctx.output.f32()[k] = static_cast<float>(s);
+  }
+}
+
 #ifdef REMAT_HAVE_CUDA
 // x and y are F32 or BF16 (the sum in FP32, rounded once); the table is F32.
 void add_constant_cuda(const ExecContext& ctx) {
@@ -72,15 +90,59 @@ void add_constant_cuda(const ExecContext& ctx) {
                                ctx.inputs[1].f32(), outer, inner, cuda_stream(ctx));
   });
 }
+
+// The column sums of dy viewed as [outer, inner] (bias_grad_reduce, plane 1: up to 64 rows in
+// order, like the CPU; more in fixed row slices, with a workspace); dy F32 or BF16.
+int64_t add_constant_grad_workspace(const ExecContext& ctx) {
+  const int64_t inner = ctx.output.numel(), outer = ctx.inputs.at(0).numel() / inner;
+  return bias_grad_workspace_bytes(outer, inner, 1);
+}
+
+void add_constant_grad_cuda(const ExecContext& ctx) {
+  const int64_t inner = ctx.output.numel(), outer = ctx.inputs[0].numel() / inner;
+  REMAT_CHECK(ctx.workspace_bytes >= add_constant_grad_workspace(ctx),
+              "node '" << ctx.node->name << "': add_constant_grad_table workspace too small");
+  with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    bias_grad_reduce(ctx.output.f32(), storage<T>(ctx.inputs[0]), outer, inner, 1, ctx.workspace,
+                     cuda_stream(ctx));
+  });
+}
 #endif
+
+OpDef make_grad() {
+  OpDef g;
+  g.name = "add_constant_grad_table";
+  g.summary = "add_constant's learned table gradient [dy] -> the sum over the leading axes";
+  g.user_visible = false;
+  g.parse = [](AttrReader& r) { return add_constant_parse(r, "add_constant_grad_table"); };
+  g.infer = [](const OpAttrs& at, const std::vector<TensorDesc>& in) {
+    require_float("add_constant_grad_table", in);
+    add_constant_infer(at, in);  // dy has x's shape
+    return TensorDesc{attrs(at).shape, DType::F32};
+  };
+  g.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
+    OpCost c;
+    c.flops = static_cast<double>(in.at(0).numel());  // a sum per value
+    c.bytes_moved = io_bytes(in, out);
+    return c;
+  };
+  g.cpu = add_constant_grad_cpu;
+#ifdef REMAT_HAVE_CUDA
+  g.cuda = add_constant_grad_cuda;
+  g.cuda_workspace = add_constant_grad_workspace;
+#endif
+  with_bf16(g).bf16_cuda_native = true;
+  return g;
+}
 
 }  // namespace
 
 void register_add_constant_ops(OpRegistry& r) {
   OpDef f;
   f.name = "add_constant";
-  f.summary = "x + a constant table (a buffer) broadcast over the leading axes (shape)";
-  f.parse = add_constant_parse;
+  f.summary = "x + a table over its trailing axes (shape): a constant buffer, or learned";
+  f.parse = [](AttrReader& r) { return add_constant_parse(r, "add_constant"); };
   f.infer = add_constant_infer;
   f.params = add_constant_params;
   f.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {
@@ -90,11 +152,14 @@ void register_add_constant_ops(OpRegistry& r) {
 #ifdef REMAT_HAVE_CUDA
   f.cuda = add_constant_cuda;
 #endif
-  f.gradient = [](GradEmitter&, const Node&, ValueId dy) -> std::vector<ValueId> {
-    return {dy, kNoValue};
+  f.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) -> std::vector<ValueId> {
+    if (!attrs(*fwd.typed).learned) return {dy, kNoValue};
+    const TensorDesc t = g.graph().value(fwd.inputs.at(1)).desc;  // a copy: emit grows the graph
+    return {dy, g.emit("grad_table", "add_constant_grad_table", {dy}, t)};
   };
   with_bf16_per_sample(f, 1).bf16_cuda_native = true;
   r.add(std::move(f));
+  r.add(make_grad());
 }
 
 }  // namespace remat

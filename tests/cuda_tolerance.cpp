@@ -91,6 +91,7 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"embedding_grad_weight", kCudaExact},  // same order, Note [deterministic embedding gradient]
           {"position_embedding", kCudaExact},
           {"add_constant", kCudaExact},  // position_embedding's kernel
+          {"add_constant_grad_table", kCudaReduction},  // bias_grad_reduce, plane 1
           {"mul_table", kCudaExact},         // channel_scale's kernel: one FP32 product
           {"mul_table_grad_x", kCudaExact},  // the same
           {"mul_table_grad_weight", kCudaReduction},  // sums in double (a warp's order for 1 entry)

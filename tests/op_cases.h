@@ -65,6 +65,11 @@ inline std::vector<TransformerCase> transformer_cases() {
        {"add_constant", attr_map({{"shape", std::vector<int64_t>{3, 4}}}), {f32({2, 2, 3, 4})},
         {{}, {0.5f, -1, 2, 0, 0.25f, -3, 1, 4, -0.5f, 8, -2, 0.125f}}},
        kTolLinear},
+      // A learned bias of the last axis (its gradient sums dy over 6 rows).
+      {"add_constant_learned",
+       {"add_constant", attr_map({{"shape", std::vector<int64_t>{4}}, {"learned", true}}),
+        {f32({2, 3, 4})}},
+       kTolLinear},
       // A constant [3, 4] factor of [2, 2, 3, 4], and a learned one of the last axis (a layer
       // scale, RMSNorm's weight: its gradient sums dy x over 6 rows).
       {"mul_table",

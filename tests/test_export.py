@@ -138,7 +138,8 @@ def train_and_export(tools, check, tmp, model, name):
 class WithConstants(torch.nn.Module):
     """A convolution plus a constant [C, 1, 1] and times another (plain tensors: constants of the
     export, which remat holds as buffers and `export` leaves out), pooled, times a learned gain
-    [C] (a parameter remat trains as a learned mul_table), into a linear head."""
+    [C] plus a learned offset [C] (parameters remat trains as a learned mul_table and a learned
+    add_constant), into a linear head."""
 
     def __init__(self):
         super().__init__()
@@ -147,10 +148,11 @@ class WithConstants(torch.nn.Module):
         self.shift = torch.linspace(-1, 1, 4).view(4, 1, 1)
         self.scale = torch.tensor([0.5, 1.0, 2.0, 4.0]).view(4, 1, 1)
         self.gain = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
+        self.offset = torch.nn.Parameter(torch.linspace(-0.1, 0.1, 4))
 
     def forward(self, x):
         pooled = torch.relu(self.conv(x) + self.shift).mul(self.scale).mean((2, 3))
-        return self.head(pooled * self.gain)
+        return self.head(pooled * self.gain + self.offset)
 
 
 def export_imported(tools, check, tmp):
@@ -186,13 +188,15 @@ def export_imported(tools, check, tmp):
     tensors, saved = got
     tables = [name for name in saved if name.endswith(".table")]
     check(len(tables) == 2, f"constant tables in the checkpoint: {tables}")
-    before = model.gain.detach().clone()
+    before = model.gain.detach().clone(), model.offset.detach().clone()
     try:
         model.load_state_dict(tensors, strict=True)
-        check(not torch.equal(model.gain.detach(), before),
+        check(not torch.equal(model.gain.detach(), before[0]),
               "one step left the gain where it started")
+        check(not torch.equal(model.offset.detach(), before[1]),
+              "one step left the offset where it started")
         print(f"imported constants: {len(tensors)} tensors load with strict=True, "
-              "the tables left out, the gain trained")
+              "the tables left out, the gain and the offset trained")
     except RuntimeError as e:
         check(False, f"PyTorch refuses the exported weights of a model with a constant: {e}")
 

@@ -100,6 +100,17 @@ TEST(AddConstant, AddsTheTableToEveryLeadingIndexAndPassesTheGradientThrough) {
     EXPECT_HAS(case_error({"add_constant", attr_map({{"shape", shape}}), {f32(x)}}),
                "is not the trailing axes of");
   EXPECT_HAS(case_error({"add_constant", {}, {f32({2, 3})}}), "shape");
+  // learned: a trained bias, its gradient the sum of dy over the leading axes.
+  OpHarness l(builtin_registry(),
+              {"add_constant", attr_map({{"shape", std::vector<int64_t>{3}}, {"learned", true}}),
+               {f32({2, 1, 3})}, {{1, 2, 3, 4, 5, 6}}});
+  EXPECT_EQ(l.param_specs()[0].kind, ValueKind::Param);
+  EXPECT_EQ(l.param_specs()[0].suffix, "bias");
+  l.set_param(0, {10, 0, -0.5f});
+  EXPECT_EQ(l.forward(), (Floats{11, 2, 2.5f, 14, 5, 5.5f}));
+  const auto lg = l.gradients({1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(lg[0], (Floats{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(lg.at(1), (Floats{5, 7, 9}));
 }
 
 // ---- mul_table -------------------------------------------------------------------------------

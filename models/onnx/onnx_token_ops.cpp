@@ -1,8 +1,9 @@
 // The ONNX nodes of a vision transformer over its tokens [N, T, C]: the multi-head attention of
 // nn.MultiheadAttention (Note [multi-head attention] in onnx_attention_patterns.cpp: dense +
 // attention + dense), the class token (class_token), the learned position table added to the
-// tokens (position_embedding) and the class token's row taken for the head (channel_slice of
-// row 0 along T, then a reshape to [N, C]).
+// tokens (position_embedding; another parameter of the data's trailing axes added to it is a
+// learned add_constant) and the class token's row taken for the head (channel_slice of row 0
+// along T, then a reshape to [N, C]).
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -141,7 +142,29 @@ void class_token(Translator& t) {
   t.emit("class_token", {x}, {}, {{"weight", t.node().input(1), {c}, {}}}, out, out);
 }
 
-// Add(x, table) of tokens x [T, C] and a table initializer [1, T, C]: a position_embedding.
+// Add(x, w) of data x and a parameter w whose dims, leading 1s dropped, are x's trailing axes:
+// a learned add_constant (a trained bias of the features: ResMLP's affine shift).
+void learned_bias(Translator& t, int table) {
+  const DataValue& x = t.data(1 - table);
+  Shape w = t.initializer_dims(table);
+  while (w.size() > 1 && w.front() == 1) w.erase(w.begin());
+  const bool trailing = !w.empty() && w.size() <= x.sample.size() &&
+                        std::equal(w.begin(), w.end(), x.sample.end() - w.size());
+  if (!trailing || x.remat != x.sample || x.transposed ||
+      t.initializer_dims(table).size() > x.sample.size() + 1)
+    t.fail("a sum with a parameter " + shape_str(t.initializer_dims(table)) + ": only a table "
+           "[1, T, C] added to tokens [N, T, C] (a learned position embedding) or a parameter of "
+           "the data's trailing axes (a bias) is supported, not " + shape_str(x.sample) +
+           " per sample");
+  AttrMap a;
+  a.set("shape", w);
+  a.set("learned", true);
+  t.emit("add_constant", {x}, a, {{"bias", t.node().input(table), w, {}}}, x.sample, x.remat,
+         x.dtype);
+}
+
+// Add(x, table) of tokens x [T, C] and a table initializer [1, T, C]: a position_embedding;
+// another parameter of x's trailing axes: learned_bias.
 void add_table(Translator& t, const TranslateFn& add) {
   for (int table : {0, 1}) {
     if (t.inputs() != 2 || !t.is_initializer(table) || t.is_const(1 - table)) continue;
@@ -149,8 +172,7 @@ void add_table(Translator& t, const TranslateFn& add) {
     Shape w = t.initializer_dims(table);
     if (w.size() == 3 && w[0] == 1) w.erase(w.begin());
     if (x.sample.size() != 2 || x.remat != x.sample || w != x.sample)
-      t.fail("a sum with a parameter " + shape_str(t.initializer_dims(table)) + ": only a table "
-             "[1, T, C] added to tokens [N, T, C] (a learned position embedding) is supported");
+      return learned_bias(t, table);
     AttrMap a;
     a.set("max_len", x.sample[0]);
     t.emit("position_embedding", {x}, a, {{"weight", t.node().input(table), x.sample, {}}},

@@ -77,9 +77,10 @@ MODELS = {
     # Products and quotients of data by data and by tensors: the input divided and multiplied by
     # per-channel constants (mul_table), a quotient by a pooled map (pow -1 + channel_scale), an
     # RMSNorm (a mean over the last axis: row_mean; rsqrt: pow -1; the learned weight of the last
-    # axis: mul_table), a gate (GLU: an elementwise channel_scale), data less data of its shape
-    # (affine + add) and less a mean of its rows or planes (channel_shift), masked_fill with a
-    # finite value (mul_table + add_constant), a constant over data (pow -1 + affine).
+    # axis: mul_table; a learned shift: add_constant), a gate (GLU: an elementwise
+    # channel_scale), data less data of its shape (affine + add) and less a mean of its rows or
+    # planes (channel_shift), masked_fill with a finite value (mul_table + add_constant), a
+    # constant over data (pow -1 + affine).
     "broadcast_net": ({}, 32, 2, 13, "train"),
     # Attention written with torch.einsum over windows of tokens, as MaxViT writes it: q k^T
     # ("bghid,bghjd->bghij", matmul with transpose_b), p v and p^T v (transpose_a); the heads
@@ -214,10 +215,10 @@ class ConstantNet(PatchAttention):
 class BroadcastNet(torch.nn.Module):
     """The input divided by a per-channel spread and scaled per channel, 4 x 4 patches of 8
     channels divided by one plus their pooled squares, less half their pooled mean, 64 tokens
-    through an RMSNorm with its learned weight, less their mean, a gated linear unit less half
-    its input, a masked_fill of every third token's features with 0.25, and t + 2 / (2 + t t),
-    pooled into a linear head. The spread, the scale and the mask are plain tensors (constants
-    of the export)."""
+    through an RMSNorm with its learned weight and a learned shift, less their mean, a gated
+    linear unit less half its input, a masked_fill of every third token's features with 0.25,
+    and t + 2 / (2 + t t), pooled into a linear head. The spread, the scale and the mask are
+    plain tensors (constants of the export)."""
 
     def __init__(self, classes):
         super().__init__()
@@ -226,6 +227,7 @@ class BroadcastNet(torch.nn.Module):
         self.scale = torch.tensor([1.0, 2.0, 0.5]).view(3, 1, 1)
         self.patches = nn.Conv2d(3, 8, 4, stride=4)
         self.norm_weight = nn.Parameter(torch.linspace(0.5, 1.5, 8))
+        self.shift = nn.Parameter(torch.linspace(-0.2, 0.2, 8))
         self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
         self.hidden = (torch.arange(64)[:, None] % 3 == 0).expand(64, 8).clone()
         self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
@@ -237,7 +239,7 @@ class BroadcastNet(torch.nn.Module):
         p = p - 0.5 * F.adaptive_avg_pool2d(p, 1)
         n, c, h, w = p.shape
         t = p.flatten(2).transpose(1, 2)
-        t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm_weight
+        t = t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm_weight + self.shift
         t = t - t.mean(-1, keepdim=True)
         t = self.a(t) * torch.sigmoid(self.b(t)) - 0.5 * t
         t = t.masked_fill(self.hidden, 0.25)
