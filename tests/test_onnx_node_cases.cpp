@@ -54,7 +54,7 @@ const std::set<std::string> kMustImport = {
     "test_maxpool_2d_default", "test_maxpool_2d_precomputed_pads",
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
     "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
-    "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
+    "test_neg", "test_neg_example", "test_reciprocal", "test_reciprocal_example", "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
     "test_sigmoid", "test_sigmoid_example", "test_sqrt", "test_sqrt_example", "test_tanh",
     "test_tanh_example"};
 
@@ -171,8 +171,9 @@ void set_magnitudes(NodeCase& c) {
 // and output get trailing dimensions of 1 up to [N, C, H, W], the values unchanged (remat's
 // model input is an image or token ids).
 void as_image_case(onnx::GraphProto* g) {
-  static const std::set<std::string> kElementwise = {"Sigmoid", "Tanh", "HardSigmoid",
-                                                     "HardSwish", "LeakyRelu", "Relu", "Sqrt"};
+  static const std::set<std::string> kElementwise = {
+      "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Sqrt", "Reciprocal",
+      "Neg"};
   if (g->node_size() != 1 || !kElementwise.count(g->node(0).op_type())) return;
   for (onnx::ValueInfoProto* v : {g->mutable_input(0), g->mutable_output(0)}) {
     if (!v->type().has_tensor_type() || !v->type().tensor_type().has_shape()) return;
