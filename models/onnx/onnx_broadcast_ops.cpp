@@ -29,7 +29,7 @@ namespace {
 void layer_scale(Translator& t, int w) {
   const DataValue x = as_sample_shape(t, t.data(1 - w));
   Shape wd = t.initializer_dims(w);
-  while (!wd.empty() && wd.front() == 1 && wd.size() > 1) wd.erase(wd.begin());
+  while (wd.size() > 1 && wd.front() == 1) wd.erase(wd.begin());
   const bool plain = x.remat == x.sample && !x.transposed;
   if (plain && x.sample.size() == 3 && wd == Shape{x.sample[0], 1, 1}) {
     const int64_t c = x.sample[0];
@@ -41,17 +41,9 @@ void layer_scale(Translator& t, int w) {
     return (void)t.emit("conv2d", {x}, a, {{"weight", t.node().input(w), {c, 1, 1, 1}, {}}},
                         x.sample, x.sample);
   }
-  const bool trailing = !wd.empty() && wd.size() <= x.sample.size() &&
-                        std::equal(wd.begin(), wd.end(), x.sample.end() - wd.size());
-  if (!plain || !trailing || t.initializer_dims(w).size() > x.sample.size() + 1)
-    t.fail("a product with a parameter " + shape_str(t.initializer_dims(w)) + ": only an image "
-           "[N, C, H, W] times a per-channel parameter [C, 1, 1] (a layer scale) or data times a "
-           "parameter of its trailing axes is supported, not " + shape_str(x.sample) +
-           " per sample");
-  AttrMap a;
-  a.set("shape", wd);
-  a.set("learned", true);
-  t.emit("mul_table", {x}, a, {{"weight", t.node().input(w), wd, {}}}, x.sample, x.remat, x.dtype);
+  emit_learned_table(t, "mul_table", "weight", w, x, "a product",
+                     "an image [N, C, H, W] times a per-channel parameter [C, 1, 1] (a layer "
+                     "scale)");
 }
 
 // channel_scale's `axes` for x * s: s (per sample) is x's first j axes followed by 1s (j >= 1:
@@ -189,6 +181,29 @@ TranslateFn row_mean_or(const TranslateFn& other) {
 }
 
 }  // namespace
+
+void fail_parameter_shape(Translator& t, int w, const DataValue& x, const std::string& what,
+                          const std::string& other_form) {
+  t.fail(what + " with a parameter " + shape_str(t.initializer_dims(w)) + ": only " + other_form +
+         " or a parameter of the data's trailing axes is supported, not " + shape_str(x.sample) +
+         " per sample");
+}
+
+void emit_learned_table(Translator& t, const std::string& op, const std::string& suffix, int w,
+                        const DataValue& x, const std::string& what,
+                        const std::string& other_form) {
+  Shape wd = t.initializer_dims(w);
+  while (wd.size() > 1 && wd.front() == 1) wd.erase(wd.begin());
+  const bool trailing = !wd.empty() && wd.size() <= x.sample.size() &&
+                        std::equal(wd.begin(), wd.end(), x.sample.end() - wd.size());
+  if (!trailing || x.remat != x.sample || x.transposed ||
+      t.initializer_dims(w).size() > x.sample.size() + 1)
+    fail_parameter_shape(t, w, x, what, other_form);
+  AttrMap a;
+  a.set("shape", wd);
+  a.set("learned", true);
+  t.emit(op, {x}, a, {{suffix, t.node().input(w), wd, {}}}, x.sample, x.remat, x.dtype);
+}
 
 std::map<std::string, TranslateFn> with_broadcast_ops(std::map<std::string, TranslateFn> ops) {
   ops["Mul"] = mul;

@@ -145,22 +145,8 @@ void class_token(Translator& t) {
 // Add(x, w) of data x and a parameter w whose dims, leading 1s dropped, are x's trailing axes:
 // a learned add_constant (a trained bias of the features: ResMLP's affine shift).
 void learned_bias(Translator& t, int table) {
-  const DataValue& x = t.data(1 - table);
-  Shape w = t.initializer_dims(table);
-  while (w.size() > 1 && w.front() == 1) w.erase(w.begin());
-  const bool trailing = !w.empty() && w.size() <= x.sample.size() &&
-                        std::equal(w.begin(), w.end(), x.sample.end() - w.size());
-  if (!trailing || x.remat != x.sample || x.transposed ||
-      t.initializer_dims(table).size() > x.sample.size() + 1)
-    t.fail("a sum with a parameter " + shape_str(t.initializer_dims(table)) + ": only a table "
-           "[1, T, C] added to tokens [N, T, C] (a learned position embedding) or a parameter of "
-           "the data's trailing axes (a bias) is supported, not " + shape_str(x.sample) +
-           " per sample");
-  AttrMap a;
-  a.set("shape", w);
-  a.set("learned", true);
-  t.emit("add_constant", {x}, a, {{"bias", t.node().input(table), w, {}}}, x.sample, x.remat,
-         x.dtype);
+  emit_learned_table(t, "add_constant", "bias", table, t.data(1 - table), "a sum",
+                     "a table [1, T, C] added to tokens [N, T, C] (a learned position embedding)");
 }
 
 // Add(x, table) of tokens x [T, C] and a table initializer [1, T, C]: a position_embedding;

@@ -222,6 +222,16 @@ std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, Tra
 // equal shapes, and ReduceMean over trailing axes; the image's ReduceMean, Add of equal shapes
 // and what is neither go to `ops` (onnx_broadcast_ops.cpp).
 std::map<std::string, TranslateFn> with_broadcast_ops(std::map<std::string, TranslateFn> ops);
+// A learned `op` (mul_table, add_constant) of data x and parameter input w, the parameter under
+// `suffix`: w's dims, leading 1s dropped, must be x's trailing axes; otherwise the error of
+// fail_parameter_shape (onnx_broadcast_ops.cpp).
+void emit_learned_table(Translator& t, const std::string& op, const std::string& suffix, int w,
+                        const DataValue& x, const std::string& what,
+                        const std::string& other_form);
+// "<what> with a parameter [dims]: only <other_form> or a parameter of the data's trailing axes
+// is supported, not <x> per sample", at the node.
+[[noreturn]] void fail_parameter_shape(Translator& t, int w, const DataValue& x,
+                                       const std::string& what, const std::string& other_form);
 // Reshape's target `to` of a value of per-sample shape `from`: the per-sample result, or an
 // error when the batch does not stay first (onnx_shape_ops.cpp).
 Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);
