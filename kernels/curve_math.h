@@ -1,5 +1,5 @@
 // The pointwise curves past relu (sigmoid, tanh, hard sigmoid, hard swish, leaky relu, the exact
-// GELU, SiLU; the affine map of scalar arithmetic; sqrt and a power by a constant) and their
+// GELU, SiLU, erf; the affine map of scalar arithmetic; sqrt and a power by a constant) and their
 // derivatives, as one definition shared by the CPU reference (ops/activation_curves.cpp) and the
 // CUDA kernels (kernels/activation_curves.cu).
 #pragma once
@@ -22,18 +22,19 @@ namespace remat {
 // FMA the CPU does not do; division and sqrt are IEEE on both): hardsigmoid, hardswish, leaky
 // relu and sqrt, which use nothing else, agree bit for bit (sqrt in double rounded to FP32 is
 // FP32's correctly rounded sqrt, PyTorch's), and so does a power of 2, 3 (products) or -1. sigmoid,
-// tanh, the exact GELU, SiLU and other powers also call exp / tanh / erf / pow, whose double
+// tanh, the exact GELU, SiLU, erf and other powers also call exp / tanh / erf / pow, whose double
 // results may differ in the last bit between the C library and CUDA's: after the rounding to FP32
 // the two agree but for rare ties. Gradients read what the forward keeps: sigmoid, tanh, leaky
-// relu and sqrt their output y; hard sigmoid, hard swish, GELU, SiLU and pow their input x
+// relu and sqrt their output y; hard sigmoid, hard swish, GELU, SiLU, erf and pow their input x
 // (PyTorch's backward reads x too; y rounded to bf16 near 1 would lose which side of the clip x
 // was on); affine's gradient is an affine node of dy alone.
 enum class Curve : int32_t {
-  Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu, Affine, Sqrt, Pow
+  Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, GeluErf, Silu, Affine, Sqrt, Pow, Erf
 };
 
 constexpr double kCurveSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kCurveInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi)
+constexpr double kCurveTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi)
 
 struct CurveParams {
   Curve f = Curve::Sigmoid;
@@ -98,6 +99,8 @@ REMAT_CURVE_FN float curve_value(const CurveParams& p, float xf) {
       return static_cast<float>(sqrt(x));
     case Curve::Pow:  // x^alpha
       return static_cast<float>(curve_pow(x, p.alpha));
+    case Curve::Erf:
+      return static_cast<float>(erf(x));
   }
   return 0.0f;
 }
@@ -137,6 +140,9 @@ REMAT_CURVE_FN float curve_grad(const CurveParams& p, float dyf, float savedf) {
     case Curve::Pow:  // s = x: dy alpha x^(alpha - 1); 0 for alpha 0, as PyTorch's
       if (p.alpha == 0.0) return 0.0f;
       return static_cast<float>(curve_mul(curve_mul(dy, p.alpha), curve_pow(s, p.alpha - 1.0)));
+    case Curve::Erf:  // s = x: dy 2 exp(-x^2) / sqrt(pi)
+      return static_cast<float>(
+          curve_mul(dy, curve_mul(kCurveTwoOverSqrtPi, exp(-curve_mul(s, s)))));
   }
   return 0.0f;
 }

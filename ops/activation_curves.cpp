@@ -1,6 +1,7 @@
-// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf, silu, sqrt
-// and pow (exponent): user ops whose gradients <op>_grad [dy, saved] read the forward's output
-// (sigmoid, tanh, leaky_relu, sqrt) or its input (hardsigmoid, hardswish, gelu_erf, silu, pow);
+// sigmoid, tanh, hardsigmoid (alpha, beta), hardswish, leaky_relu (alpha), gelu_erf, silu, sqrt,
+// pow (exponent) and erf: user ops whose gradients <op>_grad [dy, saved] read the forward's output
+// (sigmoid, tanh, leaky_relu, sqrt) or its input (hardsigmoid, hardswish, gelu_erf, silu, pow,
+// erf);
 // and affine (scale, shift:
 // y = scale x + shift, scalar arithmetic on data), whose gradient is affine (scale) of dy, reading
 // neither. One definition of each curve and its derivative serves the CPU and the GPU
@@ -46,6 +47,8 @@ const CurveSpec kCurves[] = {
     {"sqrt", Curve::Sqrt, 1, "y = sqrt(x) (NaN below 0)", "dx = dy / (2 y) [dy, y]"},
     {"pow", Curve::Pow, 8, "y = x^exponent (a constant; NaN for a negative x and a fraction)",
      "dx = dy exponent x^(exponent - 1) [dy, x]"},
+    {"erf", Curve::Erf, 8, "y = erf(x) (the Gauss error function)",
+     "dx = dy 2 exp(-x^2) / sqrt(pi) [dy, x]"},
 };
 
 // The forward and its gradient parse the same attributes (a gradient node shares its forward

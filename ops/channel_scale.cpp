@@ -3,9 +3,11 @@
 // PyTorch's x * s[:, :, None, None]); channels-last too. With `axes` k (default 2), x of rank
 // k or more and s its first k axes: each row of x's remaining axes times its own scale (x * r
 // for r = rsqrt(mean(x^2, -1, keepdim)) of RMSNorm: x [N, T, D], s [N, T], k = 2); with k the
-// rank, an elementwise product of two values of one shape (a gate). Gradients:
-// dx = channel_scale(dy, s), ds = channel_scale_grad [dy, x], the sum over each plane of dy * x
-// (in double, rounded once).
+// rank, an elementwise product of two values of one shape (a gate). With `keep_last` m > 0, s
+// also spans x's last m axes and broadcasts over those between (Note [kept axes] in
+// ops/data_format.h): adaLN's and FiLM's x * s[:, None, :] of tokens [N, T, D], s [N, D]
+// (axes 1, keep_last 1). Gradients: dx = channel_scale(dy, s), ds = channel_scale_grad [dy, x],
+// the sum over each plane of dy * x (in double, rounded once).
 #include "ops/cpu_storage.h"
 #include "ops/data_format.h"
 #include "ops/op_common.h"
@@ -18,42 +20,45 @@ namespace {
 struct ChannelScaleAttrs : OpAttrs {
   bool channels_last = false;  // data_format (Note [channels-last layout])
   int64_t axes = 2;            // the leading axes of x that s spans
+  int64_t keep_last = 0;       // the trailing axes of x that s spans
 };
 
 OpAttrsPtr channel_scale_parse(AttrReader& r, const std::string& name) {
   auto a = std::make_shared<ChannelScaleAttrs>();
   a->channels_last = read_channels_last(r);
   a->axes = r.get_int("axes", 2, 1, 7);
+  a->keep_last = r.get_int("keep_last", 0, 0, 6);
   if (a->channels_last && a->axes != 2) r.fail("axes", "must be 2 for a channels-last image");
+  if (a->channels_last && a->keep_last != 0)
+    r.fail("keep_last", "must be 0 for a channels-last image");
   r.finish(name);
   return a;
 }
 
-// x's planes: an image's H x W planes when channels-last, else the rows of x after its first
-// `axes` axes, as one NCHW image [1, planes, 1, row].
+// x's planes: an image's H x W planes when channels-last, else the values of x that share a
+// scale (Note [kept axes]).
 ImageDims planes_of(const ChannelScaleAttrs& a, const Shape& x) {
   if (a.channels_last) return image_dims(x, true);
-  ImageDims d;
-  d.n = d.h = 1;
-  d.c = 1;
-  for (int64_t k = 0; k < a.axes; ++k) d.c *= x[static_cast<size_t>(k)];
-  d.w = d.c == 0 ? 0 : shape_numel(x) / d.c;
-  return d;
+  return kept_axes_dims(x, a.axes, a.keep_last);
 }
 
 ImageDims dims_of(const ExecContext& c, int input) {
   return planes_of(attrs_of<ChannelScaleAttrs>(*c.node), c.inputs[input].desc->shape);
 }
 
-// s's shape for x: x's first `axes` axes ([N, C] of an image).
+// s's shape for x: x's first `axes` axes ([N, C] of an image) and its last `keep_last`.
 Shape scale_shape(const std::string& name, const ChannelScaleAttrs& a, const TensorDesc& x) {
   if (x.shape.size() != 4 && a.channels_last)
     REMAT_USER_ERROR(name << " expects an image [N, H, W, C], got " << shape_str(x.shape));
-  if (static_cast<int64_t>(x.shape.size()) < a.axes)
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank < a.axes)
     REMAT_USER_ERROR(name << " expects x of rank at least axes " << a.axes << ", got "
                           << shape_str(x.shape));
+  if (a.keep_last > 0 && rank <= a.axes + a.keep_last)
+    REMAT_USER_ERROR(name << " expects x of rank above axes + keep_last = "
+                          << a.axes + a.keep_last << ", got " << shape_str(x.shape));
   if (a.channels_last) return Shape{x.shape[0], x.shape[3]};
-  return Shape(x.shape.begin(), x.shape.begin() + a.axes);
+  return kept_axes_shape(x.shape, a.axes, a.keep_last);
 }
 
 void channel_scale_cpu(const ExecContext& c) {
@@ -105,7 +110,8 @@ void channel_scale_grad_cuda(const ExecContext& c) {
 OpDef make_forward() {
   OpDef op;
   op.name = "channel_scale";
-  op.summary = "[x, s]: x [N, C, H, W] times s [N, C] per H x W plane (squeeze-excitation; axes)";
+  op.summary =
+      "[x, s]: x [N, C, H, W] times s [N, C] per H x W plane (squeeze-excitation; axes, keep_last)";
   op.min_inputs = op.max_inputs = 2;
   op.parse = [](AttrReader& r) { return channel_scale_parse(r, "channel_scale"); };
   op.infer = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
@@ -125,7 +131,8 @@ OpDef make_forward() {
   op.cuda = channel_scale_cuda;
 #endif
   op.channels_last = [](const OpAttrs& a, const std::vector<TensorDesc>& in) {
-    return static_cast<const ChannelScaleAttrs&>(a).axes == 2 && in.at(0).shape.size() == 4;
+    const auto& c = static_cast<const ChannelScaleAttrs&>(a);
+    return c.axes == 2 && c.keep_last == 0 && in.at(0).shape.size() == 4;
   };
   with_bf16_per_sample(op, -1).bf16_cuda_native = true;
   op.gradient = [](GradEmitter& g, const Node& fwd, ValueId dy) {

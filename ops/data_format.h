@@ -34,6 +34,28 @@ struct ImageDims {
   Shape shape() const { return channels_last ? Shape{n, h, w, c} : Shape{n, c, h, w}; }
 };
 
+// Note [kept axes]: a value that spans x's first `axes` axes and its last `keep_last` axes and
+// broadcasts over the axes between them (a scale or shift [N, 1, D] of tokens [N, T, D], adaLN's
+// and FiLM's; a mean over the middle axes). x is then [lead, mid, last], and each (lead, last)
+// pair owns a plane of mid values `last` apart: the NHWC layout of an image [lead, 1, mid, last],
+// whose kernels (pixel = last) serve. keep_last 0 leaves rows of mid contiguous values.
+inline ImageDims kept_axes_dims(const Shape& x, int64_t axes, int64_t keep_last) {
+  ImageDims d;
+  d.channels_last = true;
+  d.n = d.c = d.h = d.w = 1;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  for (int64_t k = 0; k < rank; ++k)
+    (k < axes ? d.n : k >= rank - keep_last ? d.c : d.w) *= x[static_cast<size_t>(k)];
+  return d;
+}
+
+// The shape of the kept axes: x's first `axes` and last `keep_last` axes.
+inline Shape kept_axes_shape(const Shape& x, int64_t axes, int64_t keep_last) {
+  Shape s(x.begin(), x.begin() + axes);
+  s.insert(s.end(), x.end() - keep_last, x.end());
+  return s;
+}
+
 // `s` must be 4-D.
 inline ImageDims image_dims(const Shape& s, bool channels_last) {
   ImageDims d;

@@ -123,6 +123,8 @@ CudaTolerance cuda_tolerance(const std::string& op) {
           {"tanh_grad", kCudaReduction},
           {"gelu_erf", kCudaReduction},
           {"gelu_erf_grad", kCudaReduction},
+          {"erf", kCudaReduction},  // erf and exp of CUDA's math library, in double
+          {"erf_grad", kCudaReduction},
           {"silu", kCudaReduction},
           {"silu_grad", kCudaReduction},
           {"pow", kCudaReduction},  // CUDA's pow in double (x^2, x^3 are products: exact)

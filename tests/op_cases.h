@@ -83,6 +83,19 @@ inline std::vector<TransformerCase> transformer_cases() {
       // The mean of each row of [2, 3, 5] (RMSNorm's), and of each [3, 4] of [2, 3, 4].
       {"row_mean", {"row_mean", {}, {f32({2, 3, 5})}}, kTolLinear},
       {"row_mean_axes1", {"row_mean", attr_map({{"axes", int64_t{1}}}), {f32({2, 3, 4})}}, kTolLinear},
+      // Means over middle axes (Note [kept axes]): an image's channels ([2, 3, 4, 5] -> [2, 4, 5],
+      // CBAM's), the tokens of [2, 6, 4] and the [3, 2] of [2, 3, 2, 4] (-> [2, 4]).
+      {"row_mean_channels", {"row_mean", attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{2}}}),
+                             {f32({2, 3, 4, 5})}}, kTolLinear},
+      {"row_mean_tokens", {"row_mean", attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{1}}}),
+                           {f32({2, 6, 4})}}, kTolLinear},
+      {"row_mean_middle2", {"row_mean", attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{1}}}),
+                            {f32({2, 3, 2, 4})}}, kTolLinear},
+      // A learned bias [3, 1, 1] of an image's channels (its gradient sums 2 x 4 x 5 values each).
+      {"add_constant_channels",
+       {"add_constant", attr_map({{"shape", std::vector<int64_t>{3, 1, 1}}, {"learned", true}}),
+        {f32({2, 3, 4, 5})}, {{}, {0.5f, -1, 2}}},
+       kTolLinear},
       // Swin's and MaxViT's bias on scores [N, G, H, T, T] of 2 x 2 windows, and of 2 x 3 ones.
       {"relative_position_bias", {"relative_position_bias", attr_map({{"window", 2}, {"init_std", 0.5}}),
                                   {f32({2, 3, 2, 4, 4})}}, kTolLinear},
@@ -240,6 +253,7 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"leaky_relu", {"leaky_relu", attr_map({{"alpha", 0.1}}), {f32({2, 3, 4})}, {wide_values(24)}},
        kTolPiecewise},
       {"gelu_erf", {"gelu_erf", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
+      {"erf", {"erf", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"silu", {"silu", {}, {f32({2, 3, 4})}, {wide_values(24)}}, kTolNormalize},
       {"affine", {"affine", attr_map({{"scale", -1.5}, {"shift", 0.25}}), {f32({2, 3, 4})}}, kTolLinear},
       // sqrt over [0.5, 8.55] (its gradient 1 / (2 y) grows at 0), x^3 over the wide values, x^1.5
@@ -261,6 +275,16 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_shift_image", {"channel_shift", {}, {f32({2, 3, 4, 4}), f32({2, 3})}}, kTolLinear},
       {"channel_shift_axes1", {"channel_shift", attr_map({{"axes", int64_t{1}}}),
                                {f32({3, 2, 4}), f32({3})}}, kTolLinear},
+      // adaLN's and FiLM's x * s[:, None, :] and x + s[:, None, :] of tokens [N, T, D] by s [N, D]
+      // (axes 1, keep_last 1), and by s [N, C, D] over the middle axis of [N, C, L, D].
+      {"channel_scale_tokens", {"channel_scale", attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{1}}}),
+                                {f32({2, 5, 3}), f32({2, 3})}}, kTolLinear},
+      {"channel_scale_middle", {"channel_scale", attr_map({{"axes", int64_t{2}}, {"keep_last", int64_t{1}}}),
+                                {f32({2, 3, 4, 2}), f32({2, 3, 2})}}, kTolLinear},
+      {"channel_shift_tokens", {"channel_shift", attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{1}}}),
+                                {f32({2, 5, 3}), f32({2, 3})}}, kTolLinear},
+      {"channel_shift_middle", {"channel_shift", attr_map({{"axes", int64_t{2}}, {"keep_last", int64_t{1}}}),
+                                {f32({2, 3, 4, 2}), f32({2, 3, 2})}}, kTolLinear},
       // An elementwise product (axes = the rank: a gate's x * sigmoid(y)).
       {"channel_scale_elementwise", {"channel_scale", attr_map({{"axes", int64_t{3}}}),
                                      {f32({2, 3, 4}), f32({2, 3, 4})}}, kTolLinear},

@@ -9,8 +9,8 @@ An imported model's weights go back under their state_dict names and shapes: a s
 torchvision ConvNeXt exported to ONNX, trained one step by remat and exported, loads into the
 PyTorch module with load_state_dict(strict=True), its layer scales [C, 1, 1] as PyTorch has them
 (remat trains them as conv2d weights [C, 1, 1, 1]), and a module with constants added and
-multiplied and a learned gain loads with its constants left out and its gain trained; skipped
-in a build without the importer.
+multiplied, a learned bias [C, 1, 1], a learned gain and a learned offset loads with its
+constants left out and its parameters trained; skipped in a build without the importer.
 Usage: test_export.py TOOLS_DIR"""
 import json
 import os
@@ -136,10 +136,10 @@ def train_and_export(tools, check, tmp, model, name):
 
 
 class WithConstants(torch.nn.Module):
-    """A convolution plus a constant [C, 1, 1] and times another (plain tensors: constants of the
-    export, which remat holds as buffers and `export` leaves out), pooled, times a learned gain
-    [C] plus a learned offset [C] (parameters remat trains as a learned mul_table and a learned
-    add_constant), into a linear head."""
+    """A convolution plus a constant [C, 1, 1] and a learned bias [C, 1, 1], times another
+    constant (plain tensors: constants of the export, which remat holds as buffers and `export`
+    leaves out), pooled, times a learned gain [C] plus a learned offset [C] (parameters remat
+    trains as learned add_constant and mul_table layers), into a linear head."""
 
     def __init__(self):
         super().__init__()
@@ -147,11 +147,12 @@ class WithConstants(torch.nn.Module):
         self.head = torch.nn.Linear(4, 4)
         self.shift = torch.linspace(-1, 1, 4).view(4, 1, 1)
         self.scale = torch.tensor([0.5, 1.0, 2.0, 4.0]).view(4, 1, 1)
+        self.bias = torch.nn.Parameter(torch.linspace(-0.2, 0.2, 4).view(4, 1, 1))
         self.gain = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
         self.offset = torch.nn.Parameter(torch.linspace(-0.1, 0.1, 4))
 
     def forward(self, x):
-        pooled = torch.relu(self.conv(x) + self.shift).mul(self.scale).mean((2, 3))
+        pooled = torch.relu(self.conv(x) + self.shift + self.bias).mul(self.scale).mean((2, 3))
         return self.head(pooled * self.gain + self.offset)
 
 
@@ -188,15 +189,19 @@ def export_imported(tools, check, tmp):
     tensors, saved = got
     tables = [name for name in saved if name.endswith(".table")]
     check(len(tables) == 2, f"constant tables in the checkpoint: {tables}")
-    before = model.gain.detach().clone(), model.offset.detach().clone()
+    check(list(tensors["bias"].shape) == [4, 1, 1],
+          f"bias exported as {list(tensors['bias'].shape)}")
+    before = model.gain.detach().clone(), model.offset.detach().clone(), model.bias.detach().clone()
     try:
         model.load_state_dict(tensors, strict=True)
         check(not torch.equal(model.gain.detach(), before[0]),
               "one step left the gain where it started")
         check(not torch.equal(model.offset.detach(), before[1]),
               "one step left the offset where it started")
+        check(not torch.equal(model.bias.detach(), before[2]),
+              "one step left the bias where it started")
         print(f"imported constants: {len(tensors)} tensors load with strict=True, "
-              "the tables left out, the gain and the offset trained")
+              "the tables left out, the bias, the gain and the offset trained")
     except RuntimeError as e:
         check(False, f"PyTorch refuses the exported weights of a model with a constant: {e}")
 

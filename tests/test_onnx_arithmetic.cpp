@@ -189,7 +189,7 @@ TEST_F(OnnxArithmetic, SumsWithShiftsOfLeadingAxes) {
 // sample divided by its pooled [4, 1, 1] (pow -1, then a channel_scale of the planes), times its
 // mean over the last axis [4, 8, 1] (row_mean axes 3, then channel_scale axes 3), times a
 // parameter [8] of its last axis (a learned mul_table under the parameter's name). A mean over
-// the channels, and a product with data of another shape, are refused at their nodes.
+// axes that are not a run, and a product with data of another shape, are refused at their nodes.
 TEST_F(OnnxArithmetic, ProductsWithScalesOfLeadingAxesAndMeansOfTrailingOnes) {
   onnx::GraphProto extra;
   onnx_node(&extra, "GlobalAveragePool", {"r"}, {"pooled"}, "/pool");
@@ -216,11 +216,11 @@ TEST_F(OnnxArithmetic, ProductsWithScalesOfLeadingAxesAndMeansOfTrailingOnes) {
   const Graph g = build_forward_graph(cfg, reg);
   EXPECT_EQ(g.value(g.find_value("w")).kind, ValueKind::Param);
 
-  onnx::GraphProto middle;
-  onnx::NodeProto* hw = onnx_node(&middle, "ReduceMean", {"r"}, {"cols"}, "/ReduceMean");
-  test::onnx_attr(hw, "axes", std::vector<int64_t>{1});
-  onnx_node(&middle, "Mul", {"r", "cols"}, {"c2"}, "/Mul");
-  const std::string e = error_of(with_nodes_after_relu(middle, "c2"));
+  onnx::GraphProto apart;  // a mean over axes 1 and 3: not a run of axes
+  onnx::NodeProto* hw = onnx_node(&apart, "ReduceMean", {"r"}, {"cols"}, "/ReduceMean");
+  test::onnx_attr(hw, "axes", std::vector<int64_t>{1, 3});
+  onnx_node(&apart, "Mul", {"r", "cols"}, {"c2"}, "/Mul");
+  const std::string e = error_of(with_nodes_after_relu(apart, "c2"));
   EXPECT_NE(e.find("node '/ReduceMean' (ReduceMean, opset 13)"), std::string::npos) << e;
   onnx::GraphProto other;  // r [4, 8, 8] times its 2 x 2 max-pool [4, 4, 4]
   onnx::NodeProto* mp = onnx_node(&other, "MaxPool", {"r"}, {"half"}, "/MaxPool");
@@ -229,6 +229,65 @@ TEST_F(OnnxArithmetic, ProductsWithScalesOfLeadingAxesAndMeansOfTrailingOnes) {
   onnx_node(&other, "Mul", {"r", "half"}, {"c3"}, "/Mul");
   const std::string e2 = error_of(with_nodes_after_relu(other, "c3"));
   EXPECT_NE(e2.find("node '/Mul' (Mul, opset 13): inputs [4, 8, 8] and [4, 4, 4] per sample"),
+            std::string::npos)
+      << e2;
+}
+
+// Broadcasts that keep the last axes (Note [kept axes]) on r [4, 8, 8] per sample: its mean
+// over the channels [1, 8, 8] (row_mean axes 1, keep_last 2: CBAM's), r times it (channel_scale,
+// the same axes), less it (negated, then channel_shift), plus a parameter [4, 1, 1] (a learned
+// add_constant of the channels), less a parameter [8] of the last axis (-(-x + w): affine, a
+// learned add_constant, affine). A product with middle axes of another size, and a parameter
+// [4, 1, 8] (a 1 between its entries), are refused at their nodes.
+TEST_F(OnnxArithmetic, BroadcastsThatKeepTheLastAxes) {
+  onnx::GraphProto extra;
+  onnx::NodeProto* mean = onnx_node(&extra, "ReduceMean", {"r"}, {"cm"}, "/ReduceMean");
+  test::onnx_attr(mean, "axes", std::vector<int64_t>{1});
+  onnx_node(&extra, "Mul", {"r", "cm"}, {"k_a"}, "/Mul");
+  onnx_node(&extra, "Sub", {"k_a", "cm"}, {"k_b"}, "/Sub");
+  onnx_node(&extra, "Add", {"k_b", "bias"}, {"k_c"}, "/Add");
+  onnx_node(&extra, "Sub", {"k_c", "offset"}, {"k_d"}, "/Sub_1");
+  onnx::ModelProto m = with_nodes_after_relu(extra, "k_d");
+  *m.mutable_graph()->add_initializer() = test::onnx_floats("bias", {4, 1, 1}, 0.5f);
+  *m.mutable_graph()->add_initializer() = test::onnx_floats("offset", {8}, 0.25f);
+  const ModelConfig cfg = load(m);
+  ASSERT_EQ(layer_ops(cfg), (std::vector<std::string>{"conv2d", "relu", "row_mean",
+                                                      "channel_scale", "affine", "channel_shift",
+                                                      "add_constant", "affine", "add_constant",
+                                                      "affine", "maxpool", "global_avgpool",
+                                                      "dense"}));
+  for (int k : {2, 3, 5}) {
+    SCOPED_TRACE(cfg.layers[k].op);
+    EXPECT_EQ(AttrReader(cfg.layers[k].attrs).require_int("axes", 1, 7), 1);
+    EXPECT_EQ(AttrReader(cfg.layers[k].attrs).require_int("keep_last", 0, 6), 2);
+  }
+  EXPECT_EQ(cfg.layers[6].param_names.at("bias"), "bias");
+  EXPECT_EQ(std::get<std::vector<int64_t>>(cfg.layers[6].attrs.values.at("shape")),
+            (std::vector<int64_t>{4, 1, 1}));
+  EXPECT_EQ(cfg.layers[8].param_names.at("bias"), "offset");
+  EXPECT_EQ(cfg.layers[8].inputs, (std::vector<std::string>{cfg.layers[7].name}));  // -x + w
+  const OpRegistry reg = make_builtin_registry();
+  const Graph g = build_forward_graph(cfg, reg);
+  EXPECT_EQ(g.value(g.find_value("bias")).kind, ValueKind::Param);
+  EXPECT_EQ(g.value(g.find_value("bias")).desc.shape, (Shape{4, 1, 1}));
+
+  onnx::GraphProto half;  // r [4, 8, 8] times the mean over the channels of its max-pool
+  onnx::NodeProto* mp = onnx_node(&half, "MaxPool", {"r"}, {"k_h"}, "/MaxPool");
+  test::onnx_attr(mp, "kernel_shape", std::vector<int64_t>{2, 2});
+  test::onnx_attr(mp, "strides", std::vector<int64_t>{2, 2});
+  onnx::NodeProto* hm = onnx_node(&half, "ReduceMean", {"k_h"}, {"hm"}, "/ReduceMean");
+  test::onnx_attr(hm, "axes", std::vector<int64_t>{1});
+  onnx_node(&half, "Mul", {"r", "hm"}, {"k_e"}, "/Mul");
+  const std::string e = error_of(with_nodes_after_relu(half, "k_e"));
+  EXPECT_NE(e.find("node '/Mul' (Mul, opset 13): inputs [4, 8, 8] and [1, 4, 4] per sample"),
+            std::string::npos)
+      << e;
+  onnx::GraphProto inner;
+  onnx_node(&inner, "Add", {"r", "w"}, {"k_f"}, "/Add");
+  onnx::ModelProto mi = with_nodes_after_relu(inner, "k_f");
+  *mi.mutable_graph()->add_initializer() = test::onnx_floats("w", {4, 1, 8}, 0.5f);
+  const std::string e2 = error_of(mi);
+  EXPECT_NE(e2.find("node '/Add' (Add, opset 13): a sum with a parameter [4, 1, 8]"),
             std::string::npos)
       << e2;
 }

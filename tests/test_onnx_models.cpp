@@ -115,6 +115,15 @@ TEST_F(OnnxModels, BroadcastProductsAndRowMeans) {
   make("broadcast_net");
   check_model(dir_, "broadcast_net");
 }
+// Broadcasts that keep the last axes (Note [kept axes]): a learned [C, 1, 1] bias of an image, a
+// spatial attention from the mean over channels, a learned offset subtracted, adaLN's scales
+// and shifts [N, 1, D] of tokens from their mean over the tokens, a gated residual through erf,
+// a quotient by [N, 1, D]: add_constant, row_mean, channel_scale and channel_shift with
+// keep_last, the erf curve.
+TEST_F(OnnxModels, ModulationsThatKeepTheLastAxes) {
+  make("modulation_net");
+  check_model(dir_, "modulation_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

@@ -43,7 +43,7 @@ const std::set<std::string> kMustImport = {
     "test_averagepool_2d_same_lower", "test_averagepool_2d_same_upper",
     "test_averagepool_2d_strides", "test_basic_conv_with_padding",
     "test_basic_conv_without_padding", "test_batchnorm_epsilon", "test_batchnorm_example",
-    "test_conv_with_autopad_same", "test_conv_with_strides_and_asymmetric_padding",
+    "test_conv_with_autopad_same", "test_erf", "test_conv_with_strides_and_asymmetric_padding",
     "test_convtranspose", "test_convtranspose_autopad_same", "test_convtranspose_dilations",
     "test_convtranspose_kernel_shape", "test_convtranspose_output_shape", "test_convtranspose_pad",
     "test_convtranspose_pads",

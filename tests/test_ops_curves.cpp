@@ -1,9 +1,10 @@
-// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, sqrt, pow, affine and
-// channel_scale (the activations, powers of data, scalar arithmetic and the squeeze-excitation
-// gate of MobileNetV3, RegNetY, LR-ASPP): values against their definitions
-// (and PyTorch's values where it spells them differently), which value each gradient reads,
-// channel_scale's channels-last form bit for bit, and the errors. Their gradients against
-// central differences, CUDA and bf16 run with the other spatial cases (tests/op_cases.h).
+// sigmoid, tanh, hardsigmoid, hardswish, leaky_relu, gelu_erf, silu, erf, sqrt, pow, affine,
+// channel_scale, channel_shift and row_mean (the activations, powers of data, scalar arithmetic,
+// the squeeze-excitation gate of MobileNetV3, RegNetY, LR-ASPP and the broadcasts that keep the
+// last axes): values against their definitions (and PyTorch's values where it spells them
+// differently), which value each gradient reads, channel_scale's channels-last form bit for bit,
+// and the errors. Their gradients against central differences, CUDA and bf16 run with the other
+// spatial cases (tests/op_cases.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,9 +30,10 @@ Floats run(const std::string& op, AttrMap attrs, const Floats& x) {
 
 TEST(Curves, ValuesAreTheirDefinitions) {
   const Floats x = {-5.0f, -3.0f, -1.0f, 0.0f, 0.5f, 3.0f, 4.0f};
-  Floats sig, th, gelu, silu;
+  Floats sig, th, gelu, silu, erf;
   for (float v : x) {
     const double d = v;
+    erf.push_back(static_cast<float>(std::erf(d)));
     sig.push_back(static_cast<float>(1.0 / (1.0 + std::exp(-d))));
     th.push_back(static_cast<float>(std::tanh(d)));
     gelu.push_back(static_cast<float>(0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0)))));
@@ -40,6 +42,7 @@ TEST(Curves, ValuesAreTheirDefinitions) {
   EXPECT_EQ(run("sigmoid", {}, x), sig);
   EXPECT_EQ(run("tanh", {}, x), th);
   EXPECT_EQ(run("silu", {}, x), silu);
+  EXPECT_EQ(run("erf", {}, x), erf);
   const Floats g = run("gelu_erf", {}, x);  // 1 / sqrt 2 as a product, not a quotient: 1 ulp
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(g[i], gelu[i], 1e-7 * (1 + std::fabs(gelu[i])));
   // PyTorch: F.hardsigmoid = relu6(x + 3) / 6, F.hardswish = x relu6(x + 3) / 6.
@@ -91,7 +94,7 @@ TEST(Curves, SqrtAndPowersAreTheirDefinitions) {
 
 TEST(Curves, GradientsReadTheOutputOrTheInputAsDocumented) {
   for (const char* op : {"sigmoid", "tanh", "leaky_relu", "hardsigmoid", "hardswish", "gelu_erf",
-                         "silu", "sqrt", "pow"}) {
+                         "silu", "sqrt", "pow", "erf"}) {
     SCOPED_TRACE(op);
     const AttrMap a = std::string(op) == "pow" ? attr_map({{"exponent", 1.5}}) : AttrMap{};
     OpHarness h(builtin_registry(), {op, a, {f32({2, 3})}, {positive_values(6)}});
@@ -202,7 +205,8 @@ TEST(ChannelShift, ShiftsEachRowAndSumsEachRowForTheShiftGradient) {
   ASSERT_EQ(h.backward_nodes().size(), 1u);
   EXPECT_EQ(h.graph().node(h.backward_nodes()[0]).op, "channel_shift_grad");
   EXPECT_HAS(case_error({"channel_shift", {}, {f32({2, 3, 4}), f32({2, 4})}}), "[2, 3]");
-  EXPECT_HAS(case_error({"channel_shift", {}, {f32({2, 3}), f32({2, 3})}}), "rank above axes 2");
+  EXPECT_HAS(case_error({"channel_shift", {}, {f32({2, 3}), f32({2, 3})}}),
+             "rank above axes + keep_last = 2");
 }
 
 // With axes 2 on [N, T, D]: each row of D values times its own s[n, t] (RMSNorm's x * r).
@@ -214,6 +218,49 @@ TEST(ChannelScale, ScalesTheRowsAfterItsAxes) {
   const auto g = h.gradients({1, 1, 1, 1, 0, 2});
   EXPECT_EQ(g[0], (Floats{2, 2, 2, -1, 0, -2}));
   EXPECT_EQ(g[1], (Floats{6, 4 + 12}));
+}
+
+// Note [kept axes]: with axes 1 and keep_last 1, s [N, D] spans the first and last axes of
+// x [N, T, D] and broadcasts over T (adaLN's x * s[:, None, :], x + s[:, None, :]); a mean over
+// T keeps [N, D]. x [2, 2, 3] = 1..12 throughout, dy = x.
+const Floats kTokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+AttrMap kept_last_one() { return attr_map({{"axes", int64_t{1}}, {"keep_last", int64_t{1}}}); }
+
+TEST(ChannelShift, AddsAShiftOfTheLastAxesToEveryMiddleRow) {
+  OpHarness h(builtin_registry(), {"channel_shift", kept_last_one(), {f32({2, 2, 3}), f32({2, 3})},
+                                   {kTokens, {10, 20, 30, -1, -2, -3}}});
+  EXPECT_EQ(h.forward(), (Floats{11, 22, 33, 14, 25, 36, 6, 6, 6, 9, 9, 9}));
+  const auto g = h.gradients(kTokens);
+  EXPECT_EQ(g[0], kTokens);
+  EXPECT_EQ(g[1], (Floats{1 + 4, 2 + 5, 3 + 6, 7 + 10, 8 + 11, 9 + 12}));
+  EXPECT_HAS(case_error({"channel_shift", kept_last_one(), {f32({2, 3}), f32({2, 3})}}),
+             "rank above axes + keep_last = 2");
+  EXPECT_HAS(case_error({"channel_shift", kept_last_one(), {f32({2, 2, 3}), f32({2, 2})}}),
+             "[2, 3]");
+}
+
+TEST(ChannelScale, ScalesEveryMiddleRowByAScaleOfTheLastAxes) {
+  OpHarness h(builtin_registry(), {"channel_scale", kept_last_one(), {f32({2, 2, 3}), f32({2, 3})},
+                                   {kTokens, {2, -1, 0.5f, 1, 0, -2}}});
+  const Floats y = {2, -2, 1.5f, 8, -5, 3, 7, 0, -18, 10, 0, -24};
+  EXPECT_EQ(h.forward(), y);
+  const auto g = h.gradients(kTokens);
+  EXPECT_EQ(g[0], y);  // dy s, dy = x
+  // ds = the sums over T of dy x = x^2.
+  EXPECT_EQ(g[1], (Floats{1 + 16, 4 + 25, 9 + 36, 49 + 100, 64 + 121, 81 + 144}));
+  EXPECT_HAS(case_error({"channel_scale", attr_map({{"keep_last", int64_t{1}},
+                                                    {"data_format", std::string("channels_last")}}),
+                         {f32({2, 2, 2, 3}), f32({2, 3})}}),
+             "keep_last");
+}
+
+TEST(RowMean, AveragesTheMiddleAxesAndSpreadsTheGradientBack) {
+  OpHarness h(builtin_registry(), {"row_mean", kept_last_one(), {f32({2, 2, 3})}, {kTokens}});
+  EXPECT_EQ(h.forward(), (Floats{2.5f, 3.5f, 4.5f, 8.5f, 9.5f, 10.5f}));
+  const auto g = h.gradients({2, 4, 6, 8, 10, 12});
+  EXPECT_EQ(g[0], (Floats{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));  // dy / 2 to both rows
+  EXPECT_HAS(case_error({"row_mean", kept_last_one(), {f32({2, 3})}}),
+             "rank above axes + keep_last = 2");
 }
 
 }  // namespace

@@ -113,6 +113,23 @@ TEST(AddConstant, AddsTheTableToEveryLeadingIndexAndPassesTheGradientThrough) {
   EXPECT_EQ(lg.at(1), (Floats{5, 7, 9}));
 }
 
+// A table ending in 1s broadcasts over the axes under them: a learned bias [2, 1, 1] of an
+// image [1, 2, 2, 2] = 1..8 adds table[c] to channel c; its gradient sums each channel's dy.
+TEST(AddConstant, ATableEndingInOnesBroadcastsOverTheAxesUnderThem) {
+  OpHarness h(builtin_registry(),
+              {"add_constant", attr_map({{"shape", std::vector<int64_t>{2, 1, 1}}, {"learned", true}}),
+               {f32({1, 2, 2, 2})}, {{1, 2, 3, 4, 5, 6, 7, 8}}});
+  EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{2, 1, 1}));
+  h.set_param(0, {10, -1});
+  EXPECT_EQ(h.forward(), (Floats{11, 12, 13, 14, 4, 5, 6, 7}));
+  const auto g = h.gradients({1, 2, 3, 4, 5, 6, 7, 8});
+  EXPECT_EQ(g.at(1), (Floats{1 + 2 + 3 + 4, 5 + 6 + 7 + 8}));
+  // Only the table's trailing 1s broadcast: a 1 before its last entry must match.
+  EXPECT_HAS(case_error({"add_constant", attr_map({{"shape", std::vector<int64_t>{1, 2}}}),
+                         {f32({2, 3, 2})}}),
+             "is not the trailing axes of");
+}
+
 // ---- mul_table -------------------------------------------------------------------------------
 
 TEST(MulTable, MultipliesEveryLeadingIndexByTheTableAndSumsTheLearnedGradient) {

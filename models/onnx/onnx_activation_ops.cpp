@@ -1,6 +1,6 @@
-// The ONNX activations past Relu and Clip (Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu;
-// Sqrt and Pow by a scalar constant of data), each one layer of remat's op of the same curve
-// (ops/activation_curves.cpp).
+// The ONNX activations past Relu and Clip (Sigmoid, Tanh, HardSigmoid, HardSwish, LeakyRelu, Erf
+// outside the exact GELU's nodes; Sqrt and Pow by a scalar constant of data), each one layer of
+// remat's op of the same curve (ops/activation_curves.cpp).
 #include <onnx/onnx_pb.h>
 
 #include "models/onnx/onnx_translator.h"
@@ -23,6 +23,7 @@ void curve(Translator& t, const std::string& op, AttrMap a = {}) {
 void sigmoid(Translator& t) { curve(t, "sigmoid"); }
 void tanh_op(Translator& t) { curve(t, "tanh"); }
 void hard_swish(Translator& t) { curve(t, "hardswish"); }
+void erf_op(Translator& t) { curve(t, "erf"); }
 
 // ONNX's defaults are alpha 0.2, beta 0.5; PyTorch exports F.hardsigmoid as alpha 1/6.
 void hard_sigmoid(Translator& t) {
@@ -67,6 +68,7 @@ std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, Tra
   ops["HardSigmoid"] = hard_sigmoid;
   ops["HardSwish"] = hard_swish;
   ops["LeakyRelu"] = leaky_relu;
+  ops["Erf"] = erf_op;
   ops["Sqrt"] = sqrt_op;
   ops["Pow"] = pow_op;
   return ops;

@@ -21,6 +21,12 @@ Shape strip_ones(Shape s) {
   return s;
 }
 
+// `s` without any of its 1s: two shapes of one size whose values lie in the same order.
+Shape without_ones(Shape s) {
+  s.erase(std::remove(s.begin(), s.end(), int64_t{1}), s.end());
+  return s;
+}
+
 // [N, ...] -> [N, F]: an alias when remat's value is flat already.
 void to_flat(Translator& t, const DataValue& x) {
   const Shape flat = {shape_numel(x.sample)};
@@ -44,7 +50,7 @@ void flatten(Translator& t) {
 }  // namespace
 
 DataValue as_sample_shape(Translator& t, const DataValue& x) {
-  if (x.remat == x.sample || strip_ones(x.remat) != strip_ones(x.sample)) return x;
+  if (x.remat == x.sample || without_ones(x.remat) != without_ones(x.sample)) return x;
   AttrMap a;
   a.set("shape", std::vector<int64_t>(x.sample.begin(), x.sample.end()));
   return t.emit("reshape", {x}, a, {}, x.sample, x.sample, x.dtype);
@@ -184,7 +190,7 @@ void reshape(Translator& t) {
 }
 
 // Squeeze / Unsqueeze of data: an alias where remat's value differs from the result only by
-// trailing 1s.
+// trailing 1s, a reshape layer where it differs by other 1s (adaLN's s.unsqueeze(1) of [N, D]).
 void squeeze_like(Translator& t, bool unsqueeze) {
   const DataValue x = t.data(0);
   const std::vector<int64_t> axes =
@@ -196,10 +202,15 @@ void squeeze_like(Translator& t, bool unsqueeze) {
                                 : fold_squeeze(probe, axes, t.where());
   if (r.shape.empty() || r.shape[0] != 2) t.fail("the batch axis cannot be squeezed or unsqueezed");
   const Shape sample(r.shape.begin() + 1, r.shape.end());
-  if (strip_ones(sample) != strip_ones(x.remat))
+  if (without_ones(sample) != without_ones(x.remat))
     t.fail(std::string(unsqueeze ? "Unsqueeze" : "Squeeze") + " of " + shape_str(x.sample) +
            " to " + shape_str(sample) + " per sample is not supported (only where remat's value "
-           "has that shape but for trailing 1s)");
+           "has that shape but for 1s)");
+  if (strip_ones(sample) != strip_ones(x.remat)) {  // a 1 before the last axis: a reshape
+    AttrMap a;
+    a.set("shape", std::vector<int64_t>(sample.begin(), sample.end()));
+    return (void)t.emit("reshape", {x}, a, {}, sample, sample, x.dtype);
+  }
   DataValue v = x;
   v.sample = sample;
   t.alias(0, v);

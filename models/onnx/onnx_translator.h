@@ -219,15 +219,15 @@ std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string,
 // `ops` with the activations past Relu (onnx_activation_ops.cpp).
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with Mul, Div, Add and Sub of data by data of another shape or by a parameter, Sub of
-// equal shapes, and ReduceMean over trailing axes; the image's ReduceMean, Add of equal shapes
-// and what is neither go to `ops` (onnx_broadcast_ops.cpp).
+// equal shapes, and ReduceMean over a run of axes; the image's ReduceMean over H and W, Add of
+// equal shapes and what is neither go to `ops` (onnx_broadcast_ops.cpp).
 std::map<std::string, TranslateFn> with_broadcast_ops(std::map<std::string, TranslateFn> ops);
 // A learned `op` (mul_table, add_constant) of data x and parameter input w, the parameter under
-// `suffix`: w's dims, leading 1s dropped, must be x's trailing axes; otherwise the error of
-// fail_parameter_shape (onnx_broadcast_ops.cpp).
-void emit_learned_table(Translator& t, const std::string& op, const std::string& suffix, int w,
-                        const DataValue& x, const std::string& what,
-                        const std::string& other_form);
+// `suffix`: w's dims, leading 1s dropped, must be x's trailing axes (add_constant's may end in
+// 1s that broadcast); otherwise the error of fail_parameter_shape (onnx_broadcast_ops.cpp).
+const DataValue& emit_learned_table(Translator& t, const std::string& op,
+                                    const std::string& suffix, int w, const DataValue& x,
+                                    const std::string& what, const std::string& other_form);
 // "<what> with a parameter [dims]: only <other_form> or a parameter of the data's trailing axes
 // is supported, not <x> per sample", at the node.
 [[noreturn]] void fail_parameter_shape(Translator& t, int w, const DataValue& x,
@@ -239,7 +239,8 @@ Shape reshape_target(Translator& t, const Shape& from, const OnnxConst& to);
 // reshape_data writes it (onnx_shape_ops.cpp).
 DataValue reshape_onnx(Translator& t, const DataValue& x, const OnnxConst& to);
 // `x` as a remat value of its ONNX shape: x itself, or a reshape layer where remat's value drops
-// trailing 1s (global_avgpool's [C] of ONNX's [C, 1, 1]) (onnx_shape_ops.cpp).
+// 1s (global_avgpool's [C] of ONNX's [C, 1, 1], a mean over channels' [H, W] of [1, H, W])
+// (onnx_shape_ops.cpp).
 DataValue as_sample_shape(Translator& t, const DataValue& x);
 // MatMul of two data tensors (remat's matmul; onnx_pattern_ops.cpp).
 void matmul_of_data(Translator& t);

@@ -82,6 +82,13 @@ MODELS = {
     # planes (channel_shift), masked_fill with a finite value (mul_table + add_constant), a
     # constant over data (pow -1 + affine).
     "broadcast_net": ({}, 32, 2, 13, "train"),
+    # Broadcasts that keep the last axes (Note [kept axes]): a learned bias [C, 1, 1] of an image
+    # (add_constant), a spatial attention from the mean over channels (CBAM's: row_mean and
+    # channel_scale keeping H, W), a learned offset subtracted (affine + add_constant), adaLN's
+    # modulation of tokens by scales and shifts [N, 1, D] from their mean over the tokens, a gated
+    # residual through torch.erf (Erf outside a GELU: erf), a quotient by [N, 1, D] and the
+    # tokens' mean subtracted (channel_scale and channel_shift keeping D).
+    "modulation_net": ({}, 32, 2, 13, "train"),
     # Attention written with torch.einsum over windows of tokens, as MaxViT writes it: q k^T
     # ("bghid,bghjd->bghij", matmul with transpose_b), p v and p^T v (transpose_a); the heads
     # split by a 5-D permute of the middle axes (transpose); MaxViT's relative position bias
@@ -247,6 +254,36 @@ class BroadcastNet(torch.nn.Module):
         return self.head(t.transpose(1, 2).reshape(n, c, h, w))
 
 
+class ModulationNet(torch.nn.Module):
+    """4 x 4 patches of 8 channels plus a learned per-channel bias, weighted by a spatial
+    attention computed from their mean over the channels, 64 tokens less a learned offset,
+    modulated by scales and shifts from their mean over the tokens (adaLN), a gated residual
+    through erf,
+    divided by one plus the squared mean and less the tokens' mean, pooled into a linear head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.patches = nn.Conv2d(3, 8, 4, stride=4)
+        self.bias = nn.Parameter(torch.linspace(-0.5, 0.5, 8).view(8, 1, 1))
+        self.spatial = nn.Conv2d(1, 1, 3, padding=1)
+        self.offset = nn.Parameter(torch.linspace(0.2, -0.2, 8))
+        self.scale, self.shift, self.gate = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.mlp = nn.Linear(8, 8)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+    def forward(self, x):
+        p = self.patches(x) + self.bias
+        p = p * torch.sigmoid(self.spatial(p.mean(1, keepdim=True)))
+        n, c, h, w = p.shape
+        t = p.flatten(2).transpose(1, 2) - self.offset
+        cond = t.mean(1)
+        t = t * (1 + self.scale(cond).unsqueeze(1)) + self.shift(cond).unsqueeze(1)
+        t = t + self.gate(cond).unsqueeze(1) * torch.erf(self.mlp(t))
+        t = t / (1 + cond * cond).unsqueeze(1) - t.mean(1, keepdim=True)
+        return self.head(t.transpose(1, 2).reshape(n, c, h, w))
+
+
 class EinsumNet(PatchAttention):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
@@ -288,6 +325,8 @@ def build(name, kwargs):
         model = ConstantNet(CLASSES)
     elif arch == "broadcast_net":
         model = BroadcastNet(CLASSES)
+    elif arch == "modulation_net":
+        model = ModulationNet(CLASSES)
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
     elif arch == "patch_merge_net":
