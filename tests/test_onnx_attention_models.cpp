@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "models/build.h"
@@ -124,6 +125,32 @@ TEST_F(OnnxModels, SwinWindowsFoldedIntoTheBatch) {
 TEST_F(OnnxModels, SwinShiftedWindows) {
   make("swin_shifted");
   check_model(dir_, "swin_shifted");
+}
+// A GPT written with nn.TransformerEncoder and PyTorch's causal attn_mask (Note [multi-head
+// attention]): the masked scores become causal attention; pre-norm layers, F.gelu, a learned
+// position table, the head over the vocabulary.
+TEST_F(OnnxModels, TransformerEncoderWithACausalMask) {
+  make("encoder_gpt");
+  check_model(dir_, "encoder_gpt");
+  // A mask that hides a key on the diagonal is not causal: refused at the attention's group.
+  onnx::ModelProto m = exported("encoder_gpt");
+  bool found = false;
+  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+    if (init.name() != "mask") continue;
+    ASSERT_EQ(init.data_type(), onnx::TensorProto::FLOAT);
+    std::string raw = init.raw_data();
+    const float hidden = -std::numeric_limits<float>::infinity();
+    std::memcpy(&raw[(3 * 16 + 3) * sizeof(float)], &hidden, sizeof(float));  // mask[3][3]
+    init.set_raw_data(raw);
+    found = true;
+  }
+  ASSERT_TRUE(found);
+  const std::string e = import_error(m);
+  EXPECT_NE(e.find("(the nodes of nn.MultiheadAttention, opset 17): only a causal attn_mask "
+                   "[16, 16] (0 on and below the diagonal, -inf above) is supported; this one "
+                   "adds -inf to query 3's score of key 3"),
+            std::string::npos)
+      << e;
 }
 // configs/gpt2_tiny.yaml built in PyTorch (tools/bench/bench_pytorch_gpt2.py) and exported:
 // embeddings, attention written out (split heads, q k^T scaled, a causal mask, merge heads),

@@ -32,7 +32,12 @@ namespace patterns {
 // nodes: AttentionShapes, where its first node was, gives each of those values its ONNX shape
 // ([T, N, C], [T, N, 3C], [T N, C]; the batch not first) for Shape alone to read, and
 // MultiheadAttention, where its last node was, reads the targets and bounds the Shapes led to,
-// checks each against the heads its reshape names, and emits the three layers.
+// checks each against the heads its reshape names, and emits the three layers. With an
+// attn_mask (nn.TransformerEncoder(x, mask) of a GPT written in PyTorch), the scores are
+// baddbmm(mask, q, k) before the softmax: Add(Mul(MatMul(q, k), alpha), mask), the Mul absent
+// where the export leaves it out, the mask a constant (Unsqueeze(mask, 0) times beta); the two
+// join the group, alpha and the mask its inputs, and the translation takes PyTorch's causal mask
+// (-inf above the diagonal) as causal attention.
 namespace {
 
 bool has_perm(const onnx::NodeProto* t, std::vector<int64_t> perm) {
@@ -54,9 +59,30 @@ Head head_above(const Graph& g, const onnx::NodeProto* transpose) {
 struct Mha {
   const onnx::NodeProto *xt, *w_t, *mm_in, *add_in, *div, *scores, *softmax, *mixed, *out_t,
       *merge, *gemm, *unmerge, *y;
+  const onnx::NodeProto *mask_add, *alpha_mul;  // an attn_mask's nodes, where there is one
   Head q, k, v;
-  std::string x, w_in, b_in;
+  std::string x, w_in, b_in, alpha, mask;
 };
+
+// The softmax's input as baddbmm(mask, q, k): Add(Mul(scores, alpha) or scores, mask), mask and
+// alpha constants; sets the mask's nodes and values and returns the scores' MatMul.
+const onnx::NodeProto* masked_scores(const Graph& g, Mha* m) {
+  m->mask_add = g.made_by(m->softmax->input(0), "Add");
+  if (!m->mask_add || m->mask_add->input_size() != 2) return nullptr;
+  for (int side : {0, 1}) {
+    const std::string& s = m->mask_add->input(side);
+    if (!g.is_data(s) || g.is_data(m->mask_add->input(1 - side))) continue;
+    m->mask = m->mask_add->input(1 - side);
+    m->alpha_mul = g.made_by(s, "Mul");
+    if (!m->alpha_mul) return g.made_by(s, "MatMul");
+    for (int f : {0, 1})
+      if (!g.is_data(m->alpha_mul->input(f)) && g.is_data(m->alpha_mul->input(1 - f))) {
+        m->alpha = m->alpha_mul->input(f);
+        return g.made_by(m->alpha_mul->input(1 - f), "MatMul");
+      }
+  }
+  return nullptr;
+}
 
 // The nodes reading `v` other than the group's: they must all be Shape nodes.
 bool only_shapes_besides(const Graph& g, const std::string& v, const std::set<int>& group,
@@ -76,6 +102,7 @@ bool find_mha(const Graph& g, int k, Mha* m) {
   m->softmax = g.node(k);
   if (!m->softmax || m->softmax->op_type() != "Softmax" || !m->softmax->domain().empty()) return false;
   m->scores = g.made_by(m->softmax->input(0), "MatMul");
+  if (!m->scores) m->scores = masked_scores(g, m);
   if (!m->scores) return false;
   m->div = g.made_by(m->scores->input(0), "Div");
   if (!m->div || g.is_data(m->div->input(1))) return false;
@@ -140,6 +167,8 @@ void match_multihead_attention(Graph& g, int k) {
       m.softmax, m.mixed, m.out_t, m.merge, m.gemm, m.unmerge, m.y};
   std::set<int> group;
   for (const onnx::NodeProto* n : nodes) group.insert(g.index(n));
+  for (const onnx::NodeProto* n : {m.mask_add, m.alpha_mul})
+    if (n) group.insert(g.index(n));
   // Every value inside the group is read by the group and Shape nodes alone; those Shape nodes
   // read the values AttentionShapes gives a shape to.
   const std::map<std::string, AttentionShapeRole> roles = {
@@ -169,6 +198,10 @@ void match_multihead_attention(Graph& g, int k) {
                                  m.v.reshape->input(1), m.merge->input(1), m.unmerge->input(1)};
   for (const Head* h : {&m.q, &m.k, &m.v})
     for (int i = 1; i <= 4; ++i) in.push_back(i < h->slice->input_size() ? h->slice->input(i) : "");
+  if (m.mask_add) {  // inputs 23 and 24: the scores' factor (or none) and the mask
+    in.push_back(m.alpha);
+    in.push_back(m.mask);
+  }
   onnx::NodeProto f = fused_node("MultiheadAttention", *m.softmax, in, m.y->output(0));
   copy_attrs(&f, *m.gemm, "gemm_");
   copy_attrs(&f, *m.softmax, "softmax_");

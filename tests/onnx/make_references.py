@@ -125,6 +125,10 @@ MODELS = {
     # configs/gpt2_tiny.yaml as PyTorch (tools/bench/bench_pytorch_gpt2.py): token ids [N, 64].
     "gpt2_tiny": ({}, 64, 4, 17, "train"),
     "gpt2_tiny_opset14": ({}, 64, 4, 14, "train"),  # layer norm written out (no LayerNormalization)
+    # A GPT as PyTorch users write it: nn.TransformerEncoder (pre-norm layers of
+    # nn.MultiheadAttention with a causal attn_mask buffer: baddbmm(mask, q, k), attention with
+    # causal: true; F.gelu: gelu_erf), a learned position table, token ids [N, 16].
+    "encoder_gpt": ({}, 16, 4, 17, "train"),
 }
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
@@ -284,6 +288,27 @@ class ModulationNet(torch.nn.Module):
         return self.head(t.transpose(1, 2).reshape(n, c, h, w))
 
 
+class EncoderGpt(torch.nn.Module):
+    """Token ids [N, T] through an embedding plus a learned position table, two pre-norm
+    nn.TransformerEncoderLayers (2 heads of 16, GELU, no dropout) under PyTorch's causal mask, a
+    final layer norm and a linear head over the vocabulary."""
+
+    def __init__(self, tokens=16, dim=32):
+        super().__init__()
+        nn = torch.nn
+        self.embed = nn.Embedding(VOCAB, dim)
+        self.positions = nn.Parameter(torch.randn(1, tokens, dim) * 0.1)
+        layer = nn.TransformerEncoderLayer(dim, 2, 4 * dim, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, VOCAB, bias=False)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tokens))
+
+    def forward(self, ids):
+        return self.head(self.norm(self.blocks(self.embed(ids) + self.positions, mask=self.mask)))
+
+
 class EinsumNet(PatchAttention):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
@@ -325,6 +350,8 @@ def build(name, kwargs):
         model = ConstantNet(CLASSES)
     elif arch == "broadcast_net":
         model = BroadcastNet(CLASSES)
+    elif arch == "encoder_gpt":
+        model = EncoderGpt(MODELS[name][1])
     elif arch == "modulation_net":
         model = ModulationNet(CLASSES)
     elif arch == "einsum_net":
@@ -421,7 +448,7 @@ def run(model, x, labels):
 def make(outdir, name):
     kwargs, size, batch, opset, mode = MODELS[name]
     gen = torch.Generator().manual_seed(1)
-    if name.startswith("gpt2_tiny"):  # token ids, and the next token of each position as its label
+    if name.startswith("gpt2_tiny") or name == "encoder_gpt":  # token ids, the next tokens labels
         x = torch.randint(0, VOCAB, (batch, size), generator=gen)
         labels = torch.randint(0, VOCAB, (batch, size), generator=gen)
         out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
