@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <variant>
 
 #include "models/build.h"
 #include "models/config.h"
@@ -21,6 +22,7 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/io/safetensors.h"
 #include "tests/halfway_plan.h"
+#include "tests/onnx_builder.h"
 #include "tests/onnx_models.h"
 #include "tests/model_test_util.h"
 #include "tests/source_dir.h"
@@ -146,11 +148,41 @@ TEST_F(OnnxModels, TransformerEncoderWithACausalMask) {
   }
   ASSERT_TRUE(found);
   const std::string e = import_error(m);
-  EXPECT_NE(e.find("(the nodes of nn.MultiheadAttention, opset 17): only a causal attn_mask "
+  ASSERT_NE(e.find("(the nodes of nn.MultiheadAttention, opset 17): only a causal attn_mask "
                    "[16, 16] (0 on and below the diagonal, -inf above) is supported; this one "
                    "adds -inf to query 3's score of key 3"),
             std::string::npos)
       << e;
+  // A training-mode export's Dropout of the probabilities (nn.TransformerEncoderLayer's default
+  // 0.1), put between each Softmax and its MatMul: the attention's dropout.
+  onnx::ModelProto d = exported("encoder_gpt");
+  onnx::GraphProto* g = d.mutable_graph();
+  *g->add_initializer() = test::onnx_floats("attn.ratio", {}, 0.1f);
+  for (int k = g->node_size() - 1; k >= 0; --k) {
+    if (g->node(k).op_type() != "Softmax") continue;
+    const std::string probs = g->node(k).output(0), dropped = probs + ".dropped";
+    for (auto& n : *g->mutable_node())
+      for (auto& in : *n.mutable_input())
+        if (in == probs) in = dropped;
+    onnx::NodeProto* drop = g->add_node();
+    drop->set_op_type("Dropout");
+    drop->set_name(g->node(k).name() + ".dropout");
+    *drop->add_input() = probs;
+    *drop->add_input() = "attn.ratio";
+    *drop->add_output() = dropped;
+    for (int j = g->node_size() - 1; j > k + 1; --j) g->mutable_node()->SwapElements(j, j - 1);
+  }
+  const std::string path = dir_ + "/dropout.onnx";
+  test::onnx_write(d, path);
+  const ModelConfig cfg = load_model_config(path, {"batch=2"});
+  int attentions = 0;
+  for (const LayerConfig& l : cfg.layers) {
+    if (l.op != "attention") continue;
+    ++attentions;
+    EXPECT_EQ(std::get<double>(l.attrs.values.at("dropout")), 0.1);
+    EXPECT_EQ(std::get<bool>(l.attrs.values.at("causal")), true);
+  }
+  EXPECT_EQ(attentions, 2);
 }
 // configs/gpt2_tiny.yaml built in PyTorch (tools/bench/bench_pytorch_gpt2.py) and exported:
 // embeddings, attention written out (split heads, q k^T scaled, a causal mask, merge heads),

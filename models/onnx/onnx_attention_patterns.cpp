@@ -37,7 +37,9 @@ namespace patterns {
 // baddbmm(mask, q, k) before the softmax: Add(Mul(MatMul(q, k), alpha), mask), the Mul absent
 // where the export leaves it out, the mask a constant (Unsqueeze(mask, 0) times beta); the two
 // join the group, alpha and the mask its inputs, and the translation takes PyTorch's causal mask
-// (-inf above the diagonal) as causal attention.
+// (-inf above the diagonal) as causal attention. In a training-mode export with dropout > 0 (the
+// default 0.1 of nn.TransformerEncoderLayer), a Dropout sits between the Softmax and the second
+// MatMul: it joins the group too, its ratio an input, and becomes the attention's dropout.
 namespace {
 
 bool has_perm(const onnx::NodeProto* t, std::vector<int64_t> perm) {
@@ -60,6 +62,7 @@ struct Mha {
   const onnx::NodeProto *xt, *w_t, *mm_in, *add_in, *div, *scores, *softmax, *mixed, *out_t,
       *merge, *gemm, *unmerge, *y;
   const onnx::NodeProto *mask_add, *alpha_mul;  // an attn_mask's nodes, where there is one
+  const onnx::NodeProto* attn_drop;             // a Dropout of the probabilities, if any
   Head q, k, v;
   std::string x, w_in, b_in, alpha, mask;
 };
@@ -108,10 +111,15 @@ bool find_mha(const Graph& g, int k, Mha* m) {
   if (!m->div || g.is_data(m->div->input(1))) return false;
   m->q = head_above(g, g.made_by(m->div->input(0), "Transpose"));
   m->k = head_above(g, g.made_by(m->scores->input(1), "Transpose"));
-  const int mixed = g.sole_consumer(m->softmax->output(0));
-  m->mixed = g.node(mixed);
-  if (!m->mixed || m->mixed->op_type() != "MatMul" || m->mixed->input(0) != m->softmax->output(0))
-    return false;
+  const onnx::NodeProto* after = g.node(g.sole_consumer(m->softmax->output(0)));
+  if (after && after->op_type() == "Dropout" && after->domain().empty() &&
+      (after->output_size() < 2 || g.consumers(after->output(1)).empty())) {
+    m->attn_drop = after;
+    after = g.node(g.sole_consumer(after->output(0)));
+  }
+  m->mixed = after;
+  const std::string& probs = m->attn_drop ? m->attn_drop->output(0) : m->softmax->output(0);
+  if (!m->mixed || m->mixed->op_type() != "MatMul" || m->mixed->input(0) != probs) return false;
   m->v = head_above(g, g.made_by(m->mixed->input(1), "Transpose"));
   if (!has_perm(m->q.transpose, {1, 0, 2}) || !has_perm(m->k.transpose, {1, 2, 0}) ||
       !has_perm(m->v.transpose, {1, 0, 2}) || !m->q.slice || !m->k.slice || !m->v.slice)
@@ -167,7 +175,7 @@ void match_multihead_attention(Graph& g, int k) {
       m.softmax, m.mixed, m.out_t, m.merge, m.gemm, m.unmerge, m.y};
   std::set<int> group;
   for (const onnx::NodeProto* n : nodes) group.insert(g.index(n));
-  for (const onnx::NodeProto* n : {m.mask_add, m.alpha_mul})
+  for (const onnx::NodeProto* n : {m.mask_add, m.alpha_mul, m.attn_drop})
     if (n) group.insert(g.index(n));
   // Every value inside the group is read by the group and Shape nodes alone; those Shape nodes
   // read the values AttentionShapes gives a shape to.
@@ -198,11 +206,20 @@ void match_multihead_attention(Graph& g, int k) {
                                  m.v.reshape->input(1), m.merge->input(1), m.unmerge->input(1)};
   for (const Head* h : {&m.q, &m.k, &m.v})
     for (int i = 1; i <= 4; ++i) in.push_back(i < h->slice->input_size() ? h->slice->input(i) : "");
-  if (m.mask_add) {  // inputs 23 and 24: the scores' factor (or none) and the mask
+  if (m.mask_add || m.attn_drop) {  // inputs 23 and 24: the scores' factor and the mask
     in.push_back(m.alpha);
     in.push_back(m.mask);
   }
+  if (m.attn_drop)  // input 25: the dropout's ratio (none: ONNX's default)
+    in.push_back(m.attn_drop->input_size() > 1 ? m.attn_drop->input(1) : "");
   onnx::NodeProto f = fused_node("MultiheadAttention", *m.softmax, in, m.y->output(0));
+  if (m.attn_drop) {
+    copy_attrs(&f, *m.attn_drop, "dropout_");
+    auto* d = f.add_attribute();
+    d->set_name("attn_dropout");
+    d->set_type(onnx::AttributeProto::INT);
+    d->set_i(1);
+  }
   copy_attrs(&f, *m.gemm, "gemm_");
   copy_attrs(&f, *m.softmax, "softmax_");
   g.fuse_two({group.begin(), group.end()}, shapes, f);

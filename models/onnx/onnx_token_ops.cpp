@@ -96,6 +96,17 @@ bool causal_mask(Translator& t, int64_t tokens) {
   return true;
 }
 
+// The dropout rate of the attention's probabilities (input 25, or the Dropout's ratio attribute,
+// ONNX's default 0.5; Note [multi-head attention]), 0 without a Dropout.
+double attention_dropout(Translator& t) {
+  if (t.attr_int("attn_dropout", 0) == 0) return 0;
+  const double rate = t.has(25) ? t.konst(25).scalar(t.where() + ": the attention's dropout ratio")
+                                : t.attr_float("dropout_ratio", 0.5);
+  if (rate < 0 || rate >= 1) t.fail("the attention's dropout ratio " + std::to_string(rate) +
+                                    " is not in [0, 1)");
+  return short_float(rate);
+}
+
 void multihead_attention(Translator& t) {
   const DataValue x = tokens_input(t, 0, "a multi-head attention");
   const int64_t tokens = x.sample[0], c = x.sample[1];
@@ -142,6 +153,7 @@ void multihead_attention(Translator& t) {
   AttrMap a;
   a.set("heads", heads);
   a.set("causal", causal_mask(t, tokens));
+  if (const double rate = attention_dropout(t); rate > 0) a.set("dropout", rate);
   a.set("scale", 1.0 / std::sqrt(static_cast<double>(d)));
   const DataValue mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
   AttrMap out;
