@@ -113,7 +113,8 @@ bool find_mha(const Graph& g, int k, Mha* m) {
   m->k = head_above(g, g.made_by(m->scores->input(1), "Transpose"));
   const onnx::NodeProto* after = g.node(g.sole_consumer(m->softmax->output(0)));
   if (after && after->op_type() == "Dropout" && after->domain().empty() &&
-      (after->output_size() < 2 || g.consumers(after->output(1)).empty())) {
+      (after->output_size() < 2 || after->output(1).empty() ||
+       g.consumers(after->output(1)).empty())) {
     m->attn_drop = after;
     after = g.node(g.sole_consumer(after->output(0)));
   }
