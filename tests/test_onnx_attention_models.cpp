@@ -1,6 +1,7 @@
 // Imported attention and window networks against PyTorch on the CPU (the fixture and the checks:
 // tests/onnx_models.h): torchvision's vision transformer, MaxViT and Swin's patch merging, an
-// einsum attention, and GPT-2 exported from PyTorch (against its YAML too).
+// einsum attention, GPTs written with nn.TransformerEncoder (batch-first and sequence-first), and
+// GPT-2 exported from PyTorch (against its YAML too).
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -128,6 +129,57 @@ TEST_F(OnnxModels, SwinShiftedWindows) {
   make("swin_shifted");
   check_model(dir_, "swin_shifted");
 }
+// CLIP's layout (Note [sequence-first values]): tokens permuted to [T, N, C] for layers of
+// batch_first=False attention, a post-norm nn.TransformerEncoderLayer and a pre-norm block with
+// QuickGELU, both under the causal mask, permuted back for the head; layer norms written out.
+TEST_F(OnnxModels, SequenceFirstTransformer) {
+  make("encoder_seq_first");
+  check_model(dir_, "encoder_seq_first");
+  // The Transposes into and out of the layers, by position.
+  auto transposes = [](onnx::ModelProto& m) {
+    std::vector<onnx::NodeProto*> found;
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      if (n.op_type() == "Transpose" && n.attribute_size() == 1 &&
+          n.attribute(0).ints_size() == 3 && n.attribute(0).ints(0) == 1 &&
+          n.attribute(0).ints(1) == 0 && n.input(0).rfind("/", 0) == 0 &&
+          n.input(0).find("attn") == std::string::npos)
+        found.push_back(&n);
+    return found;
+  };
+  // Without the permute back, the output is sequence-first: refused, naming it.
+  onnx::ModelProto out = exported("encoder_seq_first");
+  ASSERT_GE(transposes(out).size(), 2u);
+  onnx::NodeProto* last = transposes(out).back();
+  last->set_op_type("Identity");
+  last->clear_attribute();
+  std::string e = import_error(out);
+  EXPECT_NE(e.find("is sequence-first ([T, N, ...]); remat's loss and labels read the batch "
+                   "first"),
+            std::string::npos)
+      << e;
+  // Without the permute in, the first attention would run across the batch: refused.
+  onnx::ModelProto in = exported("encoder_seq_first");
+  onnx::NodeProto* first = transposes(in).front();
+  first->set_op_type("Identity");
+  first->clear_attribute();
+  e = import_error(in);
+  EXPECT_NE(e.find("a sequence-first attention (batch_first=False) reads [T, N, C], but its "
+                   "input is batch-first [N, T, C]"),
+            std::string::npos)
+      << e;
+  // A permute back other than [1, 0, 2] is refused at the Transpose.
+  onnx::ModelProto other = exported("encoder_seq_first");
+  auto* perm = transposes(other).back()->mutable_attribute(0);
+  perm->set_ints(0, 1);
+  perm->set_ints(1, 2);
+  perm->set_ints(2, 0);
+  e = import_error(other);
+  EXPECT_NE(e.find("perm [1, 2, 0] of sequence-first data: only [1, 0, 2] (back to the batch "
+                   "first) is supported"),
+            std::string::npos)
+      << e;
+}
+
 // A GPT written with nn.TransformerEncoder and PyTorch's causal attn_mask (Note [multi-head
 // attention]): the masked scores become causal attention; pre-norm layers, F.gelu, a learned
 // position table, the head over the vocabulary.

@@ -188,6 +188,13 @@ std::function<void(onnx::GraphProto*)> transposes(std::vector<int64_t> to, std::
   };
 }
 
+// x.transpose(0, 1) and back: two aliases (Note [sequence-first values]), no layer.
+TEST_F(OnnxShapeOps, ASwapOfTheBatchAndBackIsNoLayer) {
+  const ModelConfig cfg = load(cnn_with(transposes({1, 0, 2, 3}, {1, 0, 2, 3}), 4));
+  EXPECT_TRUE(layers_of(cfg, "transpose").empty());
+  EXPECT_TRUE(layers_of(cfg, "reshape").empty());
+}
+
 // x.permute(0, 2, 3, 1) and back (ConvNeXt's blocks): two transpose layers.
 TEST_F(OnnxShapeOps, ATransposeOfDataIsATransposeLayer) {
   const ModelConfig cfg = load(cnn_with(transposes({0, 2, 3, 1}, {0, 3, 1, 2}), 4));
@@ -296,8 +303,16 @@ TEST_F(OnnxShapeOps, StridedSlicesConcatenatedAreAPatchMerging) {
 }
 
 TEST_F(OnnxShapeOps, TransposesRematDoesNotTakeAreClearErrors) {
-  EXPECT_HAS(error_of(cnn_with(transposes({1, 0, 2, 3}, {1, 0, 2, 3}), 4)),
-             "perm [1, 0, 2, 3] moves the batch");
+  EXPECT_HAS(error_of(cnn_with(transposes({2, 0, 1, 3}, {1, 2, 0, 3}), 4)),
+             "perm [2, 0, 1, 3] moves the batch");
+  // [1, 0, 2, 3] makes the value sequence-first (Note [sequence-first values]): only the same
+  // swap takes it back, and the convolution after it refuses it.
+  EXPECT_HAS(error_of(cnn_with(transposes({1, 0, 2, 3}, {0, 2, 1, 3}), 4)),
+             "perm [0, 2, 1, 3] of sequence-first data: only [1, 0, 2, 3] (back to the batch "
+             "first) is supported");
+  EXPECT_HAS(error_of(cnn_with(transposes({0, 1, 2, 3}, {1, 0, 2, 3}), 4)),
+             "is sequence-first ([T, N, ...]: a Transpose moved the batch to axis 1), which this "
+             "op does not take");
   EXPECT_HAS(error_of(cnn_with(transposes({0, 2, 3}, {0, 2, 3}), 4)), "is not a permutation of 4 axes");
 }
 

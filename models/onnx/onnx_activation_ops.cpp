@@ -16,7 +16,7 @@ double as_written(double v) {
 }
 
 void curve(Translator& t, const std::string& op, AttrMap a = {}) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   t.emit(op, {x}, std::move(a), {}, x.sample, x.remat);
 }
 
@@ -53,7 +53,7 @@ void pow_op(Translator& t) {
   if (shape_numel(t.konst(1).shape) != 1)
     t.fail("only a scalar exponent is supported, not " + shape_str(t.konst(1).shape));
   const double e = t.konst(1).scalar(t.where() + ": the exponent");
-  if (e == 1.0) return t.alias(0, t.data(0));
+  if (e == 1.0) return t.alias(0, t.data(0, kSeqFirst));
   if (e == 0.5) return curve(t, "sqrt");
   AttrMap a;
   a.set("exponent", e);

@@ -2,9 +2,11 @@
 // onnx_translator.h): nn.MultiheadAttention as torch.onnx.export writes it, and the class token.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/onnx/onnx_pattern_graph.h"
@@ -40,6 +42,11 @@ namespace patterns {
 // (-inf above the diagonal) as causal attention. In a training-mode export with dropout > 0 (the
 // default 0.1 of nn.TransformerEncoderLayer), a Dropout sits between the Softmax and the second
 // MatMul: it joins the group too, its ratio an input, and becomes the attention's dropout.
+// Sequence-first (batch_first=False, PyTorch's default), the tokens arrive as [T, N, C] and leave
+// so: neither Transpose is there (or x's is read by more than the projection, a residual's
+// Transpose of its own), and the group reads and writes sequence-first values (Note
+// [sequence-first values] in onnx_translator.h); attributes batch_first_in and batch_first_out
+// say which Transposes it holds.
 namespace {
 
 bool has_perm(const onnx::NodeProto* t, std::vector<int64_t> perm) {
@@ -138,12 +145,17 @@ bool find_mha(const Graph& g, int k, Mha* m) {
   }
   if (!m->mm_in) return false;
   m->w_t = g.made_by(m->mm_in->input(1), "Transpose");
-  m->xt = g.made_by(m->mm_in->input(0), "Transpose");
-  if (!has_perm(m->w_t, {1, 0}) || !g.is_init(m->w_t->input(0)) || !has_perm(m->xt, {1, 0, 2}) ||
-      !g.is_data(m->xt->input(0)))
-    return false;
+  if (!has_perm(m->w_t, {1, 0}) || !g.is_init(m->w_t->input(0))) return false;
   m->w_in = m->w_t->input(0);
-  m->x = m->xt->input(0);
+  // Batch-first tokens come through x's Transpose, read by the projection (and Shapes) alone;
+  // sequence-first ones (Note [sequence-first values]) are the projection's input itself.
+  m->xt = g.made_by(m->mm_in->input(0), "Transpose");
+  bool shaped = false;
+  if (!has_perm(m->xt, {1, 0, 2}) ||
+      !only_shapes_besides(g, m->xt->output(0), {g.index(m->mm_in)}, &shaped))
+    m->xt = nullptr;
+  m->x = m->xt ? m->xt->input(0) : m->mm_in->input(0);
+  if (!g.is_data(m->x)) return false;
   // The one node other than Shapes that reads n's output, if it has op type `op`.
   auto next = [&](const onnx::NodeProto* n, const char* op) -> const onnx::NodeProto* {
     const onnx::NodeProto* found = nullptr;
@@ -159,10 +171,11 @@ bool find_mha(const Graph& g, int k, Mha* m) {
   m->merge = next(m->out_t, "Reshape");
   m->gemm = next(m->merge, "Gemm");
   m->unmerge = next(m->gemm, "Reshape");
-  m->y = next(m->unmerge, "Transpose");
+  m->y = next(m->unmerge, "Transpose");  // back to the batch first; none: sequence-first
+  if (!has_perm(m->y, {1, 0, 2})) m->y = nullptr;
   return has_perm(m->out_t, {1, 0, 2}) && m->gemm && m->gemm->input(0) == m->merge->output(0) &&
          m->gemm->input_size() == 3 && g.is_init(m->gemm->input(1)) &&
-         g.is_init(m->gemm->input(2)) && has_perm(m->y, {1, 0, 2});
+         g.is_init(m->gemm->input(2)) && m->unmerge;
 }
 
 }  // namespace
@@ -170,26 +183,28 @@ bool find_mha(const Graph& g, int k, Mha* m) {
 void match_multihead_attention(Graph& g, int k) {
   Mha m{};
   if (!find_mha(g, k, &m)) return;
-  const std::vector<const onnx::NodeProto*> nodes = {
+  std::vector<const onnx::NodeProto*> nodes = {
       m.xt, m.w_t, m.mm_in, m.add_in, m.q.slice, m.q.reshape, m.q.transpose, m.k.slice,
       m.k.reshape, m.k.transpose, m.v.slice, m.v.reshape, m.v.transpose, m.div, m.scores,
       m.softmax, m.mixed, m.out_t, m.merge, m.gemm, m.unmerge, m.y};
+  nodes.erase(std::remove(nodes.begin(), nodes.end(), nullptr), nodes.end());
+  const onnx::NodeProto* last = nodes.back();  // the group's output: y, or the unmerge
   std::set<int> group;
   for (const onnx::NodeProto* n : nodes) group.insert(g.index(n));
   for (const onnx::NodeProto* n : {m.mask_add, m.alpha_mul, m.attn_drop})
     if (n) group.insert(g.index(n));
   // Every value inside the group is read by the group and Shape nodes alone; those Shape nodes
   // read the values AttentionShapes gives a shape to.
-  const std::map<std::string, AttentionShapeRole> roles = {
-      {m.xt->output(0), kTokensFirst},    {m.add_in->output(0), kPacked},
-      {m.q.slice->output(0), kOneOfThree}, {m.k.slice->output(0), kOneOfThree},
-      {m.v.slice->output(0), kOneOfThree}, {m.merge->output(0), kProjection},
-      {m.gemm->output(0), kProjection}};
+  std::map<std::string, AttentionShapeRole> roles = {
+      {m.add_in->output(0), kPacked},      {m.q.slice->output(0), kOneOfThree},
+      {m.k.slice->output(0), kOneOfThree}, {m.v.slice->output(0), kOneOfThree},
+      {m.merge->output(0), kProjection},   {m.gemm->output(0), kProjection}};
+  if (m.xt) roles[m.xt->output(0)] = kTokensFirst;
   onnx::NodeProto shapes = fused_node("AttentionShapes", *m.softmax, {m.x, m.w_in}, "");
   shapes.clear_output();
   std::vector<int64_t> shape_roles;
   for (const onnx::NodeProto* n : nodes) {
-    if (n == m.y) continue;
+    if (n == last) continue;
     bool shaped = false;
     if (!only_shapes_besides(g, n->output(0), group, &shaped)) return;
     if (!shaped) continue;
@@ -213,7 +228,15 @@ void match_multihead_attention(Graph& g, int k) {
   }
   if (m.attn_drop)  // input 25: the dropout's ratio (none: ONNX's default)
     in.push_back(m.attn_drop->input_size() > 1 ? m.attn_drop->input(1) : "");
-  onnx::NodeProto f = fused_node("MultiheadAttention", *m.softmax, in, m.y->output(0));
+  onnx::NodeProto f = fused_node("MultiheadAttention", *m.softmax, in, last->output(0));
+  // Whether the group moves batch-first tokens in (x's Transpose) and back out (y's).
+  for (const auto& [name, on] : {std::pair<const char*, bool>{"batch_first_in", m.xt != nullptr},
+                                 {"batch_first_out", m.y != nullptr}}) {
+    auto* a = f.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(on);
+  }
   if (m.attn_drop) {
     copy_attrs(&f, *m.attn_drop, "dropout_");
     auto* d = f.add_attribute();

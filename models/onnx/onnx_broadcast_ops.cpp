@@ -58,7 +58,9 @@ struct Kept {
   int64_t axes = 0, keep_last = 0;
 };
 Kept kept_axes(const DataValue& x, const DataValue& s) {
-  if (x.remat != x.sample || x.transposed || s.transposed) return {};
+  // Of two sequence-first values the per-sample axes are [T, ...] as ever (Note
+  // [sequence-first values]); one of each order is neither.
+  if (x.remat != x.sample || x.transposed || s.transposed || x.seq_first != s.seq_first) return {};
   const Shape& xs = x.sample;
   const Shape& ss = s.sample;
   if (ss.size() != xs.size()) return {};
@@ -84,9 +86,9 @@ Operands operands_of(Translator& t, bool x_first) {
   Operands o;
   for (int k : {0, 1}) {
     if (o.x >= 0 || (x_first && k == 1)) break;
-    DataValue probe = t.data(k);
+    DataValue probe = t.data(k, kSeqFirst);
     if (shape_numel(probe.remat) == shape_numel(probe.sample)) probe.remat = probe.sample;
-    o.kept = kept_axes(probe, t.data(1 - k));
+    o.kept = kept_axes(probe, t.data(1 - k, kSeqFirst));
     if (o.kept.axes > 0) o.x = k;
   }
   return o;
@@ -114,7 +116,8 @@ void emit_rows(Translator& t, const std::string& op, const DataValue& x, DataVal
 }
 
 [[noreturn]] void fail_shapes(Translator& t, const std::string& supported) {
-  t.fail("inputs " + shape_str(t.data(0).sample) + " and " + shape_str(t.data(1).sample) +
+  t.fail("inputs " + shape_str(t.data(0, kSeqFirst).sample) + " and " +
+         shape_str(t.data(1, kSeqFirst).sample) +
          " per sample: " + supported);
 }
 
@@ -130,9 +133,9 @@ void data_product(Translator& t, bool divide) {
     t.fail(std::string("a product with a constant: ") + supported);
   const Operands o = operands_of(t, divide);
   if (o.x < 0) fail_shapes(t, supported);
-  DataValue s = t.data(1 - o.x);
+  DataValue s = t.data(1 - o.x, kSeqFirst);
   if (divide) s = emit_reciprocal(t, s);
-  emit_rows(t, "channel_scale", as_sample_shape(t, t.data(o.x)), s, o.kept);
+  emit_rows(t, "channel_scale", as_sample_shape(t, t.data(o.x, kSeqFirst)), s, o.kept);
 }
 
 void mul(Translator& t) {
@@ -169,14 +172,15 @@ TranslateFn sum_or(const std::string& op, const TranslateFn& other) {
       t.fail("only " + op + " of data and data or a constant is supported");
     }
     const Operands o = operands_of(t, false);
-    const bool same = o.x >= 0 && t.data(0).sample == t.data(1).sample;
+    const bool same = o.x >= 0 && t.data(0, kSeqFirst).sample == t.data(1, kSeqFirst).sample;
     if (op == "Add" && (o.x < 0 || same) && other) return other(t);
     if (o.x < 0)
       fail_shapes(t, "only data and data of its shape, or equal to it on its first and last axes "
                      "and 1 between (a shift per row, [N, T, 1] of [N, T, D]; adaLN's [N, 1, D]), "
                      "are supported");
-    DataValue x = as_sample_shape(t, t.data(o.x));
-    DataValue s = same ? as_sample_shape(t, t.data(1 - o.x)) : t.data(1 - o.x);
+    DataValue x = as_sample_shape(t, t.data(o.x, kSeqFirst));
+    const DataValue& other = t.data(1 - o.x, kSeqFirst);
+    DataValue s = same ? as_sample_shape(t, other) : other;
     if (op == "Sub" && o.x == 0) s = emit_negation(t, s);
     if (op == "Sub" && o.x == 1) x = emit_negation(t, x);
     if (same) return (void)t.emit("add", {x, s}, {}, {}, x.sample, x.remat);
@@ -190,11 +194,17 @@ TranslateFn sum_or(const std::string& op, const TranslateFn& other) {
 // squares), one before it at k >= 1 (CBAM's mean over an image's channels, a mean over tokens).
 TranslateFn row_mean_or(const TranslateFn& other) {
   return [other](Translator& t) {
-    const DataValue& x = t.data(0, true);
+    const DataValue& x = t.data(0, kFolds | kSeqFirst);
     const int64_t rank = onnx_rank(x);
     std::vector<int64_t> axes =
         t.has(1) ? t.konst(1).ints(t.where() + ": axes") : t.attr_ints("axes", {});
-    for (int64_t& a : axes) a = normalize_axis(a, rank, t.where());
+    for (int64_t& a : axes) {
+      a = normalize_axis(a, rank, t.where());
+      if (x.seq_first && a < 2) {  // ONNX's [T, N, ...] (Note [sequence-first values])
+        if (a == 1) t.fail("a mean over the batch (axis 1 of sequence-first data)");
+        a = 1;
+      }
+    }
     std::sort(axes.begin(), axes.end());
     axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
     const bool image = rank == 4 && axes == std::vector<int64_t>{2, 3};

@@ -123,6 +123,10 @@ void Translator::finish_output() {
     REMAT_USER_ERROR(src_.path << ": output '" << name << "' holds " << v.fold
                                << " windows per sample folded into the batch; remat's loss "
                                   "reads one row per sample");
+  if (v.seq_first)
+    REMAT_USER_ERROR(src_.path << ": output '" << name << "' is sequence-first ([T, N, ...]); "
+                                  "remat's loss and labels read the batch first: transpose it "
+                                  "back (x.transpose(0, 1)) before the model returns it");
   if (v.remat != v.sample)
     REMAT_USER_ERROR(src_.path << ": output '" << name << "' is " << shape_str(v.sample)
                                << " per sample; remat's loss reads [K], [K, H, W] or [T, V]");

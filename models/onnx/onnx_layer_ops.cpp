@@ -138,13 +138,13 @@ void batch_norm(Translator& t) {
 }
 
 void relu(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   t.emit("relu", {x}, {}, {}, x.sample, x.remat);
 }
 
 // Clip(0, 6) is relu6 and Clip(0) relu; other bounds have no remat op.
 void clip(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   const double lo = t.has(1) ? t.konst(1).scalar(t.where() + ": min") : t.attr_float("min", -INFINITY);
   const double hi = t.has(2) ? t.konst(2).scalar(t.where() + ": max") : t.attr_float("max", INFINITY);
   if (lo == 0 && hi == 6) {
@@ -235,7 +235,7 @@ void gemm(Translator& t) {
 // by data: remat's matmul (matmul_of_data).
 void matmul(Translator& t) {
   if (!t.is_const(1)) return matmul_of_data(t);
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape b = weight_dims(t, 1, "the weight");
   if (b.size() != 2 || b[0] != x.sample.back())
@@ -249,19 +249,19 @@ void matmul(Translator& t) {
          out, out);
 }
 
-std::vector<DataValue> data_inputs(Translator& t) {
+std::vector<DataValue> data_inputs(Translator& t, unsigned takes = kBatchFirst) {
   std::vector<DataValue> in;
   for (int k = 0; k < t.inputs(); ++k) {
     if (t.is_module_tensor(k)) fail_module_tensor(t, k);
     if (t.is_const(k))
       t.fail("input " + std::to_string(k) + " is a constant; only data from the step is supported here");
-    in.push_back(t.data(k));
+    in.push_back(t.data(k, takes));
   }
   return in;
 }
 
 void add(Translator& t) {
-  const std::vector<DataValue> in = data_inputs(t);
+  const std::vector<DataValue> in = data_inputs(t, kSeqFirst);
   for (const DataValue& v : in)
     if (v.sample != in[0].sample || v.remat != in[0].remat)
       t.fail("inputs " + shape_str(in[0].sample) + " and " + shape_str(v.sample) +
@@ -287,7 +287,7 @@ void concat(Translator& t) {
 }
 
 void dropout(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds | kSeqFirst);
   const double rate = t.has(1) ? t.konst(1).scalar(t.where() + ": ratio") : t.attr_float("ratio", 0.5);
   t.require_unused_outputs(1);
   if (rate <= 0) return t.alias(0, x);
@@ -296,7 +296,7 @@ void dropout(Translator& t) {
   t.emit("dropout", {x}, a, {}, x.sample, x.remat);
 }
 
-void identity(Translator& t) { t.alias(0, t.data(0, true)); }
+void identity(Translator& t) { t.alias(0, t.data(0, kFolds | kSeqFirst)); }
 
 // Gather(W, ids) of token ids from a table W [V, C]: an embedding.
 void gather(Translator& t) {
@@ -395,7 +395,7 @@ void resize(Translator& t) {
 }
 
 void softmax(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds | kSeqFirst);
   const int64_t rank = onnx_rank(x);
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the softmax over the last axis is supported");
@@ -403,7 +403,7 @@ void softmax(Translator& t) {
 }
 
 void layer_norm(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the normalization over the last axis is supported");

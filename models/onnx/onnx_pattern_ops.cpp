@@ -17,7 +17,7 @@ namespace {
 // Dense(x, W, bias?): nn.Linear's MatMul by its transposed weight (weight_in_out 0), or a
 // MatMul by an [in, out] weight (1), with the bias Add when there is one.
 void dense(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds | kSeqFirst);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape w = t.initializer_dims(1);
   const bool in_out = t.attr_int("weight_in_out", 1) != 0;
@@ -42,7 +42,7 @@ void dense(Translator& t) {
 // The heads of Reshape(x, [N, T, H, D]) then Transpose [0, 2, 1, 3] (or [0, 2, 3, 1]: k for
 // q k^T, kept as [H, T, D] and marked transposed).
 void split_heads(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds);
   if ((x.sample.size() != 2 || x.fold > 1) && !x.transposed) {  // not tokens: the two ops
     const DataValue r = reshape_onnx(t, x, t.konst(1));
     transpose_data(t, r, t.attr_ints("perm", {}));
@@ -73,7 +73,7 @@ void split_heads(Translator& t) {
 
 // Transpose [0, 2, 1, 3] of heads [N, H, T, D] then Reshape to [N, T, H D].
 void merge_heads(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds);
   if ((x.sample.size() != 3 || x.fold > 1) && !x.transposed) {  // not heads: the two ops
     const DataValue y = transpose_data(t, x, t.attr_ints("perm", {}));
     reshape_onnx(t, y, t.konst(1));
@@ -118,7 +118,7 @@ Shape swap_last_two(Shape s) {
 // the pattern's transpose_a / transpose_b, input a or b is the Transpose's input, [.., K, M] or
 // [.., N, K], read transposed (absorb_transposes in onnx_patterns.cpp).
 void matmul_of(Translator& t, double scale) {
-  const DataValue a = t.data(0, true), b = t.data(1, true);
+  const DataValue a = t.data(0, kFolds), b = t.data(1, kFolds);
   const bool ta = t.attr_int("transpose_a", 0) != 0, tb_attr = t.attr_int("transpose_b", 0) != 0;
   if (a.transposed || a.remat != a.sample) t.fail("input 0 is not a plain tensor");
   if (a.sample.size() < 2 || b.sample.size() != a.sample.size())
@@ -211,7 +211,7 @@ void position_embedding(Translator& t) {
 
 // GPT-2's gelu written out: remat's gelu (the same tanh formula) once the constants are its.
 void gelu_tanh(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   const double want[4] = {0.044715, std::sqrt(2.0 / 3.14159265358979323846), 1.0, 0.5};
   for (int k = 0; k < 4; ++k) {
     const double c = t.konst(k + 1).scalar(t.where());
@@ -225,7 +225,7 @@ void gelu_tanh(Translator& t) {
 // nn.GELU() written out (match_gelu_erf): remat's gelu_erf once its constants are sqrt 2 (or
 // 1 / sqrt 2 as a product), 1 and 1/2.
 void gelu_erf(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   const bool divide = t.attr_int("divide", 0) != 0;
   const double want[3] = {divide ? std::sqrt(2.0) : std::sqrt(0.5), 1.0, 0.5};
   for (int k = 0; k < 3; ++k) {
@@ -239,7 +239,7 @@ void gelu_erf(Translator& t) {
 // Layer norm written out (opsets before 17): remat's layernorm over the last axis, once both
 // means are over it and the exponent is 2.
 void layer_norm(Translator& t) {
-  const DataValue x = t.data(0);
+  const DataValue x = t.data(0, kSeqFirst);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., C]");
   const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
   for (const char* m : {"mean_axes", "var_axes"}) {
@@ -270,7 +270,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"HardSwish", [](Translator& t) { layer_ops().at("HardSwish")(t); }},  // x's hardswish
       {"GeluErf", gelu_erf},
       {"Silu", [](Translator& t) {  // x sigmoid(x)
-         const DataValue x = t.data(0);
+         const DataValue x = t.data(0, kSeqFirst);
          t.emit("silu", {x}, {}, {}, x.sample, x.remat);
        }},
   }));

@@ -26,7 +26,7 @@ bool is_scalar(Translator& t, int k) {
 
 // scale x + shift for the data input `x`; the constant's rank may not exceed the data's.
 void affine(Translator& t, int x, int c, double scale, double shift) {
-  const DataValue& v = t.data(x, true);
+  const DataValue& v = t.data(x, kFolds | kSeqFirst);
   if (c >= 0 && static_cast<int64_t>(t.konst(c).shape.size()) > onnx_rank(v))
     t.fail("a constant of shape " + shape_str(t.konst(c).shape) + " would broadcast " +
            shape_str(v.sample) + " per sample to a higher rank");
@@ -40,7 +40,7 @@ void affine(Translator& t, int x, int c, double scale, double shift) {
 // c / x (input x data): x's reciprocal, times c unless c is 1 (in double, rounded once:
 // within an ulp of PyTorch's c / x).
 void reciprocal(Translator& t, int x, double c) {
-  const DataValue& v = t.data(x, true);
+  const DataValue& v = t.data(x, kFolds | kSeqFirst);
   if (v.transposed) t.fail("arithmetic on transposed heads is not supported");
   const DataValue r = emit_reciprocal(t, v);
   if (c == 1.0) return;

@@ -149,6 +149,17 @@ DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t>
     if (static_cast<int64_t>(sorted.size()) != onnx_rank_x || sorted[static_cast<size_t>(d)] != d)
       t.fail("perm " + shape_str(perm) + " is not a permutation of " + std::to_string(onnx_rank_x) +
              " axes");
+  std::vector<int64_t> swap = {1, 0};  // [1, 0, 2, ...]: Note [sequence-first values]
+  for (int64_t d = 2; d < onnx_rank_x; ++d) swap.push_back(d);
+  if (x.seq_first && perm != swap)
+    t.fail("perm " + shape_str(perm) + " of sequence-first data: only " + shape_str(swap) +
+           " (back to the batch first) is supported");
+  if (perm == swap && (x.seq_first || (onnx_rank_x >= 3 && x.fold == 1 && x.remat == x.sample))) {
+    DataValue v = x;
+    v.seq_first = !x.seq_first;
+    t.alias(0, v);
+    return v;
+  }
   if (perm[0] != 0) t.fail("perm " + shape_str(perm) + " moves the batch (remat's values keep it first)");
   if (x.fold > 1) {  // remat's axes: the batch, the fold, then ONNX's axes 1.. one further on
     for (size_t k = 1; k < perm.size(); ++k) ++perm[k];
@@ -182,7 +193,7 @@ namespace {
 // Reshape of data: a flat result is a flatten, one that is remat's value already an alias, any
 // other a reshape layer (the batch first throughout).
 void reshape(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds);
   if (x.transposed) t.fail("a Reshape of transposed heads is not supported");
   const auto [m, rest] = onnx_target(t, x, t.konst(1));
   if (m == 1 && rest.size() == 1 && x.fold == 1) return to_flat(t, x);
@@ -223,9 +234,11 @@ void unsqueeze(Translator& t) { squeeze_like(t, true); }
 // to [1, 1, C]) is a reshape; one that swaps two adjacent blocks of axes (x.permute(0, 2, 3, 1)
 // and back, x.transpose(1, 2) of [N, A, B], a window partition; Note [block swaps] in
 // ops/block_swap.h) a transpose layer; any other a chain of them (MaxViT's permute(0, 2, 4, 3,
-// 5, 1) of [N, C, H / p, p, W / p, p] is two). (Heads' Transposes are patterns: Note [ONNX
-// patterns].)
-void transpose(Translator& t) { transpose_data(t, t.data(0, true), t.attr_ints("perm", {})); }
+// 5, 1) of [N, C, H / p, p, W / p, p] is two); [1, 0, 2, ...] of tokens an alias, sequence-first
+// (Note [sequence-first values]). (Heads' Transposes are patterns: Note [ONNX patterns].)
+void transpose(Translator& t) {
+  transpose_data(t, t.data(0, kFolds | kSeqFirst), t.attr_ints("perm", {}));
+}
 
 // Channels [lo, hi) of data whose channels are its first per-sample axis: an image [C, H, W]
 // or features [F] (remat's [C] of a pooled [C, 1, 1] too). Output `out` of the node.

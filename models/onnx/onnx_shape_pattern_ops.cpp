@@ -53,7 +53,7 @@ void patch_merge(Translator& t) {
 // (the batch must lead them): the slice of x at the index (channel_slice along that axis), x's
 // shape without the axis, and the rest of perm as a Transpose.
 void unbind(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds);
   if (x.transposed) t.fail("an unbind of transposed heads is not supported");
   const std::vector<int64_t> perm = t.attr_ints("perm", {});
   const int64_t rank = onnx_rank(x);

@@ -21,9 +21,11 @@ namespace onnx_detail {
 
 namespace {
 
-// Tokens [T, C] per sample as remat holds them, or an error naming what the node needs.
-DataValue tokens_input(Translator& t, int k, const std::string& what) {
-  const DataValue& x = t.data(k);
+// Tokens [T, C] per sample as remat holds them, or an error naming what the node needs;
+// `takes` as Translator::data's.
+DataValue tokens_input(Translator& t, int k, const std::string& what,
+                       unsigned takes = kBatchFirst) {
+  const DataValue& x = t.data(k, takes);
   if (x.sample.size() != 2 || x.remat != x.sample || x.transposed)
     t.fail(what + " reads tokens [N, T, C], not " + shape_str(x.sample) + " per sample");
   return x;
@@ -31,7 +33,7 @@ DataValue tokens_input(Translator& t, int k, const std::string& what) {
 
 // The ONNX shapes of the group's values that Shape nodes read (AttentionShapeRole).
 void attention_shapes(Translator& t) {
-  const DataValue x = tokens_input(t, 0, "a multi-head attention");
+  const DataValue x = tokens_input(t, 0, "a multi-head attention", kSeqFirst);
   const SymInt tokens{0, x.sample[0]}, n{1, 0}, c{0, x.sample[1]};
   const std::vector<int64_t> roles = t.attr_ints("roles", {});
   const Shape w = t.initializer_dims(1);
@@ -107,8 +109,22 @@ double attention_dropout(Translator& t) {
   return short_float(rate);
 }
 
+// The tokens x the attention reads: batch-first where the group moves them ([N, T, C] through
+// x's Transpose), sequence-first where it does not (Note [sequence-first values]); either
+// other is attention across the batch.
+DataValue attention_input(Translator& t) {
+  const DataValue x = tokens_input(t, 0, "a multi-head attention", kSeqFirst);
+  const bool batch_first = t.attr_int("batch_first_in", 1) != 0;
+  if (x.seq_first == batch_first)
+    t.fail(batch_first ? "the attention transposes tokens that are sequence-first already "
+                         "([T, N, C] to [N, T, C]): it would attend across the batch"
+                       : "a sequence-first attention (batch_first=False) reads [T, N, C], but "
+                         "its input is batch-first [N, T, C]: it would attend across the batch");
+  return x;
+}
+
 void multihead_attention(Translator& t) {
-  const DataValue x = tokens_input(t, 0, "a multi-head attention");
+  const DataValue x = attention_input(t);
   const int64_t tokens = x.sample[0], c = x.sample[1];
   const Shape w_in = t.initializer_dims(1), w_out = t.initializer_dims(3);
   if (w_in != Shape{3 * c, c} || shape_numel(t.initializer_dims(2)) != 3 * c ||
@@ -158,9 +174,12 @@ void multihead_attention(Translator& t) {
   const DataValue mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
   AttrMap out;
   out.set("units", c);
-  t.emit("dense", {mixed}, out,
-         {{"weight", t.node().input(3), {c, c}, {}}, {"bias", t.node().input(4), {c}, {}}},
-         {tokens, c}, {tokens, c});
+  DataValue y = t.emit("dense", {mixed}, out,
+                       {{"weight", t.node().input(3), {c, c}, {}},
+                        {"bias", t.node().input(4), {c}, {}}},
+                       {tokens, c}, {tokens, c});
+  y.seq_first = t.attr_int("batch_first_out", 1) == 0;  // without y's Transpose, [T, N, C]
+  t.set_data(0, y);
 }
 
 // Concat(Expand(token [1, 1, C], [N, 1, 1]), x) along the tokens.
@@ -315,7 +334,7 @@ void set_shifted_windows(Translator& t, const DataValue& x, const Shape& window,
 // window whose torchvision index the constant index is, the table its parameter; with Swin's
 // shifted-window mask when inputs 5-7 are there.
 void relative_position_bias(Translator& t) {
-  const DataValue x = t.data(0, true);
+  const DataValue x = t.data(0, kFolds);
   const size_t r = x.sample.size();
   if (x.transposed || x.remat != x.sample || r < 3 || x.sample[r - 1] != x.sample[r - 2])
     t.fail("expects scores [N, .., H, T, T], got " + shape_str(x.sample) + " per sample");

@@ -74,7 +74,7 @@ const OnnxConst& Translator::konst(int k) {
       .first->second;
 }
 
-const DataValue& Translator::data(int k, bool folds) const {
+const DataValue& Translator::data(int k, unsigned takes) const {
   if (!has(k)) fail("input " + std::to_string(k) + " is required");
   auto it = data_.find(node_->input(k));
   if (it == data_.end())
@@ -84,7 +84,13 @@ const DataValue& Translator::data(int k, bool folds) const {
     fail("input " + std::to_string(k) + " ('" + node_->input(k) +
          "') is inside a multi-head attention, which remat computes as one; only its Shape can "
          "be read");
-  if (it->second.fold > 1 && !folds)
+  if (it->second.seq_first && !(takes & kSeqFirst))
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') is sequence-first ([T, N, "
+         "...]: a Transpose moved the batch to axis 1), which this op does not take (linear "
+         "layers, layer norms, activations, dropout, softmax over the last axis, scalar "
+         "arithmetic, sums and products of two such values, nn.MultiheadAttention and a Transpose "
+         "back do; Note [sequence-first values])");
+  if (it->second.fold > 1 && !(takes & kFolds))
     fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') holds " +
          std::to_string(it->second.fold) + " windows per sample folded into the batch ([" +
          std::to_string(it->second.fold) + "N, ...]), which this op does not take (a linear layer, "
@@ -100,9 +106,10 @@ std::vector<SymInt> Translator::onnx_shape(int k) {
   }
   auto it = data_.find(node_->input(k));
   if (it != data_.end() && !it->second.shape_only.empty()) return it->second.shape_only;
-  const DataValue& v = data(k, true);
+  const DataValue& v = data(k, kFolds | kSeqFirst);
   dims.push_back({v.fold, 0});  // the batch N, times the windows folded into it
   for (size_t d = v.fold > 1 ? 1 : 0; d < v.sample.size(); ++d) dims.push_back({0, v.sample[d]});
+  if (v.seq_first) std::swap(dims[0], dims[1]);  // [T, N, ...]
   return dims;
 }
 
@@ -319,9 +326,14 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
   }
   out_->layers.push_back(std::move(l));
   DataValue v{out_->layers.back().name, sample, remat, dtype};
-  for (const DataValue& in : inputs)
+  for (const DataValue& in : inputs) {
     if (in.fold != inputs[0].fold) fail("inputs folded differently (Note [folded batch])");
+    if (in.seq_first != inputs[0].seq_first)
+      fail("one input is sequence-first ([T, N, ...]) and another batch-first (Note "
+           "[sequence-first values])");
+  }
   v.fold = inputs.empty() ? 1 : inputs[0].fold;
+  v.seq_first = !inputs.empty() && inputs[0].seq_first;
   set_data(out, std::move(v));
   return data_.at(node_->output(out));
 }

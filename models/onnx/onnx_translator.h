@@ -37,7 +37,25 @@ struct DataValue {
   // > 1: ONNX's first axis is fold x N (Note [folded batch]); `sample` and `remat` then begin
   // with `fold`.
   int64_t fold = 1;
+  // ONNX's value is sequence-first, [T, N, ...] (Note [sequence-first values]).
+  bool seq_first = false;
 };
+
+// Note [sequence-first values]
+// nn.MultiheadAttention and nn.TransformerEncoderLayer take [T, N, C] unless batch_first, and
+// models built on them transpose around the encoder (CLIP's x.permute(1, 0, 2), a GPT over
+// nn.TransformerEncoder's default layout). remat's values keep the batch first, so Transpose(x,
+// [1, 0, 2, ...]) of data is an alias whose value is remat's [N, T, ...] as before, marked
+// seq_first: its ONNX axis 0 is `sample`'s axis 0, ONNX axis 1 the batch, ONNX axis a >= 2
+// `sample`'s axis a - 1; `sample` is the per-sample shape as for any value, so its ONNX rank is
+// sample's + 1. The same Transpose of a sequence-first value is the batch-first alias again. The
+// ops that treat every position alike, or work along the last axis alone, give the same floats
+// in either order and take such values (Translator::data's kSeqFirst): linear layers, layer
+// norms, activations, dropout, softmax over the last axis, scalar arithmetic, sums and products
+// of two sequence-first values, a mean over the last axes, nn.MultiheadAttention
+// (onnx_token_ops.cpp), Shape (onnx_shape: [T, N, ...]); their results are sequence-first too,
+// and `emit` refuses to mix the two orders. Every other op refuses such an input by name, so no
+// op reads axis 1 as a sample axis by mistake, and so does the graph's output.
 
 // Note [folded batch]
 // Swin's window attention folds its windows into the batch: between the window partition and
@@ -64,6 +82,10 @@ struct ParamUse {
   std::vector<float> values;          // set when the layout differs (a transposed weight)
 };
 
+// What an op takes besides batch-first data (Translator::data): kFolds, values folded with
+// windows (Note [folded batch]); kSeqFirst, sequence-first values (Note [sequence-first values]).
+enum Takes : unsigned { kBatchFirst = 0, kFolds = 1, kSeqFirst = 2 };
+
 class Translator {
  public:
   Translator(const OnnxSource& src, OnnxImport* out);
@@ -74,9 +96,9 @@ class Translator {
   bool has(int k) const { return k < node_->input_size() && !node_->input(k).empty(); }
   bool is_const(int k) const;
   const OnnxConst& konst(int k);       // folds an initializer on first use
-  // UserError when input k is a constant or shape-only, or folded (Note [folded batch]) where
-  // the caller does not take folds.
-  const DataValue& data(int k, bool folds = false) const;
+  // UserError when input k is a constant or shape-only, or folded or sequence-first where the
+  // caller does not take it (`takes`, a set of Takes).
+  const DataValue& data(int k, unsigned takes = kBatchFirst) const;
   // Input k's whole ONNX shape, the batch N symbolic (a constant's, data's or a shape-only
   // value's).
   std::vector<SymInt> onnx_shape(int k);
@@ -104,8 +126,8 @@ class Translator {
   // flat value).
   void alias(int out, const DataValue& v) { set_data(out, v); }
   // Emits one layer reading `inputs` (data values) with `params`, whose result (per sample) is
-  // `sample` in ONNX and `remat` in remat, folded as its inputs are (Note [folded batch]); sets
-  // output `out` to it.
+  // `sample` in ONNX and `remat` in remat, folded as its inputs are (Note [folded batch]) and
+  // sequence-first as they are (Note [sequence-first values]); sets output `out` to it.
   const DataValue& emit(const std::string& op, const std::vector<DataValue>& inputs,
                         AttrMap attrs, std::vector<ParamUse> params, const Shape& sample,
                         const Shape& remat, DType dtype = DType::F32, int out = 0);

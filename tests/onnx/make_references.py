@@ -129,6 +129,12 @@ MODELS = {
     # nn.MultiheadAttention with a causal attn_mask buffer: baddbmm(mask, q, k), attention with
     # causal: true; F.gelu: gelu_erf), a learned position table, token ids [N, 16].
     "encoder_gpt": ({}, 16, 4, 17, "train"),
+    # CLIP's text transformer's layout: the tokens permuted to [T, N, C] for layers of
+    # nn.MultiheadAttention's default batch_first=False and back for the head (Note
+    # [sequence-first values]): a post-norm nn.TransformerEncoderLayer (ReLU; its input read by
+    # the attention and the residual), then CLIP's pre-norm block with the causal attn_mask and
+    # QuickGELU (x * sigmoid(1.702 x)); layer norms written out (opset 13).
+    "encoder_seq_first": ({}, 16, 4, 13, "train"),
 }
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
@@ -309,6 +315,37 @@ class EncoderGpt(torch.nn.Module):
         return self.head(self.norm(self.blocks(self.embed(ids) + self.positions, mask=self.mask)))
 
 
+class SequenceFirstGpt(torch.nn.Module):
+    """Token ids [N, T] embedded plus a learned position table, permuted to [T, N, C]; a post-norm
+    nn.TransformerEncoderLayer (2 heads of 16, ReLU, no dropout) and CLIP's residual attention
+    block (pre-norm nn.MultiheadAttention under the causal mask, QuickGELU), both sequence-first;
+    permuted back for a final layer norm and a linear head over the vocabulary."""
+
+    def __init__(self, tokens=16, dim=32):
+        super().__init__()
+        nn = torch.nn
+        self.embed = nn.Embedding(VOCAB, dim)
+        self.positions = nn.Parameter(torch.randn(1, tokens, dim) * 0.1)
+        self.post = nn.TransformerEncoderLayer(dim, 2, 4 * dim, dropout=0.0)
+        self.ln_1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, 2)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.proj = nn.Linear(4 * dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, VOCAB, bias=False)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tokens))
+
+    def forward(self, ids):
+        x = (self.embed(ids) + self.positions).permute(1, 0, 2)
+        x = self.post(x, src_mask=self.mask)
+        h = self.ln_1(x)
+        x = x + self.attn(h, h, h, need_weights=False, attn_mask=self.mask)[0]
+        h = self.fc(self.ln_2(x))
+        x = x + self.proj(h * torch.sigmoid(1.702 * h))
+        return self.head(self.norm(x.permute(1, 0, 2)))
+
+
 class EinsumNet(PatchAttention):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
@@ -352,6 +389,8 @@ def build(name, kwargs):
         model = BroadcastNet(CLASSES)
     elif arch == "encoder_gpt":
         model = EncoderGpt(MODELS[name][1])
+    elif arch == "encoder_seq_first":
+        model = SequenceFirstGpt(MODELS[name][1])
     elif arch == "modulation_net":
         model = ModulationNet(CLASSES)
     elif arch == "einsum_net":
@@ -448,7 +487,7 @@ def run(model, x, labels):
 def make(outdir, name):
     kwargs, size, batch, opset, mode = MODELS[name]
     gen = torch.Generator().manual_seed(1)
-    if name.startswith("gpt2_tiny") or name == "encoder_gpt":  # token ids, the next tokens labels
+    if name.startswith("gpt2_tiny") or name.startswith("encoder_"):  # token ids and labels
         x = torch.randint(0, VOCAB, (batch, size), generator=gen)
         labels = torch.randint(0, VOCAB, (batch, size), generator=gen)
         out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
