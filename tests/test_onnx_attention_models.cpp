@@ -146,23 +146,13 @@ TEST_F(OnnxModels, SequenceFirstTransformer) {
         found.push_back(&n);
     return found;
   };
-  // Without the permute back, the output is sequence-first: refused, naming it.
-  onnx::ModelProto out = exported("encoder_seq_first");
-  ASSERT_GE(transposes(out).size(), 2u);
-  onnx::NodeProto* last = transposes(out).back();
-  last->set_op_type("Identity");
-  last->clear_attribute();
-  std::string e = import_error(out);
-  EXPECT_NE(e.find("is sequence-first ([T, N, ...]); remat's loss and labels read the batch "
-                   "first"),
-            std::string::npos)
-      << e;
   // Without the permute in, the first attention would run across the batch: refused.
   onnx::ModelProto in = exported("encoder_seq_first");
+  ASSERT_GE(transposes(in).size(), 2u);
   onnx::NodeProto* first = transposes(in).front();
   first->set_op_type("Identity");
   first->clear_attribute();
-  e = import_error(in);
+  std::string e = import_error(in);
   EXPECT_NE(e.find("a sequence-first attention (batch_first=False) reads [T, N, C], but its "
                    "input is batch-first [N, T, C]"),
             std::string::npos)
@@ -176,6 +166,30 @@ TEST_F(OnnxModels, SequenceFirstTransformer) {
   e = import_error(other);
   EXPECT_NE(e.find("perm [1, 2, 0] of sequence-first data: only [1, 0, 2] (back to the batch "
                    "first) is supported"),
+            std::string::npos)
+      << e;
+}
+
+// PyTorch's tutorial transformer, sequence-first from its token ids [T, N] (the batch the open
+// second axis) to its logits [T, N, V]: remat reads the same ids batch-first, a learned table
+// [T, 1, C] turns to [1, T, C], and the loss pairs each sample's positions with its labels.
+TEST_F(OnnxModels, SequenceFirstInputAndOutput) {
+  make("encoder_tutorial");
+  check_model(dir_, "encoder_tutorial");
+  // A table [8, 2, C] of the tokens [T, N, C] would vary along the batch: refused.
+  onnx::ModelProto m = exported("encoder_tutorial");
+  bool found = false;
+  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+    if (init.name() != "positions") continue;
+    ASSERT_EQ(init.dims_size(), 3);
+    init.set_dims(0, 8);
+    init.set_dims(1, 2);
+    found = true;
+  }
+  ASSERT_TRUE(found);
+  const std::string e = import_error(m);
+  EXPECT_NE(e.find("a tensor of shape [8, 2, 32] varies along the batch axis (axis 1 of "
+                   "sequence-first data)"),
             std::string::npos)
       << e;
 }

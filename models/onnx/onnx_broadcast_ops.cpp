@@ -240,6 +240,7 @@ const DataValue& emit_learned_table(Translator& t, const std::string& op,
                                     const std::string& suffix, int w, const DataValue& x,
                                     const std::string& what, const std::string& other_form) {
   Shape wd = t.initializer_dims(w);
+  if (x.seq_first) wd = batch_first_dims(t, wd, onnx_rank(x));
   while (wd.size() > 1 && wd.front() == 1) wd.erase(wd.begin());
   // add_constant's table may end in 1s that broadcast (a bias [C, 1, 1] of an image).
   size_t ones = 0;

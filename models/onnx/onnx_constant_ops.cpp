@@ -48,9 +48,10 @@ bool is_graph_constant(Translator& t, int k) {
   return t.is_const(k) && !t.is_module_tensor(k);
 }
 
-// Data a table can be added to: remat's value in ONNX's layout, the batch not folded.
-DataValue table_data(Translator& t, int k) {
-  const DataValue& x = t.data(k);
+// Data a table can be added to: remat's value in ONNX's layout, the batch not folded;
+// sequence-first where `takes` says (batch_first_dims then turns the table).
+DataValue table_data(Translator& t, int k, unsigned takes = kBatchFirst) {
+  const DataValue& x = t.data(k, takes);
   if (x.remat != x.sample || x.transposed || x.sample.empty())
     t.fail("a constant added to data of per-sample shape " + shape_str(x.sample) +
            " that remat holds in another layout is not supported");
@@ -126,10 +127,11 @@ const DataValue& emit_table(Translator& t, const std::string& op, const DataValu
 // x / c multiplies by 1 / c (1 / c rounded to FP32, then one FP32 product: within an ulp of
 // PyTorch's quotient, exact for powers of two).
 void table_op(Translator& t, const std::string& op, int x_k, int c_k) {
-  DataValue x = table_data(t, x_k);
+  DataValue x = table_data(t, x_k, kSeqFirst);
   const OnnxConst& c = t.konst(c_k);
   if (!c.is_float) t.fail("an integer constant with float data");
-  const Shape shape = table_shape(t, x, c.shape);
+  const Shape cs = x.seq_first ? batch_first_dims(t, c.shape, onnx_rank(x)) : c.shape;
+  const Shape shape = table_shape(t, x, cs);
   std::vector<double> v = c.f;
   const bool additive = op == "Add" || op == "Sub";
   if (op == "Sub" && x_k == 1) x = emit_negation(t, x);  // c - x
@@ -141,7 +143,7 @@ void table_op(Translator& t, const std::string& op, int x_k, int c_k) {
       if (e == 0) t.fail("a division by zero (the constant holds a 0)");
       e = 1.0 / e;
     }
-  emit_table(t, additive ? "add_constant" : "mul_table", x, shape, expand(v, c.shape, shape));
+  emit_table(t, additive ? "add_constant" : "mul_table", x, shape, expand(v, cs, shape));
 }
 
 // The data input and the constant of a two-input node: 1 for a constant the export computed,
@@ -202,6 +204,19 @@ void where(Translator& t) {
 }
 
 }  // namespace
+
+Shape batch_first_dims(Translator& t, const Shape& cs, int64_t rank) {
+  const int64_t r = static_cast<int64_t>(cs.size());
+  if (r < rank - 1 || r > rank) return cs;
+  Shape dims(static_cast<size_t>(rank - r), 1);
+  dims.insert(dims.end(), cs.begin(), cs.end());
+  if (dims[1] != 1)
+    t.fail("a tensor of shape " + shape_str(cs) + " varies along the batch axis (axis 1 of "
+           "sequence-first data)");
+  dims.erase(dims.begin() + 1);
+  dims.insert(dims.begin(), 1);
+  return dims;
+}
 
 void fail_module_tensor(Translator& t, int k) {
   t.fail("a tensor of the module ('" + t.node().input(k) + "', " + shape_str(t.konst(k).shape) +

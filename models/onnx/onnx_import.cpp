@@ -44,9 +44,14 @@ void Translator::set_input(const OnnxSizes& sizes) {
                           << "; remat imports float images [N, C, H, W] and integer token ids "
                              "[N, T]");
   }
-  if (dims[0].has_dim_value() && dims[0].dim_value() > 0) out_->static_batch = dims[0].dim_value();
+  // Token ids [T, N]: a fixed first axis and an open second (Note [sequence-first values]).
+  const auto fixed = [&](int k) { return dims[k].has_dim_value() && dims[k].dim_value() > 0; };
+  const bool seq_first = out_->tokens && fixed(0) && !fixed(1);
+  const int batch_axis = seq_first ? 1 : 0;
+  if (fixed(batch_axis)) out_->static_batch = dims[batch_axis].dim_value();
   Shape sample;
-  for (int k = 1; k < dims.size(); ++k) {
+  for (int k = 0; k < dims.size(); ++k) {
+    if (k == batch_axis) continue;
     std::optional<int64_t> asked;
     if (out_->tokens && sizes.sequence) asked = *sizes.sequence;
     if (!out_->tokens && sizes.input) asked = (*sizes.input)[static_cast<size_t>(k - 1)];
@@ -68,6 +73,7 @@ void Translator::set_input(const OnnxSizes& sizes) {
   else out_->input = sample;
   data_[in.name()] = DataValue{kModelInputName, sample, sample,
                                out_->tokens ? DType::I32 : DType::F32};
+  data_[in.name()].seq_first = seq_first;
 }
 
 void Translator::translate(const onnx::NodeProto& n) {
@@ -123,10 +129,6 @@ void Translator::finish_output() {
     REMAT_USER_ERROR(src_.path << ": output '" << name << "' holds " << v.fold
                                << " windows per sample folded into the batch; remat's loss "
                                   "reads one row per sample");
-  if (v.seq_first)
-    REMAT_USER_ERROR(src_.path << ": output '" << name << "' is sequence-first ([T, N, ...]); "
-                                  "remat's loss and labels read the batch first: transpose it "
-                                  "back (x.transpose(0, 1)) before the model returns it");
   if (v.remat != v.sample)
     REMAT_USER_ERROR(src_.path << ": output '" << name << "' is " << shape_str(v.sample)
                                << " per sample; remat's loss reads [K], [K, H, W] or [T, V]");

@@ -302,7 +302,7 @@ void identity(Translator& t) { t.alias(0, t.data(0, kFolds | kSeqFirst)); }
 void gather(Translator& t) {
   if (!t.is_initializer(0) || t.is_const(1))
     t.fail("only an embedding (a table initializer indexed by the token ids) gathers data");
-  const DataValue ids = t.data(1);
+  const DataValue ids = t.data(1, kSeqFirst);  // [T, N] ids: [T, N, C] rows
   if (ids.dtype != DType::I32 || ids.layer != kModelInputName)
     t.fail("only the model's token ids index an embedding");
   if (t.attr_int("axis", 0) != 0) t.fail("an embedding gathers rows (axis 0)");

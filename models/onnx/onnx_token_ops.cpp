@@ -203,7 +203,7 @@ void class_token(Translator& t) {
 // Add(x, w) of data x and a parameter w whose dims, leading 1s dropped, are x's trailing axes:
 // a learned add_constant (a trained bias of the features: ResMLP's affine shift).
 void learned_bias(Translator& t, int table) {
-  emit_learned_table(t, "add_constant", "bias", table, t.data(1 - table), "a sum",
+  emit_learned_table(t, "add_constant", "bias", table, t.data(1 - table, kSeqFirst), "a sum",
                      "a table [1, T, C] added to tokens [N, T, C] (a learned position embedding)");
 }
 
@@ -212,10 +212,10 @@ void learned_bias(Translator& t, int table) {
 void add_table(Translator& t, const TranslateFn& add) {
   for (int table : {0, 1}) {
     if (t.inputs() != 2 || !t.is_initializer(table) || t.is_const(1 - table)) continue;
-    const DataValue& x = t.data(1 - table);
+    const DataValue& x = t.data(1 - table, kSeqFirst);
     Shape w = t.initializer_dims(table);
     if (w.size() == 3 && w[0] == 1) w.erase(w.begin());
-    if (x.sample.size() != 2 || x.remat != x.sample || w != x.sample)
+    if (x.sample.size() != 2 || x.remat != x.sample || w != x.sample || x.seq_first)
       return learned_bias(t, table);
     AttrMap a;
     a.set("max_len", x.sample[0]);

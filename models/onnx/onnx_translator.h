@@ -48,14 +48,18 @@ struct DataValue {
 // [1, 0, 2, ...]) of data is an alias whose value is remat's [N, T, ...] as before, marked
 // seq_first: its ONNX axis 0 is `sample`'s axis 0, ONNX axis 1 the batch, ONNX axis a >= 2
 // `sample`'s axis a - 1; `sample` is the per-sample shape as for any value, so its ONNX rank is
-// sample's + 1. The same Transpose of a sequence-first value is the batch-first alias again. The
+// sample's + 1. The same Transpose of a sequence-first value is the batch-first alias again.
+// Token ids [T, N] (the first axis fixed, the batch open: PyTorch's transformer tutorial) are
+// such a value from the start, remat's input [N, T] as for any token model. The
 // ops that treat every position alike, or work along the last axis alone, give the same floats
 // in either order and take such values (Translator::data's kSeqFirst): linear layers, layer
 // norms, activations, dropout, softmax over the last axis, scalar arithmetic, sums and products
 // of two sequence-first values, a mean over the last axes, nn.MultiheadAttention
-// (onnx_token_ops.cpp), Shape (onnx_shape: [T, N, ...]); their results are sequence-first too,
+// (onnx_token_ops.cpp), an embedding of the ids, a constant or learned table whose axis 1 is 1
+// (batch_first_dims), Shape (onnx_shape: [T, N, ...]); their results are sequence-first too,
 // and `emit` refuses to mix the two orders. Every other op refuses such an input by name, so no
-// op reads axis 1 as a sample axis by mistake, and so does the graph's output.
+// op reads axis 1 as a sample axis by mistake. The output may be either: remat's loss pairs
+// each sample's positions with its own labels.
 
 // Note [folded batch]
 // Swin's window attention folds its windows into the batch: between the window partition and
@@ -229,6 +233,12 @@ std::map<std::string, TranslateFn> with_constant_ops(std::map<std::string, Trans
 // of ONNX shape `fill_shape` may not widen x either (onnx_constant_ops.cpp).
 const DataValue& emit_additive_mask(Translator& t, const DataValue& x, const OnnxConst& mask,
                                     const Shape& fill_shape, bool keep_where_true, double fill);
+// The dims of a constant or parameter of ONNX dims `cs` beside sequence-first data of ONNX rank
+// `rank` as they broadcast over remat's batch-first value (Note [sequence-first values]):
+// right-aligned to the rank, its axis 1 (the batch) must be 1 and moves to the front; the same
+// values in the same order (a position encoding [T, 1, C] of [T, N, C] becomes [1, T, C]). Dims
+// that do not reach axis 1, or exceed the rank, are returned as they are (onnx_constant_ops.cpp).
+Shape batch_first_dims(Translator& t, const Shape& cs, int64_t rank);
 // `ops` with Add of a position table, Gather of a token (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_token_ops(std::map<std::string, TranslateFn> ops);
 // The role of a value inside a multi-head attention that a Shape node reads (AttentionShapes'

@@ -135,7 +135,14 @@ MODELS = {
     # the attention and the residual), then CLIP's pre-norm block with the causal attn_mask and
     # QuickGELU (x * sigmoid(1.702 x)); layer norms written out (opset 13).
     "encoder_seq_first": ({}, 16, 4, 13, "train"),
+    # PyTorch's word language model tutorial (TransformerModel): sequence-first throughout, token
+    # ids [T, N] in (the batch the second axis, dynamic) and logits [T, N, V] out; the embedding
+    # scaled by sqrt(C), a learned position table [T, 1, C] in place of the sinusoidal buffer,
+    # two post-norm nn.TransformerEncoderLayers (ReLU) under the causal mask, the decoder. The
+    # reference's input, labels and logits are stored batch-first, as remat holds them.
+    "encoder_tutorial": ({}, 16, 4, 13, "train"),
 }
+SEQUENCE_FIRST_IO = ("encoder_tutorial",)
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -346,6 +353,25 @@ class SequenceFirstGpt(torch.nn.Module):
         return self.head(self.norm(x.permute(1, 0, 2)))
 
 
+class TutorialTransformer(torch.nn.Module):
+    """PyTorch's tutorial TransformerModel over token ids [T, N]: logits [T, N, V]."""
+
+    def __init__(self, tokens=16, dim=32):
+        super().__init__()
+        nn = torch.nn
+        self.encoder = nn.Embedding(VOCAB, dim)
+        self.positions = nn.Parameter(torch.randn(tokens, 1, dim) * 0.1)
+        layer = nn.TransformerEncoderLayer(dim, 2, 2 * dim, dropout=0.0)
+        self.transformer_encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.decoder = nn.Linear(dim, VOCAB)
+        self.dim = dim
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tokens))
+
+    def forward(self, src):
+        x = self.encoder(src) * math.sqrt(self.dim) + self.positions
+        return self.decoder(self.transformer_encoder(x, self.mask))
+
+
 class EinsumNet(PatchAttention):
     """Patches as G = 4 windows of P = 4 tokens of C = 8 channels, one attention of 2 heads over
     each window's tokens written with torch.einsum with MaxViT's relative position bias, pooled
@@ -391,6 +417,8 @@ def build(name, kwargs):
         model = EncoderGpt(MODELS[name][1])
     elif arch == "encoder_seq_first":
         model = SequenceFirstGpt(MODELS[name][1])
+    elif arch == "encoder_tutorial":
+        model = TutorialTransformer(MODELS[name][1])
     elif arch == "modulation_net":
         model = ModulationNet(CLASSES)
     elif arch == "einsum_net":
@@ -459,16 +487,18 @@ def build(name, kwargs):
     return model
 
 
-def run(model, x, labels):
-    """Eval-mode logits, then a training-mode forward and backward from the same state."""
+def run(model, x, labels, sequence_first=False):
+    """Eval-mode logits, then a training-mode forward and backward from the same state; a
+    sequence-first model reads x [N, T] as [T, N], its logits turned back to [N, T, V]."""
     model.eval()
     out = {}
     if x.is_floating_point():
         x = x.to(next(model.parameters()).dtype)
+    forward = (lambda ids: model(ids.t()).transpose(0, 1)) if sequence_first else model
     with torch.no_grad():
-        out["eval_logits"] = model(x)
+        out["eval_logits"] = forward(x)
     model.train()
-    logits = model(x)
+    logits = forward(x)
     if logits.dim() == 4:  # per pixel: logits [N, K, H, W], labels [N, H, W]
         loss = F.cross_entropy(logits, labels)
     else:
@@ -498,10 +528,12 @@ def make(outdir, name):
         out = {"input": x, "labels": labels.to(torch.int32)}
     path = os.path.join(outdir, name + ".onnx")
     training = mode in ("train", "train_fixed_batch")
-    dynamic = {} if mode == "train_fixed_batch" else {"input": {0: "batch"}, "logits": {0: "batch"}}
+    seq_first = name in SEQUENCE_FIRST_IO
+    axis = 1 if seq_first else 0
+    dynamic = {} if mode == "train_fixed_batch" else {"input": {axis: "batch"}, "logits": {axis: "batch"}}
     exported = build(name, kwargs)
     exported.train(training)
-    torch.onnx.export(exported, x, path, opset_version=opset, input_names=["input"],
+    torch.onnx.export(exported, x.t() if seq_first else x, path, opset_version=opset, input_names=["input"],
                       output_names=["logits"], dynamic_axes=dynamic,
                       training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL,
                       do_constant_folding=not training)
@@ -514,7 +546,8 @@ def make(outdir, name):
             if init.name in state:
                 state[init.name].copy_(torch.from_numpy(onnx.numpy_helper.to_array(init).copy()))
     exact_model = copy.deepcopy(model).double()
-    results = {torch.float32: run(model, x, labels), torch.float64: run(exact_model, x, labels)}
+    results = {torch.float32: run(model, x, labels, seq_first),
+               torch.float64: run(exact_model, x, labels, seq_first)}
     # PyTorch's own float32 error per tensor, against float64 (Note [ONNX model tolerance]).
     for key, exact in results[torch.float64].items():
         out[key] = exact.float()
