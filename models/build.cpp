@@ -470,7 +470,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   if (cfg.onnx && ((opt.input && !cfg.tokens() && *opt.input != cfg.input) ||
                    (opt.sequence && cfg.tokens() && *opt.sequence != cfg.sequence))) {
     ModelConfig sized = cfg;
-    onnx_apply(sized, OnnxSizes{opt.input, opt.sequence});
+    onnx_apply(sized, OnnxOptions{opt.input, opt.sequence});
     return build_forward_graph(sized, ops, opt);
   }
   Graph g = build_graph(cfg, ops, opt, DType::F32, {});

@@ -204,8 +204,17 @@ void ConfigParser::parse_model_file(const YAML::Node& n) {
     fail(n, "model", "expected a map {onnx: FILE} (an ONNX file exported from PyTorch)");
   check_unique_keys(n, "model");
   for (auto it = n.begin(); it != n.end(); ++it)
-    if (it->first.Scalar() != "onnx")
-      fail(it->first, "model", "unknown key '" + it->first.Scalar() + "' (known: onnx)");
+    if (it->first.Scalar() != "onnx" && it->first.Scalar() != "buffers")
+      fail(it->first, "model", "unknown key '" + it->first.Scalar() + "' (known: onnx, buffers)");
+  if (const YAML::Node b = n["buffers"]) {  // Note [module buffers]
+    if (!b.IsSequence())
+      fail(b, "model", "buffers: expected a list of initializer names, such as [pe]");
+    for (const YAML::Node& name : b) {
+      if (!name.IsScalar() || name.Scalar().empty())
+        fail(name, "model", "buffers: expected an initializer's name");
+      cfg_.onnx_buffers.insert(name.Scalar());
+    }
+  }
   std::string path = scalar_string(n["onnx"], "model", "onnx");
   const std::filesystem::path dir = std::filesystem::path(src_).parent_path();
   if (std::filesystem::path(path).is_relative() && !dir.empty()) path = (dir / path).string();

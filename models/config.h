@@ -219,6 +219,11 @@ struct ModelConfig {
   // (Note [ONNX import] in models/onnx/onnx_import.h); null for a model written in YAML.
   std::shared_ptr<const OnnxSource> onnx;
   std::string where_onnx;  // "file:line:col" of the `onnx` value
+  // `model: {buffers: [...]}`: the file's initializers that are the module's buffers (Note
+  // [module buffers] in models/onnx/onnx_import.h), and their dims and values in the file,
+  // which `export` writes back.
+  std::set<std::string> onnx_buffers;
+  std::map<std::string, std::pair<Shape, std::vector<float>>> export_buffers;
   // Initial values of named parameters and buffers (an imported model's weights), applied after
   // the init rules (write_initial_values in models/initial_values.h); null: init rules only.
   std::shared_ptr<const std::map<std::string, std::vector<float>>> initial_values;

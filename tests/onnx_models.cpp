@@ -195,21 +195,27 @@ onnx::ModelProto OnnxModels::exported(const std::string& name) {
   return m;
 }
 
-// The import's error on `changed` (written next to the exports).
-std::string OnnxModels::import_error(const onnx::ModelProto& changed) {
+// The import's error on `changed` (written next to the exports), with `overrides`.
+std::string OnnxModels::import_error(const onnx::ModelProto& changed,
+                                     const std::vector<std::string>& overrides) {
   const std::string path = dir_ + "/changed.onnx";
   std::ofstream out(path, std::ios::binary);
   changed.SerializeToOstream(&out);
   out.close();
-  return test::user_error([&] { load_model_config(path, {"batch=2"}); });
+  std::vector<std::string> with_batch = overrides;
+  with_batch.push_back("batch=2");
+  return test::user_error([&] { load_model_config(path, with_batch); });
 }
 
-void check_model(const std::string& dir, const std::string& name) {
+void check_model(const std::string& dir, const std::string& name,
+                 const std::vector<std::string>& overrides) {
   SCOPED_TRACE(name);
   Reference ref{safetensors_load(dir + "/" + name + ".safetensors")};
   const int64_t batch = ref.at("input").shape[0];
   Imported m;
-  m.cfg = load_model_config(dir + "/" + name + ".onnx", {"batch=" + std::to_string(batch)});
+  std::vector<std::string> with_batch = overrides;
+  with_batch.push_back("batch=" + std::to_string(batch));
+  m.cfg = load_model_config(dir + "/" + name + ".onnx", with_batch);
   m.g = make_training_graph(build_forward_graph(m.cfg, m.ops), m.ops, m.cfg.optimizer.op,
                             m.cfg.optimizer.attrs);
 

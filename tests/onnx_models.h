@@ -13,6 +13,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <string>
+#include <vector>
 
 namespace remat {
 
@@ -25,8 +26,9 @@ class OnnxModels : public ::testing::Test {
   static void make(const std::string& name);
   // The export of `name` (made), to change.
   static onnx::ModelProto exported(const std::string& name);
-  // The import's error on `changed` (written next to the exports).
-  static std::string import_error(const onnx::ModelProto& changed);
+  // The import's error on `changed` (written next to the exports), with `overrides`.
+  static std::string import_error(const onnx::ModelProto& changed,
+                                  const std::vector<std::string>& overrides = {});
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
   }
@@ -34,8 +36,9 @@ class OnnxModels : public ::testing::Test {
 };
 
 // One training step of the export `name` in `dir` against PyTorch's, and the recomputing plan
-// (above); the eval-mode logits.
-void check_model(const std::string& dir, const std::string& name);
+// (above); the eval-mode logits. `overrides` (KEY=VALUE) go to its default config.
+void check_model(const std::string& dir, const std::string& name,
+                 const std::vector<std::string>& overrides = {});
 void check_eval(const std::string& dir, const std::string& name);
 
 }  // namespace remat

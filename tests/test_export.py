@@ -111,9 +111,10 @@ def main():
     return check.report()
 
 
-def train_and_export(tools, check, tmp, model, name):
-    """Exports `model` to ONNX, trains one step of it with remat, exports the checkpoint's weights:
-    (the weights file's tensors, the checkpoint's), or None where this build cannot import."""
+def train_and_export(tools, check, tmp, model, name, overrides=()):
+    """Exports `model` to ONNX, trains one step of it with remat, exports the checkpoint's weights
+    (both with the config `overrides`): (the weights file's tensors, the checkpoint's), or None
+    where this build cannot import."""
     path, ck, w = (os.path.join(tmp, name + s)
                    for s in (".onnx", "_ck.safetensors", "_w.safetensors"))
     torch.onnx.export(model, torch.randn(2, 3, 32, 32), path, opset_version=13,
@@ -121,13 +122,13 @@ def train_and_export(tools, check, tmp, model, name):
                       input_names=["input"], output_names=["logits"],
                       dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
     r = subprocess.run([os.path.join(tools, "train"), "--onnx", path, "--batch", "2", "--steps", "1",
-                        "--save", ck], capture_output=True, text=True)
+                        "--save", ck, *overrides], capture_output=True, text=True)
     if r.returncode != 0 and "no ONNX importer" in r.stderr:
         print("skipped the imported models: this build has no ONNX importer")
         return None
     check(r.returncode == 0, f"{name}: train --onnx: exit {r.returncode}: {r.stderr[-2000:]}")
-    out = subprocess.run([os.path.join(tools, "export"), "--onnx", path, "--checkpoint", ck, "-o", w],
-                         capture_output=True, text=True)
+    out = subprocess.run([os.path.join(tools, "export"), "--onnx", path, "--checkpoint", ck, "-o", w,
+                          *overrides], capture_output=True, text=True)
     check(out.returncode == 0,
           f"{name}: export --onnx: exit {out.returncode}: {out.stderr[-2000:]}")
     if check.failures:
@@ -138,8 +139,9 @@ def train_and_export(tools, check, tmp, model, name):
 class WithConstants(torch.nn.Module):
     """A convolution plus a constant [C, 1, 1] and a learned bias [C, 1, 1], times another
     constant (plain tensors: constants of the export, which remat holds as buffers and `export`
-    leaves out), pooled, times a learned gain [C] plus a learned offset [C] (parameters remat
-    trains as learned add_constant and mul_table layers), into a linear head."""
+    leaves out) and a registered buffer `gate` [C, 1, 1] (named in model.buffers: a constant that
+    `export` writes back as it was), pooled, times a learned gain [C] plus a learned offset [C]
+    (parameters remat trains as learned add_constant and mul_table layers), into a linear head."""
 
     def __init__(self):
         super().__init__()
@@ -150,9 +152,11 @@ class WithConstants(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.linspace(-0.2, 0.2, 4).view(4, 1, 1))
         self.gain = torch.nn.Parameter(torch.linspace(0.5, 1.5, 4))
         self.offset = torch.nn.Parameter(torch.linspace(-0.1, 0.1, 4))
+        self.register_buffer("gate", torch.tensor([1.5, 0.5, 1.0, 2.0]).view(4, 1, 1))
 
     def forward(self, x):
-        pooled = torch.relu(self.conv(x) + self.shift + self.bias).mul(self.scale).mean((2, 3))
+        pooled = torch.relu(self.conv(x) + self.shift + self.bias).mul(self.scale * self.gate)
+        pooled = pooled.mean((2, 3))
         return self.head(pooled * self.gain + self.offset)
 
 
@@ -183,12 +187,14 @@ def export_imported(tools, check, tmp):
     print(f"imported ConvNeXt: {len(tensors)} tensors load into PyTorch with strict=True")
 
     model = WithConstants().train()
-    got = train_and_export(tools, check, tmp, model, "constants")
+    got = train_and_export(tools, check, tmp, model, "constants", ["model.buffers=[gate]"])
     if got is None:
         return
     tensors, saved = got
     tables = [name for name in saved if name.endswith(".table")]
     check(len(tables) == 2, f"constant tables in the checkpoint: {tables}")
+    check("gate" in tensors and torch.equal(tensors["gate"], model.gate),
+          "the buffer `gate` is not written back as it was")
     check(list(tensors["bias"].shape) == [4, 1, 1],
           f"bias exported as {list(tensors['bias'].shape)}")
     before = model.gain.detach().clone(), model.offset.detach().clone(), model.bias.detach().clone()

@@ -157,6 +157,19 @@ TEST_F(OnnxImport, ConfigFileNamesTheModelAndKeepsItsOtherSections) {
   std::ofstream(yaml) << "name: net\nmodel: {onnx: net.onnx}\nbatch: 8\nclasses: 3\n";
   EXPECT_NE(test::user_error([&] { load_model_config(yaml); }).find("comes from the ONNX model"),
             std::string::npos);
+  // model.buffers (Note [module buffers]): a list of the file's initializers.
+  std::ofstream(yaml) << "name: net\nmodel: {onnx: net.onnx, buffers: conv1.weight}\nbatch: 8\n";
+  EXPECT_NE(test::user_error([&] { load_model_config(yaml); })
+                .find("net.yaml:2:34: model: buffers: expected a list of initializer names"),
+            std::string::npos);
+  std::ofstream(yaml) << "name: net\nmodel: {onnx: net.onnx, buffers: [gamma]}\nbatch: 8\n";
+  EXPECT_NE(test::user_error([&] { load_model_config(yaml); })
+                .find("buffer 'gamma' is not an initializer of the file"),
+            std::string::npos);
+  std::ofstream(yaml) << "name: net\nmodel: {onnx: net.onnx, weights: [a]}\nbatch: 8\n";
+  EXPECT_NE(test::user_error([&] { load_model_config(yaml); })
+                .find("unknown key 'weights' (known: onnx, buffers)"),
+            std::string::npos);
 }
 
 TEST_F(OnnxImport, PerPixelOutputTrainsWithThePixelLoss) {

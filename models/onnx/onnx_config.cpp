@@ -29,11 +29,12 @@ std::string onnx_default_loss(const Shape& output, bool tokens) {
   return "";
 }
 
-OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes) {
+OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxOptions& sizes) {
   REMAT_CHECK(cfg.onnx, "onnx_apply: not an imported model");
-  OnnxSizes at = sizes;
+  OnnxOptions at = sizes;
   if (!at.input && !cfg.input.empty()) at.input = cfg.input;
   if (!at.sequence && cfg.sequence > 0) at.sequence = cfg.sequence;
+  at.buffers = cfg.onnx_buffers;
   OnnxImport im;
   try {
     im = onnx_import(*cfg.onnx, at);
@@ -57,6 +58,9 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes) {
   }
   cfg.export_dims = std::move(im.onnx_dims);
   cfg.export_skip = std::move(im.constants);
+  cfg.export_buffers.clear();
+  for (auto& [name, b] : im.buffers)
+    cfg.export_buffers[name] = {std::move(b.dims), std::move(b.values)};
   cfg.initial_values =
       std::make_shared<const std::map<std::string, std::vector<float>>>(std::move(im.initial));
   return OnnxApplied{im.output, im.static_batch};

@@ -15,7 +15,7 @@ struct OnnxApplied {
 
 // Translates cfg.onnx at `sizes` (the config's own sizes where unset) into cfg: layers, input or
 // sequence, classes or vocab, initial values. UserError naming the file and node.
-OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxSizes& sizes);
+OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxOptions& sizes);
 
 // Note [ONNX default config]
 // `--onnx FILE` on the tools, or a --config naming a .onnx file, reads the model with this

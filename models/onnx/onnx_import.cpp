@@ -16,7 +16,7 @@ std::string dim_str(const onnx::TensorShapeProto::Dimension& d) {
 
 }  // namespace
 
-void Translator::set_input(const OnnxSizes& sizes) {
+void Translator::set_input(const OnnxOptions& sizes) {
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& i : g_.input())
     if (!initializers_.count(i.name())) inputs.push_back(&i);
@@ -135,8 +135,17 @@ void Translator::finish_output() {
   out_->output = v.sample;
 }
 
-void Translator::run(const OnnxSizes& sizes) {
+void Translator::run(const OnnxOptions& sizes) {
   out_->onnx_nodes = g_.node_size();
+  for (const std::string& b : sizes.buffers) {  // Note [module buffers]
+    auto it = initializers_.find(b);
+    if (it == initializers_.end())
+      REMAT_USER_ERROR(src_.path << ": buffer '" << b << "' is not an initializer of the file");
+    const onnx::TensorProto& t = *it->second;
+    out_->buffers[b] = {Shape(t.dims().begin(), t.dims().end()),
+                        floats_from_proto(t, src_.path + ": initializer '" + b + "'")};
+  }
+  buffers_ = sizes.buffers;
   set_input(sizes);
   const std::vector<bool> live = live_nodes();
   for (size_t k = 0; k < nodes_.size(); ++k)
@@ -147,7 +156,7 @@ void Translator::run(const OnnxSizes& sizes) {
 
 }  // namespace onnx_detail
 
-OnnxImport onnx_import(const OnnxSource& src, const OnnxSizes& sizes) {
+OnnxImport onnx_import(const OnnxSource& src, const OnnxOptions& sizes) {
   OnnxImport out;
   onnx_detail::Translator t(src, &out);
   t.run(sizes);

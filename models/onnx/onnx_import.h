@@ -35,10 +35,26 @@ namespace remat {
 // Layer names come from the parameters (conv1.weight -> layer conv1) or the node's scope
 // (/layer1/layer1.0/relu/Relu -> layer1.0.relu.Relu), made unique.
 
-// The input size to import at (the batch is never fixed: Note [ONNX constant folding]).
-struct OnnxSizes {
+// What an import is told: the input size to import at (the batch is never fixed: Note [ONNX
+// constant folding]) and the initializers that are the module's buffers.
+struct OnnxOptions {
   std::optional<Shape> input;        // per-sample [C, H, W] of an image model
   std::optional<int64_t> sequence;   // T of a token model
+  // Note [module buffers]: initializers the graph may compute constants from.
+  std::set<std::string> buffers;
+};
+
+// Note [module buffers]
+// ONNX holds a module's parameters and buffers alike, as initializers under their state_dict
+// names, so a value the graph computes from one and meets the data with (the sinusoidal
+// position encoding of PyTorch's transformer tutorial, `x + self.pe[:T]`) could be a parameter
+// that a constant would freeze: the importer refuses it by name. `model: {onnx: FILE, buffers:
+// [NAME, ...]}` says which initializers are buffers: the graph's constants may be computed from
+// them, and `export` writes them back as the file holds them, so the weights still load into
+// the module with strict=True. A name that is not an initializer of the file is an error.
+struct OnnxBuffer {
+  Shape dims;
+  std::vector<float> values;
 };
 
 struct OnnxImport {
@@ -55,12 +71,14 @@ struct OnnxImport {
   // Buffers that hold a constant of the graph (Note [tensor constants]), not an initializer:
   // not part of PyTorch's state_dict, so `export` leaves them out.
   std::set<std::string> constants;
+  // The buffers the options named (Note [module buffers]), as the file holds them.
+  std::map<std::string, OnnxBuffer> buffers;
   int64_t onnx_nodes = 0;            // nodes in the file
   int64_t folded_nodes = 0;          // nodes folded away at import
 };
 
 // Translates `src` at `sizes`. Throws UserError naming the file and the node.
-OnnxImport onnx_import(const OnnxSource& src, const OnnxSizes& sizes);
+OnnxImport onnx_import(const OnnxSource& src, const OnnxOptions& sizes);
 
 // The ONNX ops the importer reads, as an error lists them.
 std::string onnx_supported_ops();

@@ -16,7 +16,7 @@ std::shared_ptr<const OnnxSource> onnx_parse(const std::string&, const std::stri
   return onnx_read(path);
 }
 
-OnnxImport onnx_import(const OnnxSource& src, const OnnxSizes&) {
+OnnxImport onnx_import(const OnnxSource& src, const OnnxOptions&) {
   REMAT_USER_ERROR(src.path << ": this build of remat has no ONNX importer");
 }
 

@@ -42,7 +42,8 @@ bool Translator::is_initializer(int k) const {
 bool Translator::is_module_tensor(int k) const {
   if (!has(k)) return false;
   const std::string& v = node_->input(k);
-  return module_values_.count(v) || (is_initializer(k) && v.rfind("onnx::", 0) != 0);
+  return module_values_.count(v) ||
+         (is_initializer(k) && v.rfind("onnx::", 0) != 0 && !buffers_.count(v));
 }
 
 Shape Translator::initializer_dims(int k) const {

@@ -107,8 +107,9 @@ class Translator {
   // value's).
   std::vector<SymInt> onnx_shape(int k);
   bool is_initializer(int k) const;
-  // Input k is a module's tensor (an initializer under its state_dict name, not "onnx::..."),
-  // or a value folded from one: a parameter, perhaps, which a constant would freeze.
+  // Input k is a module's tensor (an initializer under its state_dict name, not "onnx::...",
+  // not a named buffer: Note [module buffers]), or a value folded from one: a parameter,
+  // perhaps, which a constant would freeze.
   bool is_module_tensor(int k) const;
   Shape initializer_dims(int k) const;                   // input k's dims (an initializer)
   std::vector<float> transposed_initializer(int k) const;  // a 2-D initializer, transposed
@@ -146,10 +147,10 @@ class Translator {
   [[noreturn]] void fail(const std::string& msg) const;
 
   // The walk (onnx_translator.cpp).
-  void run(const OnnxSizes& sizes);
+  void run(const OnnxOptions& sizes);
 
  private:
-  void set_input(const OnnxSizes& sizes);
+  void set_input(const OnnxOptions& sizes);
   std::vector<bool> live_nodes();  // also sets live_values_
   void translate(const onnx::NodeProto& n);
   std::string layer_name(const std::vector<ParamUse>& params) const;
@@ -163,6 +164,7 @@ class Translator {
   std::map<std::string, const onnx::TensorProto*> initializers_;
   std::map<std::string, OnnxConst> consts_;
   std::set<std::string> module_values_;  // folded from a module's tensor (is_module_tensor)
+  std::set<std::string> buffers_;        // initializers named buffers (Note [module buffers])
   std::map<std::string, DataValue> data_;
   std::set<std::string> live_values_;   // values some live node or the output reads
   std::set<std::string> layer_names_;

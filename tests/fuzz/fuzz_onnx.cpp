@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     cfg.name = "fuzz";
     cfg.batch = 2;
     cfg.onnx = onnx_parse(fuzz::as_text(data, size), "fuzz.onnx");
-    const OnnxApplied im = onnx_apply(cfg, OnnxSizes{Shape{3, 8, 8}, int64_t{8}});
+    const OnnxApplied im = onnx_apply(cfg, OnnxOptions{Shape{3, 8, 8}, int64_t{8}});
     cfg.loss = onnx_default_loss(im.output, cfg.tokens());
     build_forward_graph(cfg, ops);
   });

@@ -137,8 +137,9 @@ MODELS = {
     "encoder_seq_first": ({}, 16, 4, 13, "train"),
     # PyTorch's word language model tutorial (TransformerModel): sequence-first throughout, token
     # ids [T, N] in (the batch the second axis, dynamic) and logits [T, N, V] out; the embedding
-    # scaled by sqrt(C), a learned position table [T, 1, C] in place of the sinusoidal buffer,
-    # two post-norm nn.TransformerEncoderLayers (ReLU) under the causal mask, the decoder. The
+    # scaled by sqrt(C), the sinusoidal position encoding buffer `pe` [64, 1, C] sliced to T
+    # (imported with model.buffers=[pe]: Note [module buffers]) and a learned table [T, 1, C], two
+    # post-norm nn.TransformerEncoderLayers (ReLU) under the causal mask, the decoder. The
     # reference's input, labels and logits are stored batch-first, as remat holds them.
     "encoder_tutorial": ({}, 16, 4, 13, "train"),
 }
@@ -356,10 +357,16 @@ class SequenceFirstGpt(torch.nn.Module):
 class TutorialTransformer(torch.nn.Module):
     """PyTorch's tutorial TransformerModel over token ids [T, N]: logits [T, N, V]."""
 
-    def __init__(self, tokens=16, dim=32):
+    def __init__(self, tokens=16, dim=32, max_len=64):
         super().__init__()
         nn = torch.nn
         self.encoder = nn.Embedding(VOCAB, dim)
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+        pe = torch.zeros(max_len, 1, dim)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)
         self.positions = nn.Parameter(torch.randn(tokens, 1, dim) * 0.1)
         layer = nn.TransformerEncoderLayer(dim, 2, 2 * dim, dropout=0.0)
         self.transformer_encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
@@ -368,7 +375,7 @@ class TutorialTransformer(torch.nn.Module):
         self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(tokens))
 
     def forward(self, src):
-        x = self.encoder(src) * math.sqrt(self.dim) + self.positions
+        x = self.encoder(src) * math.sqrt(self.dim) + self.pe[:src.size(0)] + self.positions
         return self.decoder(self.transformer_encoder(x, self.mask))
 
 

@@ -57,6 +57,11 @@ int export_main(int argc, char** argv) {
     weights += val.desc.numel();
     bytes += static_cast<int64_t>(tensors.back().data.size());
   }
+  for (const auto& [name, buffer] : cfg.export_buffers) {  // Note [module buffers]
+    if (g.find_value(name) != kNoValue) continue;  // a layer's buffer, written above
+    tensors.push_back(safetensor_f32(name, buffer.first, buffer.second));
+    bytes += static_cast<int64_t>(tensors.back().data.size());
+  }
   safetensors_save(f.get("output"), tensors, {{"format", "pt"}}, /*checksums=*/false);
   std::printf("exported %zu tensors (%lld values, %s) of %s after step %lld to %s\n",
               tensors.size(), static_cast<long long>(weights), format_bytes(bytes).c_str(),
