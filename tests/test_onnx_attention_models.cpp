@@ -198,6 +198,24 @@ TEST_F(OnnxModels, SequenceFirstInputAndOutput) {
                    "sequence-first data)"),
             std::string::npos)
       << e;
+  // The logits' mean over the vocabulary, [T, N] (its last axis the batch), then a softmax over
+  // that last axis: refused, where an elementwise op would not be.
+  onnx::ModelProto r = exported("encoder_tutorial");
+  onnx::GraphProto* g = r.mutable_graph();
+  const std::string logits = g->output(0).name();
+  onnx::NodeProto* mean = test::onnx_node(g, "ReduceMean", {logits}, {"mean"}, "/mean");
+  test::onnx_attr(mean, "axes", std::vector<int64_t>{-1});
+  test::onnx_attr(mean, "keepdims", int64_t{0});
+  test::onnx_node(g, "Relu", {"mean"}, {"relu"}, "/relu");
+  test::onnx_node(g, "Softmax", {"relu"}, {"probs"}, "/probs");
+  g->mutable_output(0)->set_name("probs");
+  auto* shape = g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim()->RemoveLast();  // [T, N]
+  e = import_error(r, {"model.buffers=[pe]"});
+  EXPECT_NE(e.find("node '/probs' (Softmax, opset 13): input 0 ('relu') is sequence-first "
+                   "[T, N], whose last axis is the batch"),
+            std::string::npos)
+      << e;
   // A buffer that is not an initializer of the file is an error naming it.
   e = import_error(exported("encoder_tutorial"), {"model.buffers=[pe, pos_encoder.pe]"});
   EXPECT_NE(e.find("buffer 'pos_encoder.pe' is not an initializer of the file"),

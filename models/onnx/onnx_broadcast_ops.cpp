@@ -223,7 +223,12 @@ TranslateFn row_mean_or(const TranslateFn& other) {
     AttrMap a;
     if (k != 2) a.set("axes", k);
     if (keep_last != 0) a.set("keep_last", keep_last);
-    t.emit("row_mean", {v}, a, {}, sample, kept, v.dtype);
+    const DataValue& mean = t.emit("row_mean", {v}, a, {}, sample, kept, v.dtype);
+    if (x.seq_first && k == 1 && t.attr_int("keepdims", 1) == 0) {  // T gone: [N, ...]
+      DataValue y = mean;
+      y.seq_first = false;
+      t.set_data(0, y);
+    }
   };
 }
 

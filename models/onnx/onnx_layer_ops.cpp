@@ -235,7 +235,7 @@ void gemm(Translator& t) {
 // by data: remat's matmul (matmul_of_data).
 void matmul(Translator& t) {
   if (!t.is_const(1)) return matmul_of_data(t);
-  const DataValue x = t.data(0, kSeqFirst);
+  const DataValue x = t.data(0, kSeqFirstRows);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape b = weight_dims(t, 1, "the weight");
   if (b.size() != 2 || b[0] != x.sample.back())
@@ -395,7 +395,7 @@ void resize(Translator& t) {
 }
 
 void softmax(Translator& t) {
-  const DataValue x = t.data(0, kFolds | kSeqFirst);
+  const DataValue x = t.data(0, kFolds | kSeqFirstRows);
   const int64_t rank = onnx_rank(x);
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the softmax over the last axis is supported");
@@ -403,7 +403,7 @@ void softmax(Translator& t) {
 }
 
 void layer_norm(Translator& t) {
-  const DataValue x = t.data(0, kSeqFirst);
+  const DataValue x = t.data(0, kSeqFirstRows);
   const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
   if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
     t.fail("only the normalization over the last axis is supported");

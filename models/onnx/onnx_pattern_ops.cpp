@@ -17,7 +17,7 @@ namespace {
 // Dense(x, W, bias?): nn.Linear's MatMul by its transposed weight (weight_in_out 0), or a
 // MatMul by an [in, out] weight (1), with the bias Add when there is one.
 void dense(Translator& t) {
-  const DataValue x = t.data(0, kFolds | kSeqFirst);
+  const DataValue x = t.data(0, kFolds | kSeqFirstRows);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., F]");
   const Shape w = t.initializer_dims(1);
   const bool in_out = t.attr_int("weight_in_out", 1) != 0;
@@ -239,7 +239,7 @@ void gelu_erf(Translator& t) {
 // Layer norm written out (opsets before 17): remat's layernorm over the last axis, once both
 // means are over it and the exponent is 2.
 void layer_norm(Translator& t) {
-  const DataValue x = t.data(0, kSeqFirst);
+  const DataValue x = t.data(0, kSeqFirstRows);
   if (x.remat != x.sample || x.sample.empty()) t.fail("expects data [N, ..., C]");
   const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
   for (const char* m : {"mean_axes", "var_axes"}) {

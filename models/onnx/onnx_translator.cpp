@@ -85,7 +85,11 @@ const DataValue& Translator::data(int k, unsigned takes) const {
     fail("input " + std::to_string(k) + " ('" + node_->input(k) +
          "') is inside a multi-head attention, which remat computes as one; only its Shape can "
          "be read");
-  if (it->second.seq_first && !(takes & kSeqFirst))
+  const bool rows = it->second.sample.size() >= 2;  // its last axis is not the batch
+  if (it->second.seq_first && (takes & kSeqFirstRows) && !(takes & kSeqFirst) && !rows)
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') is sequence-first [T, N], "
+         "whose last axis is the batch, which this op works along");
+  if (it->second.seq_first && !(takes & (kSeqFirst | kSeqFirstRows)))
     fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') is sequence-first ([T, N, "
          "...]: a Transpose moved the batch to axis 1), which this op does not take (linear "
          "layers, layer norms, activations, dropout, softmax over the last axis, scalar "

@@ -52,7 +52,8 @@ struct DataValue {
 // Token ids [T, N] (the first axis fixed, the batch open: PyTorch's transformer tutorial) are
 // such a value from the start, remat's input [N, T] as for any token model. The
 // ops that treat every position alike, or work along the last axis alone, give the same floats
-// in either order and take such values (Translator::data's kSeqFirst): linear layers, layer
+// in either order and take such values (Translator::data's kSeqFirst; kSeqFirstRows where the
+// op works along the last axis, which is the batch of the ids [T, N]): linear layers, layer
 // norms, activations, dropout, softmax over the last axis, scalar arithmetic, sums and products
 // of two sequence-first values, a mean over the last axes, nn.MultiheadAttention
 // (onnx_token_ops.cpp), an embedding of the ids, a constant or learned table whose axis 1 is 1
@@ -87,8 +88,10 @@ struct ParamUse {
 };
 
 // What an op takes besides batch-first data (Translator::data): kFolds, values folded with
-// windows (Note [folded batch]); kSeqFirst, sequence-first values (Note [sequence-first values]).
-enum Takes : unsigned { kBatchFirst = 0, kFolds = 1, kSeqFirst = 2 };
+// windows (Note [folded batch]); kSeqFirst, sequence-first values (Note [sequence-first
+// values]); kSeqFirstRows, those whose last axis is not the batch (ONNX rank 3 and more), for
+// an op along the last axis.
+enum Takes : unsigned { kBatchFirst = 0, kFolds = 1, kSeqFirst = 2, kSeqFirstRows = 4 };
 
 class Translator {
  public:
