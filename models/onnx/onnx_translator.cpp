@@ -114,7 +114,7 @@ std::vector<SymInt> Translator::onnx_shape(int k) {
   const DataValue& v = data(k, kFolds | kSeqFirst);
   dims.push_back({v.fold, 0});  // the batch N, times the windows folded into it
   for (size_t d = v.fold > 1 ? 1 : 0; d < v.sample.size(); ++d) dims.push_back({0, v.sample[d]});
-  if (v.seq_first) std::swap(dims[0], dims[1]);  // [T, N, ...]
+  if (v.seq_first && dims.size() >= 2) std::swap(dims[0], dims[1]);  // [T, N, ...]
   return dims;
 }
 
