@@ -223,12 +223,9 @@ TranslateFn row_mean_or(const TranslateFn& other) {
     AttrMap a;
     if (k != 2) a.set("axes", k);
     if (keep_last != 0) a.set("keep_last", keep_last);
-    const DataValue& mean = t.emit("row_mean", {v}, a, {}, sample, kept, v.dtype);
-    if (x.seq_first && k == 1 && t.attr_int("keepdims", 1) == 0) {  // T gone: [N, ...]
-      DataValue y = mean;
-      y.seq_first = false;
-      t.set_data(0, y);
-    }
+    t.emit("row_mean", {v}, a, {}, sample, kept, v.dtype);
+    if (x.seq_first && k == 1 && t.attr_int("keepdims", 1) == 0)
+      t.mark_seq_first(0, false);  // T averaged away: [N, ...]
   };
 }
 

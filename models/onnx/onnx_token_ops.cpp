@@ -174,12 +174,10 @@ void multihead_attention(Translator& t) {
   const DataValue mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
   AttrMap out;
   out.set("units", c);
-  DataValue y = t.emit("dense", {mixed}, out,
-                       {{"weight", t.node().input(3), {c, c}, {}},
-                        {"bias", t.node().input(4), {c}, {}}},
-                       {tokens, c}, {tokens, c});
-  y.seq_first = t.attr_int("batch_first_out", 1) == 0;  // without y's Transpose, [T, N, C]
-  t.set_data(0, y);
+  t.emit("dense", {mixed}, out,
+         {{"weight", t.node().input(3), {c, c}, {}}, {"bias", t.node().input(4), {c}, {}}},
+         {tokens, c}, {tokens, c});
+  t.mark_seq_first(0, t.attr_int("batch_first_out", 1) == 0);  // without y's Transpose, [T, N, C]
 }
 
 // Concat(Expand(token [1, 1, C], [N, 1, 1]), x) along the tokens.

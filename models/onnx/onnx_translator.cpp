@@ -175,6 +175,11 @@ void Translator::mark_transposed(int out) {
   if (out < node_->output_size() && data_.count(node_->output(out))) data_[node_->output(out)].transposed = true;
 }
 
+void Translator::mark_seq_first(int out, bool seq_first) {
+  if (out < node_->output_size() && data_.count(node_->output(out)))
+    data_[node_->output(out)].seq_first = seq_first;
+}
+
 bool Translator::used(int out) const {
   return out < node_->output_size() && !node_->output(out).empty() &&
          live_values_.count(node_->output(out)) > 0;

@@ -143,6 +143,9 @@ class Translator {
   bool used(int out) const;
   // Marks output `out` as transposed (DataValue::transposed).
   void mark_transposed(int out);
+  // Sets whether output `out` is sequence-first (Note [sequence-first values]), where it is not
+  // the order its inputs had: an attention without its last Transpose, a mean over T.
+  void mark_seq_first(int out, bool seq_first);
   // Outputs other than 0 must be unused (batch norm's running statistics, dropout's mask).
   void require_unused_outputs(int from);
   // "FILE: node 'NAME' (Conv, opset 13): "
