@@ -1,13 +1,15 @@
-// layernorm: layer normalization over the last dimension (torch.nn.LayerNorm): for each row x
-// of C values, y = (x - mean) / sqrt(var + eps) * weight + bias (biased variance; affine: true
-// gives the weight and bias [C]). Backward ops layernorm_grad_input [dy, x (, weight)],
+// layernorm: layer normalization over the last `axes` dimensions (torch.nn.LayerNorm; 1 by
+// default): for each row x of C values (the product of those dimensions), y = (x - mean) /
+// sqrt(var + eps) * weight + bias (biased variance; affine: true gives the weight and bias, of
+// the normalized dimensions' shape). With affine: false over the spatial axes of [N, C, H, W]
+// it is instance normalization (an ONNX import's InstanceNormalization). Backward ops layernorm_grad_input [dy, x (, weight)],
 // layernorm_grad_weight [dy, x] and layernorm_grad_bias [dy]; they recompute the row statistics
 // from x rather than saving them, so the solver sees no extra values.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "ops/cpu_storage.h"
 #include "ops/cpu_storage.h"
 #include "ops/op_common.h"
 #include "ops/op_cuda.h"
@@ -19,31 +21,53 @@ namespace {
 struct LayerNormAttrs : OpAttrs {
   double eps = 1e-5;
   bool affine = true;
+  int64_t axes = 1;  // the trailing dimensions each row spans
 };
 
 OpAttrsPtr layernorm_parse(AttrReader& r, const std::string& op_name) {
   auto a = std::make_shared<LayerNormAttrs>();
   a->eps = r.get_double("eps", 1e-5, 0.0, 1.0);
   a->affine = r.get_bool("affine", true);
+  a->axes = r.get_int("axes", 1, 1, 8);
   r.finish(op_name);
   return a;
 }
 
-int64_t rows_of(const Shape& s) { return shape_numel(s) / s.back(); }
+// The normalized dimensions of x (its last `axes`): the weight's shape.
+Shape row_shape(const OpAttrs& at, const Shape& x) {
+  const auto axes = static_cast<size_t>(static_cast<const LayerNormAttrs&>(at).axes);
+  return Shape(x.end() - static_cast<std::ptrdiff_t>(std::min(axes, x.size())), x.end());
+}
 
-TensorDesc layernorm_infer(const OpAttrs&, const std::vector<TensorDesc>& in) {
+// x as a matrix: rows of `cols` values each.
+struct RowsCols {
+  int64_t rows, cols;
+};
+RowsCols rows_cols(const OpAttrs& at, const Shape& x) {
+  const int64_t cols = shape_numel(row_shape(at, x));
+  return {shape_numel(x) / cols, cols};
+}
+RowsCols rows_cols(const ExecContext& ctx, int k) {
+  return rows_cols(*ctx.node->typed, ctx.inputs[k].shape());
+}
+
+TensorDesc layernorm_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   require_float("layernorm", in, 1);
   const Shape& x = in.at(0).shape;
-  if (x.empty() || x.back() < 1) REMAT_USER_ERROR("layernorm needs a non-empty last dimension, got " << shape_str(x));
+  const int64_t axes = static_cast<const LayerNormAttrs&>(at).axes;
+  if (static_cast<int64_t>(x.size()) <= axes)
+    REMAT_USER_ERROR("layernorm over the last " << axes << " dimension(s) needs an input of rank "
+                     << axes + 1 << " or more (the batch first), got " << shape_str(x));
+  if (shape_numel(row_shape(at, x)) < 1)
+    REMAT_USER_ERROR("layernorm needs non-empty normalized dimensions, got " << shape_str(x));
   return in[0];
 }
 
 std::vector<ParamSpec> layernorm_params(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   if (!static_cast<const LayerNormAttrs&>(at).affine) return {};
-  const int64_t c = in.at(0).shape.back();
   ParamSpec w;
   w.suffix = "weight";
-  w.desc = TensorDesc{{c}, DType::F32};
+  w.desc = TensorDesc{row_shape(at, in.at(0).shape), DType::F32};
   w.init = InitKind::Ones;
   w.role = ParamRole::Norm;
   ParamSpec b = w;
@@ -70,7 +94,7 @@ void row_stats(const T* x, int64_t c, double eps, double* mean, double* rstd) {
 template <typename T>
 void layernorm_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const auto [rows, c] = rows_cols(ctx, 0);
   const float* w = a.affine ? ctx.inputs[1].f32() : nullptr;
   const float* b = a.affine ? ctx.inputs[2].f32() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
@@ -90,7 +114,7 @@ void layernorm_cpu_t(const ExecContext& ctx) {
 template <typename T>
 void layernorm_grad_input_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const auto [rows, c] = rows_cols(ctx, 0);
   const float* w = a.affine ? ctx.inputs[2].f32() : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
     const T* dy = storage<T>(ctx.inputs[0]) + r * c;
@@ -116,7 +140,7 @@ void layernorm_grad_input_cpu_t(const ExecContext& ctx) {
 template <typename T>
 void layernorm_grad_weight_cpu_t(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const auto [rows, c] = rows_cols(ctx, 0);
   std::vector<double> acc(static_cast<size_t>(c), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const T* dy = storage<T>(ctx.inputs[0]) + r * c;
@@ -132,7 +156,7 @@ void layernorm_grad_weight_cpu_t(const ExecContext& ctx) {
 // inputs [dy] -> dbias [C] = sum over rows of dy (double, rows in order).
 template <typename T>
 void layernorm_grad_bias_cpu_t(const ExecContext& ctx) {
-  const int64_t c = ctx.inputs[0].shape().back(), rows = rows_of(ctx.inputs[0].shape());
+  const auto [rows, c] = rows_cols(ctx, 0);
   const T* dy = storage<T>(ctx.inputs[0]);
   for (int64_t j = 0; j < c; ++j) {
     double s = 0;
@@ -162,56 +186,56 @@ void layernorm_grad_bias_cpu(const ExecContext& ctx) {
 // are F32 or BF16, all of one dtype; the weight, the bias and their gradients are F32.
 void layernorm_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const Shape& s = ctx.inputs[0].shape();
+  const RowsCols m = rows_cols(ctx, 0);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     layernorm_forward(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
                       a.affine ? ctx.inputs[1].f32() : nullptr,
-                      a.affine ? ctx.inputs[2].f32() : nullptr, rows_of(s), s.back(), a.eps,
+                      a.affine ? ctx.inputs[2].f32() : nullptr, m.rows, m.cols, a.eps,
                       cuda_stream(ctx));
   });
 }
 
 void layernorm_grad_input_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const Shape& s = ctx.inputs[0].shape();
+  const RowsCols m = rows_cols(ctx, 0);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     layernorm_backward_input(storage<T>(ctx.output), storage<T>(ctx.inputs[0]),
                              storage<T>(ctx.inputs[1]), a.affine ? ctx.inputs[2].f32() : nullptr,
-                             rows_of(s), s.back(), a.eps, cuda_stream(ctx));
+                             m.rows, m.cols, a.eps, cuda_stream(ctx));
   });
 }
 
 int64_t layernorm_grad_weight_cuda_workspace(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs.at(0).shape();
-  return layernorm_grad_weight_workspace_bytes(rows_of(s), s.back());
+  const RowsCols m = rows_cols(ctx, 0);
+  return layernorm_grad_weight_workspace_bytes(m.rows, m.cols);
 }
 
 void layernorm_grad_weight_cuda(const ExecContext& ctx) {
   const auto& a = attrs_of<LayerNormAttrs>(*ctx.node);
-  const Shape& s = ctx.inputs[0].shape();
+  const RowsCols m = rows_cols(ctx, 0);
   REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_weight_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': layernorm_grad_weight workspace too small");
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     layernorm_grad_weight(ctx.output.f32(), storage<T>(ctx.inputs[0]), storage<T>(ctx.inputs[1]),
-                          rows_of(s), s.back(), a.eps, ctx.workspace, cuda_stream(ctx));
+                          m.rows, m.cols, a.eps, ctx.workspace, cuda_stream(ctx));
   });
 }
 
 int64_t layernorm_grad_bias_cuda_workspace(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs.at(0).shape();
-  return column_sum_workspace_bytes(rows_of(s), s.back());
+  const RowsCols m = rows_cols(ctx, 0);
+  return column_sum_workspace_bytes(m.rows, m.cols);
 }
 
 void layernorm_grad_bias_cuda(const ExecContext& ctx) {
-  const Shape& s = ctx.inputs[0].shape();
+  const RowsCols m = rows_cols(ctx, 0);
   REMAT_CHECK(ctx.workspace_bytes >= layernorm_grad_bias_cuda_workspace(ctx),
               "node '" << ctx.node->name << "': layernorm_grad_bias workspace too small");
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
-    column_sum(ctx.output.f32(), storage<T>(ctx.inputs[0]), rows_of(s), s.back(), ctx.workspace,
+    column_sum(ctx.output.f32(), storage<T>(ctx.inputs[0]), m.rows, m.cols, ctx.workspace,
                cuda_stream(ctx));
   });
 }
@@ -249,7 +273,7 @@ OpDef layernorm_backward_op(const std::string& name, const std::string& summary,
 void register_layernorm_ops(OpRegistry& r) {
   OpDef f;
   f.name = "layernorm";
-  f.summary = "layer normalization over the last dimension (eps, affine)";
+  f.summary = "layer normalization over the last dimensions (eps, affine, axes)";
   f.parse = [](AttrReader& rd) { return layernorm_parse(rd, "layernorm"); };
   f.infer = layernorm_infer;
   f.params = layernorm_params;
@@ -277,8 +301,8 @@ void register_layernorm_ops(OpRegistry& r) {
   with_bf16_per_sample(gi, 2).bf16_cuda_native = gi.bf16_cpu_native = true;
   r.add(std::move(gi));
 
-  auto column_grad = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
-    return TensorDesc{{in.at(0).shape.back()}, DType::F32};
+  auto column_grad = [](const OpAttrs& at, const std::vector<TensorDesc>& in) {
+    return TensorDesc{row_shape(at, in.at(0).shape), DType::F32};
   };
   OpDef gw = layernorm_backward_op("layernorm_grad_weight", "layernorm weight gradient [dy, x]", 2);
   gw.infer = column_grad;

@@ -108,6 +108,10 @@ inline std::vector<TransformerCase> transformer_cases() {
         {f32({2, 4, 2, 4, 4})}}, kTolLinear},
       {"layernorm", {"layernorm", {}, {f32({2, 3, 6})}}, kTolNormalize},
       {"layernorm_plain", {"layernorm", attr_map({{"affine", false}, {"eps", 1e-3}}), {f32({4, 5})}}, kTolNormalize},
+      // Over the last two axes: nn.LayerNorm([H, W]) (weight [3, 4]); instance normalization.
+      {"layernorm_axes2", {"layernorm", attr_map({{"axes", 2}}), {f32({2, 2, 3, 4})}}, kTolNormalize},
+      {"layernorm_instance", {"layernorm", attr_map({{"axes", 2}, {"affine", false}}), {f32({2, 3, 3, 3})}},
+       kTolNormalize},
       {"gelu", {"gelu", {}, {f32({3, 7})}}, kTolNormalize},
       {"dense_rank3", {"dense", attr_map({{"units", 4}}), {f32({2, 3, 5})}}, kTolLinear},
       {"linear_rank4", {"linear", attr_map({{"units", 3}, {"bias", false}}), {f32({2, 2, 3, 4})}}, kTolLinear},

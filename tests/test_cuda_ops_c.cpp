@@ -112,6 +112,9 @@ TEST_F(CudaOpsC, TiledAttentionMatchesTheCpu) {
 TEST_F(CudaOpsC, LayerNormAndGeluAtModelWidths) {
   expect_matches_cpu(cuda(), registry(), {"layernorm", {}, {f32({3, 300, 768})}});
   expect_matches_cpu(cuda(), registry(), {"layernorm", attr_map({{"affine", false}}), {f32({5000, 40})}});
+  // Instance normalization (an ONNX import's InstanceNormalization; GroupNorm's rows of 4,096).
+  expect_matches_cpu(cuda(), registry(),
+                     {"layernorm", attr_map({{"axes", 2}, {"affine", false}}), {f32({4, 32, 64, 64})}});
   expect_matches_cpu(cuda(), registry(), {"gelu", {}, {f32({4, 100, 3072})}});
 }
 

@@ -235,15 +235,17 @@ TEST_F(OnnxConstants, WhatDoesNotBroadcastOrWouldFreezeAParameterIsAnErrorAtTheN
             std::string::npos)
       << huge;
   // A module's tensor that no learned table takes ([3, 1, 1] beside 8 channels), and a value
-  // folded from one: a parameter would be frozen.
+  // computed from one (not a view of it, Note [parameter views]): a parameter would be frozen.
   const std::string named = with_add([](onnx::GraphProto* g) {
     *g->add_initializer() = onnx_floats("k", {3, 1, 1}, 0.5f);
   });
   EXPECT_NE(named.find("a sum with a parameter [3, 1, 1]"), std::string::npos) << named;
   const std::string folded = with_add([](onnx::GraphProto* g) {
     *g->add_initializer() = onnx_floats("block.shift", {8}, 0.5f);
+    *g->add_initializer() = test::onnx_float_list("onnx::Mul_2", {2.f});
+    onnx_node(g, "Mul", {"block.shift", "onnx::Mul_2"}, {"twice"});
     *g->add_initializer() = test::onnx_ints("onnx::Reshape_3", {8, 1, 1});
-    onnx_node(g, "Reshape", {"block.shift", "onnx::Reshape_3"}, {"k"});
+    onnx_node(g, "Reshape", {"twice", "onnx::Reshape_3"}, {"k"});
   });
   EXPECT_NE(folded.find("a tensor of the module ('k'"), std::string::npos) << folded;
   // Where of data and data; Where with a computed mask (no constant mask).

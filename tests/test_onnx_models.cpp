@@ -124,6 +124,13 @@ TEST_F(OnnxModels, ModulationsThatKeepTheLastAxes) {
   make("modulation_net");
   check_model(dir_, "modulation_net");
 }
+// Normalizations and pixel shuffles (Note [instance normalization], Note [parameter views]):
+// nn.GroupNorm, nn.InstanceNorm2d with and without its affine, nn.LayerNorm over [C, H, W],
+// nn.PixelShuffle (DepthToSpace) and nn.PixelUnshuffle.
+TEST_F(OnnxModels, GroupInstanceAndImageLayerNormsAndPixelShuffles) {
+  make("norm_net");
+  check_model(dir_, "norm_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

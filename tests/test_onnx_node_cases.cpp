@@ -49,13 +49,16 @@ const std::set<std::string> kMustImport = {
     "test_convtranspose_pads",
     "test_conv_with_strides_no_padding", "test_conv_with_strides_padding", "test_flatten_axis1",
     "test_flatten_default_axis", "test_flatten_negative_axis3", "test_hardsigmoid",
-    "test_hardsigmoid_default", "test_hardsigmoid_example", "test_hardswish", "test_leakyrelu",
+    "test_depthtospace_crd_mode_example", "test_depthtospace_example",
+    "test_hardsigmoid_default", "test_hardsigmoid_example", "test_hardswish",
+    "test_instancenorm_epsilon", "test_instancenorm_example", "test_leakyrelu",
     "test_leakyrelu_default", "test_leakyrelu_example", "test_maxpool_2d_ceil",
     "test_maxpool_2d_default", "test_maxpool_2d_precomputed_pads",
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
     "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
     "test_neg", "test_neg_example", "test_reciprocal", "test_reciprocal_example", "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
-    "test_sigmoid", "test_sigmoid_example", "test_sqrt", "test_sqrt_example", "test_tanh",
+    "test_sigmoid", "test_sigmoid_example", "test_spacetodepth", "test_spacetodepth_example",
+    "test_sqrt", "test_sqrt_example", "test_tanh",
     "test_tanh_example"};
 
 template <typename M>
@@ -102,7 +105,12 @@ bool raise_opset(onnx::ModelProto& m) {
 // sqrt(var + epsilon), the factor an input is multiplied by), so that R X P bounds the products (or
 // a window's inputs), P a bias, and Y, the largest expected magnitude, the result itself. A
 // mistranslation (a padding on the wrong side, a window one off, a weight transposed) moves outputs
-// by the size of the inputs, far beyond this bound.
+// by the size of the inputs, far beyond this bound. InstanceNormalization's y = s (x - m) r + b
+// (m and 1 / r the mean and deviation of the L elements of x's channel) takes R = L and P the
+// largest |s| r + |b| over the channels of each sample: the mean errs by at most L u X, which
+// moves y by |s| r L u X <= R u X P; the variance, a sum of L squares, by a relative (L + 4) u
+// at most, which moves r by half that relative and y by (L + 4) u (Y + P) / 2; both are within
+// (R + 4) u S.
 struct NodeCase {
   std::string name;
   onnx::ModelProto model;
@@ -162,6 +170,27 @@ void set_magnitudes(NodeCase& c) {
     c.param_scale = p;
     return;
   }
+  if (op == "InstanceNormalization" && n.input_size() == 3 && c.input_dims.size() >= 3 &&
+      !c.input.empty()) {
+    double eps = 1e-5;
+    for (const auto& a : n.attribute())
+      if (a.name() == "epsilon") eps = a.f();
+    const auto &scale = init[n.input(1)], &bias = init[n.input(2)];
+    const size_t ch = size_t(c.input_dims[1]), rows = size_t(c.input_dims[0]) * ch;
+    const size_t len = c.input.size() / rows;
+    c.reduction = double(len);
+    double p = 0;
+    for (size_t r = 0; r < rows && scale.size() == ch && bias.size() == ch; ++r) {
+      double m = 0, v = 0;
+      for (size_t k = 0; k < len; ++k) m += c.input[r * len + k];
+      m /= double(len);
+      for (size_t k = 0; k < len; ++k) v += (c.input[r * len + k] - m) * (c.input[r * len + k] - m);
+      const double rstd = 1 / std::sqrt(v / double(len) + eps);
+      p = std::max(p, std::fabs(scale[r % ch]) * rstd + std::fabs(bias[r % ch]));
+    }
+    c.param_scale = p;
+    return;
+  }
   double p = 0;
   for (const auto& kv : init) p = std::max(p, max_abs(kv.second));
   if (p > 0) c.param_scale = p;
@@ -198,6 +227,8 @@ bool load_case(const fs::path& dir, NodeCase* c) {
     *g->add_initializer() = t;
   }
   while (g->input_size() > 1) g->mutable_input()->RemoveLast();
+  // Before IR version 4 an initializer had to be a graph input too; an export's are not.
+  if (c->model.ir_version() < 4) c->model.set_ir_version(4);
   as_image_case(g);
   raise_opset(c->model);
   onnx::TensorProto in, out;

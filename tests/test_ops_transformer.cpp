@@ -308,6 +308,21 @@ TEST(LayerNorm, ForwardByHand) {
   expect_near_all(plain.forward(), {-s, s, 0, 0}, 1e-6);
 }
 
+TEST(LayerNorm, OverTrailingAxesEachRowSpansThemAll) {
+  // axes 2 of [1, 2, 2, 2]: rows [0, 1, 2, 3] and [4, 4, 4, 8] (channels of an image, as
+  // instance normalization); mean 1.5, var 1.25 and mean 5, var 3.
+  OpHarness h(builtin_registry(),
+              {"layernorm", attr_map({{"axes", 2}, {"eps", 0.0}}), {f32({1, 2, 2, 2})}, {{0, 1, 2, 3, 4, 4, 4, 8}}});
+  ASSERT_EQ(h.param_specs().size(), 2u);
+  EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{2, 2}));
+  h.set_param(0, {1, 1, 1, 2});
+  h.set_param(1, {0, 0, 0, 0});
+  const double a = 1 / std::sqrt(1.25), b = 1 / std::sqrt(3.0);
+  expect_near_all(h.forward(), {-1.5 * a, -0.5 * a, 0.5 * a, 1.5 * a * 2, -b, -b, -b, 3 * b * 2}, 1e-6);
+  EXPECT_HAS(case_error({"layernorm", attr_map({{"axes", 2}}), {f32({4, 5})}}),
+             "layernorm over the last 2 dimension(s) needs an input of rank 3 or more");
+}
+
 // ---- gelu -----------------------------------------------------------------------------------
 
 TEST(Gelu, TanhApproximationByHand) {

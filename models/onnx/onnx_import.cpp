@@ -93,6 +93,7 @@ void Translator::translate(const onnx::NodeProto& n) {
       of_module = of_module || is_module_tensor(k);
     fold->second(*this);
     for (int o = 0; o < n.output_size() && of_module; ++o) module_values_.insert(n.output(o));
+    if (of_module) note_parameter_view();
     ++out_->folded_nodes;
     return;
   }

@@ -402,30 +402,7 @@ void softmax(Translator& t) {
   t.emit("softmax", {x}, {}, {}, x.sample, x.remat);
 }
 
-void layer_norm(Translator& t) {
-  const DataValue x = t.data(0, kSeqFirstRows);
-  const int64_t rank = static_cast<int64_t>(x.sample.size()) + 1;
-  if (normalize_axis(t.attr_int("axis", -1), rank, t.where()) != rank - 1 || x.remat != x.sample)
-    t.fail("only the normalization over the last axis is supported");
-  if (!t.has(2)) t.fail("a LayerNormalization without a bias is not supported");
-  weight_dims(t, 1, "the scale");
-  weight_dims(t, 2, "the bias");
-  t.require_unused_outputs(1);
-  emit_layernorm(t, x, 1, 2, short_float(t.attr_float("epsilon", 1e-5)));
-}
-
 }  // namespace
-
-void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps) {
-  const int64_t c = x.sample.back();
-  if (t.initializer_dims(scale) != Shape{c} || t.initializer_dims(bias) != Shape{c})
-    t.fail("the scale and bias must be [" + std::to_string(c) + "]");
-  AttrMap a;
-  a.set("eps", eps);
-  t.emit("layernorm", {x}, a,
-         {{"weight", t.node().input(scale), {c}, {}}, {"bias", t.node().input(bias), {c}, {}}},
-         x.sample, x.remat);
-}
 
 const std::map<std::string, TranslateFn>& layer_ops() {
   static const std::map<std::string, TranslateFn> ops = [] {
@@ -449,12 +426,12 @@ const std::map<std::string, TranslateFn>& layer_ops() {
         {"Pad", pad},
         {"Resize", resize},
         {"Softmax", softmax},
-        {"LayerNormalization", layer_norm},
     };
     // Each wraps what the ones before it left: a later one's translator runs first and hands
     // the forms it does not take on (scalar constants, then tensor constants, then data).
     for (auto with : {with_shape_ops, with_activation_ops, with_broadcast_ops, with_conv_transpose,
-                      with_token_ops, with_constant_ops, with_scalar_ops, with_einsum})
+                      with_token_ops, with_constant_ops, with_scalar_ops, with_einsum,
+                      with_norm_ops, with_depth_ops})
       m = with(std::move(m));
     return m;
   }();

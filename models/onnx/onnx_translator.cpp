@@ -36,7 +36,12 @@ bool Translator::is_const(int k) const {
 }
 
 bool Translator::is_initializer(int k) const {
-  return has(k) && initializers_.count(node_->input(k)) > 0;
+  return has(k) && (initializers_.count(node_->input(k)) > 0 || param_views_.count(node_->input(k)));
+}
+
+std::string Translator::initializer_name(int k) const {
+  const auto view = param_views_.find(node_->input(k));
+  return view == param_views_.end() ? node_->input(k) : view->second;
 }
 
 bool Translator::is_module_tensor(int k) const {
@@ -47,15 +52,44 @@ bool Translator::is_module_tensor(int k) const {
 }
 
 Shape Translator::initializer_dims(int k) const {
+  if (param_views_.count(node_->input(k))) return consts_.at(node_->input(k)).shape;
   const onnx::TensorProto& t = *initializers_.at(node_->input(k));
   return Shape(t.dims().begin(), t.dims().end());
 }
 
+namespace {
+
+// `s` without its dimensions of 1: shapes that hold the same values in the same order.
+Shape without_ones(const Shape& s) {
+  Shape r;
+  for (int64_t d : s)
+    if (d != 1) r.push_back(d);
+  return r;
+}
+
+}  // namespace
+
+void Translator::note_parameter_view() {
+  static const std::set<std::string> views = {"Unsqueeze", "Squeeze", "Reshape", "Flatten",
+                                              "Identity"};
+  if (!views.count(node_->op_type()) || node_->output_size() != 1 || !is_initializer(0) ||
+      !is_module_tensor(0))
+    return;
+  const std::string init = initializer_name(0);
+  const auto out = consts_.find(node_->output(0));
+  const onnx::TensorProto& t = *initializers_.at(init);
+  if (out == consts_.end() || !out->second.is_float ||
+      without_ones(Shape(t.dims().begin(), t.dims().end())) != without_ones(out->second.shape))
+    return;
+  param_views_[node_->output(0)] = init;
+}
+
 std::vector<float> Translator::transposed_initializer(int k) const {
-  const onnx::TensorProto& t = *initializers_.at(node_->input(k));
+  const onnx::TensorProto& t = *initializers_.at(initializer_name(k));
   const std::vector<float> v = floats_from_proto(t, src_.path + ": initializer '" + t.name() + "'");
-  REMAT_CHECK(t.dims_size() == 2, "transposed_initializer: not 2-D");
-  const int64_t rows = t.dims(0), cols = t.dims(1);
+  const Shape dims = initializer_dims(k);
+  REMAT_CHECK(dims.size() == 2, "transposed_initializer: not 2-D");
+  const int64_t rows = dims[0], cols = dims[1];
   std::vector<float> out(v.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = v[static_cast<size_t>(r * cols + c)];
@@ -226,13 +260,6 @@ void Translator::fail(const std::string& msg) const { REMAT_USER_ERROR(where() <
 
 namespace {
 
-// `s` without its dimensions of 1: shapes that hold the same values in the same order.
-Shape without_ones(const Shape& s) {
-  Shape r;
-  for (int64_t d : s)
-    if (d != 1) r.push_back(d);
-  return r;
-}
 
 std::string sanitize(const std::string& s) {
   std::string out;
@@ -311,6 +338,8 @@ const DataValue& Translator::emit(const std::string& op, const std::vector<DataV
       out_->initial[name] = std::move(p.values);
       continue;
     }
+    const auto view = param_views_.find(p.initializer);  // Note [parameter views]
+    if (view != param_views_.end()) p.initializer = view->second;
     const onnx::TensorProto& t = *initializers_.at(p.initializer);
     const std::string what = src_.path + ": initializer '" + p.initializer + "'";
     if (param_owner_.count(p.initializer)) {  // read by an earlier layer too: weight tying

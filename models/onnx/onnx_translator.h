@@ -109,12 +109,14 @@ class Translator {
   // Input k's whole ONNX shape, the batch N symbolic (a constant's, data's or a shape-only
   // value's).
   std::vector<SymInt> onnx_shape(int k);
+  // Input k is an initializer, or a view of a module's tensor (Note [parameter views]).
   bool is_initializer(int k) const;
   // Input k is a module's tensor (an initializer under its state_dict name, not "onnx::...",
   // not a named buffer: Note [module buffers]), or a value folded from one: a parameter,
   // perhaps, which a constant would freeze.
   bool is_module_tensor(int k) const;
   Shape initializer_dims(int k) const;                   // input k's dims (an initializer)
+  std::string initializer_name(int k) const;             // the initializer itself, for a view
   std::vector<float> transposed_initializer(int k) const;  // a 2-D initializer, transposed
   std::optional<int64_t> static_batch() const { return out_->static_batch; }
 
@@ -159,6 +161,7 @@ class Translator {
   void set_input(const OnnxOptions& sizes);
   std::vector<bool> live_nodes();  // also sets live_values_
   void translate(const onnx::NodeProto& n);
+  void note_parameter_view();  // after a fold of a module's tensor (Note [parameter views])
   std::string layer_name(const std::vector<ParamUse>& params) const;
   void finish_output();
 
@@ -170,6 +173,7 @@ class Translator {
   std::map<std::string, const onnx::TensorProto*> initializers_;
   std::map<std::string, OnnxConst> consts_;
   std::set<std::string> module_values_;  // folded from a module's tensor (is_module_tensor)
+  std::map<std::string, std::string> param_views_;  // Note [parameter views]: -> initializer
   std::set<std::string> buffers_;        // initializers named buffers (Note [module buffers])
   std::map<std::string, DataValue> data_;
   std::set<std::string> live_values_;   // values some live node or the output reads
@@ -177,6 +181,15 @@ class Translator {
   std::map<std::string, std::string> param_owner_;  // initializer -> the parameter's full name
   std::string input_name_;
 };
+
+// Note [parameter views]
+// PyTorch exports a module's weight used at another rank as a view of its initializer:
+// nn.GroupNorm's weight [C] multiplies the image as Unsqueeze(weight, [1, 2]), [C, 1, 1]. Such a
+// fold of a module's tensor by Unsqueeze, Squeeze, Reshape or Flatten that only adds or drops 1s
+// (the same values in the same order) is taken wherever the initializer is (is_initializer,
+// initializer_dims give the view's dims); a layer's ParamUse naming it names the initializer, so
+// the parameter keeps its state_dict name and dims, and `export` writes it as the file holds it.
+// Views of named buffers and of the exporter's "onnx::" constants stay constants.
 
 // Note [ONNX patterns]
 // A transformer's export spells out in several ONNX nodes what remat has as one op: nn.Linear
@@ -284,9 +297,14 @@ DataValue reshape_onnx(Translator& t, const DataValue& x, const OnnxConst& to);
 DataValue as_sample_shape(Translator& t, const DataValue& x);
 // MatMul of two data tensors (remat's matmul; onnx_pattern_ops.cpp).
 void matmul_of_data(Translator& t);
-// layernorm over x's last axis with the initializers of inputs `scale` and `bias` ([C] each)
-// (onnx_layer_ops.cpp).
-void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps);
+// layernorm over x's last `axes` axes with the initializers of inputs `scale` and `bias` (of
+// those axes' dims each) (onnx_norm_ops.cpp).
+void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps,
+                    int64_t axes = 1);
+// `ops` with DepthToSpace and SpaceToDepth (onnx_depth_ops.cpp).
+std::map<std::string, TranslateFn> with_depth_ops(std::map<std::string, TranslateFn> ops);
+// `ops` with LayerNormalization and InstanceNormalization (onnx_norm_ops.cpp).
+std::map<std::string, TranslateFn> with_norm_ops(std::map<std::string, TranslateFn> ops);
 
 }  // namespace onnx_detail
 }  // namespace remat

@@ -98,6 +98,13 @@ MODELS = {
     # torchvision's PatchMerging (Swin's: strided Slices of [N, H, W, C] + Concat, a layer norm
     # and a linear without bias) between convolutions and a linear, before a pooled head.
     "patch_merge_net": ({}, 32, 2, 13, "train"),
+    # Normalizations and pixel shuffles of images: nn.GroupNorm (Reshape to [N, G, -1],
+    # InstanceNormalization with scale 1 and bias 0, Reshape back, the weight and bias as Mul and
+    # Add of Unsqueeze views [C, 1, 1]: layernorm with axes + conv2d + add_constant),
+    # nn.InstanceNorm2d with its affine (layernorm + a depthwise conv2d with bias) and without,
+    # nn.PixelUnshuffle (Reshape, Transpose, Reshape), nn.PixelShuffle (DepthToSpace, CRD),
+    # nn.LayerNorm over [C, H, W] (LayerNormalization from axis 1: layernorm with axes 3).
+    "norm_net": ({}, 32, 2, 17, "train"),
     # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
     # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
@@ -302,6 +309,33 @@ class ModulationNet(torch.nn.Module):
         return self.head(t.transpose(1, 2).reshape(n, c, h, w))
 
 
+class NormNet(torch.nn.Module):
+    """A convolution and nn.GroupNorm, a pixel unshuffle to half the size, a convolution and
+    nn.InstanceNorm2d with its affine, a convolution, a pixel shuffle back and nn.InstanceNorm2d
+    without, a strided convolution and nn.LayerNorm over [C, H, W], pooled into a linear head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.stem, self.gn = nn.Conv2d(3, 16, 3, padding=1), nn.GroupNorm(4, 16)
+        self.down, self.conv = nn.PixelUnshuffle(2), nn.Conv2d(64, 16, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(16, affine=True)
+        self.up, self.shuffle = nn.Conv2d(16, 32, 3, padding=1), nn.PixelShuffle(2)
+        self.plain = nn.InstanceNorm2d(8)
+        self.pool, self.ln = nn.Conv2d(8, 8, 4, stride=4), nn.LayerNorm([8, 8, 8])
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+        with torch.no_grad():  # the affines away from 1 and 0, so that their gradients count
+            for norm in (self.gn, self.inorm, self.ln):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        x = F.relu(self.gn(self.stem(x)))
+        x = F.relu(self.inorm(self.conv(self.down(x))))
+        x = self.plain(self.shuffle(self.up(x)))
+        return self.head(self.ln(self.pool(x)))
+
+
 class EncoderGpt(torch.nn.Module):
     """Token ids [N, T] through an embedding plus a learned position table, two pre-norm
     nn.TransformerEncoderLayers (2 heads of 16, GELU, no dropout) under PyTorch's causal mask, a
@@ -428,6 +462,8 @@ def build(name, kwargs):
         model = TutorialTransformer(MODELS[name][1])
     elif arch == "modulation_net":
         model = ModulationNet(CLASSES)
+    elif arch == "norm_net":
+        model = NormNet(CLASSES)
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
     elif arch == "patch_merge_net":
