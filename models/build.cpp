@@ -2,6 +2,7 @@
 // layer's YAML position. See build.h for the graph it produces.
 #include "models/build.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -230,8 +231,8 @@ Shape parse_input_size(const std::string& text, const std::string& what) {
     bool digits = !cur.empty() && cur.size() <= 9;
     for (char c : cur) digits = digits && c >= '0' && c <= '9';
     if (!digits || std::stoll(cur) <= 0)
-      REMAT_USER_ERROR(what << ": expected CxHxW with positive integers (e.g. 3x32x32), got '"
-                            << text << "'");
+      REMAT_USER_ERROR(what << ": expected positive integers CxHxW, F or TxF (e.g. 3x32x32), "
+                               "got '" << text << "'");
     s.push_back(std::stoll(cur));
     cur.clear();
   };
@@ -240,8 +241,9 @@ Shape parse_input_size(const std::string& text, const std::string& what) {
     else cur += c;
   }
   flush();
-  if (s.size() != 3)
-    REMAT_USER_ERROR(what << ": expected three sizes CxHxW (e.g. 3x32x32), got '" << text << "'");
+  if (s.size() > 3)
+    REMAT_USER_ERROR(what << ": expected 1 to 3 sizes: CxHxW (an image, e.g. 3x32x32), F "
+                             "(features) or TxF, got '" << text << "'");
   return s;
 }
 
@@ -376,7 +378,8 @@ void add_loss(Graph& g, const OpRegistry& ops, const ModelConfig& cfg, ValueId l
   g.loss = g.node(loss_node).output;
 }
 
-// The model's input batch: [N, T] token ids, or [N, C, H, W] images of dtype `image_input`.
+// The model's input batch: [N, T] token ids, or floats [N, ...] (images [N, C, H, W], features
+// [N, F], sequences [N, T, F]) of dtype `image_input`.
 Value input_value(const ModelConfig& cfg, const BuildOptions& opt, DType image_input, int64_t n,
                   int64_t t) {
   Value in;
@@ -392,10 +395,14 @@ Value input_value(const ModelConfig& cfg, const BuildOptions& opt, DType image_i
     if (opt.sequence)
       REMAT_USER_ERROR("model '" << cfg.name << "' is an image model (" << cfg.where_input
                                  << "): a sequence length applies to token models only");
-    const Shape chw = opt.input ? *opt.input : cfg.input;
-    if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1)
-      REMAT_USER_ERROR("input size must be three positive sizes [C, H, W], got " << shape_str(chw));
-    in.desc = {{n, chw[0], chw[1], chw[2]}, image_input};
+    const Shape sample = opt.input ? *opt.input : cfg.input;
+    if (sample.empty() || sample.size() > 3 ||
+        std::any_of(sample.begin(), sample.end(), [](int64_t d) { return d < 1; }))
+      REMAT_USER_ERROR("input size must be 1 to 3 positive sizes ([C, H, W], [F] or [T, F]), got "
+                       << shape_str(sample));
+    Shape shape = {n};
+    shape.insert(shape.end(), sample.begin(), sample.end());
+    in.desc = {shape, image_input};
   }
   return in;
 }
@@ -470,7 +477,7 @@ Graph build_forward_graph(const ModelConfig& cfg, const OpRegistry& ops,
   if (cfg.onnx && ((opt.input && !cfg.tokens() && *opt.input != cfg.input) ||
                    (opt.sequence && cfg.tokens() && *opt.sequence != cfg.sequence))) {
     ModelConfig sized = cfg;
-    onnx_apply(sized, OnnxOptions{opt.input, opt.sequence});
+    onnx_apply(sized, OnnxOptions{opt.input, opt.sequence, {}});
     return build_forward_graph(sized, ops, opt);
   }
   Graph g = build_graph(cfg, ops, opt, DType::F32, {});

@@ -63,6 +63,20 @@ void flatten_settings(const YAML::Node& n, const std::string& key, std::vector<s
     out->push_back(key + ": " + (n.IsScalar() ? n.Scalar() : std::string("~")));
   }
 }
+
+// `input`: the per-sample float input, 1 to 3 sizes: an image [C, H, W], a feature vector [F]
+// (also written `input: F`), a sequence or signal [T, F] / [C, L].
+Shape read_input_size(AttrReader& r, const AttrMap& top) {
+  const AttrValue& v = top.values.at("input");
+  const auto* list = std::get_if<std::vector<int64_t>>(&v);
+  if (!list && !std::holds_alternative<int64_t>(v))
+    r.fail("input", "expected a list [C, H, W] (an image), [F] (features) or [T, F] (a "
+                    "sequence), got " + attr_value_str(v));
+  if (list && (list->empty() || list->size() > 3))
+    r.fail("input", "expected 1 to 3 sizes ([C, H, W], [F] or [T, F]), got " +
+                        std::to_string(list->size()) + " values");
+  return r.get_int_list("input", {1, 2, 3}, {}, 1, 1 << 24);
+}
 }  // namespace
 
 ModelConfig ConfigParser::parse(const std::string& text,
@@ -106,11 +120,7 @@ ModelConfig ConfigParser::parse(const std::string& text,
       if (r.has(k)) r.fail(k, "comes from the ONNX model's output (`model: {onnx: ...}`)");
     if (r.has("input") && r.has("sequence"))
       r.fail("sequence", "an ONNX model takes `input` (images) or `sequence` (tokens), not both");
-    if (r.has("input")) {
-      if (!std::holds_alternative<std::vector<int64_t>>(top.values.at("input")))
-        r.fail("input", "expected a list [C, H, W], got " + attr_value_str(top.values.at("input")));
-      cfg_.input = r.get_ints("input", 3, {}, 1, 1 << 24);
-    }
+    if (r.has("input")) cfg_.input = read_input_size(r, top);
     if (r.has("sequence")) cfg_.sequence = r.require_int("sequence", 1, 1 << 24);
   } else if (r.has("sequence")) {  // a token model
     for (const char* k : {"input", "classes"})
@@ -122,11 +132,9 @@ ModelConfig ConfigParser::parse(const std::string& text,
     cfg_.vocab = r.require_int("vocab", 1, int64_t{1} << 31);
   } else {
     if (r.has("vocab")) r.fail("vocab", "needs `sequence` (T): vocab applies to token models");
-    if (!r.has("input")) r.fail("input", "is required (per-sample [C, H, W]; or `sequence` and "
-                                         "`vocab` for a token model)");
-    if (!std::holds_alternative<std::vector<int64_t>>(top.values.at("input")))
-      r.fail("input", "expected a list [C, H, W], got " + attr_value_str(top.values.at("input")));
-    cfg_.input = r.get_ints("input", 3, {}, 1, 1 << 24);
+    if (!r.has("input")) r.fail("input", "is required (per-sample [C, H, W], [F] or [T, F]; or "
+                                         "`sequence` and `vocab` for a token model)");
+    cfg_.input = read_input_size(r, top);
     if (!r.has("classes")) r.fail("classes", "is required");
     cfg_.classes = r.require_int("classes", 1, 1 << 24);
   }

@@ -4,8 +4,10 @@
 // YAML schema ---------------------------------------------------------------------------------
 //
 //   name: small_cnn               # required: model name (string)
-//   input: [3, 32, 32]            # image models, required: per-sample C, H, W (each >= 1)
-//   classes: 10                   # image models, required: classes (output channels per pixel)
+//   input: [3, 32, 32]            # float models, required: the per-sample float input, each
+//                                 #   size >= 1: an image [C, H, W], a feature vector [F] (or
+//                                 #   `input: 20`), a sequence or signal [T, F] / [C, L]
+//   classes: 10                   # float models, required: classes (output channels per pixel)
 //   sequence: 64                  # token models, required: T, tokens per sample (instead of
 //   vocab: 256                    #   input and classes) and V, the vocabulary: the input is
 //                                 #   int32 token ids [N, T] in [0, V), the labels the next
@@ -199,7 +201,7 @@ struct ModelConfig {
   std::string name;
   std::string source;   // file path or the source name given to parse_model_config
   std::string dir;      // directory of `source` ("" for text); data paths are relative to it
-  Shape input;          // per-sample [C, H, W] (image models)
+  Shape input;          // per-sample float input: [C, H, W], [F] or [T, F] (float models)
   int64_t classes = 0;  // image models
   int64_t sequence = 0; // token models: T (0 for image models)
   int64_t vocab = 0;    // token models: V

@@ -144,13 +144,19 @@ std::unique_ptr<DataSource> make_image_source_f32(const ModelConfig& cfg, const 
                                                   const std::string& config_dir,
                                                   const DataShard& shard, const LoaderOptions& opt) {
   const std::string prefix = d.where + ": " + d.section + ": source " + d.source + ": ";
-  REMAT_CHECK(input.shape.size() == 4, "data: input must be [N, C, H, W], got "
-                                           << shape_str(input.shape));
+  REMAT_CHECK(input.shape.size() >= 2 && input.shape.size() <= 4,
+              "data: input must be [N, C, H, W], [N, F] or [N, T, F], got "
+                  << shape_str(input.shape));
   REMAT_CHECK(labels.dtype == DType::I32 && (labels.shape.size() == 1 || labels.shape.size() == 3)
                   && labels.shape[0] == input.shape[0],
               "data: labels must be I32 [N] or [N, H, W], got " << shape_str(labels.shape));
   if (d.source == "synthetic")
     return make_synthetic_source(d.seed, cfg.classes, input, labels, shard, opt.threads);
+  if (input.shape.size() != 4)
+    REMAT_USER_ERROR(prefix << "reads images, and the model's input is "
+                            << shape_str(Shape(input.shape.begin() + 1, input.shape.end()))
+                            << " per sample, not an image [C, H, W] (source synthetic serves any "
+                               "input)");
   if (d.source == "folder" || d.source == "segmentation")
     return make_image_data(cfg, d, input, labels, config_dir, shard, opt);
   if (d.source != "cifar10") REMAT_USER_ERROR(prefix << "unknown data source");

@@ -22,7 +22,7 @@ class SyntheticSource : public DataSource {
   SyntheticSource(uint64_t seed, int64_t classes, const TensorDesc& input,
                   const TensorDesc& labels, const DataShard& shard, int threads)
       : seed_(seed), classes_(classes), shard_(shard), n_(input.shape[0]), c_(input.shape[1]),
-        h_(input.shape[2]), w_(input.shape[3]), pixel_(labels.shape.size() == 3),
+        h_(axis(input, 2)), w_(axis(input, 3)), pixel_(labels.shape.size() == 3),
         threads_(std::max(threads, 1)) {
     REMAT_CHECK(classes_ >= 1, "synthetic data: classes = " << classes_);
     if (pixel_) {
@@ -54,6 +54,11 @@ class SyntheticSource : public DataSource {
       if (pixel_) fill_pixel(r, x, labels + i * label_plane);
       else fill_class(r, x, labels + i);
     });
+  }
+
+  // A per-sample input [C, H, W], [F] or [T, F] as [C, H, W] with the missing sizes 1.
+  static int64_t axis(const TensorDesc& input, size_t k) {
+    return k < input.shape.size() ? input.shape[k] : 1;
   }
 
   std::string describe() const override {
@@ -114,7 +119,8 @@ std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes
                                                   const TensorDesc& input,
                                                   const TensorDesc& labels,
                                                   const DataShard& shard, int threads) {
-  REMAT_CHECK(input.shape.size() == 4, "synthetic data: input " << shape_str(input.shape));
+  REMAT_CHECK(input.shape.size() >= 2 && input.shape.size() <= 4,
+              "synthetic data: input " << shape_str(input.shape));
   return std::make_unique<SyntheticSource>(seed, classes, input, labels, shard, threads);
 }
 

@@ -119,7 +119,9 @@ TEST(Build, BatchAndInputOverrides) {
 TEST(Build, ParseInputSize) {
   EXPECT_EQ(parse_input_size("3x32x32"), (Shape{3, 32, 32}));
   EXPECT_EQ(parse_input_size("1,8,16"), (Shape{1, 8, 16}));
-  for (const char* bad : {"3x32", "3x0x4", "axbxc", "3x32x32x1", "", "3x-1x2"})
+  EXPECT_EQ(parse_input_size("20"), (Shape{20}));     // features
+  EXPECT_EQ(parse_input_size("16x6"), (Shape{16, 6}));  // a sequence, a signal
+  for (const char* bad : {"3x0x4", "axbxc", "3x32x32x1", "", "3x-1x2", "3x"})
     EXPECT_THAT(user_error([&] { parse_input_size(bad); }), HasSubstr("--input")) << bad;
 }
 

@@ -46,8 +46,9 @@ TEST(ConfigErrors, WrongTypesAndBadNumbers) {
       {2, "classes: 0", "classes", "field 'classes': value 0 out of range"},
       {2, "classes: 2.5", "classes", "field 'classes': expected an integer"},
       {1, "input: [3, 0, 8]", "input", "field 'input': value 0 out of range"},
-      {1, "input: [3, 8]", "input", "field 'input': expected 3 values, got 2"},
-      {1, "input: 3x8x8", "input", "field 'input': expected a list [C, H, W]"},
+      {1, "input: [3, 8, 8, 1]", "input", "field 'input': expected 1 to 3 sizes ([C, H, W], [F] or [T, F]), got 4 values"},
+      {1, "input: []", "input", "field 'input': expected 1 to 3 sizes"},
+      {1, "input: 3x8x8", "input", "field 'input': expected a list [C, H, W] (an image), [F] (features) or [T, F]"},
       {1, "input: [3, a, 8]", "a,", "field 'input': expected a list of integers"},
       {0, "name: {a: 1}", "{a", "field 'name': expected a number, string"},
   };

@@ -184,6 +184,36 @@ TEST_F(OnnxImport, PerPixelOutputTrainsWithThePixelLoss) {
   EXPECT_EQ(cfg.classes, 4);
 }
 
+// A classifier that ends in F.log_softmax (trained with nll_loss in PyTorch): the LogSoftmax
+// output is its input, the same layers as without it (Note [log-softmax output]); a LogSoftmax
+// that the graph reads further, or over another axis, is an error.
+TEST_F(OnnxImport, ALogSoftmaxOutputIsTheLogitsTheLossReads) {
+  const auto with_log_softmax = [](int64_t axis, bool read_after) {
+    onnx::ModelProto m = onnx_small_cnn();
+    onnx::GraphProto* g = m.mutable_graph();
+    g->mutable_node(g->node_size() - 1)->set_output(0, "logits");
+    onnx::NodeProto* ls = onnx_node(g, "LogSoftmax", {"logits"}, {read_after ? "ls" : "y"},
+                                    "/LogSoftmax");
+    test::onnx_attr(ls, "axis", axis);
+    if (read_after) onnx_node(g, "Relu", {"ls"}, {"y"}, "/Relu");
+    return m;
+  };
+  const ModelConfig plain = load_model_config(write(onnx_small_cnn(), "plain.onnx"), {"batch=2"});
+  const ModelConfig cfg = load_model_config(write(with_log_softmax(1, false)), {"batch=2"});
+  ASSERT_EQ(cfg.layers.size(), plain.layers.size());
+  for (size_t k = 0; k < cfg.layers.size(); ++k) EXPECT_EQ(cfg.layers[k].op, plain.layers[k].op);
+  EXPECT_EQ(cfg.loss, "softmax_xent");
+  EXPECT_EQ(cfg.classes, 10);
+  EXPECT_EQ(load_model_config(write(with_log_softmax(-1, false)), {"batch=2"}).layers.size(),
+            plain.layers.size());
+  EXPECT_NE(error_of(with_log_softmax(1, true))
+                .find("node '/LogSoftmax' (LogSoftmax, opset 13): a LogSoftmax is supported only "
+                      "as the model's output"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_log_softmax(0, false)).find("a LogSoftmax over axis 0 of the output [10]"),
+            std::string::npos);
+}
+
 TEST_F(OnnxImport, OpenSpatialAxesNeedAnInputSize) {
   onnx::ModelProto m = onnx_small_cnn();
   auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();

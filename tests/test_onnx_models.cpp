@@ -131,6 +131,21 @@ TEST_F(OnnxModels, GroupInstanceAndImageLayerNormsAndPixelShuffles) {
   make("norm_net");
   check_model(dir_, "norm_net");
 }
+// Float inputs that are not images: feature vectors [N, F] through a multilayer perceptron,
+// signals [N, C, L] through a 1-D CNN (Note [signals]), float sequences [N, T, F] through a
+// transformer.
+TEST_F(OnnxModels, MultilayerPerceptronOverFeatures) {
+  make("mlp_net");
+  check_model(dir_, "mlp_net");
+}
+TEST_F(OnnxModels, OneDimensionalCnnOverSignals) {
+  make("signal_net");
+  check_model(dir_, "signal_net");
+}
+TEST_F(OnnxModels, TransformerOverFloatSequences) {
+  make("sequence_net");
+  check_model(dir_, "sequence_net");
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

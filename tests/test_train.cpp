@@ -28,6 +28,25 @@ TEST(TrainEndToEnd, SmallCnnLossFalls) {
   EXPECT_GT(s.peak_bytes, 0);
 }
 
+// Float inputs other than images: configs/mlp.yaml's feature vectors [N, 64] learn the synthetic
+// task, and under a budget below keeping everything the plan recomputes and is the memory.
+TEST(TrainEndToEnd, FeatureMlpLearnsAndRunsItsPlanExactly) {
+  TrainOptions opt;
+  opt.config = test_source_dir() + "/configs/mlp.yaml";
+  opt.steps = 30;
+  TrainSummary s = run_training(opt);
+  ASSERT_EQ(s.losses.size(), 30u);
+  EXPECT_LT(s.losses.back(), 0.5 * s.losses.front());
+  EXPECT_EQ(s.peak_bytes, s.predicted_peak);
+  opt.steps = 2;
+  opt.plan.budget = 2500000;  // keeping everything takes 2.71 MB, the least any schedule 2.32 MB
+  opt.plan.strategy = "checkmate";
+  s = run_training(opt);
+  EXPECT_GT(s.recomputes_per_step, 0);
+  EXPECT_EQ(s.peak_bytes, s.predicted_peak);
+  EXPECT_LE(s.reserved_peak_bytes, *opt.plan.budget);
+}
+
 // A budgeted run with a recomputing plan writes a Chrome trace of its last step: one span per
 // executed node (compute and recompute categories), free instants and a memory counter.
 TEST(TrainEndToEnd, BudgetedRunWritesChromeTrace) {

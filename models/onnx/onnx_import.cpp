@@ -37,13 +37,17 @@ void Translator::set_input(const OnnxOptions& sizes) {
   const bool ints = elem == onnx::TensorProto::INT64 || elem == onnx::TensorProto::INT32;
   if (ints && dims.size() == 2) {
     out_->tokens = true;
-  } else if (elem != onnx::TensorProto::FLOAT || dims.size() != 4) {
+  } else if (elem != onnx::TensorProto::FLOAT || dims.size() < 2 || dims.size() > 4) {
     REMAT_USER_ERROR(what << ": " << onnx::TensorProto::DataType_Name(
                                          static_cast<onnx::TensorProto::DataType>(elem))
                           << " of rank " << dims.size()
-                          << "; remat imports float images [N, C, H, W] and integer token ids "
-                             "[N, T]");
+                          << "; remat imports float inputs [N, C, H, W], [N, F] or [N, T, F] "
+                             "and integer token ids [N, T]");
   }
+  if (!out_->tokens && sizes.input && static_cast<int>(sizes.input->size()) != dims.size() - 1)
+    REMAT_USER_ERROR(what << ": the input size " << shape_str(*sizes.input) << " has "
+                          << sizes.input->size() << " dimension(s); the input has "
+                          << dims.size() - 1 << " per sample");
   // Token ids [T, N]: a fixed first axis and an open second (Note [sequence-first values]).
   const auto fixed = [&](int k) { return dims[k].has_dim_value() && dims[k].dim_value() > 0; };
   const bool seq_first = out_->tokens && fixed(0) && !fixed(1);
@@ -63,11 +67,12 @@ void Translator::set_input(const OnnxOptions& sizes) {
                                  << dim_str(dims[k]) << ") left open: give the "
                                  << (out_->tokens ? "sequence length (--seq T, or `sequence: T` "
                                                     "in the config)"
-                                                  : "input size (--input CxHxW, or `input: [C, H, "
-                                                    "W]` in the config)"));
+                                                  : "input size (--input CxHxW, F or TxF, or "
+                                                    "`input: [...]` in the config)"));
     sample.push_back(*asked);
   }
-  if (sample[0] * (sample.size() > 1 ? sample[1] * sample[2] : 1) > (int64_t{1} << 40))
+  if (sample[0] * (sample.size() > 1 ? sample[1] : 1) * (sample.size() > 2 ? sample[2] : 1) >
+      (int64_t{1} << 40))
     REMAT_USER_ERROR(what << ": a sample of " << shape_str(sample) << " is too large");
   if (out_->tokens) out_->sequence = sample[0];
   else out_->input = sample;

@@ -38,7 +38,7 @@ namespace remat {
 // What an import is told: the input size to import at (the batch is never fixed: Note [ONNX
 // constant folding]) and the initializers that are the module's buffers.
 struct OnnxOptions {
-  std::optional<Shape> input;        // per-sample [C, H, W] of an image model
+  std::optional<Shape> input;        // per-sample float input ([C, H, W], [F], [T, F])
   std::optional<int64_t> sequence;   // T of a token model
   // Note [module buffers]: initializers the graph may compute constants from.
   std::set<std::string> buffers;
@@ -60,7 +60,7 @@ struct OnnxBuffer {
 struct OnnxImport {
   std::vector<LayerConfig> layers;   // topological; the last one is the graph's output
   bool tokens = false;               // an integer input [N, T]
-  Shape input;                       // image models: per-sample [C, H, W]
+  Shape input;                       // float models: per-sample [C, H, W], [F] or [T, F]
   int64_t sequence = 0;              // token models: T
   Shape output;                      // the output's per-sample shape: [K], [K, H, W] or [T, V]
   std::optional<int64_t> static_batch;  // the export's batch, when it is not a dynamic axis

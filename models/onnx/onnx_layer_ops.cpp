@@ -18,11 +18,6 @@ double short_float(double v) {
   return std::strtod(buf, nullptr);
 }
 
-namespace {
-
-std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
-
-// Input k's dims when it is an initializer (a weight), else an error.
 Shape weight_dims(Translator& t, int k, const std::string& what) {
   if (!t.is_initializer(k))
     t.fail(what + " (input " + std::to_string(k) + ") must be an initializer: remat trains "
@@ -30,112 +25,9 @@ Shape weight_dims(Translator& t, int k, const std::string& what) {
   return t.initializer_dims(k);
 }
 
-// The data input as an image [C, H, W] per sample, remat's value of the same shape (reshaped
-// where remat's drops trailing 1s: a convolution of pooled [C, 1, 1]).
-DataValue image_input(Translator& t) {
-  const DataValue x = t.data(0).sample.size() == 3 ? as_sample_shape(t, t.data(0)) : t.data(0);
-  if (x.sample.size() != 3 || x.remat != x.sample)
-    t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
-  return x;
-}
+namespace {
 
-// One spatial axis of a window op: explicit pads or auto_pad, and the output size.
-struct Axis {
-  int64_t begin = 0, end = 0, out = 0;
-};
-
-Axis window_axis(Translator& t, int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
-                 bool ceil) {
-  const std::string auto_pad = t.attr_string("auto_pad", "NOTSET");
-  const int64_t span = (k - 1) * d + 1;
-  Axis a{pb, pe, 0};
-  if (auto_pad == "VALID") {
-    a.begin = a.end = 0;
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    const int64_t total = std::max<int64_t>(((in + s - 1) / s - 1) * s + span - in, 0);
-    a.begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    a.end = total - a.begin;
-  } else if (auto_pad != "NOTSET") {
-    t.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
-  }
-  const int64_t room = in + a.begin + a.end - span;
-  if (room < 0) t.fail("the window is larger than the padded input");
-  a.out = (ceil ? (room + s - 1) / s : room / s) + 1;
-  // PyTorch's (and ONNX's) rule: the last window starts inside the input or its left padding.
-  if (ceil && (a.out - 1) * s >= in + a.begin) --a.out;
-  return a;
-}
-
-struct Window {
-  int64_t kh, kw, sh, sw, dh, dw;
-  Axis h, w;
-};
-
-Window window(Translator& t, int64_t kh, int64_t kw, int64_t in_h, int64_t in_w, bool ceil) {
-  const std::vector<int64_t> s = t.attr_ints("strides", {1, 1}), d = t.attr_ints("dilations", {1, 1}),
-                             p = t.attr_ints("pads", {0, 0, 0, 0});
-  if (s.size() != 2 || d.size() != 2 || p.size() != 4)
-    t.fail("strides, dilations and pads must be for two spatial axes (a 2-D op)");
-  constexpr int64_t kMax = int64_t{1} << 20;  // as remat's window ops read them
-  for (int64_t v : s)
-    if (v < 1 || v > kMax) t.fail("strides must be 1 to 2^20");
-  for (int64_t v : d)
-    if (v < 1 || v > kMax) t.fail("dilations must be 1 to 2^20");
-  for (int64_t v : p)
-    if (v < 0 || v > kMax) t.fail("pads must be 0 to 2^20");
-  if (kh < 1 || kw < 1 || kh > kMax || kw > kMax) t.fail("the window must be 1 to 2^20 wide");
-  Window w{kh, kw, s[0], s[1], d[0], d[1], {}, {}};
-  w.h = window_axis(t, in_h, kh, s[0], d[0], p[0], p[2], ceil);
-  w.w = window_axis(t, in_w, kw, s[1], d[1], p[1], p[3], ceil);
-  return w;
-}
-
-void conv(Translator& t) {
-  const DataValue x = image_input(t);
-  const Shape wd = weight_dims(t, 1, "the weight");
-  if (wd.size() != 4) t.fail("only 2-D convolutions are supported (weight " + shape_str(wd) + ")");
-  const int64_t groups = t.attr_int("group", 1), k = wd[0];
-  if (groups < 1 || wd[1] * groups != x.sample[0])
-    t.fail("weight " + shape_str(wd) + " with group " + std::to_string(groups) +
-           " does not fit " + std::to_string(x.sample[0]) + " input channels");
-  const std::vector<int64_t> ks = t.attr_ints("kernel_shape", {wd[2], wd[3]});
-  if (ks != std::vector<int64_t>{wd[2], wd[3]}) t.fail("kernel_shape disagrees with the weight");
-  const Window w = window(t, wd[2], wd[3], x.sample[1], x.sample[2], false);
-  AttrMap a;
-  a.set("filters", k);
-  a.set("kernel", list({w.kh, w.kw}));
-  a.set("stride", list({w.sh, w.sw}));
-  a.set("padding", list({w.h.begin, w.h.end, w.w.begin, w.w.end}));
-  a.set("dilation", list({w.dh, w.dw}));
-  a.set("groups", groups);
-  a.set("bias", t.has(2));
-  std::vector<ParamUse> params = {{"weight", t.node().input(1), wd, {}}};
-  if (t.has(2)) {
-    weight_dims(t, 2, "the bias");
-    params.push_back({"bias", t.node().input(2), {k}, {}});
-  }
-  const Shape out = {k, w.h.out, w.w.out};
-  t.emit("conv2d", {x}, a, params, out, out);
-}
-
-void batch_norm(Translator& t) {
-  const DataValue x = as_sample_shape(t, t.data(0));
-  if (x.remat != x.sample || (x.sample.size() != 3 && x.sample.size() != 1))
-    t.fail("expects [N, C, H, W] or [N, C]");
-  const int64_t c = x.sample[0];
-  const char* names[4] = {"weight", "bias", "running_mean", "running_var"};
-  std::vector<ParamUse> params;
-  for (int k = 1; k <= 4; ++k) {
-    weight_dims(t, k, std::string("the ") + names[k - 1]);
-    params.push_back({names[k - 1], t.node().input(k), {c}, {}});
-  }
-  t.require_unused_outputs(1);
-  AttrMap a;
-  a.set("eps", short_float(t.attr_float("epsilon", 1e-5)));
-  a.set("momentum", short_float(1.0 - t.attr_float("momentum", 0.9)));  // ONNX keeps 1 - torch's
-  a.set("mode", std::string("train"));  // evaluation reads the running statistics either way
-  t.emit("batchnorm", {x}, a, params, x.sample, x.remat);
-}
+std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
 
 void relu(Translator& t) {
   const DataValue x = t.data(0, kSeqFirst);
@@ -155,44 +47,6 @@ void clip(Translator& t) {
     t.fail("Clip(" + std::to_string(lo) + ", " + std::to_string(hi) +
            ") is not supported (Clip(0, 6) and Clip(0) are: relu6 and relu)");
   }
-}
-
-void pool(Translator& t, bool average) {
-  const DataValue x = image_input(t);
-  const std::vector<int64_t> ks = t.attr_ints("kernel_shape", {});
-  if (ks.size() != 2) t.fail("kernel_shape must have two sizes (a 2-D pooling)");
-  if (t.attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1})
-    t.fail("dilated pooling is not supported");
-  if (t.attr_int("storage_order", 0) != 0) t.fail("storage_order 1 is not supported");
-  const bool ceil = t.attr_int("ceil_mode", 0) != 0;
-  const Window w = window(t, ks[0], ks[1], x.sample[1], x.sample[2], ceil);
-  // remat's windows use floor: ceil mode is floor over extra rows and columns at the end, which
-  // a max ignores; an average would count them.
-  const int64_t extra_h = (w.h.out - 1) * w.sh + w.kh - (x.sample[1] + w.h.begin + w.h.end);
-  const int64_t extra_w = (w.w.out - 1) * w.sw + w.kw - (x.sample[2] + w.w.begin + w.w.end);
-  if (average && (extra_h > 0 || extra_w > 0))
-    t.fail("ceil_mode with windows past the padded input is not supported for averages");
-  const int64_t pads[4] = {w.h.begin, w.h.end + std::max<int64_t>(extra_h, 0), w.w.begin,
-                           w.w.end + std::max<int64_t>(extra_w, 0)};
-  for (int k = 0; k < 4; ++k)
-    if (pads[k] > (k < 2 ? w.kh : w.kw) / 2)
-      t.fail("padding " + std::to_string(pads[k]) + " is more than half the window");
-  AttrMap a;
-  a.set("kernel", list({w.kh, w.kw}));
-  a.set("stride", list({w.sh, w.sw}));
-  a.set("padding", list({pads[0], pads[1], pads[2], pads[3]}));
-  if (average) a.set("count_include_pad", t.attr_int("count_include_pad", 0) != 0);
-  t.require_unused_outputs(1);
-  const Shape out = {x.sample[0], w.h.out, w.w.out};
-  t.emit(average ? "avgpool" : "maxpool", {x}, a, {}, out, out);
-}
-
-void max_pool(Translator& t) { pool(t, false); }
-void average_pool(Translator& t) { pool(t, true); }
-
-void global_average_pool(Translator& t) {
-  const DataValue x = image_input(t);
-  t.emit("global_avgpool", {x}, {}, {}, {x.sample[0], 1, 1}, {x.sample[0]});
 }
 
 void reduce_mean(Translator& t) {
@@ -316,30 +170,6 @@ void gather(Translator& t) {
   t.emit("embedding", {ids}, a, {{"weight", t.node().input(0), w, {}}}, out, out);
 }
 
-void pad(Translator& t) {
-  const DataValue x = image_input(t);
-  if (t.attr_string("mode", "constant") != "constant") t.fail("only constant padding is supported");
-  if (t.has(2) && t.konst(2).scalar(t.where() + ": constant_value") != 0)
-    t.fail("only padding with zeros is supported");
-  if (t.has(3)) t.fail("the axes input is not supported");
-  const std::vector<int64_t> p = t.has(1) ? t.konst(1).ints(t.where() + ": pads") : t.attr_ints("pads", {});
-  if (p.size() != 8) t.fail("pads must have 8 values for [N, C, H, W]");
-  if (p[0] || p[1] || p[4] || p[5]) t.fail("only H and W may be padded");
-  const int64_t top = p[2], left = p[3], bottom = p[6], right = p[7];
-  const Shape out = {x.sample[0], x.sample[1] + top + bottom, x.sample[2] + left + right};
-  if (out[1] < 1 || out[2] < 1) t.fail("the result would be empty");
-  AttrMap a;
-  if (top >= 0 && left >= 0 && bottom >= 0 && right >= 0) {
-    a.set("padding", list({top, bottom, left, right}));
-    t.emit("zeropad", {x}, a, {}, out, out);
-  } else if (top <= 0 && left <= 0 && bottom <= 0 && right <= 0) {
-    a.set("cropping", list({-top, -bottom, -left, -right}));
-    t.emit("crop", {x}, a, {}, out, out);
-  } else {
-    t.fail("pads that add on one side and remove on another are not supported");
-  }
-}
-
 // Resize of an image by integer factors, where ONNX's coordinate rule gives upsample's result:
 // nearest takes input row floor(out / f) (half_pixel or pytorch_half_pixel with either
 // round_prefer rule: no ties at integer f; asymmetric or tf_half_pixel_for_nn with floor), linear
@@ -402,18 +232,35 @@ void softmax(Translator& t) {
   t.emit("softmax", {x}, {}, {}, x.sample, x.remat);
 }
 
+// Note [log-softmax output]
+// Classifiers written for F.nll_loss end in F.log_softmax(x, dim=1) (PyTorch's MNIST example),
+// and their export's output is LogSoftmax(x). remat's loss is the softmax cross-entropy of the
+// model's output, and log_softmax(log_softmax(x)) = log_softmax(x): the cross-entropy of x is
+// nll_loss of log_softmax(x), the same loss and gradients, the same predictions (argmax). So a
+// LogSoftmax over the loss's class axis that is the graph's output is an alias of its input
+// (remat's output is then x, the logits); anywhere else it is an error naming the node.
+void log_softmax(Translator& t) {
+  const DataValue x = t.data(0);
+  const int64_t rank = onnx_rank(x);
+  const int64_t axis = normalize_axis(t.attr_int("axis", -1), rank, t.where());
+  if (!t.is_graph_output(0))
+    t.fail("a LogSoftmax is supported only as the model's output (read by the loss: Note "
+           "[log-softmax output])");
+  const int64_t classes = rank == 2 || rank == 4 ? 1 : rank == 3 && t.tokens_input() ? 2 : -1;
+  if (axis != classes)
+    t.fail("a LogSoftmax over axis " + std::to_string(axis) + " of the output " +
+           shape_str(x.sample) + " per sample: only over the classes the loss reads (axis 1 of "
+           "[N, K] and [N, K, H, W], axis 2 of [N, T, V]) is supported");
+  t.alias(0, x);
+}
+
 }  // namespace
 
 const std::map<std::string, TranslateFn>& layer_ops() {
   static const std::map<std::string, TranslateFn> ops = [] {
     std::map<std::string, TranslateFn> m = {
-        {"Conv", conv},
-        {"BatchNormalization", batch_norm},
         {"Relu", relu},
         {"Clip", clip},
-        {"MaxPool", max_pool},
-        {"AveragePool", average_pool},
-        {"GlobalAveragePool", global_average_pool},
         {"ReduceMean", reduce_mean},
         {"Gemm", gemm},
         {"MatMul", matmul},
@@ -423,15 +270,15 @@ const std::map<std::string, TranslateFn>& layer_ops() {
         {"Dropout", dropout},
         {"Identity", identity},
         {"Gather", gather},
-        {"Pad", pad},
         {"Resize", resize},
         {"Softmax", softmax},
+        {"LogSoftmax", log_softmax},
     };
     // Each wraps what the ones before it left: a later one's translator runs first and hands
     // the forms it does not take on (scalar constants, then tensor constants, then data).
     for (auto with : {with_shape_ops, with_activation_ops, with_broadcast_ops, with_conv_transpose,
                       with_token_ops, with_constant_ops, with_scalar_ops, with_einsum,
-                      with_norm_ops, with_depth_ops})
+                      with_norm_ops, with_depth_ops, with_window_ops})
       m = with(std::move(m));
     return m;
   }();

@@ -219,6 +219,13 @@ bool Translator::used(int out) const {
          live_values_.count(node_->output(out)) > 0;
 }
 
+bool Translator::is_graph_output(int out) const {
+  if (out >= node_->output_size()) return false;
+  for (const auto& o : g_.output())
+    if (o.name() == node_->output(out)) return true;
+  return false;
+}
+
 void Translator::require_unused_outputs(int from) {
   for (int k = from; k < node_->output_size(); ++k)
     if (used(k))

@@ -143,6 +143,10 @@ class Translator {
                         const Shape& remat, DType dtype = DType::F32, int out = 0);
   // Output `out` is read by a node that counts or is the graph's output.
   bool used(int out) const;
+  // Output `out` is the graph's output.
+  bool is_graph_output(int out) const;
+  // The model's input is token ids.
+  bool tokens_input() const { return out_->tokens; }
   // Marks output `out` as transposed (DataValue::transposed).
   void mark_transposed(int out);
   // Sets whether output `out` is sequence-first (Note [sequence-first values]), where it is not
@@ -301,6 +305,15 @@ void matmul_of_data(Translator& t);
 // those axes' dims each) (onnx_norm_ops.cpp).
 void emit_layernorm(Translator& t, const DataValue& x, int scale, int bias, double eps,
                     int64_t axes = 1);
+// `ops` with Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization and Pad of images
+// and signals (onnx_window_ops.cpp, Note [signals]).
+std::map<std::string, TranslateFn> with_window_ops(std::map<std::string, TranslateFn> ops);
+// The data input as an image [C, H, W] per sample, remat's value of the same shape (reshaped
+// where remat's drops trailing 1s: a convolution of pooled [C, 1, 1]); else an error
+// (onnx_window_ops.cpp).
+DataValue image_input(Translator& t);
+// Input k's dims when it is an initializer (a weight), else an error (onnx_layer_ops.cpp).
+Shape weight_dims(Translator& t, int k, const std::string& what);
 // `ops` with DepthToSpace and SpaceToDepth (onnx_depth_ops.cpp).
 std::map<std::string, TranslateFn> with_depth_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with LayerNormalization and InstanceNormalization (onnx_norm_ops.cpp).

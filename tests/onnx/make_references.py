@@ -105,6 +105,17 @@ MODELS = {
     # nn.PixelUnshuffle (Reshape, Transpose, Reshape), nn.PixelShuffle (DepthToSpace, CRD),
     # nn.LayerNorm over [C, H, W] (LayerNormalization from axis 1: layernorm with axes 3).
     "norm_net": ({}, 32, 2, 17, "train"),
+    # A multilayer perceptron over feature vectors [N, 20] (Gemm, nn.BatchNorm1d of [N, F],
+    # nn.GELU(), nn.LayerNorm): float inputs that are not images.
+    "mlp_net": ({}, 20, 4, 13, "train"),
+    # A 1-D CNN over signals [N, 4, 64] (Note [signals]): nn.Conv1d (padded, strided, dilated,
+    # depthwise), nn.BatchNorm1d of [N, C, L], nn.MaxPool1d, nn.AvgPool1d, a residual sum,
+    # nn.AdaptiveAvgPool1d(1) and a mean over L, a linear head.
+    "signal_net": ({}, 64, 4, 13, "train"),
+    # A transformer over float sequences [N, 16, 6] (a time series): a linear embedding, a
+    # learned position table, nn.TransformerEncoderLayer (batch first, no mask), the mean over the
+    # tokens, a linear head.
+    "sequence_net": ({}, 16, 4, 17, "train"),
     # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
     # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
@@ -151,6 +162,7 @@ MODELS = {
     "encoder_tutorial": ({}, 16, 4, 13, "train"),
 }
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
+FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6)}  # per sample
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -336,6 +348,44 @@ class NormNet(torch.nn.Module):
         return self.head(self.ln(self.pool(x)))
 
 
+class SignalNet(torch.nn.Module):
+    """Conv1d, BatchNorm1d and ReLU, a max pool, a strided dilated Conv1d, a residual block with
+    a depthwise Conv1d, an average pool, and both global means into a linear head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Sequential(nn.Conv1d(4, 16, 5, padding=2), nn.BatchNorm1d(16), nn.ReLU(),
+                                  nn.MaxPool1d(2))
+        self.down = nn.Sequential(nn.Conv1d(16, 32, 3, stride=2, padding=2, dilation=2),
+                                  nn.BatchNorm1d(32), nn.ReLU())
+        self.block = nn.Sequential(nn.Conv1d(32, 32, 3, padding=1, groups=32), nn.BatchNorm1d(32),
+                                   nn.ReLU(), nn.Conv1d(32, 32, 1))
+        self.pool, self.gap = nn.AvgPool1d(2), nn.AdaptiveAvgPool1d(1)
+        self.head = nn.Linear(64, classes)
+
+    def forward(self, x):
+        x = self.down(self.stem(x))
+        x = self.pool(torch.relu(x + self.block(x)))
+        return self.head(torch.cat([self.gap(x).flatten(1), x.mean(-1)], 1))
+
+
+class SequenceNet(torch.nn.Module):
+    """Float sequences [N, T, F] embedded by a linear layer plus a learned position table, one
+    batch-first nn.TransformerEncoderLayer, the mean over the tokens, a linear head."""
+
+    def __init__(self, seq, classes):
+        super().__init__()
+        nn = torch.nn
+        self.embed = nn.Linear(6, 16)
+        self.pos = nn.Parameter(torch.randn(1, seq, 16) * 0.1)
+        self.layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.layer(self.embed(x) + self.pos).mean(1))
+
+
 class EncoderGpt(torch.nn.Module):
     """Token ids [N, T] through an embedding plus a learned position table, two pre-norm
     nn.TransformerEncoderLayers (2 heads of 16, GELU, no dropout) under PyTorch's causal mask, a
@@ -464,6 +514,14 @@ def build(name, kwargs):
         model = ModulationNet(CLASSES)
     elif arch == "norm_net":
         model = NormNet(CLASSES)
+    elif arch == "signal_net":
+        model = SignalNet(CLASSES)
+    elif arch == "sequence_net":
+        model = SequenceNet(MODELS[name][1], CLASSES)
+    elif arch == "mlp_net":
+        nn = torch.nn
+        model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.GELU(),
+                              nn.LayerNorm(32), nn.Linear(32, CLASSES))
     elif arch == "einsum_net":
         model = EinsumNet(CLASSES)
     elif arch == "patch_merge_net":
@@ -564,6 +622,10 @@ def make(outdir, name):
         x = torch.randint(0, VOCAB, (batch, size), generator=gen)
         labels = torch.randint(0, VOCAB, (batch, size), generator=gen)
         out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
+    elif name in FLOAT_INPUTS:  # features [N, F], signals [N, C, L], sequences [N, T, F]
+        x = torch.randn(batch, *FLOAT_INPUTS[name], generator=gen)
+        labels = torch.randint(0, CLASSES, (batch,), generator=gen)
+        out = {"input": x, "labels": labels.to(torch.int32)}
     else:
         x = torch.randn(batch, 3, size, size, generator=gen)
         label_shape = (batch, size, size) if name in SEGMENTATION else (batch,)

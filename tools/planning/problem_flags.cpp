@@ -25,7 +25,7 @@ void add_problem_flags(FlagParser& flags) {
       .add("config", "FILE", "model config (YAML); builds the training graph's problem")
       .add("onnx", "FILE", kOnnxFlagHelp)
       .add("batch", "N", "batch size (config: overrides its batch; problem: rescales it)")
-      .add("input", "CxHxW", "per-sample input size override (with --config)")
+      .add("input", "CxHxW", "per-sample input size override, F or TxF too (with --config)")
       .add("seq", "T", "a token model's sequence length override (with --config)")
       .add("cost-model", "M", "flops, or a remat-costs/1 JSON cost table (with --config)",
            "flops")

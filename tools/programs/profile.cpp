@@ -82,7 +82,7 @@ int profile_main(int argc, char** argv) {
       .add("onnx", "FILE", kOnnxFlagHelp)
       .add("device", "cpu|cuda", "where to measure", "cpu")
       .add("batch", "N", "override the config's batch size")
-      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32 (F, TxF)")
       .add("seq", "T", "override a token model's sequence length")
       .add("precision", "fp32|tf32|tf32-all|bf16",
            "as train's --precision (default: the config's; fp32 configs in tf32)")

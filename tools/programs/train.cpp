@@ -70,7 +70,7 @@ void declare_flags(remat::FlagParser& f) {
       .add("steps", "N", "training steps (total, when resuming)", "50")
       .add("batch", "N", "override the config's batch size (per rank under mpirun; per micro-batch with --accumulate)")
       .add("accumulate", "K", "K micro-batches per optimizer step, gradients summed (overrides the config's accumulate)")
-      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32")
+      .add("input", "CxHxW", "override the per-sample input size, e.g. 3x32x32 (F, TxF)")
       .add("seq", "T", "override a token model's sequence length")
       .add("seed", "S", "override the config's seed (weights, dropout)")
       .add("budget", "BYTES", "memory budget for the whole step, e.g. 15GB or 12GiB (per rank)")
