@@ -214,6 +214,46 @@ TEST_F(OnnxImport, ALogSoftmaxOutputIsTheLogitsTheLossReads) {
             std::string::npos);
 }
 
+// A signal [N, 4, 16] (Note [signals]): Conv with a 1-D kernel, MaxPool, Resize by [1, 1, 2] and
+// GlobalAveragePool run as the 2-D ops on [N, C, 1, L] without reshapes between them; a 2-D
+// weight or window of a signal is an error.
+TEST_F(OnnxImport, OneDimensionalOpsOfASignalAreTheTwoDimensionalOnes) {
+  const auto signal_model = [](std::vector<int64_t> weight, std::vector<int64_t> window) {
+    onnx::ModelProto m = onnx_small_cnn();
+    onnx::GraphProto* g = m.mutable_graph();
+    g->clear_node();
+    g->clear_initializer();
+    g->clear_input();
+    g->clear_output();
+    test::onnx_value(g->add_input(), "x", {"batch", "4", "16"});
+    test::onnx_value(g->add_output(), "y", {"batch", "5"});
+    *g->add_initializer() = test::onnx_floats("conv.weight", weight, -0.2f);
+    *g->add_initializer() = test::onnx_floats("fc.weight", {5, 8}, -0.1f);
+    *g->add_initializer() = test::onnx_float_list("onnx::Resize_1", {1, 1, 2});
+    test::onnx_attr(onnx_node(g, "Conv", {"x", "conv.weight"}, {"c"}, "/conv/Conv"), "pads",
+                    std::vector<int64_t>{1, 1});
+    test::onnx_attr(onnx_node(g, "MaxPool", {"c"}, {"p"}, "/pool/MaxPool"), "kernel_shape", window);
+    onnx_node(g, "Resize", {"p", "", "onnx::Resize_1"}, {"u"}, "/Resize");
+    onnx_node(g, "GlobalAveragePool", {"u"}, {"gap"}, "/gap/GlobalAveragePool");
+    test::onnx_attr(onnx_node(g, "Flatten", {"gap"}, {"flat"}, "/Flatten"), "axis", int64_t{1});
+    test::onnx_attr(onnx_node(g, "Gemm", {"flat", "fc.weight"}, {"y"}, "/fc/Gemm"), "transB",
+                    int64_t{1});
+    return m;
+  };
+  const ModelConfig cfg = load_model_config(write(signal_model({8, 4, 3}, {2})), {"batch=2"});
+  std::vector<std::string> ops;
+  for (const LayerConfig& l : cfg.layers) ops.push_back(l.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"reshape", "conv2d", "maxpool", "upsample",
+                                           "global_avgpool", "dense"}));
+  EXPECT_EQ(cfg.input, (Shape{4, 16}));
+  EXPECT_EQ(cfg.export_dims.at("conv.weight"), (Shape{8, 4, 3}));
+  EXPECT_NE(error_of(signal_model({8, 4, 3, 3}, {2})).find("only 1-D convolutions of such data"),
+            std::string::npos);
+  EXPECT_NE(error_of(signal_model({8, 4, 3}, {2, 2}))
+                .find("kernel_shape must have one size (a 1-D pooling of [N, C, L])"),
+            std::string::npos);
+}
+
 TEST_F(OnnxImport, OpenSpatialAxesNeedAnInputSize) {
   onnx::ModelProto m = onnx_small_cnn();
   auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();

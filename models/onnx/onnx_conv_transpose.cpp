@@ -1,6 +1,7 @@
-// ConvTranspose (2-D) as remat's conv2d_transpose (Note [transposed convolution] in
-// ops/conv2d_transpose.cpp): the weight [C_in, C_out / group, kH, kW] is remat's as stored;
-// pads, auto_pad, output_padding and output_shape become the op's padding and output_padding.
+// ConvTranspose (2-D; 1-D of a signal [N, C, L], Note [signals]) as remat's conv2d_transpose (Note
+// [transposed convolution] in ops/conv2d_transpose.cpp): the weight [C_in, C_out / group, kH, kW]
+// is remat's as stored ([C_in, C_out / group, k] of a signal: [.., 1, k]); pads, auto_pad,
+// output_padding and output_shape become the op's padding and output_padding.
 #include <onnx/onnx_pb.h>
 
 #include "models/onnx/onnx_translator.h"
@@ -16,15 +17,42 @@ struct TransposeAxis {
   int64_t begin = 0, end = 0, output_padding = 0;
 };
 
-TransposeAxis transpose_axis(Translator& t, int axis, int64_t in, int64_t k, int64_t s, int64_t d) {
+// The node's window attributes for two spatial axes: a 1-D op's (a signal's) with H's before
+// them (stride 1, dilation 1, no padding, output size 1).
+struct TransposeAttrs {
+  std::vector<int64_t> pads, out_pad, out_shape, strides, dilations;
+};
+
+TransposeAttrs transpose_attrs(Translator& t, bool signal) {
+  const size_t n = signal ? 1 : 2;
+  TransposeAttrs a{t.attr_ints("pads", std::vector<int64_t>(2 * n, 0)),
+                   t.attr_ints("output_padding", std::vector<int64_t>(n, 0)),
+                   t.attr_ints("output_shape", {}),
+                   t.attr_ints("strides", std::vector<int64_t>(n, 1)),
+                   t.attr_ints("dilations", std::vector<int64_t>(n, 1))};
+  if (a.pads.size() != 2 * n || a.out_pad.size() != n ||
+      (!a.out_shape.empty() && a.out_shape.size() != n) || a.strides.size() != n ||
+      a.dilations.size() != n)
+    t.fail(signal ? "pads, output_padding, output_shape, strides and dilations must be for the "
+                    "one spatial axis of [N, C, L]"
+                  : "pads, output_padding, output_shape, strides and dilations must be for the "
+                    "two spatial axes");
+  if (signal) {
+    a.pads = {0, a.pads[0], 0, a.pads[1]};
+    a.out_pad.insert(a.out_pad.begin(), 0);
+    if (!a.out_shape.empty()) a.out_shape.insert(a.out_shape.begin(), 1);
+    a.strides.insert(a.strides.begin(), 1);
+    a.dilations.insert(a.dilations.begin(), 1);
+  }
+  return a;
+}
+
+TransposeAxis transpose_axis(Translator& t, const TransposeAttrs& at, int axis, int64_t in,
+                             int64_t k, int64_t s, int64_t d) {
   const std::string auto_pad = t.attr_string("auto_pad", "NOTSET");
-  const std::vector<int64_t> pads = t.attr_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> out_pad = t.attr_ints("output_padding", {0, 0});
-  const std::vector<int64_t> out_shape = t.attr_ints("output_shape", {});
-  if (pads.size() != 4 || out_pad.size() != 2 || (!out_shape.empty() && out_shape.size() != 2))
-    t.fail("pads, output_padding and output_shape must be for the two spatial axes");
-  TransposeAxis a{pads[static_cast<size_t>(axis)], pads[static_cast<size_t>(axis) + 2],
-                  out_pad[static_cast<size_t>(axis)]};
+  const std::vector<int64_t>& out_shape = at.out_shape;
+  TransposeAxis a{at.pads[static_cast<size_t>(axis)], at.pads[static_cast<size_t>(axis) + 2],
+                  at.out_pad[static_cast<size_t>(axis)]};
   const int64_t full = s * (in - 1) + a.output_padding + (k - 1) * d + 1;
   int64_t target = -1;  // an output size the pads must give
   if (!out_shape.empty()) target = out_shape[static_cast<size_t>(axis)];
@@ -47,25 +75,27 @@ TransposeAxis transpose_axis(Translator& t, int axis, int64_t in, int64_t k, int
 }
 
 void conv_transpose(Translator& t) {
-  const DataValue x = as_sample_shape(t, t.data(0));
-  if (x.sample.size() != 3 || x.remat != x.sample)
-    t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
+  const Spatial in = spatial_input(t);
+  const DataValue& x = in.x;
   if (!t.is_initializer(1)) t.fail("the weight (input 1) must be an initializer");
-  const Shape wd = t.initializer_dims(1);
-  if (wd.size() != 4)
-    t.fail("only 2-D transposed convolutions are supported (weight " + shape_str(wd) + ")");
+  const Shape given = t.initializer_dims(1);
+  if (given.size() != (in.signal ? 3u : 4u))
+    t.fail(std::string("only ") + (in.signal ? "1-D transposed convolutions of [N, C, L]" :
+                                               "2-D transposed convolutions of [N, C, H, W]") +
+           " are supported (weight " + shape_str(given) + ")");
+  const Shape wd = in.signal ? Shape{given[0], given[1], 1, given[2]} : given;
   const int64_t groups = t.attr_int("group", 1);
   if (groups < 1 || wd[0] != x.sample[0])
-    t.fail("weight " + shape_str(wd) + " does not fit " + std::to_string(x.sample[0]) +
+    t.fail("weight " + shape_str(given) + " does not fit " + std::to_string(x.sample[0]) +
            " input channels");
   const int64_t filters = wd[1] * groups;
-  if (t.attr_ints("kernel_shape", {wd[2], wd[3]}) != std::vector<int64_t>{wd[2], wd[3]})
-    t.fail("kernel_shape disagrees with the weight");
-  const std::vector<int64_t> s = t.attr_ints("strides", {1, 1});
-  const std::vector<int64_t> d = t.attr_ints("dilations", {1, 1});
-  if (s.size() != 2 || d.size() != 2) t.fail("strides and dilations must be for two axes");
-  const TransposeAxis h = transpose_axis(t, 0, x.sample[1], wd[2], s[0], d[0]);
-  const TransposeAxis w = transpose_axis(t, 1, x.sample[2], wd[3], s[1], d[1]);
+  const Shape kernel(given.begin() + 2, given.end());
+  if (t.attr_ints("kernel_shape", kernel) != kernel) t.fail("kernel_shape disagrees with the weight");
+  const TransposeAttrs at = transpose_attrs(t, in.signal);
+  const std::vector<int64_t>& s = at.strides;
+  const std::vector<int64_t>& d = at.dilations;
+  const TransposeAxis h = transpose_axis(t, at, 0, x.sample[1], wd[2], s[0], d[0]);
+  const TransposeAxis w = transpose_axis(t, at, 1, x.sample[2], wd[3], s[1], d[1]);
   AttrMap a;
   a.set("filters", filters);
   a.set("kernel", std::vector<int64_t>{wd[2], wd[3]});
@@ -80,12 +110,12 @@ void conv_transpose(Translator& t) {
     if (!t.is_initializer(2)) t.fail("the bias (input 2) must be an initializer");
     params.push_back({"bias", t.node().input(2), {filters}, {}});
   }
-  auto size = [](int64_t in, int64_t k, int64_t st, int64_t dl, const TransposeAxis& ax) {
-    return st * (in - 1) + ax.output_padding + (k - 1) * dl + 1 - ax.begin - ax.end;
+  auto size = [](int64_t n, int64_t k, int64_t st, int64_t dl, const TransposeAxis& ax) {
+    return st * (n - 1) + ax.output_padding + (k - 1) * dl + 1 - ax.begin - ax.end;
   };
-  const Shape out = {filters, size(x.sample[1], wd[2], s[0], d[0], h),
-                     size(x.sample[2], wd[3], s[1], d[1], w)};
-  t.emit("conv2d_transpose", {x}, a, params, out, out);
+  emit_spatial(t, "conv2d_transpose", in, a, params,
+               {filters, size(x.sample[1], wd[2], s[0], d[0], h),
+                size(x.sample[2], wd[3], s[1], d[1], w)});
 }
 
 }  // namespace

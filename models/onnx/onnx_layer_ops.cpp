@@ -115,7 +115,13 @@ std::vector<DataValue> data_inputs(Translator& t, unsigned takes = kBatchFirst) 
 }
 
 void add(Translator& t) {
-  const std::vector<DataValue> in = data_inputs(t, kSeqFirst);
+  std::vector<DataValue> in = data_inputs(t, kSeqFirst);
+  // One value as ONNX has it, one as remat holds it with 1s (a signal's [C, 1, L]): both as ONNX.
+  const bool mixed = std::any_of(in.begin(), in.end(), [&](const DataValue& v) {
+    return v.sample == in[0].sample && v.remat != in[0].remat;
+  });
+  if (mixed)
+    for (DataValue& u : in) u = as_sample_shape(t, u);
   for (const DataValue& v : in)
     if (v.sample != in[0].sample || v.remat != in[0].remat)
       t.fail("inputs " + shape_str(in[0].sample) + " and " + shape_str(v.sample) +
@@ -124,20 +130,33 @@ void add(Translator& t) {
   t.emit("add", in, {}, {}, in[0].sample, in[0].remat);
 }
 
+// Whether remat holds v, a signal [C, L], as the image [C, 1, L] (Note [signals]).
+bool signal_view(const DataValue& v) {
+  return v.sample.size() == 2 && v.remat == Shape{v.sample[0], 1, v.sample[1]};
+}
+
 void concat(Translator& t) {
-  const std::vector<DataValue> in = data_inputs(t);
+  std::vector<DataValue> in = data_inputs(t);
   const int64_t axis = normalize_axis(t.attr_int("axis", 1),
                                       static_cast<int64_t>(in[0].sample.size()) + 1, t.where());
   if (axis != 1) t.fail("only Concat along axis 1 (channels or features) is supported");
-  Shape out = in[0].sample;
-  out[0] = 0;
+  // Signals that remat holds as [C, 1, L] join along C as they are; otherwise each as ONNX has it.
+  const bool views = std::all_of(in.begin(), in.end(), signal_view);
+  if (!views)
+    for (DataValue& v : in) v = as_sample_shape(t, v);
+  Shape out = in[0].sample, held = in[0].remat;
+  out[0] = held[0] = 0;
   for (const DataValue& v : in) {
-    if (v.remat != v.sample || v.sample.size() != in[0].sample.size())
-      t.fail("inputs of different ranks");
+    if (v.remat != v.sample && !views) t.fail("an input that remat holds as " + shape_str(v.remat));
+    if (v.sample.size() != in[0].sample.size() ||
+        !std::equal(v.sample.begin() + 1, v.sample.end(), in[0].sample.begin() + 1))
+      t.fail("inputs " + shape_str(in[0].sample) + " and " + shape_str(v.sample) +
+             " per sample differ beyond axis 1");
     out[0] += v.sample[0];
+    held[0] += v.sample[0];
   }
   if (in.size() == 1) return t.alias(0, in[0]);
-  t.emit("concat", in, {}, {}, out, out);
+  t.emit("concat", in, {}, {}, out, held);
 }
 
 void dropout(Translator& t) {
@@ -174,9 +193,16 @@ void gather(Translator& t) {
 // nearest takes input row floor(out / f) (half_pixel or pytorch_half_pixel with either
 // round_prefer rule: no ties at integer f; asymmetric or tf_half_pixel_for_nn with floor), linear
 // interpolates at half-pixel centres (half_pixel, pytorch_half_pixel: PyTorch's
-// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh, W fw].
+// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh, W fw];
+// of a signal [N, C, L] (Note [signals]), from [1, 1, f] or [N, C, L f]: an upsample by (1, f).
 void resize(Translator& t) {
-  const DataValue x = image_input(t);
+  const DataValue raw = t.data(0);  // its view comes after the factors: none for factors of 1
+  const bool signal = raw.sample.size() == 2;
+  if (!signal && raw.sample.size() != 3)
+    t.fail("expects an image [N, C, H, W] or a signal [N, C, L], got " + shape_str(raw.sample) +
+           " per sample");
+  const Shape x = signal ? Shape{raw.sample[0], 1, raw.sample[1]} : raw.sample;
+  const size_t rank = signal ? 3 : 4;
   const std::string mode = t.attr_string("mode", "nearest");
   const std::string coord = t.attr_string("coordinate_transformation_mode", "half_pixel");
   const std::string nearest = t.attr_string("nearest_mode", "round_prefer_floor");
@@ -195,33 +221,38 @@ void resize(Translator& t) {
   int64_t fh = 0, fw = 0;
   if (t.has(3)) {
     const OnnxConst& sizes = t.konst(3);
-    const bool batch = sizes.i.size() == 4 && (sizes.i[0] == SymInt{1, 0} ||
-                                                (t.static_batch() && sizes.i[0] == SymInt{0, *t.static_batch()}));
-    if (sizes.is_float || !batch ||
-        !(sizes.i[1] == SymInt{0, x.sample[0]}) || !sizes.i[2].is_const() || !sizes.i[3].is_const())
-      t.fail("sizes must be [N, C, H', W'] with the batch and channels unchanged");
-    const int64_t h = sizes.i[2].c, w = sizes.i[3].c;
-    if (h < 1 || w < 1 || h % x.sample[1] != 0 || w % x.sample[2] != 0)
-      t.fail("sizes " + std::to_string(h) + " x " + std::to_string(w) + " are not integer multiples of " +
-             std::to_string(x.sample[1]) + " x " + std::to_string(x.sample[2]));
-    fh = h / x.sample[1], fw = w / x.sample[2];
+    const bool batch = sizes.i.size() == rank &&
+                       (sizes.i[0] == SymInt{1, 0} ||
+                        (t.static_batch() && sizes.i[0] == SymInt{0, *t.static_batch()}));
+    if (sizes.is_float || !batch || !(sizes.i[1] == SymInt{0, x[0]}) ||
+        !sizes.i[2].is_const() || !sizes.i[rank - 1].is_const())
+      t.fail(signal ? "sizes must be [N, C, L'] with the batch and channels unchanged"
+                       : "sizes must be [N, C, H', W'] with the batch and channels unchanged");
+    const int64_t h = signal ? 1 : sizes.i[2].c, w = sizes.i[rank - 1].c;
+    if (h < 1 || w < 1 || h % x[1] != 0 || w % x[2] != 0)
+      t.fail("sizes " + std::to_string(h) + " x " + std::to_string(w) +
+             " are not integer multiples of " + std::to_string(x[1]) + " x " +
+             std::to_string(x[2]));
+    fh = h / x[1], fw = w / x[2];
   } else if (t.has(2)) {
     const OnnxConst& scales = t.konst(2);
-    if (!scales.is_float || scales.f.size() != 4 || scales.f[0] != 1 || scales.f[1] != 1)
-      t.fail("scales must be [1, 1, fh, fw]");
-    for (double f : {scales.f[2], scales.f[3]})
-      if (f < 1 || f != std::floor(f) || f > (1 << 16))
-        t.fail("only integer scales of at least 1 are supported, got " + std::to_string(f));
-    fh = static_cast<int64_t>(scales.f[2]), fw = static_cast<int64_t>(scales.f[3]);
+    if (!scales.is_float || scales.f.size() != rank || scales.f[0] != 1 || scales.f[1] != 1)
+      t.fail(signal ? "scales must be [1, 1, f]" : "scales must be [1, 1, fh, fw]");
+    for (size_t k = 2; k < rank; ++k)
+      if (scales.f[k] < 1 || scales.f[k] != std::floor(scales.f[k]) || scales.f[k] > (1 << 16))
+        t.fail("only integer scales of at least 1 are supported, got " +
+               std::to_string(scales.f[k]));
+    fh = signal ? 1 : static_cast<int64_t>(scales.f[2]);
+    fw = static_cast<int64_t>(scales.f[rank - 1]);
   } else {
     t.fail("neither scales nor sizes is given");
   }
-  if (fh == 1 && fw == 1) return t.alias(0, x);
+  if (fh == 1 && fw == 1) return t.alias(0, raw);
+  const Spatial in = spatial_input(t);
   AttrMap a;
   a.set("factor", list({fh, fw}));
   a.set("mode", std::string(mode == "linear" ? "bilinear" : "nearest"));
-  const Shape out = {x.sample[0], x.sample[1] * fh, x.sample[2] * fw};
-  t.emit("upsample", {x}, a, {}, out, out);
+  emit_spatial(t, "upsample", in, a, {}, {x[0], x[1] * fh, x[2] * fw});
 }
 
 void softmax(Translator& t) {

@@ -312,6 +312,17 @@ std::map<std::string, TranslateFn> with_window_ops(std::map<std::string, Transla
 // where remat's drops trailing 1s: a convolution of pooled [C, 1, 1]); else an error
 // (onnx_window_ops.cpp).
 DataValue image_input(Translator& t);
+// A window op's data input as an image [C, H, W] per sample (x.sample); a signal [C, L] as the
+// image [C, 1, L] (Note [signals]), with `signal` set (onnx_window_ops.cpp).
+struct Spatial {
+  DataValue x;
+  bool signal = false;
+};
+Spatial spatial_input(Translator& t);
+// Emits `op` of a window input; `out` its result as an image [C', H', W'], which for a signal is
+// the signal [C', W'] held as the image (onnx_window_ops.cpp).
+void emit_spatial(Translator& t, const std::string& op, const Spatial& in, AttrMap attrs,
+                  std::vector<ParamUse> params, const Shape& out);
 // Input k's dims when it is an initializer (a weight), else an error (onnx_layer_ops.cpp).
 Shape weight_dims(Translator& t, int k, const std::string& what);
 // `ops` with DepthToSpace and SpaceToDepth (onnx_depth_ops.cpp).

@@ -26,38 +26,6 @@ namespace {
 
 std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
 
-// A window op's data input as an image [C, H, W] per sample (x.sample); a signal [C, L] as the
-// image [C, 1, L] (Note [signals]), with `signal` set.
-struct Spatial {
-  DataValue x;
-  bool signal = false;
-};
-
-Spatial spatial_input(Translator& t) {
-  const DataValue& in = t.data(0);
-  if (in.sample.size() != 2) return {image_input(t), false};
-  const Shape image = {in.sample[0], 1, in.sample[1]};
-  DataValue v = in;
-  if (in.remat != image) {
-    if (in.remat != in.sample || in.transposed)
-      t.fail("a signal [N, C, L] that remat holds as " + shape_str(in.remat) +
-             " is not supported here");
-    AttrMap a;
-    a.set("shape", std::vector<int64_t>(image.begin(), image.end()));
-    v = t.emit("reshape", {in}, a, {}, in.sample, image, in.dtype);
-  }
-  v.sample = image;
-  return {v, true};
-}
-
-// Emits `op` of a window input; `out` its result as an image [C', H', W'], which for a signal is
-// the signal [C', W'] held as the image.
-void emit_spatial(Translator& t, const std::string& op, const Spatial& in, AttrMap attrs,
-                  std::vector<ParamUse> params, const Shape& out) {
-  const Shape sample = in.signal ? Shape{out[0], out[2]} : out;
-  t.emit(op, {in.x}, std::move(attrs), std::move(params), sample, out);
-}
-
 // One spatial axis of a window op: explicit pads or auto_pad, and the output size.
 struct Axis {
   int64_t begin = 0, end = 0, out = 0;
@@ -247,6 +215,29 @@ void pad(Translator& t) {
 }
 
 }  // namespace
+
+Spatial spatial_input(Translator& t) {
+  const DataValue& in = t.data(0);
+  if (in.sample.size() != 2) return {image_input(t), false};
+  const Shape image = {in.sample[0], 1, in.sample[1]};
+  DataValue v = in;
+  if (in.remat != image) {
+    if (in.remat != in.sample || in.transposed)
+      t.fail("a signal [N, C, L] that remat holds as " + shape_str(in.remat) +
+             " is not supported here");
+    AttrMap a;
+    a.set("shape", std::vector<int64_t>(image.begin(), image.end()));
+    v = t.emit("reshape", {in}, a, {}, in.sample, image, in.dtype);
+  }
+  v.sample = image;
+  return {v, true};
+}
+
+void emit_spatial(Translator& t, const std::string& op, const Spatial& in, AttrMap attrs,
+                  std::vector<ParamUse> params, const Shape& out) {
+  const Shape sample = in.signal ? Shape{out[0], out[2]} : out;
+  t.emit(op, {in.x}, std::move(attrs), std::move(params), sample, out);
+}
 
 DataValue image_input(Translator& t) {
   const DataValue x = t.data(0).sample.size() == 3 ? as_sample_shape(t, t.data(0)) : t.data(0);

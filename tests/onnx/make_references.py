@@ -110,6 +110,7 @@ MODELS = {
     "mlp_net": ({}, 20, 4, 13, "train"),
     # A 1-D CNN over signals [N, 4, 64] (Note [signals]): nn.Conv1d (padded, strided, dilated,
     # depthwise), nn.BatchNorm1d of [N, C, L], nn.MaxPool1d, nn.AvgPool1d, a residual sum,
+    # nn.ConvTranspose1d, F.interpolate of a signal (linear, nearest), a Concat of signals,
     # nn.AdaptiveAvgPool1d(1) and a mean over L, a linear head.
     "signal_net": ({}, 64, 4, 13, "train"),
     # A transformer over float sequences [N, 16, 6] (a time series): a linear embedding, a
@@ -350,7 +351,8 @@ class NormNet(torch.nn.Module):
 
 class SignalNet(torch.nn.Module):
     """Conv1d, BatchNorm1d and ReLU, a max pool, a strided dilated Conv1d, a residual block with
-    a depthwise Conv1d, an average pool, and both global means into a linear head."""
+    a depthwise Conv1d, an average pool; back up by a ConvTranspose1d beside linear and nearest
+    upsampling, joined along the channels; both global means into a linear head."""
 
     def __init__(self, classes):
         super().__init__()
@@ -362,11 +364,14 @@ class SignalNet(torch.nn.Module):
         self.block = nn.Sequential(nn.Conv1d(32, 32, 3, padding=1, groups=32), nn.BatchNorm1d(32),
                                    nn.ReLU(), nn.Conv1d(32, 32, 1))
         self.pool, self.gap = nn.AvgPool1d(2), nn.AdaptiveAvgPool1d(1)
-        self.head = nn.Linear(64, classes)
+        self.up = nn.ConvTranspose1d(32, 16, 4, stride=2, padding=1)
+        self.head = nn.Linear(96, classes)
 
     def forward(self, x):
         x = self.down(self.stem(x))
         x = self.pool(torch.relu(x + self.block(x)))
+        x = torch.cat([self.up(x), F.interpolate(x, scale_factor=2, mode="linear") +
+                       F.interpolate(x, scale_factor=2)], 1)
         return self.head(torch.cat([self.gap(x).flatten(1), x.mean(-1)], 1))
 
 
