@@ -2,7 +2,9 @@
 // default): for each row x of C values (the product of those dimensions), y = (x - mean) /
 // sqrt(var + eps) * weight + bias (biased variance; affine: true gives the weight and bias, of
 // the normalized dimensions' shape). With affine: false over the spatial axes of [N, C, H, W]
-// it is instance normalization (an ONNX import's InstanceNormalization). Backward ops layernorm_grad_input [dy, x (, weight)],
+// it is instance normalization (an ONNX import's InstanceNormalization); with `groups` G > 1 each
+// row is one G-th of the normalized values, in order (over [C, H, W], C / G channels: the
+// normalization of nn.GroupNorm, whose per-channel affine follows as its own layers). Backward ops layernorm_grad_input [dy, x (, weight)],
 // layernorm_grad_weight [dy, x] and layernorm_grad_bias [dy]; they recompute the row statistics
 // from x rather than saving them, so the solver sees no extra values.
 #include <algorithm>
@@ -21,7 +23,8 @@ namespace {
 struct LayerNormAttrs : OpAttrs {
   double eps = 1e-5;
   bool affine = true;
-  int64_t axes = 1;  // the trailing dimensions each row spans
+  int64_t axes = 1;    // the trailing dimensions each row spans
+  int64_t groups = 1;  // rows per span of those dimensions (affine: false)
 };
 
 OpAttrsPtr layernorm_parse(AttrReader& r, const std::string& op_name) {
@@ -29,6 +32,8 @@ OpAttrsPtr layernorm_parse(AttrReader& r, const std::string& op_name) {
   a->eps = r.get_double("eps", 1e-5, 0.0, 1.0);
   a->affine = r.get_bool("affine", true);
   a->axes = r.get_int("axes", 1, 1, 8);
+  a->groups = r.get_int("groups", 1, 1, int64_t{1} << 24);
+  if (a->groups > 1 && a->affine) r.fail("groups", "needs affine: false (one weight per value)");
   r.finish(op_name);
   return a;
 }
@@ -44,7 +49,8 @@ struct RowsCols {
   int64_t rows, cols;
 };
 RowsCols rows_cols(const OpAttrs& at, const Shape& x) {
-  const int64_t cols = shape_numel(row_shape(at, x));
+  const int64_t cols =
+      shape_numel(row_shape(at, x)) / static_cast<const LayerNormAttrs&>(at).groups;
   return {shape_numel(x) / cols, cols};
 }
 RowsCols rows_cols(const ExecContext& ctx, int k) {
@@ -60,6 +66,11 @@ TensorDesc layernorm_infer(const OpAttrs& at, const std::vector<TensorDesc>& in)
                      << axes + 1 << " or more (the batch first), got " << shape_str(x));
   if (shape_numel(row_shape(at, x)) < 1)
     REMAT_USER_ERROR("layernorm needs non-empty normalized dimensions, got " << shape_str(x));
+  const int64_t groups = static_cast<const LayerNormAttrs&>(at).groups;
+  const Shape row = row_shape(at, x);
+  if (row[0] % groups != 0)
+    REMAT_USER_ERROR("layernorm with groups " << groups << " needs the first normalized "
+                     "dimension divisible by it, got " << shape_str(x));
   return in[0];
 }
 

@@ -112,6 +112,10 @@ inline std::vector<TransformerCase> transformer_cases() {
       {"layernorm_axes2", {"layernorm", attr_map({{"axes", 2}}), {f32({2, 2, 3, 4})}}, kTolNormalize},
       {"layernorm_instance", {"layernorm", attr_map({{"axes", 2}, {"affine", false}}), {f32({2, 3, 3, 3})}},
        kTolNormalize},
+      // nn.GroupNorm's normalization: 2 groups of 2 channels of [4, 3, 3].
+      {"layernorm_groups",
+       {"layernorm", attr_map({{"axes", 3}, {"groups", 2}, {"affine", false}}), {f32({2, 4, 3, 3})}},
+       kTolNormalize},
       {"gelu", {"gelu", {}, {f32({3, 7})}}, kTolNormalize},
       {"dense_rank3", {"dense", attr_map({{"units", 4}}), {f32({2, 3, 5})}}, kTolLinear},
       {"linear_rank4", {"linear", attr_map({{"units", 3}, {"bias", false}}), {f32({2, 2, 3, 4})}}, kTolLinear},

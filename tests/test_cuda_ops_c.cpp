@@ -115,6 +115,10 @@ TEST_F(CudaOpsC, LayerNormAndGeluAtModelWidths) {
   // Instance normalization (an ONNX import's InstanceNormalization; GroupNorm's rows of 4,096).
   expect_matches_cpu(cuda(), registry(),
                      {"layernorm", attr_map({{"axes", 2}, {"affine", false}}), {f32({4, 32, 64, 64})}});
+  // nn.GroupNorm's: 32 groups of 2 channels of 32 x 32, rows of 2,048.
+  expect_matches_cpu(cuda(), registry(),
+                     {"layernorm", attr_map({{"axes", 3}, {"groups", 32}, {"affine", false}}),
+                      {f32({2, 64, 32, 32})}});
   expect_matches_cpu(cuda(), registry(), {"gelu", {}, {f32({4, 100, 3072})}});
 }
 

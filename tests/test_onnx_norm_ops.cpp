@@ -1,6 +1,7 @@
 // The ONNX normalizations and pixel shuffles on small models built here with ONNX's own messages
 // (tests/onnx_builder.h): InstanceNormalization (layernorm over the planes, Note [instance
-// normalization]) with its scale and bias as constants or as parameters, LayerNormalization
+// normalization]) with its scale and bias as constants or as parameters, nn.GroupNorm's
+// pattern (layernorm with groups), LayerNormalization
 // from an axis before the last, views of a parameter (Note [parameter views]), DepthToSpace and
 // SpaceToDepth (reshape + transpose + reshape), and one clear error for each form remat does not
 // take. Their numbers against PyTorch's are OnnxModels.GroupInstanceAndImageLayerNormsAndPixelShuffles',
@@ -58,20 +59,48 @@ TEST_F(OnnxNormOps, InstanceNormalizationIsALayerNormOverThePlanes) {
   EXPECT_EQ(learned.export_dims.at("norm.weight"), (Shape{8}));
 }
 
+// nn.GroupNorm's Reshape(c, [0, G, -1]) + InstanceNormalization(1, 0) + Reshape back -> m.
+std::function<void(onnx::GraphProto*)> group_norm(int64_t groups, float scale = 1.f) {
+  return [=](onnx::GraphProto* g) {
+    *g->add_initializer() = onnx_ints("onnx::Reshape_1", {0, groups, -1});
+    onnx_node(g, "Reshape", {"c", "onnx::Reshape_1"}, {"grouped"}, "/gn/Reshape");
+    *g->add_initializer() = onnx_floats("onnx::Scale", {groups}, scale, 0.f);
+    *g->add_initializer() = onnx_floats("onnx::Bias", {groups}, 0.f, 0.f);
+    onnx_node(g, "InstanceNormalization", {"grouped", "onnx::Scale", "onnx::Bias"}, {"n"},
+              "/gn/InstanceNormalization");
+    onnx_node(g, "Shape", {"c"}, {"shape"}, "/gn/Shape");
+    onnx_node(g, "Reshape", {"n", "shape"}, {"m"}, "/gn/Reshape_1");
+  };
+}
+
+TEST_F(OnnxNormOps, GroupNormIsOneLayerNormOverGroupsOfChannels) {
+  const ModelConfig cfg = load(cnn_with(group_norm(4), 8));
+  const auto norms = layers_of(cfg, "layernorm");
+  ASSERT_EQ(norms.size(), 1u);
+  EXPECT_EQ(attr(*norms[0], "axes"), 3);
+  EXPECT_EQ(attr(*norms[0], "groups"), 4);
+  EXPECT_TRUE(layers_of(cfg, "reshape").empty());  // the groups are runs of the channels
+  EXPECT_HAS(error_of(cnn_with(group_norm(4, 2.f), 8)),
+             "node '/gn/InstanceNormalization' (Reshape + InstanceNormalization + Reshape read "
+             "as a group norm, opset 13): an InstanceNormalization of grouped channels with a "
+             "scale and bias other than 1 and 0");
+  EXPECT_HAS(error_of(cnn_with(group_norm(16), 8)),
+             "a Reshape of [8, 8, 8] to [16, 32] per sample before an InstanceNormalization is "
+             "not a grouping of the channels");
+}
+
 TEST_F(OnnxNormOps, InstanceNormalizationsRematDoesNotTakeAreClearErrors) {
   EXPECT_HAS(error_of(cnn_with(instance_norm("onnx::Const_1", "onnx::Const_2", 2.f), 8)),
              "node '/norm/InstanceNormalization' (InstanceNormalization, opset 13): a scale and "
              "bias other than the constants 1 and 0 must both be the module's parameters [C]");
   EXPECT_HAS(error_of(cnn_with(instance_norm("norm.weight", "onnx::Const_2", 2.f), 8)),
              "must both be the module's parameters [C]");
-  const auto flat = [](onnx::GraphProto* g) {  // [N, 8, 64] with a learned affine
+  const auto flat = [](onnx::GraphProto* g) {  // [N, 8, 64] with a learned affine, pooled
     *g->add_initializer() = onnx_ints("to", {0, 8, -1});
     onnx_node(g, "Reshape", {"c", "to"}, {"r"}, "/Reshape");
     *g->add_initializer() = onnx_floats("norm.weight", {8}, 1.5f, 0.f);
     *g->add_initializer() = onnx_floats("norm.bias", {8}, 0.f, 0.f);
-    onnx_node(g, "InstanceNormalization", {"r", "norm.weight", "norm.bias"}, {"n"}, "/norm");
-    *g->add_initializer() = onnx_ints("back", {0, 8, 8, 8});
-    onnx_node(g, "Reshape", {"n", "back"}, {"m"}, "/Reshape_1");
+    onnx_node(g, "InstanceNormalization", {"r", "norm.weight", "norm.bias"}, {"m"}, "/norm");
   };
   EXPECT_HAS(error_of(cnn_with(flat, 8)),
              "a learned scale and bias are supported for an image [N, C, H, W] only, got [8, 64]");

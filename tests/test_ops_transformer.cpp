@@ -321,6 +321,17 @@ TEST(LayerNorm, OverTrailingAxesEachRowSpansThemAll) {
   expect_near_all(h.forward(), {-1.5 * a, -0.5 * a, 0.5 * a, 1.5 * a * 2, -b, -b, -b, 3 * b * 2}, 1e-6);
   EXPECT_HAS(case_error({"layernorm", attr_map({{"axes", 2}}), {f32({4, 5})}}),
              "layernorm over the last 2 dimension(s) needs an input of rank 3 or more");
+  // The same rows as 2 groups of the channels of [2, 2, 2] (nn.GroupNorm's normalization).
+  OpHarness g(builtin_registry(),
+              {"layernorm", attr_map({{"axes", 3}, {"groups", 2}, {"affine", false}, {"eps", 0.0}}),
+               {f32({1, 2, 2, 2})}, {{0, 1, 2, 3, 4, 4, 4, 8}}});
+  EXPECT_EQ(g.num_inputs(), 1);
+  expect_near_all(g.forward(), {-1.5 * a, -0.5 * a, 0.5 * a, 1.5 * a, -b, -b, -b, 3 * b}, 1e-6);
+  EXPECT_HAS(case_error({"layernorm", attr_map({{"axes", 3}, {"groups", 3}, {"affine", false}}),
+                         {f32({1, 2, 2, 2})}}),
+             "layernorm with groups 3 needs the first normalized dimension divisible by it");
+  EXPECT_HAS(case_error({"layernorm", attr_map({{"axes", 3}, {"groups", 2}}), {f32({1, 2, 2, 2})}}),
+             "needs affine: false");
 }
 
 // ---- gelu -----------------------------------------------------------------------------------

@@ -17,15 +17,18 @@ namespace onnx_detail {
 // axes after the channel (biased variance, epsilon inside the root), then scales and shifts it
 // per channel. remat's layernorm with `axes` = the rank - 2 and no affine gives those floats
 // (the same two-pass statistics in double as any layer norm). The per-channel affine after it:
-//  - none where scale and B are the constants 1 and 0: nn.InstanceNorm2d(affine=False), and
-//    nn.GroupNorm, which PyTorch exports as Reshape(x, [N, G, -1]), an InstanceNormalization
-//    with scale 1 and bias 0 of [N, G, L], a Reshape back to [N, C, H, W] and its own weight and
-//    bias [C] as Mul and Add of the image by [C, 1, 1] (the learned layer scale and bias of
-//    onnx_broadcast_ops.cpp: a depthwise 1 x 1 conv2d and a learned add_constant);
+//  - none where scale and B are the constants 1 and 0: nn.InstanceNorm2d(affine=False);
 //  - a depthwise 1 x 1 conv2d with a bias, where scale and B are a module's parameters [C] of an
 //    image (nn.InstanceNorm2d(affine=True)): y = scale[c] x + B[c], the parameters keeping their
 //    names, trained, and written back [C] by `export`.
 // Other constants, or parameters of data that is not an image, are an error naming the node.
+// nn.GroupNorm is exported as Reshape(x, [N, G, -1]), an InstanceNormalization with scale 1 and
+// bias 0 of [N, G, L], a Reshape back to x's shape, and its own weight and bias [C] as Mul and
+// Add of the image by [C, 1, 1] views (Note [parameter views]). The three nodes are one pattern
+// (GroupNorm, onnx_patterns.cpp): remat's layernorm over all of x's axes with `groups` G, whose
+// rows are the G contiguous runs of C / G channels, the same values in the same order as the
+// reshaped [N, G, L], without a copy either way; the Mul and Add are the learned layer scale and
+// bias of onnx_broadcast_ops.cpp (a depthwise 1 x 1 conv2d, a learned add_constant).
 
 namespace {
 
@@ -61,17 +64,45 @@ void layer_norm(Translator& t) {
   emit_layernorm(t, x, 1, 2, short_float(t.attr_float("epsilon", 1e-5)), rank - axis);
 }
 
-// Whether inputs 1 and 2 are the constants 1 and 0 (no affine after the normalization).
-bool identity_affine(Translator& t) {
-  for (int k : {1, 2}) {
+// Whether inputs `first` and first + 1 are the constants 1 and 0 (no affine after the
+// normalization).
+bool identity_affine(Translator& t, int first = 1) {
+  for (int k : {first, first + 1}) {
     if (!t.is_const(k) || t.is_module_tensor(k)) return false;
     const OnnxConst& c = t.konst(k);
     if (!c.is_float) return false;
     for (double v : c.f)
-      if (v != (k == 1 ? 1.0 : 0.0)) return false;
+      if (v != (k == first ? 1.0 : 0.0)) return false;
   }
   return true;
 }
+
+}  // namespace
+
+void group_norm_pattern(Translator& t) {
+  const DataValue x = as_sample_shape(t, t.data(0));
+  if (x.remat != x.sample || x.sample.size() < 2)
+    t.fail("expects data [N, C, ...], got " + shape_str(x.sample) + " per sample");
+  const Shape grouped = reshape_target(t, x.sample, t.konst(1));
+  const int64_t c = x.sample[0], g = grouped.empty() ? 0 : grouped[0];
+  if (grouped.size() != 2 || g < 1 || c % g != 0)
+    t.fail("a Reshape of " + shape_str(x.sample) + " to " + shape_str(grouped) +
+           " per sample before an InstanceNormalization is not a grouping of the channels [G, "
+           "C / G ...]");
+  if (!identity_affine(t, 2))
+    t.fail("an InstanceNormalization of grouped channels with a scale and bias other than 1 "
+           "and 0 is not supported (nn.GroupNorm exports 1 and 0)");
+  if (reshape_target(t, grouped, t.konst(4)) != x.sample)
+    t.fail("the normalized groups are not reshaped back to " + shape_str(x.sample));
+  AttrMap a;
+  a.set("eps", short_float(t.attr_float("epsilon", 1e-5)));
+  a.set("axes", static_cast<int64_t>(x.sample.size()));
+  a.set("affine", false);
+  if (g > 1) a.set("groups", g);
+  t.emit("layernorm", {x}, a, {}, x.sample, x.sample);
+}
+
+namespace {
 
 void instance_norm(Translator& t) {
   const DataValue x = as_sample_shape(t, t.data(0));

@@ -267,6 +267,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
       {"GeluTanh", gelu_tanh},
       {"LayerNorm", layer_norm},
       {"ChannelShuffle", channel_shuffle},
+      {"GroupNorm", group_norm_pattern},
       {"HardSwish", [](Translator& t) { layer_ops().at("HardSwish")(t); }},  // x's hardswish
       {"GeluErf", gelu_erf},
       {"Silu", [](Translator& t) {  // x sigmoid(x)

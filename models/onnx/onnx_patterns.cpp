@@ -94,6 +94,25 @@ void match_channel_shuffle(Graph& g, int k) {
   g.fuse({g.index(grouped), g.index(t), k}, f);
 }
 
+// Reshape(InstanceNormalization(Reshape(x, grouped), scale, bias), shape): GroupNorm(x, grouped,
+// scale, bias, shape), nn.GroupNorm's normalization as PyTorch exports it (Note [instance
+// normalization] in onnx_norm_ops.cpp).
+void match_group_norm(Graph& g, int k) {
+  const onnx::NodeProto* back = g.node(k);
+  if (!back || back->op_type() != "Reshape" || !back->domain().empty()) return;
+  const onnx::NodeProto* norm = g.made_by(back->input(0), "InstanceNormalization");
+  if (!norm || !g.only_for(back->input(0), k) || norm->input_size() != 3) return;
+  const onnx::NodeProto* grouped = g.made_by(norm->input(0), "Reshape");
+  if (!grouped || !g.only_for(norm->input(0), g.index(norm)) || !g.is_data(grouped->input(0)))
+    return;
+  onnx::NodeProto f = fused_node("GroupNorm", *norm,
+                                 {grouped->input(0), grouped->input(1), norm->input(1),
+                                  norm->input(2), back->input(1)},
+                                 back->output(0));
+  copy_attrs(&f, *norm, "");
+  g.fuse({g.index(grouped), g.index(norm), k}, f);
+}
+
 // The inputs of product `mm` (node mmk, fused into `f` with `group`) that are a Transpose of
 // data swapping the last two axes alone, read by the product only (q @ k.transpose(-2, -1)):
 // `f` reads the Transpose's input instead, with transpose_a / transpose_b, and the Transposes
@@ -324,7 +343,7 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
                      match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_transposed_matmul,
                      match_masked_softmax,
-                     match_channel_shuffle, match_self_gate, match_gelu_erf, match_roll,
+                     match_channel_shuffle, match_group_norm, match_self_gate, match_gelu_erf, match_roll,
                      match_patch_merge, match_unbind})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();

@@ -246,6 +246,7 @@ std::string Translator::where() const {
       {"GeluTanh", "the nodes of GPT-2's gelu"},
       {"LayerNorm", "the nodes of a layer norm"},
       {"ChannelShuffle", "Reshape + Transpose + Reshape read as a channel shuffle"},
+      {"GroupNorm", "Reshape + InstanceNormalization + Reshape read as a group norm"},
       {"HardSwish", "HardSigmoid + Mul read as a hard swish"},
       {"GeluErf", "the nodes of the exact (erf) GELU"},
       {"Silu", "Sigmoid + Mul read as a SiLU"},

@@ -327,6 +327,9 @@ void emit_spatial(Translator& t, const std::string& op, const Spatial& in, AttrM
 Shape weight_dims(Translator& t, int k, const std::string& what);
 // `ops` with DepthToSpace and SpaceToDepth (onnx_depth_ops.cpp).
 std::map<std::string, TranslateFn> with_depth_ops(std::map<std::string, TranslateFn> ops);
+// The GroupNorm pattern (x, the grouped shape [N, G, -1], scale, bias, the shape back):
+// layernorm with groups (Note [instance normalization] in onnx_norm_ops.cpp).
+void group_norm_pattern(Translator& t);
 // `ops` with LayerNormalization and InstanceNormalization (onnx_norm_ops.cpp).
 std::map<std::string, TranslateFn> with_norm_ops(std::map<std::string, TranslateFn> ops);
 
