@@ -4,9 +4,10 @@
 // the normalized dimensions' shape). With affine: false over the spatial axes of [N, C, H, W]
 // it is instance normalization (an ONNX import's InstanceNormalization); with `groups` G > 1 each
 // row is one G-th of the normalized values, in order (over [C, H, W], C / G channels: the
-// normalization of nn.GroupNorm, whose per-channel affine follows as its own layers). Backward ops layernorm_grad_input [dy, x (, weight)],
-// layernorm_grad_weight [dy, x] and layernorm_grad_bias [dy]; they recompute the row statistics
-// from x rather than saving them, so the solver sees no extra values.
+// normalization of nn.GroupNorm, whose per-channel affine follows as its own layers). Backward
+// ops layernorm_grad_input [dy, x (, weight)], layernorm_grad_weight [dy, x] and
+// layernorm_grad_bias [dy]; they recompute the row statistics from x rather than saving them, so
+// the solver sees no extra values.
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -90,7 +90,8 @@ void conv_transpose(Translator& t) {
            " input channels");
   const int64_t filters = wd[1] * groups;
   const Shape kernel(given.begin() + 2, given.end());
-  if (t.attr_ints("kernel_shape", kernel) != kernel) t.fail("kernel_shape disagrees with the weight");
+  if (t.attr_ints("kernel_shape", kernel) != kernel)
+    t.fail("kernel_shape disagrees with the weight");
   const TransposeAttrs at = transpose_attrs(t, in.signal);
   const std::vector<int64_t>& s = at.strides;
   const std::vector<int64_t>& d = at.dilations;

@@ -193,8 +193,9 @@ void gather(Translator& t) {
 // nearest takes input row floor(out / f) (half_pixel or pytorch_half_pixel with either
 // round_prefer rule: no ties at integer f; asymmetric or tf_half_pixel_for_nn with floor), linear
 // interpolates at half-pixel centres (half_pixel, pytorch_half_pixel: PyTorch's
-// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh, W fw];
-// of a signal [N, C, L] (Note [signals]), from [1, 1, f] or [N, C, L f]: an upsample by (1, f).
+// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh,
+// W fw]; of a signal [N, C, L] (Note [signals]), from [1, 1, f] or [N, C, L f]: an upsample by
+// (1, f).
 void resize(Translator& t) {
   const DataValue raw = t.data(0);  // its view comes after the factors: none for factors of 1
   const bool signal = raw.sample.size() == 2;

@@ -343,7 +343,8 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
                      match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_transposed_matmul,
                      match_masked_softmax,
-                     match_channel_shuffle, match_group_norm, match_self_gate, match_gelu_erf, match_roll,
+                     match_channel_shuffle, match_group_norm, match_self_gate, match_gelu_erf,
+                     match_roll,
                      match_patch_merge, match_unbind})
     for (int k = 0; k < g.size(); ++k) match(g, k);
   return g.result();

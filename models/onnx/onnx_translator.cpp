@@ -36,7 +36,8 @@ bool Translator::is_const(int k) const {
 }
 
 bool Translator::is_initializer(int k) const {
-  return has(k) && (initializers_.count(node_->input(k)) > 0 || param_views_.count(node_->input(k)));
+  if (!has(k)) return false;
+  return initializers_.count(node_->input(k)) > 0 || param_views_.count(node_->input(k)) > 0;
 }
 
 std::string Translator::initializer_name(int k) const {

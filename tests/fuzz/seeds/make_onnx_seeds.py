@@ -16,7 +16,8 @@ class Norms(nn.Module):
     def __init__(self):
         super().__init__()
         self.c = nn.Conv2d(3, 8, 3, padding=1)
-        self.gn, self.inorm, self.plain = nn.GroupNorm(4, 8), nn.InstanceNorm2d(8, affine=True), nn.InstanceNorm2d(8)
+        self.gn, self.inorm = nn.GroupNorm(4, 8), nn.InstanceNorm2d(8, affine=True)
+        self.plain = nn.InstanceNorm2d(8)
         self.ps = nn.PixelShuffle(2)
 
     def forward(self, x):
@@ -28,24 +29,27 @@ class Signal(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.c, self.bn, self.p, self.fc = nn.Conv1d(4, 8, 3, padding=1), nn.BatchNorm1d(8), nn.MaxPool1d(2), nn.Linear(8, 5)
+        self.c, self.bn = nn.Conv1d(4, 8, 3, padding=1), nn.BatchNorm1d(8)
+        self.p, self.fc = nn.MaxPool1d(2), nn.Linear(8, 5)
 
     def forward(self, x):
         return self.fc(self.p(torch.relu(self.bn(self.c(x)))).mean(-1))
 
 
 def export(model, x, path):
-    torch.onnx.export(model.train(), x, path, opset_version=13, input_names=["input"], output_names=["out"],
-                      dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+    torch.onnx.export(model.train(), x, path, opset_version=13, input_names=["input"],
+                      output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "onnx")
     torch.manual_seed(0)
     export(Norms(), torch.randn(2, 3, 8, 8), os.path.join(out, "norms.onnx"))
     export(Signal(), torch.randn(2, 4, 32), os.path.join(out, "signal.onnx"))
-    export(nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)), torch.randn(2, 6), os.path.join(out, "mlp.onnx"))
+    mlp = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    export(mlp, torch.randn(2, 6), os.path.join(out, "mlp.onnx"))
 
 
 if __name__ == "__main__":
