@@ -194,6 +194,10 @@ inline std::vector<SpatialCase> spatial_op_cases() {
                              {f32({1, 4, 6, 6})}}, kTolLinear},
       {"conv_same_1x7", {"conv2d", attr_map({{"filters", 2}, {"kernel", Ints{1, 7}}, {"padding", same}}),
                          {f32({1, 2, 5, 9})}}, kTolLinear},
+      // A signal [N, C, L] as ONNX's 1-D ops run it (Note [signals]): H = 1, strided, dilated.
+      {"conv_signal", {"conv2d", attr_map({{"filters", 3}, {"kernel", Ints{1, 3}}, {"stride", Ints{1, 2}},
+                                           {"dilation", Ints{1, 2}}, {"padding", Ints{0, 0, 2, 1}}}),
+                       {f32({2, 2, 1, 11})}}, kTolLinear},
       {"maxpool_same_s2", {"maxpool", attr_map({{"kernel", 3}, {"stride", 2}, {"padding", same}}),
                            {f32({1, 2, 6, 6})}, {spread_values(72)}}, kTolPiecewise},
       {"maxpool_sides", {"maxpool", attr_map({{"kernel", 2}, {"padding", Ints{0, 1, 0, 1}}}),
