@@ -21,9 +21,7 @@ struct Image {
 
 // The data image and the node's blocksize, which must divide `divides` (C, or H and W).
 Image image_and_block(Translator& t) {
-  const DataValue x = as_sample_shape(t, t.data(0));
-  if (x.sample.size() != 3 || x.remat != x.sample)
-    t.fail("expects an image [N, C, H, W], got " + shape_str(x.sample) + " per sample");
+  const DataValue x = image_input(t);
   if (!t.has_attr("blocksize")) t.fail("the attribute blocksize is required");
   const int64_t b = t.attr_int("blocksize", 0);
   if (b < 1) t.fail("blocksize must be at least 1, got " + std::to_string(b));
