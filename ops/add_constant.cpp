@@ -79,6 +79,7 @@ std::vector<ParamSpec> add_constant_params(const OpAttrs& at, const std::vector<
   t.suffix = attrs(at).learned ? "bias" : "table";
   t.desc = checked_desc(attrs(at).shape, DType::F32, "add_constant table");
   t.kind = attrs(at).learned ? ValueKind::Param : ValueKind::Buffer;
+  t.constant = !attrs(at).learned;
   t.init = InitKind::Zeros;
   t.role = ParamRole::Bias;
   return {t};

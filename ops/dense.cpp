@@ -2,6 +2,9 @@
 // >= 2 ([N, F], [N, T, F], ...; the leading dimensions are rows) with PyTorch's weight layout
 // [units, F], and its backward ops dense_grad_input [dy, weight], dense_grad_weight [dy, x],
 // dense_grad_bias [dy]. CPU path through cpu_gemm; CUDA path through cuBLAS + kernels/.
+// `learned: false` makes the weight a buffer (saved in checkpoints, never trained; no weight
+// gradient, no bias): a fixed linear map over the last axis, as an imported Resize's
+// interpolation matrix (Note [resize as linear maps] in models/onnx/onnx_resize.cpp).
 #include <memory>
 
 #include "ops/cpu_gemm.h"
@@ -19,6 +22,7 @@ namespace {
 struct DenseAttrs : OpAttrs {
   int64_t units = 0;
   bool bias = true;
+  bool learned = true;  // false: the weight is a constant buffer
   Activation activation = Activation::None;
   double init_std = 0;  // > 0: weights ~ N(0, init_std^2) (GPT-2 uses 0.02)
 };
@@ -27,7 +31,9 @@ struct DenseAttrs : OpAttrs {
 OpAttrsPtr dense_parse(AttrReader& r, const std::string& op_name) {
   auto a = std::make_shared<DenseAttrs>();
   a->units = r.require_int("units", 1, int64_t{1} << 24);
-  a->bias = r.get_bool("bias", true);
+  a->learned = r.get_bool("learned", true);
+  a->bias = r.get_bool("bias", a->learned);
+  if (a->bias && !a->learned) r.fail("bias", "must be false when learned is false");
   a->activation = parse_activation(r);
   a->init_std = r.get_double("init_std", 0.0, 0.0, 100.0);
   r.finish(op_name);
@@ -62,6 +68,8 @@ std::vector<ParamSpec> dense_params(const OpAttrs& at, const std::vector<TensorD
   w.init_std = a.init_std;
   w.fan_in = f;
   w.fan_out = a.units;
+  w.kind = a.learned ? ValueKind::Param : ValueKind::Buffer;
+  w.constant = !a.learned;
   out.push_back(w);
   if (a.bias) {
     ParamSpec b;
@@ -258,7 +266,7 @@ std::vector<ValueId> dense_gradient(GradEmitter& g, const Node& fwd, ValueId dy)
   ValueId dz = emit_activation_grad(g, fwd, dy, a.activation);
   std::vector<ValueId> out(in.size(), kNoValue);
   out[0] = g.emit("grad_input", "dense_grad_input", {dz, in[1]}, descs[0]);
-  out[1] = g.emit("grad_weight", "dense_grad_weight", {dz, in[0]}, descs[1]);
+  if (a.learned) out[1] = g.emit("grad_weight", "dense_grad_weight", {dz, in[0]}, descs[1]);
   if (a.bias) out[2] = g.emit("grad_bias", "dense_grad_bias", {dz}, descs[2]);
   return out;
 }
@@ -280,7 +288,7 @@ OpDef dense_forward_op(const std::string& name) {
   OpDef f;
   f.name = name;
   f.summary = "fully connected layer over the last dimension of [.., F] (bias, fused relu/relu6, "
-              "init_std)" + std::string(name == "linear" ? "; the same op as dense" : "");
+              "init_std, learned)" + std::string(name == "linear" ? "; the same op as dense" : "");
   f.parse = [name](AttrReader& rd) { return dense_parse(rd, name); };
   f.infer = dense_infer;
   f.params = dense_params;

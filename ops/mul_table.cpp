@@ -60,6 +60,7 @@ std::vector<ParamSpec> mul_table_params(const OpAttrs& at, const std::vector<Ten
   t.suffix = a.learned ? "weight" : "table";
   t.desc = checked_desc(a.shape, DType::F32, "mul_table table");
   t.kind = a.learned ? ValueKind::Param : ValueKind::Buffer;
+  t.constant = !a.learned;
   t.init = InitKind::Ones;
   t.role = ParamRole::Norm;  // a per-feature scale, as a norm's weight
   return {t};

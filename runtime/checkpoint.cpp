@@ -14,6 +14,19 @@ bool checkpoint_holds(ValueKind k) {
   return k == ValueKind::Param || k == ValueKind::Buffer || k == ValueKind::OptState;
 }
 
+namespace {
+
+// Note [constant infinities]
+// A checkpoint holds finite values only, so that a run never resumes from a diverged state; a
+// constant of the model is not state: an imported attention mask or masked_fill adds -inf where
+// the export does (Note [tensor constants] in models/onnx/onnx_constant_ops.cpp), and the step
+// never writes it. Constants (Value::constant) may hold infinities, not NaN, and are never reset.
+bool admissible(const Value& val, float x) {
+  return std::isfinite(x) || (val.constant && std::isinf(x));
+}
+
+}  // namespace
+
 const char* checkpoint_precision_name(DType t) { return t == DType::BF16 ? "bf16" : "fp32"; }
 
 namespace {
@@ -55,7 +68,7 @@ std::string checkpoint_non_finite(const Executor& ex) {
     if (!checkpoint_holds(g.values[v].kind)) continue;
     const std::vector<float> host = ex.read(static_cast<ValueId>(v));
     for (size_t i = 0; i < host.size(); ++i)
-      if (!std::isfinite(host[i]))
+      if (!admissible(g.values[v], host[i]))
         return "tensor '" + g.values[v].name + "': element " + std::to_string(i) + " is " +
                std::to_string(host[i]);
   }
@@ -67,7 +80,7 @@ std::vector<std::string> reset_non_finite_buffers(Executor& ex) {
   std::vector<std::string> reset;
   for (size_t v = 0; v < g.values.size(); ++v) {
     const Value& val = g.values[v];
-    if (val.kind != ValueKind::Buffer ||
+    if (val.kind != ValueKind::Buffer || val.constant ||
         (val.init != InitKind::Zeros && val.init != InitKind::Ones))
       continue;
     const std::vector<float> host = ex.read(static_cast<ValueId>(v));
@@ -112,7 +125,7 @@ CheckpointData checkpoint_read(const Graph& g, const std::string& path) {
                             << shape_str(val.desc.shape));
     std::vector<float> host = t->f32();
     for (size_t i = 0; i < host.size(); ++i)
-      if (!std::isfinite(host[i]))
+      if (!admissible(val, host[i]))
         REMAT_USER_ERROR(path << ": tensor '" << val.name << "': element " << i << " is "
                               << host[i] << " (a checkpoint holds finite values only)");
     d.values[v] = std::move(host);

@@ -161,6 +161,7 @@ TEST_F(CudaDense, GradientCasesMatchCpu) {
       {"no_bias", attr_map({{"units", 4}, {"bias", false}})},
       {"relu", attr_map({{"units", 5}, {"activation", std::string("relu")}})},
       {"relu6", attr_map({{"units", 5}, {"activation", std::string("relu6")}, {"bias", false}})},
+      {"constant_map", attr_map({{"units", 5}, {"learned", false}})},  // a resize's map
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.first);

@@ -314,5 +314,45 @@ TEST(CheckpointValues, NanInfAndNegativeStepAreRefusedAndLeaveTheExecutorAlone) 
   }
 }
 
+// Note [constant infinities]: a constant table of the model (an imported attention mask) keeps
+// its -inf through a save, a load and the reset after a failed step; a NaN in it, or an
+// infinity in a parameter, is still refused.
+TEST(CheckpointValues, AConstantsInfinitiesAreKeptAndItsNanRefused) {
+  const OpRegistry ops = make_builtin_registry();
+  const ModelConfig cfg = parse_model_config(
+      "name: masked\ninput: [4]\nclasses: 3\nbatch: 2\nlayers:\n"
+      "  - {name: fc, op: dense, units: 3}\n  - {name: mask, op: add_constant, shape: [3]}\n",
+      "masked.yaml");
+  const Graph g = make_training_graph(build_forward_graph(cfg, ops, {}), ops,
+                                      cfg.optimizer.op, cfg.optimizer.attrs);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  Executor ex(g, ops, *be);
+  ex.init_parameters(1);
+  const ValueId table = g.find_value("mask.table");
+  ASSERT_NE(table, kNoValue);
+  EXPECT_TRUE(g.value(table).constant);
+  EXPECT_FALSE(g.value(g.find_value("fc.bias")).constant);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> mask = {0, -inf, 0};
+  ex.write(table, mask);
+  EXPECT_TRUE(reset_non_finite_buffers(ex).empty());
+  EXPECT_EQ(checkpoint_non_finite(ex), "");
+  const std::string p = ::testing::TempDir() + "constant_ck.safetensors";
+  checkpoint_save(ex, p, 3);
+  ex.write(table, {1, 1, 1});
+  EXPECT_EQ(checkpoint_load(ex, p).step, 3);
+  EXPECT_EQ(ex.read(table), mask);
+  const SafeTensorFile good = safetensors_load(p);
+  for (const char* name : {"mask.table", "fc.bias"}) {
+    SafeTensorFile f = good;
+    const float bad = std::string(name) == "fc.bias" ? -inf : kNaN;
+    for (auto& t : f.tensors)
+      if (t.name == name) std::memcpy(t.data.data(), &bad, 4);
+    safetensors_save(p, f.tensors, f.metadata);
+    const std::string m = test::user_error([&] { checkpoint_load(ex, p); });
+    EXPECT_NE(m.find(p + ": tensor '" + name + "': element 0 is"), std::string::npos) << m;
+  }
+}
+
 }  // namespace
 }  // namespace remat

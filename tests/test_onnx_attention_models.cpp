@@ -223,29 +223,50 @@ TEST_F(OnnxModels, SequenceFirstInputAndOutput) {
       << e;
 }
 
+// nn.MultiheadAttention under masks other than the causal one (Note [attention masks]): a float
+// band mask of nn.TransformerEncoderLayer and a boolean prefix mask, each the attention spelled
+// out with the mask added to the scores.
+TEST_F(OnnxModels, AttentionUnderOtherMasks) {
+  make("masked_net");
+  check_model(dir_, "masked_net");
+}
+
 // A GPT written with nn.TransformerEncoder and PyTorch's causal attn_mask (Note [multi-head
 // attention]): the masked scores become causal attention; pre-norm layers, F.gelu, a learned
 // position table, the head over the vocabulary.
 TEST_F(OnnxModels, TransformerEncoderWithACausalMask) {
   make("encoder_gpt");
   check_model(dir_, "encoder_gpt");
-  // A mask that hides a key on the diagonal is not causal: refused at the attention's group.
-  onnx::ModelProto m = exported("encoder_gpt");
-  bool found = false;
-  for (auto& init : *m.mutable_graph()->mutable_initializer()) {
-    if (init.name() != "mask") continue;
-    ASSERT_EQ(init.data_type(), onnx::TensorProto::FLOAT);
-    std::string raw = init.raw_data();
-    const float hidden = -std::numeric_limits<float>::infinity();
-    std::memcpy(&raw[(3 * 16 + 3) * sizeof(float)], &hidden, sizeof(float));  // mask[3][3]
-    init.set_raw_data(raw);
-    found = true;
+  // A mask that hides a key on the diagonal is not causal: the attention spelled out with the
+  // mask added (Note [attention masks]); one that hides query 0's only key is refused.
+  auto with_mask_entry = [&](int64_t at) {
+    onnx::ModelProto m = exported("encoder_gpt");
+    bool found = false;
+    for (auto& init : *m.mutable_graph()->mutable_initializer()) {
+      if (init.name() != "mask") continue;
+      EXPECT_EQ(init.data_type(), onnx::TensorProto::FLOAT);
+      std::string raw = init.raw_data();
+      const float hidden = -std::numeric_limits<float>::infinity();
+      std::memcpy(&raw[static_cast<size_t>(at) * sizeof(float)], &hidden, sizeof(float));
+      init.set_raw_data(raw);
+      found = true;
+    }
+    EXPECT_TRUE(found);
+    return m;
+  };
+  const std::string banded = dir_ + "/banded.onnx";
+  test::onnx_write(with_mask_entry(3 * 16 + 3), banded);  // mask[3][3]
+  const ModelConfig spelled = load_model_config(banded, {"batch=2"});
+  int attentions = 0, masks = 0;
+  for (const LayerConfig& l : spelled.layers) {
+    attentions += l.op == "attention";
+    masks += l.op == "add_constant";
   }
-  ASSERT_TRUE(found);
-  const std::string e = import_error(m);
-  ASSERT_NE(e.find("(the nodes of nn.MultiheadAttention, opset 17): only a causal attn_mask "
-                   "[16, 16] (0 on and below the diagonal, -inf above) is supported; this one "
-                   "adds -inf to query 3's score of key 3"),
+  EXPECT_EQ(attentions, 0);
+  EXPECT_EQ(masks, 2);
+  const std::string e = import_error(with_mask_entry(0));  // mask[0][0]
+  ASSERT_NE(e.find("(the nodes of nn.MultiheadAttention, opset 17): the attn_mask leaves query 0 "
+                   "no key (every entry of its row is -inf): its output would be NaN"),
             std::string::npos)
       << e;
   // A training-mode export's Dropout of the probabilities (nn.TransformerEncoderLayer's default
@@ -270,7 +291,7 @@ TEST_F(OnnxModels, TransformerEncoderWithACausalMask) {
   const std::string path = dir_ + "/dropout.onnx";
   test::onnx_write(d, path);
   const ModelConfig cfg = load_model_config(path, {"batch=2"});
-  int attentions = 0;
+  attentions = 0;
   for (const LayerConfig& l : cfg.layers) {
     if (l.op != "attention") continue;
     ++attentions;

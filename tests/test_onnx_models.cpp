@@ -131,6 +131,12 @@ TEST_F(OnnxModels, GroupInstanceAndImageLayerNormsAndPixelShuffles) {
   make("norm_net");
   check_model(dir_, "norm_net");
 }
+// F.interpolate by fractional and downsampling factors, with align_corners, bicubic, and
+// PyTorch's nearest to a fractional size (Note [resize as linear maps]).
+TEST_F(OnnxModels, InterpolationsAsLinearMaps) {
+  make("resize_net");
+  check_model(dir_, "resize_net");
+}
 // Float inputs that are not images: feature vectors [N, F] through a multilayer perceptron,
 // signals [N, C, L] through a 1-D CNN (Note [signals]), float sequences [N, T, F] through a
 // transformer.

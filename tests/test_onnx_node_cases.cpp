@@ -61,7 +61,21 @@ const std::set<std::string> kMustImport = {
     "test_maxpool_2d_default", "test_maxpool_2d_precomputed_pads",
     "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_precomputed_strides",
     "test_maxpool_2d_same_lower", "test_maxpool_2d_same_upper", "test_maxpool_2d_strides",
-    "test_neg", "test_neg_example", "test_reciprocal", "test_reciprocal_example", "test_relu", "test_resize_upsample_scales_linear", "test_resize_upsample_scales_nearest",
+    "test_neg", "test_neg_example", "test_reciprocal", "test_reciprocal_example", "test_relu",
+    "test_resize_downsample_scales_cubic",
+    "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside",
+    "test_resize_downsample_scales_cubic_align_corners", "test_resize_downsample_scales_linear",
+    "test_resize_downsample_scales_linear_align_corners", "test_resize_downsample_scales_nearest",
+    "test_resize_downsample_sizes_cubic", "test_resize_downsample_sizes_linear_pytorch_half_pixel",
+    "test_resize_downsample_sizes_nearest",
+    "test_resize_upsample_scales_cubic", "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+    "test_resize_upsample_scales_cubic_align_corners",
+    "test_resize_upsample_scales_cubic_asymmetric", "test_resize_upsample_scales_linear",
+    "test_resize_upsample_scales_linear_align_corners", "test_resize_upsample_scales_nearest",
+    "test_resize_upsample_sizes_cubic", "test_resize_upsample_sizes_nearest",
+    "test_resize_upsample_sizes_nearest_ceil_half_pixel",
+    "test_resize_upsample_sizes_nearest_floor_align_corners",
+    "test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric",
     "test_sigmoid", "test_sigmoid_example", "test_spacetodepth", "test_spacetodepth_example",
     "test_sqrt", "test_sqrt_example", "test_tanh",
     "test_tanh_example"};
@@ -115,7 +129,12 @@ bool raise_opset(onnx::ModelProto& m) {
 // largest |s| r + |b| over the channels of each sample: the mean errs by at most L u X, which
 // moves y by |s| r L u X <= R u X P; the variance, a sum of L squares, by a relative (L + 4) u
 // at most, which moves r by half that relative and y by (L + 4) u (Y + P) / 2; both are within
-// (R + 4) u S.
+// (R + 4) u S. Resize (Note [resize as linear maps]) is a map per axis of n taps (1 nearest, 2
+// linear, 4 cubic), applied one axis after the other: R = n^2 products of the two axes'
+// coefficients and an input, and P the product of the two axes' largest sums of |c| over a
+// row, 1 for nearest and linear (convex weights) and at most 1.38^2 < 2 for cubic with
+// cubic_coeff_a in [-0.75, -0.5] (1.375 at ratio 1/2 for -0.75, 1.377 renormalized by
+// exclude_outside; computed over 10^4 ratios).
 struct NodeCase {
   std::string name;
   onnx::ModelProto model;
@@ -159,6 +178,14 @@ void set_magnitudes(NodeCase& c) {
     for (size_t k = 2; k < w.size(); ++k) c.reduction *= double(w[k]);
   } else if (op == "AveragePool" || op == "MaxPool") {
     c.reduction = attr_product(n, "kernel_shape");
+  } else if (op == "Resize") {
+    std::string mode = "nearest";
+    for (const auto& a : n.attribute())
+      if (a.name() == "mode") mode = a.s();
+    const double taps = mode == "cubic" ? 4 : mode == "linear" ? 2 : 1;
+    c.reduction = taps * taps;
+    c.param_scale = mode == "cubic" ? 2 : 1;
+    return;
   }
   if (op == "BatchNormalization" && n.input_size() == 5) {
     double eps = 1e-5;

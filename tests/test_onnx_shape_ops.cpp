@@ -2,10 +2,8 @@
 // with ONNX's own messages (tests/onnx_builder.h): Slice of channels (channel_slice) or of H and
 // W (crop) with ONNX's clamping, Split of channels, the channel shuffle pattern
 // (channel_shuffle), a convolution of a pooled [C, 1, 1] and other Reshapes (reshape), Transposes
-// of data (transpose), Resize by integer factors (upsample), and one clear error for each form
-// remat does not take. Their numbers against
-// PyTorch's are OnnxModels.ShuffleNetV2's and OnnxModels.FcnResNet50Segmentation's, Resize's
-// against ONNX's node cases.
+// of data (transpose), and one clear error for each form remat does not take (Resize:
+// test_onnx_resize.cpp). Their numbers against PyTorch's are OnnxModels.ShuffleNetV2's.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -330,73 +328,6 @@ TEST_F(OnnxShapeOps, AConvolutionOfAPooledValueReadsItAsAnImage) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 8, 1, 1}));
   EXPECT_EQ(layers_of(cfg, "conv2d").size(), 2u);
-}
-
-// Resize(c, "", scales or sizes [H', W']) with `attrs` (name, string value) -> m.
-std::function<void(onnx::GraphProto*)> resize(std::vector<float> scales, std::vector<int64_t> sizes,
-                                              std::vector<std::pair<std::string, std::string>> attrs) {
-  return [=](onnx::GraphProto* g) {
-    std::vector<std::string> in = {"c", ""};
-    if (!scales.empty()) {
-      *g->add_initializer() = test::onnx_float_list("scales", scales);
-      in.push_back("scales");
-    } else {  // Concat(Shape(c)[0:2], [H', W']), as F.interpolate(size=...) exports it
-      *g->add_initializer() = onnx_ints("zero", {0});
-      *g->add_initializer() = onnx_ints("two", {2});
-      *g->add_initializer() = onnx_ints("hw", sizes);
-      onnx_node(g, "Shape", {"c"}, {"shape"}, "/Shape");
-      onnx_node(g, "Slice", {"shape", "zero", "two", "zero"}, {"nc"}, "/Slice");
-      onnx_attr(onnx_node(g, "Concat", {"nc", "hw"}, {"sizes"}, "/Concat"), "axis", int64_t{0});
-      in.push_back("");
-      in.push_back("sizes");
-    }
-    onnx::NodeProto* n = onnx_node(g, "Resize", in, {"m"}, "/Resize");
-    for (const auto& [k, v] : attrs) {
-      onnx::AttributeProto* a = n->add_attribute();
-      a->set_name(k);
-      a->set_type(onnx::AttributeProto::STRING);
-      a->set_s(v);
-    }
-  };
-}
-
-TEST_F(OnnxShapeOps, AResizeByIntegerFactorsIsAnUpsample) {
-  using Attrs = std::vector<std::pair<std::string, std::string>>;
-  const Attrs bilinear = {{"mode", "linear"}, {"coordinate_transformation_mode", "pytorch_half_pixel"}};
-  const Attrs nearest = {{"mode", "nearest"}, {"coordinate_transformation_mode", "asymmetric"},
-                         {"nearest_mode", "floor"}};
-  struct Case {
-    ModelConfig cfg;
-    const char* mode;
-    std::vector<int64_t> factor;
-  };
-  const std::vector<Case> cases = {
-      {load(cnn_with(resize({1, 1, 2, 3}, {}, bilinear), 8)), "bilinear", {2, 3}},
-      {load(cnn_with(resize({}, {32, 16}, nearest), 8)), "nearest", {4, 2}},
-      {load(cnn_with(resize({1, 1, 2, 2}, {}, {}), 8)), "nearest", {2, 2}},  // ONNX's defaults
-  };
-  for (const Case& c : cases) {
-    const auto u = layers_of(c.cfg, "upsample");
-    ASSERT_EQ(u.size(), 1u);
-    EXPECT_EQ(AttrReader(u[0]->attrs).get_choice("mode", "nearest", {"nearest", "bilinear"}), c.mode);
-    EXPECT_EQ(AttrReader(u[0]->attrs).get_ints("factor", 2, {}, 1, 100), c.factor);
-  }
-  EXPECT_TRUE(layers_of(load(cnn_with(resize({1, 1, 1, 1}, {}, bilinear), 8)), "upsample").empty());
-}
-
-TEST_F(OnnxShapeOps, ResizesRematDoesNotTakeAreClearErrors) {
-  using Attrs = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "linear"}, {"coordinate_transformation_mode", "align_corners"}}), 8)),
-             "node '/Resize' (Resize, opset 13): mode 'linear' with coordinate_transformation_mode "
-             "'align_corners' is not supported");
-  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "nearest"}, {"nearest_mode", "floor"}}), 8)),
-             "and nearest_mode 'floor' is not supported");
-  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 2, 2}, {}, {{"mode", "cubic"}}), 8)), "mode 'cubic'");
-  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 1.5f, 1.5f}, {}, {}), 8)),
-             "only integer scales of at least 1 are supported");
-  EXPECT_HAS(error_of(cnn_with(resize({1, 2, 2, 2}, {}, {}), 8)), "scales must be [1, 1, fh, fw]");
-  EXPECT_HAS(error_of(cnn_with(resize({}, {12, 16}, Attrs{}), 8)),
-             "sizes 12 x 16 are not integer multiples of 8 x 8");
 }
 
 }  // namespace

@@ -120,6 +120,25 @@ TEST(Dense, ShapesParamsAndErrors) {
   EXPECT_HAS(case_error({"dense", attr_map({{"units", 0}}), {f32({2, 3})}}), "out of range");
 }
 
+// learned: false: the weight is a constant buffer (a resize's map): no weight gradient, no bias.
+TEST(Dense, AConstantMapIsABufferWithoutAWeightGradient) {
+  const AttrMap a = attr_map({{"units", 2}, {"learned", false}});
+  OpHarness h(builtin_registry(), {"dense", a, {f32({2, 3})}, {{1, 2, 3, 4, 5, 6}}});
+  ASSERT_EQ(h.param_specs().size(), 1u);  // bias defaults to false
+  EXPECT_EQ(h.param_specs()[0].kind, ValueKind::Buffer);
+  EXPECT_EQ(h.param_specs()[0].desc.shape, (Shape{2, 3}));
+  h.set_param(0, {1, 0, -1, 0.5f, 0.5f, 0.5f});
+  EXPECT_EQ(h.forward(), (Floats{-2, 3, -2, 7.5f}));
+  const auto g = h.gradients({1, -1, 2, 0.5f});
+  EXPECT_EQ(g[0], (Floats{0.5f, -0.5f, -1.5f, 2.25f, 0.25f, -1.75f}));  // dy W
+  EXPECT_TRUE(g.at(1).empty());  // a constant: no gradient
+  OpHarness fd(builtin_registry(), {"dense", a, {f32({3, 2, 6})}, {}, 21});
+  EXPECT_TRUE(fd.check_gradients(kTolLinear));
+  EXPECT_HAS(case_error({"dense", attr_map({{"units", 2}, {"learned", false}, {"bias", true}}),
+                         {f32({2, 3})}}),
+             "field 'bias': must be false when learned is false");
+}
+
 TEST(Dense, GradientsMatchFiniteDifferences) {
   std::vector<std::pair<const char*, AttrMap>> cases = {
       {"bias", attr_map({{"units", 5}})},

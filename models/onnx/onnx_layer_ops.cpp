@@ -27,8 +27,6 @@ Shape weight_dims(Translator& t, int k, const std::string& what) {
 
 namespace {
 
-std::vector<int64_t> list(std::initializer_list<int64_t> v) { return v; }
-
 void relu(Translator& t) {
   const DataValue x = t.data(0, kSeqFirst);
   t.emit("relu", {x}, {}, {}, x.sample, x.remat);
@@ -189,73 +187,6 @@ void gather(Translator& t) {
   t.emit("embedding", {ids}, a, {{"weight", t.node().input(0), w, {}}}, out, out);
 }
 
-// Resize of an image by integer factors, where ONNX's coordinate rule gives upsample's result:
-// nearest takes input row floor(out / f) (half_pixel or pytorch_half_pixel with either
-// round_prefer rule: no ties at integer f; asymmetric or tf_half_pixel_for_nn with floor), linear
-// interpolates at half-pixel centres (half_pixel, pytorch_half_pixel: PyTorch's
-// align_corners=False). The factors come from `scales` [1, 1, fh, fw] or `sizes` [N, C, H fh,
-// W fw]; of a signal [N, C, L] (Note [signals]), from [1, 1, f] or [N, C, L f]: an upsample by
-// (1, f).
-void resize(Translator& t) {
-  const DataValue raw = t.data(0);  // its view comes after the factors: none for factors of 1
-  const bool signal = raw.sample.size() == 2;
-  if (!signal && raw.sample.size() != 3)
-    t.fail("expects an image [N, C, H, W] or a signal [N, C, L], got " + shape_str(raw.sample) +
-           " per sample");
-  const Shape x = signal ? Shape{raw.sample[0], 1, raw.sample[1]} : raw.sample;
-  const size_t rank = signal ? 3 : 4;
-  const std::string mode = t.attr_string("mode", "nearest");
-  const std::string coord = t.attr_string("coordinate_transformation_mode", "half_pixel");
-  const std::string nearest = t.attr_string("nearest_mode", "round_prefer_floor");
-  const bool half_pixel = coord == "half_pixel" || coord == "pytorch_half_pixel";
-  bool same = false;
-  if (mode == "nearest")
-    same = (half_pixel && nearest.rfind("round_prefer_", 0) == 0) ||
-           ((coord == "asymmetric" || coord == "tf_half_pixel_for_nn") && nearest == "floor");
-  else if (mode == "linear")
-    same = half_pixel;
-  if (!same)
-    t.fail("mode '" + mode + "' with coordinate_transformation_mode '" + coord + "'" +
-           (mode == "nearest" ? " and nearest_mode '" + nearest + "'" : "") +
-           " is not supported (nearest as PyTorch's or at half-pixel centres, linear at half-pixel "
-           "centres)");
-  int64_t fh = 0, fw = 0;
-  if (t.has(3)) {
-    const OnnxConst& sizes = t.konst(3);
-    const bool batch = sizes.i.size() == rank &&
-                       (sizes.i[0] == SymInt{1, 0} ||
-                        (t.static_batch() && sizes.i[0] == SymInt{0, *t.static_batch()}));
-    if (sizes.is_float || !batch || !(sizes.i[1] == SymInt{0, x[0]}) ||
-        !sizes.i[2].is_const() || !sizes.i[rank - 1].is_const())
-      t.fail(signal ? "sizes must be [N, C, L'] with the batch and channels unchanged"
-                       : "sizes must be [N, C, H', W'] with the batch and channels unchanged");
-    const int64_t h = signal ? 1 : sizes.i[2].c, w = sizes.i[rank - 1].c;
-    if (h < 1 || w < 1 || h % x[1] != 0 || w % x[2] != 0)
-      t.fail("sizes " + std::to_string(h) + " x " + std::to_string(w) +
-             " are not integer multiples of " + std::to_string(x[1]) + " x " +
-             std::to_string(x[2]));
-    fh = h / x[1], fw = w / x[2];
-  } else if (t.has(2)) {
-    const OnnxConst& scales = t.konst(2);
-    if (!scales.is_float || scales.f.size() != rank || scales.f[0] != 1 || scales.f[1] != 1)
-      t.fail(signal ? "scales must be [1, 1, f]" : "scales must be [1, 1, fh, fw]");
-    for (size_t k = 2; k < rank; ++k)
-      if (scales.f[k] < 1 || scales.f[k] != std::floor(scales.f[k]) || scales.f[k] > (1 << 16))
-        t.fail("only integer scales of at least 1 are supported, got " +
-               std::to_string(scales.f[k]));
-    fh = signal ? 1 : static_cast<int64_t>(scales.f[2]);
-    fw = static_cast<int64_t>(scales.f[rank - 1]);
-  } else {
-    t.fail("neither scales nor sizes is given");
-  }
-  if (fh == 1 && fw == 1) return t.alias(0, raw);
-  const Spatial in = spatial_input(t);
-  AttrMap a;
-  a.set("factor", list({fh, fw}));
-  a.set("mode", std::string(mode == "linear" ? "bilinear" : "nearest"));
-  emit_spatial(t, "upsample", in, a, {}, {x[0], x[1] * fh, x[2] * fw});
-}
-
 void softmax(Translator& t) {
   const DataValue x = t.data(0, kFolds | kSeqFirstRows);
   const int64_t rank = onnx_rank(x);
@@ -302,7 +233,6 @@ const std::map<std::string, TranslateFn>& layer_ops() {
         {"Dropout", dropout},
         {"Identity", identity},
         {"Gather", gather},
-        {"Resize", resize},
         {"Softmax", softmax},
         {"LogSoftmax", log_softmax},
     };
@@ -310,7 +240,7 @@ const std::map<std::string, TranslateFn>& layer_ops() {
     // the forms it does not take on (scalar constants, then tensor constants, then data).
     for (auto with : {with_shape_ops, with_activation_ops, with_broadcast_ops, with_conv_transpose,
                       with_token_ops, with_constant_ops, with_scalar_ops, with_einsum,
-                      with_norm_ops, with_depth_ops, with_window_ops})
+                      with_norm_ops, with_depth_ops, with_window_ops, with_resize_ops})
       m = with(std::move(m));
     return m;
   }();

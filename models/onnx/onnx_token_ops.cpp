@@ -71,33 +71,6 @@ void check_slice(Translator& t, int which, int64_t c) {
            ", " + std::to_string(hi) + ") of the packed projection");
 }
 
-// Whether an attn_mask of the scores [T, T] (inputs 23, the scores' factor, and 24, the mask:
-// Note [multi-head attention]) is PyTorch's causal mask: 0 on and below the diagonal, -inf (or a
-// fill at or below -1e4, whose exp is 0 too beside a kept key) above; false without a mask. Any
-// other mask, or a factor other than 1, is an error naming the node.
-bool causal_mask(Translator& t, int64_t tokens) {
-  if (!t.has(24)) return false;
-  if (t.has(23) && t.konst(23).scalar(t.where() + ": the scores' factor") != 1.0)
-    t.fail("the scores are scaled by " + std::to_string(t.konst(23).scalar(t.where())) +
-           " before the mask, not 1");
-  const OnnxConst& mask = t.konst(24);
-  Shape dims = mask.shape;
-  while (dims.size() > 2 && dims.front() == 1) dims.erase(dims.begin());
-  const std::string only = "only a causal attn_mask [" + std::to_string(tokens) + ", " +
-                           std::to_string(tokens) +
-                           "] (0 on and below the diagonal, -inf above) is supported";
-  if (!mask.is_float || dims != Shape{tokens, tokens})
-    t.fail(only + ", not a mask " + shape_str(mask.shape));
-  for (int64_t i = 0; i < tokens; ++i)
-    for (int64_t j = 0; j < tokens; ++j) {
-      const double v = mask.f[static_cast<size_t>(i * tokens + j)];
-      if (j <= i ? v != 0.0 : v > -1e4)
-        t.fail(only + "; this one adds " + std::to_string(v) + " to query " + std::to_string(i) +
-               "'s score of key " + std::to_string(j));
-    }
-  return true;
-}
-
 // The dropout rate of the attention's probabilities (input 25, or the Dropout's ratio attribute,
 // ONNX's default 0.5; Note [multi-head attention]), 0 without a Dropout.
 double attention_dropout(Translator& t) {
@@ -166,12 +139,19 @@ void multihead_attention(Translator& t) {
                                {{"weight", t.node().input(1), {3 * c, c}, {}},
                                 {"bias", t.node().input(2), {3 * c}, {}}},
                                {tokens, 3 * c}, {tokens, 3 * c});
-  AttrMap a;
-  a.set("heads", heads);
-  a.set("causal", causal_mask(t, tokens));
-  if (const double rate = attention_dropout(t); rate > 0) a.set("dropout", rate);
-  a.set("scale", 1.0 / std::sqrt(static_cast<double>(d)));
-  const DataValue mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
+  const AttentionMask mask = attention_mask(t, tokens);
+  const double rate = attention_dropout(t);
+  DataValue mixed;
+  if (mask.kind == AttentionMask::kAdditive) {
+    mixed = emit_masked_attention(t, qkv, heads, mask, rate);
+  } else {
+    AttrMap a;
+    a.set("heads", heads);
+    a.set("causal", mask.kind == AttentionMask::kCausal);
+    if (rate > 0) a.set("dropout", rate);
+    a.set("scale", 1.0 / std::sqrt(static_cast<double>(d)));
+    mixed = t.emit("attention", {qkv}, a, {}, {tokens, c}, {tokens, c});
+  }
   AttrMap out;
   out.set("units", c);
   t.emit("dense", {mixed}, out,

@@ -273,6 +273,18 @@ enum AttentionShapeRole : int64_t { kTokensFirst = 0, kPacked = 1, kOneOfThree =
 // `ops` with the vision transformer's patterns: AttentionShapes, MultiheadAttention, ClassToken
 // (onnx_token_ops.cpp).
 std::map<std::string, TranslateFn> with_attention_patterns(std::map<std::string, TranslateFn> ops);
+// An nn.MultiheadAttention's attn_mask (pattern inputs 23, the scores' factor, and 24, the
+// mask): none, PyTorch's causal mask, or another float mask [T, T] added to the scores; an
+// error for any other (Note [attention masks] in onnx_attention_mask.cpp).
+struct AttentionMask {
+  enum Kind { kNone, kCausal, kAdditive } kind = kNone;
+  std::vector<double> values;  // kAdditive: the mask [T, T]
+};
+AttentionMask attention_mask(Translator& t, int64_t tokens);
+// The attention of `heads` heads over the packed projection qkv [T, 3C] under an additive mask,
+// spelled out in remat's ops: the merged heads [T, C] (onnx_attention_mask.cpp).
+DataValue emit_masked_attention(Translator& t, const DataValue& qkv, int64_t heads,
+                                const AttentionMask& mask, double dropout);
 // `ops` with the activations past Relu (onnx_activation_ops.cpp).
 std::map<std::string, TranslateFn> with_activation_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with Mul, Div, Add and Sub of data by data of another shape or by a parameter, Sub of
@@ -325,6 +337,8 @@ void emit_spatial(Translator& t, const std::string& op, const Spatial& in, AttrM
                   std::vector<ParamUse> params, const Shape& out);
 // Input k's dims when it is an initializer (a weight), else an error (onnx_layer_ops.cpp).
 Shape weight_dims(Translator& t, int k, const std::string& what);
+// `ops` with Resize of images and signals (onnx_resize.cpp).
+std::map<std::string, TranslateFn> with_resize_ops(std::map<std::string, TranslateFn> ops);
 // `ops` with DepthToSpace and SpaceToDepth (onnx_depth_ops.cpp).
 std::map<std::string, TranslateFn> with_depth_ops(std::map<std::string, TranslateFn> ops);
 // The GroupNorm pattern (x, the grouped shape [N, G, -1], scale, bias, the shape back):

@@ -56,6 +56,9 @@ struct Value {
   ValueId grad_of = kNoValue;  // ParamGrad/OptState: the parameter it belongs to
   double init_std = 0;         // for Normal
   ParamRole role = ParamRole::Weight;  // Param values only
+  // Buffer values only: a constant of the model (an imported graph's tensor constant, a fixed
+  // map), never written by a step; it may hold infinities (an attention mask's -inf).
+  bool constant = false;
 };
 
 struct Node {

@@ -66,6 +66,7 @@ std::string graph_to_json_text(const Graph& g) {
                {"grad_of", v.grad_of}};
     if (v.init == InitKind::Normal) jv["init_std"] = v.init_std;
     if (v.kind == ValueKind::Param) jv["role"] = param_role_name(v.role);
+    if (v.constant) jv["constant"] = true;
     values.push_back(std::move(jv));
   }
   json nodes = json::array();
@@ -118,6 +119,7 @@ Graph graph_from_json_text(const std::string& text, const OpRegistry& ops, const
       v.grad_of = jv.value("grad_of", kNoValue);
       v.init_std = jv.value("init_std", 0.0);
       v.role = param_role_from_name(jv.value("role", "weight"));
+      v.constant = jv.value("constant", false);
       g.values.push_back(std::move(v));
     }
     for (size_t i = 0; i < j.at("nodes").size(); ++i) {

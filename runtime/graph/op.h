@@ -27,6 +27,7 @@ struct ParamSpec {
   int64_t fan_in = 0, fan_out = 0;
   ParamRole role = ParamRole::Weight;
   double init_std = 0;                // InitKind::Normal
+  bool constant = false;  // a Buffer the step never writes: a model's constant table or map
 };
 
 // The persistent value of parameter `p` of the layer named `owner` ("<owner>.<suffix>").
@@ -40,6 +41,7 @@ inline Value param_value(const std::string& owner, const ParamSpec& p) {
   v.fan_out = p.fan_out;
   v.init_std = p.init_std;
   v.role = p.role;
+  v.constant = p.constant;
   return v;
 }
 

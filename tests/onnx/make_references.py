@@ -105,6 +105,11 @@ MODELS = {
     # nn.PixelUnshuffle (Reshape, Transpose, Reshape), nn.PixelShuffle (DepthToSpace, CRD),
     # nn.LayerNorm over [C, H, W] (LayerNormalization from axis 1: layernorm with axes 3).
     "norm_net": ({}, 32, 2, 17, "train"),
+    # F.interpolate where upsample's kernel does not compute it (Note [resize as linear maps]):
+    # bilinear by 0.75 (half-pixel centres), bilinear to a size with align_corners=True, bicubic
+    # by 1.5 and by 2 with align_corners=True, nearest to a fractional size and by 0.5 (PyTorch's
+    # nearest: asymmetric, floor), each a dense layer with a constant map per resized axis.
+    "resize_net": ({}, 32, 2, 13, "train"),
     # A multilayer perceptron over feature vectors [N, 20] (Gemm, nn.BatchNorm1d of [N, F],
     # nn.GELU(), nn.LayerNorm): float inputs that are not images.
     "mlp_net": ({}, 20, 4, 13, "train"),
@@ -117,6 +122,11 @@ MODELS = {
     # learned position table, nn.TransformerEncoderLayer (batch first, no mask), the mean over the
     # tokens, a linear head.
     "sequence_net": ({}, 16, 4, 17, "train"),
+    # Attention under masks other than the causal one (Note [attention masks]) over float
+    # sequences [N, 16, 6]: nn.TransformerEncoderLayer with a float band mask (-inf beyond two
+    # tokens) and nn.MultiheadAttention (4 heads) with a boolean prefix mask, each spelled out as
+    # matmul, add_constant of the mask, softmax and matmul.
+    "masked_net": ({}, 16, 4, 13, "train"),
     # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
     # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
@@ -163,7 +173,8 @@ MODELS = {
     "encoder_tutorial": ({}, 16, 4, 13, "train"),
 }
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
-FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6)}  # per sample
+FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6),  # per sample
+                "masked_net": (16, 6)}
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -349,6 +360,25 @@ class NormNet(torch.nn.Module):
         return self.head(self.ln(self.pool(x)))
 
 
+class ResizeNet(torch.nn.Module):
+    """Convolutions between F.interpolate calls of every kind the export writes as Resize other
+    than upsample's (fractional, downsampling, align_corners, bicubic), pooled into a linear
+    head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.c1, self.c2, self.c3, self.c4 = (nn.Conv2d(c, 8, 3, padding=1) for c in (3, 8, 8, 8))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+    def forward(self, x):
+        x = F.interpolate(F.relu(self.c1(x)), scale_factor=0.75, mode="bilinear", align_corners=False)
+        x = F.interpolate(F.relu(self.c2(x)), size=(37, 29), mode="bilinear", align_corners=True)
+        x = F.interpolate(F.relu(self.c3(x)), scale_factor=1.5, mode="bicubic", align_corners=False)
+        x = F.interpolate(F.interpolate(x, size=(20, 25), mode="nearest"), scale_factor=0.5, mode="nearest")
+        return self.head(F.interpolate(F.relu(self.c4(x)), scale_factor=2, mode="bicubic", align_corners=True))
+
+
 class SignalNet(torch.nn.Module):
     """Conv1d, BatchNorm1d and ReLU, a max pool, a strided dilated Conv1d, a residual block with
     a depthwise Conv1d, an average pool; back up by a ConvTranspose1d beside linear and nearest
@@ -389,6 +419,24 @@ class SequenceNet(torch.nn.Module):
 
     def forward(self, x):
         return self.head(self.layer(self.embed(x) + self.pos).mean(1))
+
+
+class MaskedNet(SequenceNet):
+    """SequenceNet's layer under a float band mask, then a residual nn.MultiheadAttention under a
+    boolean prefix mask (the first 4 tokens visible to every query, the rest causally)."""
+
+    def __init__(self, seq, classes):
+        super().__init__(seq, classes)
+        self.attn = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+        i = torch.arange(seq)
+        self.register_buffer("band", torch.zeros(seq, seq).masked_fill((i[:, None] - i[None, :]).abs() > 2,
+                                                                        float("-inf")))
+        self.register_buffer("prefix", (i[None, :] > i[:, None]) & (i[None, :] >= 4))
+
+    def forward(self, x):
+        h = self.layer(self.embed(x) + self.pos, src_mask=self.band)
+        h = h + self.attn(h, h, h, need_weights=False, attn_mask=self.prefix)[0]
+        return self.head(h.mean(1))
 
 
 class EncoderGpt(torch.nn.Module):
@@ -519,8 +567,12 @@ def build(name, kwargs):
         model = ModulationNet(CLASSES)
     elif arch == "norm_net":
         model = NormNet(CLASSES)
+    elif arch == "resize_net":
+        model = ResizeNet(CLASSES)
     elif arch == "signal_net":
         model = SignalNet(CLASSES)
+    elif arch == "masked_net":
+        model = MaskedNet(MODELS[name][1], CLASSES)
     elif arch == "sequence_net":
         model = SequenceNet(MODELS[name][1], CLASSES)
     elif arch == "mlp_net":
