@@ -36,6 +36,32 @@ class Signal(nn.Module):
         return self.fc(self.p(torch.relu(self.bn(self.c(x)))).mean(-1))
 
 
+class Resizes(nn.Module):
+    """F.interpolate by 1.5 (bilinear) and with corners aligned to 7 x 5 (bicubic): constant maps."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = nn.functional.interpolate(self.c(x), scale_factor=1.5, mode="bilinear")
+        return nn.functional.interpolate(x, size=(7, 5), mode="bicubic", align_corners=True)
+
+
+class Masked(nn.Module):
+    """nn.MultiheadAttention over [N, 6, 8] under a band mask, the mean over the tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        i = torch.arange(6)
+        self.register_buffer("band", torch.zeros(6, 6).masked_fill((i[:, None] - i[None, :]).abs() > 1,
+                                                                    float("-inf")))
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False, attn_mask=self.band)[0].mean(1)
+
+
 def export(model, x, path):
     torch.onnx.export(model.train(), x, path, opset_version=13, input_names=["input"],
                       output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
@@ -50,6 +76,8 @@ def main():
     export(Signal(), torch.randn(2, 4, 32), os.path.join(out, "signal.onnx"))
     mlp = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
     export(mlp, torch.randn(2, 6), os.path.join(out, "mlp.onnx"))
+    export(Resizes(), torch.randn(2, 3, 6, 6), os.path.join(out, "resize.onnx"))
+    export(Masked(), torch.randn(2, 6, 8), os.path.join(out, "masked.onnx"))
 
 
 if __name__ == "__main__":
