@@ -225,10 +225,12 @@ TEST_F(OnnxModels, SequenceFirstInputAndOutput) {
 
 // nn.MultiheadAttention under masks other than the causal one (Note [attention masks]): a float
 // band mask of nn.TransformerEncoderLayer and a boolean prefix mask, each the attention spelled
-// out with the mask added to the scores.
+// out with the mask added to the scores; the same layers sequence-first.
 TEST_F(OnnxModels, AttentionUnderOtherMasks) {
   make("masked_net");
   check_model(dir_, "masked_net");
+  make("masked_seq_first");
+  check_model(dir_, "masked_seq_first");
 }
 
 // A GPT written with nn.TransformerEncoder and PyTorch's causal attn_mask (Note [multi-head

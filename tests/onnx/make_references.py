@@ -127,6 +127,8 @@ MODELS = {
     # tokens) and nn.MultiheadAttention (4 heads) with a boolean prefix mask, each spelled out as
     # matmul, add_constant of the mask, softmax and matmul.
     "masked_net": ({}, 16, 4, 13, "train"),
+    # The same layers sequence-first (batch_first=False between permutes of the tokens).
+    "masked_seq_first": ({}, 16, 4, 13, "train"),
     # torchvision's MaxViT, small (two stages of one block, 2 x 2 partitions, 2 heads of 8):
     # MBConv (batch norm, depthwise convolution, squeeze-excitation), block and grid partitions
     # (5- and 6-D permutes: transposes), attention in einsum with the relative position bias,
@@ -174,7 +176,7 @@ MODELS = {
 }
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
 FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6),  # per sample
-                "masked_net": (16, 6)}
+                "masked_net": (16, 6), "masked_seq_first": (16, 6)}
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -439,6 +441,20 @@ class MaskedNet(SequenceNet):
         return self.head(h.mean(1))
 
 
+class MaskedSeqFirst(MaskedNet):
+    """MaskedNet's layers with batch_first=False, the tokens permuted to [T, N, C] around them."""
+
+    def __init__(self, seq, classes):
+        super().__init__(seq, classes)
+        self.layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0)
+        self.attn = torch.nn.MultiheadAttention(16, 4)
+
+    def forward(self, x):
+        h = self.layer((self.embed(x) + self.pos).permute(1, 0, 2), src_mask=self.band)
+        h = h + self.attn(h, h, h, need_weights=False, attn_mask=self.prefix)[0]
+        return self.head(h.permute(1, 0, 2).mean(1))
+
+
 class EncoderGpt(torch.nn.Module):
     """Token ids [N, T] through an embedding plus a learned position table, two pre-norm
     nn.TransformerEncoderLayers (2 heads of 16, GELU, no dropout) under PyTorch's causal mask, a
@@ -573,6 +589,8 @@ def build(name, kwargs):
         model = SignalNet(CLASSES)
     elif arch == "masked_net":
         model = MaskedNet(MODELS[name][1], CLASSES)
+    elif arch == "masked_seq_first":
+        model = MaskedSeqFirst(MODELS[name][1], CLASSES)
     elif arch == "sequence_net":
         model = SequenceNet(MODELS[name][1], CLASSES)
     elif arch == "mlp_net":
