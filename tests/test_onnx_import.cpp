@@ -365,6 +365,27 @@ TEST_F(OnnxImport, AShapeThatIsNotAffineInTheBatchIsRefused) {
   EXPECT_NE(e.find("batch"), std::string::npos) << e;
 }
 
+// Logits per position of a float sequence ([N, 16, 6] in, [N, 16, 10] out) have no loss: the
+// error says which logits remat's losses read.
+TEST_F(OnnxImport, PerPositionLogitsOfAFloatSequenceAreRefused) {
+  onnx::ModelProto m = onnx_small_cnn();
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_node();
+  g->clear_initializer();
+  g->clear_input();
+  g->clear_output();
+  test::onnx_value(g->add_input(), "x", {"batch", "16", "6"});
+  test::onnx_value(g->add_output(), "y", {"batch", "16", "10"});
+  *g->add_initializer() = test::onnx_floats("fc.weight", {6, 10}, -0.1f);
+  test::onnx_node(g, "MatMul", {"x", "fc.weight"}, {"y"}, "/fc/MatMul");
+  const std::string e = error_of(m);
+  EXPECT_NE(e.find("the output is [16, 10] per sample; remat's losses read logits [N, K] (per "
+                   "sample) or [N, K, H, W] (per pixel) of a float input; per-position labels of "
+                   "a sequence [N, T, F] are not supported"),
+            std::string::npos)
+      << e;
+}
+
 TEST_F(OnnxImport, ModelsOfSeveralOutputsOrInputsAreRefused) {
   onnx::ModelProto m = onnx_small_cnn();
   test::onnx_value(m.mutable_graph()->add_output(), "gap", {"batch", "4", "1", "1"});

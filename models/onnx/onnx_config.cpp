@@ -45,7 +45,11 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxOptions& sizes) {
   if (onnx_default_loss(im.output, im.tokens).empty())
     REMAT_USER_ERROR((cfg.where_onnx.empty() ? "" : cfg.where_onnx + ": ")
                      << cfg.onnx->path << ": the output is " << shape_str(im.output)
-                     << " per sample; remat's losses read logits [N, K], [N, K, H, W] or [N, T, V]");
+                     << " per sample; remat's losses read "
+                     << (im.tokens ? "logits [N, T, V] of token ids (one class per token)"
+                                   : "logits [N, K] (per sample) or [N, K, H, W] (per pixel) of "
+                                     "a float input; per-position labels of a sequence [N, T, "
+                                     "F] are not supported"));
   cfg.layers = std::move(im.layers);
   if (im.tokens) {
     cfg.sequence = im.sequence;
