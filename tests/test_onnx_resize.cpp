@@ -143,9 +143,13 @@ TEST_F(OnnxResize, ResizesRematDoesNotTakeAreClearErrors) {
              "nearest_mode 'round' is not supported");
   EXPECT_HAS(error_of(cnn_with(resize({1, 2, 2, 2}, {}, Attrs{}), 8)), "scales must be [1, 1, fh, fw]");
   EXPECT_HAS(error_of(cnn_with(resize({1, 1, 0.1f, 1}, {}, Attrs{}), 8)),
-             "of an axis of 8 gives no output length of at least 1");
+             "of an axis of 8 gives no output length from 1 to 2^24");
+  EXPECT_HAS(error_of(cnn_with(resize({1, 1, 1, 1048576.5f}, {}, kBilinear), 8)),
+             "a resize from 8 to 8388612 positions is a map of more than 2^24 weights");
   EXPECT_HAS(error_of(cnn_with(resize({1, 1, 1, 4194304.5f}, {}, kBilinear), 8)),
-             "a resize from 8 to 33554436 positions is a map of more than 2^24 weights");
+             "of an axis of 8 gives no output length from 1 to 2^24");
+  EXPECT_HAS(error_of(cnn_with(resize({}, {8, int64_t{1} << 40}, kBilinear), 8)),
+             "sizes must be 1 to 2^24, got 1099511627776");
 }
 
 }  // namespace

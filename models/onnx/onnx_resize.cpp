@@ -35,6 +35,7 @@ namespace onnx_detail {
 namespace {
 
 constexpr int64_t kMaxMapEntries = int64_t{1} << 24;  // 64 MB of FP32 weights per axis
+constexpr int64_t kMaxAxis = int64_t{1} << 24;        // positions along a resized axis
 
 struct ResizeRule {
   std::string mode;     // nearest, linear, cubic
@@ -161,6 +162,8 @@ bool is_identity(const ResizeRule& rule, const AxisResize& a) {
 // and channels must stay.
 std::vector<AxisResize> read_axes(Translator& t, const Shape& x, bool signal) {
   const size_t rank = signal ? 3 : 4;
+  if (x[1] > kMaxAxis || x[2] > kMaxAxis)
+    t.fail("an input axis of more than 2^24 positions (" + shape_str(x) + ")");
   std::vector<AxisResize> axes(2);
   axes[0].in = axes[0].out = x[1];
   axes[1].in = x[2];
@@ -176,7 +179,8 @@ std::vector<AxisResize> read_axes(Translator& t, const Shape& x, bool signal) {
     if (!signal) axes[0].out = sizes.i[2].c;
     axes[1].out = sizes.i[rank - 1].c;
     for (AxisResize& a : axes) {
-      if (a.out < 1) t.fail("sizes must be at least 1, got " + std::to_string(a.out));
+      if (a.out < 1 || a.out > kMaxAxis)
+        t.fail("sizes must be 1 to 2^24, got " + std::to_string(a.out));
       a.scale = static_cast<double>(a.out) / static_cast<double>(a.in);
       a.resized = static_cast<double>(a.out);
     }
@@ -189,9 +193,9 @@ std::vector<AxisResize> read_axes(Translator& t, const Shape& x, bool signal) {
   for (size_t k = signal ? 1 : 0; k < 2; ++k) {
     const double s = scales.f[rank - 2 + k];
     const double out = std::floor(s * static_cast<double>(axes[k].in));
-    if (!(s > 0) || !(out >= 1) || out > double(int64_t{1} << 40))
+    if (!(s > 0) || !(out >= 1) || out > double(kMaxAxis))
       t.fail("scale " + std::to_string(s) + " of an axis of " + std::to_string(axes[k].in) +
-             " gives no output length of at least 1");
+             " gives no output length from 1 to 2^24");
     axes[k].scale = s;
     axes[k].resized = s * static_cast<double>(axes[k].in);
     axes[k].out = static_cast<int64_t>(out);
