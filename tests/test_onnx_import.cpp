@@ -25,6 +25,20 @@ namespace {
 using test::onnx_node;
 using test::onnx_small_cnn;
 
+// small_cnn's model with its graph emptied but for the input x and output y of these dims: a
+// graph the test fills.
+onnx::ModelProto bare_model(std::vector<std::string> x, std::vector<std::string> y) {
+  onnx::ModelProto m = onnx_small_cnn();
+  onnx::GraphProto* g = m.mutable_graph();
+  g->clear_node();
+  g->clear_initializer();
+  g->clear_input();
+  g->clear_output();
+  test::onnx_value(g->add_input(), "x", x);
+  test::onnx_value(g->add_output(), "y", y);
+  return m;
+}
+
 class OnnxImport : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -219,14 +233,8 @@ TEST_F(OnnxImport, ALogSoftmaxOutputIsTheLogitsTheLossReads) {
 // weight or window of a signal is an error.
 TEST_F(OnnxImport, OneDimensionalOpsOfASignalAreTheTwoDimensionalOnes) {
   const auto signal_model = [](std::vector<int64_t> weight, std::vector<int64_t> window) {
-    onnx::ModelProto m = onnx_small_cnn();
+    onnx::ModelProto m = bare_model({"batch", "4", "16"}, {"batch", "5"});
     onnx::GraphProto* g = m.mutable_graph();
-    g->clear_node();
-    g->clear_initializer();
-    g->clear_input();
-    g->clear_output();
-    test::onnx_value(g->add_input(), "x", {"batch", "4", "16"});
-    test::onnx_value(g->add_output(), "y", {"batch", "5"});
     *g->add_initializer() = test::onnx_floats("conv.weight", weight, -0.2f);
     *g->add_initializer() = test::onnx_floats("fc.weight", {5, 8}, -0.1f);
     *g->add_initializer() = test::onnx_float_list("onnx::Resize_1", {1, 1, 2});
@@ -368,14 +376,8 @@ TEST_F(OnnxImport, AShapeThatIsNotAffineInTheBatchIsRefused) {
 // Logits per position of a float sequence ([N, 16, 6] in, [N, 16, 10] out) have no loss: the
 // error says which logits remat's losses read.
 TEST_F(OnnxImport, PerPositionLogitsOfAFloatSequenceAreRefused) {
-  onnx::ModelProto m = onnx_small_cnn();
+  onnx::ModelProto m = bare_model({"batch", "16", "6"}, {"batch", "16", "10"});
   onnx::GraphProto* g = m.mutable_graph();
-  g->clear_node();
-  g->clear_initializer();
-  g->clear_input();
-  g->clear_output();
-  test::onnx_value(g->add_input(), "x", {"batch", "16", "6"});
-  test::onnx_value(g->add_output(), "y", {"batch", "16", "10"});
   *g->add_initializer() = test::onnx_floats("fc.weight", {6, 10}, -0.1f);
   test::onnx_node(g, "MatMul", {"x", "fc.weight"}, {"y"}, "/fc/MatMul");
   const std::string e = error_of(m);
