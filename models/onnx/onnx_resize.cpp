@@ -85,6 +85,7 @@ bool is_upsample_rule(const ResizeRule& r) {
 struct AxisResize {
   int64_t in = 1, out = 1;
   double scale = 1, resized = 1;
+  bool identity = false;  // its map is the identity (set by resize)
 };
 
 // x_original of output position x along the axis.
@@ -223,7 +224,7 @@ void resize_by_maps(Translator& t, const Spatial& in, const ResizeRule& rule,
                     const std::vector<AxisResize>& axes) {
   const AxisResize &h = axes[0], &w = axes[1];
   const int64_t c = in.x.sample[0];
-  const bool do_h = !is_identity(rule, h), do_w = !is_identity(rule, w);
+  const bool do_h = !h.identity, do_w = !w.identity;
   if (in.signal)  // L along the last axis; the value stays remat's [C, 1, L]
     return (void)apply_map(t, in.x, rule, w, {c, w.out});
   // W first moves H W' + H' W' values through transposes; H first H W + W H'.
@@ -247,11 +248,12 @@ void resize(Translator& t) {
            " per sample");
   const ResizeRule rule = read_rule(t);
   const Shape x = signal ? Shape{raw.sample[0], 1, raw.sample[1]} : raw.sample;
-  const std::vector<AxisResize> axes = read_axes(t, x, signal);
+  std::vector<AxisResize> axes = read_axes(t, x, signal);
   bool integer = true, same = true;
-  for (const AxisResize& a : axes) {
+  for (AxisResize& a : axes) {
     integer = integer && a.out % a.in == 0 && a.scale == static_cast<double>(a.out / a.in);
-    same = same && is_identity(rule, a);
+    a.identity = is_identity(rule, a);
+    same = same && a.identity;
   }
   if (same) return t.alias(0, raw);
   const Spatial in = spatial_input(t);
