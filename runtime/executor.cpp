@@ -8,6 +8,7 @@
 #include <chrono>
 #include <sstream>
 #include <typeinfo>
+#include <utility>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/grad_sync.h"
@@ -97,6 +98,8 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
   }
   const OpDef& op = ops_.get(node.op);
   ExecContext ctx = make_context(n, /*require_resident=*/true);
+  if (plan_copies_)
+    for (ValueId v : node.inputs) wait_device_copies(v, /*reuse=*/false);
   ctx.step = step;
   ctx.first_compute = !recompute;
   ctx.workspace_bytes = be_.workspace_bytes(op, ctx);
@@ -122,14 +125,17 @@ void Executor::run_node(NodeId n, bool recompute, int64_t step, int plan_step) {
 
 void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
   const Value& val = g_.value(s.value);
-  void*& p = ptr_[static_cast<size_t>(s.value)];
+  const size_t v = static_cast<size_t>(s.value);
+  void*& p = ptr_[v];
   const int buffer = host_buffers_.output_request[static_cast<size_t>(plan_step)];
   REMAT_CHECK(buffer >= 0, "plan step " << plan_step << " has no host copy of '" << val.name << "'");
   char* host = host_region_ + host_arena_.offsets[static_cast<size_t>(buffer)];
   const double start = trace ? step_elapsed_us() : 0;
   if (s.kind == PlanStepKind::Offload) {
     REMAT_CHECK(p, "plan offloads '" << val.name << "', which is not resident");
-    be_.copy_to_host(host, p, val.desc.bytes());
+    // A prefetched device copy is there: its host copy was released (after its prefetch) first.
+    copies_.offload[v] = copies_.host[v] =
+        be_.copy_async(Backend::CopyDirection::ToHost, host, p, val.desc.bytes());
   } else if (s.kind == PlanStepKind::Prefetch) {
     REMAT_CHECK(!p, "plan prefetches '" << val.name << "', which is resident");
     const bool arena = opt_.memory == MemoryMode::Arena;
@@ -137,7 +143,11 @@ void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
                 arena ? arena_buffers_.output_request[static_cast<size_t>(plan_step)] : -1);
     in_use_ += val.desc.alloc_bytes();
     peak_ = std::max(peak_, in_use_);
-    be_.copy_from_host(p, host, val.desc.bytes());
+    // The host copy is written: the device copy it came from was freed (after the offload).
+    copies_.prefetch[v] = copies_.host[v] =
+        be_.copy_async(Backend::CopyDirection::ToDevice, p, host, val.desc.bytes());
+  } else {  // HostFree: later offloads may write these bytes
+    be_.wait_copy(std::exchange(copies_.host[v], 0));
   }
   if (!trace) return;
   if (s.kind == PlanStepKind::HostFree) {
@@ -149,6 +159,12 @@ void Executor::run_copy(const PlanStep& s, int plan_step, TraceWriter* trace) {
   trace->span((out ? "offload " : "prefetch ") + val.name, "copy", start,
               step_elapsed_us() - start, out ? kTraceCopyOutTrack : kTraceCopyInTrack,
               {{"bytes", std::to_string(val.desc.bytes())}});
+}
+
+void Executor::wait_device_copies(ValueId v, bool reuse) {
+  const size_t i = static_cast<size_t>(v);
+  if (copies_.prefetch[i]) be_.wait_copy(std::exchange(copies_.prefetch[i], 0));
+  if (reuse && copies_.offload[i]) be_.wait_copy(std::exchange(copies_.offload[i], 0));
 }
 
 void Executor::capture(ValueId v, void* host) {
@@ -189,6 +205,7 @@ int Executor::run_plan_steps(const ExecutionPlan& plan, int64_t step, TraceWrite
     if (s.kind == PlanStepKind::Free) {
       void*& p = ptr_[static_cast<size_t>(s.value)];
       REMAT_CHECK(p, "plan frees '" << g_.value(s.value).name << "', which is not resident");
+      if (plan_copies_) wait_device_copies(s.value, /*reuse=*/true);
       release(p);
       p = nullptr;
       in_use_ -= g_.value(s.value).desc.alloc_bytes();
@@ -313,6 +330,7 @@ StepResult Executor::run_step_body(const ExecutionPlan& plan, const void* input,
     }
   }
   be_.synchronize();
+  if (plan_copies_) drain_copies();
   if (sync_) r.comm_wait_seconds = sync_->wait_seconds();
   be_.range_pop();
   micro_ = 0;

@@ -198,6 +198,11 @@ class Executor {
   // Note [host copies]: the host region of `plan`'s copies, laid out once per plan.
   void prepare_host(const ExecutionPlan& plan);
   void run_copy(const PlanStep& s, int plan_step, TraceWriter* trace);
+  // Waits for a prefetch into v's device copy (before a compute reads it), and with `reuse`
+  // also for an offload reading it (before its memory is freed).
+  void wait_device_copies(ValueId v, bool reuse);
+  // Waits for every copy; no ticket is outstanding after it.
+  void drain_copies();
   // A span from start_us to now (synchronising first) and the memory counter.
   // A span of node n (args: op, output, shape, bytes, recompute) and the memory and budget
   // counters at its end.
@@ -232,12 +237,24 @@ class Executor {
   // A plan that offloads (PlanStepKind::Offload, Prefetch, HostFree) keeps its host copies in
   // one host_alloc region (pinned on a GPU), each at an offset laid out ahead like the arena's
   // (plan_host_buffers, plan_arena), so the host side does no allocator work either and its
-  // size is the plan's host peak. The copies run in plan order, synchronously: such a plan runs
-  // eagerly (no step graph), and the device bytes are the plan's exactly.
+  // size is the plan's host peak. The copies run on the backend's copy streams (Note [copy
+  // streams] in runtime/backends/backend.h), issued in plan order, and the computes wait for
+  // them only where the time model of Note [streamed copies] (solver/schedule.h) says: a compute
+  // reading a prefetched value waits for the prefetch, a Free of a device copy for the offload
+  // reading it (and a prefetch writing it), a HostFree for the last copy of that host copy. An
+  // offload of a prefetched value starts after the prefetch, a prefetch after the offload that
+  // wrote its host copy. Such a plan runs eagerly (no step graph); the device bytes are the
+  // plan's exactly, since memory is handed on only after those waits.
   std::vector<PlanStep> host_steps_;  // the plan the host region is laid out for
   PlanBuffers host_buffers_;
   ArenaPlan host_arena_;
   char* host_region_ = nullptr;
+  struct CopyTickets {  // per value, copies not yet waited for (0: none)
+    std::vector<int64_t> prefetch;  // writing its device copy
+    std::vector<int64_t> offload;   // reading its device copy
+    std::vector<int64_t> host;      // the last to write or read its host copy
+  };
+  CopyTickets copies_;
   bool plan_copies_ = false;  // the running plan has copies (Note [step graphs]: eager)
   int64_t constant_bytes_ = 0;
   int64_t in_use_ = 0;  // exact bytes: persistent + live activations

@@ -65,6 +65,10 @@ void Executor::allocate_persistent() {
 Executor::~Executor() { release_all(); }
 
 void Executor::release_all() {
+  try {
+    drain_copies();  // no copy may still read or write what is freed below
+  } catch (const std::exception&) {  // a device that faulted; it is going away
+  }
   drop_step_graph();
   sync_.reset();
   be_.host_free(loss_host_);
@@ -218,6 +222,11 @@ int64_t Executor::prepare(const ExecutionPlan& plan) {
 }
 
 void Executor::prepare_host(const ExecutionPlan& plan) {
+  if (copies_.host.empty()) {
+    copies_.prefetch.assign(g_.values.size(), 0);
+    copies_.offload.assign(g_.values.size(), 0);
+    copies_.host.assign(g_.values.size(), 0);
+  }
   if (plan_steps_equal(plan.steps, host_steps_)) return;
   host_buffers_ = plan_host_buffers(g_, plan);
   host_arena_ = plan_arena(host_buffers_.requests, kArenaAlignment);
@@ -229,7 +238,15 @@ void Executor::prepare_host(const ExecutionPlan& plan) {
   host_steps_ = plan.steps;
 }
 
+void Executor::drain_copies() {
+  if (copies_.host.empty()) return;  // no plan with copies ran
+  be_.synchronize();
+  for (std::vector<int64_t>* t : {&copies_.prefetch, &copies_.offload, &copies_.host})
+    std::fill(t->begin(), t->end(), 0);
+}
+
 void Executor::release_activations() {
+  drain_copies();
   for (size_t v = 0; v < g_.values.size(); ++v) {
     if (value_is_persistent(g_.values[v].kind) || !ptr_[v]) continue;
     release(ptr_[v]);

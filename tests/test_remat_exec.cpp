@@ -220,6 +220,26 @@ TEST(RematExec, StreamedOffloadPlansBitIdentical) {
   for (const auto& sr : results) EXPECT_EQ(sr.peak_bytes, plan.predicted_peak);
 }
 
+// Copies on streams (Note [copy streams], Note [copy orders]): the CPU backend runs each
+// direction's copies at once or as late as a copy stream may, and plans that copy, stage-bound
+// and streamed, train bit-identically to keep-everything under every pair of ends, with the
+// measured peak the prediction. A wait the executor leaves out shows here: a compute reads a
+// prefetch that has not run, or memory is reused before a copy has read or written it.
+TEST(RematExec, OffloadPlansUnderEveryCopyOrder) {
+  for (CpuCopyOrder order :
+       {CpuCopyOrder::Latest, CpuCopyOrder::ToHostLatest, CpuCopyOrder::ToDeviceLatest}) {
+    for (CopyOverlap overlap : {CopyOverlap::Stage, CopyOverlap::Stream}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(order)) + " " +
+                   std::to_string(static_cast<int>(overlap)));
+      Model m = small_linear16();
+      m.be = make_cpu_backend(order);
+      check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload", "chen-sqrtn-offload"},
+                           overlap == CopyOverlap::Stage ? MemoryMode::Arena : MemoryMode::Pool,
+                           overlap == CopyOverlap::Stage ? 2.0 : 300.0, overlap);
+    }
+  }
+}
+
 // A traced step of a plan that copies shows each copy as a span on its own track, with its bytes.
 TEST(RematExec, TracedCopiesAreSpansOnTheirOwnTracks) {
   Model m = small_linear16();

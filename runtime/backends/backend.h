@@ -38,6 +38,26 @@ class Backend {
   virtual void copy_to_host_async(void* dst, const void* src, int64_t bytes) {
     copy_to_host(dst, src, bytes);
   }
+  // Note [copy streams]
+  // A plan's copies between device memory and host_alloc memory (Note [host copies] in
+  // runtime/executor.h) run on copy streams of their own, one each way, beside the computes.
+  // copy_async queues one: it starts after everything issued so far on the compute stream and
+  // after the copies queued before it in its direction, and returns its ticket (> 0; 0 when it
+  // is already done). Nothing waits for it until wait_copy(ticket), which makes what is issued
+  // later (computes, and so the copies queued after them) wait for it without blocking the
+  // host, or until synchronize(), which waits for every copy. So the caller waits before a
+  // compute reads what a copy writes and before memory a copy reads or writes is reused; two
+  // copies of opposite directions are ordered only through such a wait. The default runs the
+  // copy at once, in the compute stream's order.
+  enum class CopyDirection { ToHost, ToDevice };
+  virtual int64_t copy_async(CopyDirection dir, void* dst, const void* src, int64_t bytes) {
+    if (dir == CopyDirection::ToHost)
+      copy_to_host(dst, src, bytes);
+    else
+      copy_from_host(dst, src, bytes);
+    return 0;
+  }
+  virtual void wait_copy(int64_t ticket) { (void)ticket; }
   virtual void copy(void* dst, const void* src, int64_t bytes) = 0;
   virtual void fill_zero(void* dst, int64_t bytes) = 0;
   virtual void synchronize() = 0;
@@ -149,7 +169,10 @@ constexpr uint32_t kRangeRecompute = 0xE06666;
 constexpr uint32_t kRangeUpdate = 0x6AA84F;
 constexpr uint32_t kRangePhase = 0x999999;
 
-std::unique_ptr<Backend> make_cpu_backend();
+// When the CPU backend runs a copy_async (Note [copy orders]): at once, or as late as Note
+// [copy streams] allows, in both directions or in one.
+enum class CpuCopyOrder { AtOnce, Latest, ToHostLatest, ToDeviceLatest };
+std::unique_ptr<Backend> make_cpu_backend(CpuCopyOrder copies = CpuCopyOrder::AtOnce);
 
 // True when this binary was built with the CUDA backend.
 bool cuda_backend_built();

@@ -5,6 +5,7 @@
 
 #include "runtime/backends/backend.h"
 #include "runtime/backends/bf16_staging.h"
+#include "runtime/backends/copy_queues.h"
 #include "runtime/core/bf16.h"
 #include "runtime/core/check.h"
 #include "runtime/memory/allocator.h"
@@ -55,6 +56,9 @@ void run_cpu(const OpDef& op, const ExecContext& ctx) {
 
 class CpuBackend : public Backend {
  public:
+  explicit CpuBackend(CpuCopyOrder order)
+      : copies_({order == CpuCopyOrder::Latest || order == CpuCopyOrder::ToHostLatest,
+                 order == CpuCopyOrder::Latest || order == CpuCopyOrder::ToDeviceLatest}) {}
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string name() const override { return "cpu"; }
 
@@ -81,7 +85,11 @@ class CpuBackend : public Backend {
     std::memmove(dst, src, static_cast<size_t>(bytes));
   }
   void fill_zero(void* dst, int64_t bytes) override { std::memset(dst, 0, static_cast<size_t>(bytes)); }
-  void synchronize() override {}
+  int64_t copy_async(CopyDirection dir, void* dst, const void* src, int64_t bytes) override {
+    return copies_.queue(dir == CopyDirection::ToHost ? 0 : 1, dst, src, bytes);
+  }
+  void wait_copy(int64_t ticket) override { copies_.run_through(ticket); }
+  void synchronize() override { copies_.run_all(); }
   using Backend::all_finite;  // the span list: each span in turn
   bool all_finite(const void* p, int64_t count, DType dtype) override {
     // A float is NaN or +-inf exactly when its exponent bits are all ones: an integer test
@@ -125,10 +133,15 @@ class CpuBackend : public Backend {
     }
     return ms;
   }
+
+ private:
+  CopyQueues copies_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(CpuCopyOrder copies) {
+  return std::make_unique<CpuBackend>(copies);
+}
 
 }  // namespace remat

@@ -26,6 +26,7 @@
 #include "runtime/backends/backend.h"
 #include "runtime/backends/bf16_staging.h"
 #include "runtime/backends/cuda_context.h"
+#include "runtime/backends/cuda_copy_streams.h"
 #include "runtime/backends/cuda_graphs.h"
 #include "runtime/core/check.h"
 
@@ -194,9 +195,15 @@ class CudaBackend : public Backend {
     if (bytes <= 0) return;
     REMAT_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), ctx_.stream));
   }
+  int64_t copy_async(CopyDirection dir, void* dst, const void* src, int64_t bytes) override {
+    REMAT_CHECK(!ctx_.capturing, "a copy stream's copy inside a CUDA graph capture");
+    return copies_.queue(ctx_.stream, dir == CopyDirection::ToHost ? 0 : 1, dst, src, bytes);
+  }
+  void wait_copy(int64_t ticket) override { copies_.wait(ctx_.stream, ticket); }
   void synchronize() override {
     report_deferred_error();
     REMAT_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
+    copies_.synchronize();
   }
   // The flag lives in mapped pinned host memory: the kernel writes it over the bus, so the
   // check needs no device memory outside the budget's pool.
@@ -370,6 +377,7 @@ class CudaBackend : public Backend {
   CudaCache cache_;
   CudaContext ctx_;
   CudaGraphs graphs_;  // destroyed after the destructor has synchronised the stream
+  CudaCopyStreams copies_;  // Note [copy streams]
   void* cublas_workspace_ = nullptr;  // cuBLAS's, kCublasWorkspaceBytes
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   bool scratch_tried_ = false;
