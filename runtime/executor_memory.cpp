@@ -2,6 +2,7 @@
 // memory]): acquiring and releasing activation and workspace buffers, arena offsets prepared per
 // plan, host reads and writes of persistent values, and parameter initialisation.
 #include <algorithm>
+#include <exception>
 
 #include "runtime/core/check.h"
 #include "runtime/comm/grad_sync.h"
@@ -240,19 +241,27 @@ void Executor::prepare_host(const ExecutionPlan& plan) {
 
 void Executor::drain_copies() {
   if (copies_.host.empty()) return;  // no plan with copies ran
-  be_.synchronize();
   for (std::vector<int64_t>* t : {&copies_.prefetch, &copies_.offload, &copies_.host})
     std::fill(t->begin(), t->end(), 0);
+  be_.synchronize();
 }
 
 void Executor::release_activations() {
-  drain_copies();
+  // The activations are released even when the wait fails (a device fault): the executor's
+  // own records must stay consistent for the caller's next step or its destructor.
+  std::exception_ptr failed;
+  try {
+    drain_copies();
+  } catch (...) {
+    failed = std::current_exception();
+  }
   for (size_t v = 0; v < g_.values.size(); ++v) {
     if (value_is_persistent(g_.values[v].kind) || !ptr_[v]) continue;
     release(ptr_[v]);
     ptr_[v] = nullptr;
     in_use_ -= g_.values[v].desc.alloc_bytes();
   }
+  if (failed) std::rethrow_exception(failed);
 }
 
 }  // namespace remat
