@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -76,16 +77,27 @@ PlanStep copy_step(PlanStepKind kind, ValueId v) {
   return s;
 }
 
-// Every parameter after `steps` steps of `plan` on a CPU backend running copies in `order`.
+// Every parameter after two steps of `plan` on a CPU backend running copies in `order`; with
+// `stopped`, after a first step of a NaN input, which the finite check stops (its message in
+// `stopped`).
 std::vector<std::vector<float>> trained(SmallCnn& m, const ExecutionPlan& plan,
-                                        CpuCopyOrder order, MemoryMode mode) {
+                                        CpuCopyOrder order, MemoryMode mode,
+                                        std::string* stopped = nullptr) {
   std::unique_ptr<Backend> be = make_cpu_backend(order);
   ExecutorOptions eo{mode, 64 << 20};
   Executor ex(m.g, m.ops, *be, eo);
   ex.init_parameters(7);
   std::vector<float> x(static_cast<size_t>(m.g.value(m.g.input).desc.numel()));
-  std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()));
+  std::vector<int32_t> y(static_cast<size_t>(m.g.value(m.g.label).desc.numel()), 1);
   std::vector<std::vector<float>> state;
+  if (stopped) {
+    std::fill(x.begin(), x.end(), std::nanf(""));
+    try {
+      ex.run_step(plan, x.data(), y.data(), 0);
+    } catch (const NonFiniteError& e) {
+      *stopped = e.what();
+    }
+  }
   for (int step = 0; step < 2; ++step) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 + step) % 11) / 11;
     for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>((i + step) % 10);
@@ -102,8 +114,8 @@ std::vector<std::vector<float>> trained(SmallCnn& m, const ExecutionPlan& plan,
 // offload would overwrite v1's host bytes before v1's prefetch reads them but for the wait at
 // v1's release, and the computes would read v2 and v0 before their prefetches but for the
 // waits before the reads; every Free waits for the offload reading it.
-TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
-  SmallCnn m;
+// An empty plan when no order of the three puts one host copy on a released one's bytes.
+ExecutionPlan plan_needing_every_wait(const SmallCnn& m) {
   // The first three activations the backward pass reads (after the loss).
   const std::vector<PlanStep>& steps = m.keep.steps;
   size_t loss = 0;
@@ -139,16 +151,19 @@ TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
     plan.steps.push_back(copy_step(PlanStepKind::HostFree, r[0]));
     return plan;
   };
-  ExecutionPlan plan;
-  bool shared = false;
   std::sort(v.begin(), v.end());
   do {
-    plan = plan_for(v);
+    ExecutionPlan plan = plan_for(v);
     const ArenaPlan host = plan_arena(plan_host_buffers(m.g, plan).requests, kPoolAlignment);
-    shared = host.offsets[0] == host.offsets[1];
-  } while (!shared && std::next_permutation(v.begin(), v.end()));
-  ASSERT_TRUE(shared) << "no order puts one host copy on a released one's bytes";
+    if (host.offsets[0] == host.offsets[1]) return plan;
+  } while (std::next_permutation(v.begin(), v.end()));
+  return {};
+}
 
+TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
+  SmallCnn m;
+  const ExecutionPlan plan = plan_needing_every_wait(m);
+  ASSERT_TRUE(plan.has_copies()) << "no order puts one host copy on a released one's bytes";
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
     const auto reference = trained(m, m.keep, CpuCopyOrder::AtOnce, mode);
@@ -161,6 +176,29 @@ TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
         EXPECT_EQ(std::memcmp(state[i].data(), reference[i].data(), state[i].size() * 4), 0)
             << "parameter #" << i;
     }
+  }
+}
+
+// A step the finite check stops (a NaN input) is re-run, copies and all, to name the first
+// non-finite node, the same as keep-everything's, and the steps after it train as
+// keep-everything's do, under every order.
+TEST(CopyStreams, AStepStoppedByTheFiniteCheckThenTrainsOn) {
+  SmallCnn m;
+  const ExecutionPlan plan = plan_needing_every_wait(m);
+  ASSERT_TRUE(plan.has_copies());
+  std::string keep_stop;
+  const auto reference = trained(m, m.keep, CpuCopyOrder::AtOnce, MemoryMode::Pool, &keep_stop);
+  EXPECT_NE(keep_stop.find("the first non-finite output is node"), std::string::npos) << keep_stop;
+  for (CpuCopyOrder order : {CpuCopyOrder::AtOnce, CpuCopyOrder::Latest,
+                             CpuCopyOrder::ToHostLatest, CpuCopyOrder::ToDeviceLatest}) {
+    SCOPED_TRACE(static_cast<int>(order));
+    std::string stop;
+    const auto state = trained(m, plan, order, MemoryMode::Pool, &stop);
+    EXPECT_EQ(stop.substr(0, stop.find("(")), keep_stop.substr(0, keep_stop.find("(")));
+    ASSERT_EQ(state.size(), reference.size());
+    for (size_t i = 0; i < state.size(); ++i)
+      EXPECT_EQ(std::memcmp(state[i].data(), reference[i].data(), state[i].size() * 4), 0)
+          << "parameter #" << i;
   }
 }
 
