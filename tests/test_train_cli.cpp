@@ -217,6 +217,26 @@ TEST_F(TrainCli, CompareReportsTheMeasuredSlowdownAgainstAKeepEverythingRun) {
   EXPECT_NE(other.err.find("at batch 4 on cpu, not of this one"), std::string::npos) << other.err;
 }
 
+// A plan that offloads with measured costs (Note [copy streams]): the time line and the
+// summary give the predicted step time, copies included, beside the measured one; with FLOPs
+// costs there is no predicted time.
+TEST_F(TrainCli, AnOffloadingRunPredictsItsStepTimeWithMeasuredCosts) {
+  const std::string s = path("s.json");
+  RunResult r = run(TRAIN_EXE, small("--steps 2 --budget 2.78MB --strategy all-keep-offload "
+                                     "--link-bandwidth 25 --copy-overlap stream --cost-model "
+                                     "profile --summary '" + s + "'"),
+                    "REMAT_CACHE_DIR='" + path("cache") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("offload to host memory"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("time: predicted [0-9.]+ ms per step \\(computes "
+                                                  "and the copies they wait for\\), measured ")))
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_whole_file(s));
+  EXPECT_GT(j.at("predicted_ms_per_step").get<double>(), 0);
+  ASSERT_EQ(run(TRAIN_EXE, small("--steps 1 --summary '" + s + "'")).code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(read_whole_file(s)).at("predicted_ms_per_step").is_null());
+}
+
 // ---- overrides (Note [config overrides]) ------------------------------------------------------
 TEST_F(TrainCli, OverridesAreAppliedAndValidatedLikeTheFile) {
   RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 batch=6 "

@@ -47,6 +47,11 @@ void write_summary(const std::string& path, const Graph& g, const TrainOptions& 
                          ? 1000.0 * static_cast<double>(global_batch_of(g, sum)) /
                                sum.samples_per_second
                          : 0.0;
+  // The plan's time with measured costs (computes and the copies they wait for); null with
+  // FLOPs costs.
+  j["predicted_ms_per_step"] = sp.cost_unit == "ms"
+                                   ? nlohmann::ordered_json(sp.cost * g.micro_batches)
+                                   : nlohmann::ordered_json(nullptr);
   j["comm_wait_ms_per_step"] = sum.comm_wait_ms;
   j["first_loss"] = sum.first_loss;
   j["last_loss"] = sum.last_loss;
@@ -116,8 +121,10 @@ void print_run_summary(const Graph& g, const TrainOptions& opt, const StepPlan& 
   std::printf("\n");
   const double global_batch = static_cast<double>(global_batch_of(g, sum));
   if (sp.cost_unit == "ms" && sum.samples_per_second > 0)  // the plan runs once per micro-batch
-    std::printf("time: predicted %.2f ms of compute per step, measured %.2f ms per step\n",
-                sp.cost * g.micro_batches, 1000.0 * global_batch / sum.samples_per_second);
+    std::printf("time: predicted %.2f ms per step (%s), measured %.2f ms per step\n",
+                sp.cost * g.micro_batches,
+                sp.plan.has_copies() ? "computes and the copies they wait for" : "computes",
+                1000.0 * global_batch / sum.samples_per_second);
   std::printf("data: waited %.2f ms per step for its batch (%s)", sum.data_wait_ms,
               sum.data_wait_ms < 0.5 ? "prefetched in time" : "the step waited on data");
   if (sum.skipped_samples > 0)
