@@ -1,11 +1,13 @@
-// concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]), or
-// along the last axis of channels-last [N, H, W, C] (data_format, Note [channels-last layout]
-// in models/channels_last.cpp); its gradient emits one concat_slice [dy] per input, with that
-// input's {offset, channels}. channel_slice is the same copy as a layer (ONNX's Slice of channels,
-// torch.chunk; with `axis`, of any axis after the batch: qkv[i] of Swin's [N, nW, T, 3, H, D]),
-// whose gradient channel_slice_grad puts dy at its channels of zeros. The kernels see any of
-// these as rows of channels of `inner` elements: [N, C, inner], [N H W, C, 1] channels-last, or
-// [the axes before `axis`, C, the axes after].
+// concat: joins 2+ inputs along axis 1 (channels of [N, C, H, W], or features of [N, F]), along
+// the last axis of channels-last [N, H, W, C] (data_format, Note [channels-last layout] in
+// models/channels_last.cpp), or with `axis` along any axis after the batch of any rank (the
+// gradient of a split, Note [split gradients] in runtime/graph/autodiff.cpp); its gradient
+// emits one concat_slice [dy] per input, with that input's {offset, channels}. channel_slice
+// is the same copy as a layer (ONNX's Slice of channels, torch.chunk; with `axis`, of any axis
+// after the batch: qkv[i] of Swin's [N, nW, T, 3, H, D]), whose gradient channel_slice_grad
+// puts dy at its channels of zeros. The kernels see any of these as rows of channels of
+// `inner` elements: [N, C, inner], [N H W, C, 1] channels-last, or [the axes before `axis`, C,
+// the axes after].
 #include <algorithm>
 #include <memory>
 
@@ -21,6 +23,7 @@ namespace {
 
 struct ConcatAttrs : OpAttrs {
   bool channels_last = false;  // 4-D inputs [N, H, W, C]: join along the last axis
+  int64_t axis = 1;            // the joined axis (after the batch; channels_last: the last)
 };
 
 struct ConcatSliceAttrs : OpAttrs {
@@ -33,6 +36,9 @@ struct ConcatSliceAttrs : OpAttrs {
 OpAttrsPtr concat_parse(AttrReader& r) {
   auto a = std::make_shared<ConcatAttrs>();
   a->channels_last = read_channels_last(r);
+  a->axis = r.get_int("axis", 1, 1, 16);
+  if (a->channels_last && a->axis != 1)
+    r.fail("axis", "concat: an axis with channels-last data is not supported");
   r.finish("concat");
   return a;
 }
@@ -86,14 +92,17 @@ Rows rows_of(const Shape& s, bool channels_last, int64_t axis = 1) {
 }
 
 TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
-  const bool last = static_cast<const ConcatAttrs&>(at).channels_last;
+  const auto& a = static_cast<const ConcatAttrs&>(at);
   if (in.size() < 2) REMAT_USER_ERROR("concat expects at least 2 inputs, got " << in.size());
   const DType t = require_float("concat", in);
   const Shape& s0 = in[0].shape;
-  if (s0.size() != 4 && s0.size() != 2)
+  if (a.axis == 1 && s0.size() != 4 && s0.size() != 2)
     REMAT_USER_ERROR("concat expects 4-D [N, C, H, W] or 2-D [N, F] inputs, got "
                      << shape_str(s0));
-  const size_t axis = channel_axis(s0, last);
+  if (a.axis >= static_cast<int64_t>(s0.size()))
+    REMAT_USER_ERROR("concat: axis " << a.axis << " of " << shape_str(s0)
+                                     << ", which has no such axis");
+  const size_t axis = channel_axis(s0, a.channels_last, a.axis);
   Shape out = s0;
   for (size_t i = 1; i < in.size(); ++i) {
     const Shape& s = in[i].shape;
@@ -101,7 +110,7 @@ TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
     for (size_t d = 0; ok && d < s.size(); ++d) ok = d == axis || s[d] == s0[d];
     if (!ok)
       REMAT_USER_ERROR("concat inputs must match in every dimension but "
-                       << axis << " (channels), got " << shape_str(s0) << " (input 0) and "
+                       << axis << ", got " << shape_str(s0) << " (input 0) and "
                        << shape_str(s) << " (input " << i << ")");
     out[axis] += s[axis];
   }
@@ -110,13 +119,13 @@ TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
 
 // y[n, off_i : off_i + C_i] = x_i[n] for each input i (rows of the output's channels).
 void concat_cpu(const ExecContext& ctx) {
-  const bool last = attrs_of<ConcatAttrs>(*ctx.node).channels_last;
-  const Rows o = rows_of(ctx.output.shape(), last);
+  const auto& a = attrs_of<ConcatAttrs>(*ctx.node);
+  const Rows o = rows_of(ctx.output.shape(), a.channels_last, a.axis);
   const int64_t out_image = o.c * o.inner;
   float* y = ctx.output.f32();
   int64_t off = 0;
   for (const TensorView& x : ctx.inputs) {
-    const int64_t chunk = rows_of(x.shape(), last).c * o.inner;
+    const int64_t chunk = rows_of(x.shape(), a.channels_last, a.axis).c * o.inner;
     for (int64_t i = 0; i < o.n; ++i)
       std::copy(x.f32() + i * chunk, x.f32() + (i + 1) * chunk, y + i * out_image + off);
     off += chunk;
@@ -180,13 +189,13 @@ void channel_pad_cpu(const ExecContext& ctx) {
 #ifdef REMAT_HAVE_CUDA
 // Copies of F32 or bf16 values (bf16_cuda_native).
 void concat_cuda(const ExecContext& ctx) {
-  const bool last = attrs_of<ConcatAttrs>(*ctx.node).channels_last;
-  const Rows o = rows_of(ctx.output.shape(), last);
+  const auto& a = attrs_of<ConcatAttrs>(*ctx.node);
+  const Rows o = rows_of(ctx.output.shape(), a.channels_last, a.axis);
   with_storage(ctx.inputs[0].desc->dtype, [&](auto tag) {
     using T = decltype(tag);
     int64_t off = 0;
     for (const TensorView& x : ctx.inputs) {
-      const int64_t c = rows_of(x.shape(), last).c;
+      const int64_t c = rows_of(x.shape(), a.channels_last, a.axis).c;
       concat_forward(storage<T>(ctx.output), storage<T>(x), o.n, c, o.c, off, o.inner,
                      cuda_stream(ctx));
       off += c;
@@ -241,15 +250,17 @@ std::vector<ValueId> channel_slice_gradient(GradEmitter& g, const Node& fwd, Val
 std::vector<ValueId> concat_gradient(GradEmitter& g, const Node& fwd, ValueId dy) {
   const std::vector<ValueId> in = fwd.inputs;  // a copy: emit() grows the graph
   const std::string origin = fwd.attrs.origin;
-  const bool last = attrs_of<ConcatAttrs>(fwd).channels_last;
+  const auto& a = attrs_of<ConcatAttrs>(fwd);
+  const bool last = a.channels_last;
+  const int64_t axis = a.axis;
   std::vector<TensorDesc> descs;
   for (ValueId v : in) descs.push_back(g.graph().value(v).desc);
   std::vector<ValueId> out;
   int64_t off = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    out.push_back(
-        emit_concat_slice(g, "grad_" + std::to_string(i), dy, off, descs[i], origin, last));
-    off += descs[i].shape[channel_axis(descs[i].shape, last)];
+    out.push_back(emit_concat_slice(g, "grad_" + std::to_string(i), dy, off, descs[i], origin,
+                                    last, axis));
+    off += descs[i].shape[channel_axis(descs[i].shape, last, axis)];
   }
   return out;
 }
@@ -263,15 +274,18 @@ OpCost slice_cost(const OpAttrs&, const std::vector<TensorDesc>&, const TensorDe
 }  // namespace
 
 ValueId emit_concat_slice(GradEmitter& g, const std::string& suffix, ValueId from, int64_t offset,
-                          const TensorDesc& out, const std::string& origin, bool channels_last) {
+                          const TensorDesc& out, const std::string& origin, bool channels_last,
+                          int64_t axis) {
   auto a = std::make_shared<ConcatSliceAttrs>();
   a->offset = offset;
-  a->channels = out.shape.at(channel_axis(out.shape, channels_last));
+  a->channels = out.shape.at(channel_axis(out.shape, channels_last, axis));
   a->channels_last = channels_last;
+  a->axis = axis;
   AttrMap m;
   m.origin = origin;
   m.set("offset", a->offset);
   m.set("channels", a->channels);
+  if (axis != 1) m.set("axis", axis);
   if (channels_last) m.set("data_format", std::string("channels_last"));
   return g.emit(suffix, "concat_slice", {from}, out, m, a);
 }
@@ -279,12 +293,12 @@ ValueId emit_concat_slice(GradEmitter& g, const std::string& suffix, ValueId fro
 void register_concat_ops(OpRegistry& r) {
   OpDef op;
   op.name = "concat";
-  op.summary = "joins 2+ inputs along channels (axis 1)";
+  op.summary = "joins 2+ inputs along channels (axis 1) or `axis`";
   op.min_inputs = 2;
   op.max_inputs = -1;
   op.parse = concat_parse;
-  op.channels_last = [](const OpAttrs&, const std::vector<TensorDesc>& in) {
-    return in.at(0).shape.size() == 4;
+  op.channels_last = [](const OpAttrs& at, const std::vector<TensorDesc>& in) {
+    return in.at(0).shape.size() == 4 && static_cast<const ConcatAttrs&>(at).axis == 1;
   };
   op.infer = concat_infer;
   op.cost = [](const OpAttrs&, const std::vector<TensorDesc>& in, const TensorDesc& out) {

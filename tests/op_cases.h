@@ -243,6 +243,13 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"channel_slice_axis",
        {"channel_slice", attr_map({{"axis", 3}, {"offset", 1}, {"channels", 1}}), {f32({2, 2, 3, 3, 2, 2})}},
        kTolLinear},
+      // concat along an axis other than the channels: the joined gradient of a split along
+      // the rows (Note [split gradients]) and of GPT-2's qkv along the last axis of [N, T, C].
+      {"concat_axis", {"concat", attr_map({{"axis", 2}}), {f32({2, 2, 3, 2}), f32({2, 2, 1, 2})}},
+       kTolLinear},
+      {"concat_tokens", {"concat", attr_map({{"axis", 2}}), {f32({2, 3, 2}), f32({2, 3, 4}),
+                                                           f32({2, 3, 1})}},
+       kTolLinear},
       // Block swaps in the middle: k.transpose(-2, -1) of [N, G, T, D], a window partition's
       // permute(0, 1, 3, 2, 4, 5) and Swin's patch merging permute(0, 1, 3, 4, 2, 5) (vectors of
       // inner elements: the CUDA path's two transposes through its workspace).
@@ -354,6 +361,8 @@ inline std::vector<Bf16OpCase> bf16_op_cases() {
       {"relu6", {"relu6", {}, {f32({2, 3, 4})}}, Bf16Family::Exact},
       {"add3", {"add", {}, {f32({2, 5}), f32({2, 5}), f32({2, 5})}}, Bf16Family::Exact},
       {"concat", {"concat", {}, {f32({2, 1, 3, 2}), f32({2, 2, 3, 2})}}, Bf16Family::Exact},
+      {"concat_tokens", {"concat", attr_map({{"axis", 2}}), {f32({2, 3, 2}), f32({2, 3, 4})}},
+       Bf16Family::Exact},
       {"flatten", {"flatten", {}, {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"transpose", {"transpose", attr_map({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {f32({2, 3, 2, 2})}}, Bf16Family::Exact},
       {"roll", {"roll", attr_map({{"shifts", std::vector<int64_t>{-1, 1}}, {"dims", std::vector<int64_t>{1, 2}}}),

@@ -75,6 +75,62 @@ ValueId sum_contributions(Graph& g, const OpRegistry& ops, const std::vector<Val
   return g.nodes[static_cast<size_t>(id)].output;
 }
 
+// Note [split gradients]
+// A value read only through slices that tile one of its axes (torch.chunk, ONNX's Split,
+// qkv.split(C, dim=2)) gets one gradient contribution per slice, each a channel_slice_grad: the
+// slice's dy among zeros, the value's full size. Summing them holds k full-size values and adds
+// k - 1 times; the gradient is exactly the slices' dy joined along that axis, which one concat
+// writes once. Where every contribution is a channel_slice_grad of one axis and layout and
+// their ranges tile the axis, make_training_graph emits that concat instead of the add (the
+// channel_slice_grad nodes, then unread, are pruned); anything else (a slice not read on the
+// way to the loss, overlapping slices, another reader of the value) is summed as before. The
+// values are the same (the sum adds zeros).
+ValueId join_slice_gradients(Graph& g, const OpRegistry& ops, const std::vector<ValueId>& parts,
+                             const std::string& name, NodeId forward) {
+  if (parts.size() < 2) return kNoValue;
+  struct Piece {
+    int64_t offset;
+    ValueId dy;
+  };
+  std::vector<Piece> pieces;
+  int64_t total = -1, axis = -1;
+  std::string layout;
+  for (ValueId p : parts) {
+    const NodeId producer = g.value(p).producer;
+    if (producer < 0 || g.node(producer).op != "channel_slice_grad") return kNoValue;
+    AttrReader r(g.node(producer).attrs);
+    const int64_t t = r.require_int("total", 1, int64_t{1} << 40);
+    const int64_t a = r.get_int("axis", 1, 1, 16);
+    const std::string f = r.get_string("data_format", "channels_first");
+    if (total >= 0 && (t != total || a != axis || f != layout)) return kNoValue;
+    total = t, axis = a, layout = f;
+    pieces.push_back({r.require_int("offset", 0, int64_t{1} << 40), g.node(producer).inputs[0]});
+  }
+  const TensorDesc desc = g.value(parts[0]).desc;
+  const size_t at = layout == "channels_last" ? desc.shape.size() - 1 : static_cast<size_t>(axis);
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  int64_t next = 0;
+  for (const Piece& pc : pieces) {
+    if (pc.offset != next) return kNoValue;  // a gap or an overlap
+    next += g.value(pc.dy).desc.shape.at(at);
+  }
+  if (next != total) return kNoValue;
+  Node n;
+  n.name = name;
+  n.op = "concat";
+  n.kind = NodeKind::Backward;
+  n.attrs.origin = g.node(g.value(parts[0]).producer).attrs.origin;
+  if (axis != 1) n.attrs.set("axis", axis);
+  if (layout == "channels_last") n.attrs.set("data_format", layout);
+  AttrReader r(n.attrs);
+  n.typed = ops.get("concat").parse(r);
+  for (const Piece& pc : pieces) n.inputs.push_back(pc.dy);
+  n.forward = forward;
+  const NodeId id = g.add_node(std::move(n), desc);
+  return g.nodes[static_cast<size_t>(id)].output;
+}
+
 // Note [gradient clipping]
 // Global-norm clipping needs every gradient before any update: one Update node "grad_clip"
 // (op clip_grad_norm) reads all parameter gradients, in parameter order, and scales them in
@@ -183,7 +239,9 @@ Graph make_training_graph(const Graph& forward, const OpRegistry& ops,
     if (fwd.kind != NodeKind::Loss) {
       const auto& parts = contrib[static_cast<size_t>(fwd.output)];
       if (parts.empty()) continue;  // does not reach the loss
-      dy = sum_contributions(g, ops, parts, fwd.name + ".grad_sum", static_cast<NodeId>(idx));
+      const NodeId at = static_cast<NodeId>(idx);
+      dy = join_slice_gradients(g, ops, parts, fwd.name + ".grad_concat", at);
+      if (dy == kNoValue) dy = sum_contributions(g, ops, parts, fwd.name + ".grad_sum", at);
     }
     const OpDef& def = ops.get(fwd.op);
     REMAT_CHECK(def.gradient, "op '" << fwd.op << "' (node '" << fwd.name
