@@ -251,11 +251,36 @@ TEST_F(OnnxShapeOps, TwoSlicesConcatenatedTheOtherWayRoundAreARoll) {
     EXPECT_EQ(shape_of(cfg, r[0]->name), (Shape{2, 8, 8, 8}));
   }
   // A split outside the axis is named; Slices whose first one stops short of the end are not a
-  // roll and stay Slices (the Concat of H then fails on its own).
+  // roll and stay Slices (joined by a concat along H, below).
   EXPECT_HAS(error_of(cnn_with(roll(9, 2), 8)),
              "node '/Concat' (Slice + Slice + Concat read as a roll, opset 13): the Slices split "
              "axis 2 of 8 at 9, outside it: not a roll");
-  EXPECT_EQ(error_of(cnn_with(roll(3, 2, 7), 8)).find("read as a roll"), std::string::npos);
+  EXPECT_TRUE(layers_of(load(cnn_with(roll(3, 2, 7), 8)), "roll").empty());
+}
+
+// Concat along another axis than the channels (torch.cat(dim=2), dim=3): a concat layer with
+// that axis; inputs that differ beyond it are named.
+TEST_F(OnnxShapeOps, AConcatAlongAnotherAxisIsAConcatWithThatAxis) {
+  for (const auto& [axis, shape] :
+       std::vector<std::pair<int64_t, Shape>>{{2, {2, 8, 7, 8}}, {3, {2, 8, 8, 7}}}) {
+    const ModelConfig cfg = load(cnn_with(roll(3, axis, 7), 8));
+    const auto c = layers_of(cfg, "concat");
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_EQ(attr(*c[0], "axis"), axis);
+    EXPECT_EQ(shape_of(cfg, c[0]->name), shape);
+  }
+  EXPECT_HAS(error_of(cnn_with(
+                 [](onnx::GraphProto* g) {
+                   *g->add_initializer() = onnx_ints("k", {3});
+                   *g->add_initializer() = onnx_ints("zero", {0});
+                   *g->add_initializer() = onnx_ints("axis", {3});
+                   onnx_node(g, "Slice", {"c", "zero", "k", "axis"}, {"head"}, "/Slice");
+                   onnx_attr(onnx_node(g, "Concat", {"c", "head"}, {"m"}, "/Concat"), "axis",
+                             int64_t{2});
+                 },
+                 8)),
+             "node '/Concat' (Concat, opset 13): inputs [8, 8, 8] and [8, 8, 3] per sample differ "
+             "beyond axis 2");
 }
 
 // Swin's patch merging of c as [N, H, W, C] (here C, H, W stand for H, W, C): x[:, a::2, b::2]

@@ -133,11 +133,32 @@ bool signal_view(const DataValue& v) {
   return v.sample.size() == 2 && v.remat == Shape{v.sample[0], 1, v.sample[1]};
 }
 
+// Concat along an axis after the channels (torch.cat(dim=2), dim=-1): each input as ONNX has
+// it, joined by concat with that axis.
+void concat_along(Translator& t, std::vector<DataValue> in, int64_t axis) {
+  for (DataValue& v : in) v = as_sample_shape(t, v);
+  const size_t k = static_cast<size_t>(axis - 1);  // in the per-sample shape
+  Shape out = in[0].sample;
+  out[k] = 0;
+  for (const DataValue& v : in) {
+    bool same = v.sample.size() == out.size();
+    for (size_t d = 0; same && d < out.size(); ++d) same = d == k || v.sample[d] == out[d];
+    if (!same)
+      t.fail("inputs " + shape_str(in[0].sample) + " and " + shape_str(v.sample) +
+             " per sample differ beyond axis " + std::to_string(axis));
+    out[k] += v.sample[k];
+  }
+  if (in.size() == 1) return t.alias(0, in[0]);
+  AttrMap a;
+  a.set("axis", axis);
+  t.emit("concat", in, a, {}, out, out);
+}
+
 void concat(Translator& t) {
   std::vector<DataValue> in = data_inputs(t);
   const int64_t axis = normalize_axis(t.attr_int("axis", 1),
                                       static_cast<int64_t>(in[0].sample.size()) + 1, t.where());
-  if (axis != 1) t.fail("only Concat along axis 1 (channels or features) is supported");
+  if (axis != 1) return concat_along(t, in, axis);
   // Signals that remat holds as [C, 1, L] join along C as they are; otherwise each as ONNX has it.
   const bool views = std::all_of(in.begin(), in.end(), signal_view);
   if (!views)
