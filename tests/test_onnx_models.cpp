@@ -137,6 +137,12 @@ TEST_F(OnnxModels, InterpolationsAsLinearMaps) {
   make("resize_net");
   check_model(dir_, "resize_net");
 }
+// torch.chunk of channels read by two convolutions (Note [split gradients]) and torch.cat
+// along H and W (concat with an axis).
+TEST_F(OnnxModels, SplitsAndConcatenationsAlongEveryAxis) {
+  make("split_net");
+  check_model(dir_, "split_net");
+}
 // Float inputs that are not images: feature vectors [N, F] through a multilayer perceptron,
 // signals [N, C, L] through a 1-D CNN (Note [signals]), float sequences [N, T, F] through a
 // transformer.

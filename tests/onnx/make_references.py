@@ -110,6 +110,9 @@ MODELS = {
     # by 1.5 and by 2 with align_corners=True, nearest to a fractional size and by 0.5 (PyTorch's
     # nearest: asymmetric, floor), each a dense layer with a constant map per resized axis.
     "resize_net": ({}, 32, 2, 13, "train"),
+    # torch.chunk of channels (Split: two channel_slice layers, their gradients joined by one
+    # concat) and torch.cat along H and along W (Concat with axis 2 and 3).
+    "split_net": ({}, 32, 2, 13, "train"),
     # A multilayer perceptron over feature vectors [N, 20] (Gemm, nn.BatchNorm1d of [N, F],
     # nn.GELU(), nn.LayerNorm): float inputs that are not images.
     "mlp_net": ({}, 20, 4, 13, "train"),
@@ -381,6 +384,25 @@ class ResizeNet(torch.nn.Module):
         return self.head(F.interpolate(F.relu(self.c4(x)), scale_factor=2, mode="bicubic", align_corners=True))
 
 
+class SplitNet(torch.nn.Module):
+    """torch.chunk of the channels read by two convolutions and joined again (their gradients
+    one concat, Note [split gradients]), rows cut and joined along H in another order, columns
+    cut and joined along W (Concat along axes 2 and 3), pooled into a linear head."""
+
+    def __init__(self, classes):
+        super().__init__()
+        nn = torch.nn
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.lo, self.hi = nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 4, 1)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, classes))
+
+    def forward(self, x):
+        lo, hi = torch.chunk(F.relu(self.stem(x)), 2, dim=1)
+        x = torch.cat([self.lo(lo), self.hi(hi)], dim=1)
+        x = torch.cat([x[:, :, 20:], F.relu(x[:, :, :20]), x[:, :, 24:]], dim=2)
+        return self.head(torch.cat([x[..., :5], x[..., 9:]], dim=-1))
+
+
 class SignalNet(torch.nn.Module):
     """Conv1d, BatchNorm1d and ReLU, a max pool, a strided dilated Conv1d, a residual block with
     a depthwise Conv1d, an average pool; back up by a ConvTranspose1d beside linear and nearest
@@ -585,6 +607,8 @@ def build(name, kwargs):
         model = NormNet(CLASSES)
     elif arch == "resize_net":
         model = ResizeNet(CLASSES)
+    elif arch == "split_net":
+        model = SplitNet(CLASSES)
     elif arch == "signal_net":
         model = SignalNet(CLASSES)
     elif arch == "masked_net":
