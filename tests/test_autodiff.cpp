@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "models/build.h"
 #include "models/config.h"
@@ -16,40 +17,37 @@
 namespace remat {
 namespace {
 
-// `a` feeds both the add and the concat (fan-out); `b` reads the model input directly.
-const char* kDag = R"(
-name: dag
+// What both test graphs share: the fields before their layers, and the head after them.
+const std::string kHead = R"(
 input: [2, 4, 4]
 classes: 3
 batch: 2
 seed: 5
 optimizer: {op: sgd, lr: 0.0}
 layers:
-  - {name: a, op: conv2d, filters: 3, kernel: 3, padding: 1}
-  - {name: b, op: conv2d, filters: 3, kernel: 3, padding: 1, inputs: input}
-  - {name: s, op: add, inputs: [a, b]}
-  - {name: c, op: concat, inputs: [a, s]}
-  - {name: p, op: avgpool, kernel: 2}
+)";
+const std::string kTail = R"(  - {name: p, op: avgpool, kernel: 2}
   - {name: f, op: flatten}
   - {name: fc, op: dense, units: 3}
 )";
+
+// `a` feeds both the add and the concat (fan-out); `b` reads the model input directly.
+const std::string kDag = "name: dag" + kHead +
+                         R"(  - {name: a, op: conv2d, filters: 3, kernel: 3, padding: 1}
+  - {name: b, op: conv2d, filters: 3, kernel: 3, padding: 1, inputs: input}
+  - {name: s, op: add, inputs: [a, b]}
+  - {name: c, op: concat, inputs: [a, s]}
+)" + kTail;
 
 // Note [split gradients]: `a` is split in two along its channels and `c` along its rows
 // (axis 2), each into slices that tile the axis; `j` joins along the rows again. With `gap`,
 // a's slices leave channel 1 out.
 std::string split_yaml(bool gap) {
-  return std::string(R"(
-name: split
-input: [2, 4, 4]
-classes: 3
-batch: 2
-seed: 5
-optimizer: {op: sgd, lr: 0.0}
-layers:
-  - {name: a, op: conv2d, filters: 4, kernel: 3, padding: 1}
-  - {name: lo, op: channel_slice, offset: 0, channels: 1, inputs: a}
-)") + (gap ? "  - {name: hi, op: channel_slice, offset: 2, channels: 2, inputs: a}\n"
-             : "  - {name: hi, op: channel_slice, offset: 1, channels: 3, inputs: a}\n") +
+  return "name: split" + kHead +
+         "  - {name: a, op: conv2d, filters: 4, kernel: 3, padding: 1}\n"
+         "  - {name: lo, op: channel_slice, offset: 0, channels: 1, inputs: a}\n" +
+         (gap ? "  - {name: hi, op: channel_slice, offset: 2, channels: 2, inputs: a}\n"
+              : "  - {name: hi, op: channel_slice, offset: 1, channels: 3, inputs: a}\n") +
          R"(  - {name: l2, op: conv2d, filters: 2, kernel: 3, padding: 1, inputs: lo}
   - {name: h2, op: conv2d, filters: 2, kernel: 1, inputs: hi}
   - {name: c, op: concat, inputs: [l2, h2]}
@@ -58,10 +56,7 @@ layers:
   - {name: t2, op: conv2d, filters: 2, kernel: 1, inputs: top}
   - {name: b2, op: conv2d, filters: 2, kernel: 1, inputs: bottom}
   - {name: j, op: concat, axis: 2, inputs: [t2, b2]}
-  - {name: p, op: avgpool, kernel: 2}
-  - {name: f, op: flatten}
-  - {name: fc, op: dense, units: 3}
-)";
+)" + kTail;
 }
 
 struct Fixture {
