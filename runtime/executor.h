@@ -241,10 +241,12 @@ class Executor {
   // streams] in runtime/backends/backend.h), issued in plan order, and the computes wait for
   // them only where the time model of Note [streamed copies] (solver/schedule.h) says: a compute
   // reading a prefetched value waits for the prefetch, a Free of a device copy for the offload
-  // reading it (and a prefetch writing it), a HostFree for the last copy of that host copy. An
-  // offload of a prefetched value starts after the prefetch, a prefetch after the offload that
-  // wrote its host copy. Such a plan runs eagerly (no step graph); the device bytes are the
-  // plan's exactly, since memory is handed on only after those waits.
+  // reading it (and a prefetch writing it), a HostFree for the last copy of that host copy. No
+  // copy waits for another: a prefetch comes after the Free of the device copy, which waited for
+  // the offload that wrote its host copy, and an offload of a prefetched value after the
+  // HostFree of the host copy, which waited for the prefetch. Such a plan runs eagerly (no step
+  // graph); the device bytes are the plan's exactly, since memory is handed on only after those
+  // waits.
   std::vector<PlanStep> host_steps_;  // the plan the host region is laid out for
   PlanBuffers host_buffers_;
   ArenaPlan host_arena_;
