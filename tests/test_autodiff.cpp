@@ -13,9 +13,12 @@
 #include "runtime/graph/autodiff.h"
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
+#include "tests/graph_test_util.h"
 
 namespace remat {
 namespace {
+
+using test::count_op;
 
 // What both test graphs share: the fields before their layers, and the head after them.
 const std::string kHead = R"(
@@ -68,12 +71,6 @@ struct Fixture {
   ModelConfig cfg;
   Graph g;
 };
-
-int count_op(const Graph& g, const std::string& op) {
-  int k = 0;
-  for (const Node& n : g.nodes) k += n.op == op;
-  return k;
-}
 
 TEST(Autodiff, StructureSumsFanOutAndRoutesParamGrads) {
   Fixture f;

@@ -18,12 +18,15 @@
 #include "runtime/backends/backend.h"
 #include "runtime/core/check.h"
 #include "runtime/executor.h"
+#include "tests/graph_test_util.h"
 #include "runtime/graph/autodiff.h"
 #include "tests/halfway_plan.h"
 #include "tests/source_dir.h"
 
 namespace remat {
 namespace {
+
+using test::count_op;
 
 const OpRegistry& registry() {
   static const OpRegistry r = make_builtin_registry();
@@ -32,12 +35,6 @@ const OpRegistry& registry() {
 
 ModelConfig config(const std::string& name, std::vector<std::string> overrides) {
   return load_model_config(test_source_dir() + "/configs/" + name + ".yaml", overrides);
-}
-
-int count_op(const Graph& g, const std::string& op) {
-  int k = 0;
-  for (const Node& n : g.nodes) k += n.op == op;
-  return k;
 }
 
 // Losses of `steps` steps and every parameter after them.

@@ -10,16 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "models/build.h"
-#include "models/config.h"
-#include "ops/registry.h"
 #include "runtime/backends/copy_queues.h"
 #include "runtime/executor.h"
-#include "runtime/graph/autodiff.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/memory/arena.h"
 #include "runtime/memory/plan.h"
-#include "tests/source_dir.h"
+#include "tests/graph_test_util.h"
 
 namespace remat {
 namespace {
@@ -56,20 +52,6 @@ TEST(CopyQueues, OneDirectionAtOnceTheOtherLatest) {
   EXPECT_EQ(in, src);
 }
 
-struct SmallCnn {
-  OpRegistry ops = make_builtin_registry();
-  ModelConfig cfg = load_model_config(test_source_dir() + "/configs/small_cnn.yaml");
-  Graph g;
-  ExecutionPlan keep;
-  SmallCnn() {
-    BuildOptions bo;
-    bo.batch = 2;
-    g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
-                            cfg.optimizer.attrs);
-    keep = plan_keep_all(g, [](NodeId) { return int64_t{0}; });
-  }
-};
-
 PlanStep copy_step(PlanStepKind kind, ValueId v) {
   PlanStep s;
   s.kind = kind;
@@ -80,7 +62,7 @@ PlanStep copy_step(PlanStepKind kind, ValueId v) {
 // Every parameter after two steps of `plan` on a CPU backend running copies in `order`; with
 // `stopped`, after a first step of a NaN input, which the finite check stops (its message in
 // `stopped`).
-std::vector<std::vector<float>> trained(SmallCnn& m, const ExecutionPlan& plan,
+std::vector<std::vector<float>> trained(test::SmallCnnGraph& m, const ExecutionPlan& plan,
                                         CpuCopyOrder order, MemoryMode mode,
                                         std::string* stopped = nullptr) {
   std::unique_ptr<Backend> be = make_cpu_backend(order);
@@ -115,9 +97,9 @@ std::vector<std::vector<float>> trained(SmallCnn& m, const ExecutionPlan& plan,
 // v1's release, and the computes would read v2 and v0 before their prefetches but for the
 // waits before the reads; every Free waits for the offload reading it.
 // An empty plan when no order of the three puts one host copy on a released one's bytes.
-ExecutionPlan plan_needing_every_wait(const SmallCnn& m) {
+ExecutionPlan plan_needing_every_wait(const test::SmallCnnGraph& m) {
   // The first three activations the backward pass reads (after the loss).
-  const std::vector<PlanStep>& steps = m.keep.steps;
+  const std::vector<PlanStep>& steps = m.plan.steps;
   size_t loss = 0;
   while (steps[loss].kind != PlanStepKind::Compute || m.g.node(steps[loss].node).output != m.g.loss)
     ++loss;
@@ -145,7 +127,7 @@ ExecutionPlan plan_needing_every_wait(const SmallCnn& m) {
       for (PlanStepKind k : {PlanStepKind::Offload, PlanStepKind::Free, PlanStepKind::Prefetch})
         moved.push_back(copy_step(k, x));
     moved.insert(moved.begin() + 3, copy_step(PlanStepKind::HostFree, r[1]));
-    ExecutionPlan plan = m.keep;
+    ExecutionPlan plan = m.plan;
     plan.steps.insert(plan.steps.begin() + static_cast<long>(after), moved.begin(), moved.end());
     plan.steps.push_back(copy_step(PlanStepKind::HostFree, r[2]));
     plan.steps.push_back(copy_step(PlanStepKind::HostFree, r[0]));
@@ -161,12 +143,12 @@ ExecutionPlan plan_needing_every_wait(const SmallCnn& m) {
 }
 
 TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
-  SmallCnn m;
+  test::SmallCnnGraph m;
   const ExecutionPlan plan = plan_needing_every_wait(m);
   ASSERT_TRUE(plan.has_copies()) << "no order puts one host copy on a released one's bytes";
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
-    const auto reference = trained(m, m.keep, CpuCopyOrder::AtOnce, mode);
+    const auto reference = trained(m, m.plan, CpuCopyOrder::AtOnce, mode);
     for (CpuCopyOrder order : {CpuCopyOrder::AtOnce, CpuCopyOrder::Latest,
                                CpuCopyOrder::ToHostLatest, CpuCopyOrder::ToDeviceLatest}) {
       SCOPED_TRACE(static_cast<int>(order));
@@ -183,11 +165,11 @@ TEST(CopyStreams, EveryWaitOfTheExecutorIsNeeded) {
 // non-finite node, the same as keep-everything's, and the steps after it train as
 // keep-everything's do, under every order.
 TEST(CopyStreams, AStepStoppedByTheFiniteCheckThenTrainsOn) {
-  SmallCnn m;
+  test::SmallCnnGraph m;
   const ExecutionPlan plan = plan_needing_every_wait(m);
   ASSERT_TRUE(plan.has_copies());
   std::string keep_stop;
-  const auto reference = trained(m, m.keep, CpuCopyOrder::AtOnce, MemoryMode::Pool, &keep_stop);
+  const auto reference = trained(m, m.plan, CpuCopyOrder::AtOnce, MemoryMode::Pool, &keep_stop);
   EXPECT_NE(keep_stop.find("the first non-finite output is node"), std::string::npos) << keep_stop;
   for (CpuCopyOrder order : {CpuCopyOrder::AtOnce, CpuCopyOrder::Latest,
                              CpuCopyOrder::ToHostLatest, CpuCopyOrder::ToDeviceLatest}) {

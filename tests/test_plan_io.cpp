@@ -7,29 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/build.h"
-#include "models/config.h"
-#include "ops/registry.h"
-#include "runtime/graph/autodiff.h"
 #include "runtime/core/check.h"
 #include "runtime/memory/plan_io.h"
-#include "tests/source_dir.h"
+#include "tests/graph_test_util.h"
 
 namespace remat {
 namespace {
 
-struct SmallCnn {
-  OpRegistry ops = make_builtin_registry();
-  Graph g;
-  ExecutionPlan plan;
-  SmallCnn() {
-    const ModelConfig cfg = load_model_config(test_source_dir() + "/configs/small_cnn.yaml");
-    BuildOptions bo;
-    bo.batch = 2;
-    g = make_training_graph(build_forward_graph(cfg, ops, bo), ops, cfg.optimizer.op,
-                            cfg.optimizer.attrs);
-    plan = plan_keep_all(g, [](NodeId) { return int64_t{0}; });
-  }
+struct SmallCnn : test::SmallCnnGraph {
   nlohmann::json json() const { return nlohmann::json::parse(plan_to_json_text(plan, g)); }
   // The UserError of loading `j` as "p.json" ("" if it loads).
   std::string error(const nlohmann::json& j) const {
