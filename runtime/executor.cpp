@@ -329,8 +329,10 @@ StepResult Executor::run_step_body(const ExecutionPlan& plan, const void* input,
       if (trace) trace_span(trace, static_cast<NodeId>(n), "update", start);
     }
   }
-  be_.synchronize();
-  if (plan_copies_) drain_copies();
+  if (plan_copies_)
+    drain_copies();  // synchronizes, leaving no copy's ticket outstanding
+  else
+    be_.synchronize();
   if (sync_) r.comm_wait_seconds = sync_->wait_seconds();
   be_.range_pop();
   micro_ = 0;
