@@ -86,15 +86,19 @@ void check_loss_shape(const ModelConfig& cfg, const LayerConfig& last, const Ten
   if (cfg.loss == "softmax_xent") {
     want = {n, cfg.classes};
     ok = s == want;
+  } else if (cfg.loss == "token_xent") {  // a float sequence's classes at each position
+    ok = s.size() == 3 && s[0] == n && s[2] == cfg.classes;
+    want = {n, s.size() == 3 ? s[1] : -1, cfg.classes};
   } else {
     ok = s.size() == 4 && s[0] == n && s[1] == cfg.classes;
     want = {n, cfg.classes, s.size() == 4 ? s[2] : -1, s.size() == 4 ? s[3] : -1};
   }
   if (ok && dtype_is_float(out.dtype)) return;
-  std::string want_str = cfg.loss == "softmax_xent"
-                             ? shape_str(want)
-                             : "[" + std::to_string(n) + ", " + std::to_string(cfg.classes) +
-                                   ", H, W]";
+  std::string want_str =
+      cfg.loss == "softmax_xent" ? shape_str(want)
+      : cfg.loss == "token_xent"
+          ? "[" + std::to_string(n) + ", T, " + std::to_string(cfg.classes) + "] [N, T, K]"
+          : "[" + std::to_string(n) + ", " + std::to_string(cfg.classes) + ", H, W]";
   REMAT_USER_ERROR(layer_ctx(last.where, last.name)
                    << "output " << shape_str(s) << " does not fit loss '" << cfg.loss
                    << "' with classes " << cfg.classes << " (" << cfg.where_classes

@@ -162,6 +162,13 @@ ModelConfig ConfigParser::parse(const std::string& text,
   cfg_.loss_attrs.origin = pos(root) + ": loss";
   for (auto it = root.begin(); it != root.end(); ++it)
     if (it->first.Scalar() == "loss") parse_loss(it->first, it->second);
+  if (imported && cfg_.loss.empty())  // [T, K] of a float sequence: classes first or last?
+    REMAT_USER_ERROR((cfg_.where_onnx.empty() ? "" : cfg_.where_onnx + ": ")
+                     << cfg_.onnx->path << ": the output is " << shape_str(onnx_output_)
+                     << " per sample of a float input " << shape_str(cfg_.input)
+                     << ": give `loss: token_xent` (a config's key, or loss=token_xent) to read "
+                        "it as [T, K], a class at each of T positions; remat's other losses "
+                        "read logits [N, K] (per sample) or [N, K, H, W] (per pixel)");
 
   cfg_.optimizer.where = cfg_.optimizer.op_where = cfg_.data.where = pos(root);
   cfg_.optimizer.attrs.origin = pos(root) + ": optimizer";
@@ -186,9 +193,13 @@ ModelConfig ConfigParser::parse(const std::string& text,
 
 // `loss: NAME` or `loss: {op: NAME, <attrs>}`; the loss op checks its attrs in the builder.
 void ConfigParser::parse_loss(const YAML::Node& key, const YAML::Node& n) {
-  const std::vector<std::string> known =
+  // A float sequence [T, F] may take token_xent: a class at every position (Note [per-position
+  // labels] in models/synthetic.cpp).
+  const bool sequence = !cfg_.tokens() && cfg_.input.size() == 2;
+  std::vector<std::string> known =
       cfg_.tokens() ? std::vector<std::string>{"token_xent"}
                     : std::vector<std::string>{"softmax_xent", "softmax_xent_pixel"};
+  if (sequence) known.push_back("token_xent");
   cfg_.where_loss = pos(key);
   cfg_.loss_attrs.origin = pos(key) + ": loss";
   if (n.IsMap()) {
@@ -202,7 +213,9 @@ void ConfigParser::parse_loss(const YAML::Node& key, const YAML::Node& n) {
   if (!contains(known, cfg_.loss))
     fail(key, "model: field 'loss'",
          "'" + cfg_.loss + "' is not one of: " + join(known) +
-             (cfg_.tokens() ? " (a token model)" : ""));
+             (cfg_.tokens()  ? " (a token model)"
+              : !sequence ? " (token_xent: a token model, or a float sequence, input [T, F])"
+                          : ""));
 }
 
 // `model: {onnx: FILE}`: the file read, checked and translated at the config's size (Note
@@ -238,7 +251,8 @@ void ConfigParser::parse_model_file(const YAML::Node& n) {
     REMAT_USER_ERROR(cfg_.where_onnx << ": " << e.what());
   }
   im = onnx_apply(cfg_, {});
-  cfg_.loss = onnx_default_loss(im.output, cfg_.tokens());
+  onnx_output_ = im.output;
+  cfg_.loss = onnx_default_loss(im.output, cfg_.tokens());  // "" for [T, K]: `loss` must say
   if (cfg_.batch == 0) {  // no `batch`: the export's own, unless it left the axis open
     if (!im.static_batch)
       REMAT_USER_ERROR((cfg_.where_onnx.empty() ? "" : cfg_.where_onnx + ": ")

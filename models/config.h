@@ -18,7 +18,8 @@
 //                                 #   (default 1; Note [gradient accumulation] in
 //                                 #   runtime/graph/accumulate.h); train --accumulate overrides
 //   loss: softmax_xent            # softmax_xent (image default) | softmax_xent_pixel |
-//                                 # token_xent (token default); or a map {op: token_xent,
+//                                 # token_xent (token default; for an input [T, F] a class at
+//                                 # each position); or a map {op: token_xent,
 //                                 # ignore_index: -1} whose other keys are the loss op's attrs
 //   seed: 1                       # weight-init and dropout seed (default 0)
 //   precision: bf16               # fp32 (default) | bf16: activations in bfloat16, PyTorch

@@ -84,6 +84,7 @@ class ConfigParser {
 
   std::string src_;
   ModelConfig cfg_;
+  Shape onnx_output_;  // an imported model's output per sample
   std::map<std::string, std::string> full_defined_;  // full name -> output full name
   // Repeat blocks being expanded, outermost first: full name and the `repeat` value's node.
   std::vector<std::pair<std::string, YAML::Node>> blocks_;

@@ -65,11 +65,13 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
 // Synthetic data. Classification (labels [N]): class k has a fixed pattern
 //   P_k[c, h, w] = a_kc + b_kc * sin(fx_k * w + fy_k * h + phi_kc)
 // (a ~ N(0, 0.5^2), b ~ U(0.5, 1), fx, fy ~ U(0.2, 1.5), phi ~ U(0, 2 pi), drawn from `seed`);
-// a sample of class k is P_k + N(0, 1) noise. Per-pixel (labels [N, H, W]): the label map is
-// class 0 with 1-3 rectangles of random classes painted over it; a pixel of class k has the
-// value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per class and channel). The label map may
-// be smaller than the input (a network that downsamples): input pixel (y, x) then takes the
-// class of label pixel (y * Hl / H, x * Wl / W).
+// a sample of class k is P_k + N(0, 1) noise (drawn by table: Note [table normals]). Per-pixel
+// (labels [N, H, W]): the label map is class 0 with 1-3 rectangles of random classes painted
+// over it; a pixel of class k has the value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per
+// class and channel). The label map may be smaller than the input (a network that downsamples):
+// input pixel (y, x) then takes the class of label pixel (y * Hl / H, x * Wl / W).
+// Per-position (input [N, T, F], labels [N, T']): the same in one dimension (Note
+// [per-position labels] in synthetic.cpp).
 // Sample i of step s depends only on (seed, s, shard.first + i), whatever the `threads` that
 // fill a batch.
 std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,

@@ -29,4 +29,11 @@ inline Rng sample_rng(uint64_t seed, int64_t step, int64_t i) {
   return Rng(mix64(mix64(mix64(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(i)));
 }
 
+// x[0, n) = n draws of N(0, 1) by table (Note [table normals]), four from each of r's words.
+void fill_normal(Rng& r, float* x, int64_t n);
+
+// The table: entry i the normal quantile of (i + 1/2) / 65536, from -4.32 to 4.32.
+const float* normal_quantiles();
+constexpr int kNormalQuantiles = 1 << 16;
+
 }  // namespace remat

@@ -3,12 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include <unistd.h>
 
 #include "models/data.h"
+#include "models/data_rng.h"
 #include "tests/model_test_util.h"
 
 namespace remat {
@@ -166,6 +168,53 @@ void check_pixel_signal(int64_t lh, int64_t lw) {
 
 TEST(Synthetic, PixelLabelsCarryTheSignal) { check_pixel_signal(12, 12); }
 TEST(Synthetic, PixelLabelsAtLowerResolution) { check_pixel_signal(6, 4); }
+
+// Note [table normals]: each entry is the normal quantile of its bin's middle probability to
+// within its float rounding (which moves Phi by at most pdf(z) |z| 2^-24), increasing and
+// symmetric; a few entries equal Python's statistics.NormalDist().inv_cdf (Wichura's AS241,
+// another algorithm than the table's Newton steps on erfc).
+TEST(Synthetic, TableNormalsAreTheQuantilesOfTheirBins) {
+  const float* t = normal_quantiles();
+  for (int i = 0; i < kNormalQuantiles; ++i) {
+    const double z = t[i], p = (i + 0.5) / kNormalQuantiles;
+    const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+    ASSERT_NEAR(0.5 * std::erfc(-z / std::sqrt(2.0)), p, pdf * std::fabs(z) * 0x1p-24 + 1e-15)
+        << "entry " << i;
+    ASSERT_EQ(t[i], -t[kNormalQuantiles - 1 - i]) << "entry " << i;
+    if (i > 0) {
+      ASSERT_LT(t[i - 1], t[i]) << "entry " << i;
+    }
+  }
+  const std::pair<int, double> python[] = {{0, -4.324919040826044},
+                                           {1, -4.076206516032617},
+                                           {6553, -1.2815602601423814},
+                                           {32767, -1.9124056051512083e-05},
+                                           {55000, 0.9913433658721671}};
+  for (const auto& [i, z] : python) EXPECT_NEAR(t[i], z, std::fabs(z) * 0x1p-24) << "entry " << i;
+}
+
+// 2^20 draws: mean 0, variance 1 and P(z < 1) = 0.841345 to within 5 standard errors; a count
+// that is not a multiple of four takes the first values of the next word.
+TEST(Synthetic, TableNormalDrawsAreStandardNormal) {
+  const int64_t n = int64_t(1) << 20;
+  std::vector<float> x(static_cast<size_t>(n));
+  Rng r(11);
+  fill_normal(r, x.data(), n);
+  double sum = 0, sq = 0;
+  int64_t below_one = 0;
+  for (float v : x) sum += v, sq += double(v) * v, below_one += v < 1.0f;
+  const double mean = sum / n, var = sq / n - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 5.0 / std::sqrt(double(n)));
+  EXPECT_NEAR(var, 1.0, 5.0 * std::sqrt(2.0 / double(n)));
+  const double p1 = 0.8413447460685429;
+  EXPECT_NEAR(double(below_one) / n, p1, 5.0 * std::sqrt(p1 * (1 - p1) / double(n)));
+  std::vector<float> seven(7), eight(8);
+  Rng a(5), b(5);
+  fill_normal(a, seven.data(), 7);
+  fill_normal(b, eight.data(), 8);
+  EXPECT_EQ(seven, std::vector<float>(eight.begin(), eight.begin() + 7));
+  EXPECT_EQ(a.next(), b.next());  // both took two words
+}
 
 // --- CIFAR-10 -----------------------------------------------------------------------------
 

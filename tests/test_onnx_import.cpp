@@ -373,19 +373,26 @@ TEST_F(OnnxImport, AShapeThatIsNotAffineInTheBatchIsRefused) {
   EXPECT_NE(e.find("batch"), std::string::npos) << e;
 }
 
-// Logits per position of a float sequence ([N, 16, 6] in, [N, 16, 10] out) have no loss: the
-// error says which logits remat's losses read.
-TEST_F(OnnxImport, PerPositionLogitsOfAFloatSequenceAreRefused) {
+// Logits per position of a float sequence ([N, 16, 6] in, [N, 16, 10] out): [T, K] or [K, T]
+// cannot be told from the file, so the config says it (Note [per-position labels]); without
+// `loss` the error says how. With `loss: token_xent` the classes are the last axis and the labels
+// [N, T].
+TEST_F(OnnxImport, PerPositionLogitsOfAFloatSequenceTakeTokenXentWhenTheConfigSaysSo) {
   onnx::ModelProto m = bare_model({"batch", "16", "6"}, {"batch", "16", "10"});
   onnx::GraphProto* g = m.mutable_graph();
   *g->add_initializer() = test::onnx_floats("fc.weight", {6, 10}, -0.1f);
   test::onnx_node(g, "MatMul", {"x", "fc.weight"}, {"y"}, "/fc/MatMul");
   const std::string e = error_of(m);
-  EXPECT_NE(e.find("the output is [16, 10] per sample; remat's losses read logits [N, K] (per "
-                   "sample) or [N, K, H, W] (per pixel) of a float input; per-position labels of "
-                   "a sequence [N, T, F] are not supported"),
+  EXPECT_NE(e.find("the output is [16, 10] per sample of a float input [16, 6]: give `loss: "
+                   "token_xent` (a config's key, or loss=token_xent) to read it as [T, K]"),
             std::string::npos)
       << e;
+  const ModelConfig cfg = load_model_config(write(m), {"batch=2", "loss=token_xent"});
+  EXPECT_EQ(cfg.loss, "token_xent");
+  EXPECT_EQ(cfg.classes, 10);
+  EXPECT_EQ(cfg.input, (Shape{16, 6}));
+  const Graph fwd = build_forward_graph(cfg, make_builtin_registry());
+  EXPECT_EQ(fwd.value(fwd.label).desc.shape, (Shape{2, 16}));
 }
 
 TEST_F(OnnxImport, ModelsOfSeveralOutputsOrInputsAreRefused) {

@@ -42,14 +42,16 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxOptions& sizes) {
     if (cfg.where_onnx.empty()) throw;
     REMAT_USER_ERROR(cfg.where_onnx << ": " << e.what());
   }
-  if (onnx_default_loss(im.output, im.tokens).empty())
+  // A float model's [T, K] takes token_xent when the config says so (models/config.cpp).
+  const bool sequence_output = !im.tokens && im.output.size() == 2;
+  if (onnx_default_loss(im.output, im.tokens).empty() && !sequence_output)
     REMAT_USER_ERROR((cfg.where_onnx.empty() ? "" : cfg.where_onnx + ": ")
                      << cfg.onnx->path << ": the output is " << shape_str(im.output)
                      << " per sample; remat's losses read "
                      << (im.tokens ? "logits [N, T, V] of token ids (one class per token)"
-                                   : "logits [N, K] (per sample) or [N, K, H, W] (per pixel) of "
-                                     "a float input; per-position labels of a sequence [N, T, "
-                                     "F] are not supported"));
+                                   : "logits [N, K] (per sample), [N, K, H, W] (per pixel) or, "
+                                     "with `loss: token_xent`, [N, T, K] (per position) of a "
+                                     "float input"));
   cfg.layers = std::move(im.layers);
   if (im.tokens) {
     cfg.sequence = im.sequence;
@@ -58,7 +60,7 @@ OnnxApplied onnx_apply(ModelConfig& cfg, const OnnxOptions& sizes) {
     cfg.classes = 0;
   } else {
     cfg.input = im.input;
-    cfg.classes = im.output[0];
+    cfg.classes = sequence_output ? im.output[1] : im.output[0];
   }
   cfg.export_dims = std::move(im.onnx_dims);
   cfg.export_skip = std::move(im.constants);

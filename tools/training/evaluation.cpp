@@ -82,6 +82,9 @@ EvalMetrics Evaluator::run(double* seconds) {
   m.kind = cfg_.tokens() ? MetricKind::Tokens
            : lab.shape.size() == 3 ? MetricKind::Segmentation : MetricKind::Classification;
   m.classes = cfg_.tokens() ? cfg_.vocab : cfg_.classes;
+  // A float sequence's labels [N, T]: each position a row of the logits [N, T, K].
+  m.positions = m.kind == MetricKind::Classification && lab.shape.size() == 2;
+  const int64_t rows = m.positions ? lab.shape[1] : 1;
   if (m.kind == MetricKind::Segmentation) m.confusion.assign(static_cast<size_t>(m.classes * m.classes), 0);
   // A pass: the whole set of an image source, else (or when asked for fewer) `batches`.
   const int64_t size = data_->size();
@@ -109,7 +112,7 @@ EvalMetrics Evaluator::run(double* seconds) {
                               : n;
     const auto* labels = reinterpret_cast<const int32_t*>(y.data());
     if (m.kind == MetricKind::Classification)
-      add_classification(logits.data(), labels, n, m.classes, valid, &m);
+      add_classification(logits.data(), labels, n * rows, m.classes, valid * rows, &m);
     else
       add_segmentation(logits.data(), labels, n, m.classes, out.shape[2], out.shape[3], ignore,
                        valid, &m);

@@ -42,14 +42,15 @@ double EvalMetrics::perplexity() const { return std::exp(loss()); }
 
 std::string EvalMetrics::describe() const {
   char buf[200];
+  const char* unit = positions ? "positions" : "images";
   switch (kind) {
     case MetricKind::Classification:
       if (has_top5())
-        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.0f images)",
-                      loss(), 100 * top1_rate(), 100 * top5_rate(), count);
+        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.0f %s)",
+                      loss(), 100 * top1_rate(), 100 * top5_rate(), count, unit);
       else
-        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%% (%.0f images)", loss(),
-                      100 * top1_rate(), count);
+        std::snprintf(buf, sizeof buf, "val loss %.4f, top-1 %.2f%% (%.0f %s)", loss(),
+                      100 * top1_rate(), count, unit);
       break;
     case MetricKind::Segmentation:
       std::snprintf(buf, sizeof buf, "val loss %.4f, mean IoU %.2f%%, pixel accuracy %.2f%% (%.0f pixels)",

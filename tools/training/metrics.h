@@ -14,6 +14,7 @@ enum class MetricKind { Classification, Segmentation, Tokens };
 
 struct EvalMetrics {
   MetricKind kind = MetricKind::Classification;
+  bool positions = false;  // classification at each position of a float sequence
   int64_t classes = 0;
   double count = 0;     // samples, counted pixels or tokens
   double loss_sum = 0;  // their losses' sum
@@ -30,7 +31,7 @@ struct EvalMetrics {
   double mean_iou() const;
   double perplexity() const;
   // One line for the log: "val loss 1.2345, top-1 45.60%, top-5 78.90% (5000 images)" (top-5
-  // only with more than 5 classes).
+  // only with more than 5 classes; "positions" for a sequence's).
   std::string describe() const;
 
   // The --metrics and --summary fields: {"val_loss", "val_top1", "val_top5"} (classification;
