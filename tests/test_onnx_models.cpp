@@ -158,6 +158,17 @@ TEST_F(OnnxModels, TransformerOverFloatSequences) {
   make("sequence_net");
   check_model(dir_, "sequence_net");
 }
+// A class at each position (Note [per-position labels]): the same layers with the head at every
+// token, logits [N, 16, 10] against labels [N, 16]. The file cannot say whether the classes are
+// the last axis, so loss=token_xent says it; without it the import says how.
+TEST_F(OnnxModels, TaggerOverFloatSequences) {
+  make("tagger_net");
+  const std::string e = import_error(exported("tagger_net"));
+  EXPECT_NE(e.find("[16, 10] per sample of a float input [16, 6]: give `loss: token_xent`"),
+            std::string::npos)
+      << e;
+  check_model(dir_, "tagger_net", {"loss=token_xent"});
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

@@ -8,7 +8,8 @@ For each model NAME, into OUTDIR:
                      batch a dynamic axis unless the mode is train_fixed_batch, no constant
                      folding: parameters keep their state_dict names)
   NAME.safetensors   "input" [N, 3, S, S] f32, "labels" [N] i32 ([N, S, S] for a segmentation
-                     model, whose loss is per pixel), and, each computed in float64
+                     model, whose loss is per pixel; [N, T] for a per-position one), and, each
+                     computed in float64
                      and stored rounded to f32, with KEY.err the largest difference of
                      PyTorch's float32 result from it: "eval_logits" [N, K] (eval mode), then of
                      a training-mode forward and backward from the same state "logits", "loss"
@@ -125,6 +126,9 @@ MODELS = {
     # learned position table, nn.TransformerEncoderLayer (batch first, no mask), the mean over the
     # tokens, a linear head.
     "sequence_net": ({}, 16, 4, 17, "train"),
+    # The same layers with the head at every token (a sequence tagger): logits [N, 16, 10] against
+    # labels [N, 16], a class per position (Note [per-position labels], loss: token_xent).
+    "tagger_net": ({}, 16, 4, 17, "train"),
     # Attention under masks other than the causal one (Note [attention masks]) over float
     # sequences [N, 16, 6]: nn.TransformerEncoderLayer with a float band mask (-inf beyond two
     # tokens) and nn.MultiheadAttention (4 heads) with a boolean prefix mask, each spelled out as
@@ -179,7 +183,8 @@ MODELS = {
 }
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
 FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6),  # per sample
-                "masked_net": (16, 6), "masked_seq_first": (16, 6)}
+                "masked_net": (16, 6), "masked_seq_first": (16, 6), "tagger_net": (16, 6)}
+PER_POSITION = ("tagger_net",)  # labels [N, T]
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -445,6 +450,13 @@ class SequenceNet(torch.nn.Module):
         return self.head(self.layer(self.embed(x) + self.pos).mean(1))
 
 
+class TaggerNet(SequenceNet):
+    """SequenceNet's layers with the head at every token: logits [N, T, K]."""
+
+    def forward(self, x):
+        return self.head(self.layer(self.embed(x) + self.pos))
+
+
 class MaskedNet(SequenceNet):
     """SequenceNet's layer under a float band mask, then a residual nn.MultiheadAttention under a
     boolean prefix mask (the first 4 tokens visible to every query, the rest causally)."""
@@ -617,6 +629,8 @@ def build(name, kwargs):
         model = MaskedSeqFirst(MODELS[name][1], CLASSES)
     elif arch == "sequence_net":
         model = SequenceNet(MODELS[name][1], CLASSES)
+    elif arch == "tagger_net":
+        model = TaggerNet(MODELS[name][1], CLASSES)
     elif arch == "mlp_net":
         nn = torch.nn
         model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.GELU(),
@@ -723,7 +737,8 @@ def make(outdir, name):
         out = {"input": x.to(torch.int32), "labels": labels.to(torch.int32)}
     elif name in FLOAT_INPUTS:  # features [N, F], signals [N, C, L], sequences [N, T, F]
         x = torch.randn(batch, *FLOAT_INPUTS[name], generator=gen)
-        labels = torch.randint(0, CLASSES, (batch,), generator=gen)
+        label_shape = (batch, FLOAT_INPUTS[name][0]) if name in PER_POSITION else (batch,)
+        labels = torch.randint(0, CLASSES, label_shape, generator=gen)
         out = {"input": x, "labels": labels.to(torch.int32)}
     else:
         x = torch.randn(batch, 3, size, size, generator=gen)
