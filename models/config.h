@@ -44,6 +44,8 @@
 //                                 #   sorted by name, as torchvision's ImageFolder
 //         {source: segmentation, images: img, labels: lbl}  # or {..., list: train.txt}: image +
 //                                 #   PNG label map pairs (VOC / Cityscapes layouts)
+//         {source: npy, inputs: x.npy, labels: y.npy, seed: 0}  # NumPy arrays [S, ...input] and
+//                                 #   [S, ...labels] of any float-input model (Note [npy data])
 //                                 # folder and segmentation also take seed, augment, mean, std,
 //                                 # scale, ratio, flip, crop_pct (ImageTransformConfig)
 //                                 # (paths relative to the config file's directory; in a
@@ -173,9 +175,10 @@ struct ImageTransformConfig {
 };
 
 struct DataConfig {
-  std::string source = "synthetic";  // synthetic | cifar10 | folder | segmentation | text | tokens
+  std::string source = "synthetic";  // synthetic | cifar10 | folder | segmentation | npy | text |
+                                     // tokens
   uint64_t seed = 0;                 // synthetic: patterns and samples; folder, segmentation:
-                                     // the shuffling and the augmentation
+                                     // the shuffling and the augmentation; npy: the shuffling
   std::string path;                  // cifar10: folder with the binary batches; folder: the root of
                                      // the class folders; text, tokens: file
   std::string path_where;            // "file:line:col" of `path`
@@ -184,6 +187,8 @@ struct DataConfig {
   // of "image label" path pairs, one per line (relative to the list's folder).
   std::string images, labels, list;
   std::string images_where, labels_where, list_where;
+  // npy: the inputs' and the labels' .npy files (labels shared with segmentation's field).
+  std::string inputs, inputs_where;
   ImageTransformConfig transform;    // folder, segmentation
   std::string section = "data";      // "data" or "val", for messages
   std::string where;                 // "file:line:col" of the `data` section (or of the file)

@@ -57,12 +57,13 @@ void ConfigParser::parse_data(const YAML::Node& n, const std::string& section, D
   AttrReader r(m);
   const std::vector<std::string> sources =
       cfg_.tokens() ? std::vector<std::string>{"synthetic", "text", "tokens"}
-                    : std::vector<std::string>{"synthetic", "cifar10", "folder", "segmentation"};
+                    : std::vector<std::string>{"synthetic", "cifar10", "folder", "segmentation",
+                                               "npy"};
   if (r.has("source") && std::holds_alternative<std::string>(m.values.at("source")) &&
       !contains(sources, std::get<std::string>(m.values.at("source"))))
     r.fail("source", "'" + std::get<std::string>(m.values.at("source")) + "' is not one of: " +
                          join(sources) + " (the sources of " +
-                         (cfg_.tokens() ? "a token" : "an image") + " model)");
+                         (cfg_.tokens() ? "a token" : "a float-input") + " model)");
   d->source = r.get_choice("source", "synthetic", sources);
   std::vector<std::string> known = {"source"};
   // Note [paths in overrides]: a path in the file is relative to the file's folder (where the
@@ -77,9 +78,16 @@ void ConfigParser::parse_data(const YAML::Node& n, const std::string& section, D
       *value = (std::filesystem::current_path() / *value).lexically_normal().string();
     known.push_back(key);
   };
-  if (d->source == "synthetic") {
+  if (d->source == "synthetic" || d->source == "npy") {
     d->seed = static_cast<uint64_t>(r.get_int("seed", 0, 0, INT64_MAX));
     known.push_back("seed");
+  }
+  if (d->source == "npy") {  // Note [npy data]
+    if (!r.has("inputs") || !r.has("labels"))
+      r.fail(r.has("inputs") ? "labels" : "inputs",
+             "is required for source npy ({source: npy, inputs: x.npy, labels: y.npy})");
+    path("inputs", &d->inputs, &d->inputs_where);
+    path("labels", &d->labels, &d->labels_where);
   } else if (d->source == "segmentation") {
     const bool folders = r.has("images") || r.has("labels");
     if (folders == r.has("list") || (folders && !(r.has("images") && r.has("labels"))))
@@ -92,7 +100,7 @@ void ConfigParser::parse_data(const YAML::Node& n, const std::string& section, D
     } else {
       path("list", &d->list, &d->list_where);
     }
-  } else {
+  } else if (d->source != "synthetic") {
     if (!r.has("path")) r.fail("path", "is required for source " + d->source);
     path("path", &d->path, &d->path_where);
     if (d->source == "cifar10") {

@@ -162,6 +162,15 @@ std::unique_ptr<DataSource> make_image_source_f32(const ModelConfig& cfg, const 
                   << shape_str(labels.shape));
   if (d.source == "synthetic")
     return make_synthetic_source(d.seed, cfg.classes, input, labels, shard, opt.threads);
+  if (d.source == "npy") {
+    const std::string inputs = resolve_path(d.inputs, config_dir);
+    try {
+      return make_npy_source(inputs, resolve_path(d.labels, config_dir), input, labels,
+                             cfg.classes, loss_ignore_index(cfg), d.seed, shard, opt);
+    } catch (const UserError& e) {
+      throw UserError(prefix + e.what());
+    }
+  }
   if (input.shape.size() != 4)
     REMAT_USER_ERROR(prefix << "reads images, and the model's input is "
                             << shape_str(Shape(input.shape.begin() + 1, input.shape.end()))

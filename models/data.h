@@ -89,6 +89,14 @@ std::unique_ptr<DataSource> make_cifar10_source(const std::vector<std::string>& 
                                                 const TensorDesc& input,
                                                 const DataShard& shard = {});
 
+// NumPy arrays (Note [npy data] in npy_source.cpp): inputs [S, ...input] and labels
+// [S, ...labels] from two .npy files, each label in [0, classes) or `ignore`; shuffled per epoch
+// from `seed` unless opt.evaluation.
+std::unique_ptr<DataSource> make_npy_source(const std::string& inputs, const std::string& labels,
+                                            const TensorDesc& input, const TensorDesc& label_desc,
+                                            int64_t classes, int64_t ignore, uint64_t seed,
+                                            const DataShard& shard, const LoaderOptions& opt);
+
 // ", samples 8-15 of each global batch of 16" for a shard of a larger batch, else "".
 std::string data_shard_describe(const DataShard& shard, int64_t batch);
 

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "models/data_rng.h"
+#include "models/epoch_order.h"
 #include "models/images/image_decode.h"
 #include "models/images/transforms.h"
 #include "models/sample_threads.h"
@@ -208,7 +209,9 @@ class ImageSource : public DataSource {
               const DataShard& shard, const LoaderOptions& opt)
       : samples_(std::move(samples)), what_(std::move(what)), d_(d), classes_(classes),
         ignore_(ignore), shard_(shard), opt_(opt), n_(input.shape.at(0)), h_(input.shape.at(2)),
-        w_(input.shape.at(3)), pixel_labels_(labels.shape.size() == 3) {
+        w_(input.shape.at(3)), pixel_labels_(labels.shape.size() == 3),
+        order_(static_cast<int64_t>(samples_.size()), d.seed,
+               !opt.evaluation && d.transform.augment) {
     REMAT_CHECK(input.shape.at(1) == 3, "image data: input must be [N, 3, H, W], got " << shape_str(input.shape));
     if (pixel_labels_) lh_ = labels.shape[1], lw_ = labels.shape[2];
     for (const ImageSample& s : samples_)
@@ -230,7 +233,7 @@ class ImageSource : public DataSource {
     auto* x = static_cast<float*>(input);
     const int64_t global = shard_.global_batch > 0 ? shard_.global_batch : n_;
     std::vector<int64_t> index(static_cast<size_t>(n_));
-    for (int64_t i = 0; i < n_; ++i) index[static_cast<size_t>(i)] = sample_at(step * global + shard_.first + i);
+    for (int64_t i = 0; i < n_; ++i) index[static_cast<size_t>(i)] = order_.at(step * global + shard_.first + i);
     fill_samples(n_, opt_.threads, [&](int64_t i) {  // the first bad sample, whatever the threads
       load(step, i, index[static_cast<size_t>(i)], x + i * 3 * h_ * w_,
            labels + (pixel_labels_ ? i * lh_ * lw_ : i));
@@ -254,24 +257,6 @@ class ImageSource : public DataSource {
   int64_t skipped_samples() const override { return skipped_; }
 
  private:
-  // The sample at position p of the endless sequence of epochs (shuffled per epoch in training).
-  int64_t sample_at(int64_t p) {
-    const int64_t count = static_cast<int64_t>(samples_.size());
-    if (opt_.evaluation || !d_.transform.augment) return p % count;
-    const int64_t epoch = p / count;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = perms_.find(epoch);
-    if (it == perms_.end()) {
-      if (perms_.size() > 2) perms_.erase(perms_.begin());
-      std::vector<int64_t> perm(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) perm[static_cast<size_t>(i)] = i;
-      Rng rng(mix64(d_.seed ^ mix64(static_cast<uint64_t>(epoch) + 0x5eed)));
-      for (int64_t i = count - 1; i > 0; --i) std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(rng.below(i + 1))]);
-      it = perms_.emplace(epoch, std::move(perm)).first;
-    }
-    return it->second[static_cast<size_t>(p % count)];
-  }
-
   // Sample `idx` into x (3 x H x W) and y (1 or Hl x Wl); with skip_bad_samples an unreadable
   // one is replaced by the next readable sample (a warning, once per file).
   void load(int64_t step, int64_t i, int64_t idx, float* x, int32_t* y) {
@@ -328,8 +313,8 @@ class ImageSource : public DataSource {
   const int64_t n_, h_, w_;
   const bool pixel_labels_;
   int64_t lh_ = 0, lw_ = 0;
+  EpochOrder order_;  // shuffled per epoch in training
   std::mutex mu_;
-  std::map<int64_t, std::vector<int64_t>> perms_;  // epoch -> its order (the last few)
   std::set<std::string> warned_;
   int64_t skipped_ = 0;
 };

@@ -34,6 +34,9 @@ void point_val_at(ModelConfig* cfg, const std::string& path) {
   if (v.source == "segmentation")
     throw UsageError("evaluate: --data: segmentation data names its images and labels: override "
                      "val.list=FILE or val.images=DIR val.labels=DIR instead");
+  if (v.source == "npy")
+    throw UsageError("evaluate: --data: npy data names its inputs and labels: override "
+                     "val.inputs=FILE val.labels=FILE instead");
   if (v.source == "synthetic")
     throw UsageError("evaluate: --data: the config's data is synthetic (no path); give a val "
                      "section, e.g. val={source: folder, path: DIR}");

@@ -5,7 +5,7 @@
 # kept in $build/fuzz-artifacts/), 0 otherwise.
 #
 #   tools/scripts/fuzz.sh [SECONDS] [HARNESS ...]    # default 60 s each; harnesses: config problem
-#                                             # schedule plan costs safetensors images overrides
+#                                             # schedule plan costs safetensors images overrides npy
 #                                             # onnx (where built)
 #
 # REMAT_FUZZ_RUNS=N also stops each harness after N executions (whichever comes first).
@@ -20,7 +20,7 @@ shift || true
 harnesses=("$@")
 build=${REMAT_ASAN_BUILD_DIR:-build-asan}
 if ((${#harnesses[@]} == 0)); then
-  harnesses=(config problem schedule plan costs safetensors images overrides)
+  harnesses=(config problem schedule plan costs safetensors images overrides npy)
   [ -x "$build/tests/fuzz/fuzz_onnx" ] && harnesses+=(onnx)  # built where ONNX was found
 fi
 for h in "${harnesses[@]}"; do
