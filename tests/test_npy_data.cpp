@@ -57,6 +57,14 @@ class NpyData : public ToolRunTest {
     return path(name);
   }
 
+  // Runs `script` under this machine's Python with the scratch directory as argv[1]; false
+  // where that Python has no numpy.
+  bool run_numpy(const std::string& script) {
+    std::ofstream(path("script.py")) << "import numpy as np, sys\nd = sys.argv[1]\n" << script;
+    return std::system(("/usr/bin/python3 -c 'import numpy' 2>/dev/null && /usr/bin/python3 '" +
+                        path("script.py") + "' '" + dir_ + "'").c_str()) == 0;
+  }
+
  protected:
   std::string error_opening(const std::string& bytes) {
     const std::string p = write("bad.npy", bytes);
@@ -127,15 +135,10 @@ TEST_F(NpyData, BadFilesAreNamedWithWhatIsWrong) {
 
 // Files numpy.save wrote (skipped where this Python has no numpy): the values it saved.
 TEST_F(NpyData, FilesNumpyWroteRead) {
-  const std::string script = path("w.py");
-  std::ofstream(script) << "import numpy as np, sys\n"
-                           "d = sys.argv[1]\n"
-                           "np.save(d + '/a.npy', np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 8)\n"
-                           "np.save(d + '/b.npy', np.array([[1, 2], [3, 250]], dtype=np.uint8))\n"
-                           "np.save(d + '/c.npy', np.array([0.1, -1e300]))\n"
-                           "np.save(d + '/e.npy', np.zeros((0, 5), dtype=np.int64))\n";
-  if (std::system(("/usr/bin/python3 -c 'import numpy' 2>/dev/null && /usr/bin/python3 '" +
-                   script + "' '" + dir_ + "'").c_str()) != 0)
+  if (!run_numpy("np.save(d + '/a.npy', np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 8)\n"
+                 "np.save(d + '/b.npy', np.array([[1, 2], [3, 250]], dtype=np.uint8))\n"
+                 "np.save(d + '/c.npy', np.array([0.1, -1e300]))\n"
+                 "np.save(d + '/e.npy', np.zeros((0, 5), dtype=np.int64))\n"))
     GTEST_SKIP() << "no numpy";
   NpyFile a(path("a.npy")), b(path("b.npy")), c(path("c.npy")), e(path("e.npy"));
   EXPECT_EQ(a.header().shape, (Shape{2, 3, 4}));
@@ -276,17 +279,12 @@ TEST(NpyConfig, BothFilesAreRequiredAndNamed) {
 // class is the sign pattern of its features learns it, validation on held-out arrays reads
 // nearly every position right, and evaluate reports the same metrics from the checkpoint.
 TEST_F(NpyData, TrainAndEvaluateOnArrays) {
-  const std::string gen = path("gen.py");
-  std::ofstream(gen) << "import numpy as np, sys\n"
-                        "d = sys.argv[1]\n"
-                        "r = np.random.default_rng(0)\n"
-                        "for name, n in (('train', 256), ('val', 64)):\n"
-                        "    x = r.normal(size=(n, 8, 4)).astype(np.float32)\n"
-                        "    y = (x[:, :, 0] > 0).astype(np.int64) + 2 * (x[:, :, 1] > 0)\n"
-                        "    np.save(d + '/' + name + '_x.npy', x)\n"
-                        "    np.save(d + '/' + name + '_y.npy', y)\n";
-  if (std::system(("/usr/bin/python3 -c 'import numpy' 2>/dev/null && /usr/bin/python3 '" + gen +
-                   "' '" + dir_ + "'").c_str()) != 0)
+  if (!run_numpy("r = np.random.default_rng(0)\n"
+                 "for name, n in (('train', 256), ('val', 64)):\n"
+                 "    x = r.normal(size=(n, 8, 4)).astype(np.float32)\n"
+                 "    y = (x[:, :, 0] > 0).astype(np.int64) + 2 * (x[:, :, 1] > 0)\n"
+                 "    np.save(d + '/' + name + '_x.npy', x)\n"
+                 "    np.save(d + '/' + name + '_y.npy', y)\n"))
     GTEST_SKIP() << "no numpy";
   std::ofstream(path("tagger.yaml"))
       << "name: tagger\ninput: [8, 4]\nclasses: 4\nbatch: 32\nloss: token_xent\n"
