@@ -284,7 +284,7 @@ int64_t loss_ignore_index(const ModelConfig& cfg) {
   auto it = cfg.loss_attrs.values.find("ignore_index");
   if (it != cfg.loss_attrs.values.end() && std::holds_alternative<int64_t>(it->second))
     return std::get<int64_t>(it->second);
-  return cfg.tokens() ? -100 : kNoIgnoreIndex;  // token_xent's default
+  return cfg.loss == "token_xent" ? -100 : kNoIgnoreIndex;  // token_xent's default
 }
 
 ModelConfig load_model_config(const std::string& path, const std::vector<std::string>& overrides) {

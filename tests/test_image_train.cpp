@@ -36,7 +36,7 @@ TEST(EvalMetrics, ClassificationByHand) {
   const float z[] = {0, 1, 3, 2, 5, 1, 1, 5, 4, 3, 2, 1};
   const int32_t y[] = {2, 0, 3};
   EvalMetrics m;
-  add_classification(z, y, 3, 4, 3, &m);
+  add_classification(z, y, 3, 4, kNoIgnoreIndex, 3, &m);
   EXPECT_EQ(m.count, 3);
   EXPECT_EQ(m.top1, 2);
   EXPECT_EQ(m.top5, 3);
@@ -49,9 +49,16 @@ TEST(EvalMetrics, ClassificationByHand) {
   EXPECT_NEAR(m.loss(), want / 3, 1e-12);
   // A last batch that wraps around counts its first `valid` samples only.
   EvalMetrics part;
-  add_classification(z, y, 3, 4, 1, &part);
+  add_classification(z, y, 3, 4, kNoIgnoreIndex, 1, &part);
   EXPECT_EQ(part.count, 1);
   EXPECT_EQ(part.top1, 1);
+  // A row labelled with the ignore_index counts in nothing (token_xent's -100 at a position).
+  const int32_t y_ignored[] = {2, -100, 3};
+  EvalMetrics ignored;
+  add_classification(z, y_ignored, 3, 4, -100, 3, &ignored);
+  EXPECT_EQ(ignored.count, 2);
+  EXPECT_EQ(ignored.top1, 1);
+  EXPECT_NEAR(ignored.loss(), ((lse({0, 1, 3, 2}) - 3) + (lse({4, 3, 2, 1}) - 1)) / 2, 1e-12);
   // Ranks add their sums.
   EvalMetrics a = part;
   a.add_vector(m.to_vector());

@@ -112,7 +112,7 @@ EvalMetrics Evaluator::run(double* seconds) {
                               : n;
     const auto* labels = reinterpret_cast<const int32_t*>(y.data());
     if (m.kind == MetricKind::Classification)
-      add_classification(logits.data(), labels, n * rows, m.classes, valid * rows, &m);
+      add_classification(logits.data(), labels, n * rows, m.classes, ignore, valid * rows, &m);
     else
       add_segmentation(logits.data(), labels, n, m.classes, out.shape[2], out.shape[3], ignore,
                        valid, &m);

@@ -99,10 +99,11 @@ void EvalMetrics::add_vector(const std::vector<double>& v) {
 }
 
 void add_classification(const float* logits, const int32_t* labels, int64_t n, int64_t k,
-                        int64_t valid, EvalMetrics* m) {
+                        int64_t ignore, int64_t valid, EvalMetrics* m) {
   for (int64_t i = 0; i < std::min(n, valid); ++i) {
     const float* z = logits + i * k;
     const int32_t y = labels[i];
+    if (y == ignore) continue;
     REMAT_CHECK(y >= 0 && y < k, "validation label " << y << " outside [0, " << k << ")");
     double mx = z[0];
     for (int64_t c = 1; c < k; ++c) mx = std::max(mx, static_cast<double>(z[c]));

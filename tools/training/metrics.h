@@ -48,9 +48,10 @@ struct EvalMetrics {
 // batch that wraps around repeats samples already counted). Loss per sample: log-sum-exp minus
 // the label's logit, in double. Top-k: fewer than k classes rank above the label, a class
 // ranking above it when its logit is larger, or equal with a lower index (an argmax's tie
-// rule: the first largest).
+// rule: the first largest). Rows labelled `ignore` do not count (a value outside [0, k) when
+// there is none; token_xent's -100 at a position of a sequence).
 void add_classification(const float* logits, const int32_t* labels, int64_t n, int64_t k,
-                        int64_t valid, EvalMetrics* m);
+                        int64_t ignore, int64_t valid, EvalMetrics* m);
 // Segmentation: logits [n, k, h, w], labels [n, h, w]; pixels labelled `ignore` do not count
 // (pass a value outside [0, k) when there is none). Prediction: the first largest logit.
 void add_segmentation(const float* logits, const int32_t* labels, int64_t n, int64_t k,
