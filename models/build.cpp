@@ -12,6 +12,7 @@
 #include "models/onnx/onnx_config.h"
 #include "models/size_attrs.h"
 #include "runtime/core/check.h"
+#include "runtime/graph/init.h"  // mix64
 
 namespace remat {
 
@@ -36,13 +37,6 @@ const OpDef& get_op(const OpRegistry& ops, const std::string& name, const std::s
   } catch (const UserError& e) {
     throw UserError(prefix + e.what());
   }
-}
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 void check_forward_op(const OpDef& op, const std::string& prefix) {
@@ -225,7 +219,7 @@ uint64_t node_seed(uint64_t model_seed, const std::string& node_name) {
     h ^= c;
     h *= 0x100000001B3ull;
   }
-  return splitmix64(splitmix64(model_seed) ^ h);
+  return mix64(mix64(model_seed) ^ h);
 }
 
 Shape parse_input_size(const std::string& text, const std::string& what) {

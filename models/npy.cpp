@@ -87,7 +87,7 @@ class HeaderReader {
       ++i_;
     }
     expect('}');
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t')) ++i_;
+    peek();  // the padding
     if (i_ != s_.size()) fail("unexpected text after the header's dict");
     if (!descr || !order || !shape) fail("the header lacks 'descr', 'fortran_order' or 'shape'");
     set_type();
