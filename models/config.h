@@ -177,7 +177,8 @@ struct ImageTransformConfig {
 struct DataConfig {
   std::string source = "synthetic";  // synthetic | cifar10 | folder | segmentation | npy | text |
                                      // tokens
-  uint64_t seed = 0;                 // synthetic: patterns and samples; folder, segmentation:
+  uint64_t seed = 0;                 // synthetic: patterns and samples (val: its held-out
+                                     // samples, Note [synthetic splits]); folder, segmentation:
                                      // the shuffling and the augmentation; npy: the shuffling
   std::string path;                  // cifar10: folder with the binary batches; folder: the root of
                                      // the class folders; text, tokens: file

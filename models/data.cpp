@@ -22,6 +22,13 @@ std::string resolve_path(const std::string& path, const std::string& config_dir)
   return p.string();
 }
 
+// Note [synthetic splits] (synthetic.cpp): a synthetic val section validates on held-out samples
+// of the training data's task.
+SyntheticSeed synthetic_seed(const ModelConfig& cfg, const DataConfig& d) {
+  if (d.section != "val") return SyntheticSeed(d.seed);
+  return SyntheticSeed(d.seed, cfg.data.source == "synthetic" ? cfg.data.seed : d.seed);
+}
+
 // Token models: synthetic patterns, a text file or a token file.
 std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const DataConfig& d,
                                               const TensorDesc& input, const TensorDesc& labels,
@@ -31,7 +38,8 @@ std::unique_ptr<DataSource> make_token_source(const ModelConfig& cfg, const Data
                   labels.dtype == DType::I32,
               "data: a token model's input and labels must be int32 [N, T], got "
                   << shape_str(input.shape) << " and " << shape_str(labels.shape));
-  if (d.source == "synthetic") return make_synthetic_token_source(d.seed, cfg.vocab, input, shard);
+  if (d.source == "synthetic")
+    return make_synthetic_token_source(synthetic_seed(cfg, d), cfg.vocab, input, shard);
   if (d.source == "text" && cfg.vocab < 256)
     REMAT_USER_ERROR(cfg.where_vocab << ": model: field 'vocab': " << cfg.vocab
                                      << " is below 256, the byte tokens of data source text ("
@@ -161,7 +169,8 @@ std::unique_ptr<DataSource> make_image_source_f32(const ModelConfig& cfg, const 
               "data: labels must be I32 [N], [N, T] (of a sequence [N, T, F]) or [N, H, W], got "
                   << shape_str(labels.shape));
   if (d.source == "synthetic")
-    return make_synthetic_source(d.seed, cfg.classes, input, labels, shard, opt.threads);
+    return make_synthetic_source(synthetic_seed(cfg, d), cfg.classes, input, labels, shard,
+                                 opt.threads);
   if (d.source == "npy") {
     const std::string inputs = resolve_path(d.inputs, config_dir);
     try {

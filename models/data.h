@@ -62,9 +62,23 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
                                              const LoaderOptions& opt = {},
                                              const DataConfig* section = nullptr);
 
+// The seeds of a synthetic source (Note [synthetic splits] in synthetic.cpp): the task (class
+// or token patterns) and the samples. Training data draws both from its `seed`; a validation
+// section draws held-out samples from its own seed, of the task of the training data's seed.
+struct SyntheticSeed {
+  SyntheticSeed(uint64_t seed) : seed(seed), task(seed) {}  // NOLINT(runtime/explicit): training
+  SyntheticSeed(uint64_t seed, uint64_t task) : seed(seed), task(task), held_out(true) {}
+  uint64_t seed;          // the config's `seed`: which samples
+  uint64_t task;          // the patterns the classes (tokens) follow
+  bool held_out = false;  // samples from a stream of their own, apart from any training data's
+  uint64_t sample_stream() const;  // the seed of sample_rng
+  std::string describe() const;    // "seed 7" or "seed 3, held out, the task of seed 7"
+};
+
 // Synthetic data. Classification (labels [N]): class k has a fixed pattern
 //   P_k[c, h, w] = a_kc + b_kc * sin(fx_k * w + fy_k * h + phi_kc)
-// (a ~ N(0, 0.5^2), b ~ U(0.5, 1), fx, fy ~ U(0.2, 1.5), phi ~ U(0, 2 pi), drawn from `seed`);
+// (a ~ N(0, 0.5^2), b ~ U(0.5, 1), fx, fy ~ U(0.2, 1.5), phi ~ U(0, 2 pi), drawn from the
+// task seed);
 // a sample of class k is P_k + N(0, 1) noise (drawn by table: Note [table normals]). Per-pixel
 // (labels [N, H, W]): the label map is class 0 with 1-3 rectangles of random classes painted
 // over it; a pixel of class k has the value v_kc + N(0, 0.5^2) in channel c (v ~ N(0, 1) per
@@ -74,7 +88,7 @@ std::unique_ptr<DataSource> make_data_source(const ModelConfig& cfg, const Tenso
 // [per-position labels] in synthetic.cpp).
 // Sample i of step s depends only on (seed, s, shard.first + i), whatever the `threads` that
 // fill a batch.
-std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
+std::unique_ptr<DataSource> make_synthetic_source(const SyntheticSeed& seed, int64_t classes,
                                                   const TensorDesc& input,
                                                   const TensorDesc& labels,
                                                   const DataShard& shard = {}, int threads = 1);
@@ -135,7 +149,7 @@ std::unique_ptr<DataSource> make_token_window_source(std::vector<uint16_t> token
 // to the previous period predicts the rest: the loss falls well below log(vocab).
 constexpr int64_t kSyntheticTokenPatterns = 4;
 constexpr int64_t kSyntheticTokenPeriod = 12;
-std::unique_ptr<DataSource> make_synthetic_token_source(uint64_t seed, int64_t vocab,
+std::unique_ptr<DataSource> make_synthetic_token_source(const SyntheticSeed& seed, int64_t vocab,
                                                         const TensorDesc& input,
                                                         const DataShard& shard = {});
 

@@ -1,7 +1,8 @@
 // Synthetic, learnable training data: per-class patterns plus noise (see data.h for the model).
 // Every random number comes from a splitmix64 stream seeded by (seed, step, sample), so batches
 // are identical across runs, platforms and thread counts; the samples of a batch are filled by
-// `threads` threads. The noise is drawn by table (Note [table normals] in data_rng.cpp).
+// `threads` threads. The noise is drawn by table (Note [table normals] in data_rng.cpp); the
+// patterns by the task seed (Note [synthetic splits]).
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -20,7 +21,7 @@ constexpr double kTwoPi = 2.0 * M_PI;
 
 class SyntheticSource : public DataSource {
  public:
-  SyntheticSource(uint64_t seed, int64_t classes, const TensorDesc& input,
+  SyntheticSource(const SyntheticSeed& seed, int64_t classes, const TensorDesc& input,
                   const TensorDesc& labels, const DataShard& shard, int threads)
       : seed_(seed), classes_(classes), shard_(shard), n_(input.shape[0]), c_(input.shape[1]),
         h_(axis(input, 2)), w_(axis(input, 3)), pixel_(labels.shape.size() == 3),
@@ -37,7 +38,7 @@ class SyntheticSource : public DataSource {
                   "synthetic data: labels " << shape_str(labels.shape) << " for input "
                                             << shape_str(input.shape));
     }
-    Rng r(mix64(seed ^ 0x5EEDC1A55ull));
+    Rng r(mix64(seed.task ^ 0x5EEDC1A55ull));
     a_.resize(static_cast<size_t>(classes_ * c_));
     b_ = phi_ = a_;
     fx_.resize(static_cast<size_t>(classes_));
@@ -60,7 +61,7 @@ class SyntheticSource : public DataSource {
   void next_batch(int64_t step, void* input, int32_t* labels) override {
     const int64_t sample = c_ * h_ * w_, label_plane = lh_ * lw_;
     fill_samples(n_, threads_, [&](int64_t i) {
-      Rng r = sample_rng(seed_, step, shard_.first + i);  // i in the global batch
+      Rng r = sample_rng(stream_, step, shard_.first + i);  // i in the global batch
       float* x = static_cast<float*>(input) + i * sample;
       if (pixel_) fill_pixel(r, x, labels + i * label_plane);
       else if (position_) fill_position(r, x, labels + i * lh_);
@@ -75,7 +76,7 @@ class SyntheticSource : public DataSource {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "synthetic (seed " << seed_ << ", " << classes_ << " classes"
+    os << "synthetic (" << seed_.describe() << ", " << classes_ << " classes"
        << (pixel_ ? ", per-pixel labels" : position_ ? ", per-position labels" : "")
        << data_shard_describe(shard_, n_) << ")";
     return os.str();
@@ -148,7 +149,8 @@ class SyntheticSource : public DataSource {
     }
   }
 
-  uint64_t seed_;
+  SyntheticSeed seed_;
+  uint64_t stream_ = seed_.sample_stream();
   int64_t classes_;
   DataShard shard_;
   int64_t n_, c_, h_, w_;
@@ -161,7 +163,25 @@ class SyntheticSource : public DataSource {
 
 }  // namespace
 
-std::unique_ptr<DataSource> make_synthetic_source(uint64_t seed, int64_t classes,
+// Note [synthetic splits]
+// A synthetic source is a task, the patterns its classes (or tokens) follow, and a stream of
+// samples of that task. Training data draws both from its `seed`. A synthetic `val` section
+// draws the patterns from the training data's seed when that data is synthetic too (otherwise
+// from its own) and its samples from its own `seed`, mixed with a tag first: validation sees
+// held-out samples of the task training learns, whatever the two seeds, as a validation split
+// of a dataset would (before, a `val` seed other than the training one drew another task, and
+// the same one replayed the first training steps' samples).
+uint64_t SyntheticSeed::sample_stream() const {
+  return held_out ? mix64(seed ^ 0x4E1D0C7A11ull) : seed;
+}
+
+std::string SyntheticSeed::describe() const {
+  std::string s = "seed " + std::to_string(seed);
+  if (held_out) s += ", held out, the task of seed " + std::to_string(task);
+  return s;
+}
+
+std::unique_ptr<DataSource> make_synthetic_source(const SyntheticSeed& seed, int64_t classes,
                                                   const TensorDesc& input,
                                                   const TensorDesc& labels,
                                                   const DataShard& shard, int threads) {

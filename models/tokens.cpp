@@ -77,11 +77,11 @@ class TokenWindowSource : public DataSource {
 
 class SyntheticTokenSource : public DataSource {
  public:
-  SyntheticTokenSource(uint64_t seed, int64_t vocab, const TensorDesc& input,
+  SyntheticTokenSource(const SyntheticSeed& seed, int64_t vocab, const TensorDesc& input,
                        const DataShard& shard)
       : seed_(seed), vocab_(vocab), shard_(shard), n_(input.shape.at(0)), t_(input.shape.at(1)) {
     REMAT_CHECK(vocab_ >= 1, "synthetic tokens: vocab " << vocab_);
-    Rng r(mix64(seed ^ 0x70CE45ull));
+    Rng r(mix64(seed.task ^ 0x70CE45ull));  // Note [synthetic splits] in synthetic.cpp
     constexpr int64_t kAlphabet = 16;
     std::vector<int32_t> alphabet(kAlphabet);
     for (auto& a : alphabet) a = static_cast<int32_t>(r.below(vocab_));
@@ -93,7 +93,7 @@ class SyntheticTokenSource : public DataSource {
     auto* ids = static_cast<int32_t*>(input);
     std::vector<int32_t> w(static_cast<size_t>(t_ + 1));
     for (int64_t i = 0; i < n_; ++i) {
-      Rng r = sample_rng(seed_, step, shard_.first + i);  // i in the global batch
+      Rng r = sample_rng(stream_, step, shard_.first + i);  // i in the global batch
       const int32_t* pattern = patterns_.data() + r.below(kSyntheticTokenPatterns) * kSyntheticTokenPeriod;
       const int64_t phase = r.below(kSyntheticTokenPeriod);
       for (int64_t j = 0; j <= t_; ++j) {
@@ -108,14 +108,15 @@ class SyntheticTokenSource : public DataSource {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << "synthetic tokens (seed " << seed_ << ", " << kSyntheticTokenPatterns
+    os << "synthetic tokens (" << seed_.describe() << ", " << kSyntheticTokenPatterns
        << " patterns of period " << kSyntheticTokenPeriod << ", vocab " << vocab_
        << data_shard_describe(shard_, n_) << ")";
     return os.str();
   }
 
  private:
-  uint64_t seed_;
+  SyntheticSeed seed_;
+  uint64_t stream_ = seed_.sample_stream();
   int64_t vocab_;
   DataShard shard_;
   int64_t n_, t_;
@@ -177,7 +178,7 @@ std::unique_ptr<DataSource> make_token_window_source(std::vector<uint16_t> token
   return std::make_unique<TokenWindowSource>(std::move(tokens), what, input, shard);
 }
 
-std::unique_ptr<DataSource> make_synthetic_token_source(uint64_t seed, int64_t vocab,
+std::unique_ptr<DataSource> make_synthetic_token_source(const SyntheticSeed& seed, int64_t vocab,
                                                         const TensorDesc& input,
                                                         const DataShard& shard) {
   REMAT_CHECK(input.shape.size() == 2 && input.dtype == DType::I32,

@@ -69,9 +69,10 @@ TEST(Synthetic, ThreadsDoNotChangeTheBatch) {
   }
 }
 
-// Nearest class mean, fitted on one set of batches and scored on another: a learnable signal
-// gives high accuracy, pure noise would give ~1/classes. Returns the correct of 64.
-int nearest_mean_correct(const TensorDesc& in) {
+// Nearest class mean, fitted on one set of batches and scored on another (step 100 of `scored`,
+// by default the same source): a learnable signal gives high accuracy, pure noise would give
+// ~1/classes. Returns the correct of 64.
+int nearest_mean_correct(const TensorDesc& in, const SyntheticSeed* scored = nullptr) {
   auto d = make_synthetic_source(3, 10, in, kLab);
   const size_t dim = static_cast<size_t>(in.numel() / 64);
   std::vector<double> mean(10 * dim, 0.0);
@@ -86,7 +87,7 @@ int nearest_mean_correct(const TensorDesc& in) {
   }
   for (size_t k = 0; k < 10; ++k)
     for (size_t j = 0; j < dim; ++j) mean[k * dim + j] /= std::max(1, count[k]);
-  Batch t = next(*d, in, kLab, 100);
+  Batch t = next(scored ? *make_synthetic_source(*scored, 10, in, kLab) : *d, in, kLab, 100);
   int correct = 0;
   for (size_t i = 0; i < 64; ++i) {
     size_t best = 0;
@@ -109,6 +110,22 @@ TEST(Synthetic, ClassSignalIsLearnable) {
   // Inputs that are not images: feature vectors [64] and sequences [16, 8].
   EXPECT_GE(nearest_mean_correct(TensorDesc{{64, 64}, DType::F32}), 58);
   EXPECT_GE(nearest_mean_correct(TensorDesc{{64, 16, 8}, DType::F32}), 58);
+}
+
+// Note [synthetic splits]: a validation source draws other samples than the training source
+// (even at the same seed) of the same task, so what is fitted on the one scores on the other;
+// with another task it scores chance.
+TEST(Synthetic, HeldOutSamplesOfTheTrainingTask) {
+  const SyntheticSeed same_seed(3, 3), other_seed(8, 3), other_task(8, 5);
+  EXPECT_NE(next(*make_synthetic_source(same_seed, 10, kIn, kLab), kIn, kLab, 4).x,
+            next(*make_synthetic_source(3, 10, kIn, kLab), kIn, kLab, 4).x);
+  EXPECT_EQ(next(*make_synthetic_source(same_seed, 10, kIn, kLab), kIn, kLab, 4).x,
+            next(*make_synthetic_source(same_seed, 10, kIn, kLab), kIn, kLab, 4).x);
+  EXPECT_GE(nearest_mean_correct(kIn, &same_seed), 58);  // >= 90 %, as on training samples
+  EXPECT_GE(nearest_mean_correct(kIn, &other_seed), 58);
+  EXPECT_LE(nearest_mean_correct(kIn, &other_task), 25);  // chance: 6.4 of 64
+  EXPECT_THAT(make_synthetic_source(other_seed, 10, kIn, kLab)->describe(),
+              HasSubstr("synthetic (seed 8, held out, the task of seed 3, 10 classes"));
 }
 
 // Per-class mean of each channel from batch 0, then nearest mean per input pixel on batch 1,

@@ -127,15 +127,17 @@ TEST(SequenceLabels, SyntheticPositionsAtLowerResolution) { check_position_signa
 
 class SequenceLabelsRun : public ToolRunTest {};
 
-// train learns the tags (a validation on the training distribution reads nearly all positions
-// right) and evaluate reports the same metrics from the checkpoint, counted in positions.
+// train learns the tags (a validation on held-out samples of the training task, Note [synthetic
+// splits], reads nearly all positions right) and evaluate reports the same metrics from the
+// checkpoint, counted in positions.
 TEST_F(SequenceLabelsRun, TrainsAndValidatesPerPosition) {
   const std::string cfg = path("tagger.yaml");
-  std::ofstream(cfg) << tagger_yaml() << "val: {source: synthetic, seed: 0}\n";
+  std::ofstream(cfg) << tagger_yaml() << "val: {source: synthetic, seed: 4}\n";
   RunResult r = run(TRAIN_EXE, "--config '" + cfg + "' --steps 60 --log-every 100 --save '" +
                                    path("ck.safetensors") + "' --summary '" + path("s.json") + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("synthetic (seed 0, 5 classes, per-position labels)"));
+  EXPECT_THAT(r.out, HasSubstr("synthetic (seed 4, held out, the task of seed 0, 5 classes"));
   const nlohmann::json s = nlohmann::json::parse(read_whole_file(path("s.json")));
   EXPECT_LT(s.at("last_loss").get<double>(), 0.5 * s.at("first_loss").get<double>()) << s.dump();
   EXPECT_EQ(s.at("val_count"), 16 * 32 * 20);  // 20 batches of 16 samples of 32 positions

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <unistd.h>
 
@@ -150,6 +151,31 @@ TEST_F(TokenFiles, TextIsBytes) {
   // A vocabulary below the byte range is an error at `vocab`.
   EXPECT_THAT(open_error(config("{source: text, path: in.txt}", 100)),
               HasSubstr("m.yaml:3:1: model: field 'vocab': 100 is below 256"));
+}
+
+// The share of `b`'s tokens that occur somewhere in `a`.
+double shared_tokens(const Batch& a, const Batch& b) {
+  const std::set<int32_t> seen(a.x.begin(), a.x.end());
+  int64_t in = 0;
+  for (int32_t t : b.x) in += seen.count(t) > 0;
+  return static_cast<double>(in) / static_cast<double>(b.x.size());
+}
+
+// Note [synthetic splits]: a validation source's samples differ from the training source's at
+// the same seed, and follow its patterns (their tokens come from its 16-token alphabet but for
+// the 1/16 noise) unless the task differs (another alphabet of the 300 tokens).
+TEST(SyntheticTokens, HeldOutSamplesOfTheTrainingTask) {
+  const TensorDesc in{{16, 48}, DType::I32};
+  const Batch train = next(*make_synthetic_token_source(7, 300, in), in, 3);
+  const Batch same = next(*make_synthetic_token_source(SyntheticSeed(7, 7), 300, in), in, 3);
+  const Batch other = next(*make_synthetic_token_source(SyntheticSeed(2, 7), 300, in), in, 3);
+  const Batch task = next(*make_synthetic_token_source(SyntheticSeed(2, 9), 300, in), in, 3);
+  EXPECT_NE(same.x, train.x);
+  EXPECT_GT(shared_tokens(train, same), 0.9);
+  EXPECT_GT(shared_tokens(train, other), 0.9);
+  EXPECT_LT(shared_tokens(train, task), 0.5);
+  EXPECT_THAT(make_synthetic_token_source(SyntheticSeed(2, 7), 300, in)->describe(),
+              HasSubstr("synthetic tokens (seed 2, held out, the task of seed 7, "));
 }
 
 TEST(SyntheticTokens, DeterministicShiftedAndLearnable) {
