@@ -262,6 +262,29 @@ double NpyView::real(int64_t i) const {
   }
 }
 
+void NpyView::floats(int64_t first, int64_t n, float* out) const {
+  const uint8_t* p = data_ + first * h_.elem_bytes;
+  switch (h_.type) {
+    case NpyType::F32:
+      std::memcpy(out, p, static_cast<size_t>(n) * 4);
+      return;
+    case NpyType::F64:
+      for (int64_t e = 0; e < n; ++e) {
+        double v;
+        std::memcpy(&v, p + 8 * e, 8);
+        out[e] = static_cast<float>(v);
+      }
+      return;
+    default:
+      REMAT_CHECK(h_.type == NpyType::F16, "npy: floats() of " << npy_type_name(h_.type));
+      for (int64_t e = 0; e < n; ++e) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * e, 2);
+        out[e] = half_to_float(v);
+      }
+  }
+}
+
 int64_t NpyView::integer(int64_t i) const {
   const uint8_t* p = data_ + i * h_.elem_bytes;
   auto as = [p](auto v) {

@@ -41,6 +41,9 @@ class NpyView {
   // integer, else -1).
   double real(int64_t i) const;
   int64_t integer(int64_t i) const;
+  // Elements [first, first + n) of a float array rounded to float32 (a float32 array copied),
+  // the type dispatched once for the run.
+  void floats(int64_t first, int64_t n, float* out) const;
 
  private:
   NpyHeader h_;
@@ -59,6 +62,7 @@ class NpyFile {
   const NpyHeader& header() const { return view_.header(); }
   double real(int64_t i) const { return view_.real(i); }
   int64_t integer(int64_t i) const { return view_.integer(i); }
+  void floats(int64_t first, int64_t n, float* out) const { view_.floats(first, n, out); }
   std::string describe() const;  // "x.npy (float32 [100, 16, 6])"
 
  private:

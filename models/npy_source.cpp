@@ -1,6 +1,7 @@
 // Arrays from NumPy's .npy files as a DataSource: inputs [S, ...] of any float input and labels
 // [S, ...] of any loss, checked when opened, served per epoch (Note [npy data]).
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -44,12 +45,14 @@ class NpySource final : public DataSource {
     fill_samples(n_, opt_.threads, [&](int64_t i) {
       const int64_t s = order_->at(step * global + shard_.first + i);
       float* x = static_cast<float*>(input) + i * per_x_;
-      for (int64_t e = 0; e < per_x_; ++e) {
+      x_.floats(s * per_x_, per_x_, x);
+      bool finite = true;  // one vectorized pass; the element named only when one is not
+      for (int64_t e = 0; e < per_x_; ++e) finite &= std::fabs(x[e]) <= FLT_MAX;
+      for (int64_t e = 0; !finite && e < per_x_; ++e) {
+        if (std::fabs(x[e]) <= FLT_MAX) continue;
         const double v = x_.real(s * per_x_ + e);
-        x[e] = static_cast<float>(v);
-        if (!std::isfinite(x[e]))
-          REMAT_USER_ERROR(x_.path() << ": sample " << s << ", element " << e << " is " << v
-                                     << (std::isfinite(v) ? " (beyond float32's range)" : ""));
+        REMAT_USER_ERROR(x_.path() << ": sample " << s << ", element " << e << " is " << v
+                                   << (std::isfinite(v) ? " (beyond float32's range)" : ""));
       }
       for (int64_t e = 0; e < per_y_; ++e)
         labels[i * per_y_ + e] = static_cast<int32_t>(y_.integer(s * per_y_ + e));

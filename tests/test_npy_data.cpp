@@ -90,6 +90,18 @@ TEST_F(NpyData, HeadersOfEveryVersionRead) {
   EXPECT_EQ(h.real(0), 1.0);
   EXPECT_EQ(h.real(1), -2.0);
   EXPECT_EQ(h.real(2), std::ldexp(1.0, -24));
+  // A run of elements as float32 (what the source serves): each element's value rounded once.
+  const std::vector<double> d = {0.1, -1e-40, 3.0, 1e300};
+  NpyFile f64(write("d.npy", npy_of("<f8", {4}, d)));
+  for (const NpyFile* f : {&h, &f64}) {
+    std::vector<float> run(3, -7.0f);
+    f->floats(1, 2, run.data());
+    for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(run[size_t(i)], float(f->real(1 + i))) << i;
+    EXPECT_EQ(run[2], -7.0f);  // nothing past the run
+  }
+  std::vector<float> all(6);
+  NpyFile(write("v.npy", npy_of("<f4", {2, 3}, v))).floats(0, 6, all.data());
+  EXPECT_EQ(all, v);
 }
 
 TEST_F(NpyData, BadFilesAreNamedWithWhatIsWrong) {
