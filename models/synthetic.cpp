@@ -169,8 +169,8 @@ class SyntheticSource : public DataSource {
 // draws the patterns from the training data's seed when that data is synthetic too (otherwise
 // from its own) and its samples from its own `seed`, mixed with a tag first: validation sees
 // held-out samples of the task training learns, whatever the two seeds, as a validation split
-// of a dataset would (before, a `val` seed other than the training one drew another task, and
-// the same one replayed the first training steps' samples).
+// of a dataset does: its accuracy measures what the model learnt of the patterns, not of the
+// samples it trained on.
 uint64_t SyntheticSeed::sample_stream() const {
   return held_out ? mix64(seed ^ 0x4E1D0C7A11ull) : seed;
 }
