@@ -96,9 +96,9 @@ TensorDesc concat_infer(const OpAttrs& at, const std::vector<TensorDesc>& in) {
   if (in.size() < 2) REMAT_USER_ERROR("concat expects at least 2 inputs, got " << in.size());
   const DType t = require_float("concat", in);
   const Shape& s0 = in[0].shape;
-  if (a.axis == 1 && s0.size() != 4 && s0.size() != 2)
-    REMAT_USER_ERROR("concat expects 4-D [N, C, H, W] or 2-D [N, F] inputs, got "
-                     << shape_str(s0));
+  if (a.axis == 1 && (s0.size() < 2 || s0.size() > 4))  // as channel_slice, which it joins
+    REMAT_USER_ERROR("concat expects [N, C, H, W], [N, T, C] (rows along T) or [N, F] inputs, "
+                     "got " << shape_str(s0));
   if (a.axis >= static_cast<int64_t>(s0.size()))
     REMAT_USER_ERROR("concat: axis " << a.axis << " of " << shape_str(s0)
                                      << ", which has no such axis");

@@ -250,6 +250,9 @@ inline std::vector<SpatialCase> spatial_op_cases() {
       {"concat_tokens", {"concat", attr_map({{"axis", 2}}), {f32({2, 3, 2}), f32({2, 3, 4}),
                                                            f32({2, 3, 1})}},
        kTolLinear},
+      // Rows along T of [N, T, C] (a recurrent layer's steps, Note [unrolled recurrent
+      // layers]; the joined gradient of channel_slices along T).
+      {"concat_rows", {"concat", {}, {f32({2, 1, 3}), f32({2, 2, 3}), f32({2, 1, 3})}}, kTolLinear},
       // Block swaps in the middle: k.transpose(-2, -1) of [N, G, T, D], a window partition's
       // permute(0, 1, 3, 2, 4, 5) and Swin's patch merging permute(0, 1, 3, 4, 2, 5) (vectors of
       // inner elements: the CUDA path's two transposes through its workspace).

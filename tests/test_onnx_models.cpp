@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "models/build.h"
@@ -168,6 +169,64 @@ TEST_F(OnnxModels, TaggerOverFloatSequences) {
             std::string::npos)
       << e;
   check_model(dir_, "tagger_net", {"loss=token_xent"});
+}
+// nn.LSTM unrolled over the steps (Note [unrolled recurrent layers]): two batch-first layers
+// with biases and the head on the last step; a bidirectional layer without biases as a tagger.
+TEST_F(OnnxModels, LstmLayersUnrolled) {
+  make("lstm_net");
+  check_model(dir_, "lstm_net");
+}
+TEST_F(OnnxModels, BidirectionalLstmTagger) {
+  make("bilstm_tagger");
+  check_model(dir_, "bilstm_tagger", {"loss=token_xent"});
+}
+// What the unrolling does not take is an error naming the LSTM node and the reason.
+TEST_F(OnnxModels, LstmFormsOutsideTheUnrollingAreNamed) {
+  make("lstm_net");
+  auto first_lstm = [](onnx::ModelProto& m) {
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      if (n.op_type() == "LSTM") return &n;
+    ADD_FAILURE() << "no LSTM node";
+    return static_cast<onnx::NodeProto*>(nullptr);
+  };
+  auto error_with = [&](const std::function<void(onnx::ModelProto&, onnx::NodeProto&)>& change) {
+    onnx::ModelProto m = exported("lstm_net");
+    onnx::NodeProto* n = first_lstm(m);
+    if (!n) return std::string();
+    change(m, *n);
+    return import_error(m);
+  };
+  std::string e = error_with([](onnx::ModelProto&, onnx::NodeProto& n) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name("clip");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(3);
+  });
+  EXPECT_NE(e.find("(LSTM, opset 14): LSTM: attribute 'clip' is not supported"), std::string::npos)
+      << e;
+  e = error_with([](onnx::ModelProto&, onnx::NodeProto& n) { n.set_input(4, n.input(0)); });
+  EXPECT_NE(e.find("sequence_lens (a packed sequence) is not supported"), std::string::npos) << e;
+  e = error_with([](onnx::ModelProto& m, onnx::NodeProto&) {  // the states 1 rather than zeros
+    for (auto& c : *m.mutable_graph()->mutable_node())
+      if (c.op_type() == "ConstantOfShape") {  // (sliced per layer)
+        c.clear_attribute();
+        onnx::AttributeProto* a = c.add_attribute();
+        a->set_name("value");
+        a->set_type(onnx::AttributeProto::TENSOR);
+        a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+        a->mutable_t()->add_dims(1);
+        a->mutable_t()->add_float_data(1.0f);
+      }
+  });
+  EXPECT_NE(e.find("initial_h is not zeros"), std::string::npos) << e;
+  e = error_with([](onnx::ModelProto& m, onnx::NodeProto& n) {  // the final h read by a node
+    const std::string h = n.output(1);  // (n moves when the graph's nodes grow)
+    onnx::NodeProto* r = m.mutable_graph()->add_node();
+    r->set_op_type("Relu");
+    r->add_input(h);
+    r->add_output("h_relu");
+  });
+  EXPECT_NE(e.find("Y_h (the final state"), std::string::npos) << e;
 }
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.

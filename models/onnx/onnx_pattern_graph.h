@@ -56,6 +56,12 @@ class Graph {
     return n && n->op_type() == op && n->domain().empty() ? n : nullptr;
   }
   bool is_init(const std::string& v) const { return inits_.count(v) > 0; }
+  // An initializer's dims (empty for anything else).
+  Shape init_dims(const std::string& v) const {
+    auto it = init_protos_.find(v);
+    return it == init_protos_.end() ? Shape{}
+                                    : Shape(it->second->dims().begin(), it->second->dims().end());
+  }
   // The one node reading `v` (-1 when none, several, or `v` is a graph output).
   int sole_consumer(const std::string& v) const {
     auto it = consumers_.find(v);
@@ -188,6 +194,7 @@ void match_relative_position_bias(Graph& g, int k);
 void match_roll(Graph& g, int k);         // onnx_shape_patterns.cpp
 void match_patch_merge(Graph& g, int k);  // onnx_shape_patterns.cpp
 void match_unbind(Graph& g, int k);       // onnx_shape_patterns.cpp
+void match_lstm(Graph& g, int k);         // onnx_recurrent.cpp (Note [unrolled recurrent layers])
 
 }  // namespace patterns
 }  // namespace onnx_detail

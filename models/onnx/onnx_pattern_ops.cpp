@@ -256,7 +256,7 @@ void layer_norm(Translator& t) {
 }  // namespace
 
 const std::map<std::string, TranslateFn>& pattern_ops() {
-  static const std::map<std::string, TranslateFn> ops = with_shape_patterns(with_attention_patterns({
+  static const std::map<std::string, TranslateFn> ops = with_recurrent_patterns(with_shape_patterns(with_attention_patterns({
       {"Dense", dense},
       {"SplitHeads", split_heads},
       {"MergeHeads", merge_heads},
@@ -274,7 +274,7 @@ const std::map<std::string, TranslateFn>& pattern_ops() {
          const DataValue x = t.data(0, kSeqFirst);
          t.emit("silu", {x}, {}, {}, x.sample, x.remat);
        }},
-  }));
+  })));
   return ops;
 }
 

@@ -231,6 +231,9 @@ DataValue transpose_data(Translator& t, const DataValue& x, std::vector<int64_t>
 // `ops` with the shape patterns' translators: Roll, PatchMerge, Unbind
 // (onnx_shape_pattern_ops.cpp).
 std::map<std::string, TranslateFn> with_shape_patterns(std::map<std::string, TranslateFn> ops);
+// `ops` with nn.LSTM's layers unrolled (onnx_recurrent.cpp, Note [unrolled
+// recurrent layers]).
+std::map<std::string, TranslateFn> with_recurrent_patterns(std::map<std::string, TranslateFn> ops);
 // `ops` with Einsum of two data tensors as a batched matmul (onnx_einsum.cpp).
 std::map<std::string, TranslateFn> with_einsum(std::map<std::string, TranslateFn> ops);
 // `ops` with ConvTranspose (onnx_conv_transpose.cpp).

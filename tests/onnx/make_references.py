@@ -129,6 +129,15 @@ MODELS = {
     # The same layers with the head at every token (a sequence tagger): logits [N, 16, 10] against
     # labels [N, 16], a class per position (Note [per-position labels], loss: token_xent).
     "tagger_net": ({}, 16, 4, 17, "train"),
+    # nn.LSTM (Note [unrolled recurrent layers]): two batch-first layers of 16 over float sequences [N, 16,
+    # 6] (each ONNX LSTM node unrolled into dense, channel_slice, sigmoid, tanh, channel_scale and
+    # add layers per step, the parameters reordered by the export traced back to weight_ih_l0 and
+    # the others), the head on the last step (y[:, -1]).
+    "lstm_net": ({}, 16, 4, 14, "train"),
+    # A bidirectional nn.LSTM of 12 without biases as a tagger over [N, 4, 6]: logits [N, 4, 10]
+    # at every step (the reverse direction from the last step back; the directions joined along
+    # the features).
+    "bilstm_tagger": ({}, 4, 4, 14, "train"),
     # Attention under masks other than the causal one (Note [attention masks]) over float
     # sequences [N, 16, 6]: nn.TransformerEncoderLayer with a float band mask (-inf beyond two
     # tokens) and nn.MultiheadAttention (4 heads) with a boolean prefix mask, each spelled out as
@@ -183,8 +192,9 @@ MODELS = {
 }
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
 FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6),  # per sample
-                "masked_net": (16, 6), "masked_seq_first": (16, 6), "tagger_net": (16, 6)}
-PER_POSITION = ("tagger_net",)  # labels [N, T]
+                "masked_net": (16, 6), "masked_seq_first": (16, 6), "tagger_net": (16, 6),
+                "lstm_net": (16, 6), "bilstm_tagger": (4, 6)}
+PER_POSITION = ("tagger_net", "bilstm_tagger")  # labels [N, T]
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -457,6 +467,31 @@ class TaggerNet(SequenceNet):
         return self.head(self.layer(self.embed(x) + self.pos))
 
 
+class LstmNet(torch.nn.Module):
+    """Two batch-first nn.LSTM layers over float sequences [N, T, 6], a linear head on the last
+    step."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 16, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+class BiLstmTagger(torch.nn.Module):
+    """A bidirectional nn.LSTM without biases, a linear head at every step: logits [N, T, K]."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 12, bidirectional=True, bias=False, batch_first=True)
+        self.head = torch.nn.Linear(24, classes)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0])
+
+
 class MaskedNet(SequenceNet):
     """SequenceNet's layer under a float band mask, then a residual nn.MultiheadAttention under a
     boolean prefix mask (the first 4 tokens visible to every query, the rest causally)."""
@@ -631,6 +666,10 @@ def build(name, kwargs):
         model = SequenceNet(MODELS[name][1], CLASSES)
     elif arch == "tagger_net":
         model = TaggerNet(MODELS[name][1], CLASSES)
+    elif arch == "lstm_net":
+        model = LstmNet(CLASSES)
+    elif arch == "bilstm_tagger":
+        model = BiLstmTagger(CLASSES)
     elif arch == "mlp_net":
         nn = torch.nn
         model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.GELU(),
