@@ -240,7 +240,12 @@ TEST(Concat, TwoDimensionalAndErrors) {
   EXPECT_HAS(e, "[2, 3, 4, 4] (input 0)");
   EXPECT_HAS(e, "[2, 5, 4, 2] (input 1)");
   EXPECT_HAS(case_error({"concat", {}, {f32({2, 3, 4, 4})}}), "at least 2 inputs");
-  EXPECT_HAS(case_error({"concat", {}, {f32({2, 3, 4}), f32({2, 3, 4})}}), "4-D");
+  EXPECT_HAS(case_error({"concat", {}, {f32({2, 3, 4, 5, 6}), f32({2, 3, 4, 5, 6})}}),
+             "[N, T, C] (rows along T)");
+  // Rows along T of [N, T, C] (as channel_slice takes them): sample 0's rows, then sample 1's.
+  OpHarness rows(builtin_registry(), {"concat", {}, {f32({2, 1, 2}), f32({2, 1, 2})},
+                                      {{1, 2, 3, 4}, {5, 6, 7, 8}}});
+  EXPECT_EQ(rows.forward(), (Floats{1, 2, 5, 6, 3, 4, 7, 8}));
 }
 
 // ---- flatten --------------------------------------------------------------------------------
