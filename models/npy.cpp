@@ -263,6 +263,7 @@ double NpyView::real(int64_t i) const {
 }
 
 void NpyView::floats(int64_t first, int64_t n, float* out) const {
+  if (n <= 0) return;  // (an empty array's `out` may be null)
   const uint8_t* p = data_ + first * h_.elem_bytes;
   switch (h_.type) {
     case NpyType::F32:
