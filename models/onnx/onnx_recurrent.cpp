@@ -35,6 +35,8 @@ namespace onnx_detail {
 // The solver plans the unrolled graph like any other: a recurrent network's steps are the chain
 // that rematerialization was first applied to.
 
+constexpr int64_t kGates = 4;  // an LSTM's i, o, f, c
+
 namespace patterns {
 namespace {
 
@@ -115,13 +117,14 @@ std::optional<std::vector<Rows>> directions_of(const Graph& g, const std::string
   return d;
 }
 
-// Rows [from, from + n h) of `r` as one initializer of n h rows whose ONNX gate k (i, o, f, c)
+// Rows [from, from + 4h) of `r` as one initializer of 4h rows whose ONNX gate k (i, o, f, c)
 // starts at row rows[k]; none otherwise.
 struct Gates {
   std::string initializer;
   std::vector<int64_t> rows;  // ONNX gate order
 };
-std::optional<Gates> gates_of(const Graph& g, const Rows& r, size_t from, int64_t n, int64_t h) {
+std::optional<Gates> gates_of(const Graph& g, const Rows& r, size_t from, int64_t h) {
+  const int64_t n = kGates;
   if (r.size() < from + static_cast<size_t>(n * h)) return std::nullopt;
   Gates out{r[from].first, {}};
   const Shape dims = g.init_dims(out.initializer);
@@ -168,7 +171,7 @@ void set_string(onnx::NodeProto* n, const std::string& name, const std::string& 
 
 // What of an LSTM node the unrolling does not take ("" when it takes it all).
 std::string unsupported_lstm(const Graph& g, const onnx::NodeProto& n) {
-  const std::string module = "nn.LSTM";
+  const std::string module = "nn.LSTM";  // (in the messages)
   for (const auto& a : n.attribute()) {
     const std::string& k = a.name();
     if (k == "activations" || k == "activation_alpha" || k == "activation_beta" || k == "clip" ||
@@ -201,7 +204,6 @@ std::string unsupported_lstm(const Graph& g, const onnx::NodeProto& n) {
 void match_lstm(Graph& g, int k) {
   const onnx::NodeProto* n = g.node(k);
   if (!n || n->op_type() != "LSTM" || !n->domain().empty()) return;
-  const int64_t gates = 4;
   int64_t h = 0;
   for (const auto& a : n->attribute())
     if (a.name() == "hidden_size") h = a.i();
@@ -216,11 +218,11 @@ void match_lstm(Graph& g, int k) {
   const bool all = w && r && r->size() == dirs && (!bias || (b && b->size() == dirs));
   if (why.empty() && (h < 1 || !all)) why = traced;
   for (size_t d = 0; why.empty() && d < dirs; ++d) {
-    std::vector<std::optional<Gates>> p = {gates_of(g, (*w)[d], 0, gates, h),
-                                           gates_of(g, (*r)[d], 0, gates, h)};
+    std::vector<std::optional<Gates>> p = {gates_of(g, (*w)[d], 0, h),
+                                           gates_of(g, (*r)[d], 0, h)};
     if (bias) {
-      p.push_back(gates_of(g, (*b)[d], 0, gates, h));
-      p.push_back(gates_of(g, (*b)[d], static_cast<size_t>(gates * h), gates, h));
+      p.push_back(gates_of(g, (*b)[d], 0, h));
+      p.push_back(gates_of(g, (*b)[d], static_cast<size_t>(kGates * h), h));
     }
     for (const auto& q : p)
       if (!q || q->rows != p[0]->rows) why = traced + " (one gate order in all four)";
@@ -274,14 +276,14 @@ namespace {
 class Unrolled {
  public:
   Unrolled(Translator& t, const DataValue& x, std::vector<std::string> p,
-           std::vector<int64_t> rows, int64_t h, int64_t gates)
-      : t_(t), p_(std::move(p)), rows_(std::move(rows)), h_(h), gates_(gates),
+           std::vector<int64_t> rows, int64_t h)
+      : t_(t), p_(std::move(p)), rows_(std::move(rows)), h_(h),
         bias_(p_.size() == 4), steps_(x.sample[0]) {
-    dense_.set("units", gates * h);
+    dense_.set("units", kGates * h);
     dense_.set("bias", bias_);
-    std::vector<ParamUse> wx = {{"weight", p_[0], {gates * h, x.sample[1]}, {}}};
-    if (bias_) wx.push_back({"bias", p_[2], {gates * h}, {}});
-    z_x_ = t.emit("dense", {x}, dense_, wx, {steps_, gates * h}, {steps_, gates * h});
+    std::vector<ParamUse> wx = {{"weight", p_[0], {kGates * h, x.sample[1]}, {}}};
+    if (bias_) wx.push_back({"bias", p_[2], {kGates * h}, {}});
+    z_x_ = t.emit("dense", {x}, dense_, wx, {steps_, kGates * h}, {steps_, kGates * h});
   }
 
   int64_t steps() const { return steps_; }
@@ -289,25 +291,24 @@ class Unrolled {
   DataValue input_part(int64_t step) { return slice(z_x_, 1, step, 1); }
   // R h + b_hh of the state h: [1, gates h].
   DataValue state_part(const DataValue& h) {
-    std::vector<ParamUse> wh = {{"weight", p_[1], {gates_ * h_, h_}, {}}};
-    if (bias_) wh.push_back({"bias", p_[3], {gates_ * h_}, {}});
+    std::vector<ParamUse> wh = {{"weight", p_[1], {kGates * h_, h_}, {}}};
+    if (bias_) wh.push_back({"bias", p_[3], {kGates * h_}, {}});
     return t_.emit("dense", {h}, dense_, wh, row(), row());
   }
   // z + b_hh (the state part of a zero state), or z without biases.
   DataValue plus_state_bias(const DataValue& z) {
     if (!bias_) return z;
     AttrMap a;
-    a.set("shape", std::vector<int64_t>{gates_ * h_});
+    a.set("shape", std::vector<int64_t>{kGates * h_});
     a.set("learned", true);
-    return t_.emit("add_constant", {z}, a, {{"bias", p_[3], {gates_ * h_}, {}}}, row(), row());
+    return t_.emit("add_constant", {z}, a, {{"bias", p_[3], {kGates * h_}, {}}}, row(), row());
   }
-  bool bias() const { return bias_; }
   // ONNX gate k of z [1, gates h]: [1, h].
   DataValue gate(const DataValue& z, int k) {
     return slice(z, 2, rows_[static_cast<size_t>(k)], h_);
   }
-  DataValue unary(const std::string& op, const DataValue& v, AttrMap a = {}) {
-    return t_.emit(op, {v}, std::move(a), {}, one(), one());
+  DataValue unary(const std::string& op, const DataValue& v) {
+    return t_.emit(op, {v}, {}, {}, one(), one());
   }
   DataValue product(const DataValue& a, const DataValue& b) {
     AttrMap m;
@@ -324,7 +325,7 @@ class Unrolled {
     cat.set("axis", int64_t{1});
     return t_.emit("concat", hs, cat, {}, {steps_, h_}, {steps_, h_});
   }
-  Shape row() const { return {1, gates_ * h_}; }
+  Shape row() const { return {1, kGates * h_}; }
   Shape one() const { return {1, h_}; }
 
  private:
@@ -340,7 +341,7 @@ class Unrolled {
   Translator& t_;
   std::vector<std::string> p_;
   std::vector<int64_t> rows_;
-  int64_t h_, gates_;
+  int64_t h_;
   bool bias_;
   int64_t steps_;
   AttrMap dense_;
@@ -383,7 +384,7 @@ void lstm(Translator& t) {
     std::vector<std::string> p;
     for (int64_t k = 0; k < per; ++k)
       p.push_back(t.node().input(static_cast<int>(1 + d * per + k)));
-    Unrolled u(t, seq, p, rows, h, 4);
+    Unrolled u(t, seq, p, rows, h);
     out.push_back(lstm_direction(u, d == 1));
   }
   if (dirs == 1) return t.alias(0, out[0]);
