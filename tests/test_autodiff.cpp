@@ -62,6 +62,19 @@ std::string split_yaml(bool gap) {
 )" + kTail;
 }
 
+// One convolution's weight and bias read by four layers (`share`, weight tying as in a recurrent
+// layer unrolled over its steps).
+const std::string kShared = "name: shared" + kHead +
+                            R"(  - {name: a, op: conv2d, filters: 3, kernel: 3, padding: 1}
+  - {name: b, op: conv2d, filters: 3, kernel: 3, padding: 1, activation: relu}
+  - {name: c, op: conv2d, filters: 3, kernel: 3, padding: 1, activation: relu,
+     share: {weight: b.weight, bias: b.bias}}
+  - {name: d, op: conv2d, filters: 3, kernel: 3, padding: 1, activation: relu,
+     share: {weight: b.weight, bias: b.bias}}
+  - {name: e, op: conv2d, filters: 3, kernel: 3, padding: 1,
+     share: {weight: b.weight, bias: b.bias}}
+)" + kTail;
+
 struct Fixture {
   explicit Fixture(const std::string& yaml = kDag) : cfg(parse_model_config(yaml, "dag.yaml")) {
     g = make_training_graph(build_forward_graph(cfg, ops), ops, cfg.optimizer.op,
@@ -160,6 +173,35 @@ TEST(Autodiff, TheGradientsOfSlicesThatTileAnAxisAreJoined) {
   EXPECT_NE(gap.g.find_node("c.grad_concat"), -1);
   EXPECT_EQ(count_op(gap.g, "channel_slice_grad"), 2);
   expect_gradients_match_finite_differences(gap);
+}
+
+// Note [running parameter sums]: each gradient contribution of a shared parameter is added to
+// the running sum by the first node after the ones that wrote it; no add reads more than two
+// values, so no more than the sum and one contribution are resident. The gradients match
+// finite differences.
+TEST(Autodiff, SharedParametersSumTheirGradientsAsTheyArrive) {
+  Fixture f(kShared);
+  for (const std::string param : {"b.weight", "b.bias"}) {
+    const ValueId grad = f.g.find_value(param + ".grad");
+    ASSERT_NE(grad, kNoValue);
+    int adds = 0;
+    for (size_t i = 0; i < f.g.nodes.size(); ++i) {
+      const Node& n = f.g.nodes[i];
+      if (n.op != "add" || n.name.rfind(param + ".grad", 0) != 0) continue;
+      ++adds;
+      ASSERT_EQ(n.inputs.size(), 2u) << n.name;
+      // The newer input is a contribution written by the gradient rule of the same forward
+      // node, and no node of another forward node's rule runs between them.
+      const NodeId piece = f.g.value(n.inputs[1]).producer;
+      ASSERT_GE(piece, 0);
+      EXPECT_EQ(f.g.node(piece).forward, n.forward) << n.name;
+      for (size_t k = static_cast<size_t>(piece) + 1; k < i; ++k)
+        EXPECT_EQ(f.g.nodes[k].forward, n.forward) << n.name << " after " << f.g.nodes[k].name;
+    }
+    EXPECT_EQ(adds, 3) << param;  // four reads: three adds, the last writing the gradient
+    EXPECT_EQ(f.g.node(f.g.value(grad).producer).op, "add");
+  }
+  expect_gradients_match_finite_differences(f);
 }
 
 TEST(Autodiff, RequiresALossNode) {
