@@ -228,6 +228,58 @@ TEST_F(OnnxModels, LstmFormsOutsideTheUnrollingAreNamed) {
   });
   EXPECT_NE(e.find("Y_h (the final state"), std::string::npos) << e;
 }
+// nn.GRU unrolled the same way: two batch-first layers with biases (at the first step b_hh
+// alone, for the reset gate's product), the head on the last step; a bidirectional GRU without
+// biases as a tagger.
+TEST_F(OnnxModels, GruLayersUnrolled) {
+  make("gru_net");
+  check_model(dir_, "gru_net");
+}
+TEST_F(OnnxModels, BidirectionalGruTagger) {
+  make("bigru_tagger");
+  check_model(dir_, "bigru_tagger", {"loss=token_xent"});
+}
+// The GRU's forms outside the unrolling: ONNX's default cell (the reset gate before R), a
+// non-zero initial state (the fixed-batch export's zeros Constant, expanded to the batch), a
+// read of Y_h.
+TEST_F(OnnxModels, GruFormsOutsideTheUnrollingAreNamed) {
+  make("bigru_tagger");
+  auto error_with = [&](const std::function<void(onnx::ModelProto&, onnx::NodeProto&)>& change) {
+    onnx::ModelProto m = exported("bigru_tagger");
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      if (n.op_type() == "GRU") {
+        change(m, n);
+        return import_error(m);
+      }
+    ADD_FAILURE() << "no GRU node";
+    return std::string();
+  };
+  std::string e = error_with([](onnx::ModelProto&, onnx::NodeProto& n) {
+    for (auto& a : *n.mutable_attribute())
+      if (a.name() == "linear_before_reset") a.set_i(0);
+  });
+  EXPECT_NE(e.find("(GRU, opset 14): GRU: linear_before_reset 0"), std::string::npos) << e;
+  e = error_with([](onnx::ModelProto& m, onnx::NodeProto&) {  // the zeros made ones
+    for (auto& c : *m.mutable_graph()->mutable_node()) {
+      if (c.op_type() != "Constant" || c.attribute_size() != 1) continue;
+      onnx::TensorProto* t = c.mutable_attribute(0)->mutable_t();
+      if (t->data_type() != onnx::TensorProto::FLOAT || t->dims_size() != 3) continue;
+      const std::string raw = t->raw_data();
+      std::vector<float> ones(raw.size() / sizeof(float), 1.0f);
+      t->set_raw_data(std::string(reinterpret_cast<const char*>(ones.data()), raw.size()));
+    }
+  });
+  EXPECT_NE(e.find("initial_h is not zeros (an initial state passed to nn.GRU"),
+            std::string::npos) << e;
+  e = error_with([](onnx::ModelProto& m, onnx::NodeProto& n) {  // the final h read by a node
+    const std::string h = n.output(1);
+    onnx::NodeProto* r = m.mutable_graph()->add_node();
+    r->set_op_type("Relu");
+    r->add_input(h);
+    r->add_output("h_relu");
+  });
+  EXPECT_NE(e.find("Y_h (the final state, `_, h = gru(x)`)"), std::string::npos) << e;
+}
 // Transposed convolutions (stride 2, padding, output_padding; grouped without a bias) in a
 // small U-Net with the per-pixel loss.
 TEST_F(OnnxModels, UNetConvTranspose) {

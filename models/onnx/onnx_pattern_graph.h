@@ -194,7 +194,7 @@ void match_relative_position_bias(Graph& g, int k);
 void match_roll(Graph& g, int k);         // onnx_shape_patterns.cpp
 void match_patch_merge(Graph& g, int k);  // onnx_shape_patterns.cpp
 void match_unbind(Graph& g, int k);       // onnx_shape_patterns.cpp
-void match_lstm(Graph& g, int k);         // onnx_recurrent.cpp (Note [unrolled recurrent layers])
+void match_recurrent(Graph& g, int k);    // onnx_recurrent_pattern.cpp (LSTM, GRU)
 
 }  // namespace patterns
 }  // namespace onnx_detail

@@ -339,8 +339,8 @@ std::vector<onnx::NodeProto> rewrite_patterns(const onnx::GraphProto& proto) {
   Graph g(proto);
   // Each pass sees the graph the earlier ones left: split and merge heads before the scaled
   // products, whose Transposes they would otherwise take for weights.
-  // The LSTM first: a bidirectional output's Transpose + Reshape would read as merge_heads.
-  for (auto match : {match_lstm, match_multihead_attention, match_class_token,
+  // The LSTM and GRU first: a bidirectional output's Transpose + Reshape would read as merge_heads.
+  for (auto match : {match_recurrent, match_multihead_attention, match_class_token,
                      match_relative_position_bias,
                      match_layer_norm, match_gelu_tanh, match_position_embedding, match_split_heads,
                      match_merge_heads, match_dense, match_scaled_matmul, match_transposed_matmul,

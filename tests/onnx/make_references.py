@@ -138,6 +138,13 @@ MODELS = {
     # at every step (the reverse direction from the last step back; the directions joined along
     # the features).
     "bilstm_tagger": ({}, 4, 4, 14, "train"),
+    # nn.GRU the same way (PyTorch's cell: ONNX's linear_before_reset, gates z, r, h where
+    # PyTorch stores r, z, n): two batch-first layers of 16 with biases over [N, 16, 6], the head
+    # on the last step; a bidirectional GRU of 12 without biases as a tagger over [N, 8, 6],
+    # exported at a fixed batch (its zero initial state then a Constant expanded, not a
+    # ConstantOfShape).
+    "gru_net": ({}, 16, 4, 14, "train"),
+    "bigru_tagger": ({}, 8, 4, 14, "train_fixed_batch"),
     # Attention under masks other than the causal one (Note [attention masks]) over float
     # sequences [N, 16, 6]: nn.TransformerEncoderLayer with a float band mask (-inf beyond two
     # tokens) and nn.MultiheadAttention (4 heads) with a boolean prefix mask, each spelled out as
@@ -193,8 +200,9 @@ MODELS = {
 SEQUENCE_FIRST_IO = ("encoder_tutorial",)
 FLOAT_INPUTS = {"mlp_net": (20,), "signal_net": (4, 64), "sequence_net": (16, 6),  # per sample
                 "masked_net": (16, 6), "masked_seq_first": (16, 6), "tagger_net": (16, 6),
-                "lstm_net": (16, 6), "bilstm_tagger": (4, 6)}
-PER_POSITION = ("tagger_net", "bilstm_tagger")  # labels [N, T]
+                "lstm_net": (16, 6), "bilstm_tagger": (4, 6), "gru_net": (16, 6),
+                "bigru_tagger": (8, 6)}
+PER_POSITION = ("tagger_net", "bilstm_tagger", "bigru_tagger")  # labels [N, T]
 CLASSES = 10
 SEGMENTATION = ("fcn_resnet50", "unet_tiny")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -492,6 +500,31 @@ class BiLstmTagger(torch.nn.Module):
         return self.head(self.lstm(x)[0])
 
 
+class GruNet(torch.nn.Module):
+    """Two batch-first nn.GRU layers over float sequences [N, T, 6], a linear head on the last
+    step."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.gru = torch.nn.GRU(6, 16, num_layers=2, batch_first=True)
+        self.head = torch.nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[0][:, -1])
+
+
+class BiGruTagger(torch.nn.Module):
+    """A bidirectional nn.GRU without biases, a linear head at every step: logits [N, T, K]."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.gru = torch.nn.GRU(6, 12, bidirectional=True, bias=False, batch_first=True)
+        self.head = torch.nn.Linear(24, classes)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[0])
+
+
 class MaskedNet(SequenceNet):
     """SequenceNet's layer under a float band mask, then a residual nn.MultiheadAttention under a
     boolean prefix mask (the first 4 tokens visible to every query, the rest causally)."""
@@ -670,6 +703,10 @@ def build(name, kwargs):
         model = LstmNet(CLASSES)
     elif arch == "bilstm_tagger":
         model = BiLstmTagger(CLASSES)
+    elif arch == "gru_net":
+        model = GruNet(CLASSES)
+    elif arch == "bigru_tagger":
+        model = BiGruTagger(CLASSES)
     elif arch == "mlp_net":
         nn = torch.nn
         model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.GELU(),

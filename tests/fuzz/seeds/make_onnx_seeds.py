@@ -62,6 +62,19 @@ class Masked(nn.Module):
         return self.attn(x, x, x, need_weights=False, attn_mask=self.band)[0].mean(1)
 
 
+class Recurrent(nn.Module):
+    """A bidirectional nn.LSTM then an nn.GRU over [N, 3, 5] (Note [unrolled recurrent layers]),
+    the last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(8, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.gru(self.lstm(x)[0])[0][:, -1]
+
+
 def export(model, x, path):
     torch.onnx.export(model.train(), x, path, opset_version=13, input_names=["input"],
                       output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
@@ -78,6 +91,7 @@ def main():
     export(mlp, torch.randn(2, 6), os.path.join(out, "mlp.onnx"))
     export(Resizes(), torch.randn(2, 3, 6, 6), os.path.join(out, "resize.onnx"))
     export(Masked(), torch.randn(2, 6, 8), os.path.join(out, "masked.onnx"))
+    export(Recurrent(), torch.randn(2, 3, 5), os.path.join(out, "recurrent.onnx"))
 
 
 if __name__ == "__main__":
