@@ -475,54 +475,29 @@ class TaggerNet(SequenceNet):
         return self.head(self.layer(self.embed(x) + self.pos))
 
 
-class LstmNet(torch.nn.Module):
-    """Two batch-first nn.LSTM layers over float sequences [N, T, 6], a linear head on the last
-    step."""
+class RecurrentNet(torch.nn.Module):
+    """Two batch-first layers of `cell` (nn.LSTM or nn.GRU) over float sequences [N, T, 6], a
+    linear head on the last step."""
 
-    def __init__(self, classes):
+    def __init__(self, cell, classes):
         super().__init__()
-        self.lstm = torch.nn.LSTM(6, 16, num_layers=2, batch_first=True)
+        self.rnn = cell(6, 16, num_layers=2, batch_first=True)
         self.head = torch.nn.Linear(16, classes)
 
     def forward(self, x):
-        return self.head(self.lstm(x)[0][:, -1])
+        return self.head(self.rnn(x)[0][:, -1])
 
 
-class BiLstmTagger(torch.nn.Module):
-    """A bidirectional nn.LSTM without biases, a linear head at every step: logits [N, T, K]."""
+class RecurrentTagger(torch.nn.Module):
+    """A bidirectional `cell` without biases, a linear head at every step: logits [N, T, K]."""
 
-    def __init__(self, classes):
+    def __init__(self, cell, classes):
         super().__init__()
-        self.lstm = torch.nn.LSTM(6, 12, bidirectional=True, bias=False, batch_first=True)
+        self.rnn = cell(6, 12, bidirectional=True, bias=False, batch_first=True)
         self.head = torch.nn.Linear(24, classes)
 
     def forward(self, x):
-        return self.head(self.lstm(x)[0])
-
-
-class GruNet(torch.nn.Module):
-    """Two batch-first nn.GRU layers over float sequences [N, T, 6], a linear head on the last
-    step."""
-
-    def __init__(self, classes):
-        super().__init__()
-        self.gru = torch.nn.GRU(6, 16, num_layers=2, batch_first=True)
-        self.head = torch.nn.Linear(16, classes)
-
-    def forward(self, x):
-        return self.head(self.gru(x)[0][:, -1])
-
-
-class BiGruTagger(torch.nn.Module):
-    """A bidirectional nn.GRU without biases, a linear head at every step: logits [N, T, K]."""
-
-    def __init__(self, classes):
-        super().__init__()
-        self.gru = torch.nn.GRU(6, 12, bidirectional=True, bias=False, batch_first=True)
-        self.head = torch.nn.Linear(24, classes)
-
-    def forward(self, x):
-        return self.head(self.gru(x)[0])
+        return self.head(self.rnn(x)[0])
 
 
 class MaskedNet(SequenceNet):
@@ -699,14 +674,10 @@ def build(name, kwargs):
         model = SequenceNet(MODELS[name][1], CLASSES)
     elif arch == "tagger_net":
         model = TaggerNet(MODELS[name][1], CLASSES)
-    elif arch == "lstm_net":
-        model = LstmNet(CLASSES)
-    elif arch == "bilstm_tagger":
-        model = BiLstmTagger(CLASSES)
-    elif arch == "gru_net":
-        model = GruNet(CLASSES)
-    elif arch == "bigru_tagger":
-        model = BiGruTagger(CLASSES)
+    elif arch in ("lstm_net", "gru_net"):
+        model = RecurrentNet(torch.nn.LSTM if arch == "lstm_net" else torch.nn.GRU, CLASSES)
+    elif arch in ("bilstm_tagger", "bigru_tagger"):
+        model = RecurrentTagger(torch.nn.LSTM if arch == "bilstm_tagger" else torch.nn.GRU, CLASSES)
     elif arch == "mlp_net":
         nn = torch.nn
         model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 32), nn.GELU(),
