@@ -161,9 +161,9 @@ void set_string(onnx::NodeProto* n, const std::string& name, const std::string& 
 
 // What the unrolling needs of each kind of recurrent node.
 struct Cell {
-  std::string module;             // (in the messages)
-  int64_t gates;                  // rows of W per hidden unit
-  std::vector<int> state_inputs;  // the initial states
+  std::string module;               // (in the messages)
+  int64_t gates;                    // rows of W per hidden unit
+  std::vector<int> state_inputs;    // the initial states
   std::vector<std::string> states;  // the outputs after Y: the final states
 };
 const Cell kLstm{"nn.LSTM", 4, {5, 6}, {"Y_h", "Y_c"}};
