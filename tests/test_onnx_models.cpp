@@ -227,6 +227,19 @@ TEST_F(OnnxModels, LstmFormsOutsideTheUnrollingAreNamed) {
     r->add_output("h_relu");
   });
   EXPECT_NE(e.find("Y_h (the final state"), std::string::npos) << e;
+  // A bidirectional layer's weights joined along another axis than the directions'.
+  make("bilstm_tagger");
+  onnx::ModelProto m = exported("bilstm_tagger");
+  onnx::NodeProto* n = first_lstm(m);
+  ASSERT_NE(n, nullptr);
+  const std::string w = n->input(1);
+  for (auto& c : *m.mutable_graph()->mutable_node())
+    if (c.op_type() == "Concat" && c.output(0) == w)
+      for (auto& a : *c.mutable_attribute())
+        if (a.name() == "axis") a.set_i(1);
+  e = import_error(m);
+  EXPECT_NE(e.find("its weights are not module parameters as PyTorch exports them"),
+            std::string::npos) << e;
 }
 // nn.GRU unrolled the same way: two batch-first layers with biases (at the first step b_hh
 // alone, for the reset gate's product), the head on the last step; a bidirectional GRU without

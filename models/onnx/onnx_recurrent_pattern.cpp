@@ -84,6 +84,8 @@ std::optional<std::vector<Rows>> directions_of(const Graph& g, const std::string
   if (const std::optional<Rows> r = one(v)) return std::vector<Rows>{*r};
   const onnx::NodeProto* c = g.made_by(v, "Concat");
   if (!c) return std::nullopt;
+  for (const auto& a : c->attribute())
+    if (a.name() == "axis" && a.i() != 0) return std::nullopt;  // (the directions' axis)
   std::vector<Rows> d;
   for (const auto& in : c->input()) {
     const std::optional<Rows> r = one(in);
