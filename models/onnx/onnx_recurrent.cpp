@@ -87,7 +87,7 @@ class Unrolled {
   DataValue unary(const std::string& op, const DataValue& v) {
     return t_.emit(op, {v}, {}, {}, one(), one());
   }
-  // scale v of v [1, h] or [1, gates h].
+  // scale times v ([1, h] or [1, gates h]).
   DataValue scaled(const DataValue& v, double scale) {
     AttrMap a;
     a.set("scale", scale);
@@ -160,11 +160,12 @@ DataValue gru_direction(Unrolled& u, bool reverse) {
   for (int64_t k = 0; k < u.steps(); ++k) {
     const int64_t step = reverse ? u.steps() - 1 - k : k;
     const DataValue a = u.input_part(step);
-    // R h + b_hh; at h = 0, b_hh alone (zeros without biases: the terms it enters vanish).
-    const std::optional<DataValue> s =
-        hp ? std::optional<DataValue>(u.state_part(*hp))
-           : u.has_bias() ? std::optional<DataValue>(u.plus_state_bias(u.scaled(a, 0.0)))
-                          : std::nullopt;
+    // s = R h + b_hh; at h = 0, b_hh alone (none without biases: the terms it enters vanish).
+    std::optional<DataValue> s;
+    if (hp)
+      s = u.state_part(*hp);
+    else if (u.has_bias())
+      s = u.plus_state_bias(u.scaled(a, 0.0));
     auto pre = [&](int g) {  // gate g of a + s
       return s ? u.add(u.gate(a, g), u.gate(*s, g), u.one()) : u.gate(a, g);
     };
