@@ -166,6 +166,27 @@ Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
   return s;
 }
 
+std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpoints) {
+  const int n = p.size();
+  const auto users = problem_users(p);
+  std::vector<uint8_t> is_checkpoint(static_cast<size_t>(n), 0);
+  for (int c : checkpoints) is_checkpoint[static_cast<size_t>(c)] = 1;
+  // cuts_below[i]: the number of checkpoints with an index below i.
+  std::vector<int> cuts_below(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) cuts_below[i + 1] = cuts_below[i] + is_checkpoint[i];
+  std::vector<int> out;
+  for (int i : forward_nodes(p)) {
+    int last_forward_reader = -1;
+    for (int u : users[static_cast<size_t>(i)])
+      if (p.nodes[u].kind != ProblemNodeKind::Backward)
+        last_forward_reader = std::max(last_forward_reader, u);
+    // A checkpoint strictly between i and its last forward reader: i crosses that cut.
+    const bool crosses = last_forward_reader > i && cuts_below[last_forward_reader] > cuts_below[i + 1];
+    if (is_checkpoint[i] || crosses) out.push_back(i);
+  }
+  return out;
+}
+
 namespace {
 
 std::vector<int> candidates(const Problem& p, bool linearized) {
@@ -195,6 +216,24 @@ std::vector<int64_t> coarse_to_fine(const std::vector<int64_t>& sorted) {
   return out;
 }
 
+// The cheaper of the segment schedules of `checkpoints` alone and with their cut sets (Note [cut
+// sets]) that fits the budget, its simulation in *sim; ties go to the lower peak.
+std::optional<Schedule> cheaper_segmentation(const Problem& p, const std::vector<int>& checkpoints,
+                                             const std::string& strategy, int64_t budget,
+                                             SimResult* sim) {
+  std::optional<Schedule> best = if_fits(p, segment_schedule(p, checkpoints, strategy), budget, sim);
+  const std::vector<int> held = with_cut_sets(p, checkpoints);
+  if (held == checkpoints) return best;
+  SimResult cut_sim;
+  std::optional<Schedule> cut = if_fits(p, segment_schedule(p, held, strategy), budget, &cut_sim);
+  if (cut && (!best || cut_sim.total_cost < sim->total_cost ||
+              (cut_sim.total_cost == sim->total_cost && cut_sim.peak_bytes < sim->peak_bytes))) {
+    *sim = cut_sim;
+    return cut;
+  }
+  return best;
+}
+
 }  // namespace
 
 std::optional<Schedule> solve_all_keep(const Problem& p) { return all_keep_schedule(p); }
@@ -207,8 +246,8 @@ std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool 
   for (int j = 1; j <= k; ++j) chosen.push_back(cand[(static_cast<int64_t>(j) * m) / (k + 1)]);
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
   SimResult sim;
-  return if_fits(p, segment_schedule(p, chosen, linearized ? "chen-sqrtn-linear" : "chen-sqrtn"),
-                 budget, &sim);
+  return cheaper_segmentation(p, chosen, linearized ? "chen-sqrtn-linear" : "chen-sqrtn", budget,
+                              &sim);
 }
 
 namespace {
@@ -336,7 +375,7 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
       if (read_backward[static_cast<size_t>(c)]) held += p.nodes[c].bytes;
     if (held > budget) continue;
     SimResult sim;
-    auto s = if_fits(p, segment_schedule(p, chosen, name), budget, &sim);
+    auto s = cheaper_segmentation(p, chosen, name, budget, &sim);
     if (!s) continue;
     if (!best || sim.total_cost < best_sim.total_cost ||
         (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {

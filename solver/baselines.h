@@ -27,6 +27,20 @@ std::vector<int> forward_articulation_points(const Problem& p);
 Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
                           const std::string& strategy);
 
+// Note [cut sets]
+// A linearised checkpoint c cuts the forward order in two. A forward value computed before c and
+// read by a forward or loss node after c crosses the cut: the segment after c cannot be
+// recomputed without it. With c alone held, the backward pass recomputes the segment before c to
+// get it, and that segment's own crossing values drag in the one before, back to the start (an
+// unrolled recurrent layer's state of the step before is read one step on; a linearised ResNet
+// block's skip input crosses every cut inside the block). `with_cut_sets` adds to the checkpoints
+// every forward value crossing one of their cuts, so each segment can be recomputed from what is
+// held. Holding more costs memory in the forward pass and may cost it where the drag did not, so
+// the baselines try both and keep the cheaper schedule that fits. An articulation point is never
+// crossed (its removal disconnects the forward graph), so its checkpoints come back unchanged.
+// Returns the checkpoints and those values, ascending.
+std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpoints);
+
 // Chen et al.'s greedy rule (Note [greedy thresholds] in baselines.cpp): the checkpoints it picks
 // among `candidates` at `threshold` bytes, and in *next (when given) the smallest threshold above
 // it at which they change (INT64_MAX when none does).

@@ -222,6 +222,22 @@ inline Problem dense_problem(int layers) {
   return b.finish(x);
 }
 
+// An unrolled recurrent layer's shape: per step a large, expensive input part z (reading the
+// state h), a gate g, and the states c and h. c is read again three nodes on, past the next
+// step's z and g: a checkpoint there is crossed (Note [cut sets] in solver/baselines.h).
+Problem recurrent_problem(int steps) {
+  TrainingProblemBuilder b("recurrent", 10);
+  int h = b.forward(1, 4, {});
+  int c = b.forward(1, 4, {});
+  for (int k = 0; k < steps; ++k) {
+    const int z = b.forward(20, 16, {h});
+    const int g = b.forward(1, 4, {z});
+    c = b.forward(1, 4, {g, c});
+    h = b.forward(1, 4, {g, c});
+  }
+  return b.finish(h);
+}
+
 // The budget constant + fraction x keep-everything's activation bytes.
 inline int64_t budget_at(const Problem& p, double fraction) {
   const int64_t keep = simulate(p, all_keep_schedule(p)).peak_bytes;

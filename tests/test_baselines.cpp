@@ -12,6 +12,7 @@
 #include "solver/chain.h"
 #include "solver/griewank.h"
 #include "solver/strategies.h"
+#include "tests/solver_test_util.h"
 
 namespace remat {
 namespace {
@@ -45,7 +46,7 @@ Problem skip_problem() {
   return p;
 }
 
-Problem varied_chain(int n) {
+Problem mixed_chain(int n) {
   std::vector<double> cost;
   std::vector<int64_t> bytes;
   for (int k = 0; k < n; ++k) {
@@ -87,7 +88,7 @@ TEST(Baselines, ArticulationPoints) {
 }
 
 TEST(Baselines, EveryScheduleValidAndWithinBudget) {
-  for (const Problem& p : {make_uniform_chain(20), varied_chain(13), skip_problem()}) {
+  for (const Problem& p : {make_uniform_chain(20), mixed_chain(13), skip_problem()}) {
     const int64_t lo = problem_min_budget(p);
     const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
     for (int step = 0; step <= 8; ++step) {
@@ -173,7 +174,7 @@ TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
   EXPECT_EQ(next, 12);
   EXPECT_EQ(greedy_checkpoints(skip_problem(), skip_aps, 12, &next), (std::vector<int>{3}));
   EXPECT_EQ(next, 22);
-  for (const Problem& p : {varied_chain(14), make_uniform_chain(9), skip_problem()}) {
+  for (const Problem& p : {mixed_chain(14), make_uniform_chain(9), skip_problem()}) {
     for (bool linear : {false, true}) {
       const std::vector<int> cand = linear ? forward_nodes(p) : forward_articulation_points(p);
       int64_t total = 0;
@@ -192,10 +193,10 @@ TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
 }
 
 // The greedy search (with its lower bound that skips simulations) finds the cheapest schedule
-// that any integer threshold gives at every budget; with a cost cap it may stop at any
-// schedule that fits within the cap.
+// that any integer threshold gives at every budget, with or without the checkpoints' cut sets;
+// with a cost cap it may stop at any schedule that fits within the cap.
 TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
-  for (const Problem& p : {varied_chain(14), make_uniform_chain(12), skip_problem()}) {
+  for (const Problem& p : {mixed_chain(14), make_uniform_chain(12), skip_problem()}) {
     const int64_t lo = problem_min_budget(p);
     const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
     int64_t total = 0;
@@ -205,9 +206,12 @@ TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
       for (int64_t budget = lo; budget <= hi; ++budget) {
         double cheapest = -1;
         for (int64_t b = 0; b <= total; ++b) {
-          const SimResult r = simulate(p, segment_schedule(p, greedy_checkpoints(p, cand, b), "x"));
-          if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
-            cheapest = r.total_cost;
+          const std::vector<int> chosen = greedy_checkpoints(p, cand, b);
+          for (const std::vector<int>& held : {chosen, with_cut_sets(p, chosen)}) {
+            const SimResult r = simulate(p, segment_schedule(p, held, "x"));
+            if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
+              cheapest = r.total_cost;
+          }
         }
         const std::optional<Schedule> s = solve_chen_greedy(p, budget, linear);
         ASSERT_EQ(s.has_value(), cheapest >= 0) << p.name << " budget " << budget;
@@ -224,8 +228,64 @@ TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
   }
 }
 
+// Note [cut sets], by hand on the skip problem: f2 sits inside the skip f1 -> f3, so its cut
+// holds f1 as well; f0 is read by f1 alone, and an articulation point's cut is never crossed.
+TEST(Baselines, CutSetsHoldWhatCrossesACheckpoint) {
+  const Problem p = skip_problem();
+  EXPECT_EQ(with_cut_sets(p, {2}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(with_cut_sets(p, {0, 2}), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(with_cut_sets(p, {}), (std::vector<int>{}));
+  EXPECT_EQ(with_cut_sets(p, forward_articulation_points(p)), forward_articulation_points(p));
+  // The segment after f2 ({f3, f4}) is recomputed from f1 and f2 without touching {f0}: only
+  // b1 and b0, which read f0, recompute it.
+  const SimResult r = simulate(p, segment_schedule(p, with_cut_sets(p, {2}), "x"));
+  ASSERT_TRUE(r.valid) << r.error;
+  for (const SimStep& st : r.steps) {
+    if (st.kind == StepKind::Compute && st.recompute && st.node == 0) {
+      EXPECT_GE(st.stage, 9) << "f0 recomputed before b1";
+    }
+  }
+}
+
+// Chen's segments of the recurrent shape recompute step after step back to the start, while the
+// cut sets hold each step's state: at every budget from the smallest to keeping everything the
+// linearised greedy is never dearer than the cheapest plain segmentation, strictly cheaper at
+// some, and fits at budgets where no plain segmentation does.
+TEST(Baselines, CutSetsPlanRecurrentStates) {
+  const Problem p = recurrent_problem(8);
+  const std::vector<int> cand = forward_nodes(p);
+  int64_t total = 0;
+  for (int i : cand) total += p.nodes[i].bytes;
+  const int64_t lo = problem_min_budget(p);
+  const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+  int cheaper = 0, only_with_cuts = 0;
+  for (int64_t budget = lo; budget <= hi; ++budget) {
+    double plain = -1;
+    for (int64_t b = 0; b <= total; ++b) {
+      const SimResult r = simulate(p, segment_schedule(p, greedy_checkpoints(p, cand, b), "x"));
+      if (r.valid && r.peak_bytes <= budget && (plain < 0 || r.total_cost < plain))
+        plain = r.total_cost;
+    }
+    const std::optional<Schedule> s = solve_chen_greedy(p, budget, true);
+    if (!s) {
+      EXPECT_LT(plain, 0) << "budget " << budget;
+      continue;
+    }
+    const SimResult r = simulate(p, *s);
+    EXPECT_LE(r.peak_bytes, budget);
+    if (plain < 0) {
+      ++only_with_cuts;
+      continue;
+    }
+    EXPECT_LE(r.total_cost, plain) << "budget " << budget;
+    cheaper += r.total_cost < plain;
+  }
+  EXPECT_GT(cheaper, 0);
+  EXPECT_GT(only_with_cuts, 0);
+}
+
 TEST(Baselines, MoreBudgetNeverCostsMore) {
-  for (const Problem& p : {varied_chain(12), make_uniform_chain(15)}) {
+  for (const Problem& p : {mixed_chain(12), make_uniform_chain(15)}) {
     const int64_t lo = problem_min_budget(p);
     const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
     double prev_greedy = 1e300, prev_linear = 1e300, prev_griewank = 1e300;
@@ -284,7 +344,7 @@ TEST(Griewank, NotApplicableToNonChains) {
   SolveResult r = solve(p, "griewank", problem_total_bytes(p));
   EXPECT_FALSE(r.feasible);
   EXPECT_EQ(r.message, "griewank: not applicable, graph is not a chain");
-  EXPECT_TRUE(problem_is_chain(varied_chain(5)));
+  EXPECT_TRUE(problem_is_chain(mixed_chain(5)));
 }
 
 TEST(Solve, MinBudgetError) {
@@ -314,7 +374,7 @@ TEST(Solve, UnknownStrategyListsKnown) {
 }
 
 TEST(Solve, BaselinesThroughDispatcher) {
-  Problem p = varied_chain(10);
+  Problem p = mixed_chain(10);
   const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
   for (const char* name : {"all-keep", "chen-sqrtn", "chen-sqrtn-linear", "chen-greedy",
                            "chen-greedy-linear", "griewank"}) {
