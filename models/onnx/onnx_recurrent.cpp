@@ -27,9 +27,9 @@ namespace onnx_detail {
 // Concats and Unsqueezes to the initializers and the row where each ONNX gate starts in them,
 // checks that the initial states are zeros (ConstantOfShape, or a zero Constant expanded) and
 // takes the reshape of the output Y [T, D, N, H] into [T, N, D H] (Squeeze; Transpose + Reshape
-// when bidirectional) into the pattern. The translation then emits, per direction: one `dense`
-// of the whole sequence by weight_ih_l0 (with bias_ih_l0), and per step a `channel_slice` of its
-// row t, a `dense` of h by weight_hh_l0 (with bias_hh_l0), `channel_slice`s of the gates at
+// when bidirectional) into the pattern. The translation then emits, per direction and step: a
+// `channel_slice` of x_t, its `dense` by weight_ih_l0 (with bias_ih_l0), a `dense` of h by
+// weight_hh_l0 (with bias_hh_l0), `channel_slice`s of the gates at
 // PyTorch's rows, `sigmoid`, `tanh`, `channel_scale` products, `add`s (and for the GRU's h - n
 // an `affine` by -1). At the first step h = 0: the LSTM adds b_hh alone to the input part (a
 // learned `add_constant`); the GRU, which needs s apart, takes s = b_hh as a learned
@@ -40,10 +40,14 @@ namespace onnx_detail {
 // `export` writes them as PyTorch loads them. The values stay sequence-first (Note
 // [sequence-first values]): a step's [N, 1, 4H] is ONNX's [1, N, 4H]. The solver plans the
 // unrolled graph like any other: a recurrent network's steps are the chain that
-// rematerialization was first applied to. One `dense` of the whole sequence rather than one of
-// each step's x_t: per step, the two-layer LSTM of the tests at batch 16 (Adam) needs less
-// (smallest budget 201 -> 103 KB, keeping everything 375 -> 350 KB), but checkmate's schedules
-// of that graph were far worse where both fit (260 KB: 14.8x against 2.12x in 30 s; 2026-12-02).
+// rematerialization was first applied to. One `dense` per step rather than one of the whole
+// sequence (as cuDNN's LSTM computes it): a step is then recomputed from x_t and the state of the
+// step before, which the linearised baselines hold at their cuts (Note [cut sets] in
+// solver/baselines.h), where the sequence's input part is one large value that every step reads.
+// On the two-layer LSTM of the tests at batch 16 (Adam, FLOPs costs; 2026-12-02) the smallest
+// budget falls from 201 to 103 KB, keeping everything from 375 to 350 KB, and checkmate's plan at
+// 260 KB (30 s) from 1.41x to 1.03x; at 200 KB it finds 1.35x. The cost is T small products in
+// place of one large one, which a GPU runs less well.
 
 namespace {
 
@@ -55,17 +59,20 @@ class Unrolled {
   Unrolled(Translator& t, const DataValue& x, std::vector<std::string> p,
            std::vector<int64_t> rows, int64_t h)
       : t_(t), p_(std::move(p)), rows_(std::move(rows)), h_(h),
-        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), steps_(x.sample[0]) {
+        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), steps_(x.sample[0]),
+        x_(x) {
     dense_.set("units", gates_ * h);
     dense_.set("bias", bias_);
-    std::vector<ParamUse> wx = {{"weight", p_[0], {gates_ * h, x.sample[1]}, {}}};
-    if (bias_) wx.push_back({"bias", p_[2], {gates_ * h}, {}});
-    z_x_ = t.emit("dense", {x}, dense_, wx, {steps_, gates_ * h}, {steps_, gates_ * h});
   }
 
   int64_t steps() const { return steps_; }
-  // Row `step` of W x + b_ih: [1, gates h].
-  DataValue input_part(int64_t step) { return slice(z_x_, 1, step, 1); }
+  // W x_t + b_ih of step t's input x_t [1, F]: [1, gates h].
+  DataValue input_part(int64_t step) {
+    const int64_t f = x_.sample[1];
+    std::vector<ParamUse> wx = {{"weight", p_[0], {gates_ * h_, f}, {}}};
+    if (bias_) wx.push_back({"bias", p_[2], {gates_ * h_}, {}});
+    return t_.emit("dense", {slice(x_, 1, step, 1, {1, f})}, dense_, wx, row(), row());
+  }
   // R h + b_hh of the state h: [1, gates h].
   DataValue state_part(const DataValue& h) {
     std::vector<ParamUse> wh = {{"weight", p_[1], {gates_ * h_, h_}, {}}};
@@ -82,7 +89,7 @@ class Unrolled {
   }
   // ONNX gate k of z [1, gates h]: [1, h].
   DataValue gate(const DataValue& z, int k) {
-    return slice(z, 2, rows_[static_cast<size_t>(k)], h_);
+    return slice(z, 2, rows_[static_cast<size_t>(k)], h_, one());
   }
   DataValue unary(const std::string& op, const DataValue& v) {
     return t_.emit(op, {v}, {}, {}, one(), one());
@@ -114,12 +121,12 @@ class Unrolled {
   Shape one() const { return {1, h_}; }
 
  private:
-  DataValue slice(const DataValue& v, int64_t axis, int64_t offset, int64_t n) {
+  // n entries of v from `offset` along `axis` (1: T, 2: features), shaped s.
+  DataValue slice(const DataValue& v, int64_t axis, int64_t offset, int64_t n, const Shape& s) {
     AttrMap a;
     a.set("axis", axis);
     a.set("offset", offset);
     a.set("channels", n);
-    const Shape s = axis == 1 ? row() : one();
     return t_.emit("channel_slice", {v}, a, {}, s, s);
   }
 
@@ -130,8 +137,8 @@ class Unrolled {
   int64_t gates_;
   bool bias_;
   int64_t steps_;
+  DataValue x_;
   AttrMap dense_;
-  DataValue z_x_;
 };
 
 // LSTM (ONNX gates i, o, f, c): c = f c + i g, h = o tanh(c), from zero states.
