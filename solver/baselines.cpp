@@ -181,7 +181,8 @@ std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpo
       if (p.nodes[u].kind != ProblemNodeKind::Backward)
         last_forward_reader = std::max(last_forward_reader, u);
     // A checkpoint strictly between i and its last forward reader: i crosses that cut.
-    const bool crosses = last_forward_reader > i && cuts_below[last_forward_reader] > cuts_below[i + 1];
+    const bool crosses =
+        last_forward_reader > i && cuts_below[last_forward_reader] > cuts_below[i + 1];
     if (is_checkpoint[i] || crosses) out.push_back(i);
   }
   return out;
@@ -221,7 +222,8 @@ std::vector<int64_t> coarse_to_fine(const std::vector<int64_t>& sorted) {
 std::optional<Schedule> cheaper_segmentation(const Problem& p, const std::vector<int>& checkpoints,
                                              const std::string& strategy, int64_t budget,
                                              SimResult* sim) {
-  std::optional<Schedule> best = if_fits(p, segment_schedule(p, checkpoints, strategy), budget, sim);
+  std::optional<Schedule> best =
+      if_fits(p, segment_schedule(p, checkpoints, strategy), budget, sim);
   const std::vector<int> held = with_cut_sets(p, checkpoints);
   if (held == checkpoints) return best;
   SimResult cut_sim;
