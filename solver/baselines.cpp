@@ -166,39 +166,89 @@ Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
   return s;
 }
 
-std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpoints) {
-  const int n = p.size();
-  const auto users = problem_users(p);
-  std::vector<uint8_t> is_checkpoint(static_cast<size_t>(n), 0);
-  for (int c : checkpoints) is_checkpoint[static_cast<size_t>(c)] = 1;
-  // cuts_below[i]: the number of checkpoints with an index below i.
-  std::vector<int> cuts_below(static_cast<size_t>(n) + 1, 0);
-  for (int i = 0; i < n; ++i) cuts_below[i + 1] = cuts_below[i] + is_checkpoint[i];
-  std::vector<int> out;
-  for (int i : forward_nodes(p)) {
-    int last_forward_reader = -1;
-    for (int u : users[static_cast<size_t>(i)])
-      if (p.nodes[u].kind != ProblemNodeKind::Backward)
-        last_forward_reader = std::max(last_forward_reader, u);
-    // A checkpoint strictly between i and its last forward reader: i crosses that cut.
-    const bool crosses =
-        last_forward_reader > i && cuts_below[last_forward_reader] > cuts_below[i + 1];
-    if (is_checkpoint[i] || crosses) out.push_back(i);
+namespace {
+
+// What the segmentations of one problem share, computed once per search: each forward value's
+// last forward or loss reader (for its cut sets, Note [cut sets]) and whether the backward pass
+// reads it (for a lower bound on a segmentation's peak).
+class Segmentations {
+ public:
+  explicit Segmentations(const Problem& p)
+      : p_(p), last_forward_reader_(static_cast<size_t>(p.size()), -1),
+        read_backward_(static_cast<size_t>(p.size()), 0) {
+    const auto users = problem_users(p);
+    for (int i = 0; i < p.size(); ++i)
+      for (int u : users[static_cast<size_t>(i)]) {
+        if (p.nodes[u].kind == ProblemNodeKind::Backward)
+          read_backward_[static_cast<size_t>(i)] = 1;
+        else
+          last_forward_reader_[static_cast<size_t>(i)] =
+              std::max(last_forward_reader_[static_cast<size_t>(i)], u);
+      }
   }
-  return out;
+
+  std::vector<int> with_cut_sets(const std::vector<int>& checkpoints) const {
+    const int n = p_.size();
+    std::vector<uint8_t> is_checkpoint(static_cast<size_t>(n), 0);
+    for (int c : checkpoints) is_checkpoint[static_cast<size_t>(c)] = 1;
+    // cuts_below[i]: the number of checkpoints with an index below i.
+    std::vector<int> cuts_below(static_cast<size_t>(n) + 1, 0);
+    for (int i = 0; i < n; ++i) cuts_below[i + 1] = cuts_below[i] + is_checkpoint[i];
+    std::vector<int> out;
+    for (int i : forward_nodes(p_)) {
+      const int last = last_forward_reader_[static_cast<size_t>(i)];
+      // A checkpoint strictly between i and its last forward reader: i crosses that cut.
+      if (is_checkpoint[i] || (last > i && cuts_below[last] > cuts_below[i + 1])) out.push_back(i);
+    }
+    return out;
+  }
+
+  // Every held value that the backward pass reads is held as it starts (Note [segment
+  // schedule]): with the constant, a lower bound on the peak that needs no simulation.
+  int64_t peak_bound(const std::vector<int>& held) const {
+    int64_t bytes = p_.constant_bytes;
+    for (int c : held)
+      if (read_backward_[static_cast<size_t>(c)]) bytes += p_.nodes[c].bytes;
+    return bytes;
+  }
+
+  // The cheaper of the segment schedules of `checkpoints` alone and with their cut sets that
+  // fits the budget, its simulation in *sim; ties go to the lower peak.
+  std::optional<Schedule> cheaper(const std::vector<int>& checkpoints, const std::string& strategy,
+                                  int64_t budget, SimResult* sim) const {
+    std::optional<Schedule> best;
+    const std::vector<int> cut = with_cut_sets(checkpoints);
+    for (const std::vector<int>* held : {&checkpoints, &cut}) {
+      if (held == &cut && cut == checkpoints) break;  // no value crosses a cut: the same schedule
+      if (peak_bound(*held) > budget) continue;
+      Schedule s = segment_schedule(p_, *held, strategy);
+      const SimResult r = simulate(p_, s);
+      if (!r.valid || r.peak_bytes > budget) continue;
+      if (!best || r.total_cost < sim->total_cost ||
+          (r.total_cost == sim->total_cost && r.peak_bytes < sim->peak_bytes)) {
+        best = std::move(s);
+        *sim = r;
+      }
+    }
+    return best;
+  }
+
+ private:
+  const Problem& p_;
+  std::vector<int> last_forward_reader_;
+  std::vector<uint8_t> read_backward_;
+};
+
+}  // namespace
+
+std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpoints) {
+  return Segmentations(p).with_cut_sets(checkpoints);
 }
 
 namespace {
 
 std::vector<int> candidates(const Problem& p, bool linearized) {
   return linearized ? forward_nodes(p) : forward_articulation_points(p);
-}
-
-// Returns the schedule if its simulated peak fits.
-std::optional<Schedule> if_fits(const Problem& p, Schedule s, int64_t budget, SimResult* sim) {
-  *sim = simulate(p, s);
-  if (!sim->valid || sim->peak_bytes > budget) return std::nullopt;
-  return s;
 }
 
 // The thresholds in an order that covers their whole range early: every 2^k-th first, then
@@ -217,25 +267,6 @@ std::vector<int64_t> coarse_to_fine(const std::vector<int64_t>& sorted) {
   return out;
 }
 
-// The cheaper of the segment schedules of `checkpoints` alone and with their cut sets (Note [cut
-// sets]) that fits the budget, its simulation in *sim; ties go to the lower peak.
-std::optional<Schedule> cheaper_segmentation(const Problem& p, const std::vector<int>& checkpoints,
-                                             const std::string& strategy, int64_t budget,
-                                             SimResult* sim) {
-  std::optional<Schedule> best =
-      if_fits(p, segment_schedule(p, checkpoints, strategy), budget, sim);
-  const std::vector<int> held = with_cut_sets(p, checkpoints);
-  if (held == checkpoints) return best;
-  SimResult cut_sim;
-  std::optional<Schedule> cut = if_fits(p, segment_schedule(p, held, strategy), budget, &cut_sim);
-  if (cut && (!best || cut_sim.total_cost < sim->total_cost ||
-              (cut_sim.total_cost == sim->total_cost && cut_sim.peak_bytes < sim->peak_bytes))) {
-    *sim = cut_sim;
-    return cut;
-  }
-  return best;
-}
-
 }  // namespace
 
 std::optional<Schedule> solve_all_keep(const Problem& p) { return all_keep_schedule(p); }
@@ -248,8 +279,8 @@ std::optional<Schedule> solve_chen_sqrtn(const Problem& p, int64_t budget, bool 
   for (int j = 1; j <= k; ++j) chosen.push_back(cand[(static_cast<int64_t>(j) * m) / (k + 1)]);
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
   SimResult sim;
-  return cheaper_segmentation(p, chosen, linearized ? "chen-sqrtn-linear" : "chen-sqrtn", budget,
-                              &sim);
+  return Segmentations(p).cheaper(chosen, linearized ? "chen-sqrtn-linear" : "chen-sqrtn", budget,
+                                  &sim);
 }
 
 namespace {
@@ -358,26 +389,13 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
   const std::string name = linearized ? "chen-greedy-linear" : "chen-greedy";
   std::optional<Schedule> best;
   SimResult best_sim;
-  // A segmentation's checkpoints that the backward pass reads are all held as it starts (Note
-  // [segment schedule]): with the constant, a lower bound on its peak that needs no simulation.
-  const auto users = problem_users(p);
-  int backward_start = p.size();
-  for (int i = p.size() - 1; i >= 0; --i)
-    if (p.nodes[i].kind == ProblemNodeKind::Backward) backward_start = i;
-  std::vector<uint8_t> read_backward(static_cast<size_t>(p.size()), 0);
-  for (int i = 0; i < p.size(); ++i)
-    read_backward[static_cast<size_t>(i)] = !users[static_cast<size_t>(i)].empty() &&
-                                            users[static_cast<size_t>(i)].back() >= backward_start;
+  const Segmentations segmentations(p);
   const std::vector<int64_t> walk = greedy_thresholds(p, cand, kGreedyThresholdCap);
   for (int64_t b : greedy_search_order(p, walk)) {
     if (late()) break;
     const std::vector<int> chosen = rule.checkpoints(p, b, nullptr);
-    int64_t held = p.constant_bytes;
-    for (int c : chosen)
-      if (read_backward[static_cast<size_t>(c)]) held += p.nodes[c].bytes;
-    if (held > budget) continue;
     SimResult sim;
-    auto s = cheaper_segmentation(p, chosen, name, budget, &sim);
+    auto s = segmentations.cheaper(chosen, name, budget, &sim);
     if (!s) continue;
     if (!best || sim.total_cost < best_sim.total_cost ||
         (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {

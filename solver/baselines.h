@@ -36,8 +36,9 @@ Schedule segment_schedule(const Problem& p, const std::vector<int>& checkpoints,
 // block's skip input crosses every cut inside the block). `with_cut_sets` adds to the checkpoints
 // every forward value crossing one of their cuts, so each segment can be recomputed from what is
 // held. Holding more costs memory in the forward pass and may cost it where the drag did not, so
-// the baselines try both and keep the cheaper schedule that fits. An articulation point is never
-// crossed (its removal disconnects the forward graph), so its checkpoints come back unchanged.
+// the baselines try both and keep the cheaper schedule that fits (the greedy search simulates up
+// to two schedules per threshold). An articulation point is never crossed (its removal
+// disconnects the forward graph), so its checkpoints come back unchanged.
 // Returns the checkpoints and those values, ascending.
 std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpoints);
 
