@@ -229,7 +229,7 @@ TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
 }
 
 // Note [cut sets], by hand on the skip problem: f2 sits inside the skip f1 -> f3, so its cut
-// holds f1 as well; f0 is read by f1 alone, and an articulation point's cut is never crossed.
+// holds f1 as well; f0 is read by f1 alone, and nothing crosses the articulation points here.
 TEST(Baselines, CutSetsHoldWhatCrossesACheckpoint) {
   const Problem p = skip_problem();
   EXPECT_EQ(with_cut_sets(p, {2}), (std::vector<int>{1, 2}));
