@@ -225,7 +225,7 @@ inline Problem dense_problem(int layers) {
 // An unrolled recurrent layer's shape: per step a large, expensive input part z (reading the
 // state h), a gate g, and the states c and h. c is read again three nodes on, past the next
 // step's z and g: a checkpoint there is crossed (Note [cut sets] in solver/baselines.h).
-Problem recurrent_problem(int steps) {
+inline Problem recurrent_problem(int steps) {
   TrainingProblemBuilder b("recurrent", 10);
   int h = b.forward(1, 4, {});
   int c = b.forward(1, 4, {});
