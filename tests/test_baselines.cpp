@@ -192,6 +192,26 @@ TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
   }
 }
 
+// The cheapest segment schedule within `budget` that the greedy rule gives at any integer
+// threshold over `cand` (with each threshold's cut sets too when `cut_sets`), or -1 if none fits.
+double cheapest_by_threshold(const Problem& p, const std::vector<int>& cand, int64_t budget,
+                             bool cut_sets) {
+  int64_t total = 0;
+  for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
+  double cheapest = -1;
+  for (int64_t b = 0; b <= total; ++b) {
+    const std::vector<int> chosen = greedy_checkpoints(p, cand, b);
+    std::vector<std::vector<int>> tried = {chosen};
+    if (cut_sets) tried.push_back(with_cut_sets(p, chosen));
+    for (const std::vector<int>& held : tried) {
+      const SimResult r = simulate(p, segment_schedule(p, held, "x"));
+      if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
+        cheapest = r.total_cost;
+    }
+  }
+  return cheapest;
+}
+
 // The greedy search (with its lower bound that skips simulations) finds the cheapest schedule
 // that any integer threshold gives at every budget, with or without the checkpoints' cut sets;
 // with a cost cap it may stop at any schedule that fits within the cap.
@@ -199,20 +219,10 @@ TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
   for (const Problem& p : {mixed_chain(14), make_uniform_chain(12), skip_problem()}) {
     const int64_t lo = problem_min_budget(p);
     const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
-    int64_t total = 0;
-    for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
     for (bool linear : {false, true}) {
       const std::vector<int> cand = linear ? forward_nodes(p) : forward_articulation_points(p);
       for (int64_t budget = lo; budget <= hi; ++budget) {
-        double cheapest = -1;
-        for (int64_t b = 0; b <= total; ++b) {
-          const std::vector<int> chosen = greedy_checkpoints(p, cand, b);
-          for (const std::vector<int>& held : {chosen, with_cut_sets(p, chosen)}) {
-            const SimResult r = simulate(p, segment_schedule(p, held, "x"));
-            if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
-              cheapest = r.total_cost;
-          }
-        }
+        const double cheapest = cheapest_by_threshold(p, cand, budget, true);
         const std::optional<Schedule> s = solve_chen_greedy(p, budget, linear);
         ASSERT_EQ(s.has_value(), cheapest >= 0) << p.name << " budget " << budget;
         if (!s) continue;
@@ -254,18 +264,11 @@ TEST(Baselines, CutSetsHoldWhatCrossesACheckpoint) {
 TEST(Baselines, CutSetsPlanRecurrentStates) {
   const Problem p = recurrent_problem(8);
   const std::vector<int> cand = forward_nodes(p);
-  int64_t total = 0;
-  for (int i : cand) total += p.nodes[i].bytes;
   const int64_t lo = problem_min_budget(p);
   const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
   int cheaper = 0, only_with_cuts = 0;
   for (int64_t budget = lo; budget <= hi; ++budget) {
-    double plain = -1;
-    for (int64_t b = 0; b <= total; ++b) {
-      const SimResult r = simulate(p, segment_schedule(p, greedy_checkpoints(p, cand, b), "x"));
-      if (r.valid && r.peak_bytes <= budget && (plain < 0 || r.total_cost < plain))
-        plain = r.total_cost;
-    }
+    const double plain = cheapest_by_threshold(p, cand, budget, false);
     const std::optional<Schedule> s = solve_chen_greedy(p, budget, true);
     if (!s) {
       EXPECT_LT(plain, 0) << "budget " << budget;
