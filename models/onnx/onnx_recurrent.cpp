@@ -63,13 +63,12 @@ class Unrolled {
   Unrolled(Translator& t, const DataValue& x, std::vector<std::string> p,
            std::vector<int64_t> rows, int64_t h)
       : t_(t), p_(std::move(p)), rows_(std::move(rows)), h_(h),
-        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), steps_(x.sample[0]),
-        x_(x) {
+        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), x_(x) {
     dense_.set("units", gates_ * h);
     dense_.set("bias", bias_);
   }
 
-  int64_t steps() const { return steps_; }
+  int64_t steps() const { return x_.sample[0]; }
   // W x_t + b_ih of step t's input x_t [1, F]: [1, gates h].
   DataValue input_part(int64_t step) {
     const int64_t f = x_.sample[1];
@@ -115,10 +114,10 @@ class Unrolled {
   }
   // The steps' h [1, h] joined along T: [T, h].
   DataValue join(const std::vector<DataValue>& hs) {
-    if (steps_ == 1) return hs[0];
+    if (steps() == 1) return hs[0];
     AttrMap cat;
     cat.set("axis", int64_t{1});
-    return t_.emit("concat", hs, cat, {}, {steps_, h_}, {steps_, h_});
+    return t_.emit("concat", hs, cat, {}, {steps(), h_}, {steps(), h_});
   }
   bool has_bias() const { return bias_; }
   Shape row() const { return {1, gates_ * h_}; }
@@ -140,7 +139,6 @@ class Unrolled {
   int64_t h_;
   int64_t gates_;
   bool bias_;
-  int64_t steps_;
   DataValue x_;
   AttrMap dense_;
 };
