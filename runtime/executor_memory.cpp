@@ -112,14 +112,21 @@ void Executor::release(void* p) {
 }
 
 void Executor::init_parameters(uint64_t seed) {
+  auto initialised = [&](const Value& val) {
+    return value_is_persistent(val.kind) && val.kind != ValueKind::Input &&
+           val.kind != ValueKind::Label;
+  };
+  // One host buffer for every value, touched once (Note [huge pages] in cpu_backend.cpp).
+  int64_t most = 0;
+  for (const Value& val : g_.values)
+    if (initialised(val)) most = std::max(most, val.desc.numel());
+  std::vector<float> host(static_cast<size_t>(most));
   for (size_t v = 0; v < g_.values.size(); ++v) {
     const Value& val = g_.values[v];
-    if (!value_is_persistent(val.kind) || val.kind == ValueKind::Input ||
-        val.kind == ValueKind::Label)
-      continue;
-    if (!ptr_[v]) continue;  // sharded optimizer state: below
-    std::vector<float> host = init_values(val, seed);
+    if (!initialised(val) || !ptr_[v]) continue;  // no pointer: sharded optimizer state, below
+    init_values(val, seed, host.data());
     be_.copy_from_host(ptr_[v], host.data(), val.desc.bytes());
+    be_.synchronize();  // the buffer is written again for the next value
   }
   // Sharded optimizer state (Note [gradient buckets]): this rank's part of each value.
   for (const UpdateSlice& sl : layout_.slices) {
@@ -127,12 +134,12 @@ void Executor::init_parameters(uint64_t seed) {
     for (size_t k = 0; k < sl.state_offsets.size(); ++k) {
       const ValueId sv = u.inputs[k + 2];
       if (ptr_[static_cast<size_t>(sv)]) continue;  // held whole: initialised above
-      const std::vector<float> host = init_values(g_.value(sv), seed);
+      init_values(g_.value(sv), seed, host.data());
       be_.copy_from_host(persistent_ + sl.state_offsets[k], host.data() + sl.first,
                          sl.desc.bytes());
+      be_.synchronize();
     }
   }
-  be_.synchronize();  // the host copies are freed on return
 }
 
 std::vector<float> Executor::read(ValueId v) const {

@@ -1,8 +1,10 @@
 // PoolAllocator tests: randomized alloc/free against a simple model (no overlap, alignment,
-// exact statistics, best fit, coalescing), the out-of-pool report, misuse errors.
+// exact statistics, best fit, coalescing), the out-of-pool report, misuse errors; the CPU
+// backend's block alignment.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <random>
 
@@ -311,6 +313,26 @@ TEST(PoolAllocator, EmptyPool) {
   EXPECT_EQ(a.allocate(0, "empty"), nullptr);
   EXPECT_THROW(a.allocate(1, "x"), OutOfPoolError);
   a.check_invariants();
+}
+
+// The CPU backend's blocks: 64-byte aligned; from 4 MB, 2 MB aligned for huge pages (Note
+// [huge pages] in cpu_backend.cpp), every byte writable; never null, even for 0 bytes.
+TEST(CpuBackendMemory, LargeBlocksAreAlignedForHugePages) {
+  auto be = make_cpu_backend();
+  const int64_t mb = int64_t{1} << 20;
+  for (int64_t bytes : {int64_t{0}, int64_t{100}, 4 * mb - 1, 4 * mb, 5 * mb + 3}) {
+    for (bool host : {false, true}) {
+      void* p = host ? be->host_alloc(bytes) : be->raw_alloc(bytes);
+      ASSERT_NE(p, nullptr) << bytes;
+      const auto at = reinterpret_cast<uintptr_t>(p);
+      EXPECT_EQ(at % 64, 0u) << bytes;
+      if (bytes >= 4 * mb) {
+        EXPECT_EQ(at % (2 * mb), 0u) << bytes;
+      }
+      std::fill_n(static_cast<char*>(p), bytes, char{1});
+      host ? be->host_free(p) : be->raw_free(p);
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // whose output differs between standard libraries).
 #include "runtime/graph/init.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/core/check.h"
@@ -28,16 +29,16 @@ double uniform01(uint64_t key, uint64_t i) {
 }
 }  // namespace
 
-std::vector<float> init_values(const Value& v, uint64_t seed) {
+void init_values(const Value& v, uint64_t seed, float* out) {
   const int64_t n = v.desc.numel();
-  std::vector<float> out(static_cast<size_t>(n), 0.0f);
   const uint64_t key = hash_string(v.name, seed);
   switch (v.init) {
     case InitKind::None:
     case InitKind::Zeros:
+      std::fill(out, out + n, 0.0f);
       break;
     case InitKind::Ones:
-      for (auto& x : out) x = 1.0f;
+      std::fill(out, out + n, 1.0f);
       break;
     case InitKind::Normal: {
       REMAT_CHECK(v.init_std > 0, "normal init of '" << v.name << "' needs init_std > 0");
@@ -71,6 +72,11 @@ std::vector<float> init_values(const Value& v, uint64_t seed) {
       break;
     }
   }
+}
+
+std::vector<float> init_values(const Value& v, uint64_t seed) {
+  std::vector<float> out(static_cast<size_t>(v.desc.numel()));
+  init_values(v, seed, out.data());
   return out;
 }
 

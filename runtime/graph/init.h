@@ -9,6 +9,9 @@
 
 namespace remat {
 
+// Writes v's initial values to out[0, numel).
+void init_values(const Value& v, uint64_t seed, float* out);
+// The same values, returned.
 std::vector<float> init_values(const Value& v, uint64_t seed);
 
 // splitmix64 step and a stable 64-bit hash of a string, shared by the data generators.
