@@ -175,6 +175,20 @@ TEST_F(OnnxModels, TaggerOverFloatSequences) {
 TEST_F(OnnxModels, LstmLayersUnrolled) {
   make("lstm_net");
   check_model(dir_, "lstm_net");
+  // The second layer reads the first one's steps as they are (Note [per-step sequences]): one
+  // `concat` (the second layer's steps, for the head), and along T only the model's input and
+  // that join (the head's last step) are sliced.
+  const ModelConfig cfg = load_model_config(dir_ + "/lstm_net.onnx", {"batch=4"});
+  int joins = 0, sliced_inside = 0;
+  for (const LayerConfig& l : cfg.layers) {
+    joins += l.op == "concat";
+    const auto axis = l.attrs.values.find("axis");  // default 1
+    if (l.op == "channel_slice" &&
+        (axis == l.attrs.values.end() || std::get<int64_t>(axis->second) == 1))
+      sliced_inside += l.inputs.at(0) != kModelInputName;
+  }
+  EXPECT_EQ(joins, 1);
+  EXPECT_LE(sliced_inside, 1);
 }
 TEST_F(OnnxModels, BidirectionalLstmTagger) {
   make("bilstm_tagger");

@@ -34,7 +34,8 @@ namespace onnx_detail {
 // an `affine` by -1). At the first step h = 0: the LSTM adds b_hh alone to the input part (a
 // learned `add_constant`); the GRU, which needs s apart, takes s = b_hh as a learned
 // `add_constant` on zeros (an `affine` by 0 of the input part) and h = n - z n. The steps' h are
-// joined by a `concat` along T (the directions by one along the features). Every step reads the
+// joined by a `concat` along T (the directions by one along the features), unless only the next
+// recurrent layer reads them (Note [per-step sequences]). Every step reads the
 // same parameters (weight tying; their gradients summed as they arrive, Note [running parameter
 // sums] in runtime/graph/autodiff.cpp), which keep their state_dict names and layouts, so
 // `export` writes them as PyTorch loads them. The values stay sequence-first (Note
@@ -45,13 +46,23 @@ namespace onnx_detail {
 // step before, which the linearised baselines hold at their cuts (Note [cut sets] in
 // solver/baselines.h), where the sequence's input part is one large value that every step reads.
 // On the two-layer LSTM of the tests at batch 16 (Adam, FLOPs costs; 2026-12-02) the smallest
-// budget falls from 201 to 103 KB, keeping everything from 375 to 350 KB, and checkmate's plan at
-// 260 KB (30 s) from 1.41x to 1.03x; at 200 KB it finds 1.35x. On a wider one (64 inputs, 256
-// hidden units, 32 steps, batch 32) the smallest budget falls from 15.5 to 10.3 MB but keeping
-// everything rises from 26.9 to 27.9 MB (the second layer's x_t are slices copied out of the
-// first layer's joined output), and in between checkmate finds less in a minute: 1.34x at 20 MB
-// against 1.18x, where the LP's rounding does not improve on the greedy baseline. The other cost
+// budget falls from 201 to 103 KB and checkmate's plan at 260 KB (30 s) from 2.12x to 1.01x; on a
+// wider one (64 inputs, 256 hidden units, 32 steps, batch 32, SGD) the smallest budget falls from
+// 15.5 to 10.3 MB, and at 20 MB checkmate's plan (60 s) from 1.18x to 1.13x; keeping everything
+// takes about the same (26.84 against 26.86 MB, with Note [per-step sequences]). The cost
 // is T small products in place of one large one, which a GPU runs less well.
+
+// Note [per-step sequences]
+// In a stack of recurrent layers (nn.LSTM's num_layers > 1: the output Y of one layer, through
+// the pattern's Squeeze, is the input X of the next) the next layer reads its input one step at a
+// time. So a layer whose output only recurrent layers read, as their input (and which is not the
+// graph's output), leaves its steps unjoined: the translator records the output as its steps
+// (Translator::set_steps), each [1, H] (a bidirectional layer's two directions joined per step
+// along the features, [1, 2H]), and the next layer's step t feeds step t to its `dense`, where it
+// would slice x_t out of the joined sequence. The joined sequence and its T slices, two copies of
+// the whole output that the step would hold, compute and recompute, are gone; the gradient
+// reaches each step's h directly. An output that anything else reads (a head's Slice or Gather of
+// the last step, a tagger's linear layer) is joined as before.
 
 namespace {
 
@@ -60,10 +71,12 @@ namespace {
 // where the ONNX gates start in them (one per gate), h the hidden size.
 class Unrolled {
  public:
-  Unrolled(Translator& t, const DataValue& x, std::vector<std::string> p,
-           std::vector<int64_t> rows, int64_t h)
+  // `x_steps`: x's steps when the layer before left them unjoined (Note [per-step sequences]).
+  Unrolled(Translator& t, const DataValue& x, const std::vector<DataValue>* x_steps,
+           std::vector<std::string> p, std::vector<int64_t> rows, int64_t h)
       : t_(t), p_(std::move(p)), rows_(std::move(rows)), h_(h),
-        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), x_(x) {
+        gates_(static_cast<int64_t>(rows_.size())), bias_(p_.size() == 4), x_(x),
+        x_steps_(x_steps) {
     dense_.set("units", gates_ * h);
     dense_.set("bias", bias_);
   }
@@ -74,7 +87,9 @@ class Unrolled {
     const int64_t f = x_.sample[1];
     std::vector<ParamUse> wx = {{"weight", p_[0], {gates_ * h_, f}, {}}};
     if (bias_) wx.push_back({"bias", p_[2], {gates_ * h_}, {}});
-    return t_.emit("dense", {slice(x_, 1, step, 1, {1, f})}, dense_, wx, row(), row());
+    const DataValue x_t =
+        x_steps_ ? (*x_steps_)[static_cast<size_t>(step)] : slice(x_, 1, step, 1, {1, f});
+    return t_.emit("dense", {x_t}, dense_, wx, row(), row());
   }
   // R h + b_hh of the state h: [1, gates h].
   DataValue state_part(const DataValue& h) {
@@ -112,13 +127,6 @@ class Unrolled {
   DataValue add(const DataValue& a, const DataValue& b, const Shape& s) {
     return t_.emit("add", {a, b}, {}, {}, s, s);
   }
-  // The steps' h [1, h] joined along T: [T, h].
-  DataValue join(const std::vector<DataValue>& hs) {
-    if (steps() == 1) return hs[0];
-    AttrMap cat;
-    cat.set("axis", int64_t{1});
-    return t_.emit("concat", hs, cat, {}, {steps(), h_}, {steps(), h_});
-  }
   bool has_bias() const { return bias_; }
   Shape row() const { return {1, gates_ * h_}; }
   Shape one() const { return {1, h_}; }
@@ -140,11 +148,12 @@ class Unrolled {
   int64_t gates_;
   bool bias_;
   DataValue x_;
+  const std::vector<DataValue>* x_steps_;
   AttrMap dense_;
 };
 
-// LSTM (ONNX gates i, o, f, c): c = f c + i g, h = o tanh(c), from zero states.
-DataValue lstm_direction(Unrolled& u, bool reverse) {
+// LSTM (ONNX gates i, o, f, c): c = f c + i g, h = o tanh(c), from zero states. Every step's h.
+std::vector<DataValue> lstm_direction(Unrolled& u, bool reverse) {
   std::vector<DataValue> hs(static_cast<size_t>(u.steps()));
   std::optional<DataValue> hp, cp;  // the state; none while it is zero
   for (int64_t k = 0; k < u.steps(); ++k) {
@@ -158,12 +167,12 @@ DataValue lstm_direction(Unrolled& u, bool reverse) {
     hp = u.product(o, u.unary("tanh", c));
     hs[static_cast<size_t>(step)] = *hp;
   }
-  return u.join(hs);
+  return hs;
 }
 
 // GRU (ONNX gates z, r, h; linear_before_reset): n = tanh(a_n + r s_n), h = n + z (h - n), from
-// a zero state.
-DataValue gru_direction(Unrolled& u, bool reverse) {
+// a zero state. Every step's h.
+std::vector<DataValue> gru_direction(Unrolled& u, bool reverse) {
   std::vector<DataValue> hs(static_cast<size_t>(u.steps()));
   std::optional<DataValue> hp;  // the state; none while it is zero
   for (int64_t k = 0; k < u.steps(); ++k) {
@@ -187,7 +196,17 @@ DataValue gru_direction(Unrolled& u, bool reverse) {
             : u.add(n, u.scaled(u.product(z, n), -1.0), u.one());
     hs[static_cast<size_t>(step)] = *hp;
   }
-  return u.join(hs);
+  return hs;
+}
+
+// The per-step outputs of `dirs` directions (each [1, h]) joined along the features: [1, dirs h].
+DataValue features_of_step(Translator& t, const std::vector<std::vector<DataValue>>& dirs,
+                           size_t step, int64_t h) {
+  if (dirs.size() == 1) return dirs[0][step];
+  AttrMap cat;
+  cat.set("axis", int64_t{2});
+  const Shape s = {1, static_cast<int64_t>(dirs.size()) * h};
+  return t.emit("concat", {dirs[0][step], dirs[1][step]}, cat, {}, s, s);
 }
 
 // The pattern node of match_recurrent: input 0 the sequence, then per direction its weight_ih,
@@ -195,26 +214,47 @@ DataValue gru_direction(Unrolled& u, bool reverse) {
 void recurrent(Translator& t) {
   const std::string op = t.node().op_type();
   if (t.has_attr("unsupported")) t.fail(op + ": " + t.attr_string("unsupported", ""));
-  const DataValue& x = t.data(0, kSeqFirst);
+  const auto* in = t.steps(0);  // the layer before's steps, unjoined (Note [per-step sequences])
+  const DataValue x = in ? in->first : t.data(0, kSeqFirst);
   if (!x.seq_first || x.sample.size() != 2)
     t.fail(op + ": the input is " + shape_str(x.sample) + " per sample; it reads a sequence " +
            "[T, N, F] (batch_first transposes [N, T, F] to it)");
-  const DataValue seq = x;
   const int64_t h = t.attr_int("hidden_size", 0), dirs = t.attr_int("directions", 1);
   const std::vector<int64_t> rows = t.attr_ints("gate_rows", {});
   const int64_t per = t.attr_int("bias", 1) ? 4 : 2;
-  std::vector<DataValue> out;
+  std::vector<std::vector<DataValue>> hs;  // per direction, per step
   for (int64_t d = 0; d < dirs; ++d) {
     std::vector<std::string> p;
     for (int64_t k = 0; k < per; ++k)
       p.push_back(t.node().input(static_cast<int>(1 + d * per + k)));
-    Unrolled u(t, seq, p, rows, h);
-    out.push_back(op == "GRU" ? gru_direction(u, d == 1) : lstm_direction(u, d == 1));
+    Unrolled u(t, x, in ? &in->second : nullptr, p, rows, h);
+    hs.push_back(op == "GRU" ? gru_direction(u, d == 1) : lstm_direction(u, d == 1));
   }
-  if (dirs == 1) return t.alias(0, out[0]);
+  const int64_t steps = x.sample[0];
+  const Shape out = {steps, dirs * h};
+  if (t.read_only_as_input0_by(0, "LSTM", "GRU")) {  // Note [per-step sequences]
+    std::vector<DataValue> per_step;
+    for (size_t k = 0; k < static_cast<size_t>(steps); ++k)
+      per_step.push_back(features_of_step(t, hs, k, h));
+    DataValue joined = x;
+    joined.layer.clear();  // no layer computes it
+    joined.sample = joined.remat = out;
+    return t.set_steps(0, joined, std::move(per_step));
+  }
+  std::vector<DataValue> joined;  // per direction, [T, h]
+  for (const auto& d : hs) {
+    if (steps == 1) {
+      joined.push_back(d[0]);
+      continue;
+    }
+    AttrMap cat;
+    cat.set("axis", int64_t{1});
+    joined.push_back(t.emit("concat", d, cat, {}, {steps, h}, {steps, h}));
+  }
+  if (dirs == 1) return t.alias(0, joined[0]);
   AttrMap cat;
   cat.set("axis", int64_t{2});
-  t.emit("concat", out, cat, {}, {seq.sample[0], 2 * h}, {seq.sample[0], 2 * h});
+  t.emit("concat", joined, cat, {}, out, out);
 }
 
 }  // namespace

@@ -113,6 +113,9 @@ const OnnxConst& Translator::konst(int k) {
 const DataValue& Translator::data(int k, unsigned takes) const {
   if (!has(k)) fail("input " + std::to_string(k) + " is required");
   auto it = data_.find(node_->input(k));
+  if (it == data_.end() && steps_.count(node_->input(k)))  // read_only_as_input0_by said not
+    fail("input " + std::to_string(k) + " ('" + node_->input(k) + "') is a recurrent layer's "
+         "output, which remat computes per step for the recurrent layers that read it");
   if (it == data_.end())
     fail("input " + std::to_string(k) + " ('" + node_->input(k) +
          "') is a constant where this op needs data the step computes");
@@ -218,6 +221,33 @@ void Translator::mark_seq_first(int out, bool seq_first) {
 bool Translator::used(int out) const {
   return out < node_->output_size() && !node_->output(out).empty() &&
          live_values_.count(node_->output(out)) > 0;
+}
+
+bool Translator::read_only_as_input0_by(int out, const std::string& op,
+                                        const std::string& op2) const {
+  if (out >= node_->output_size() || node_->output(out).empty() || is_graph_output(out))
+    return false;
+  const std::string& v = node_->output(out);
+  bool read = false;
+  for (const onnx::NodeProto& n : nodes_)
+    for (int k = 0; k < n.input_size(); ++k) {
+      if (n.input(k) != v) continue;
+      if (k != 0 || n.domain() != "remat" || (n.op_type() != op && n.op_type() != op2))
+        return false;
+      read = true;
+    }
+  return read;
+}
+
+void Translator::set_steps(int out, const DataValue& joined, std::vector<DataValue> steps) {
+  if (out < node_->output_size() && !node_->output(out).empty())
+    steps_[node_->output(out)] = {joined, std::move(steps)};
+}
+
+const std::pair<DataValue, std::vector<DataValue>>* Translator::steps(int k) const {
+  if (!has(k)) return nullptr;
+  auto it = steps_.find(node_->input(k));
+  return it == steps_.end() ? nullptr : &it->second;
 }
 
 bool Translator::is_graph_output(int out) const {

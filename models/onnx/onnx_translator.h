@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -143,6 +144,14 @@ class Translator {
                         const Shape& remat, DType dtype = DType::F32, int out = 0);
   // Output `out` is read by a node that counts or is the graph's output.
   bool used(int out) const;
+  // Output `out` is read, as input 0, only by pattern nodes of op type `op` or `op2` (Note
+  // [ONNX patterns]), and is not the graph's output.
+  bool read_only_as_input0_by(int out, const std::string& op, const std::string& op2) const;
+  // Output `out` is `joined` (its shape; no layer computes it), whose steps along T are the
+  // values `steps` (Note [per-step sequences] in onnx_recurrent.cpp); steps(k) reads them.
+  void set_steps(int out, const DataValue& joined, std::vector<DataValue> steps);
+  // Input k as steps (set_steps): its shape and the steps; null for any other value.
+  const std::pair<DataValue, std::vector<DataValue>>* steps(int k) const;
   // Output `out` is the graph's output.
   bool is_graph_output(int out) const;
   // The model's input is token ids.
@@ -180,6 +189,7 @@ class Translator {
   std::map<std::string, std::string> param_views_;  // Note [parameter views]: -> initializer
   std::set<std::string> buffers_;        // initializers named buffers (Note [module buffers])
   std::map<std::string, DataValue> data_;
+  std::map<std::string, std::pair<DataValue, std::vector<DataValue>>> steps_;  // set_steps
   std::set<std::string> live_values_;   // values some live node or the output reads
   std::set<std::string> layer_names_;
   std::map<std::string, std::string> param_owner_;  // initializer -> the parameter's full name
