@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "models/build.h"
 #include "models/config.h"
@@ -171,28 +172,43 @@ TEST_F(OnnxModels, TaggerOverFloatSequences) {
   check_model(dir_, "tagger_net", {"loss=token_xent"});
 }
 // nn.LSTM unrolled over the steps (Note [unrolled recurrent layers]): two batch-first layers
-// with biases and the head on the last step; a bidirectional layer without biases as a tagger.
+// with biases and the head on the last step; two bidirectional layers without biases as a
+// tagger (the first hands the second its steps, the directions joined per step).
+// The import of `path` (with `overrides`): its `concat` layers, and its `channel_slice`s along T of anything but the
+// model's input.
+std::pair<int, int> joins_and_inner_slices(const std::string& path,
+                                           std::vector<std::string> overrides = {}) {
+  overrides.push_back("batch=4");
+  const ModelConfig cfg = load_model_config(path, overrides);
+  int joins = 0, inner_slices = 0;
+  for (const LayerConfig& l : cfg.layers) {
+    joins += l.op == "concat";
+    const auto axis = l.attrs.values.find("axis");  // default 1
+    if (l.op == "channel_slice" &&
+        (axis == l.attrs.values.end() || std::get<int64_t>(axis->second) == 1))
+      inner_slices += l.inputs.at(0) != kModelInputName;
+  }
+  return {joins, inner_slices};
+}
 TEST_F(OnnxModels, LstmLayersUnrolled) {
   make("lstm_net");
   check_model(dir_, "lstm_net");
   // The second layer reads the first one's steps as they are (Note [per-step sequences]): one
   // `concat` (the second layer's steps, for the head), and along T only the model's input and
   // that join (the head's last step) are sliced.
-  const ModelConfig cfg = load_model_config(dir_ + "/lstm_net.onnx", {"batch=4"});
-  int joins = 0, sliced_inside = 0;
-  for (const LayerConfig& l : cfg.layers) {
-    joins += l.op == "concat";
-    const auto axis = l.attrs.values.find("axis");  // default 1
-    if (l.op == "channel_slice" &&
-        (axis == l.attrs.values.end() || std::get<int64_t>(axis->second) == 1))
-      sliced_inside += l.inputs.at(0) != kModelInputName;
-  }
+  const auto [joins, inner_slices] = joins_and_inner_slices(dir_ + "/lstm_net.onnx");
   EXPECT_EQ(joins, 1);
-  EXPECT_LE(sliced_inside, 1);
+  EXPECT_LE(inner_slices, 1);
 }
 TEST_F(OnnxModels, BidirectionalLstmTagger) {
   make("bilstm_tagger");
   check_model(dir_, "bilstm_tagger", {"loss=token_xent"});
+  // The first layer's directions joined per step (4 steps) for the second, whose directions are
+  // joined along T and then along the features for the head; nothing sliced along T inside.
+  const auto [joins, inner_slices] = joins_and_inner_slices(dir_ + "/bilstm_tagger.onnx",
+                                                            {"loss=token_xent"});
+  EXPECT_EQ(joins, 4 + 3);
+  EXPECT_EQ(inner_slices, 0);
 }
 // What the unrolling does not take is an error naming the LSTM node and the reason.
 TEST_F(OnnxModels, LstmFormsOutsideTheUnrollingAreNamed) {
@@ -256,8 +272,8 @@ TEST_F(OnnxModels, LstmFormsOutsideTheUnrollingAreNamed) {
             std::string::npos) << e;
 }
 // nn.GRU unrolled the same way: two batch-first layers with biases (at the first step b_hh
-// alone, for the reset gate's product), the head on the last step; a bidirectional GRU without
-// biases as a tagger.
+// alone, for the reset gate's product), the head on the last step; two bidirectional GRU
+// layers without biases as a tagger.
 TEST_F(OnnxModels, GruLayersUnrolled) {
   make("gru_net");
   check_model(dir_, "gru_net");

@@ -134,13 +134,13 @@ MODELS = {
     # add layers per step, the parameters reordered by the export traced back to weight_ih_l0 and
     # the others), the head on the last step (y[:, -1]).
     "lstm_net": ({}, 16, 4, 14, "train"),
-    # A bidirectional nn.LSTM of 12 without biases as a tagger over [N, 4, 6]: logits [N, 4, 10]
-    # at every step (the reverse direction from the last step back; the directions joined along
-    # the features).
+    # Two bidirectional nn.LSTM layers of 12 without biases as a tagger over [N, 4, 6]: logits
+    # [N, 4, 10] at every step (the reverse direction from the last step back; the directions
+    # joined along the features, per step for the second layer: Note [per-step sequences]).
     "bilstm_tagger": ({}, 4, 4, 14, "train"),
     # nn.GRU the same way (PyTorch's cell: ONNX's linear_before_reset, gates z, r, h where
     # PyTorch stores r, z, n): two batch-first layers of 16 with biases over [N, 16, 6], the head
-    # on the last step; a bidirectional GRU of 12 without biases as a tagger over [N, 8, 6],
+    # on the last step; two bidirectional GRU layers of 12 without biases as a tagger over [N, 8, 6],
     # exported at a fixed batch (its zero initial state then a Constant expanded, not a
     # ConstantOfShape).
     "gru_net": ({}, 16, 4, 14, "train"),
@@ -489,11 +489,12 @@ class RecurrentNet(torch.nn.Module):
 
 
 class RecurrentTagger(torch.nn.Module):
-    """A bidirectional `cell` without biases, a linear head at every step: logits [N, T, K]."""
+    """Two bidirectional layers of `cell` without biases, a linear head at every step: logits
+    [N, T, K]."""
 
     def __init__(self, cell, classes):
         super().__init__()
-        self.rnn = cell(6, 12, bidirectional=True, bias=False, batch_first=True)
+        self.rnn = cell(6, 12, num_layers=2, bidirectional=True, bias=False, batch_first=True)
         self.head = torch.nn.Linear(24, classes)
 
     def forward(self, x):
