@@ -174,8 +174,8 @@ TEST_F(OnnxModels, TaggerOverFloatSequences) {
 // nn.LSTM unrolled over the steps (Note [unrolled recurrent layers]): two batch-first layers
 // with biases and the head on the last step; two bidirectional layers without biases as a
 // tagger (the first hands the second its steps, the directions joined per step).
-// The import of `path` (with `overrides`): its `concat` layers, and its `channel_slice`s along T of anything but the
-// model's input.
+// The import of `path` (with `overrides`): its `concat` layers, and its `channel_slice`s along T
+// of anything but the model's input.
 std::pair<int, int> joins_and_inner_slices(const std::string& path,
                                            std::vector<std::string> overrides = {}) {
   overrides.push_back("batch=4");

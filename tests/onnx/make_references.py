@@ -140,9 +140,9 @@ MODELS = {
     "bilstm_tagger": ({}, 4, 4, 14, "train"),
     # nn.GRU the same way (PyTorch's cell: ONNX's linear_before_reset, gates z, r, h where
     # PyTorch stores r, z, n): two batch-first layers of 16 with biases over [N, 16, 6], the head
-    # on the last step; two bidirectional GRU layers of 12 without biases as a tagger over [N, 8, 6],
-    # exported at a fixed batch (its zero initial state then a Constant expanded, not a
-    # ConstantOfShape).
+    # on the last step; two bidirectional GRU layers of 12 without biases as a tagger over
+    # [N, 8, 6], exported at a fixed batch (its zero initial state then a Constant expanded, not
+    # a ConstantOfShape).
     "gru_net": ({}, 16, 4, 14, "train"),
     "bigru_tagger": ({}, 8, 4, 14, "train_fixed_batch"),
     # Attention under masks other than the causal one (Note [attention masks]) over float
