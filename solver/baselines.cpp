@@ -294,9 +294,7 @@ namespace {
 // passed over). Walking these thresholds from 0 visits every segmentation the rule can give,
 // each once, where a fixed grid of thresholds can step over some (GPT-2's linearised greedy in
 // bf16 fitted batch 36 with the grid this replaced, 41 with every threshold).
-// A bound on the walk far above what the zoo needs (4,390 thresholds on NASNet-Large's
-// linearised candidates); past it the largest thresholds (the fewest checkpoints) go untried.
-constexpr size_t kGreedyThresholdCap = size_t{1} << 20;
+// kGreedyThresholdCap (baselines.h) bounds the walk.
 
 struct GreedyRule {
   std::vector<int> fwd;
@@ -347,7 +345,7 @@ namespace {
 // search its time limit cuts short has covered the grid: on DenseNet-121's linearised
 // candidates (1,791 thresholds, ~12 ms a probe at batch 64) the whole walk takes 20 s, while
 // the grid's ~400 segmentations take a fifth of that.
-std::vector<int64_t> greedy_search_order(const Problem& p, const std::vector<int64_t>& walk) {
+std::vector<int64_t> search_order(const Problem& p, const std::vector<int64_t>& walk) {
   const std::vector<int> fwd = forward_nodes(p);
   int64_t total = 0, smallest = INT64_MAX;
   for (int i : fwd) {
@@ -378,6 +376,17 @@ std::vector<int64_t> greedy_search_order(const Problem& p, const std::vector<int
 
 }  // namespace
 
+std::vector<int64_t> greedy_search_order(const Problem& p, const std::vector<int>& candidates) {
+  return search_order(p, greedy_thresholds(p, candidates, kGreedyThresholdCap));
+}
+
+std::optional<Schedule> cheaper_segment_schedule(const Problem& p,
+                                                 const std::vector<int>& checkpoints,
+                                                 const std::string& strategy, int64_t budget,
+                                                 SimResult* sim) {
+  return Segmentations(p).cheaper(checkpoints, strategy, budget, sim);
+}
+
 std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool linearized,
                                           double seconds, double cost_cap) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -390,8 +399,7 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
   std::optional<Schedule> best;
   SimResult best_sim;
   const Segmentations segmentations(p);
-  const std::vector<int64_t> walk = greedy_thresholds(p, cand, kGreedyThresholdCap);
-  for (int64_t b : greedy_search_order(p, walk)) {
+  for (int64_t b : greedy_search_order(p, cand)) {
     if (late()) break;
     const std::vector<int> chosen = rule.checkpoints(p, b, nullptr);
     SimResult sim;

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,10 +51,26 @@ std::vector<int> with_cut_sets(const Problem& p, const std::vector<int>& checkpo
 // it at which they change (INT64_MAX when none does).
 std::vector<int> greedy_checkpoints(const Problem& p, const std::vector<int>& candidates,
                                     int64_t threshold, int64_t* next = nullptr);
+// The searches' bound on greedy_thresholds' walk, far above what the zoo needs (4,390 thresholds
+// on NASNet-Large's linearised candidates); past it the largest thresholds (the fewest
+// checkpoints) go untried.
+constexpr size_t kGreedyThresholdCap = size_t{1} << 20;
 // The thresholds at which the rule's checkpoints change, ascending from 0 (at most `cap`): one
 // per segmentation the rule can give.
 std::vector<int64_t> greedy_thresholds(const Problem& p, const std::vector<int>& candidates,
                                        size_t cap);
+
+// Every threshold of the greedy rule over `candidates` (Note [greedy thresholds]), in the order
+// the greedy search tries them: a grid over the whole range first, then the rest, each coarse to
+// fine, so that a search cut short has covered the range.
+std::vector<int64_t> greedy_search_order(const Problem& p, const std::vector<int>& candidates);
+
+// The cheaper of the segment schedules of `checkpoints` alone and with their cut sets (Note [cut
+// sets]) that fits `budget`, its simulation in *sim; nullopt when neither fits.
+std::optional<Schedule> cheaper_segment_schedule(const Problem& p,
+                                                 const std::vector<int>& checkpoints,
+                                                 const std::string& strategy, int64_t budget,
+                                                 SimResult* sim);
 
 // The all-keep schedule: R = identity, S holds every earlier value (liveness frees them).
 Schedule all_keep_schedule(const Problem& p);

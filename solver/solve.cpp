@@ -9,10 +9,12 @@
 #include "runtime/core/check.h"
 #include "solver/griewank.h"
 #include "solver/held_set_search.h"
+#include "solver/kept_tail.h"
 #include "solver/local_search.h"
 #include "solver/moment_bound.h"
 #include "solver/offload.h"
 #include "solver/relaxation_search.h"
+#include "solver/segment_revolve.h"
 #include "solver/strategies.h"
 
 namespace remat {
@@ -33,8 +35,9 @@ int min_budget_node(const Problem& p, int64_t* working_set) {
   return best;
 }
 
-// The cheapest baseline schedule that fits, to warm-start the MILP; the greedy searches stop
-// after `seconds` each.
+// The cheapest baseline schedule that fits, to warm-start the MILP; the searches stop after
+// `seconds` each. Besides the baselines, checkmate's own heuristics: cheap drops, a kept tail
+// and revolve over segments (Notes [cheap drops], [kept tail], [segment revolve]).
 std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double seconds) {
   std::optional<Schedule> best;
   double best_cost = 0;
@@ -54,6 +57,9 @@ std::optional<Schedule> best_baseline(const Problem& p, int64_t budget, double s
   consider(solve_chen_greedy(p, budget, true, seconds));
   consider(solve_griewank(p, budget));
   consider(solve_cheap_drops(p, budget, seconds));
+  // Half the time each: they rarely need more, and the LP and MILP steps after them use it.
+  consider(solve_kept_tail(p, budget, seconds / 2));
+  consider(solve_segment_revolve(p, budget, seconds / 2));
   return best;
 }
 
