@@ -216,21 +216,17 @@ class Segmentations {
   // fits the budget, its simulation in *sim; ties go to the lower peak.
   std::optional<Schedule> cheaper(const std::vector<int>& checkpoints, const std::string& strategy,
                                   int64_t budget, SimResult* sim) const {
-    std::optional<Schedule> best;
+    CheapestSchedule best;
     const std::vector<int> cut = with_cut_sets(checkpoints);
     for (const std::vector<int>* held : {&checkpoints, &cut}) {
       if (held == &cut && cut == checkpoints) break;  // no value crosses a cut: the same schedule
       if (peak_bound(*held) > budget) continue;
       Schedule s = segment_schedule(p_, *held, strategy);
       const SimResult r = simulate(p_, s);
-      if (!r.valid || r.peak_bytes > budget) continue;
-      if (!best || r.total_cost < sim->total_cost ||
-          (r.total_cost == sim->total_cost && r.peak_bytes < sim->peak_bytes)) {
-        best = std::move(s);
-        *sim = r;
-      }
+      if (r.valid && r.peak_bytes <= budget) best.offer(std::move(s), r);
     }
-    return best;
+    if (best.schedule) *sim = best.sim;
+    return best.schedule;
   }
 
  private:
@@ -396,8 +392,7 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
   const std::vector<int> cand = candidates(p, linearized);
   const GreedyRule rule(p, cand);
   const std::string name = linearized ? "chen-greedy-linear" : "chen-greedy";
-  std::optional<Schedule> best;
-  SimResult best_sim;
+  CheapestSchedule best;
   const Segmentations segmentations(p);
   for (int64_t b : greedy_search_order(p, cand)) {
     if (late()) break;
@@ -405,14 +400,10 @@ std::optional<Schedule> solve_chen_greedy(const Problem& p, int64_t budget, bool
     SimResult sim;
     auto s = segmentations.cheaper(chosen, name, budget, &sim);
     if (!s) continue;
-    if (!best || sim.total_cost < best_sim.total_cost ||
-        (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {
-      best = std::move(s);
-      best_sim = sim;
-    }
-    if (cost_cap > 0 && best_sim.total_cost <= cost_cap) break;
+    best.offer(std::move(*s), sim);
+    if (cost_cap > 0 && best.sim.total_cost <= cost_cap) break;
   }
-  return best;
+  return best.schedule;
 }
 
 }  // namespace remat

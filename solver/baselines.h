@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "solver/problem.h"
@@ -71,6 +72,19 @@ std::optional<Schedule> cheaper_segment_schedule(const Problem& p,
                                                  const std::vector<int>& checkpoints,
                                                  const std::string& strategy, int64_t budget,
                                                  SimResult* sim);
+
+// The cheapest of the schedules a search offers, a tie going to the lower peak.
+struct CheapestSchedule {
+  std::optional<Schedule> schedule;
+  SimResult sim;  // schedule's simulation
+  void offer(Schedule s, const SimResult& r) {
+    if (schedule && !(r.total_cost < sim.total_cost ||
+                      (r.total_cost == sim.total_cost && r.peak_bytes < sim.peak_bytes)))
+      return;
+    schedule = std::move(s);
+    sim = r;
+  }
+};
 
 // The all-keep schedule: R = identity, S holds every earlier value (liveness frees them).
 Schedule all_keep_schedule(const Problem& p);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "solver/baselines.h"
 #include "solver/strategies.h"
 
 namespace remat {
@@ -117,19 +118,13 @@ std::optional<Schedule> solve_griewank(const Problem& p, int64_t budget) {
   // More slots never cost more; sweep them all (bounded so huge chains stay fast).
   const int max_slots = l <= 400 ? l : 64;
   const RevolveTable table = revolve_table(l, max_slots);
-  std::optional<Schedule> best;
-  SimResult best_sim;
+  CheapestSchedule best;
   for (int c = 1; c <= 2 * max_slots; ++c) {
     Schedule s = revolve_schedule(p, l, table, (c + 1) / 2, c % 2 == 0);
     SimResult sim = simulate(p, s);
-    if (!sim.valid || sim.peak_bytes > budget) continue;
-    if (!best || sim.total_cost < best_sim.total_cost ||
-        (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {
-      best = std::move(s);
-      best_sim = sim;
-    }
+    if (sim.valid && sim.peak_bytes <= budget) best.offer(std::move(s), sim);
   }
-  return best;
+  return best.schedule;
 }
 
 }  // namespace remat

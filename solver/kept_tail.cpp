@@ -63,26 +63,20 @@ std::optional<Schedule> solve_kept_tail(const Problem& p, int64_t budget, double
     for (size_t k = 1; k < fwd.size(); ++k) all.push_back(k);
     return spread(all, kTails);
   }();
-  std::optional<Schedule> best;
-  SimResult best_sim;
+  CheapestSchedule best;
   for (size_t start : starts) {
     const std::vector<int> prefix(fwd.begin(), fwd.begin() + static_cast<std::ptrdiff_t>(start));
     for (int64_t b : spread(greedy_thresholds(p, prefix, kGreedyThresholdCap), kThresholds)) {
-      if (late()) return best;
+      if (late()) return best.schedule;
       std::vector<int> checkpoints = greedy_checkpoints(p, prefix, b);
       checkpoints.insert(checkpoints.end(), fwd.begin() + static_cast<std::ptrdiff_t>(start),
                          fwd.end());
       SimResult sim;
       auto s = cheaper_segment_schedule(p, checkpoints, "kept-tail", budget, &sim);
-      if (!s) continue;
-      if (!best || sim.total_cost < best_sim.total_cost ||
-          (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {
-        best = std::move(s);
-        best_sim = sim;
-      }
+      if (s) best.offer(std::move(*s), sim);
     }
   }
-  return best;
+  return best.schedule;
 }
 
 }  // namespace remat

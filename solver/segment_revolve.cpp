@@ -181,18 +181,13 @@ std::optional<Schedule> solve_segment_revolve(const Problem& p, int64_t budget, 
   };
   const SegmentRevolve sr(p);
   const std::vector<int> fwd = forward_nodes(p);
-  std::optional<Schedule> best;
-  SimResult best_sim;
+  CheapestSchedule best;
   // Simulates revolve with `slots` states over `steps`; true when it fits.
   auto try_slots = [&](const Steps& steps, const RevolveTable& table, int slots) {
     Schedule s = sr.schedule(steps, table, slots);
     const SimResult sim = simulate(p, s);
     if (!sim.valid || sim.peak_bytes > budget) return false;
-    if (!best || sim.total_cost < best_sim.total_cost ||
-        (sim.total_cost == best_sim.total_cost && sim.peak_bytes < best_sim.peak_bytes)) {
-      best = std::move(s);
-      best_sim = sim;
-    }
+    best.offer(std::move(s), sim);
     return true;
   };
   // One table serves every segmentation: a split depends on the slots and the steps left only.
@@ -205,12 +200,12 @@ std::optional<Schedule> solve_segment_revolve(const Problem& p, int64_t budget, 
     // More states cost less and hold more: the most that fit, by bisection.
     int lo = 0, hi = l + 1;  // lo fits (0: none known), hi does not
     while (hi - lo > 1) {
-      if (late()) return best;
+      if (late()) return best.schedule;
       const int mid = (lo + hi) / 2;
       (try_slots(steps, table, mid) ? lo : hi) = mid;
     }
   }
-  return best;
+  return best.schedule;
 }
 
 }  // namespace remat
