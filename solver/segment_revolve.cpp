@@ -94,7 +94,7 @@ class SegmentRevolve {
     const int n = p_.size();
     const int l = static_cast<int>(steps.begin.size());
     Schedule s;
-    s.strategy = "griewank";
+    s.strategy = "segment-revolve";
     s.status = "heuristic";
     s.S = BoolMatrix(n, n);
     auto hold = [&](int node, int from, int to) {

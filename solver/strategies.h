@@ -61,8 +61,8 @@ struct SolveResult {
 // "griewank", "lp", "checkmate".
 const std::vector<std::string>& strategy_names();
 // The strategies that may also offload (solver/offload.h), which solve() takes too:
-// "all-keep-offload", "checkmate-offload". Not in strategy_names(): the tools' default lists
-// run them only when asked.
+// "all-keep-offload", "chen-sqrtn-offload", "greedy-offload", "checkmate-offload". Not in
+// strategy_names(): the tools' default lists run them only when asked.
 const std::vector<std::string>& offload_strategy_names();
 
 // Solves `p` with `strategy` at `budget` bytes (constant included). An unknown strategy is a
@@ -107,6 +107,11 @@ std::optional<Schedule> solve_checkmate_milp(const Problem& p, int64_t budget,
                                              const SolveOptions& opt,
                                              const Schedule* warm_start = nullptr,
                                              const LpBasis* root_basis = nullptr);
+// Checkmate (solver/checkmate.cpp, Note [checkmate at scale]): the best schedule its stages find
+// within opt.time_limit_seconds, with the largest lower bound they prove. Without one, `why`
+// says why: a proof that nothing fits, or nothing found in time.
+std::optional<Schedule> solve_checkmate(const Problem& p, int64_t budget, const SolveOptions& opt,
+                                        std::string* why);
 
 // Max batch (solver/max_batch.cpp): the largest batch whose schedule fits `budget` under
 // `strategy`, with compute cost at most one extra forward pass over all-keep.
