@@ -192,25 +192,31 @@ TEST(Baselines, GreedyThresholdsVisitEverySegmentationOnce) {
   }
 }
 
-// The cheapest segment schedule within `budget` that the greedy rule gives at any integer
-// threshold over `cand` (with each threshold's cut sets too when `cut_sets`), or -1 if none fits.
-double cheapest_by_threshold(const Problem& p, const std::vector<int>& cand, int64_t budget,
-                             bool cut_sets) {
-  int64_t total = 0;
-  for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
-  double cheapest = -1;
-  for (int64_t b = 0; b <= total; ++b) {
-    const std::vector<int> chosen = greedy_checkpoints(p, cand, b);
-    std::vector<std::vector<int>> tried = {chosen};
-    if (cut_sets) tried.push_back(with_cut_sets(p, chosen));
-    for (const std::vector<int>& held : tried) {
-      const SimResult r = simulate(p, segment_schedule(p, held, "x"));
-      if (r.valid && r.peak_bytes <= budget && (cheapest < 0 || r.total_cost < cheapest))
-        cheapest = r.total_cost;
+// The segment schedules the greedy rule gives at every integer threshold over `cand` (with
+// each threshold's cut sets too when `cut_sets`), as their valid (peak bytes, cost) pairs.
+struct ThresholdSchedules {
+  std::vector<std::pair<int64_t, double>> peak_cost;
+  ThresholdSchedules(const Problem& p, const std::vector<int>& cand, bool cut_sets) {
+    int64_t total = 0;
+    for (int i : forward_nodes(p)) total += p.nodes[i].bytes;
+    for (int64_t b = 0; b <= total; ++b) {
+      const std::vector<int> chosen = greedy_checkpoints(p, cand, b);
+      std::vector<std::vector<int>> tried = {chosen};
+      if (cut_sets) tried.push_back(with_cut_sets(p, chosen));
+      for (const std::vector<int>& held : tried) {
+        const SimResult r = simulate(p, segment_schedule(p, held, "x"));
+        if (r.valid) peak_cost.emplace_back(r.peak_bytes, r.total_cost);
+      }
     }
   }
-  return cheapest;
-}
+  // The cheapest of them within `budget`, or -1 if none fits.
+  double cheapest(int64_t budget) const {
+    double best = -1;
+    for (const auto& [peak, cost] : peak_cost)
+      if (peak <= budget && (best < 0 || cost < best)) best = cost;
+    return best;
+  }
+};
 
 // The greedy search (with its lower bound that skips simulations) finds the cheapest schedule
 // that any integer threshold gives at every budget, with or without the checkpoints' cut sets;
@@ -221,8 +227,9 @@ TEST(Baselines, GreedyIsTheCheapestOverEveryThreshold) {
     const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
     for (bool linear : {false, true}) {
       const std::vector<int> cand = linear ? forward_nodes(p) : forward_articulation_points(p);
+      const ThresholdSchedules by_threshold(p, cand, true);
       for (int64_t budget = lo; budget <= hi; ++budget) {
-        const double cheapest = cheapest_by_threshold(p, cand, budget, true);
+        const double cheapest = by_threshold.cheapest(budget);
         const std::optional<Schedule> s = solve_chen_greedy(p, budget, linear);
         ASSERT_EQ(s.has_value(), cheapest >= 0) << p.name << " budget " << budget;
         if (!s) continue;
@@ -266,9 +273,10 @@ TEST(Baselines, CutSetsPlanRecurrentStates) {
   const std::vector<int> cand = forward_nodes(p);
   const int64_t lo = problem_min_budget(p);
   const int64_t hi = simulate(p, *solve_all_keep(p)).peak_bytes;
+  const ThresholdSchedules by_threshold(p, cand, false);
   int cheaper = 0, only_with_cuts = 0;
   for (int64_t budget = lo; budget <= hi; ++budget) {
-    const double plain = cheapest_by_threshold(p, cand, budget, false);
+    const double plain = by_threshold.cheapest(budget);
     const std::optional<Schedule> s = solve_chen_greedy(p, budget, true);
     if (!s) {
       EXPECT_LT(plain, 0) << "budget " << budget;

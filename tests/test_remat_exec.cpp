@@ -72,11 +72,12 @@ bool bit_identical(const std::vector<std::vector<float>>& a, const std::vector<s
 }
 
 // `copy_cost_per_byte` > 0: the problem has a host link (Note [offload semantics]), and some
-// plan must copy.
+// plan must copy. Each strategy's plan at each budget is solved once and trained under every
+// memory mode of `modes`.
 void check_every_strategy(Model& m, int points,
                           const std::vector<std::string>& strategies = strategy_names(),
-                          MemoryMode mode = MemoryMode::Arena, double copy_cost_per_byte = 0,
-                          CopyOverlap overlap = CopyOverlap::Stage) {
+                          const std::vector<MemoryMode>& modes = {MemoryMode::Arena},
+                          double copy_cost_per_byte = 0, CopyOverlap overlap = CopyOverlap::Stage) {
   auto ws = [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); };
   GraphProblem gp = problem_from_graph(m.g, flops_costs(m.g, m.ops, ws));
   gp.problem.copy_cost_per_byte = copy_cost_per_byte;
@@ -99,17 +100,20 @@ void check_every_strategy(Model& m, int points,
       ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, budget);
       EXPECT_LE(plan.predicted_peak, budget) << strategy;
       copying += plan.has_copies();
-      // Room for the arena's alignment and packing (or the pool's fragmentation): the region is
-      // checked against its size.
-      ExecutorOptions eo{mode, budget + budget / 4};
-      std::vector<StepResult> results;
-      auto state = train_state(m, plan, eo, 2, &results);
-      EXPECT_TRUE(bit_identical(state, reference))
-          << m.cfg.name << " " << strategy << " at " << budget << " bytes";
-      for (const auto& sr : results) {
-        EXPECT_EQ(sr.peak_bytes, plan.predicted_peak) << strategy;
-        EXPECT_LE(sr.reserved_peak_bytes, eo.budget) << strategy;
-        recomputing += sr.recomputes > 0;
+      for (MemoryMode mode : modes) {
+        // Room for the arena's alignment and packing (or the pool's fragmentation): the region
+        // is checked against its size.
+        ExecutorOptions eo{mode, budget + budget / 4};
+        std::vector<StepResult> results;
+        auto state = train_state(m, plan, eo, 2, &results);
+        EXPECT_TRUE(bit_identical(state, reference)) << m.cfg.name << " " << strategy << " at "
+                                                     << budget << " bytes, "
+                                                     << memory_mode_name(mode);
+        for (const auto& sr : results) {
+          EXPECT_EQ(sr.peak_bytes, plan.predicted_peak) << strategy << " " << memory_mode_name(mode);
+          EXPECT_LE(sr.reserved_peak_bytes, eo.budget) << strategy << " " << memory_mode_name(mode);
+          recomputing += sr.recomputes > 0;
+        }
       }
       ++ran;
     }
@@ -159,14 +163,12 @@ GraphProblem linked_problem(const Model& m, double copy_cost_per_byte) {
 // peak equal to the prediction, in the arena and in the pool. A link of 2 FLOPs per byte makes
 // copies cheaper than recomputing a convolution's output, so the plans move values.
 TEST(RematExec, OffloadStrategiesBitIdentical) {
-  for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
-    SCOPED_TRACE(memory_mode_name(mode));
+  {
     Model m = small_linear16();
     check_every_strategy(m, 3,
                          {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
                           "checkmate-offload"},
-                         mode,
-                         2.0);
+                         {MemoryMode::Arena, MemoryMode::Pool}, 2.0);
   }
   // chen-sqrtn-offload recomputes and copies at once; on this small input its peak is above
   // the budgets above (chen-sqrtn's own is), so it runs at its own peak.
@@ -196,11 +198,10 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
 // the measured peak equal to the prediction. A link of 300 FLOPs per byte makes a convolution
 // output's copy outlast its stage, so the streamed schedules differ from the stage-bound ones.
 TEST(RematExec, StreamedOffloadPlansBitIdentical) {
-  for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
-    SCOPED_TRACE(memory_mode_name(mode));
+  {
     Model m = small_linear16();
-    check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload"}, mode, 300.0,
-                         CopyOverlap::Stream);
+    check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload"},
+                         {MemoryMode::Arena, MemoryMode::Pool}, 300.0, CopyOverlap::Stream);
   }
   Model m = small_linear16();
   GraphProblem stream = linked_problem(m, 300.0), stage = stream;
@@ -234,7 +235,7 @@ TEST(RematExec, OffloadPlansUnderEveryCopyOrder) {
       Model m = small_linear16();
       m.be = make_cpu_backend(order);
       check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload", "chen-sqrtn-offload"},
-                           overlap == CopyOverlap::Stage ? MemoryMode::Arena : MemoryMode::Pool,
+                           {overlap == CopyOverlap::Stage ? MemoryMode::Arena : MemoryMode::Pool},
                            overlap == CopyOverlap::Stage ? 2.0 : 300.0, overlap);
     }
   }
@@ -300,14 +301,12 @@ const std::vector<std::string> kBf16Strategies = {"checkmate", "chen-greedy", "c
 
 TEST(RematExec, Bf16SmallCnnEveryStrategyBitIdentical) {
   Model m(load_model_config(test_source_dir() + "/configs/small_cnn.yaml"), small(4, DType::BF16));
-  check_every_strategy(m, 2);
-  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
+  check_every_strategy(m, 2, strategy_names(), {MemoryMode::Arena, MemoryMode::Pool});
 }
 
 TEST(RematExec, Bf16SmallDagBitIdenticalArenaAndPool) {
   Model m(load_model_config(test_source_dir() + "/configs/small_dag.yaml"), small(4, DType::BF16));
-  check_every_strategy(m, 1, kBf16Strategies);
-  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
+  check_every_strategy(m, 1, kBf16Strategies, {MemoryMode::Arena, MemoryMode::Pool});
 }
 
 TEST(RematExec, Bf16Gpt2TinyBitIdenticalArenaAndPool) {
@@ -317,8 +316,7 @@ TEST(RematExec, Bf16Gpt2TinyBitIdenticalArenaAndPool) {
   int bf16_values = 0;
   for (const Value& v : m.g.values) bf16_values += v.desc.dtype == DType::BF16;
   EXPECT_GT(bf16_values, 20);
-  check_every_strategy(m, 1, kBf16Strategies);
-  check_every_strategy(m, 1, kBf16Strategies, MemoryMode::Pool);
+  check_every_strategy(m, 1, kBf16Strategies, {MemoryMode::Arena, MemoryMode::Pool});
 }
 
 // Batch norm (running statistics) and dropout (masks) inside a chain that a tight budget forces

@@ -50,14 +50,31 @@ source tools/scripts/openblas_core.sh
 # VGG-11's comparison with PyTorch took 47 s rather than 187 s. A value already set is kept;
 # where transparent huge pages are off it changes nothing, and ASan's allocator ignores it.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}
+# ctest runs as many tests at once as there are cores, so each test's OpenBLAS takes one thread
+# (its default is one per core): with more threads than cores a product waits for a thread that
+# another test has descheduled, and waits long (on a 2-core Xeon beside a build, 2026-12-03, a
+# 100-step small_cnn training took 1.1 s with one thread and 1 to 15 s with two; the zoo and
+# rematerialization suites ran in 59 s rather than 77 s). A value already set is kept. The
+# comparisons with PyTorch of the imported models set their own (tests/onnx_models.cpp).
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 stages=${REMAT_TEST_STAGES:-normal sanitize fuzz}
 has_stage() { [[ " $stages " == *" $1 "* ]]; }
 
 if has_stage normal; then
   # The PyTorch comparison benchmark's CPU test needs PyTorch and PyYAML, the zoo's cross-check
   # torchvision, the ONNX import's comparisons torchvision and python3-onnx (Debian's packages).
-  REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-onnx python3-yaml" bash tools/scripts/setup.sh
   build=${REMAT_BUILD_DIR:-build}
+  # Without a GPU the CUDA parts are built to be compiled, not run: one architecture (sm_90,
+  # the H100/H200 the GPU checks run on) instead of the default two, which takes a third off
+  # compiling the kernels (measured on a 2-core Xeon, 2026-12-02). No kernel has an
+  # architecture-specific path. An architecture set in REMAT_CMAKE_ARGS is kept.
+  cmake_args=${REMAT_CMAKE_ARGS:-}
+  if ! nvidia-smi -L >/dev/null 2>&1 && [[ "$cmake_args" != *REMAT_CUDA_ARCHITECTURES* ]]; then
+    cmake_args+=" -DREMAT_CUDA_ARCHITECTURES=90"
+  fi
+  REMAT_CMAKE_ARGS="$cmake_args" \
+    REMAT_EXTRA_PACKAGES="python3-torch python3-torchvision python3-onnx python3-yaml" \
+    bash tools/scripts/setup.sh
   openblas_pick_core "$build/tools/plan"
   # A test that hangs is stopped after --timeout (the suite's slowest takes 30 s on 2 cores;
   # ctest sets no limit by default) and run once more; its timeout stays in the log with its
