@@ -186,10 +186,22 @@ void OnnxModels::SetUpTestSuite() {
   ::setenv("OPENBLAS_NUM_THREADS", "2", 1);
 }
 
-// The export and PyTorch's numbers of `name`, made once per process (ctest runs each test in
-// a process of its own: each makes only the models it compares).
+// The export and PyTorch's numbers of `name`: ctest's OnnxModels.References makes every
+// model's once, in one Python process, into the directory REMAT_ONNX_REFERENCES names (Note
+// [shared references] in tests/CMakeLists.txt); a run without it (the test binary alone, a
+// model that is not there) makes them here, once per process.
 void OnnxModels::make(const std::string& name) {
-  if (std::filesystem::exists(dir_ + "/" + name + ".safetensors")) return;
+  const std::string here = dir_ + "/" + name;
+  if (std::filesystem::exists(here + ".safetensors")) return;
+  if (const char* shared = std::getenv("REMAT_ONNX_REFERENCES")) {
+    const std::string made = std::string(shared) + "/" + name;
+    // The .safetensors is written last: where it is, the export is whole.
+    if (std::filesystem::exists(made + ".safetensors") && std::filesystem::exists(made + ".onnx")) {
+      std::filesystem::create_symlink(made + ".onnx", here + ".onnx");
+      std::filesystem::create_symlink(made + ".safetensors", here + ".safetensors");
+      return;
+    }
+  }
   const std::string cmd = python() + " '" + test_source_dir() + "/tests/onnx/make_references.py' '" +
                           dir_ + "' " + name + " >> '" + dir_ + "/make.log' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "make_references.py " << name << " failed: see "

@@ -21,8 +21,8 @@ class OnnxModels : public ::testing::Test {
  protected:
   static void SetUpTestSuite();
   static void TearDownTestSuite();
-  // The export and PyTorch's numbers of `name`, made once per process (ctest runs each test in
-  // a process of its own: each makes only the models it compares).
+  // The export and PyTorch's numbers of `name`: those ctest made for every test, or made here
+  // once per process.
   static void make(const std::string& name);
   // The export of `name` (made), to change.
   static onnx::ModelProto exported(const std::string& name);

@@ -106,12 +106,12 @@ void check_every_strategy(Model& m, int points,
         ExecutorOptions eo{mode, budget + budget / 4};
         std::vector<StepResult> results;
         auto state = train_state(m, plan, eo, 2, &results);
-        EXPECT_TRUE(bit_identical(state, reference)) << m.cfg.name << " " << strategy << " at "
-                                                     << budget << " bytes, "
-                                                     << memory_mode_name(mode);
+        const std::string what = m.cfg.name + " " + strategy + " at " + std::to_string(budget) +
+                                 " bytes, " + memory_mode_name(mode);
+        EXPECT_TRUE(bit_identical(state, reference)) << what;
         for (const auto& sr : results) {
-          EXPECT_EQ(sr.peak_bytes, plan.predicted_peak) << strategy << " " << memory_mode_name(mode);
-          EXPECT_LE(sr.reserved_peak_bytes, eo.budget) << strategy << " " << memory_mode_name(mode);
+          EXPECT_EQ(sr.peak_bytes, plan.predicted_peak) << what;
+          EXPECT_LE(sr.reserved_peak_bytes, eo.budget) << what;
           recomputing += sr.recomputes > 0;
         }
       }

@@ -25,6 +25,7 @@ import math
 import os
 import struct
 import sys
+import traceback
 
 import onnx
 import onnx.numpy_helper
@@ -221,8 +222,9 @@ def save_safetensors(path, tensors):
         offset += len(raw)
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
+    with open(path + ".tmp", "wb") as f:  # whole or not at all: a reader sees no partial file
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    os.replace(path + ".tmp", path)
 
 
 class TinyUNet(torch.nn.Module):
@@ -778,6 +780,10 @@ def run(model, x, labels, sequence_first=False):
 
 def make(outdir, name):
     kwargs, size, batch, opset, mode = MODELS[name]
+    # A reader takes the pair once the .safetensors exists (written last): an earlier run's goes
+    # first, so that it never meets this run's export.
+    if os.path.exists(os.path.join(outdir, name + ".safetensors")):
+        os.remove(os.path.join(outdir, name + ".safetensors"))
     gen = torch.Generator().manual_seed(1)
     if name.startswith("gpt2_tiny") or name.startswith("encoder_"):  # token ids and labels
         x = torch.randint(0, VOCAB, (batch, size), generator=gen)
@@ -825,9 +831,18 @@ def make(outdir, name):
 def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
+    failed = []
     for name in sys.argv[2:] or list(MODELS):
-        make(outdir, name)
-        print("wrote", name)
+        if name not in MODELS:
+            sys.exit(f"make_references.py: no model '{name}'; the models: {', '.join(MODELS)}")
+        try:
+            make(outdir, name)
+            print("wrote", name, flush=True)
+        except Exception:  # the others are still made; the failure is named at the end
+            traceback.print_exc()
+            failed.append(name)
+    if failed:
+        sys.exit(f"make_references.py: failed to make {', '.join(failed)} (tracebacks above)")
 
 
 if __name__ == "__main__":
