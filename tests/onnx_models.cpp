@@ -179,11 +179,10 @@ void OnnxModels::SetUpTestSuite() {
   char tmpl[] = "/tmp/remat-onnx-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   dir_ = tmpl;
-  // The yardstick was tried with two OpenBLAS threads (Note [ONNX model tolerance]), in remat
-  // and in PyTorch's float32 reference: the comparisons use two whatever the machine's cores or
-  // OPENBLAS_NUM_THREADS (the test command runs the other suites with one).
+  // The yardstick was tried with two OpenBLAS threads (Note [ONNX model tolerance]): remat's
+  // side uses two whatever the machine's cores or OPENBLAS_NUM_THREADS (the test command runs
+  // the other suites with one); make_references.py sets PyTorch's.
   cpu_gemm_set_threads(2);
-  ::setenv("OPENBLAS_NUM_THREADS", "2", 1);
 }
 
 // The export and PyTorch's numbers of `name`: ctest's OnnxModels.References makes every

@@ -163,29 +163,27 @@ GraphProblem linked_problem(const Model& m, double copy_cost_per_byte) {
 // peak equal to the prediction, in the arena and in the pool. A link of 2 FLOPs per byte makes
 // copies cheaper than recomputing a convolution's output, so the plans move values.
 TEST(RematExec, OffloadStrategiesBitIdentical) {
-  {
-    Model m = small_linear16();
-    check_every_strategy(m, 3,
-                         {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
-                          "checkmate-offload"},
-                         {MemoryMode::Arena, MemoryMode::Pool}, 2.0);
-  }
+  Model m = small_linear16();
+  check_every_strategy(m, 3,
+                       {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
+                        "checkmate-offload"},
+                       {MemoryMode::Arena, MemoryMode::Pool}, 2.0);
   // chen-sqrtn-offload recomputes and copies at once; on this small input its peak is above
   // the budgets above (chen-sqrtn's own is), so it runs at its own peak.
+  const GraphProblem gp = linked_problem(m, 2.0);
+  const ExecutionPlan keep =
+      plan_keep_all(m.g, [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); });
+  SolveResult r = solve(gp.problem, "chen-sqrtn-offload", 2 * keep.predicted_peak);
+  ASSERT_TRUE(r.feasible) << r.message;
+  EXPECT_GT(r.sim.offloads, 0);
+  EXPECT_GT(r.sim.compute_cost, solve(gp.problem, "all-keep", keep.predicted_peak).sim.compute_cost);
+  const ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, r.sim.peak_bytes);
+  const auto reference = train_state(m, keep, {}, 2);
   for (MemoryMode mode : {MemoryMode::Arena, MemoryMode::Pool}) {
     SCOPED_TRACE(memory_mode_name(mode));
-    Model m = small_linear16();
-    const GraphProblem gp = linked_problem(m, 2.0);
-    const ExecutionPlan keep =
-        plan_keep_all(m.g, [&](NodeId n) { return node_workspace_bytes(m.g, m.ops, *m.be, n); });
-    SolveResult r = solve(gp.problem, "chen-sqrtn-offload", 2 * keep.predicted_peak);
-    ASSERT_TRUE(r.feasible) << r.message;
-    EXPECT_GT(r.sim.offloads, 0);
-    EXPECT_GT(r.sim.compute_cost, solve(gp.problem, "all-keep", keep.predicted_peak).sim.compute_cost);
-    const ExecutionPlan plan = lower_schedule(m.g, gp, r.schedule, r.sim.peak_bytes);
     const ExecutorOptions eo{mode, r.sim.peak_bytes + r.sim.peak_bytes / 4};
     std::vector<StepResult> results;
-    EXPECT_TRUE(bit_identical(train_state(m, plan, eo, 2, &results), train_state(m, keep, {}, 2)));
+    EXPECT_TRUE(bit_identical(train_state(m, plan, eo, 2, &results), reference));
     for (const auto& sr : results) {
       EXPECT_EQ(sr.peak_bytes, plan.predicted_peak);
       EXPECT_GT(sr.recomputes, 0);
@@ -198,12 +196,9 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
 // the measured peak equal to the prediction. A link of 300 FLOPs per byte makes a convolution
 // output's copy outlast its stage, so the streamed schedules differ from the stage-bound ones.
 TEST(RematExec, StreamedOffloadPlansBitIdentical) {
-  {
-    Model m = small_linear16();
-    check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload"},
-                         {MemoryMode::Arena, MemoryMode::Pool}, 300.0, CopyOverlap::Stream);
-  }
   Model m = small_linear16();
+  check_every_strategy(m, 2, {"all-keep-offload", "greedy-offload"},
+                       {MemoryMode::Arena, MemoryMode::Pool}, 300.0, CopyOverlap::Stream);
   GraphProblem stream = linked_problem(m, 300.0), stage = stream;
   stream.problem.copy_overlap = CopyOverlap::Stream;
   const ExecutionPlan keep =
