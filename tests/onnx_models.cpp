@@ -88,6 +88,13 @@ struct Reference {
   }
 };
 
+// |got - want|, infinite where either is NaN: a NaN compares false with any bound, so counted
+// as it is it would pass every check below.
+double difference(float got, float want) {
+  const double d = std::fabs(static_cast<double>(got) - want);
+  return std::isnan(d) ? INFINITY : d;
+}
+
 // How `got` compares with the float64 result `key` (Note [ONNX model tolerance]).
 struct Agreement {
   double worst = 0;        // the largest error over the bound
@@ -120,7 +127,7 @@ Agreement agreement(const std::vector<float>& got, const Reference& ref, const s
   Agreement a;
   int64_t outside = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double d = difference(got[i], want[i]);
     a.worst = std::max(a.worst, bound > 0 ? d / bound : (d > 0 ? INFINITY : 0));
     a.worst_scale = std::max(a.worst_scale, scale > 0 ? d / scale : d);
     outside += d > bound;
@@ -149,7 +156,7 @@ int64_t expect_gradient(const std::vector<float>& got, const Reference& ref, con
   int64_t outside = 0;
   double worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double d = difference(got[i], want[i]);
     outside += d > bound;
     worst = std::max(worst, d - bound);
   }
