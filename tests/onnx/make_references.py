@@ -14,7 +14,9 @@ For each model NAME, into OUTDIR:
                      PyTorch's float32 result from it: "eval_logits" [N, K] (eval mode), then of
                      a training-mode forward and backward from the same state "logits", "loss"
                      [1] (mean softmax cross-entropy), "grad.<p>" for every parameter p and
-                     "after.<b>" for every batch-norm running statistic
+                     "after.<b>" for every batch-norm running statistic. A float32 result
+                     that is not finite, or that a second identical run does not repeat to the
+                     bit, is no yardstick: the model fails, naming the tensor
 Dropout and stochastic depth are set to p = 0 (their masks are PyTorch's random numbers; stochastic
 depth's Bernoulli does not export at all), and every batch norm's
 running statistics start away from (0, 1) so that evaluation reads them.
