@@ -20,7 +20,8 @@ For each model NAME, into OUTDIR:
 Dropout and stochastic depth are set to p = 0 (their masks are PyTorch's random numbers; stochastic
 depth's Bernoulli does not export at all), and every batch norm's
 running statistics start away from (0, 1) so that evaluation reads them.
-Usage: make_references.py OUTDIR [NAME ...]   (default: every model of MODELS)"""
+Usage: make_references.py OUTDIR [NAME ...]   (default: every model of MODELS)
+       make_references.py --self-test   (the yardstick check refuses what it must; exit 1 if not)"""
 import copy
 import json
 import os
@@ -426,22 +427,58 @@ def make(outdir, name):
     again = run(copy.deepcopy(model), x, labels, seq_first)
     results = {torch.float32: run(model, x, labels, seq_first),
                torch.float64: run(exact_model, x, labels, seq_first)}
-    # PyTorch's own float32 error per tensor, against float64 (Note [ONNX model tolerance]); an
-    # error that is not finite, or a float32 result another identical run does not repeat to the
-    # bit (a kernel reading memory it never wrote), is no yardstick.
-    for key, exact in results[torch.float64].items():
-        got = results[torch.float32][key]
-        err = (got.double() - exact).abs().max().reshape(1).float()
-        if not torch.equal(got, again[key]) or not torch.isfinite(err).all():
-            raise ValueError(f"{name}: PyTorch's float32 '{key}' is not a yardstick: error {err.item():g}"
-                             f" against float64, {'the same' if torch.equal(got, again[key]) else 'another'}"
-                             " result in a second identical run")
-        out[key] = exact.float()
-        out[key + ".err"] = err
+    out.update(yardsticks(name, results[torch.float32], again, results[torch.float64]))
     save_safetensors(os.path.join(outdir, name + ".safetensors"), out)
 
 
+def yardsticks(name, f32, again, f64):
+    """Each float64 result rounded to float32 and, as KEY.err, PyTorch's own float32 error
+    against it (Note [ONNX model tolerance]). An error that is not finite, or a float32 result
+    that `again` (a second identical run) does not repeat to the bit (a kernel reading memory it
+    never wrote), is no yardstick: ValueError naming the model and the tensor."""
+    out = {}
+    for key, exact in f64.items():
+        got = f32[key]
+        err = (got.double() - exact).abs().max().reshape(1).float()
+        same = torch.equal(got, again[key])
+        if not same or not torch.isfinite(err).all():
+            raise ValueError(f"{name}: PyTorch's float32 '{key}' is not a yardstick: error "
+                             f"{err.item():g} against float64, {'the same' if same else 'another'}"
+                             " result in a second identical run")
+        out[key] = exact.float()
+        out[key + ".err"] = err
+    return out
+
+
+def self_test():
+    """yardsticks() refuses a float32 result that is not repeated or not finite."""
+    f64 = {"t": torch.tensor([1.0, -2.0], dtype=torch.float64)}
+    good = {"t": torch.tensor([1.0, -2.0000002])}
+    cases = {"a repeated, finite result": (good, {"t": good["t"].clone()}, True),
+             "a result a second run does not repeat": (good, {"t": torch.tensor([1.0, -2.0])}, False),
+             "a NaN": ({"t": torch.tensor([1.0, float("nan")])},
+                       {"t": torch.tensor([1.0, float("nan")])}, False),
+             "an infinity": ({"t": torch.tensor([1.0, float("inf")])},
+                             {"t": torch.tensor([1.0, float("inf")])}, False)}
+    failures = []
+    for what, (f32, again, accepted) in cases.items():
+        try:
+            out = yardsticks("self-test", f32, again, f64)
+            if not accepted:
+                failures.append(f"{what} is taken as a yardstick")
+            elif not 0 < out["t.err"].item() < 1e-6:
+                failures.append(f"{what}: error {out['t.err'].item():g}, not PyTorch's 2e-7")
+        except ValueError as e:
+            if accepted:
+                failures.append(f"{what} is refused: {e}")
+    for f in failures:
+        print(f"make_references.py: self-test: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        sys.exit(self_test())
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     failed = []
