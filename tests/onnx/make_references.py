@@ -480,7 +480,8 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         sys.exit(self_test())
     if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
-        sys.exit("usage: make_references.py OUTDIR [NAME ...] | --self-test")
+        print("usage: make_references.py OUTDIR [NAME ...] | --self-test", file=sys.stderr)
+        sys.exit(2)
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     failed = []
