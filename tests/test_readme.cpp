@@ -81,6 +81,7 @@ TEST(ReadmePages, CommandsAreThere) {
   const std::vector<std::string> files = pages();
   ASSERT_GE(files.size(), 10u) << "docs/ lost its pages";
   const std::vector<Command> readme = page_commands(test_source_dir() + "/README.md");
+  ASSERT_GE(readme.size(), 8u) << "the README's code blocks lost their commands";
   EXPECT_GE(std::count_if(readme.begin(), readme.end(), runnable), 7)
       << "the quick start's commands are not all run";
   int commands = 0;
