@@ -136,14 +136,16 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
 // Offload can only lower the optimum: every schedule without copies is one with none. So the
 // strategy starts from checkmate's answer at the budget (a third of the limit) and the
 // schedules it is given (SolveOptions::candidates: plan passes the answers of the strategies it
-// ran before, so checkmate-offload is never above them), then tries
-// what copies add: all-keep-offload, greedy-offload, and offload_to_fit from checkmate's schedules at budgets
-// 1.25, 1.5 and 2 times larger (recompute less, move the rest), each while time is left; the
-// cheapest that fits is the incumbent. Where the Checkmate MILP is small (full_milp_is_small),
-// the offload MILP then runs from it for the rest of the limit, and its bound is the lower
-// bound. On larger graphs the answer is heuristic and its lower bound the all-keep cost; so it
-// is under CopyOverlap::Stream, where the MILP's stage-bound time is only an upper bound on
-// each schedule's (Note [streamed copies]): its schedule is one more candidate.
+// ran before, so checkmate-offload is never above them), then tries what copies add:
+// all-keep-offload, greedy-offload, and offload_to_fit from checkmate's schedules at budgets
+// 1.25, 1.5 and 2 times larger (recompute less, move the rest), each while time is left. From
+// the cheapest that fits, the search that trades recomputations for copies (Note [copies for
+// recomputations]) runs for the rest of the limit, or a sixth of it where the Checkmate MILP is
+// small (full_milp_is_small): there the offload MILP then runs from its answer for the rest,
+// and its bound is the lower bound. On larger graphs the answer is heuristic and its lower
+// bound the all-keep cost; so it is under CopyOverlap::Stream, where the MILP's stage-bound
+// time is only an upper bound on each schedule's (Note [streamed copies]): its schedule is one
+// more candidate.
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why) {
   const auto t0 = Clock::now();
@@ -180,6 +182,13 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
       part.time_limit_seconds = std::min(left() / 4, opt.time_limit_seconds / 6);
       SolveResult r = solve(p, "checkmate", larger, part);
       if (r.feasible) offer(offload_to_fit(p, r.schedule, budget, 0));
+    }
+    if (best && left() > 0) {
+      if (opt.phase) opt.phase("copies for recomputations", opt.progress_user);
+      const Schedule from = *best;
+      const bool milp_follows = full_milp_is_small(p);
+      const double limit = milp_follows ? std::min(left(), opt.time_limit_seconds / 6) : left();
+      offer(trade_recomputes_for_copies(p, from, budget, 0, limit));
     }
     if (full_milp_is_small(p) && left() > 1) {
       if (opt.phase) opt.phase("offload MILP", opt.progress_user);

@@ -36,6 +36,12 @@ std::optional<Schedule> solve_chen_sqrtn_offload(const Problem& p, int64_t budge
 std::optional<Schedule> solve_greedy_offload(const Problem& p, int64_t budget, int64_t host_budget,
                                              double time_limit_seconds);
 
+// `base` (which fits) with recomputations replaced by copies to host memory and back while
+// that makes it cheaper and it fits (Note [copies for recomputations]).
+std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Schedule& base,
+                                                    int64_t budget, int64_t host_budget,
+                                                    double time_limit_seconds);
+
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.
 std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,
@@ -43,9 +49,9 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
                                            const Schedule* warm_start = nullptr);
 
 // "checkmate-offload": the cheapest of checkmate (a third of the limit), all-keep-offload,
-// greedy-offload, offload_to_fit from checkmate's schedule at larger budgets, and, where the MILP
-// is small (full_milp_is_small), the offload MILP from the best of those. Note
-// [checkmate-offload].
+// greedy-offload and offload_to_fit from checkmate's schedule at larger budgets, improved by
+// trade_recomputes_for_copies, and, where the MILP is small (full_milp_is_small), the offload
+// MILP from there. Note [checkmate-offload].
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why);
 

@@ -150,6 +150,40 @@ TEST(StreamedCopies, OffloadToFitStartsCopiesEarlyEnoughToHide) {
   EXPECT_NE(c.schedule.bound_source, "offload MILP");
 }
 
+// Within 20 bytes checkmate recomputes x0 (cost 10) where g reads it. Trading that
+// recomputation for copies (Note [copies for recomputations]) moves x0 to host memory for its
+// wait instead: under Stream the copies hide and the step costs its compute alone; under Stage
+// they cost their excess, still less than the recomputation; without a link nothing is traded.
+TEST(StreamedCopies, ARecomputationTradedForCopies) {
+  const int64_t budget = 20;
+  for (CopyOverlap overlap : {CopyOverlap::Stream, CopyOverlap::Stage}) {
+    const Problem p = long_wait(overlap);
+    SolveResult base = solve(p, "checkmate", budget, exact_options(5));
+    ASSERT_TRUE(base.feasible) << base.message;
+    ASSERT_DOUBLE_EQ(base.sim.total_cost, compute_of_all_keep(p) + 10);
+    std::optional<Schedule> traded = trade_recomputes_for_copies(p, base.schedule, budget, 0, 5);
+    ASSERT_TRUE(traded.has_value());
+    const SimResult sim = simulate(p, *traded);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_LE(sim.peak_bytes, budget);
+    for (int t = 1; t < p.size(); ++t) EXPECT_FALSE(traded->R(t, 0)) << "x0 recomputed in " << t;
+    int offloads = 0, prefetches = 0;
+    for (int t = 0; t < p.size(); ++t)
+      offloads += traded->offload(t, 0), prefetches += traded->prefetch(t, 0);
+    EXPECT_EQ(offloads, 1);
+    EXPECT_EQ(prefetches, 1);
+    if (overlap == CopyOverlap::Stream)
+      EXPECT_DOUBLE_EQ(sim.total_cost, compute_of_all_keep(p));
+    else
+      EXPECT_LT(sim.total_cost, base.sim.total_cost);
+  }
+  Problem no_link = long_wait(CopyOverlap::Stream);
+  no_link.copy_cost_per_byte = 0;
+  SolveResult base = solve(no_link, "checkmate", budget, exact_options(5));
+  ASSERT_TRUE(base.feasible) << base.message;
+  EXPECT_FALSE(trade_recomputes_for_copies(no_link, base.schedule, budget, 0, 5).has_value());
+}
+
 TEST(StreamedCopies, TheProblemFileSaysHowCopiesOverlap) {
   const Problem p = long_wait(CopyOverlap::Stream);
   const std::string text = problem_to_json_text(p);
