@@ -39,8 +39,9 @@ void clear_idle_holds(const Problem& p, const std::vector<std::vector<int>>& use
   }
 }
 
-// `s` with the recomputation of v in stage t replaced by v's wait on host memory; nullopt when
-// v cannot wait (it has copies already, or nothing holds it before t).
+// `s` with the recomputation of v in stage t replaced by holding v (on host memory where the
+// budget needs it); nullopt when v has copies already, nothing holds it before t, or the
+// result cannot be made to fit.
 std::optional<Schedule> trade(const Problem& p, const std::vector<std::vector<int>>& users,
                               const Schedule& s, int v, int t, int64_t budget,
                               int64_t host_budget, std::vector<uint8_t>& need) {
