@@ -30,20 +30,6 @@ Schedule hold_instead(const Problem& p, const Schedule& s, int t, int i) {
   return c;
 }
 
-// The recomputations R[t][i] (i < t) as (-cost_i, t, i), the costliest first (the most a move
-// can save); without the free ones when `priced_only`.
-using Move = std::tuple<double, int, int>;
-std::vector<Move> recomputations_costliest_first(const Problem& p, const Schedule& s,
-                                                 bool priced_only) {
-  std::vector<Move> moves;
-  for (int t = 1; t < p.size(); ++t)
-    for (int i = 0; i < t; ++i)
-      if (s.R(t, i) && (!priced_only || p.nodes[size_t(i)].cost > 0))
-        moves.emplace_back(-p.nodes[size_t(i)].cost, t, i);
-  std::stable_sort(moves.begin(), moves.end());
-  return moves;
-}
-
 // The most bytes in use during each stage of a simulation.
 std::vector<int64_t> stage_peaks(const Problem& p, const SimResult& sim) {
   std::vector<int64_t> peak(size_t(p.size()), 0);
@@ -67,6 +53,17 @@ bool hold_may_fit(const Problem& p, const Schedule& s, const std::vector<int64_t
 
 }  // namespace
 
+std::vector<Recomputation> recomputations_costliest_first(const Problem& p,
+                                                          const Schedule& s, bool priced_only) {
+  std::vector<Recomputation> moves;
+  for (int t = 1; t < p.size(); ++t)
+    for (int i = 0; i < t; ++i)
+      if (s.R(t, i) && (!priced_only || p.nodes[size_t(i)].cost > 0))
+        moves.emplace_back(-p.nodes[size_t(i)].cost, t, i);
+  std::stable_sort(moves.begin(), moves.end());
+  return moves;
+}
+
 Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double seconds,
                           double target_cost) {
   const auto t0 = Clock::now();
@@ -83,7 +80,7 @@ Schedule schedule_improve(const Problem& p, Schedule s, int64_t budget, double s
   };
   for (bool improved = true; improved && !done() && since(t0) < seconds;) {
     improved = false;
-    const std::vector<Move> moves = recomputations_costliest_first(p, s, false);
+    const std::vector<Recomputation> moves = recomputations_costliest_first(p, s, false);
     // With a target, moves whose value would lift a stage's peak over the budget are passed
     // over without a simulation.
     std::vector<int64_t> peak = target_cost > 0 ? stage_peaks(p, sim) : std::vector<int64_t>{};
@@ -122,7 +119,7 @@ Schedule schedule_improve_repairing(const Problem& p, Schedule s, int64_t budget
   if (!sim.valid || sim.peak_bytes > budget) return s;
   for (bool improved = true; improved && since(t0) < seconds;) {
     improved = false;
-    const std::vector<Move> moves = recomputations_costliest_first(p, s, true);
+    const std::vector<Recomputation> moves = recomputations_costliest_first(p, s, true);
     for (const auto& [neg_cost, t, i] : moves) {
       const double left = seconds - since(t0);
       if (left <= 0) break;

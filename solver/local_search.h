@@ -3,11 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
+#include <vector>
 
 #include "solver/problem.h"
 #include "solver/schedule.h"
 
 namespace remat {
+
+// The recomputations R[t][i] (i < t) as (-cost_i, t, i), the costliest first (the most a move
+// can save); without the free ones when `priced_only`.
+using Recomputation = std::tuple<double, int, int>;
+std::vector<Recomputation> recomputations_costliest_first(const Problem& p,
+                                                          const Schedule& s, bool priced_only);
 
 // Lowers the cost of a schedule that fits the budget: holds values a stage recomputes, from
 // where they were last available, wherever the schedule still fits and gets cheaper, until no

@@ -1,8 +1,8 @@
 // Copies for recomputations: a local search that replaces a schedule's recomputations by
 // copies to host memory and back where that is cheaper (Note [copies for recomputations]).
-#include <algorithm>
 #include <chrono>
 
+#include "solver/local_search.h"
 #include "solver/offload.h"
 #include "solver/offload_moves.h"
 
@@ -39,12 +39,10 @@ void clear_idle_holds(const Problem& p, const std::vector<std::vector<int>>& use
   }
 }
 
-// `s` with the recomputation of v in stage t replaced by holding v (on host memory where the
-// budget needs it); nullopt when v has copies already, nothing holds it before t, or the
-// result cannot be made to fit.
-std::optional<Schedule> trade(const Problem& p, const std::vector<std::vector<int>>& users,
-                              const Schedule& s, int v, int t, int64_t budget,
-                              int64_t host_budget, std::vector<uint8_t>& need) {
+// `s` with the recomputation of v in stage t replaced by holding v from its last stage before
+// t; nullopt when v has copies already or nothing holds it before t.
+std::optional<Schedule> hold(const Problem& p, const std::vector<std::vector<int>>& users,
+                             const Schedule& s, int v, int t, std::vector<uint8_t>& need) {
   for (int u = 0; u < p.size(); ++u)
     if (s.offload(u, v) || s.prefetch(u, v)) return std::nullopt;
   int u = t - 1;
@@ -58,8 +56,7 @@ std::optional<Schedule> trade(const Problem& p, const std::vector<std::vector<in
     derive_cheapest_r_row(p, c.S, w, /*compute_held=*/true, need, c.R);
   }
   clear_idle_holds(p, users, c);
-  if (fits_budgets(simulate(p, c), budget, host_budget)) return c;
-  return offload_to_fit(p, c, budget, host_budget);
+  return c;
 }
 
 }  // namespace
@@ -82,19 +79,16 @@ std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Sche
   std::vector<uint8_t> need(size_t(n), 0);
   for (bool improved = true; improved && !out_of_time();) {
     improved = false;
-    // The recomputations, costliest first: what a trade can save is at most their cost.
-    std::vector<std::pair<int, int>> recomputes;  // (v, t)
-    for (int t = 1; t < n; ++t)
-      for (int v = first_set(s.R.row(t), 0, t); v < t; v = first_set(s.R.row(t), v + 1, t))
-        if (p.nodes[size_t(v)].cost > 0) recomputes.emplace_back(v, t);
-    std::stable_sort(recomputes.begin(), recomputes.end(), [&](auto x, auto y) {
-      return p.nodes[size_t(x.first)].cost > p.nodes[size_t(y.first)].cost;
-    });
-    for (auto [v, t] : recomputes) {
+    for (const auto& [neg_cost, t, v] : recomputations_costliest_first(p, s, true)) {
       if (out_of_time()) break;
-      std::optional<Schedule> c = trade(p, users, s, v, t, budget, host_budget, need);
+      std::optional<Schedule> c = hold(p, users, s, v, t, need);
       if (!c) continue;
       SimResult cs = simulate(p, *c);
+      if (!fits_budgets(cs, budget, host_budget)) {  // move values to host memory until it fits
+        c = offload_to_fit(p, *c, budget, host_budget);
+        if (!c) continue;
+        cs = simulate(p, *c);
+      }
       if (!fits_budgets(cs, budget, host_budget) || cs.total_cost >= sim.total_cost) continue;
       s = std::move(*c), sim = std::move(cs), improved = true;
       break;
