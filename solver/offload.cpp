@@ -9,6 +9,7 @@
 #include "runtime/memory/allocator.h"
 #include "solver/milp_model.h"
 #include "solver/offload_moves.h"
+#include "solver/offload_pick.h"
 
 namespace remat {
 namespace {
@@ -125,8 +126,9 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
   best->models =
       "offload MILP " + std::to_string(m.num_rows()) + " x " + std::to_string(m.num_cols());
   best->solve_seconds = seconds_since(t0);
-  if (!run.infeasible)
-    best->lower_bound = std::max(0.0, std::min(best_cost, run.bound * m.cost_scale));
+  best->lower_bound =
+      run.infeasible ? 0 : std::max(0.0, std::min(best_cost, run.bound * m.cost_scale));
+  best->bound_source = "offload MILP";
   const double gap = best_cost > 0 ? (best_cost - best->lower_bound) / best_cost : 0;
   best->status = run.optimal || gap <= opt.relative_gap ? "optimal" : "feasible";
   return best;
@@ -149,90 +151,49 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why) {
   const auto t0 = Clock::now();
-  const int64_t host_budget = opt.host_budget;
-  std::optional<Schedule> best;
-  double best_cost = 0;
-  // The cheapest schedule that fit the device but not the host budget (the greedy searches run
-  // without the host budget, so that a budget too small for them can be named).
-  double host_rejected = -1;
-  auto offer = [&](std::optional<Schedule> c) {
-    if (!c) return;
-    SimResult sim = simulate(p, *c);
-    if (sim.valid && sim.peak_bytes <= budget && !fits_budgets(sim, budget, host_budget) &&
-        (host_rejected < 0 || sim.total_cost < host_rejected))
-      host_rejected = sim.total_cost;
-    if (!fits_budgets(sim, budget, host_budget) || (best && sim.total_cost >= best_cost)) return;
-    best = std::move(c), best_cost = sim.total_cost;
-  };
+  // The greedy searches run without the host budget, so that one too small can be named.
+  OffloadPick pick(p, budget, opt.host_budget);
   auto left = [&] { return opt.time_limit_seconds - seconds_since(t0); };
   SolveOptions part = opt;
   part.time_limit_seconds = opt.time_limit_seconds / 3;
   part.phase = nullptr;
   part.progress = nullptr;  // the live line shows this strategy's phases, not checkmate's
   SolveResult base = solve(p, "checkmate", budget, part);
-  if (base.feasible) offer(base.schedule);
+  if (base.feasible) pick.offer(base.schedule);
   if (opt.candidates)
-    for (const Schedule& c : *opt.candidates) offer(c);
+    for (const Schedule& c : *opt.candidates) pick.offer(c);
   if (p.copy_cost_per_byte > 0) {
-    offer(solve_all_keep_offload(p, budget, 0));
-    offer(solve_greedy_offload(p, budget, 0, opt.time_limit_seconds / 6));
+    pick.offer(solve_all_keep_offload(p, budget, 0));
+    pick.offer(solve_greedy_offload(p, budget, 0, opt.time_limit_seconds / 6));
     for (double f : {1.25, 1.5, 2.0}) {
       const int64_t larger = static_cast<int64_t>(double(budget) * f);
       if (left() < opt.time_limit_seconds / 6 || larger > problem_total_bytes(p)) break;
       part.time_limit_seconds = std::min(left() / 4, opt.time_limit_seconds / 6);
       SolveResult r = solve(p, "checkmate", larger, part);
-      if (r.feasible) offer(offload_to_fit(p, r.schedule, budget, 0));
+      if (r.feasible) pick.offer(offload_to_fit(p, r.schedule, budget, 0));
     }
-    if (best && left() > 0) {
+    if (pick.best() && left() > 0) {
       if (opt.phase) opt.phase("copies for recomputations", opt.progress_user);
-      const Schedule from = *best;
+      const Schedule from = *pick.best();
       const bool milp_follows = full_milp_is_small(p);
       const double limit = milp_follows ? std::min(left(), opt.time_limit_seconds / 6) : left();
-      offer(trade_recomputes_for_copies(p, from, budget, 0, limit));
+      pick.offer(trade_recomputes_for_copies(p, from, budget, opt.host_budget, limit));
     }
     if (full_milp_is_small(p) && left() > 1) {
       if (opt.phase) opt.phase("offload MILP", opt.progress_user);
       SolveOptions milp = opt;
       milp.time_limit_seconds = left();
-      const Schedule* warm = best ? &*best : nullptr;
-      std::optional<Schedule> m = solve_offload_milp(p, budget, host_budget, milp, warm);
-      if (m && p.copy_overlap == CopyOverlap::Stream) {
-        offer(std::move(m));  // the MILP's bound is on stage-bound time (Note [streamed copies])
-      } else if (m) {
-        const Schedule proof = *m;  // its bound holds whichever schedule is kept
-        offer(std::move(m));
-        best->lower_bound = proof.lower_bound;
-        best->bound_source = "offload MILP";
-        best->models = proof.models;
-        best->status = proof.status;
-      }
+      const std::optional<Schedule> warm = pick.best();
+      std::optional<Schedule> m =
+          solve_offload_milp(p, budget, opt.host_budget, milp, warm ? &*warm : nullptr);
+      // Its bound is on stage-bound time: under Stream, not a bound (Note [streamed copies]).
+      if (m && p.copy_overlap == CopyOverlap::Stage) pick.prove(*m);
+      pick.offer(std::move(m));
     }
   }
-  const bool host_bound = host_rejected >= 0 && (!best || host_rejected < best_cost);
-  const std::string host_note =
-      host_bound ? "the host budget " + pool_format_bytes(host_budget) +
-                       " is too small for the copies that would help"
-                 : "";
-  if (!best) {
-    if (why)
-      *why = p.copy_cost_per_byte <= 0 ? base.message
-             : host_bound ? "no schedule without copies fits the budget, and " + host_note
-                          : "no schedule with or without copies fits the budget";
-    return std::nullopt;
-  }
-  best->strategy = "checkmate-offload";
-  if (best->bound_source.empty()) {
-    double once = 0;  // every node runs at least once, whatever moves
-    for (const ProblemNode& nd : p.nodes) once += nd.cost;
-    best->lower_bound = once;
-    best->bound_source = "every node runs once";
-    best->status = "heuristic";
-  }
-  if (p.copy_cost_per_byte <= 0)
-    best->note = "the problem has no host link (copy_cost_per_byte 0): checkmate's schedule";
-  else if (host_bound && !best->has_copies())
-    best->note = host_note + ": a schedule without copies";
-  return best;
+  return pick.finish("checkmate-offload", base.message,
+                     "the problem has no host link (copy_cost_per_byte 0): checkmate's schedule",
+                     why);
 }
 
 }  // namespace remat

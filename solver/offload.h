@@ -48,6 +48,18 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
                                            const SolveOptions& opt,
                                            const Schedule* warm_start = nullptr);
 
+// The offload MILP's LP relaxation rounded in three phases (Note [lp-offload]): the cheapest
+// rounding that fits both budgets, and the LP's objective through `bound` (0 when the LP was
+// not solved). lp-offload runs it where full_milp_is_small(p).
+std::optional<Schedule> offload_lp_rounding(const Problem& p, int64_t budget,
+                                            const SolveOptions& opt, double* bound);
+
+// "lp-offload": lp's answer, the offload LP's roundings with values moved until they fit, the
+// stage relaxation's roundings at larger budgets moved until they fit, improved by
+// trade_recomputes_for_copies. Note [lp-offload].
+std::optional<Schedule> solve_lp_offload(const Problem& p, int64_t budget,
+                                         const SolveOptions& opt, std::string* why);
+
 // "checkmate-offload": the cheapest of checkmate (a third of the limit), all-keep-offload,
 // greedy-offload and offload_to_fit from checkmate's schedule at larger budgets, improved by
 // trade_recomputes_for_copies, and, where the MILP is small (full_milp_is_small), the offload

@@ -44,7 +44,8 @@ void solve_check_budget(const Problem& p, int64_t budget) {
 
 const std::vector<std::string>& offload_strategy_names() {
   static const std::vector<std::string> names{"all-keep-offload", "chen-sqrtn-offload",
-                                              "greedy-offload", "checkmate-offload"};
+                                              "greedy-offload", "lp-offload",
+                                              "checkmate-offload"};
   return names;
 }
 
@@ -99,6 +100,11 @@ SolveResult solve(const Problem& p, const std::string& strategy, int64_t budget,
   } else if (strategy == "greedy-offload") {
     s = solve_greedy_offload(p, budget, opt.host_budget, opt.time_limit_seconds);
     if (!s && p.copy_cost_per_byte <= 0) r.message = "greedy-offload: the problem has no host link";
+  } else if (strategy == "lp-offload") {
+    std::string why;
+    if (opt.phase) opt.phase("LP relaxation and rounding", opt.progress_user);
+    s = solve_lp_offload(p, budget, opt, &why);
+    if (!s) r.message = "lp-offload: " + why;
   } else if (strategy == "checkmate-offload") {
     std::string why;
     s = solve_checkmate_offload(p, budget, opt, &why);

@@ -61,7 +61,8 @@ struct SolveResult {
 // "griewank", "lp", "checkmate".
 const std::vector<std::string>& strategy_names();
 // The strategies that may also offload (solver/offload.h), which solve() takes too:
-// "all-keep-offload", "chen-sqrtn-offload", "greedy-offload", "checkmate-offload". Not in
+// "all-keep-offload", "chen-sqrtn-offload", "greedy-offload", "lp-offload",
+// "checkmate-offload". Not in
 // strategy_names(): the tools' default lists run them only when asked.
 const std::vector<std::string>& offload_strategy_names();
 

@@ -1,6 +1,6 @@
 // Offload (Note [offload semantics]): the simulator's accounting of copies, the offload MILP
 // against an exhaustive search over keep / recompute / offload on tiny graphs, the greedy
-// baseline, checkmate-offload without a link, and the schedule file's copies.
+// baselines, checkmate-offload where copies fit, and the schedule file's copies.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,26 +10,11 @@
 #include "solver/offload.h"
 #include "solver/schedule.h"
 #include "solver/strategies.h"
+#include "tests/offload_test_util.h"
 #include "tests/solver_test_util.h"
 
 namespace remat {
 namespace {
-
-// x0 (10 bytes) waits while x1..x5 run (x3 is large), then g reads x0 and x5.
-Problem waiting_chain(double copy_cost_per_byte, double x0_cost = 1) {
-  Problem p;
-  p.name = "waiting";
-  p.copy_cost_per_byte = copy_cost_per_byte;
-  using K = ProblemNodeKind;
-  add_problem_node(p, "x0", K::Forward, x0_cost, 10, 0, {});
-  add_problem_node(p, "x1", K::Forward, 2, 4, 0, {0});
-  add_problem_node(p, "x2", K::Forward, 2, 4, 0, {1});
-  add_problem_node(p, "x3", K::Forward, 2, 12, 0, {2});
-  add_problem_node(p, "x4", K::Forward, 2, 4, 0, {3});
-  add_problem_node(p, "x5", K::Forward, 2, 4, 0, {4});
-  add_problem_node(p, "g", K::Loss, 1, 1, 0, {0, 5});
-  return p;
-}
 
 // all-keep with x0 offloaded in stage 2 and prefetched in stage 5.
 Schedule moved_x0(const Problem& p) {
@@ -156,6 +141,7 @@ TEST(OffloadGreedy, AllKeepOffloadMovesTheWaitingValueAndNoMore) {
   EXPECT_EQ(sim.offloads, 1);
   EXPECT_FALSE(solve_all_keep_offload(p, 17, 0).has_value());  // stage 2 keeps x0, x1, x2
   EXPECT_FALSE(solve_all_keep_offload(p, 18, 9).has_value());  // x0's host copy is 10 bytes
+  EXPECT_FALSE(solve_all_keep_offload(waiting_chain(0), 18, 0).has_value());  // no link
   SolveOptions opt;
   opt.host_budget = 9;
   SolveResult r = solve(p, "all-keep-offload", 18, opt);
@@ -164,112 +150,6 @@ TEST(OffloadGreedy, AllKeepOffloadMovesTheWaitingValueAndNoMore) {
             std::string::npos)
       << r.message;
 }
-
-// Copies that would beat recomputing x0 (10) but do not fit the host budget: checkmate-offload
-// recomputes and says why.
-TEST(CheckmateOffload, AHostBudgetTooSmallFallsBackAndSaysSo) {
-  const Problem p = waiting_chain(0.5, 10);
-  SolveOptions opt = exact_options(10);
-  opt.host_budget = 9;
-  SolveResult c = solve(p, "checkmate-offload", 18, opt);
-  ASSERT_TRUE(c.feasible) << c.message;
-  EXPECT_FALSE(c.schedule.has_copies());
-  EXPECT_NE(c.message.find("the host budget 9 B is too small for the copies that would help"),
-            std::string::npos)
-      << c.message;
-  EXPECT_FALSE(solve_all_keep_offload(waiting_chain(0), 18, 0).has_value());  // no link
-}
-
-// Exhaustive search over keep, recompute and offload in canonical form: per stage, the cheapest
-// R for its S (derive_cheapest_r), offloads of held values not yet on host, prefetches of host
-// copies that are then held into the next stage, and S[t+1] among the values on the device in
-// stage t, with every value held entering t and neither read nor offloaded there held on.
-struct OffloadBruteForce {
-  OffloadBruteForce(const Problem& problem, int64_t bytes) : p(problem), budget(bytes) {}
-  const Problem& p;
-  int64_t budget;
-  std::vector<std::vector<int>> users = problem_users(p);
-  std::optional<double> best;
-
-  void stage(int t, Schedule& s, double cost_so_far) {
-    const int n = p.size();
-    BoolMatrix R = derive_cheapest_r(p, s.S);
-    for (int i = 0; i <= t; ++i) s.R.set(t, i, R(t, i));
-    double compute = 0;
-    for (int i = 0; i <= t; ++i) compute += R(t, i) ? p.nodes[i].cost : 0;
-    std::vector<int> held, on_host;
-    for (int i = 0; i < t; ++i) {
-      if (s.S(t, i)) held.push_back(i);
-      bool h = false;
-      for (int u = 0; u < t; ++u) h |= s.offload(u, i);
-      if (h && !s.S(t, i) && !R(t, i) && t + 1 < n) on_host.push_back(i);
-    }
-    std::vector<int> movable;
-    for (int i : held) {
-      bool h = false;
-      for (int u = 0; u < t; ++u) h |= s.offload(u, i);
-      if (!h) movable.push_back(i);
-    }
-    for (uint32_t om = 0; om < (1u << movable.size()); ++om)
-      for (uint32_t pm = 0; pm < (1u << on_host.size()); ++pm) {
-        int64_t out = 0, in = 0;
-        for (size_t b = 0; b < movable.size(); ++b) {
-          s.offload.set(t, movable[b], om >> b & 1);
-          out += (om >> b & 1) ? p.nodes[movable[b]].bytes : 0;
-        }
-        for (size_t b = 0; b < on_host.size(); ++b) {
-          s.prefetch.set(t, on_host[b], pm >> b & 1);
-          in += (pm >> b & 1) ? p.nodes[on_host[b]].bytes : 0;
-        }
-        const double c = cost_so_far + compute +
-                         std::max(0.0, double(std::max(out, in)) * p.copy_cost_per_byte - compute);
-        if (!best || c < *best - 1e-9) next(t, s, c);
-      }
-    for (int i = 0; i < n; ++i) s.offload.set(t, i, false), s.prefetch.set(t, i, false);
-  }
-
-  void next(int t, Schedule& s, double cost) {
-    const int n = p.size();
-    if (t == n - 1) {
-      SimResult sim = simulate(p, s);
-      if (sim.valid && sim.peak_bytes <= budget && (!best || sim.total_cost < *best))
-        best = sim.total_cost;
-      return;
-    }
-    std::vector<int> must, may;
-    for (int i = 0; i <= t; ++i) {
-      const bool read = s.R(t, i) || [&] {
-        for (int j : users[i])
-          if (j <= t && s.R(t, j)) return true;
-        return false;
-      }();
-      if (i < t && s.S(t, i) && !read && !s.offload(t, i))
-        must.push_back(i);
-      else if (s.prefetch(t, i))
-        must.push_back(i);
-      else if (s.R(t, i) || (i < t && s.S(t, i)))
-        may.push_back(i);
-    }
-    for (uint32_t mask = 0; mask < (1u << may.size()); ++mask) {
-      int64_t held = p.constant_bytes;
-      for (int i = 0; i < n; ++i) s.S.set(t + 1, i, false);
-      for (int i : must) s.S.set(t + 1, i, true), held += p.nodes[i].bytes;
-      for (size_t b = 0; b < may.size(); ++b)
-        if (mask >> b & 1) s.S.set(t + 1, may[b], true), held += p.nodes[may[b]].bytes;
-      if (held <= budget) stage(t + 1, s, cost);
-    }
-    for (int i = 0; i < n; ++i) s.S.set(t + 1, i, false);
-  }
-
-  std::optional<double> run() {
-    const int n = p.size();
-    Schedule s;
-    s.R = BoolMatrix(n, n), s.S = BoolMatrix(n, n);
-    s.offload = BoolMatrix(n, n), s.prefetch = BoolMatrix(n, n);
-    stage(0, s, 0);
-    return best;
-  }
-};
 
 // The offload MILP's optimum equals the exhaustive one at every budget, is never above the
 // optimum without copies, and is below it somewhere.
@@ -349,17 +229,6 @@ TEST(OffloadMilp, GreedyOffloadNeverBelowTheExhaustiveOptimum) {
       ASSERT_TRUE(best.has_value()) << "budget " << budget;
       EXPECT_GE(g.sim.total_cost, *best - 1e-9) << "budget " << budget;
     }
-}
-
-TEST(CheckmateOffload, WithoutALinkItIsCheckmate) {
-  const Problem p = skip_dag();
-  const int64_t budget = problem_min_budget(p) + 2;
-  SolveResult plain = solve(p, "checkmate", budget, exact_options(10));
-  SolveResult off = solve(p, "checkmate-offload", budget, exact_options(10));
-  ASSERT_TRUE(plain.feasible && off.feasible) << plain.message << off.message;
-  EXPECT_FALSE(off.schedule.has_copies());
-  EXPECT_DOUBLE_EQ(off.sim.total_cost, plain.sim.total_cost);
-  EXPECT_NE(off.message.find("no host link"), std::string::npos) << off.message;
 }
 
 // chen-sqrtn-offload moves every value waiting in chen-sqrtn's schedule (Note [offload every

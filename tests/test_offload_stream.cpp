@@ -108,7 +108,7 @@ TEST(StreamedCopies, NeverSlowerThanTheStageModel) {
       const int64_t budget = std::max(budget_at(stage, f), problem_min_budget(stage));
       for (const Problem* made_for : {&stage, static_cast<const Problem*>(&stream)})
         for (const char* strategy : {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
-                                     "checkmate-offload"}) {
+                                     "lp-offload", "checkmate-offload"}) {
           SolveResult r = solve(*made_for, strategy, budget, exact_options(1));
           if (!r.feasible || !r.schedule.has_copies()) continue;
           SimResult a = simulate(stream, r.schedule), b = simulate(stage, r.schedule);

@@ -166,7 +166,7 @@ TEST(RematExec, OffloadStrategiesBitIdentical) {
   Model m = small_linear16();
   check_every_strategy(m, 3,
                        {"all-keep-offload", "chen-sqrtn-offload", "greedy-offload",
-                        "checkmate-offload"},
+                        "lp-offload", "checkmate-offload"},
                        {MemoryMode::Arena, MemoryMode::Pool}, 2.0);
   // chen-sqrtn-offload recomputes and copies at once; on this small input its peak is above
   // the budgets above (chen-sqrtn's own is), so it runs at its own peak.

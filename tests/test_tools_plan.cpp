@@ -111,16 +111,21 @@ TEST_F(ToolsTest, PlanOffloadStrategiesTakeTheLinkFlags) {
   const Problem p = small_cnn_problem();
   const int64_t budget = problem_min_budget(p) + (all_keep_peak(p) - problem_min_budget(p)) / 3;
   RunResult r = run(PLAN_EXE, "--config '" + kSmallCnn + "' --budget " + std::to_string(budget) +
-                                  " --strategies checkmate,all-keep-offload,checkmate-offload"
-                                  " --link-bandwidth 25 --device-tflops 0.01 --time-limit 5 --json");
+                                  " --strategies checkmate,all-keep-offload,lp-offload,"
+                                  "checkmate-offload --link-bandwidth 25 --device-tflops 0.01"
+                                  " --time-limit 5 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   std::vector<std::string> ls = lines_of(r.out);
-  ASSERT_EQ(ls.size(), 3u) << r.out;
-  nlohmann::json checkmate = nlohmann::json::parse(ls[0]), moved = nlohmann::json::parse(ls[1]),
-                 offload = nlohmann::json::parse(ls[2]);
-  ASSERT_TRUE(checkmate.at("feasible").get<bool>() && offload.at("feasible").get<bool>()) << r.out;
-  EXPECT_LE(offload.at("cost").get<double>(), checkmate.at("cost").get<double>() * (1 + 1e-12));
-  EXPECT_LE(offload.at("peak_bytes").get<int64_t>(), budget);
+  ASSERT_EQ(ls.size(), 4u) << r.out;
+  nlohmann::json checkmate = nlohmann::json::parse(ls[0]), moved = nlohmann::json::parse(ls[1]);
+  for (size_t k : {2, 3}) {
+    nlohmann::json offload = nlohmann::json::parse(ls[k]);
+    ASSERT_TRUE(checkmate.at("feasible").get<bool>() && offload.at("feasible").get<bool>())
+        << r.out;
+    EXPECT_LE(offload.at("cost").get<double>(), checkmate.at("cost").get<double>() * (1 + 1e-12))
+        << ls[k];
+    EXPECT_LE(offload.at("peak_bytes").get<int64_t>(), budget) << ls[k];
+  }
   if (moved.at("feasible").get<bool>()) {
     ASSERT_TRUE(moved.contains("copies")) << ls[1];
     EXPECT_GT(moved["copies"].at("offloads").get<int>(), 0);

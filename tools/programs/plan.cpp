@@ -176,7 +176,7 @@ int run(int argc, char** argv) {
   for (const std::string& name : strategies) {
     progress_line_next(&line, name);
     SolveOptions o = opt;
-    if (name == "checkmate-offload") o.candidates = &earlier;
+    if (name == "checkmate-offload" || name == "lp-offload") o.candidates = &earlier;
     SolveResult r = solve(p, name, budget, o);
     if (r.feasible) earlier.push_back(r.schedule);
     progress_line_next(&line, "");

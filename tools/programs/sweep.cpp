@@ -132,12 +132,13 @@ int run(int argc, char** argv) {
   std::vector<Schedule> everything;  // every strategy's answers so far (Note [checkmate-offload])
   for (const std::string& s : strategies) {
     std::vector<Schedule> found;  // this strategy's answers at the smaller budgets
-    const bool offload = s == "checkmate-offload";
+    const bool offload = s == "checkmate-offload" || s == "lp-offload";
     for (int64_t budget : budgets) {
       progress_line_next(&line, s + " @ " + format_bytes(budget));
       SolveOptions at = opt;
-      // Note [monotone sweeps]: checkmate starts from the best of them; checkmate-offload from
-      // the best of every strategy's before it, at this budget and the smaller ones.
+      // Note [monotone sweeps]: checkmate starts from the best of them; checkmate-offload and
+      // lp-offload from the best of every strategy's before it, at this budget and the smaller
+      // ones.
       at.candidates = offload ? &everything : &found;
       SolveResult r = solve(p, s, budget, at);
       if (r.feasible) found.push_back(r.schedule), everything.push_back(r.schedule);
