@@ -136,7 +136,12 @@ struct EventList {
   std::vector<Event> events;
   std::vector<int> end_of;    // [stage] -> index of its End event
   std::vector<int> death;     // [event] -> the event after which the instance it made is freed
-  std::vector<int> host_end;  // [stage * n + node] -> End event freeing that offload's host copy
+  // Each offload's host copy, in issue order (stage, then node): its node, and the End event
+  // that frees it.
+  struct HostCopy {
+    int node, end;
+  };
+  std::vector<HostCopy> host_copies;
   std::vector<int> offloaded; // the instance (event) each offload copies, in issue order
 };
 
@@ -186,7 +191,7 @@ EventList order_events(const Problem& p, const Schedule& s) {
   // Note [streamed copies]), and a prefetched one at least until it arrives.
   const int m = static_cast<int>(l.events.size());
   l.death.assign(size_t(m), -1);
-  if (copies) l.host_end.assign(size_t(n) * n, -1);
+  // host_current[i]: the host copy (index into host_copies) a prefetch of i reads.
   std::vector<int> current(size_t(n), -1), host_current(size_t(n), -1);
   auto extend = [&](int inst, int e) {
     l.death[size_t(inst)] = std::max(l.death[size_t(inst)], e);
@@ -198,13 +203,13 @@ EventList order_events(const Problem& p, const Schedule& s) {
         const int held_until = streamed ? offloaded_held_until(users, s, t, i) : t;
         extend(current[size_t(i)], l.end_of[size_t(held_until)]);
         l.offloaded.push_back(current[size_t(i)]);
-        l.host_end[size_t(t) * n + i] = l.end_of[t];
+        l.host_copies.push_back({i, l.end_of[t]});
       }
     for (; l.events[size_t(e)].kind != EventKind::End; ++e) {
       const Event& ev = l.events[size_t(e)];
       if (ev.kind == EventKind::Prefetch) {
         extend(e, l.end_of[t]);
-        int& h = l.host_end[size_t(host_current[size_t(ev.node)]) * n + ev.node];
+        int& h = l.host_copies[size_t(host_current[size_t(ev.node)])].end;
         h = std::max(h, l.end_of[size_t(host_copy_needed_until(p, users, s, t, ev.node))]);
         continue;
       }
@@ -213,10 +218,11 @@ EventList order_events(const Problem& p, const Schedule& s) {
       extend(e, e);
     }
     // The stage's host copies and prefetched values are the ones later stages read.
-    if (copies)
-      for (int i = first_set(s.offload.row(t), 0, n); i < n;
-           i = first_set(s.offload.row(t), i + 1, n))
-        host_current[size_t(i)] = t;
+    if (copies) {
+      int k = static_cast<int>(l.host_copies.size());
+      for (int i = last_set(s.offload.row(t), 0, n); i >= 0; i = last_set(s.offload.row(t), 0, i))
+        host_current[size_t(i)] = --k;
+    }
     for (int f = e - 1; f >= 0 && l.events[size_t(f)].stage == t; --f)
       if (l.events[size_t(f)].kind == EventKind::Prefetch)
         current[size_t(l.events[size_t(f)].node)] = f;
@@ -296,8 +302,8 @@ SimResult simulate(const Problem& p, const Schedule& s) {
       frees_after[size_t(l.death[size_t(e)])].push_back(e);
   // Host copies released at each End event, by node.
   std::vector<std::vector<int>> host_frees(static_cast<size_t>(m));
-  for (size_t k = 0; k < l.host_end.size(); ++k)
-    if (l.host_end[k] >= 0) host_frees[size_t(l.host_end[k])].push_back(int(k % size_t(n)));
+  for (const EventList::HostCopy& h : l.host_copies)
+    host_frees[size_t(h.end)].push_back(h.node);
 
   std::vector<uint8_t> computed(n, 0);
   r.steps.reserve(2 * size_t(m));
