@@ -41,23 +41,6 @@ using Clock = std::chrono::steady_clock;
 // stage-bound copies where that LP was solved, and otherwise every node's cost once (under
 // streamed copies the LP's stage-bound time bounds nothing).
 
-// The cheapest R for S and the prefetches: a value prefetched in stage t arrives for t + 1,
-// so t need not compute it to hold it (derive_cheapest_r_row's retention, less the prefetches).
-BoolMatrix derive_r_with_prefetches(const Problem& p, const Schedule& s) {
-  const int n = p.size();
-  BoolMatrix R(n, n), Q = s.S;
-  std::vector<uint8_t> need(size_t(n), 0), next(size_t(n), 0);
-  for (int t = 0; t < n; ++t) {
-    if (t + 1 < n) {
-      for (int i = 0; i < n; ++i) next[size_t(i)] = s.S(t + 1, i) && !s.prefetch(t, i);
-      Q.set_row(t + 1, next.data(), n);
-    }
-    derive_cheapest_r_row(p, Q, t, /*compute_held=*/true, need, R);
-    if (t + 1 < n) Q.set_row(t + 1, s.S.row(t + 1), n);
-  }
-  return R;
-}
-
 // An offload model's solution rounded (phases one and two of Note [lp-offload]; `on` says
 // whether a column's value rounds to 1): S, the offloads of held values, the prefetches of
 // their host copies (the value is then not held from the copy until the prefetch's stage, and
@@ -86,7 +69,7 @@ Schedule round_offload_solution(const Problem& p, const MilpModel& m, const doub
       }
     }
   }
-  s.R = derive_r_with_prefetches(p, s);
+  s.R = derive_cheapest_r_with_copies(p, s);
   return s;
 }
 
@@ -105,7 +88,7 @@ Schedule repaired_reading(const Problem& p, const Schedule& s) {
   for (int i = 0; i < p.size(); ++i)
     if (has_copies_of(s, i))
       for (int t = 0; t < p.size(); ++t) r.S.set(t, i, s.S(t, i));
-  r.R = derive_r_with_prefetches(p, r);
+  r.R = derive_cheapest_r_with_copies(p, r);
   return r;
 }
 
@@ -136,7 +119,7 @@ std::optional<Schedule> fit_budget(const Problem& p, Schedule s, int64_t budget)
         c.S.set(u, i, false);
         if (read_in(s, i, u)) break;
       }
-      c.R = derive_r_with_prefetches(p, c);
+      c.R = derive_cheapest_r_with_copies(p, c);
       SimResult cs = simulate(p, c);
       if (!cs.valid || cs.peak_bytes >= sim.peak_bytes) continue;
       const double score =

@@ -15,7 +15,8 @@ namespace {
 // copy runs behind the computes of many stages. A local search from the best schedule so far
 // tries each recomputation of a value v in a stage t, costliest first: S holds v from the last
 // stage u before t that computes or holds it through t, R's rows u..t are derived again (the
-// recomputation goes, and whatever only it needed), holds nobody reads are cleared, and where
+// recomputation goes, and whatever only it needed; a value an earlier move prefetches arrives
+// without being computed), holds nobody reads are cleared, and where
 // that no longer fits, offload_to_fit moves the values waiting at the peak (v among them) to
 // host memory (Note [offload to fit]). The simulator prices the result; the first that fits
 // and costs less is taken and the search starts again from it, until a pass finds nothing or
@@ -40,23 +41,24 @@ void clear_idle_holds(const Problem& p, const std::vector<std::vector<int>>& use
 }
 
 // `s` with the recomputation of v in stage t replaced by holding v from its last stage before
-// t; nullopt when v has copies already or nothing holds it before t.
-std::optional<Schedule> hold(const Problem& p, const std::vector<std::vector<int>>& users,
-                             const Schedule& s, int v, int t, std::vector<uint8_t>& need) {
+// t, written into `c` (whose storage a search reuses); false when v has copies already or
+// nothing holds it before t.
+bool hold(const Problem& p, const std::vector<std::vector<int>>& users, const Schedule& s, int v,
+          int t, std::vector<uint8_t>& need, Schedule& c) {
   for (int u = 0; u < p.size(); ++u)
-    if (s.offload(u, v) || s.prefetch(u, v)) return std::nullopt;
+    if (s.offload(u, v) || s.prefetch(u, v)) return false;
   int u = t - 1;
   while (u >= v && !s.R(u, v) && !s.S(u, v)) --u;
-  if (u < v) return std::nullopt;
-  Schedule c = s;
+  if (u < v) return false;
+  c = s;
   for (int w = u + 1; w <= t; ++w) c.S.set(w, v, true);
   const std::vector<uint8_t> zero(size_t(p.size()), 0);
   for (int w = u; w <= t; ++w) {
     c.R.set_row(w, zero.data(), p.size());
-    derive_cheapest_r_row(p, c.S, w, /*compute_held=*/true, need, c.R);
+    derive_cheapest_r_row_with_copies(p, c, w, need, c.R);  // prefetched values arrive
   }
   clear_idle_holds(p, users, c);
-  return c;
+  return true;
 }
 
 }  // namespace
@@ -77,20 +79,21 @@ std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Sche
   if (!fits_budgets(sim, budget, host_budget)) return std::nullopt;
   const auto users = problem_users(p);
   std::vector<uint8_t> need(size_t(n), 0);
+  Schedule c;  // each candidate, in storage kept across them
   for (bool improved = true; improved && !out_of_time();) {
     improved = false;
     for (const auto& [neg_cost, t, v] : recomputations_costliest_first(p, s, true)) {
       if (out_of_time()) break;
-      std::optional<Schedule> c = hold(p, users, s, v, t, need);
-      if (!c) continue;
-      SimResult cs = simulate(p, *c);
+      if (!hold(p, users, s, v, t, need, c)) continue;
+      SimResult cs = simulate(p, c);
       if (!fits_budgets(cs, budget, host_budget)) {  // move values to host memory until it fits
-        c = offload_to_fit(p, *c, budget, host_budget);
-        if (!c) continue;
-        cs = simulate(p, *c);
+        std::optional<Schedule> moved = offload_to_fit(p, c, budget, host_budget);
+        if (!moved) continue;
+        c = std::move(*moved);
+        cs = simulate(p, c);
       }
       if (!fits_budgets(cs, budget, host_budget) || cs.total_cost >= sim.total_cost) continue;
-      s = std::move(*c), sim = std::move(cs), improved = true;
+      s = std::move(c), sim = std::move(cs), improved = true;
       break;
     }
   }

@@ -130,6 +130,13 @@ BoolMatrix derive_cheapest_r(const Problem& p, const BoolMatrix& S, bool compute
 // zero. Row t reads only rows t and (with compute_held) t + 1 of S.
 void derive_cheapest_r_row(const Problem& p, const BoolMatrix& S, int t, bool compute_held,
                            std::vector<uint8_t>& need, BoolMatrix& R);
+// derive_cheapest_r (with compute_held) for a schedule that may have copies: a value
+// prefetched in stage t arrives for stage t + 1, which holds it without t computing it. The
+// same R as derive_cheapest_r(p, s.S) where nothing is prefetched.
+BoolMatrix derive_cheapest_r_with_copies(const Problem& p, const Schedule& s);
+// Its row t (`need` as for derive_cheapest_r_row).
+void derive_cheapest_r_row_with_copies(const Problem& p, const Schedule& s, int t,
+                                       std::vector<uint8_t>& need, BoolMatrix& R);
 
 // Note [memory semantics]
 // Identical in the MILP, the simulator and the executor. While node k runs, everything resident

@@ -90,6 +90,22 @@ TEST(OffloadSimulate, InvalidCopiesAreNamed) {
             std::string::npos);
 }
 
+// A value prefetched in stage t arrives for t + 1: the cheapest R with copies does not compute
+// it to hold it, where derive_cheapest_r (S alone) must; without copies the two agree.
+TEST(OffloadSchedule, APrefetchedValueIsNotComputedToBeHeld) {
+  const Problem p = waiting_chain(0.1);
+  const Schedule s = moved_x0(p);
+  EXPECT_TRUE(derive_cheapest_r(p, s.S)(5, 0));
+  const BoolMatrix R = derive_cheapest_r_with_copies(p, s);
+  EXPECT_FALSE(R(5, 0));
+  EXPECT_TRUE(R == s.R);  // each stage computes its own node only, as keep-everything does
+  Schedule derived = s;
+  derived.R = R;
+  EXPECT_TRUE(simulate(p, derived).valid);
+  const Schedule keep = *solve_all_keep(p);
+  EXPECT_TRUE(derive_cheapest_r_with_copies(p, keep) == derive_cheapest_r(p, keep.S));
+}
+
 TEST(OffloadSchedule, CopiesSurviveTheScheduleFile) {
   const Problem p = waiting_chain(0.1);
   const Schedule s = moved_x0(p);
