@@ -34,6 +34,14 @@ std::optional<Schedule> OffloadPick::finish(const std::string& strategy,
     return std::nullopt;
   }
   best_->strategy = strategy;
+  // Copy matrices with nothing set say no more than none: the answer is then a schedule
+  // without copies, printed and written as one.
+  bool copies = false;
+  const int n = best_->offload.cols();
+  for (int t = 0; t < best_->offload.rows() && !copies; ++t)
+    copies = first_set(best_->offload.row(t), 0, n) < n ||
+             first_set(best_->prefetch.row(t), 0, n) < n;
+  if (!copies) best_->offload = best_->prefetch = BoolMatrix();
   if (p_.copy_cost_per_byte <= 0) {
     best_->note = no_link_note;
     return best_;

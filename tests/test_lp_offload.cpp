@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "solver/offload.h"
+#include "solver/offload_pick.h"
 #include "solver/schedule.h"
 #include "solver/strategies.h"
 #include "tests/offload_test_util.h"
@@ -123,6 +124,27 @@ TEST(OffloadBounds, StreamedCopiesKeepOnlyTheBoundEveryNodeRunsOnce) {
       const bool tight = r.sim.total_cost <= all_nodes_once(p);
       EXPECT_EQ(r.schedule.status, tight ? "optimal" : "heuristic") << strategy << " " << budget;
     }
+}
+
+// An answer whose copy matrices have nothing set is a schedule without copies (`plan` prints
+// no copies line under it); one that copies keeps its copies.
+TEST(OffloadPick, CopyMatricesWithNothingSetAreDropped) {
+  const Problem p = waiting_chain(0.1);
+  Schedule keep = *solve_all_keep(p);
+  keep.offload = BoolMatrix(p.size(), p.size());
+  keep.prefetch = BoolMatrix(p.size(), p.size());
+  OffloadPick empty(p, problem_total_bytes(p), 0);
+  empty.offer(keep);
+  std::optional<Schedule> a = empty.finish("lp-offload", "", "", nullptr);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->has_copies());
+  std::optional<Schedule> moved = solve_all_keep_offload(p, 18, 0);
+  ASSERT_TRUE(moved.has_value());
+  OffloadPick copying(p, 18, 0);
+  copying.offer(moved);
+  std::optional<Schedule> b = copying.finish("lp-offload", "", "", nullptr);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->has_copies());
 }
 
 }  // namespace
