@@ -50,7 +50,8 @@ std::optional<Schedule> OffloadPick::finish(const std::string& strategy,
     best_->lower_bound = std::min(proof_->lower_bound, best_cost_);
     best_->bound_source = proof_->bound_source;
     best_->models = proof_->models;
-    best_->status = proof_->status;
+    // A bound that reaches the cost proves the schedule optimal, whoever found it.
+    best_->status = best_->lower_bound >= best_cost_ * (1 - 1e-9) ? "optimal" : proof_->status;
   } else {
     double once = 0;  // every node runs at least once, whatever moves
     for (const ProblemNode& nd : p_.nodes) once += nd.cost;

@@ -42,6 +42,10 @@ void check_against_exhaustive(const Problem& p) {
     }
   }
   EXPECT_GT(feasible, 2);
+  // Where everything fits, the offload LP's bound is every node once: the answer is proved.
+  SolveResult all = solve(p, "lp-offload", problem_total_bytes(p), exact_options(5));
+  ASSERT_TRUE(all.feasible) << all.message;
+  EXPECT_EQ(all.schedule.status, "optimal");
 }
 
 TEST(LpOffload, NeverBelowTheExhaustiveOptimumNorAboveLp) {
