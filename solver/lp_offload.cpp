@@ -73,12 +73,6 @@ Schedule round_offload_solution(const Problem& p, const MilpModel& m, const doub
   return s;
 }
 
-bool has_copies_of(const Schedule& s, int i) {
-  for (int t = 0; t < s.offload.rows(); ++t)
-    if (s.offload(t, i) || s.prefetch(t, i)) return true;
-  return false;
-}
-
 // The other reading of a rounding (schedule_candidates_for_s): S made retention-consistent
 // (schedule_repair_s: nothing computed only to be held), the columns of the values with copies
 // kept as they are.
@@ -86,7 +80,7 @@ Schedule repaired_reading(const Problem& p, const Schedule& s) {
   Schedule r = s;
   r.S = schedule_repair_s(p, s.S, nullptr);
   for (int i = 0; i < p.size(); ++i)
-    if (has_copies_of(s, i))
+    if (value_has_copies(s, i))
       for (int t = 0; t < p.size(); ++t) r.S.set(t, i, s.S(t, i));
   r.R = derive_cheapest_r_with_copies(p, r);
   return r;
@@ -99,11 +93,6 @@ Schedule repaired_reading(const Problem& p, const Schedule& s) {
 std::optional<Schedule> fit_budget(const Problem& p, Schedule s, int64_t budget) {
   const int n = p.size();
   const auto users = problem_users(p);
-  auto read_in = [&](const Schedule& c, int i, int u) {
-    for (int j : users[size_t(i)])
-      if (j <= u && c.R(u, j)) return true;
-    return false;
-  };
   for (int round = 0; round < n; ++round) {
     SimResult sim = simulate(p, s);
     if (!sim.valid) return std::nullopt;
@@ -113,11 +102,11 @@ std::optional<Schedule> fit_budget(const Problem& p, Schedule s, int64_t budget)
     std::optional<Schedule> best;
     double best_score = 0;
     for (int i = 0; i < t; ++i) {
-      if (!s.S(t, i) || has_copies_of(s, i)) continue;
+      if (!s.S(t, i) || value_has_copies(s, i)) continue;
       Schedule c = s;
       for (int u = t; u < n && c.S(u, i); ++u) {
         c.S.set(u, i, false);
-        if (read_in(s, i, u)) break;
+        if (stage_reads(users, s, u, i)) break;
       }
       c.R = derive_cheapest_r_with_copies(p, c);
       SimResult cs = simulate(p, c);

@@ -151,7 +151,6 @@ std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int
 std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget,
                                                 const SolveOptions& opt, std::string* why) {
   const auto t0 = Clock::now();
-  // The greedy searches run without the host budget, so that one too small can be named.
   OffloadPick pick(p, budget, opt.host_budget);
   auto left = [&] { return opt.time_limit_seconds - seconds_since(t0); };
   SolveOptions part = opt;
@@ -163,6 +162,7 @@ std::optional<Schedule> solve_checkmate_offload(const Problem& p, int64_t budget
   if (opt.candidates)
     for (const Schedule& c : *opt.candidates) pick.offer(c);
   if (p.copy_cost_per_byte > 0) {
+    // The greedy searches run without the host budget, so that one too small can be named.
     pick.offer(solve_all_keep_offload(p, budget, 0));
     pick.offer(solve_greedy_offload(p, budget, 0, opt.time_limit_seconds / 6));
     for (double f : {1.25, 1.5, 2.0}) {

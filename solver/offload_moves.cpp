@@ -30,6 +30,12 @@ bool fits_budgets(const SimResult& sim, int64_t budget, int64_t host_budget) {
          (host_budget <= 0 || sim.host_peak_bytes <= host_budget);
 }
 
+bool value_has_copies(const Schedule& s, int i) {
+  for (int t = 0; t < s.offload.rows(); ++t)
+    if (s.offload(t, i) || s.prefetch(t, i)) return true;
+  return false;
+}
+
 std::vector<double> stage_costs(const Problem& p, const Schedule& s) {
   if (p.copy_overlap == CopyOverlap::Stage) return {};
   const int n = p.size();

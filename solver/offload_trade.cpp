@@ -27,9 +27,7 @@ namespace {
 void clear_idle_holds(const Problem& p, const std::vector<std::vector<int>>& users, Schedule& s) {
   const int n = p.size();
   for (int i = 0; i < n; ++i) {
-    bool copied = false;
-    for (int t = 0; t < n && !copied; ++t) copied = s.offload(t, i) || s.prefetch(t, i);
-    if (copied) continue;
+    if (value_has_copies(s, i)) continue;
     for (int t = n - 1; t > i; --t) {
       if (!s.S(t, i)) continue;
       bool read = false;
@@ -45,8 +43,7 @@ void clear_idle_holds(const Problem& p, const std::vector<std::vector<int>>& use
 // nothing holds it before t.
 bool hold(const Problem& p, const std::vector<std::vector<int>>& users, const Schedule& s, int v,
           int t, std::vector<uint8_t>& need, Schedule& c) {
-  for (int u = 0; u < p.size(); ++u)
-    if (s.offload(u, v) || s.prefetch(u, v)) return false;
+  if (value_has_copies(s, v)) return false;
   int u = t - 1;
   while (u >= v && !s.R(u, v) && !s.S(u, v)) --u;
   if (u < v) return false;
