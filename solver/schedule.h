@@ -38,13 +38,19 @@ class BoolMatrix {
 // Note [row scans]
 // Schedules are sparse: a stage computes a few nodes of hundreds and holds a fraction of them,
 // and the simulator and the derivation of R run on every candidate a search judges (thousands
-// of times per repair). Their loops over a row therefore skip eight zero entries at a time.
+// of times per repair). Their loops over a row therefore skip zero entries 32, then eight at a
+// time.
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "row scans read words little-endian");
 
 // Index of the first nonzero entry of row[from, to), or `to` if none (Note [row scans]).
 inline int first_set(const uint8_t* row, int from, int to) {
   int i = from;
+  for (; i + 32 <= to; i += 32) {  // four words at a time while they are all zero
+    uint64_t w[4];
+    std::memcpy(w, row + i, 32);
+    if (w[0] | w[1] | w[2] | w[3]) break;
+  }
   for (; i + 8 <= to; i += 8) {
     uint64_t w;
     std::memcpy(&w, row + i, 8);
@@ -58,6 +64,11 @@ inline int first_set(const uint8_t* row, int from, int to) {
 // Index of the last nonzero entry of row[from, to), or from - 1 if none.
 inline int last_set(const uint8_t* row, int from, int to) {
   int i = to;
+  for (; i - 32 >= from; i -= 32) {
+    uint64_t w[4];
+    std::memcpy(w, row + i - 32, 32);
+    if (w[0] | w[1] | w[2] | w[3]) break;
+  }
   for (; i - 8 >= from; i -= 8) {
     uint64_t w;
     std::memcpy(&w, row + i - 8, 8);
