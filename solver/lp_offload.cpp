@@ -79,8 +79,9 @@ Schedule round_offload_solution(const Problem& p, const MilpModel& m, const doub
 Schedule repaired_reading(const Problem& p, const Schedule& s) {
   Schedule r = s;
   r.S = schedule_repair_s(p, s.S, nullptr);
+  const std::vector<uint8_t> copied = values_with_copies(s, p.size());
   for (int i = 0; i < p.size(); ++i)
-    if (value_has_copies(s, i))
+    if (copied[size_t(i)])
       for (int t = 0; t < p.size(); ++t) r.S.set(t, i, s.S(t, i));
   r.R = derive_cheapest_r_with_copies(p, r);
   return r;
@@ -101,8 +102,9 @@ std::optional<Schedule> fit_budget(const Problem& p, Schedule s, int64_t budget)
     const int t = sim.steps[size_t(sim.peak_step)].stage;
     std::optional<Schedule> best;
     double best_score = 0;
+    const std::vector<uint8_t> copied = values_with_copies(s, n);
     for (int i = 0; i < t; ++i) {
-      if (!s.S(t, i) || value_has_copies(s, i)) continue;
+      if (!s.S(t, i) || copied[size_t(i)]) continue;
       Schedule c = s;
       for (int u = t; u < n && c.S(u, i); ++u) {
         c.S.set(u, i, false);

@@ -19,6 +19,14 @@ namespace remat {
 std::optional<Schedule> offload_to_fit(const Problem& p, const Schedule& base, int64_t budget,
                                        int64_t host_budget);
 
+// `base` with values waiting at the peak freed one at a time, each moved to host memory or
+// recomputed, whichever adds the least time per byte, until it fits both budgets (Note [greedy
+// offload]); nullopt where the peak has nothing left to free, the time runs out first or a
+// schedule on the way costs `cost_cap` or more.
+std::optional<Schedule> greedy_to_fit(const Problem& p, const Schedule& base, int64_t budget,
+                                      int64_t host_budget, double time_limit_seconds,
+                                      double cost_cap);
+
 // "all-keep-offload": every value kept, and offload_to_fit from there (no recomputation).
 // Without a schedule, `why` (when given) names a host budget too small for the copies.
 std::optional<Schedule> solve_all_keep_offload(const Problem& p, int64_t budget,

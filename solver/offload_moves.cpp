@@ -30,10 +30,14 @@ bool fits_budgets(const SimResult& sim, int64_t budget, int64_t host_budget) {
          (host_budget <= 0 || sim.host_peak_bytes <= host_budget);
 }
 
-bool value_has_copies(const Schedule& s, int i) {
-  for (int t = 0; t < s.offload.rows(); ++t)
-    if (s.offload(t, i) || s.prefetch(t, i)) return true;
-  return false;
+std::vector<uint8_t> values_with_copies(const Schedule& s, int n) {
+  std::vector<uint8_t> has(size_t(n), 0);
+  for (int t = 0; t < s.offload.rows(); ++t) {
+    const uint8_t* out = s.offload.row(t);
+    const uint8_t* in = s.prefetch.row(t);
+    for (int i = 0; i < n; ++i) has[size_t(i)] |= out[i] | in[i];
+  }
+  return has;
 }
 
 std::vector<double> stage_costs(const Problem& p, const Schedule& s) {

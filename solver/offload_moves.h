@@ -43,8 +43,8 @@ std::vector<Wait> waits_at(const Problem& p, const std::vector<std::vector<int>>
 // True when `sim` is valid and within the device budget and (when > 0) the host budget.
 bool fits_budgets(const SimResult& sim, int64_t budget, int64_t host_budget);
 
-// True when `s` offloads or prefetches value i in some stage.
-bool value_has_copies(const Schedule& s, int i);
+// [i] = 1 where `s` offloads or prefetches value i in some stage (all 0 without copies).
+std::vector<uint8_t> values_with_copies(const Schedule& s, int n);
 
 // Moves w's value: its offload (unless a host copy serves), S cleared, its prefetch. `s` has
 // copy matrices.

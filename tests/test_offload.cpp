@@ -233,6 +233,43 @@ TEST(GreedyOffload, RecomputesOrMovesWhicheverCostsLessPerByte) {
   EXPECT_NE(none.message.find("no host link"), std::string::npos) << none.message;
 }
 
+// a (cost 10) and b (cost 1, from a) wait while c, e and f (8 bytes each) and d run, then g
+// reads a, b and d: keep-everything peaks at 24 bytes while f runs. A start that recomputes a
+// for g fits 20 but costs 10 more. Trading that recomputation (Note [copies for
+// recomputations]) holds a, which overshoots; moving a waiting value to host memory costs more
+// than a's recomputation (each copy 20, 19 beyond its stage), so offload_to_fit's answer is no
+// better: the greedy's moves (Note [greedy offload]) recompute b instead, 1 more than
+// keep-everything.
+TEST(OffloadTrade, WhereCopiesCostMoreItRecomputesACheaperValue) {
+  Problem p;
+  p.name = "dear_and_cheap";
+  p.copy_cost_per_byte = 5;
+  using K = ProblemNodeKind;
+  add_problem_node(p, "a", K::Forward, 10, 4, 0, {});
+  add_problem_node(p, "b", K::Forward, 1, 4, 0, {0});
+  add_problem_node(p, "c", K::Forward, 1, 4, 0, {1});
+  add_problem_node(p, "e", K::Forward, 1, 8, 0, {2});
+  add_problem_node(p, "f", K::Forward, 1, 8, 0, {3});
+  add_problem_node(p, "d", K::Forward, 1, 4, 0, {4});
+  add_problem_node(p, "g", K::Loss, 1, 1, 0, {0, 1, 5});
+  const double keep = simulate(p, *solve_all_keep(p)).total_cost;
+  Schedule start = *solve_all_keep(p);
+  for (int t = 2; t < p.size(); ++t) start.S.set(t, 0, false);
+  start.R = derive_cheapest_r(p, start.S);
+  const SimResult before = simulate(p, start);
+  ASSERT_TRUE(before.valid) << before.error;
+  ASSERT_LE(before.peak_bytes, 20);
+  ASSERT_DOUBLE_EQ(before.total_cost, keep + 10);
+  std::optional<Schedule> traded = trade_recomputes_for_copies(p, start, 20, 0, 5);
+  ASSERT_TRUE(traded.has_value());
+  const SimResult after = simulate(p, *traded);
+  ASSERT_TRUE(after.valid) << after.error;
+  EXPECT_LE(after.peak_bytes, 20);
+  EXPECT_DOUBLE_EQ(after.total_cost, keep + 1);
+  EXPECT_EQ(after.offloads, 0);
+  EXPECT_TRUE(traded->R(p.size() - 1, 1)) << "b is recomputed for g";
+}
+
 // greedy-offload's schedules on both chains fit their budgets and are never below the
 // exhaustive optimum with both choices.
 TEST(OffloadMilp, GreedyOffloadNeverBelowTheExhaustiveOptimum) {
