@@ -50,6 +50,11 @@ std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Sche
                                                     int64_t budget, int64_t host_budget,
                                                     double time_limit_seconds);
 
+// `s` (which fits) with prefetches started earlier while that makes it cheaper and it fits
+// (Note [earlier prefetches]); true when it changed.
+bool prefetch_earlier(const Problem& p, int64_t budget, int64_t host_budget,
+                      double time_limit_seconds, Schedule& s);
+
 // The Checkmate MILP with the offload columns (Note [offload in the MILP]), started from
 // `warm_start` when it fits; the schedule its incumbent states, or the warm start.
 std::optional<Schedule> solve_offload_milp(const Problem& p, int64_t budget, int64_t host_budget,

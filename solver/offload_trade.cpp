@@ -24,10 +24,11 @@ namespace {
 // each waiting value moved or recomputed, whichever adds less time per byte, given up once the
 // cost reaches the schedule's: holding a dear value may pay for recomputing a cheap one. The
 // simulator prices the result; the first that fits and costs less is taken, and the search goes on
-// down the new schedule's recomputations from the traded one's place; passes from the costliest
-// repeat until one trades nothing or the time runs out. Holding v may alone fit the budget: then
-// the search lowers the cost without a copy (where checkmate stopped at its time limit with a
-// gap).
+// down the new schedule's recomputations from the traded one's place; after each pass, prefetches
+// start earlier where the compute stream waits for them (Note [earlier prefetches]); passes from
+// the costliest repeat until one changes nothing or the time runs out. Holding v may alone fit the
+// budget: then the search lowers the cost without a copy (where checkmate stopped at its time
+// limit with a gap).
 
 // Clears S where a value without copies (`copied` 0) is held but not read before it is
 // computed again. Stages run from the last: whether stage t + 1 still holds a value is settled
@@ -108,7 +109,8 @@ std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Sche
   Schedule c;  // each candidate, in storage kept across them
   SimResult cs;
   // A pass goes down the recomputations once, costliest first; after a trade it goes on from
-  // the traded one's place in the new schedule's list. Passes repeat until one trades nothing.
+  // the traded one's place in the new schedule's list. After each pass prefetches start
+  // earlier where that pays (Note [earlier prefetches]). Passes repeat until one changes nothing.
   const Recomputation top{-std::numeric_limits<double>::infinity(), 0, 0};
   Recomputation from = top;
   for (bool pass_traded = false; time_left() > 0;) {
@@ -124,7 +126,9 @@ std::optional<Schedule> trade_recomputes_for_copies(const Problem& p, const Sche
       std::swap(s, c), std::swap(sim, cs), from = *m, traded = pass_traded = true;
     }
     if (traded) continue;
-    if (!pass_traded) break;  // a whole pass traded nothing
+    const bool retimed = prefetch_earlier(p, budget, host_budget, time_left(), s);
+    if (!pass_traded && !retimed) break;  // a whole pass changed nothing
+    if (retimed) sim = simulate(p, s);
     from = top, pass_traded = false;
   }
   return s;

@@ -184,6 +184,32 @@ TEST(StreamedCopies, ARecomputationTradedForCopies) {
   EXPECT_FALSE(trade_recomputes_for_copies(no_link, base.schedule, budget, 0, 5).has_value());
 }
 
+// Prefetched in stage 6, x0's copy (3) outlasts x6 (2): g waits 1 for it. Started a stage
+// earlier (Note [earlier prefetches]) it hides behind x5 and x6, and the step costs its compute
+// alone, within the late schedule's own peak (x0 held in stage 5 weighs no more than x0 still on
+// the device in stage 2 while its offload runs). Then nothing is late: nothing moves. The trade
+// search ends with the same move.
+TEST(StreamedCopies, ALatePrefetchStartsEarlier) {
+  const Problem p = long_wait(CopyOverlap::Stream);
+  Schedule s = moved_x0(p, 1, 3, 6);
+  const SimResult before = simulate(p, s);
+  ASSERT_TRUE(before.valid) << before.error;
+  ASSERT_DOUBLE_EQ(before.total_cost, compute_of_all_keep(p) + 1);
+  ASSERT_TRUE(prefetch_earlier(p, before.peak_bytes, 0, 5, s));
+  const SimResult after = simulate(p, s);
+  ASSERT_TRUE(after.valid) << after.error;
+  EXPECT_DOUBLE_EQ(after.total_cost, compute_of_all_keep(p));
+  EXPECT_LE(after.peak_bytes, before.peak_bytes);
+  EXPECT_TRUE(s.prefetch(5, 0));
+  EXPECT_FALSE(s.prefetch(6, 0));
+  EXPECT_FALSE(prefetch_earlier(p, before.peak_bytes, 0, 5, s));
+  // The trade search (Note [copies for recomputations]) ends with the same search.
+  std::optional<Schedule> traded =
+      trade_recomputes_for_copies(p, moved_x0(p, 1, 3, 6), before.peak_bytes, 0, 5);
+  ASSERT_TRUE(traded.has_value());
+  EXPECT_DOUBLE_EQ(simulate(p, *traded).total_cost, compute_of_all_keep(p));
+}
+
 TEST(StreamedCopies, TheProblemFileSaysHowCopiesOverlap) {
   const Problem p = long_wait(CopyOverlap::Stream);
   const std::string text = problem_to_json_text(p);
