@@ -30,13 +30,14 @@
 #          a CUDA graph (the default) and with --no-cuda-graph, back to back: samples/s and the
 #          losses (equal when the replay is right) in each run's summary JSON;
 #   quick: every path not yet run on a GPU (the list at the top of GPU_RESULTS.md) in about six
-#          minutes: ResNet-50 b64 bf16 as written, channels-last, and channels-last with
-#          batch norm and relu fused (fuse=batchnorm_relu),
-#          GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on the flash attention
-#          kernels, VGG19 b64 bf16 as written and channels-last, vit_tiny bf16 (transpose,
-#          class_token, non-causal attention on packed q, k, v; as written and under 10 MB),
-#          VGG19 b64 bf16 under 3.5 GB with greedy-offload's copies on their streams (measured
-#          link and costs: predicted against measured peak and step time), then the benchmark against
+#          minutes: first VGG19 b64 bf16 under 3.5 GB with its copies on their streams,
+#          planned by greedy-offload and by checkmate-offload (measured link and costs:
+#          predicted against measured peak and step time), then ResNet-50 b64 bf16 as
+#          written, channels-last, and channels-last with batch norm and relu fused
+#          (fuse=batchnorm_relu), GPT-2 bf16 with and without CUDA graphs, gpt2_fused bf16 on
+#          the flash attention kernels, VGG19 b64 bf16 as written and channels-last, vit_tiny
+#          bf16 (transpose, class_token, non-causal attention on packed q, k, v; as written and
+#          under 10 MB), then the benchmark against
 #          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
 #          channels-last (keep-everything and 50 %). With `tests` first:
 #          REMAT_STEP_TIMEOUT=100 tools/scripts/gpu_session.sh 430 tests quick;
@@ -197,6 +198,17 @@ for step in $steps; do
             "${flag[@]}" --summary "$out/gpt2_fused_bf16_flash_$mode.json"
       done ;;
     quick)
+      # Copies on their streams first (Note [copy streams]): VGG19 b64 bf16 under 3.5 GB
+      # (keep-everything needs 4.27 GB) with streamed copies over the link `profile` measures,
+      # greedy-offload's plan and checkmate-offload's (the MILP with copies; the cost table the
+      # first run measured is cached); their "memory:" and "time:" lines give the device peak
+      # and the step time against the plan's.
+      for strategy in greedy-offload checkmate-offload; do
+        run train_vgg19_bf16_$strategy "$build/tools/train" --config configs/vgg19.yaml \
+            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 --budget 3.5GB \
+            --strategy $strategy --time-limit 15 --copy-overlap stream --cost-model profile \
+            --summary "$out/vgg19_bf16_$strategy.json"
+      done
       for lay in channels_first channels_last channels_last_fused; do
         fuse=none
         [ $lay = channels_last_fused ] && fuse=batchnorm_relu
@@ -223,13 +235,6 @@ for step in $steps; do
       run train_vit_tiny_bf16_10MB "$build/tools/train" --config configs/vit_tiny.yaml --device cuda \
           --precision bf16 --steps 20 --log-every 10 --budget 10MB --strategy checkmate \
           --summary "$out/vit_tiny_bf16_10MB.json"
-      # Copies on their streams (Note [copy streams]): VGG19 b64 bf16 under 3.5 GB (keep-everything
-      # needs 4.27 GB), greedy-offload with streamed copies over the link `profile` measures; its
-      # "memory:" and "time:" lines give the device peak and the step time against the plan's.
-      run train_vgg19_bf16_offload "$build/tools/train" --config configs/vgg19.yaml --device cuda \
-          --batch 64 --precision bf16 --steps 12 --log-every 6 --budget 3.5GB \
-          --strategy greedy-offload --copy-overlap stream --cost-model profile \
-          --summary "$out/vgg19_bf16_offload.json"
       REMAT_ATTENTION_KERNEL=flash limit=${REMAT_BENCH_TIMEOUT:-150} run bench_pytorch_flash python3 \
           tools/bench/bench_pytorch.py --device cuda --bin "$build/tools" --config configs/gpt2_fused.yaml \
           --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
