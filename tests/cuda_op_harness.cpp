@@ -90,9 +90,10 @@ const Node& tolerance_node(const Graph& g, ValueId v) {
 }
 
 // Ops whose CUDA path rounds the GEMM's result to bf16 before a bias / activation epilogue
-// kernel rounds it again (Note [bf16 GEMMs] in ops/dense.cpp, Note [bf16 convolutions]).
+// kernel rounds it again (Note [bf16 GEMMs] in ops/dense.cpp, Note [bf16 convolutions];
+// conv2d_transpose: cuDNN's backward-data pass writes bf16, then the bias epilogue).
 bool has_bf16_epilogue(const std::string& op) {
-  return op == "conv2d" || op == "dense" || op == "linear";
+  return op == "conv2d" || op == "conv2d_transpose" || op == "dense" || op == "linear";
 }
 
 bool within(float want, float got, const CudaTolerance& tol) {

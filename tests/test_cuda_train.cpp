@@ -78,6 +78,10 @@ TEST(CudaTrain, OffloadPlanMatchesCpuWithinBudget) {
 // and pooling under the same budget train as the CPU does (which computes the channels-first
 // model's values bit for bit); so do batch norm and relu fused (Note [batchnorm + relu fusion]),
 // in both layouts; with the same loss tolerance as above, and the measured peak is the plan's.
+// In FP32 math (--precision fp32): what is compared is the layout, and TF32's 10-bit operands
+// are not; under TF32 (the default for an FP32 config) the NHWC algorithms' roundings moved the
+// loss of step 8 by 1.7 % from the CPU's on an H200 (2026-12-04) while every other step stayed
+// within 1 % and the last within 0.2 %.
 TEST(CudaTrain, ChannelsLastAndFusedSmallCnnMatchCpuWithinBudget) {
   std::string why;
   if (!cuda_device_available(&why)) GTEST_SKIP() << why;
@@ -91,6 +95,7 @@ TEST(CudaTrain, ChannelsLastAndFusedSmallCnnMatchCpuWithinBudget) {
     SCOPED_TRACE(what);
     TrainOptions cpu_opt = small_cnn("cpu"), gpu_opt = small_cnn("cuda");
     cpu_opt.overrides = gpu_opt.overrides = overrides;
+    cpu_opt.precision = gpu_opt.precision = "fp32";
     TrainSummary cpu = run_training(cpu_opt);
     TrainSummary gpu = run_training(gpu_opt);
     ASSERT_EQ(cpu.losses.size(), gpu.losses.size());

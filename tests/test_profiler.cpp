@@ -45,7 +45,7 @@ int64_t backend_workspace(Backend& be, const Graph& g, const OpRegistry& ops, co
   return be.workspace_bytes(ops.get(n.op), ctx);
 }
 
-void expect_table_describes(const CostTable& t, const Graph& g) {
+void expect_table_describes(const CostTable& t, const Graph& g, int64_t link_bytes) {
   const auto nodes = non_update_nodes(g);
   ASSERT_EQ(t.nodes.size(), nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -61,7 +61,7 @@ void expect_table_describes(const CostTable& t, const Graph& g) {
   EXPECT_EQ(t.batch, g.batch);
   // The host link, each way: above 100 MB/s (a 1 MiB copy within 10 ms, on any host or link)
   // and below 10 TB/s (no memory system copies faster).
-  EXPECT_EQ(t.link.bytes, int64_t(1) << 20);
+  EXPECT_EQ(t.link.bytes, link_bytes);
   for (double rate : {t.link.to_host_bytes_per_second, t.link.from_host_bytes_per_second}) {
     EXPECT_GT(rate, 1e8);
     EXPECT_LT(rate, 1e13);
@@ -83,7 +83,7 @@ TEST(Profiler, SmallCnnOnCpu) {
     ++reported;
   };
   const CostTable t = profile_graph(g, ops, *be, po);
-  expect_table_describes(t, g);
+  expect_table_describes(t, g, po.link_bytes);
   EXPECT_EQ(reported, t.nodes.size());
   EXPECT_EQ(t.device, "cpu");
   EXPECT_EQ(t.batch, 4);
@@ -330,7 +330,7 @@ TEST(ProfilerGpu, SmallCnnOnCuda) {
   po.warmup = 2;
   po.repeats = 5;
   const CostTable t = profile_graph(g, ops, *be, po);
-  expect_table_describes(t, g);
+  expect_table_describes(t, g, po.link_bytes);
   EXPECT_NE(t.device.find("cuda"), std::string::npos) << t.device;
   const auto nodes = non_update_nodes(g);
   for (size_t i = 0; i < nodes.size(); ++i)

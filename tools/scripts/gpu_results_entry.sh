@@ -35,7 +35,7 @@ for log in "$out"/train_*.txt; do
   echo "**$(basename "$log" .txt)**"
   echo
   echo '```'
-  grep -E '^(training graph|model |plan |memory: |done: |data: |eval after|cuda graph)|slowdown' "$log" | cut -c1-200
+  grep -E '^(training graph|model |plan |memory: |time: |done: |data: |eval after|cuda graph)|slowdown' "$log" | cut -c1-200
   echo '```'
 done
 for log in "$out"/profile_*.txt; do

@@ -6,10 +6,10 @@
 # Usage: tools/scripts/gpu_session.sh SECONDS STEP...   (STEP: gpu_verify.sh's, e.g. tests gpt2)
 # gpu_verify.sh's own limits (REMAT_STEP_TIMEOUT, REMAT_BENCH_TIMEOUT, REMAT_BENCH_ARGS) pass
 # through. Writes $OUT/verify.log (its output and exit status), $OUT/entry.md (append it to
-# GPU_RESULTS.md and commit it) and $OUT/logs.tgz (every log but the cost cache and generated
-# images). When the limit cuts the run, the step then running is ended too and named in
-# verify.log and entry.md. Exits with gpu_verify.sh's status, or 3 when the limit cut it (137
-# would read as a time-out of the remote run itself).
+# GPU_RESULTS.md and commit it) and $OUT/logs.tgz (every log and the measured cost tables,
+# not the generated images). When the limit cuts the run, the step then running is ended too
+# and named in verify.log and entry.md. Exits with gpu_verify.sh's status, or 3 when the limit
+# cut it (137 would read as a time-out of the remote run itself).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 2 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
@@ -32,7 +32,7 @@ if [ -f "$work/inflight" ]; then  # the step gpu_verify.sh was running when the 
   cut="the ${limit} s limit cut the run during step $step, after $(( $(date +%s) - started )) s of it"
   echo "gpu_session: $cut" >> "$final/verify.log"
 fi
-tar czf "$final/logs.tgz" --exclude=cache --exclude=imgs -C "$(dirname "$work")" "$(basename "$work")"
+tar czf "$final/logs.tgz" --exclude=imgs -C "$(dirname "$work")" "$(basename "$work")"
 if NV=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null); then
   libs=$(ls -d "$NV"/*/lib | tr '\n' : | sed 's/:$//')
   export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
