@@ -360,6 +360,18 @@ TEST_F(BadInput, HostAllocationFailureNamesWhatWasAllocated) {
                  {"o.safetensors"});
 }
 
+// The GPU's algorithm choice has no CPU counterpart: --workspace-limit on the CPU is refused,
+// as is a size that is not one.
+TEST_F(BadInput, WorkspaceLimitNeedsTheGpuAndASize) {
+  for (const char* exe : {TRAIN_EXE, PROFILE_EXE}) {
+    const std::string name = exe == std::string(TRAIN_EXE) ? "train" : "profile";
+    expect_refused(run(exe, "--config '" + kSmallCnn + "' --workspace-limit 1GB"), 2,
+                   {name + ": --workspace-limit needs --device cuda"}, {});
+    expect_refused(run(exe, "--config '" + kSmallCnn + "' --device cuda --workspace-limit lots"),
+                   2, {name + ": --workspace-limit"}, {});
+  }
+}
+
 // ---- what the README promises ---------------------------------------------------------------
 TEST_F(BadInput, ReadmePromisedErrors) {
   write(path("key.yaml"), "name: m\ninput: [3, 8, 8]\nclasses: 2\nbatch: 2\nlayers:\n"

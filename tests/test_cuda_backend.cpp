@@ -157,6 +157,11 @@ TEST_F(CudaDevice, KernelChoicesAreInTheName) {
   ASSERT_TRUE(be) << why;
   EXPECT_EQ(be->name(),
             cuda_device_label(cuda_device_info(0)) + " (attention flash, conv layout nchw)");
+  CudaOptions w;
+  w.workspace_limit = int64_t{220} << 20;  // train's under a budget (Note [conv algorithm choice])
+  be = make_cuda_backend(0, &why, w);
+  ASSERT_TRUE(be) << why;
+  EXPECT_EQ(be->name(), cuda_device_label(cuda_device_info(0)) + " (workspace limit 220 MiB)");
 }
 
 TEST_F(CudaDevice, AllocCopyFillRoundTrip) {

@@ -237,6 +237,29 @@ TEST_F(TrainCli, AnOffloadingRunPredictsItsStepTimeWithMeasuredCosts) {
   EXPECT_TRUE(nlohmann::json::parse(read_whole_file(s)).at("predicted_ms_per_step").is_null());
 }
 
+// Note [workspaces from the backend]: a cost table whose workspaces are not this backend's (here
+// every node's raised by 1 MiB, as a table measured under a larger workspace limit would be)
+// plans with the backend's, so the predicted peak is still the measured one, and train says
+// how many nodes differ.
+TEST_F(TrainCli, ATablesForeignWorkspacesGiveWayToTheBackends) {
+  const std::string costs = path("c.json"), s = path("s.json");
+  ASSERT_EQ(run(PROFILE_EXE, "--config '" + kSmallCnn + "' --batch 4 --repeats 1 --warmup 0 "
+                             "--no-cache -o '" + costs + "'").code, 0);
+  nlohmann::json t = nlohmann::json::parse(read_whole_file(costs));
+  size_t nodes = 0;
+  for (nlohmann::json& n : t.at("nodes"))
+    n["workspace_bytes"] = n.value("workspace_bytes", int64_t{0}) + (int64_t{1} << 20), ++nodes;
+  std::ofstream(costs) << t.dump();
+  RunResult r = run(TRAIN_EXE, small("--steps 1 --budget 3MB --strategy checkmate --time-limit 5 "
+                                     "--cost-model '" + costs + "' --summary '" + s + "'"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("costs: " + std::to_string(nodes) + " of " + std::to_string(nodes) +
+                       " nodes need another workspace on cpu than " + costs),
+            std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_whole_file(s));
+  EXPECT_EQ(j.at("predicted_peak_bytes"), j.at("measured_peak_bytes"));
+}
+
 // ---- overrides (Note [config overrides]) ------------------------------------------------------
 TEST_F(TrainCli, OverridesAreAppliedAndValidatedLikeTheFile) {
   RunResult r = run(TRAIN_EXE, "--config '" + kSmallCnn + "' --steps 1 batch=6 "

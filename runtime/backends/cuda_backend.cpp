@@ -45,8 +45,8 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 namespace {
 
 // The kernel choices set away from their defaults (REMAT_CONV_LAYOUT, REMAT_CONV_GEMM,
-// REMAT_BN_KERNELS, REMAT_ATTENTION_KERNEL, and the tests' lowered cuDNN element limit), as
-// " (attention flash, conv layout nchw)", or "".
+// REMAT_BN_KERNELS, REMAT_ATTENTION_KERNEL, the tests' lowered cuDNN element limit, and the
+// workspace limit), as " (attention flash, conv layout nchw)", or "".
 // They change kernels, timings and workspaces, so they are part of the backend's name: logs say
 // what ran, and a profiled cost table cached under one setting (runtime/profiler.cpp keys the
 // cache by the name) is not reused under another, where its workspaces would be wrong.
@@ -64,6 +64,12 @@ std::string knob_suffix(const CudaOptions& o) {
                   (o.conv_layout == ConvLayout::Nchw ? "nchw" : "nhwc"));
   if (o.cudnn_max_elements != kCudnnMaxElements)
     set.push_back("cudnn elements " + std::to_string(o.cudnn_max_elements));
+  if (o.workspace_limit != CudaOptions{}.workspace_limit) {
+    constexpr int64_t kMiB = int64_t{1} << 20;
+    set.push_back("workspace limit " + (o.workspace_limit % kMiB == 0
+                                            ? std::to_string(o.workspace_limit / kMiB) + " MiB"
+                                            : std::to_string(o.workspace_limit) + " bytes"));
+  }
   std::string s;
   for (const std::string& k : set) s += (s.empty() ? " (" : ", ") + k;
   return s.empty() ? s : s + ")";

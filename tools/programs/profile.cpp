@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,10 +26,13 @@
 namespace remat {
 namespace {
 
-std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision) {
+std::unique_ptr<Backend> make_backend(const std::string& device, const std::string& precision,
+                                      std::optional<int64_t> workspace_limit) {
   if (device == "cpu") return make_cpu_backend();
   std::string why;
-  auto be = make_cuda_backend(0, &why, cuda_precision_options(precision));
+  CudaOptions o = cuda_precision_options(precision);
+  if (workspace_limit) o.workspace_limit = *workspace_limit;
+  auto be = make_cuda_backend(0, &why, o);
   if (!be) REMAT_USER_ERROR("profile: --device cuda: " << why);
   return be;
 }
@@ -91,6 +95,9 @@ int profile_main(int argc, char** argv) {
       .add("output", "FILE", "also write the cost table here")
       .alias("-o", "output")
       .add("no-cache", "", "measure again even if a cached table exists")
+      .add("workspace-limit", "SIZE",
+           "--device cuda: the most workspace one convolution's algorithm may use, as train's "
+           "--workspace-limit (default 1 GiB)")
       .allow_positional("KEY=VALUE", "override a config field, as train takes them");
   if (!f.parse(argc, argv)) return 0;
   const std::string model_file = model_file_flag(f, "profile");
@@ -98,6 +105,13 @@ int profile_main(int argc, char** argv) {
     throw UsageError("profile: --config FILE (or --onnx FILE) is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
+  std::optional<int64_t> workspace_limit;
+  if (f.has("workspace-limit")) {
+    if (device != "cuda")
+      throw UsageError("profile: --workspace-limit needs --device cuda (the CPU's ops have one "
+                       "algorithm each, with a fixed workspace)");
+    workspace_limit = f.get_bytes("workspace-limit");
+  }
   ProfileOptions po;
   po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
   po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));
@@ -115,7 +129,7 @@ int profile_main(int argc, char** argv) {
   Graph fwd = build_forward_graph(cfg, ops, bo);
   Graph g = make_training_graph(fwd, ops, cfg.optimizer.op, cfg.optimizer.attrs, cfg.accumulate);
 
-  std::unique_ptr<Backend> be = make_backend(device, precision);
+  std::unique_ptr<Backend> be = make_backend(device, precision, workspace_limit);
   std::printf("model %s, input %s, batch %lld: %s to measure (the optimizer updates are not); "
               "device %s; precision %s\n",
               g.name.c_str(), profile_cache_key(g).c_str(), static_cast<long long>(g.batch),

@@ -105,6 +105,9 @@ void declare_flags(remat::FlagParser& f) {
       .add("metrics", "FILE", "write one JSON object per step (loss, lr, speed, peak, ...)")
       .add("no-check-finite", "",
            "do not stop at a non-finite loss or gradient (saves a sync and a gradient read)")
+      .add("workspace-limit", "SIZE",
+           "--device cuda: the most workspace one convolution's algorithm may use (default: an "
+           "eighth of what --budget leaves above the persistent values; 4 GiB without a budget)")
       .add("no-cuda-graph", "",
            "launch every kernel of every step (default on a GPU: from the second step of a plan "
            "on, its forward and backward replay as one CUDA graph)")
@@ -177,6 +180,12 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   opt.overrides = remat::model_overrides(f, opt.config);
   opt.check_finite = !f.has("no-check-finite");
   opt.cuda_graph = !f.has("no-cuda-graph");
+  if (f.has("workspace-limit")) {
+    if (opt.device != "cuda")
+      throw remat::UsageError("train: --workspace-limit needs --device cuda (the CPU's ops have "
+                              "one algorithm each, with a fixed workspace)");
+    opt.workspace_limit = f.get_bytes("workspace-limit");
+  }
   if (f.has("data-threads")) opt.data_threads = static_cast<int>(f.get_int("data-threads", 1, 1024));
   opt.skip_bad_samples = f.has("skip-bad-samples");
   if (f.has("eval-every")) opt.eval_every = f.get_int("eval-every", 1, 100000000);

@@ -2,8 +2,8 @@
 # Runs on a GPU machine the GPU checks and measurements, from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] (default: the first five, in that order; steps
-# run in the order given).
+# [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] [workspace] (default: the first five, in
+# that order; steps run in the order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
 #          on VGG19 at batch 64, and `train` VGG19 under a 15 GB budget for 20 steps with the
@@ -41,6 +41,11 @@
 #          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
 #          channels-last (keep-everything and 50 %). With `tests` first:
 #          REMAT_STEP_TIMEOUT=100 tools/scripts/gpu_session.sh 430 tests quick;
+#   workspace: what the convolutions' workspace cap costs under a budget (Note [conv algorithm
+#          choice], Note [workspaces from the backend]): VGG19 b64 bf16 under 3.5 GB,
+#          checkmate-offload over measured costs, with train's cap (an eighth of the room, 220
+#          MiB), --workspace-limit 512MB and 1GB, and channels-last with train's cap: each
+#          run's "time:" line against keep-everything's 31 ms a step;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -243,7 +248,20 @@ for step in $steps; do
           --device cuda --bin "$build/tools" --config configs/resnet50.yaml --config configs/vgg19.yaml \
           --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
           --remat-override layout=channels_last --json "$out/bench_pytorch_channels_last.json" ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick)" >&2; exit 2 ;;
+    workspace)
+      for cap in default 512MB 1GB channels_last; do
+        more=()
+        case $cap in
+          default) ;;
+          channels_last) more=(layout=channels_last) ;;
+          *) more=(--workspace-limit "$cap") ;;
+        esac
+        run train_vgg19_bf16_3.5GB_ws_$cap "$build/tools/train" --config configs/vgg19.yaml \
+            --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 --budget 3.5GB \
+            --strategy checkmate-offload --time-limit 10 --copy-overlap stream \
+            --cost-model profile "${more[@]}" --summary "$out/vgg19_bf16_3.5GB_ws_$cap.json"
+      done ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick workspace)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).

@@ -18,6 +18,29 @@ namespace remat {
 
 namespace {
 
+// Note [workspaces from the backend]
+// A plan's memory is exact only with the workspaces the executor will ask for. A cost table
+// read from a file or the cache was measured on some backend under some workspace limit, and
+// cuDNN's algorithm choice, with it a convolution's workspace, depends on that limit (train's
+// follows the budget, profile's is the backend's default; Note [conv algorithm choice]). So
+// every node's workspace is this backend's; where one differs from the table's, that node's
+// time is the table's measurement of another algorithm, and train says how many differ.
+void adopt_backend_workspaces(CostTable& t, const Graph& g, const OpRegistry& ops, Backend& be,
+                              const std::string& source) {
+  size_t i = 0, differ = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (g.nodes[n].kind == NodeKind::Update) continue;
+    NodeCost& c = t.nodes.at(i++);
+    const int64_t live = node_workspace_bytes(g, ops, be, static_cast<NodeId>(n));
+    if (c.workspace_bytes != live) ++differ, c.workspace_bytes = live;
+  }
+  if (differ > 0)
+    std::printf("costs: %zu of %zu nodes need another workspace on %s than %s says (measured "
+                "under another workspace limit or device); the plan takes %s's, and those "
+                "nodes' times are the table's\n",
+                differ, i, be.name().c_str(), source.c_str(), be.name().c_str());
+}
+
 CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const std::string& model) {
   auto workspace = [&](NodeId n) { return node_workspace_bytes(g, ops, be, n); };
   if (model == "flops") return flops_costs(g, ops, workspace);
@@ -25,11 +48,13 @@ CostTable cost_table(const Graph& g, const OpRegistry& ops, Backend& be, const s
     std::string note;
     CostTable t = profile_graph_cached(g, ops, be, {}, /*refresh=*/false, &note);
     std::printf("profile: %s\n", note.c_str());
+    adopt_backend_workspaces(t, g, ops, be, "the cached table");
     return t;
   }
   CostTable t = costs_load(model);
   std::string why;
   if (!costs_match_graph(t, g, &why)) REMAT_USER_ERROR(model << ": " << why);
+  adopt_backend_workspaces(t, g, ops, be, model);
   return t;
 }
 

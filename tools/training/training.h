@@ -46,6 +46,9 @@ struct TrainOptions {
   std::string precision;
   bool check_finite = true;        // stop at a non-finite loss or gradient (Note [finite check])
   bool cuda_graph = true;          // replay the plan as a CUDA graph (Note [step graphs])
+  // --workspace-limit: the most workspace one algorithm may use on a GPU; unset, the rule of
+  // workspace_limit_for (tools/training/training_setup.cpp).
+  std::optional<int64_t> workspace_limit;
   // Data: decode threads of image sources (0: the cores left over), replacing unreadable samples
   // instead of stopping (models/data.h LoaderOptions).
   int data_threads = 0;

@@ -20,15 +20,17 @@ namespace remat {
 
 namespace {
 
-// The most workspace one convolution may use: an eighth of what the budget leaves after the
-// persistent values (so that a tight budget is not made infeasible by one hungry algorithm;
-// Note [conv algorithm choice] then takes smaller batch chunks or slower algorithms), and
-// 4 GiB when there is no budget.
+// The most workspace one convolution may use: --workspace-limit, else an eighth of what the
+// budget leaves after the persistent values, in whole MiB (so that a tight budget is not made
+// infeasible by one hungry algorithm; Note [conv algorithm choice] then takes smaller batch
+// chunks or slower algorithms, which can cost a CNN several times its step: GPU_RESULTS.md,
+// 2026-12-04), and 4 GiB when there is no budget.
 int64_t workspace_limit_for(const Graph& g, const TrainOptions& opt) {
   constexpr int64_t kMiB = int64_t{1} << 20;
+  if (opt.workspace_limit) return *opt.workspace_limit;
   if (!opt.plan.budget) return 4096 * kMiB;
   const int64_t room = *opt.plan.budget - g.persistent_bytes();
-  return std::clamp<int64_t>(room / 8, 0, 4096 * kMiB);
+  return std::clamp<int64_t>(room / 8 / kMiB * kMiB, 0, 4096 * kMiB);
 }
 
 }  // namespace
