@@ -64,10 +64,13 @@ GPU_TRAIN = "tools/bench/results/gpu/train_runs.csv"
 def gen_gpu_train(root, doc):
     data = need(read_csv(root, GPU_TRAIN), GPU_TRAIN,
                 ["config", "precision", "batch", "budget", "environment", "steps",
-                 "samples_per_s", "predicted_peak", "measured_peak", "recomputes", *GPU_COLUMNS])
+                 "samples_per_s", "predicted_peak", "measured_peak", "recomputes",
+                 "predicted_ms_per_step", "measured_ms_per_step", *GPU_COLUMNS])
     return table(["config", "precision", "batch", "budget", "environment", "steps", "samples/s",
-                  "predicted peak", "measured peak", "recomputes", *GPU_COLUMNS],
+                  "predicted peak", "measured peak", "recomputes", "predicted ms a step",
+                  "measured ms a step", *GPU_COLUMNS],
                  [[r["config"], r["precision"], r["batch"], r["budget"] or "keep everything",
                    r["environment"], r["steps"], thousands(r["samples_per_s"]),
                    r["predicted_peak"], r["measured_peak"], r["recomputes"],
+                   r["predicted_ms_per_step"], r["measured_ms_per_step"],
                    *(r[c] for c in GPU_COLUMNS)] for r in data])
