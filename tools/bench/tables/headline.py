@@ -103,6 +103,19 @@ def gen_headline(root, doc):
         budgeted["device"], budgeted["revision"], budgeted["date"],
         link("docs/benchmarks.md", "benchmarks") + ", " + link(GPU_TRAIN, "data")])
 
+    offload = newest([r for r in train if r["environment"].startswith("checkmate-offload")
+                      and r["measured_ms_per_step"]])
+    off_budget = re.sub(r"(\d)([KMGT]i?B)$", r"\1 \2", offload["budget"])
+    rows.append([
+        f"offload on the GPU: {offload['config']}, {offload['precision']}, batch "
+        f"{offload['batch']}, under {off_budget}, checkmate-offload",
+        f"predicted peak {offload['predicted_peak']}, measured {offload['measured_peak']}; "
+        f"{offload['measured_ms_per_step']} ms a step against {offload['predicted_ms_per_step']} "
+        f"predicted (recomputes: {offload['recomputes']}; "
+        f"{offload['environment'].split(', ', 1)[-1]})",
+        offload["device"], offload["revision"], offload["date"],
+        link("docs/guide/offload.md#executing-copies", "offload") + ", " + link(GPU_TRAIN, "data")])
+
     rel = ONNX_ZOO
     onnx_rows = read_csv(root, rel)
     imported = [r for r in onnx_rows if r["status"] == "imports"]
