@@ -348,7 +348,11 @@ void CudaOpTest::SetUp() {
   // (a wrong cuDNN, a failed handle) is a failure, not a skip.
   std::string why;
   if (!cuda_device_available(&why)) GTEST_SKIP() << why;
-  cuda_ = make_cuda_backend(0, &why);
+  // The row attention kernels, whose results the tolerance table's `attention` entry bounds;
+  // the flash kernels (the default) have their own bound and suite (test_cuda_attention_flash).
+  CudaOptions o;
+  o.attention_kernel = AttentionKernel::Rows;
+  cuda_ = make_cuda_backend(0, &why, o);
   ASSERT_TRUE(cuda_) << "a CUDA device is present but the backend cannot start: " << why;
 }
 

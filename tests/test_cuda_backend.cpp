@@ -82,12 +82,12 @@ TEST(CudaBackend, ConvolutionKnobsFromTheEnvironment) {
     expect_user_error([] { bn_kernels_from_env(); }, "REMAT_BN_KERNELS=cuDNN: expected auto, own or cudnn");
   });
   const char* attn = "REMAT_ATTENTION_KERNEL";
-  with_env(attn, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").attention_kernel, AttentionKernel::Rows); });
+  with_env(attn, nullptr, [] { EXPECT_EQ(cuda_precision_options("bf16").attention_kernel, AttentionKernel::Flash); });
   with_env(attn, "tiled", [] { EXPECT_EQ(cuda_precision_options("fp32").attention_kernel, AttentionKernel::Tiled); });
   with_env(attn, "rows", [] { EXPECT_EQ(attention_kernel_from_env(), AttentionKernel::Rows); });
   with_env(attn, "flash", [] { EXPECT_EQ(attention_kernel_from_env(), AttentionKernel::Flash); });
   with_env(attn, "flash2", [] {
-    expect_user_error([] { attention_kernel_from_env(); }, "REMAT_ATTENTION_KERNEL=flash2: expected rows, tiled or flash");
+    expect_user_error([] { attention_kernel_from_env(); }, "REMAT_ATTENTION_KERNEL=flash2: expected flash, rows or tiled");
   });
 }
 
@@ -150,13 +150,13 @@ TEST_F(CudaDevice, NameAndInfo) {
 // cache (runtime/profiler.cpp): a table measured with other kernels has other workspaces.
 TEST_F(CudaDevice, KernelChoicesAreInTheName) {
   CudaOptions o;
-  o.attention_kernel = AttentionKernel::Flash;
+  o.attention_kernel = AttentionKernel::Rows;
   o.conv_layout = ConvLayout::Nchw;
   std::string why;
   std::unique_ptr<Backend> be = make_cuda_backend(0, &why, o);
   ASSERT_TRUE(be) << why;
   EXPECT_EQ(be->name(),
-            cuda_device_label(cuda_device_info(0)) + " (attention flash, conv layout nchw)");
+            cuda_device_label(cuda_device_info(0)) + " (attention rows, conv layout nchw)");
   CudaOptions w;
   w.workspace_limit = int64_t{220} << 20;  // train's under a budget (Note [conv algorithm choice])
   be = make_cuda_backend(0, &why, w);

@@ -189,9 +189,10 @@ bool cuda_backend_built();
 // kernels on planes of 56 x 56 and more and cuDNN below, Own our kernels on every plane, Cudnn
 // cuDNN on every plane (to compare the two on a GPU); attention_kernel picks the fused attention
 // op's kernels (Note [tiled attention kernels] in kernels/attention_tiled.cu): Rows one block per
-// row (verified on an H200), Tiled blocks of 32 rows (head sizes up to 128; rows above), Flash
-// bf16 tensor cores (Note [flash attention kernels] in kernels/attention_flash.cu; bf16 data and
-// head sizes 32, 64, 128 only; rows otherwise).
+// row, Tiled blocks of 32 rows (head sizes up to 128; rows above), Flash (the default) bf16
+// tensor cores (Note [flash attention kernels] in kernels/attention_flash.cu; bf16 data and head
+// sizes 32, 64, 128 only; rows otherwise). An H200 trained gpt2_fused in bf16 at 104.0 samples/s
+// on the flash kernels and 8.9 on the rows (GPU_RESULTS.md, 2026-11-27 and 2026-12-04).
 enum class ConvLayout { Auto, Nchw, Nhwc };
 constexpr int64_t kCudnnMaxElements = (int64_t{1} << 31) - 1;
 enum class ConvGemm { Auto, Off, On };
@@ -204,7 +205,7 @@ struct CudaOptions {
   ConvLayout conv_layout = ConvLayout::Auto;
   ConvGemm conv_gemm = ConvGemm::Auto;
   BnKernels bn_kernels = BnKernels::Auto;
-  AttentionKernel attention_kernel = AttentionKernel::Rows;
+  AttentionKernel attention_kernel = AttentionKernel::Flash;
   // Elements one cuDNN tensor may hold: the legacy API refuses 2^31 and more (Note [cuDNN's
   // element limit] in ops/cudnn_util.h). Tests lower it to run the split calls at small sizes.
   int64_t cudnn_max_elements = kCudnnMaxElements;
@@ -216,7 +217,7 @@ ConvLayout conv_layout_from_env();
 ConvGemm conv_gemm_from_env();
 // The same for REMAT_BN_KERNELS: unset or "auto", "own", "cudnn".
 BnKernels bn_kernels_from_env();
-// The same for REMAT_ATTENTION_KERNEL: unset or "rows", "tiled", "flash".
+// The same for REMAT_ATTENTION_KERNEL: unset or "flash", "rows", "tiled".
 AttentionKernel attention_kernel_from_env();
 // The options for a precision name as the tools spell it: "fp32" (no TF32), "tf32" (TF32 in
 // convolutions, FP32 GEMMs: PyTorch's defaults) or "tf32-all" (TF32 in both); the convolution

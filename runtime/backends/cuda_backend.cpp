@@ -52,9 +52,9 @@ namespace {
 // cache by the name) is not reused under another, where its workspaces would be wrong.
 std::string knob_suffix(const CudaOptions& o) {
   std::vector<std::string> set;
-  if (o.attention_kernel != AttentionKernel::Rows)
+  if (o.attention_kernel != AttentionKernel::Flash)
     set.push_back(std::string("attention ") +
-                  (o.attention_kernel == AttentionKernel::Tiled ? "tiled" : "flash"));
+                  (o.attention_kernel == AttentionKernel::Tiled ? "tiled" : "rows"));
   if (o.bn_kernels != BnKernels::Auto)
     set.push_back(std::string("bn kernels ") + (o.bn_kernels == BnKernels::Own ? "own" : "cudnn"));
   if (o.conv_gemm != ConvGemm::Auto)

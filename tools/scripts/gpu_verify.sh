@@ -2,7 +2,7 @@
 # Runs on a GPU machine the GPU checks and measurements, from a portable build carried
 # there (build here with tools/scripts/build_portable.sh, carry build-portable/). Writes logs to $OUT (or
 # ./gpu-logs) and prints one line per step. Usage: tools/scripts/gpu_verify.sh [tests] [train]
-# [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] [workspace] (default: the first five, in
+# [gpt2] [bench] [loader] [layout] [bn] [graphs] [quick] [pending] (default: the first five, in
 # that order; steps run in the order given).
 #   tests: the CUDA test suites (and the CPU suites that touch the CUDA build);
 #   train: `train` on the small CNN on the GPU (keep-everything and under a budget), `profile`
@@ -11,8 +11,8 @@
 #   gpt2:  GPT-2 124M (T = 1024, batch 8) on the GPU: keep-everything in tf32 and bf16, and bf16
 #          under a 6 GB budget (checkmate, FLOPs costs; keep-everything needs 11.23 GB):
 #          tokens/s = samples/s x 1024 in each run's summary JSON; gpt2_fused (the fused
-#          attention op) in bf16, with the row kernels, REMAT_ATTENTION_KERNEL=tiled and
-#          REMAT_ATTENTION_KERNEL=flash (and flash under the 6 GB budget);
+#          attention op) in bf16, with REMAT_ATTENTION_KERNEL=rows, tiled and flash (the
+#          default; also under the 6 GB budget);
 #          then `profile` in bf16 (the time op by op, against the step's);
 #   bench: tools/bench/bench_pytorch.py, remat against PyTorch on VGG19 and ResNet-50 (fp32/tf32 and
 #          bf16 rows);
@@ -41,11 +41,12 @@
 #          PyTorch of gpt2_fused with the flash kernels and of ResNet-50 and VGG19
 #          channels-last (keep-everything and 50 %). With `tests` first:
 #          REMAT_STEP_TIMEOUT=100 tools/scripts/gpu_session.sh 430 tests quick;
-#   workspace: what the convolutions' workspace cap costs under a budget (Note [conv algorithm
-#          choice], Note [workspaces from the backend]): VGG19 b64 bf16 under 3.5 GB,
-#          checkmate-offload over measured costs, with train's cap (an eighth of the room, 220
-#          MiB), --workspace-limit 512MB and 1GB, and channels-last with train's cap: each
-#          run's "time:" line against keep-everything's 31 ms a step;
+#   pending: the runs the list at the top of GPU_RESULTS.md names. What the convolutions'
+#          workspace cap costs under a budget (Note [conv algorithm choice], Note [workspaces
+#          from the backend]): VGG19 b64 bf16 under 3.5 GB, checkmate-offload over measured
+#          costs, with train's cap (an eighth of the room, 220 MiB), --workspace-limit 512MB
+#          and 1GB, and channels-last with train's cap: each run's "time:" line against
+#          keep-everything's 31 ms a step; gpt2_fused bf16 on the default attention kernels;
 #   loader: loader_bench on 2,000 ImageNet-sized JPEGs it writes: decode + augment images/s at
 #          1, 4, 8 and 15 threads and the wait of 25 and 50 ms steps (ResNet-50's batch of 64 at
 #          2,560 and 1,280 images/s), and train ResNet-50 from that folder on the GPU.
@@ -130,9 +131,11 @@ for step in $steps; do
       run train_gpt2_bf16_6GB "$build/tools/train" --config configs/gpt2.yaml --device cuda \
           --precision bf16 --budget 6GB --strategy checkmate --time-limit 30 --steps 11 \
           --log-every 5 --summary "$out/gpt2_bf16_6GB.json"
-      # The fused attention op (configs/gpt2_fused.yaml): no T x T values, its own kernels.
-      run train_gpt2_fused_bf16 "$build/tools/train" --config configs/gpt2_fused.yaml --device cuda \
-          --precision bf16 --steps 11 --log-every 5 --summary "$out/gpt2_fused_bf16.json"
+      # The fused attention op (configs/gpt2_fused.yaml): no T x T values, its own kernels; first
+      # the row kernels (Note [attention kernels]).
+      REMAT_ATTENTION_KERNEL=rows run train_gpt2_fused_bf16_rows "$build/tools/train" \
+          --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_rows.json"
       # The same with the tiled attention kernels (Note [tiled attention kernels]).
       REMAT_ATTENTION_KERNEL=tiled run train_gpt2_fused_bf16_tiled "$build/tools/train" \
           --config configs/gpt2_fused.yaml --device cuda --precision bf16 --steps 11 --log-every 5 \
@@ -248,7 +251,7 @@ for step in $steps; do
           --device cuda --bin "$build/tools" --config configs/resnet50.yaml --config configs/vgg19.yaml \
           --precision bf16 --no-maxbatch --fractions 0.5 --steps 10 --time-limit 10 \
           --remat-override layout=channels_last --json "$out/bench_pytorch_channels_last.json" ;;
-    workspace)
+    pending)
       for cap in default 512MB 1GB channels_last; do
         more=()
         case $cap in
@@ -260,8 +263,11 @@ for step in $steps; do
             --device cuda --batch 64 --precision bf16 --steps 12 --log-every 6 --budget 3.5GB \
             --strategy checkmate-offload --time-limit 10 --copy-overlap stream \
             --cost-model profile "${more[@]}" --summary "$out/vgg19_bf16_3.5GB_ws_$cap.json"
-      done ;;
-    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick workspace)" >&2; exit 2 ;;
+      done
+      run train_gpt2_fused_bf16_default "$build/tools/train" --config configs/gpt2_fused.yaml \
+          --device cuda --precision bf16 --steps 11 --log-every 5 \
+          --summary "$out/gpt2_fused_bf16_default.json" ;;
+    *) echo "gpu_verify: unknown step '$step' (known: tests train gpt2 bench loader layout bn graphs quick pending)" >&2; exit 2 ;;
   esac
 done
 # The entry for GPU_RESULTS.md: append it there and commit it (a number not kept is lost).
