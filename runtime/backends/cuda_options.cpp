@@ -47,7 +47,9 @@ BnKernels bn_kernels_from_env() {
 AttentionKernel attention_kernel_from_env() {
   return choice_from_env<AttentionKernel>(
       "REMAT_ATTENTION_KERNEL",
-      {{"flash", AttentionKernel::Flash}, {"rows", AttentionKernel::Rows}, {"tiled", AttentionKernel::Tiled}});
+      {{"flash", AttentionKernel::Flash},
+       {"rows", AttentionKernel::Rows},
+       {"tiled", AttentionKernel::Tiled}});
 }
 
 }  // namespace remat
