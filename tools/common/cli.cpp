@@ -286,6 +286,15 @@ void require_budget_for(const FlagParser& f, const std::string& tool,
                        "without one everything is kept)");
 }
 
+std::optional<int64_t> workspace_limit_flag(const FlagParser& f, const std::string& tool,
+                                            const std::string& device) {
+  if (!f.has("workspace-limit")) return std::nullopt;
+  if (device != "cuda")
+    throw UsageError(tool + ": --workspace-limit needs --device cuda (the CPU's ops have one "
+                     "algorithm each, with a fixed workspace)");
+  return f.get_bytes("workspace-limit");
+}
+
 // Note [file-size limit]: a write past the shell's file-size limit (`ulimit -f`, RLIMIT_FSIZE)
 // raises SIGXFSZ, whose default action kills the process: a run would end with no checkpoint
 // and a metrics file cut mid-line. Ignored, the write fails with EFBIG instead and takes the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,12 @@ int report_exception(const std::string& who = "");
 // --budget" for the first of `flags` given without it.
 void require_budget_for(const FlagParser& f, const std::string& tool,
                         const std::vector<std::string>& flags);
+
+// --workspace-limit SIZE (train, profile): the most workspace one convolution's algorithm may use
+// on the GPU, or nullopt when not given. UsageError "<tool>: --workspace-limit needs --device
+// cuda" on another device, or for a value that is not a byte size.
+std::optional<int64_t> workspace_limit_flag(const FlagParser& f, const std::string& tool,
+                                            const std::string& device);
 
 // Every tool ignores SIGXFSZ, so a write past `ulimit -f` fails as on a full disk (Note
 // [file-size limit]); run_main calls it.

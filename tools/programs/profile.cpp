@@ -105,13 +105,7 @@ int profile_main(int argc, char** argv) {
     throw UsageError("profile: --config FILE (or --onnx FILE) is required\n" + f.usage());
   if (f.has("output")) check_output_file(f.get("output"), "profile: --output");
   const std::string device = f.get_choice("device", {"cpu", "cuda"});
-  std::optional<int64_t> workspace_limit;
-  if (f.has("workspace-limit")) {
-    if (device != "cuda")
-      throw UsageError("profile: --workspace-limit needs --device cuda (the CPU's ops have one "
-                       "algorithm each, with a fixed workspace)");
-    workspace_limit = f.get_bytes("workspace-limit");
-  }
+  const std::optional<int64_t> workspace_limit = workspace_limit_flag(f, "profile", device);
   ProfileOptions po;
   po.repeats = static_cast<int>(f.get_int("repeats", 1, 100000));
   po.warmup = static_cast<int>(f.get_int("warmup", 0, 100000));

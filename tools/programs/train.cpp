@@ -180,12 +180,7 @@ remat::TrainOptions options_from_flags(const remat::FlagParser& f) {
   opt.overrides = remat::model_overrides(f, opt.config);
   opt.check_finite = !f.has("no-check-finite");
   opt.cuda_graph = !f.has("no-cuda-graph");
-  if (f.has("workspace-limit")) {
-    if (opt.device != "cuda")
-      throw remat::UsageError("train: --workspace-limit needs --device cuda (the CPU's ops have "
-                              "one algorithm each, with a fixed workspace)");
-    opt.workspace_limit = f.get_bytes("workspace-limit");
-  }
+  opt.workspace_limit = remat::workspace_limit_flag(f, "train", opt.device);
   if (f.has("data-threads")) opt.data_threads = static_cast<int>(f.get_int("data-threads", 1, 1024));
   opt.skip_bad_samples = f.has("skip-bad-samples");
   if (f.has("eval-every")) opt.eval_every = f.get_int("eval-every", 1, 100000000);

@@ -7,6 +7,11 @@ from .maxbatch import MAXINPUT, OFFLOAD_MAXBATCH, maxinput_newest
 from .onnx import ONNX_ZOO
 from .zoo import ZOO, bracket_closed, brackets_newest
 
+def spaced_bytes(size):
+    """'3.5GB' as '3.5 GB'."""
+    return re.sub(r"(\d)([KMGT]i?B)$", r"\1 \2", size)
+
+
 def gen_headline(root, doc):
     def link(target, text):
         return f"[{text}]({rel_link(doc, target, root)})"
@@ -94,7 +99,7 @@ def gen_headline(root, doc):
                        and r["budget"]])
     keep = newest([r for r in train if r["config"] == "gpt2" and r["precision"] == "bf16"
                    and not r["budget"] and r["revision"] == budgeted["revision"]])
-    budget = re.sub(r"(\d)([KMGT]i?B)$", r"\1 \2", budgeted["budget"])
+    budget = spaced_bytes(budgeted["budget"])
     rows.append([
         f"memory on the GPU: GPT-2 124M, bf16, batch {budgeted['batch']}, under {budget}",
         f"predicted peak {budgeted['predicted_peak']}, measured {budgeted['measured_peak']}; "
@@ -105,10 +110,9 @@ def gen_headline(root, doc):
 
     offload = newest([r for r in train if r["environment"].startswith("checkmate-offload")
                       and r["measured_ms_per_step"]])
-    off_budget = re.sub(r"(\d)([KMGT]i?B)$", r"\1 \2", offload["budget"])
     rows.append([
         f"offload on the GPU: {offload['config']}, {offload['precision']}, batch "
-        f"{offload['batch']}, under {off_budget}, checkmate-offload",
+        f"{offload['batch']}, under {spaced_bytes(offload['budget'])}, checkmate-offload",
         f"predicted peak {offload['predicted_peak']}, measured {offload['measured_peak']}; "
         f"{offload['measured_ms_per_step']} ms a step against {offload['predicted_ms_per_step']} "
         f"predicted (recomputes: {offload['recomputes']}; "
